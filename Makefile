@@ -1,0 +1,38 @@
+# The two commands a newcomer runs: `make dev` (the local stack with a demo) and `make test`.
+# Both install what they need first: a virtualenv in .venv and the pinned restate-server in node_modules.
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+
+.PHONY: setup dev test lint bench clean
+
+setup: $(VENV)/.installed node_modules/.installed
+
+$(VENV)/.installed: pyproject.toml
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[dev]'
+	touch $@
+
+node_modules/.installed: package.json package-lock.json
+	npm ci --no-audit --no-fund --loglevel=error
+	touch $@
+
+dev: setup
+	$(BIN)/lash-restate dev
+
+test: setup
+	$(BIN)/ruff check src tests
+	$(BIN)/mypy
+	$(BIN)/pytest
+
+lint: setup
+	$(BIN)/ruff check src tests
+	$(BIN)/ruff format --check src tests
+	$(BIN)/mypy
+
+bench: setup
+	$(BIN)/python -m bench
+
+clean:
+	rm -rf $(VENV) node_modules .lash

@@ -1,0 +1,254 @@
+"""`all`, `allSettled`, `race` and `any` as caller-side loops over any controller.
+
+ADR, "Wake policy is journaled identity": every aggregate consumes settlements
+in durable rank order; early exit is the caller's decision, never a host
+obligation. The result for a settlement timeline is what ECMA-262 gives.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from .contract import (
+    AwaitEvent,
+    EmptyGroup,
+    GroupHandle,
+    GroupKey,
+    GroupWakePolicy,
+    LoserPolicy,
+    Ok,
+    Outcome,
+    RuntimeEffectController,
+    RuntimeEffectEnvelope,
+    RuntimeEffectGroup,
+    Settlement,
+    Sleep,
+)
+
+__all__ = [
+    "AggregateRejection",
+    "Combinator",
+    "CombinatorResult",
+    "Rejected",
+    "all_",
+    "all_settled",
+    "any_",
+    "race",
+    "run_combinator",
+    "select",
+]
+
+
+class Combinator(StrEnum):
+    ALL = "all"
+    ALL_SETTLED = "all_settled"
+    RACE = "race"
+    ANY = "any"
+
+    @property
+    def wake(self) -> GroupWakePolicy:
+        return {
+            Combinator.ALL: GroupWakePolicy.ALL,
+            Combinator.ALL_SETTLED: GroupWakePolicy.ALL,
+            Combinator.RACE: GroupWakePolicy.FIRST,
+            Combinator.ANY: GroupWakePolicy.FIRST_SUCCESS,
+        }[self]
+
+
+class Rejected(Exception):
+    """`all` or `race` rejected with this settlement's outcome (the first consumed rejection)."""
+
+    def __init__(self, settlement: Settlement) -> None:
+        super().__init__(f"child {settlement.position} rejected: {settlement.outcome!r}")
+        self.settlement = settlement
+
+
+class AggregateRejection(Exception):
+    """`any` found no success; ``errors`` are the outcomes in input order (ECMA-262 AggregateError)."""
+
+    def __init__(self, errors: list[Outcome]) -> None:
+        super().__init__(f"all {len(errors)} children rejected")
+        self.errors = errors
+
+
+@dataclass
+class CombinatorResult:
+    """How a combinator ended: fulfilled, rejected, or suspended with a saved cursor."""
+
+    status: str  # "fulfilled" | "rejected" | "suspended"
+    group_key: str
+    order: list[int] = field(default_factory=list)  # positions, in the rank order consumed
+    value: Any = None
+    reason: Settlement | list[Outcome] | None = None
+    handle: GroupHandle | None = None
+
+
+def _verdict(kind: Combinator, n: int, seen: list[Settlement]) -> tuple[str, Any] | None:
+    """ECMA-262 semantics over the settlements consumed so far; None means keep consuming."""
+    by_position = {s.position: s.outcome for s in seen}
+    if kind is Combinator.ALL:
+        for s in seen:
+            if not isinstance(s.outcome, Ok):
+                return "rejected", s
+        if len(seen) == n:
+            return "fulfilled", [_value(by_position[p]) for p in range(n)]
+    elif kind is Combinator.ALL_SETTLED:
+        if len(seen) == n:
+            return "fulfilled", [by_position[p] for p in range(n)]
+    elif kind is Combinator.RACE:
+        if seen:
+            first = seen[0]
+            return (
+                ("fulfilled", first.outcome.value) if isinstance(first.outcome, Ok) else ("rejected", first)
+            )
+    else:
+        for s in seen:
+            if isinstance(s.outcome, Ok):
+                return "fulfilled", s.outcome.value
+        if len(seen) == n:
+            return "rejected", [by_position[p] for p in range(n)]
+    return None
+
+
+def _value(outcome: Outcome) -> Any:
+    assert isinstance(outcome, Ok)
+    return outcome.value
+
+
+async def run_combinator(
+    controller: RuntimeEffectController,
+    kind: Combinator,
+    group: RuntimeEffectGroup,
+    *,
+    handle: GroupHandle | None = None,
+    stop_after: int | None = None,
+) -> CombinatorResult:
+    """Open (or reopen) ``group`` and consume it until ``kind`` decides, or ``stop_after`` settlements.
+
+    With a saved ``handle`` this is a resume: the ranks it already consumed are
+    re-read (they are durable facts) to rebuild the fold, then consumption
+    continues from the saved cursor.
+    """
+    opened = await controller.open_effect_group(group)
+    cursor = handle if handle is not None else opened
+    seen: list[Settlement] = []
+    if cursor.consumed:
+        replay = GroupHandle(cursor.group_key, cursor.child_count, 0)
+        for _ in range(cursor.consumed):
+            seen.append(await controller.await_next_settlement(replay))
+    result = CombinatorResult(status="suspended", group_key=cursor.group_key)
+    verdict = _verdict(kind, len(group), seen)
+    while verdict is None:
+        if stop_after is not None and cursor.consumed >= stop_after:
+            result.order = [s.position for s in seen]
+            result.handle = cursor
+            return result
+        seen.append(await controller.await_next_settlement(cursor))
+        verdict = _verdict(kind, len(group), seen)
+    # The declared disposition applies to the losers: RunToCompletion lets them run on (ECMA-262).
+    await controller.close_effect_group(cursor)
+    result.status, payload = verdict
+    result.order = [s.position for s in seen]
+    if result.status == "fulfilled":
+        result.value = payload
+    else:
+        result.reason = payload
+    return result
+
+
+def _group(
+    key: GroupKey | str,
+    children: Sequence[RuntimeEffectEnvelope],
+    kind: Combinator,
+    disposition: LoserPolicy,
+) -> RuntimeEffectGroup:
+    return RuntimeEffectGroup(key, children, wake=kind.wake, disposition=disposition)
+
+
+async def _settle(controller: RuntimeEffectController, kind: Combinator, group: RuntimeEffectGroup) -> Any:
+    result = await run_combinator(controller, kind, group)
+    if result.status == "fulfilled":
+        return result.value
+    if isinstance(result.reason, Settlement):
+        raise Rejected(result.reason)
+    raise AggregateRejection(list(result.reason or []))
+
+
+async def all_(
+    controller: RuntimeEffectController, key: GroupKey | str, children: Sequence[RuntimeEffectEnvelope]
+) -> list[Any]:
+    """`Promise.all`: values in input order, or `Rejected` at the first consumed rejection."""
+    if not children:
+        return []  # ADR: all([]) resolves locally and never reaches the host
+    group = _group(key, children, Combinator.ALL, LoserPolicy.RUN_TO_COMPLETION)
+    return list(await _settle(controller, Combinator.ALL, group))
+
+
+async def all_settled(
+    controller: RuntimeEffectController, key: GroupKey | str, children: Sequence[RuntimeEffectEnvelope]
+) -> list[Outcome]:
+    """`Promise.allSettled`: every outcome, in input order."""
+    if not children:
+        return []
+    group = _group(key, children, Combinator.ALL_SETTLED, LoserPolicy.RUN_TO_COMPLETION)
+    return list(await _settle(controller, Combinator.ALL_SETTLED, group))
+
+
+async def race(
+    controller: RuntimeEffectController,
+    key: GroupKey | str,
+    children: Sequence[RuntimeEffectEnvelope],
+    *,
+    losers: LoserPolicy = LoserPolicy.RUN_TO_COMPLETION,
+) -> Any:
+    """`Promise.race`: the first settlement's value, or `Rejected` if it rejected.
+
+    ``race([])`` never settles in ECMA-262; a never-settling durable await must
+    not exist (ADR), so it is refused with `EmptyGroup` before reaching the host.
+    """
+    if not children:
+        raise EmptyGroup("race([]) never settles; refused instead of parking forever", group_key=str(key))
+    return await _settle(controller, Combinator.RACE, _group(key, children, Combinator.RACE, losers))
+
+
+async def any_(
+    controller: RuntimeEffectController,
+    key: GroupKey | str,
+    children: Sequence[RuntimeEffectEnvelope],
+    *,
+    losers: LoserPolicy = LoserPolicy.RUN_TO_COMPLETION,
+) -> Any:
+    """`Promise.any`: the first success, or `AggregateRejection` with errors in input order."""
+    if not children:
+        raise AggregateRejection([])  # ECMA-262: any([]) rejects at once
+    return await _settle(controller, Combinator.ANY, _group(key, children, Combinator.ANY, losers))
+
+
+async def select(
+    controller: RuntimeEffectController,
+    key: GroupKey | str,
+    *,
+    event: str,
+    deadline_ms: int,
+    replay_key_prefix: str,
+) -> tuple[str, Any]:
+    """The signal/deadline select: a two-child First group with Cancel (ADR, Consequences).
+
+    Returns ``("event", payload)`` or ``("deadline", None)``; the losing arm is cancelled.
+    """
+    children = [
+        RuntimeEffectEnvelope(command=AwaitEvent(name=event), replay_key=f"{replay_key_prefix}:event"),
+        RuntimeEffectEnvelope(
+            command=Sleep(duration_ms=deadline_ms), replay_key=f"{replay_key_prefix}:deadline"
+        ),
+    ]
+    group = _group(key, children, Combinator.RACE, LoserPolicy.CANCEL)
+    result = await run_combinator(controller, Combinator.RACE, group)
+    winner = "event" if result.order[0] == 0 else "deadline"
+    if result.status == "rejected":
+        assert isinstance(result.reason, Settlement)
+        raise Rejected(result.reason)
+    return winner, result.value

@@ -1,0 +1,153 @@
+"""The controller boundary and the executor-resolution seam.
+
+`RuntimeEffectController` is the one cut between a runtime and a host: the
+runtime hands it envelopes and a cursor; the host decides how children run and
+how ranks are recorded. `GroupExecutors` is the contract's only
+executor-resolution seam (ADR, Decision, `open_effect_group`): the open, a
+retry and the loser drain all reach a child's runner through it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
+
+import msgspec
+
+from ._envelope import RuntimeEffectEnvelope
+from ._errors import EffectGroupUnsupported
+from ._group import RuntimeEffectGroup
+from ._handle import GroupHandle
+from ._policies import LoserPolicy
+from ._settlement import Err, Ok, Outcome, Settlement
+
+__all__ = [
+    "EffectGroupDefaults",
+    "GroupExecutor",
+    "GroupExecutors",
+    "RuntimeEffectController",
+    "ToolFailure",
+    "Transient",
+    "execute_once",
+    "execute_outcome",
+]
+
+
+class ToolFailure(Exception):
+    """Raised by an executor to reject its child: it settles `Err(message, code)` and is not retried.
+
+    Any other exception is a transient fault: the host retries the child with a
+    fresh executor from the resolver, a bounded number of times.
+    """
+
+    def __init__(self, message: str, code: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.code = code
+
+
+@runtime_checkable
+class GroupExecutor(Protocol):
+    """Runs one child once. ``execute`` consumes it: a retry resolves a fresh executor."""
+
+    async def execute(self) -> Any:
+        """Run the child and return its JSON value, or raise `ToolFailure` to reject it."""
+        ...
+
+
+@runtime_checkable
+class GroupExecutors(Protocol):
+    """Maps an envelope to a fresh single-use executor, or None when this deployment cannot run it.
+
+    None is a routing fact, never an outcome: no terminal is synthesized from it (ADR).
+    """
+
+    def resolve(self, envelope: RuntimeEffectEnvelope) -> GroupExecutor | None: ...
+
+
+@runtime_checkable
+class RuntimeEffectController(Protocol):
+    """What a runtime calls to run effects, singly or as a durable group."""
+
+    def supports_concurrent_effects(self) -> bool: ...
+
+    async def execute_effect(self, envelope: RuntimeEffectEnvelope, executor: GroupExecutor) -> Outcome: ...
+
+    def supports_effect_groups(self) -> bool:
+        """True only once a `GroupExecutors` resolver is registered; read at deployment validation."""
+        ...
+
+    async def open_effect_group(self, group: RuntimeEffectGroup) -> GroupHandle:
+        """Return once the group is durably recorded (not when a child settles), with ``consumed = 0``."""
+        ...
+
+    async def await_next_settlement(
+        self, handle: GroupHandle, cancel: Awaitable[object] | None = None
+    ) -> Settlement:
+        """Serve rank ``handle.consumed + 1`` and advance ``handle`` by exactly that one settlement."""
+        ...
+
+    async def close_effect_group(self, handle: GroupHandle, disposition: LoserPolicy | None = None) -> None:
+        """Release the caller's interest; idempotent; ``disposition`` may only narrow the declared one."""
+        ...
+
+
+class EffectGroupDefaults:
+    """Group methods that fail closed, for controllers that have not implemented groups.
+
+    ADR: the defaults "error loudly with EffectGroupUnsupported" so an
+    out-of-tree controller never mis-executes a batch.
+    """
+
+    def supports_effect_groups(self) -> bool:
+        return False
+
+    async def open_effect_group(self, group: RuntimeEffectGroup) -> GroupHandle:
+        raise EffectGroupUnsupported(
+            f"{type(self).__name__} does not implement effect groups", group_key=str(group.key)
+        )
+
+    async def await_next_settlement(
+        self, handle: GroupHandle, cancel: Awaitable[object] | None = None
+    ) -> Settlement:
+        raise EffectGroupUnsupported(
+            f"{type(self).__name__} does not implement effect groups", group_key=handle.group_key
+        )
+
+    async def close_effect_group(self, handle: GroupHandle, disposition: LoserPolicy | None = None) -> None:
+        raise EffectGroupUnsupported(
+            f"{type(self).__name__} does not implement effect groups", group_key=handle.group_key
+        )
+
+
+@dataclass(frozen=True)
+class Transient:
+    """One attempt ended in a fault that is not a `ToolFailure`: retry with a fresh executor."""
+
+    message: str
+
+    def give_up(self, attempts: int) -> Err:
+        """The terminal recorded once a host stops retrying."""
+        return Err(message=f"gave up after {attempts} attempts: {self.message}", code="retries_exhausted")
+
+
+async def execute_once(executor: GroupExecutor) -> Outcome | Transient:
+    """Run one executor once and map how it ended onto an outcome (or a retryable fault)."""
+    try:
+        value = await executor.execute()
+    except ToolFailure as failure:
+        return Err(message=failure.message, code=failure.code)
+    except Exception as exc:
+        return Transient(message=f"{type(exc).__name__}: {exc}")
+    try:
+        msgspec.json.encode(value)
+    except (TypeError, msgspec.EncodeError) as exc:
+        return Err(message=f"tool returned a value that is not JSON: {exc}", code="bad_value")
+    return Ok(value=value)
+
+
+async def execute_outcome(executor: GroupExecutor) -> Outcome:
+    """`execute_once` for paths that do not retry: a transient fault becomes the terminal."""
+    outcome = await execute_once(executor)
+    return outcome.give_up(1) if isinstance(outcome, Transient) else outcome

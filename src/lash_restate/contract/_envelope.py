@@ -1,0 +1,143 @@
+"""Envelopes, commands, group membership, canonical encoding and the envelope hash.
+
+Membership is an optional field **omitted when absent**, so an ungrouped
+envelope encodes byte-identically to the encoding before groups existed (ADR,
+"Normative: ungrouped effects stay hash-identical"). Wake rule and disposition
+ride inside membership, so a drifted one changes the hash and a replay refuses
+it (ADR, "Wake policy is journaled identity").
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from typing import Any
+
+import msgspec
+
+from ._errors import InvalidEnvelope
+from ._policies import GroupWakePolicy, LoserPolicy
+
+__all__ = [
+    "AwaitEvent",
+    "Command",
+    "GroupMembership",
+    "RuntimeEffectEnvelope",
+    "Sleep",
+    "ToolCall",
+    "canonical_bytes",
+    "decode_envelope",
+    "envelope_hash",
+    "validate_json_value",
+]
+
+MAX_KEY_LENGTH = 512
+_STRUCT = {"frozen": True, "kw_only": True, "forbid_unknown_fields": True, "omit_defaults": True}
+
+
+def validate_json_value(value: Any, where: str = "value") -> None:
+    """Refuse anything that is not plain JSON: the canonical encoding must be a function of the value."""
+    if value is None or isinstance(value, bool | str | int):
+        return
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise InvalidEnvelope(f"{where} holds a non-finite float, which JSON cannot carry")
+        return
+    if isinstance(value, list | tuple):
+        for item in value:
+            validate_json_value(item, where)
+        return
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise InvalidEnvelope(f"{where} has a non-string object key {key!r}")
+            validate_json_value(item, where)
+        return
+    raise InvalidEnvelope(f"{where} holds a {type(value).__name__}, which is not a JSON value")
+
+
+def _check_key(value: str, what: str) -> None:
+    if not value or len(value) > MAX_KEY_LENGTH:
+        raise InvalidEnvelope(f"{what} must be 1..{MAX_KEY_LENGTH} characters")
+    if any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in value):
+        raise InvalidEnvelope(f"{what} contains a control character")
+
+
+class ToolCall(msgspec.Struct, tag="tool_call", **_STRUCT):
+    """Run the tool ``tool`` with JSON ``args`` through the host's `GroupExecutors` resolver."""
+
+    tool: str
+    args: Any = None
+
+    def __post_init__(self) -> None:
+        _check_key(self.tool, "tool name")
+        validate_json_value(self.args, "tool args")
+
+
+class Sleep(msgspec.Struct, tag="sleep", **_STRUCT):
+    """A durable timer of ``duration_ms`` milliseconds; settles Ok(None)."""
+
+    duration_ms: int
+
+    def __post_init__(self) -> None:
+        if isinstance(self.duration_ms, bool) or self.duration_ms < 0:
+            raise InvalidEnvelope("sleep duration_ms must be a non-negative integer")
+
+
+class AwaitEvent(msgspec.Struct, tag="await_event", **_STRUCT):
+    """Wait for the durable event ``name``; settles Ok(payload) once it is emitted."""
+
+    name: str
+
+    def __post_init__(self) -> None:
+        _check_key(self.name, "event name")
+
+
+Command = ToolCall | Sleep | AwaitEvent
+
+
+class GroupMembership(msgspec.Struct, **_STRUCT):
+    """Which group a child belongs to, where, and under which wake rule and disposition."""
+
+    group_key: str
+    position: int
+    wake: GroupWakePolicy
+    disposition: LoserPolicy
+
+
+class RuntimeEffectEnvelope(msgspec.Struct, **_STRUCT):
+    """One effect: a command, the child's replay key, and (for grouped children) membership."""
+
+    command: Command
+    replay_key: str
+    # ADR: optional and omitted when absent, so ungrouped hashes stay byte-identical.
+    membership: GroupMembership | None = None
+
+    def __post_init__(self) -> None:
+        _check_key(self.replay_key, "replay key")
+        if self.membership is not None and self.membership.position < 0:
+            raise InvalidEnvelope("membership position must be non-negative", replay_key=self.replay_key)
+
+
+_ENCODER = msgspec.json.Encoder(order="sorted")
+_DECODER = msgspec.json.Decoder(RuntimeEffectEnvelope)
+
+
+def canonical_bytes(envelope: RuntimeEffectEnvelope) -> bytes:
+    """The canonical encoding: compact JSON, struct fields and object keys sorted."""
+    return _ENCODER.encode(envelope)
+
+
+def envelope_hash(envelope: RuntimeEffectEnvelope) -> str:
+    """Hex SHA-256 of the canonical encoding; the per-child replay fence."""
+    return hashlib.sha256(canonical_bytes(envelope)).hexdigest()
+
+
+def decode_envelope(data: bytes | str) -> RuntimeEffectEnvelope:
+    """Decode one envelope from JSON, refusing anything malformed with `InvalidEnvelope`."""
+    try:
+        return _DECODER.decode(data)
+    except msgspec.ValidationError as exc:
+        raise InvalidEnvelope(f"malformed envelope: {exc}") from None
+    except msgspec.DecodeError as exc:
+        raise InvalidEnvelope(f"envelope is not JSON: {exc}") from None

@@ -1,0 +1,309 @@
+"""Typed errors of the effect-group contract, each with a stable code.
+
+The exception tree (every class carries ``code``, and ``group_key``,
+``position`` and ``replay_key`` where a group or child is involved)::
+
+    LashError
+    ├── EffectGroupUnsupported      this host does not do groups at all
+    ├── InvalidInput                a value failed validation before anything was recorded
+    │   ├── InvalidGroupKey
+    │   ├── InvalidEnvelope
+    │   ├── InvalidHandle
+    │   └── InvalidSettlement
+    ├── GroupShapeError             the group, as built or as reopened, is refused whole
+    │   ├── EmptyGroup
+    │   ├── ForeignGroupKey
+    │   ├── PermutedPosition
+    │   ├── WakeRuleDrift
+    │   ├── DispositionDrift
+    │   ├── DuplicateReplayKey
+    │   ├── ChildUnroutable         first open: the resolver has no runner for a child
+    │   └── ShapeMismatch           reopen: recorded count / wake / disposition differ
+    ├── ReplayMismatch              reopen: a recorded child's envelope hash differs
+    ├── CursorError
+    │   ├── CursorOverrun           advancing past the last child (refused, not clamped)
+    │   └── HandleMismatch          the handle's child count is not the group's
+    ├── GroupNotOpen                no such group is recorded (never opened, or closed)
+    ├── DispositionWidening         close tried to widen Cancel back to RunToCompletion
+    ├── AwaitCancelled              the caller's cancel fired first; cursor and rank untouched
+    └── MembershipUnsupported       a grouped envelope reached a path with no membership slot
+
+Errors cross process and handler boundaries as a wire form
+(:meth:`LashError.to_wire` / :func:`error_from_wire`), so a code raised inside
+a Restate handler arrives at its caller as the same typed exception.
+"""
+
+from __future__ import annotations
+
+import json
+from enum import StrEnum
+from typing import Any, ClassVar
+
+__all__ = [
+    "AwaitCancelled",
+    "ChildUnroutable",
+    "CursorError",
+    "CursorOverrun",
+    "DispositionDrift",
+    "DispositionWidening",
+    "DuplicateReplayKey",
+    "EffectGroupUnsupported",
+    "EmptyGroup",
+    "ForeignGroupKey",
+    "GroupNotOpen",
+    "GroupShapeError",
+    "HandleMismatch",
+    "InvalidEnvelope",
+    "InvalidGroupKey",
+    "InvalidHandle",
+    "InvalidInput",
+    "InvalidSettlement",
+    "LashError",
+    "MembershipUnsupported",
+    "PermutedPosition",
+    "ReplayMismatch",
+    "RuntimeErrorCode",
+    "ShapeMismatch",
+    "WakeRuleDrift",
+    "error_from_wire",
+]
+
+
+class RuntimeErrorCode(StrEnum):
+    """Stable, machine-readable codes. Values never change once released."""
+
+    EFFECT_GROUP_UNSUPPORTED = "effect_group_unsupported"
+    INVALID_INPUT = "invalid_input"
+    INVALID_GROUP_KEY = "invalid_group_key"
+    INVALID_ENVELOPE = "invalid_envelope"
+    INVALID_HANDLE = "invalid_handle"
+    INVALID_SETTLEMENT = "invalid_settlement"
+    GROUP_SHAPE = "group_shape"
+    EMPTY_GROUP = "empty_group"
+    FOREIGN_GROUP_KEY = "foreign_group_key"
+    PERMUTED_POSITION = "permuted_position"
+    WAKE_RULE_DRIFT = "wake_rule_drift"
+    DISPOSITION_DRIFT = "disposition_drift"
+    DUPLICATE_REPLAY_KEY = "duplicate_replay_key"
+    CHILD_UNROUTABLE = "child_unroutable"
+    SHAPE_MISMATCH = "shape_mismatch"
+    REPLAY_MISMATCH = "replay_mismatch"
+    CURSOR = "cursor"
+    CURSOR_OVERRUN = "cursor_overrun"
+    HANDLE_MISMATCH = "handle_mismatch"
+    GROUP_NOT_OPEN = "group_not_open"
+    DISPOSITION_WIDENING = "disposition_widening"
+    AWAIT_CANCELLED = "await_cancelled"
+    MEMBERSHIP_UNSUPPORTED = "membership_unsupported"
+
+
+class LashError(Exception):
+    """Base of every contract error; ``code`` is stable across releases."""
+
+    code: ClassVar[RuntimeErrorCode] = RuntimeErrorCode.INVALID_INPUT
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        group_key: str | None = None,
+        position: int | None = None,
+        replay_key: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.group_key = group_key
+        self.position = position
+        self.replay_key = replay_key
+
+    def __str__(self) -> str:
+        where = [
+            f"{name}={value!r}"
+            for name, value in (
+                ("group_key", self.group_key),
+                ("position", self.position),
+                ("replay_key", self.replay_key),
+            )
+            if value is not None
+        ]
+        suffix = f" ({', '.join(where)})" if where else ""
+        return f"[{self.code}] {self.message}{suffix}"
+
+    def to_wire(self) -> str:
+        """One JSON line that :func:`error_from_wire` turns back into this error."""
+        body: dict[str, Any] = {"code": str(self.code), "message": self.message}
+        for name in ("group_key", "position", "replay_key"):
+            value = getattr(self, name)
+            if value is not None:
+                body[name] = value
+        return _WIRE_PREFIX + json.dumps(body, sort_keys=True, separators=(",", ":"))
+
+
+class EffectGroupUnsupported(LashError):
+    """This host does not do groups (no `GroupExecutors` resolver is registered); nothing was recorded."""
+
+    code = RuntimeErrorCode.EFFECT_GROUP_UNSUPPORTED
+
+
+class InvalidInput(LashError, ValueError):
+    """A value failed validation before anything was recorded; fix the input and call again."""
+
+    code = RuntimeErrorCode.INVALID_INPUT
+
+
+class InvalidGroupKey(InvalidInput):
+    """A group key is not `{scope_id}:group:{batch_id}:{occurrence}`."""
+
+    code = RuntimeErrorCode.INVALID_GROUP_KEY
+
+
+class InvalidEnvelope(InvalidInput):
+    """An envelope or command is malformed (unknown command, non-JSON args, bad duration…)."""
+
+    code = RuntimeErrorCode.INVALID_ENVELOPE
+
+
+class InvalidHandle(InvalidInput):
+    """A saved handle does not decode to a consistent cursor."""
+
+    code = RuntimeErrorCode.INVALID_HANDLE
+
+
+class InvalidSettlement(InvalidInput):
+    """A settlement names a child the group does not hold (forged, or for another group)."""
+
+    code = RuntimeErrorCode.INVALID_SETTLEMENT
+
+
+class GroupShapeError(LashError, ValueError):
+    """The group, as built or as reopened, is refused whole; nothing of it was recorded."""
+
+    code = RuntimeErrorCode.GROUP_SHAPE
+
+
+class EmptyGroup(GroupShapeError):
+    """A group has no child: `all([])` resolves locally and `race([])` never settles (ADR)."""
+
+    code = RuntimeErrorCode.EMPTY_GROUP
+
+
+class ForeignGroupKey(GroupShapeError):
+    """A child's membership names another group's key."""
+
+    code = RuntimeErrorCode.FOREIGN_GROUP_KEY
+
+
+class PermutedPosition(GroupShapeError):
+    """A child's membership position is not its index in the group."""
+
+    code = RuntimeErrorCode.PERMUTED_POSITION
+
+
+class WakeRuleDrift(GroupShapeError):
+    """A child's membership wake rule is not the group's."""
+
+    code = RuntimeErrorCode.WAKE_RULE_DRIFT
+
+
+class DispositionDrift(GroupShapeError):
+    """A child's membership disposition is not the group's."""
+
+    code = RuntimeErrorCode.DISPOSITION_DRIFT
+
+
+class DuplicateReplayKey(GroupShapeError):
+    """Two children share a replay key, so settlements could not tell them apart."""
+
+    code = RuntimeErrorCode.DUPLICATE_REPLAY_KEY
+
+
+class ChildUnroutable(GroupShapeError):
+    """First open: the registered resolver has no runner for this child, so the whole open is refused."""
+
+    code = RuntimeErrorCode.CHILD_UNROUTABLE
+
+
+class ShapeMismatch(GroupShapeError):
+    """Reopen: the recorded group's child count, wake rule or disposition differs from the one passed."""
+
+    code = RuntimeErrorCode.SHAPE_MISMATCH
+
+
+class ReplayMismatch(LashError):
+    """Reopen: a child's envelope hash differs from the recorded one (its command or membership drifted)."""
+
+    code = RuntimeErrorCode.REPLAY_MISMATCH
+
+
+class CursorError(LashError):
+    """The caller's cursor does not fit the group it points at."""
+
+    code = RuntimeErrorCode.CURSOR
+
+
+class CursorOverrun(CursorError):
+    """Every settlement was already consumed; advancing further is refused, never clamped."""
+
+    code = RuntimeErrorCode.CURSOR_OVERRUN
+
+
+class HandleMismatch(CursorError):
+    """The handle's child count is not the recorded group's: it belongs to another shape."""
+
+    code = RuntimeErrorCode.HANDLE_MISMATCH
+
+
+class GroupNotOpen(LashError):
+    """No group with this key is recorded: it was never opened here, or it was closed."""
+
+    code = RuntimeErrorCode.GROUP_NOT_OPEN
+
+
+class DispositionWidening(LashError):
+    """Close asked for RunToCompletion on a group declared Cancel; close may only narrow."""
+
+    code = RuntimeErrorCode.DISPOSITION_WIDENING
+
+
+class AwaitCancelled(LashError):
+    """The caller's cancel won the race; the cursor and every durable rank are untouched."""
+
+    code = RuntimeErrorCode.AWAIT_CANCELLED
+
+
+class MembershipUnsupported(LashError):
+    """A grouped envelope reached a dispatch path with no slot for its membership (refused, not stripped)."""
+
+    code = RuntimeErrorCode.MEMBERSHIP_UNSUPPORTED
+
+
+_WIRE_PREFIX = "lash-error:"
+
+_BY_CODE: dict[str, type[LashError]] = {}
+
+
+def _index(cls: type[LashError]) -> None:
+    _BY_CODE[str(cls.code)] = cls
+    for sub in cls.__subclasses__():
+        _index(sub)
+
+
+_index(LashError)
+
+
+def error_from_wire(text: str) -> LashError | None:
+    """The typed error a :meth:`LashError.to_wire` line encodes, or None if ``text`` is not one."""
+    if not text.startswith(_WIRE_PREFIX):
+        return None
+    try:
+        body = json.loads(text[len(_WIRE_PREFIX) :])
+        cls = _BY_CODE[body["code"]]
+        position = body.get("position")
+        return cls(
+            str(body["message"]),
+            group_key=body.get("group_key"),
+            position=int(position) if position is not None else None,
+            replay_key=body.get("replay_key"),
+        )
+    except (ValueError, KeyError, TypeError):
+        return None

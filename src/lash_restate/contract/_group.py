@@ -1,0 +1,259 @@
+"""Group identity and the group itself, which has exactly one constructor.
+
+ADR, "Normative: a group's copies are made to agree by construction": the
+constructor stamps unstamped children from their own index and refuses any
+child that disagrees with the group it claims. Hosts never read group identity
+from ``children[0]``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any, TypeVar
+
+import msgspec
+
+from ._envelope import (
+    GroupMembership,
+    RuntimeEffectEnvelope,
+    canonical_bytes,
+    decode_envelope,
+    envelope_hash,
+)
+from ._errors import (
+    DispositionDrift,
+    DuplicateReplayKey,
+    EmptyGroup,
+    ForeignGroupKey,
+    GroupShapeError,
+    InvalidEnvelope,
+    InvalidGroupKey,
+    PermutedPosition,
+    ReplayMismatch,
+    ShapeMismatch,
+    WakeRuleDrift,
+)
+from ._policies import GroupWakePolicy, LoserPolicy
+
+__all__ = ["GroupKey", "GroupShape", "RuntimeEffectGroup"]
+
+_E = TypeVar("_E", GroupWakePolicy, LoserPolicy)
+
+_SEPARATOR = ":group:"
+
+
+class GroupKey(msgspec.Struct, frozen=True, kw_only=True):
+    """`{scope_id}:group:{batch_id}:{occurrence}` (ADR, "Group identity carries an occurrence discriminator").
+
+    ``occurrence`` comes from the caller's deterministic effect sequence (it rides
+    the continuation), never from host memory: two identical calls in one
+    iteration share a ``batch_id`` and differ only here.
+    """
+
+    scope_id: str
+    batch_id: str
+    occurrence: int
+
+    def __post_init__(self) -> None:
+        if not self.scope_id or any(ord(c) < 0x20 for c in self.scope_id):
+            raise InvalidGroupKey("scope_id must be non-empty printable text")
+        if not self.batch_id or ":" in self.batch_id or any(ord(c) < 0x20 for c in self.batch_id):
+            raise InvalidGroupKey("batch_id must be non-empty printable text without ':'")
+        if isinstance(self.occurrence, bool) or not isinstance(self.occurrence, int) or self.occurrence < 0:
+            raise InvalidGroupKey("occurrence must be a non-negative integer")
+        if len(str(self)) > 512:
+            raise InvalidGroupKey("group key must be at most 512 characters")
+
+    def __str__(self) -> str:
+        return f"{self.scope_id}{_SEPARATOR}{self.batch_id}:{self.occurrence}"
+
+    @classmethod
+    def parse(cls, text: str) -> GroupKey:
+        """The key ``text`` spells, or `InvalidGroupKey`."""
+        head, sep, tail = text.rpartition(_SEPARATOR)
+        batch_id, colon, occurrence = tail.partition(":")
+        if not sep or not colon or not occurrence.isdigit() or not occurrence.isascii():
+            raise InvalidGroupKey(f"{text!r} is not '{{scope_id}}:group:{{batch_id}}:{{occurrence}}'")
+        if occurrence != str(int(occurrence)):
+            raise InvalidGroupKey(f"{text!r}: occurrence must not have leading zeros")
+        return cls(scope_id=head, batch_id=batch_id, occurrence=int(occurrence))
+
+
+class GroupShape(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """What a reopen is fenced on: count, wake rule, disposition, and each child's hash and replay key."""
+
+    child_count: int
+    wake: GroupWakePolicy
+    disposition: LoserPolicy
+    replay_keys: tuple[str, ...]
+    hashes: tuple[str, ...]
+
+    def fence_reopen(self, offered: GroupShape, group_key: str) -> None:
+        """Refuse a reopen whose shape or any child's envelope hash differs from this recorded one.
+
+        ADR: a shrunk child vec under one key silently renumbers every rank above
+        the truncation and the per-child hash fence cannot see it, so count, wake
+        rule and disposition are fenced first; then each child's hash.
+        """
+        for what, was, now in (
+            ("child count", self.child_count, offered.child_count),
+            ("wake rule", self.wake, offered.wake),
+            ("disposition", self.disposition, offered.disposition),
+        ):
+            if was != now:
+                raise ShapeMismatch(f"recorded {what} is {was}, reopen passed {now}", group_key=group_key)
+        for position, (was_hash, now_hash) in enumerate(zip(self.hashes, offered.hashes, strict=True)):
+            if was_hash != now_hash:
+                raise ReplayMismatch(
+                    "child envelope differs from the recorded one",
+                    group_key=group_key,
+                    position=position,
+                    replay_key=offered.replay_keys[position],
+                )
+
+
+class RuntimeEffectGroup:
+    """A group of N >= 1 child envelopes under one key, wake rule and disposition.
+
+    The one way in is this constructor; every child comes out stamped with a
+    membership that agrees with the group, or the constructor raises.
+    """
+
+    __slots__ = ("_children", "_disposition", "_key", "_wake")
+
+    def __init__(
+        self,
+        key: GroupKey | str,
+        children: Iterable[RuntimeEffectEnvelope],
+        *,
+        wake: GroupWakePolicy,
+        disposition: LoserPolicy,
+    ) -> None:
+        group_key = GroupKey.parse(key) if isinstance(key, str) else key
+        if not isinstance(group_key, GroupKey):
+            raise InvalidGroupKey("key must be a GroupKey or its string form")
+        wake = _coerce(GroupWakePolicy, wake, "wake")
+        disposition = _coerce(LoserPolicy, disposition, "disposition")
+        key_text = str(group_key)
+        stamped: list[RuntimeEffectEnvelope] = []
+        seen: dict[str, int] = {}
+        for index, child in enumerate(children):
+            if not isinstance(child, RuntimeEffectEnvelope):
+                raise InvalidEnvelope(f"child {index} is a {type(child).__name__}, not an envelope")
+            stamped.append(_stamp(child, index, key_text, wake, disposition))
+            if child.replay_key in seen:
+                raise DuplicateReplayKey(
+                    f"child {index} repeats the replay key of child {seen[child.replay_key]}",
+                    group_key=key_text,
+                    position=index,
+                    replay_key=child.replay_key,
+                )
+            seen[child.replay_key] = index
+        if not stamped:
+            # ADR: all([]) resolves locally; race([]) never settles and must not become a durable await.
+            raise EmptyGroup("a group needs at least one child", group_key=key_text)
+        self._key = group_key
+        self._wake = wake
+        self._disposition = disposition
+        self._children = tuple(stamped)
+
+    @property
+    def key(self) -> GroupKey:
+        return self._key
+
+    @property
+    def wake(self) -> GroupWakePolicy:
+        return self._wake
+
+    @property
+    def disposition(self) -> LoserPolicy:
+        return self._disposition
+
+    @property
+    def children(self) -> tuple[RuntimeEffectEnvelope, ...]:
+        return self._children
+
+    def __len__(self) -> int:
+        return len(self._children)
+
+    def __repr__(self) -> str:
+        return (
+            f"RuntimeEffectGroup({str(self._key)!r}, {len(self)} children, "
+            f"wake={self._wake.value}, disposition={self._disposition.value})"
+        )
+
+    def shape(self) -> GroupShape:
+        return GroupShape(
+            child_count=len(self._children),
+            wake=self._wake,
+            disposition=self._disposition,
+            replay_keys=tuple(c.replay_key for c in self._children),
+            hashes=tuple(envelope_hash(c) for c in self._children),
+        )
+
+    def to_wire(self) -> dict[str, Any]:
+        """A JSON-ready form; :meth:`from_wire` rebuilds it through the one constructor."""
+        return {
+            "key": str(self._key),
+            "wake": self._wake.value,
+            "disposition": self._disposition.value,
+            "children": [msgspec.json.decode(canonical_bytes(c)) for c in self._children],
+        }
+
+    @classmethod
+    def from_wire(cls, data: Any) -> RuntimeEffectGroup:
+        """Rebuild a group from :meth:`to_wire` output (or hand-written JSON), refusing bad input."""
+        if not isinstance(data, dict):
+            raise InvalidEnvelope("a group must be a JSON object")
+        unknown = set(data) - {"key", "wake", "disposition", "children"}
+        if unknown:
+            raise InvalidEnvelope(f"unknown group fields: {sorted(unknown)}")
+        children = data.get("children")
+        if not isinstance(children, list):
+            raise InvalidEnvelope("group children must be a list")
+        key = data.get("key")
+        if not isinstance(key, str):
+            raise InvalidGroupKey("group key must be a string")
+        return cls(
+            key,
+            [decode_envelope(msgspec.json.encode(c)) for c in children],
+            wake=_coerce(GroupWakePolicy, data.get("wake"), "wake"),
+            disposition=_coerce(LoserPolicy, data.get("disposition"), "disposition"),
+        )
+
+
+def _coerce(enum: type[_E], value: object, what: str) -> _E:
+    try:
+        return enum(value)  # type: ignore[arg-type]
+    except ValueError:
+        allowed = ", ".join(m.value for m in enum)
+        raise InvalidEnvelope(f"{what} must be one of {allowed}; got {value!r}") from None
+
+
+def _stamp(
+    child: RuntimeEffectEnvelope,
+    index: int,
+    key: str,
+    wake: GroupWakePolicy,
+    disposition: LoserPolicy,
+) -> RuntimeEffectEnvelope:
+    m = child.membership
+    if m is None:
+        membership = GroupMembership(group_key=key, position=index, wake=wake, disposition=disposition)
+        return msgspec.structs.replace(child, membership=membership)
+    refusal: tuple[type[GroupShapeError], str] | None = None
+    if m.group_key != key:
+        refusal = ForeignGroupKey, f"child claims group {m.group_key!r}"
+    elif m.position != index:
+        refusal = PermutedPosition, f"child claims position {m.position} at index {index}"
+    elif m.wake != wake:
+        refusal = WakeRuleDrift, f"child claims wake {m.wake.value}, group is {wake.value}"
+    elif m.disposition != disposition:
+        refusal = (
+            DispositionDrift,
+            f"child claims disposition {m.disposition.value}, group is {disposition.value}",
+        )
+    if refusal is not None:
+        cls, message = refusal
+        raise cls(message, group_key=key, position=index, replay_key=child.replay_key)
+    return child

@@ -1,0 +1,112 @@
+"""The caller's cursor: the sole cursor of record (ADR, Decision, `await_next_settlement`).
+
+A host advances it on exactly the settlements it returns and keeps no
+per-caller consumption state, so awaiting rank ``consumed + 1`` before and
+after a crash yields the same settlement. It takes its child count from the
+group, and advancing past the last child is refused rather than clamped.
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+from ._errors import CursorOverrun, InvalidGroupKey, InvalidHandle
+from ._group import GroupKey, RuntimeEffectGroup
+
+__all__ = ["GroupHandle"]
+
+
+class _HandleWire(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    group_key: str
+    child_count: int
+    consumed: int
+
+
+class GroupHandle:
+    """Which group, how many children it has, and how many settlements this caller consumed."""
+
+    __slots__ = ("_child_count", "_consumed", "_group_key")
+
+    def __init__(self, group_key: str, child_count: int, consumed: int) -> None:
+        try:
+            GroupKey.parse(group_key)
+        except InvalidGroupKey as exc:
+            raise InvalidHandle(f"handle names an invalid group key: {exc.message}") from None
+        if isinstance(child_count, bool) or not isinstance(child_count, int) or child_count < 1:
+            raise InvalidHandle("handle child_count must be a positive integer", group_key=group_key)
+        if isinstance(consumed, bool) or not isinstance(consumed, int) or not 0 <= consumed <= child_count:
+            raise InvalidHandle(
+                f"handle consumed={consumed!r} is outside 0..{child_count}", group_key=group_key
+            )
+        self._group_key = group_key
+        self._child_count = child_count
+        self._consumed = consumed
+
+    @classmethod
+    def opened(cls, group: RuntimeEffectGroup) -> GroupHandle:
+        """The handle a host returns from open: ``consumed = 0``, child count taken from the group."""
+        return cls(str(group.key), len(group), 0)
+
+    @property
+    def group_key(self) -> str:
+        return self._group_key
+
+    @property
+    def child_count(self) -> int:
+        return self._child_count
+
+    @property
+    def consumed(self) -> int:
+        return self._consumed
+
+    @property
+    def exhausted(self) -> bool:
+        """Every settlement was consumed; this is caller arithmetic, not a host round trip."""
+        return self._consumed == self._child_count
+
+    @property
+    def next_rank(self) -> int:
+        """The rank the next await serves: ``consumed + 1``."""
+        return self._consumed + 1
+
+    def check_can_advance(self) -> None:
+        if self.exhausted:
+            raise CursorOverrun(
+                f"all {self._child_count} settlements were already consumed", group_key=self._group_key
+            )
+
+    def advance(self) -> None:
+        """Consume one settlement. Hosts call this only on a settlement they return."""
+        self.check_can_advance()
+        self._consumed += 1
+
+    def copy(self) -> GroupHandle:
+        return GroupHandle(self._group_key, self._child_count, self._consumed)
+
+    def to_bytes(self) -> bytes:
+        wire = _HandleWire(group_key=self._group_key, child_count=self._child_count, consumed=self._consumed)
+        return msgspec.json.encode(wire)
+
+    @classmethod
+    def from_bytes(cls, data: bytes | str) -> GroupHandle:
+        """Restore a saved cursor, refusing anything inconsistent with `InvalidHandle`."""
+        try:
+            wire = msgspec.json.decode(data, type=_HandleWire)
+        except (msgspec.ValidationError, msgspec.DecodeError) as exc:
+            raise InvalidHandle(f"malformed handle: {exc}") from None
+        return cls(wire.group_key, wire.child_count, wire.consumed)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, GroupHandle):
+            return NotImplemented
+        return (self._group_key, self._child_count, self._consumed) == (
+            other._group_key,
+            other._child_count,
+            other._consumed,
+        )
+
+    def __hash__(self) -> int:
+        return hash((self._group_key, self._child_count, self._consumed))
+
+    def __repr__(self) -> str:
+        return f"GroupHandle({self._group_key!r}, child_count={self._child_count}, consumed={self._consumed})"

@@ -1,0 +1,391 @@
+"""The in-memory reference host: the behavioural definition of the contract.
+
+Durable only for the life of a `MemoryStore` (ADR, "Tier split": in-memory
+implements the full observable semantics and stores no journal). A
+`MemoryHost` is one process's controller over a store; `crash()` models that
+process dying (its child runners vanish without recording anything), and a
+second host over the same store models the process that resumes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from collections.abc import Awaitable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..contract import (
+    AwaitCancelled,
+    AwaitEvent,
+    Cancelled,
+    ChildUnroutable,
+    DispositionWidening,
+    EffectGroupUnsupported,
+    GroupExecutor,
+    GroupExecutors,
+    GroupHandle,
+    GroupNotOpen,
+    GroupShape,
+    HandleMismatch,
+    LoserPolicy,
+    MembershipUnsupported,
+    Outcome,
+    RuntimeEffectEnvelope,
+    RuntimeEffectGroup,
+    Settlement,
+    Sleep,
+    ToolCall,
+    Transient,
+    execute_once,
+    execute_outcome,
+)
+
+__all__ = ["DrainReport", "MemoryHost", "MemoryStore", "NoExecutor"]
+
+DEFAULT_MAX_ATTEMPTS = 3
+
+
+@dataclass
+class _GroupRecord:
+    """One recorded group: shape fence, strictly monotonic counter, and rank order."""
+
+    shape: GroupShape
+    children: tuple[RuntimeEffectEnvelope, ...]
+    counter: int = 0
+    sequences: dict[int, int] = field(default_factory=dict)  # position -> sequence
+    outcomes: dict[int, Outcome] = field(default_factory=dict)
+    order: list[int] = field(default_factory=list)  # positions in rank order (sorted by sequence)
+    live: set[int] = field(default_factory=set)  # positions with a runner in some live host
+    changed: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def allocate(self) -> int:
+        # ADR "The settlement obligation" (1): every allocation exceeds every earlier one.
+        self.counter += 1
+        return self.counter
+
+    def settle(self, position: int, outcome: Outcome) -> bool:
+        """Record ``position``'s terminal at the next sequence; False if it already settled."""
+        if position in self.sequences:
+            return False  # idempotent on the child: one terminal, one rank
+        self.sequences[position] = self.allocate()
+        self.outcomes[position] = outcome
+        # (2): a fresh sequence exceeds all recorded ones, so it appends and never inserts below.
+        self.order.append(position)
+        self.changed.set()
+        self.changed = asyncio.Event()
+        return True
+
+
+@dataclass(frozen=True)
+class NoExecutor:
+    """A drained child this host cannot run: the group stays visible and unreclaimable (ADR)."""
+
+    group_key: str
+    position: int
+    replay_key: str
+
+
+@dataclass
+class DrainReport:
+    """What one drain pass did; ``no_executor`` non-empty means the queue is real and unfinished."""
+
+    cancelled: list[tuple[str, int]] = field(default_factory=list)
+    dispatched: list[tuple[str, int]] = field(default_factory=list)
+    no_executor: list[NoExecutor] = field(default_factory=list)
+
+
+class MemoryStore:
+    """What outlives a host in memory: group records and emitted events."""
+
+    def __init__(self) -> None:
+        self.groups: dict[str, _GroupRecord] = {}
+        self.events: dict[str, Any] = {}
+        self._event_changed = asyncio.Event()
+
+    def emit_event(self, name: str, value: Any = None) -> None:
+        """Emit durable event ``name``; every `AwaitEvent` child on it settles Ok(value)."""
+        self.events[name] = value
+        self._event_changed.set()
+        self._event_changed = asyncio.Event()
+
+    async def wait_event(self, name: str) -> Any:
+        while name not in self.events:
+            await self._event_changed.wait()
+        return self.events[name]
+
+    def burn_sequence(self, group_key: str) -> None:
+        """Model a rolled-back finalize: a sequence number is used up and never written (ADR: gaps)."""
+        self.groups[group_key].allocate()
+
+    def open_group_keys(self) -> list[str]:
+        return sorted(self.groups)
+
+
+class _DurableWait:
+    """The host's own runner for `Sleep` and `AwaitEvent` children."""
+
+    def __init__(self, store: MemoryStore, envelope: RuntimeEffectEnvelope) -> None:
+        self._store = store
+        self._command = envelope.command
+
+    async def execute(self) -> Any:
+        if isinstance(self._command, Sleep):
+            await asyncio.sleep(self._command.duration_ms / 1000)
+            return None
+        assert isinstance(self._command, AwaitEvent)
+        return await self._store.wait_event(self._command.name)
+
+
+class MemoryHost:
+    """The reference controller. Answers `supports_effect_groups()` only once a resolver is registered."""
+
+    _ids = itertools.count(1)
+
+    def __init__(
+        self,
+        store: MemoryStore | None = None,
+        resolver: GroupExecutors | None = None,
+        *,
+        max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+    ) -> None:
+        self.store = store if store is not None else MemoryStore()
+        self._resolver: GroupExecutors | None = None
+        self._max_attempts = max_attempts
+        self._tasks: dict[tuple[str, int], asyncio.Task[None]] = {}
+        self._crashed = False
+        if resolver is not None:
+            self.register_executors(resolver)
+
+    # -- wiring ------------------------------------------------------------------------------
+
+    def register_executors(self, resolver: GroupExecutors) -> None:
+        """Wire the `GroupExecutors` resolver; from now on this host does groups."""
+        self._resolver = resolver
+
+    def supports_concurrent_effects(self) -> bool:
+        return True
+
+    def supports_effect_groups(self) -> bool:
+        # ADR: on in-process tiers this answer *is* "a resolver is registered", never a constant.
+        return self._resolver is not None
+
+    def _require_groups(self, group_key: str) -> None:
+        if not self.supports_effect_groups():
+            raise EffectGroupUnsupported("no GroupExecutors resolver is registered", group_key=group_key)
+
+    def _resolve(self, envelope: RuntimeEffectEnvelope) -> GroupExecutor | None:
+        if isinstance(envelope.command, Sleep | AwaitEvent):
+            return _DurableWait(self.store, envelope)
+        return self._resolver.resolve(envelope) if self._resolver is not None else None
+
+    # -- ungrouped path ----------------------------------------------------------------------
+
+    async def execute_effect(self, envelope: RuntimeEffectEnvelope, executor: GroupExecutor) -> Outcome:
+        if envelope.membership is not None:
+            # ADR: a grouped child on a path with no membership slot is refused, never stripped.
+            raise MembershipUnsupported(
+                "execute_effect has no slot for group membership; open a group instead",
+                group_key=envelope.membership.group_key,
+                position=envelope.membership.position,
+                replay_key=envelope.replay_key,
+            )
+        return await execute_outcome(executor)
+
+    # -- groups ------------------------------------------------------------------------------
+
+    async def open_effect_group(self, group: RuntimeEffectGroup) -> GroupHandle:
+        key = str(group.key)
+        self._require_groups(key)
+        record = self.store.groups.get(key)
+        if record is None:
+            # ADR: a first open resolves all N before recording; a miss refuses the whole open.
+            executors: list[GroupExecutor] = []
+            for position, child in enumerate(group.children):
+                executor = self._resolve(child)
+                if executor is None:
+                    raise ChildUnroutable(
+                        f"no executor is registered for {_describe(child)}",
+                        group_key=key,
+                        position=position,
+                        replay_key=child.replay_key,
+                    )
+                executors.append(executor)
+            record = _GroupRecord(shape=group.shape(), children=group.children)
+            self.store.groups[key] = record
+            for position, executor in enumerate(executors):
+                self._dispatch(key, record, position, executor)
+        else:
+            record.shape.fence_reopen(group.shape(), key)
+            # ADR: a reopen resolves only what it dispatches and refuses nothing.
+            for position, child in enumerate(group.children):
+                if position in record.sequences or position in record.live:
+                    continue
+                executor = self._resolve(child)
+                if executor is not None:
+                    self._dispatch(key, record, position, executor)
+        return GroupHandle.opened(group)
+
+    async def await_next_settlement(
+        self, handle: GroupHandle, cancel: Awaitable[object] | None = None
+    ) -> Settlement:
+        self._require_groups(handle.group_key)
+        handle.check_can_advance()  # exhaustion is the caller's arithmetic, not a host round trip
+        record = self._record(handle)
+        rank = handle.next_rank
+        cancel_task = asyncio.ensure_future(cancel) if cancel is not None else None
+        try:
+            while len(record.order) < rank:
+                if self.store.groups.get(handle.group_key) is not record:
+                    raise GroupNotOpen("the group was closed while awaiting", group_key=handle.group_key)
+                changed = asyncio.ensure_future(record.changed.wait())
+                waiting: set[asyncio.Future[Any]] = {changed}
+                if cancel_task is not None:
+                    waiting.add(cancel_task)
+                done, _ = await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
+                if changed not in done:
+                    changed.cancel()
+                if cancel_task is not None and cancel_task in done and len(record.order) < rank:
+                    # ADR: cancellation leaves cursor and durable rank untouched.
+                    raise AwaitCancelled(f"cancelled while awaiting rank {rank}", group_key=handle.group_key)
+        finally:
+            if cancel_task is not None and not cancel_task.done():
+                cancel_task.cancel()
+        position = record.order[rank - 1]
+        settlement = Settlement(
+            rank=rank,
+            position=position,
+            replay_key=record.shape.replay_keys[position],
+            outcome=record.outcomes[position],
+        )
+        handle.advance()
+        return settlement
+
+    async def close_effect_group(self, handle: GroupHandle, disposition: LoserPolicy | None = None) -> None:
+        self._require_groups(handle.group_key)
+        record = self.store.groups.get(handle.group_key)
+        if record is None:
+            return  # ADR: close is idempotent; a redriven close finds nothing to do
+        if record.shape.child_count != handle.child_count:
+            raise HandleMismatch(
+                f"handle has {handle.child_count} children, group has {record.shape.child_count}",
+                group_key=handle.group_key,
+            )
+        declared = record.shape.disposition
+        effective = declared if disposition is None else LoserPolicy(disposition)
+        if not declared.narrows_to(effective):
+            raise DispositionWidening(
+                f"group declared {declared.value}; close may only narrow it", group_key=handle.group_key
+            )
+        # ADR "Settlement obligation" (3): retirement is group-atomic, the whole record at once.
+        del self.store.groups[handle.group_key]
+        record.changed.set()
+        if effective is LoserPolicy.CANCEL:
+            # One cancel per unsettled child; close does not await their termination (ADR).
+            for position in range(record.shape.child_count):
+                task = self._tasks.get((handle.group_key, position))
+                if task is not None and position not in record.sequences:
+                    task.cancel()
+
+    def live_replay_keys(self) -> set[str]:
+        """Replay keys of the children this host is running right now (inspection)."""
+        live = set()
+        for key, position in self._tasks:
+            record = self.store.groups.get(key)
+            children = record.children if record is not None else None
+            if children is not None:
+                live.add(children[position].replay_key)
+        return live
+
+    # -- drain and crash ---------------------------------------------------------------------
+
+    def drain(self) -> DrainReport:
+        """One pass of the loser drain over children that no live runner owns.
+
+        It applies the disposition declared on the group record and never invents
+        one (ADR, "Loser disposition is declared at open").
+        """
+        report = DrainReport()
+        for key, record in list(self.store.groups.items()):
+            for position, child in enumerate(record.children):
+                if position in record.sequences or position in record.live:
+                    continue
+                if record.shape.disposition is LoserPolicy.CANCEL:
+                    record.settle(position, Cancelled())
+                    report.cancelled.append((key, position))
+                    continue
+                executor = self._resolve(child) if self._resolver is not None else None
+                if executor is None:
+                    report.no_executor.append(NoExecutor(key, position, child.replay_key))
+                    continue
+                self._dispatch(key, record, position, executor)
+                report.dispatched.append((key, position))
+        return report
+
+    async def crash(self) -> None:
+        """Model this host's process dying: its runners vanish and record nothing."""
+        self._crashed = True
+        tasks = list(self._tasks.values())
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        self._tasks.clear()
+
+    async def aclose(self) -> None:
+        """Stop this host's runners (the end of the runtime's life)."""
+        await self.crash()
+
+    # -- internals ---------------------------------------------------------------------------
+
+    def _record(self, handle: GroupHandle) -> _GroupRecord:
+        record = self.store.groups.get(handle.group_key)
+        if record is None:
+            raise GroupNotOpen(
+                "no such group is recorded (never opened, or closed)", group_key=handle.group_key
+            )
+        if record.shape.child_count != handle.child_count:
+            raise HandleMismatch(
+                f"handle has {handle.child_count} children, group has {record.shape.child_count}",
+                group_key=handle.group_key,
+            )
+        return record
+
+    def _dispatch(self, key: str, record: _GroupRecord, position: int, executor: GroupExecutor) -> None:
+        record.live.add(position)
+        task = asyncio.create_task(self._run_child(key, record, position, executor))
+        self._tasks[(key, position)] = task
+
+    async def _run_child(
+        self, key: str, record: _GroupRecord, position: int, executor: GroupExecutor
+    ) -> None:
+        child = record.children[position]
+        final: Outcome
+        try:
+            outcome: Outcome | Transient = await execute_once(executor)
+            attempts = 1
+            while isinstance(outcome, Transient) and attempts < self._max_attempts:
+                # ADR: each executor is single-execution; a retry resolves a fresh one.
+                fresh = self._resolve(child)
+                if fresh is None:
+                    break
+                attempts += 1
+                outcome = await execute_once(fresh)
+            final = outcome.give_up(attempts) if isinstance(outcome, Transient) else outcome
+        except asyncio.CancelledError:
+            if self._crashed:
+                record.live.discard(position)
+                raise  # a dead process records nothing
+            final = Cancelled()
+        finally:
+            self._tasks.pop((key, position), None)
+        record.live.discard(position)
+        # A settlement after close must not resurrect the group: only the record we were born in counts.
+        if self.store.groups.get(key) is record:
+            record.settle(position, final)
+
+
+def _describe(child: RuntimeEffectEnvelope) -> str:
+    command = child.command
+    if isinstance(command, ToolCall):
+        return f"tool {command.tool!r}"
+    return type(command).__name__

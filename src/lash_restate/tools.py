@@ -1,0 +1,99 @@
+"""A `GroupExecutors` resolver over named async tools, and the demo tools.
+
+A tool is ``async def tool(args) -> JSON``; raising `ToolFailure` rejects the
+child, any other exception is a transient fault the host retries.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Awaitable, Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from .contract import GroupExecutor, RuntimeEffectEnvelope, ToolCall, ToolFailure
+
+__all__ = ["Tool", "ToolRegistry", "demo_tools"]
+
+Tool = Callable[[Any], Awaitable[Any]]
+
+
+class _ToolExecutor:
+    """Runs one tool call once (ADR: `execute` consumes the executor)."""
+
+    __slots__ = ("_args", "_fn", "_spent")
+
+    def __init__(self, fn: Tool, args: Any) -> None:
+        self._fn = fn
+        self._args = args
+        self._spent = False
+
+    async def execute(self) -> Any:
+        if self._spent:
+            raise RuntimeError("an executor runs once; resolve a fresh one to retry")
+        self._spent = True
+        return await self._fn(self._args)
+
+
+class ToolRegistry:
+    """Resolves `ToolCall` envelopes by tool name; None for any tool it does not know."""
+
+    def __init__(self, tools: Mapping[str, Tool] | None = None) -> None:
+        self._tools: dict[str, Tool] = dict(tools or {})
+
+    def register(self, name: str, fn: Tool) -> None:
+        self._tools[name] = fn
+
+    def tool(self, name: str) -> Callable[[Tool], Tool]:
+        def decorate(fn: Tool) -> Tool:
+            self.register(name, fn)
+            return fn
+
+        return decorate
+
+    @property
+    def names(self) -> list[str]:
+        return sorted(self._tools)
+
+    def resolve(self, envelope: RuntimeEffectEnvelope) -> GroupExecutor | None:
+        command = envelope.command
+        if not isinstance(command, ToolCall):
+            return None  # durable waits are the host's own (Sleep, AwaitEvent)
+        fn = self._tools.get(command.tool)
+        return _ToolExecutor(fn, command.args) if fn is not None else None
+
+
+def _arg(args: Any, name: str, default: Any = None) -> Any:
+    return args.get(name, default) if isinstance(args, dict) else default
+
+
+async def _echo(args: Any) -> Any:
+    """``{"value": V, "delay_ms": N}`` → V after N ms."""
+    await asyncio.sleep(int(_arg(args, "delay_ms", 0)) / 1000)
+    return _arg(args, "value")
+
+
+async def _fail(args: Any) -> Any:
+    """``{"message": M, "delay_ms": N}`` → rejects with M after N ms."""
+    await asyncio.sleep(int(_arg(args, "delay_ms", 0)) / 1000)
+    raise ToolFailure(str(_arg(args, "message", "failed")), code=_arg(args, "code"))
+
+
+async def _count(args: Any) -> Any:
+    """``{"name": X, "value": V, "delay_ms": N}``: append X to $LASH_COUNT_FILE (side-effect witness), → V."""
+    await asyncio.sleep(int(_arg(args, "delay_ms", 0)) / 1000)
+    path = os.environ.get("LASH_COUNT_FILE")
+    if path:
+        await asyncio.to_thread(_append_line, Path(path), str(_arg(args, "name", "")))
+    return _arg(args, "value")
+
+
+def _append_line(path: Path, line: str) -> None:
+    with path.open("a", encoding="utf-8") as f:
+        f.write(line + "\n")
+
+
+def demo_tools() -> ToolRegistry:
+    """`echo`, `fail` and `count`: the tools the dev stack, the demo and the tests use."""
+    return ToolRegistry({"echo": _echo, "fail": _fail, "count": _count})

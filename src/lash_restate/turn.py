@@ -1,0 +1,172 @@
+"""A caller's turn as data: steps run against any controller, results as JSON.
+
+One interpreter serves every tier: the conformance suite hands the same steps
+to the in-memory host and to the Restate `Turn` service, which runs them inside
+a real handler with the Restate controller. A turn holds one current handle,
+the way a VM frame holds its cursor.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import msgspec
+
+from .combinators import Combinator, CombinatorResult, run_combinator
+from .contract import (
+    GroupHandle,
+    InvalidInput,
+    LashError,
+    LoserPolicy,
+    RuntimeEffectController,
+    RuntimeEffectGroup,
+    Settlement,
+)
+
+__all__ = [
+    "CloseStep",
+    "CombineStep",
+    "NextStep",
+    "OpenStep",
+    "SaveStep",
+    "Step",
+    "SupportsStep",
+    "TurnRequest",
+    "UseStep",
+    "combinator_result_json",
+    "decode_turn",
+    "error_json",
+    "run_turn",
+]
+
+_STRUCT = {"frozen": True, "kw_only": True, "forbid_unknown_fields": True}
+
+
+class OpenStep(msgspec.Struct, tag="open", **_STRUCT):
+    """Open (or reopen) ``group``; the turn's current handle becomes the returned one."""
+
+    group: dict[str, Any]
+
+
+class NextStep(msgspec.Struct, tag="next", **_STRUCT):
+    """Await the next settlement; with ``cancel_after_ms``, race it against a cancel after that long."""
+
+    cancel_after_ms: int | None = None
+
+
+class CloseStep(msgspec.Struct, tag="close", **_STRUCT):
+    """Close the current group, optionally narrowing its disposition."""
+
+    disposition: LoserPolicy | None = None
+
+
+class SaveStep(msgspec.Struct, tag="save", **_STRUCT):
+    """Return the current handle's bytes (what a frame would persist)."""
+
+
+class UseStep(msgspec.Struct, tag="use", **_STRUCT):
+    """Make a saved handle the current one (what a restored frame supplies)."""
+
+    handle: str
+
+
+class SupportsStep(msgspec.Struct, tag="supports", **_STRUCT):
+    """Return `supports_effect_groups()`."""
+
+
+class CombineStep(msgspec.Struct, tag="combine", **_STRUCT):
+    """Run a combinator over ``group``; optionally stop after k settlements, or resume from a handle."""
+
+    kind: Combinator
+    group: dict[str, Any]
+    stop_after: int | None = None
+    handle: str | None = None
+
+
+Step = OpenStep | NextStep | CloseStep | SaveStep | UseStep | SupportsStep | CombineStep
+
+
+class TurnRequest(msgspec.Struct, **_STRUCT):
+    steps: list[Step]
+
+
+_TURN = msgspec.json.Decoder(TurnRequest)
+
+
+def decode_turn(data: bytes | str) -> TurnRequest:
+    try:
+        return _TURN.decode(data)
+    except (msgspec.ValidationError, msgspec.DecodeError) as exc:
+        raise InvalidInput(f"malformed turn: {exc}") from None
+
+
+def error_json(error: LashError) -> dict[str, Any]:
+    body: dict[str, Any] = {"code": str(error.code), "message": error.message}
+    for name in ("group_key", "position", "replay_key"):
+        value = getattr(error, name)
+        if value is not None:
+            body[name] = value
+    return {"error": body}
+
+
+def settlement_json(settlement: Settlement) -> dict[str, Any]:
+    return msgspec.to_builtins(settlement)  # type: ignore[no-any-return]
+
+
+def combinator_result_json(result: CombinatorResult) -> dict[str, Any]:
+    body: dict[str, Any] = {"status": result.status, "group_key": result.group_key, "order": result.order}
+    if result.status == "fulfilled":
+        body["value"] = msgspec.to_builtins(result.value)
+    elif result.status == "rejected":
+        body["reason"] = msgspec.to_builtins(result.reason)
+    else:
+        assert result.handle is not None
+        body["handle"] = result.handle.to_bytes().decode()
+    return body
+
+
+async def run_turn(
+    controller: RuntimeEffectController,
+    steps: list[Step],
+    make_cancel: Callable[[int], Awaitable[object]],
+) -> list[dict[str, Any]]:
+    """Run ``steps`` in order; each gives ``{"ok": ...}`` or ``{"error": {...}}`` and the turn goes on."""
+    handle: GroupHandle | None = None
+    results: list[dict[str, Any]] = []
+    for step in steps:
+        try:
+            if isinstance(step, OpenStep):
+                handle = await controller.open_effect_group(RuntimeEffectGroup.from_wire(step.group))
+                results.append({"ok": handle.to_bytes().decode()})
+            elif isinstance(step, NextStep):
+                cancel = make_cancel(step.cancel_after_ms) if step.cancel_after_ms is not None else None
+                settlement = await controller.await_next_settlement(_current(handle), cancel)
+                results.append({"ok": settlement_json(settlement)})
+            elif isinstance(step, CloseStep):
+                await controller.close_effect_group(_current(handle), step.disposition)
+                results.append({"ok": None})
+            elif isinstance(step, SaveStep):
+                results.append({"ok": _current(handle).to_bytes().decode()})
+            elif isinstance(step, UseStep):
+                handle = GroupHandle.from_bytes(step.handle)
+                results.append({"ok": None})
+            elif isinstance(step, SupportsStep):
+                results.append({"ok": controller.supports_effect_groups()})
+            else:
+                saved = GroupHandle.from_bytes(step.handle) if step.handle is not None else None
+                group = RuntimeEffectGroup.from_wire(step.group)
+                result = await run_combinator(
+                    controller, step.kind, group, handle=saved, stop_after=step.stop_after
+                )
+                handle = result.handle
+                results.append({"ok": combinator_result_json(result)})
+        except LashError as error:
+            results.append(error_json(error))
+    return results
+
+
+def _current(handle: GroupHandle | None) -> GroupHandle:
+    if handle is None:
+        raise InvalidInput("no current handle: open a group or use a saved handle first")
+    return handle

@@ -1,0 +1,252 @@
+"""The effect-group contract, as behaviour every tier must show (ADR, Decision and Normative sections)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from tests.conformance.builders import (
+    Scope,
+    close,
+    echo,
+    err,
+    event,
+    fail,
+    next_,
+    ok,
+    open_,
+    save,
+    tool,
+    use,
+)
+
+
+def handle_of(text: str) -> dict[str, Any]:
+    return json.loads(text)  # type: ignore[no-any-return]
+
+
+async def test_open_returns_once_recorded_with_cursor_at_zero(tier: Any) -> None:
+    s = Scope()
+    group = s.group([event(s.event("never")), event(s.event("never2"))])
+    [opened] = await tier.turn(open_(group))
+    handle = handle_of(ok(opened))
+    # ADR: open returns once the group is durably recorded, not when a child settles.
+    assert handle == {"group_key": s.key(), "child_count": 2, "consumed": 0}
+    assert s.key() in await tier.open_groups()
+
+
+async def test_ranks_follow_settlement_order_not_input_order(tier: Any) -> None:
+    s = Scope()
+    a, b, c = s.event("a"), s.event("b"), s.event("c")
+    [opened] = await tier.turn(open_(s.group([event(a), event(b), event(c)])))
+    h = ok(opened)
+    await tier.emit(c, "C")
+    [_, first, h1] = await tier.turn(use(h), next_(), save())
+    await tier.emit(a, "A")
+    [_, second, h2] = await tier.turn(use(ok(h1)), next_(), save())
+    await tier.emit(b, "B")
+    [_, third] = await tier.turn(use(ok(h2)), next_())
+    ranks = [(ok(r)["rank"], ok(r)["position"], ok(r)["outcome"]) for r in (first, second, third)]
+    assert ranks == [
+        (1, 2, {"type": "ok", "value": "C"}),
+        (2, 0, {"type": "ok", "value": "A"}),
+        (3, 1, {"type": "ok", "value": "B"}),
+    ]
+
+
+async def test_same_rank_is_served_again_to_a_fresh_invocation(tier: Any) -> None:
+    """ADR cursor rule: awaiting rank consumed+1 before and after a crash yields the same settlement."""
+    s = Scope()
+    first_ev, second_ev = s.event("x"), s.event("y")
+    [opened] = await tier.turn(open_(s.group([event(first_ev), event(second_ev)])))
+    saved = ok(opened)
+    await tier.emit(second_ev, 2)
+    [_, before] = await tier.turn(use(saved), next_())
+    await tier.emit(first_ev, 1)
+    # A fresh invocation holding only the saved cursor (consumed=0) reads rank 1 again.
+    [_, after, again] = await tier.turn(use(saved), next_(), next_())
+    assert ok(after) == ok(before)
+    assert ok(before)["position"] == 1
+    assert ok(again)["rank"] == 2 and ok(again)["position"] == 0
+
+
+async def test_reopen_returns_zero_and_the_callers_cursor_wins(tier: Any) -> None:
+    s = Scope()
+    group = s.group([echo("v0"), echo("v1"), echo("v2")])
+    [_, r1, r2, saved] = await tier.turn(open_(group), next_(), next_(), save())
+    assert handle_of(ok(saved))["consumed"] == 2
+    [reopened, _, r3] = await tier.turn(open_(group), use(ok(saved)), next_())
+    assert handle_of(ok(reopened))["consumed"] == 0
+    assert ok(r3)["rank"] == 3
+    positions = {ok(r1)["position"], ok(r2)["position"], ok(r3)["position"]}
+    assert positions == {0, 1, 2}
+
+
+async def test_cursor_overrun_is_refused_not_clamped(tier: Any) -> None:
+    s = Scope()
+    [_, first, overrun, saved] = await tier.turn(open_(s.group([echo(1)])), next_(), next_(), save())
+    assert ok(first)["rank"] == 1
+    assert err(overrun)["code"] == "cursor_overrun"
+    assert handle_of(ok(saved))["consumed"] == 1
+
+
+async def test_a_handle_with_another_child_count_is_refused(tier: Any) -> None:
+    s = Scope()
+    await tier.turn(open_(s.group([echo(1), echo(2)])))
+    forged = json.dumps({"group_key": s.key(), "child_count": 3, "consumed": 0})
+    [_, mismatch] = await tier.turn(use(forged), next_())
+    assert err(mismatch)["code"] == "handle_mismatch"
+
+
+async def test_cancelled_await_leaves_cursor_and_rank_untouched(tier: Any) -> None:
+    s = Scope()
+    late = s.event("late")
+    [_, cancelled, saved] = await tier.turn(open_(s.group([event(late), echo("now", 0)])), next_(), save())
+    # Rank 1 is the immediate echo; rank 2 waits for an event nobody has emitted yet.
+    [_, waiting, after_cancel] = await tier.turn(use(ok(saved)), next_(cancel_after_ms=50), save())
+    assert err(waiting)["code"] == "await_cancelled"
+    assert handle_of(ok(after_cancel)) == handle_of(ok(saved))
+    await tier.emit(late, "L")
+    [_, served] = await tier.turn(use(ok(saved)), next_())
+    assert ok(served)["rank"] == 2 and ok(served)["outcome"] == {"type": "ok", "value": "L"}
+    assert ok(cancelled)["rank"] == 1
+
+
+async def test_await_on_a_group_never_opened_is_refused(tier: Any) -> None:
+    s = Scope()
+    ghost = json.dumps({"group_key": s.key(), "child_count": 1, "consumed": 0})
+    [_, refused] = await tier.turn(use(ghost), next_())
+    assert err(refused)["code"] == "group_not_open"
+
+
+async def test_close_is_idempotent_and_deletes_the_group(tier: Any) -> None:
+    s = Scope()
+    [opened, _, first_close, second_close] = await tier.turn(
+        open_(s.group([echo(1)])), next_(), close(), close()
+    )
+    assert ok(first_close) is None and ok(second_close) is None
+    assert s.key() not in await tier.open_groups()
+    # A replayed frame closing the same group again is harmless (ADR: close is idempotent).
+    [_, third_close, reread] = await tier.turn(use(ok(opened)), close(), next_())
+    assert ok(third_close) is None
+    assert err(reread)["code"] == "group_not_open"
+
+
+async def test_close_may_narrow_but_never_widen(tier: Any) -> None:
+    s = Scope()
+    pending = s.event("pending")
+    cancel_group = s.group([echo(1), event(pending)], wake="first", disposition="cancel")
+    [_, _, widen, still] = await tier.turn(open_(cancel_group), next_(), close("run_to_completion"), save())
+    assert err(widen)["code"] == "disposition_widening"
+    assert s.key() in await tier.open_groups()  # the refused close changed nothing
+    assert handle_of(ok(still))["consumed"] == 1
+
+    s2 = Scope()
+    rtc_group = s2.group([echo(1), event(s2.event("p"))], wake="first")
+    [_, _, narrowed] = await tier.turn(open_(rtc_group), next_(), close("cancel"))
+    assert ok(narrowed) is None
+    assert s2.key() not in await tier.open_groups()
+
+
+async def test_a_late_settlement_does_not_resurrect_a_closed_group(tier: Any) -> None:
+    s = Scope()
+    loser = s.event("loser")
+    [_, winner, _] = await tier.turn(open_(s.group([echo("w"), event(loser)], wake="first")), next_(), close())
+    assert ok(winner)["position"] == 0
+    await tier.emit(loser, "late")
+    # The loser runs to completion (RunToCompletion) and settles into a closed group: ignored.
+    await tier.wait_child_finished(f"{s.key()}/c1")
+    assert s.key() not in await tier.open_groups()
+    stale = json.dumps({"group_key": s.key(), "child_count": 2, "consumed": 1})
+    [_, probe] = await tier.turn(use(stale), next_())
+    assert err(probe)["code"] == "group_not_open"
+
+
+async def test_run_to_completion_losers_take_ranks_after_the_caller_is_gone(tier: Any) -> None:
+    s = Scope()
+    slow = s.event("slow")
+    [_, won, saved] = await tier.turn(open_(s.group([event(slow), echo("fast")], wake="first")), next_(), save())
+    assert ok(won)["position"] == 1
+    # The caller's turn has ended without close; the loser settles later and takes rank 2.
+    await tier.emit(slow, "S")
+    [_, loser] = await tier.turn(use(ok(saved)), next_())
+    assert ok(loser) == {"rank": 2, "position": 0, "replay_key": f"{s.key()}/c0",
+                         "outcome": {"type": "ok", "value": "S"}}
+
+
+async def test_failures_settle_as_errors_with_their_code(tier: Any) -> None:
+    s = Scope()
+    [_, settled] = await tier.turn(open_(s.group([fail("boom", code="E42")])), next_())
+    assert ok(settled)["outcome"] == {"type": "err", "message": "boom", "code": "E42"}
+
+
+async def test_reopen_is_fenced_on_shape(tier: Any) -> None:
+    s = Scope()
+    pending = [event(s.event("p0")), event(s.event("p1")), event(s.event("p2"))]
+    await tier.turn(open_(s.group(pending)))
+    shrunk = s.group(pending[:2])
+    rewoken = s.group(pending, wake="first")
+    redisposed = s.group(pending, disposition="cancel")
+    changed = s.group([pending[0], event(s.event("other")), pending[2]])
+    results = await tier.turn(open_(shrunk), open_(rewoken), open_(redisposed), open_(changed))
+    assert [err(r)["code"] for r in results] == [
+        "shape_mismatch",
+        "shape_mismatch",
+        "shape_mismatch",
+        "replay_mismatch",
+    ]
+    assert err(results[3])["position"] == 1
+    assert err(results[3])["replay_key"] == f"{s.key()}/c1"
+    [same] = await tier.turn(open_(s.group(pending)))
+    assert handle_of(ok(same))["consumed"] == 0
+
+
+async def test_first_open_with_an_unroutable_child_refuses_whole_and_records_nothing(tier: Any) -> None:
+    s = Scope()
+    bad = s.group([echo(1), tool("no-such-tool", {}), echo(3)])
+    first, second = (await tier.turn(open_(bad)))[0], (await tier.turn(open_(bad)))[0]
+    # ADR (FIG-1579): two identical refusals are the observable form of "the refusal journals nothing".
+    assert err(first) == err(second)
+    assert err(first)["code"] == "child_unroutable"
+    assert err(first)["position"] == 1 and err(first)["replay_key"] == f"{s.key()}/c1"
+    assert s.key() not in await tier.open_groups()
+    # Nothing was recorded: a differently shaped group under the same key opens as a *first* open.
+    [fresh, settled] = await tier.turn(open_(s.group([echo("only")])), next_())
+    assert handle_of(ok(fresh))["child_count"] == 1
+    assert ok(settled)["outcome"] == {"type": "ok", "value": "only"}
+
+
+async def test_group_constructor_refusals_reach_the_caller_typed(tier: Any) -> None:
+    s = Scope()
+    member = {"group_key": s.key(), "position": 0, "wake": "all", "disposition": "run_to_completion"}
+    cases = {
+        "foreign_group_key": [{**member, "group_key": s.key(batch="other")}, None],
+        "permuted_position": [None, {**member, "position": 0}],
+        "wake_rule_drift": [{**member, "wake": "first"}, None],
+        "disposition_drift": [{**member, "disposition": "cancel"}, None],
+    }
+    for code, memberships in cases.items():
+        group = s.group([echo(1), echo(2)], memberships=memberships)
+        [refused] = await tier.turn(open_(group))
+        assert err(refused)["code"] == code
+    [empty] = await tier.turn(open_(s.group([])))
+    assert err(empty)["code"] == "empty_group"
+    [dup] = await tier.turn(open_(s.group([echo(1), echo(2)], replay_keys=["same", "same"])))
+    assert err(dup)["code"] == "duplicate_replay_key" and err(dup)["position"] == 1
+    assert s.key() not in await tier.open_groups()
+
+
+async def test_identical_batches_with_distinct_occurrences_do_not_share_a_counter(tier: Any) -> None:
+    """ADR: two textually identical race calls in one iteration differ only by occurrence."""
+    s = Scope()
+    e0, e1 = s.event("e0"), s.event("e1")
+    g0 = s.group([event(e0), echo("x")], occurrence=0, replay_keys=[f"{s.id}/r0/a", f"{s.id}/r0/b"])
+    g1 = s.group([event(e1), echo("x")], occurrence=1, replay_keys=[f"{s.id}/r1/a", f"{s.id}/r1/b"])
+    [h0, h1] = await tier.turn(open_(g0), open_(g1))
+    await tier.emit(e1, "one")
+    [_, a1, b1] = await tier.turn(use(ok(h1)), next_(), next_())
+    [_, a0] = await tier.turn(use(ok(h0)), next_())
+    assert [ok(a1)["rank"], ok(b1)["rank"], ok(a0)["rank"]] == [1, 2, 1]
+    assert {ok(a1)["position"], ok(b1)["position"]} == {0, 1}
+    assert ok(a0)["position"] == 1
+    assert {s.key(occurrence=0), s.key(occurrence=1)} <= await tier.open_groups()
