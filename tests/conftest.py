@@ -2,19 +2,24 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import os
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.conformance.tiers import MemoryTier
+from lash_restate.devstack import Endpoint, RestateServer, register_deployment
+from tests.conformance.tiers import MemoryTier, RestateTier
 
-TIERS = ["memory"]
+# Every conformance test runs on each tier; "restate-replay" forces every suspension to replay
+# (inactivity timeout 0, as the SDK's own harness does), the cheapest way to find non-determinism.
+TIERS = ["memory", "restate", "restate-replay"]
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
-        if "tier" in getattr(item, "fixturenames", ()) and "[restate" in item.name:
+        if "[restate" in item.name:
             item.add_marker(pytest.mark.restate)
 
 
@@ -28,6 +33,41 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
     return None
 
 
+def _stack(tmp: Path, replay: bool) -> Iterator[tuple[RestateServer, Endpoint]]:
+    env = {
+        "RESTATE_DEFAULT_NUM_PARTITIONS": "4",
+        "RESTATE_WORKER__INVOKER__INACTIVITY_TIMEOUT": "0s" if replay else "1m",
+    }
+    server = RestateServer(base_dir=tmp / "restate", extra_env=env)
+    server.base_dir.mkdir(parents=True)
+    endpoint = Endpoint(
+        log_path=tmp / "endpoint.log",
+        env={"LASH_COUNT_FILE": str(tmp / "counts.txt")},
+    )
+    try:
+        server.start()
+        endpoint.start()
+        register_deployment(server.admin_url, endpoint.url)
+        yield server, endpoint
+    finally:
+        endpoint.stop()
+        server.stop()
+        if os.environ.get("LASH_KEEP_STACK_LOGS") is None:
+            server.remove()
+
+
+@pytest.fixture(scope="session")
+def restate_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[RestateServer, Endpoint]]:
+    yield from _stack(tmp_path_factory.mktemp("stack"), replay=False)
+
+
+@pytest.fixture(scope="session")
+def restate_replay_stack(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[tuple[RestateServer, Endpoint]]:
+    yield from _stack(tmp_path_factory.mktemp("stack-replay"), replay=True)
+
+
 @pytest.fixture(params=TIERS)
 def tier(request: pytest.FixtureRequest) -> Iterator[Any]:
     """Every conformance test runs once per tier; the test id carries the tier name."""
@@ -35,5 +75,6 @@ def tier(request: pytest.FixtureRequest) -> Iterator[Any]:
         # asyncio.run cancels the host's leftover child tasks when each test's loop ends.
         yield MemoryTier()
         return
-    restate_tier = request.getfixturevalue("restate_tier")
-    yield restate_tier
+    fixture = "restate_stack" if request.param == "restate" else "restate_replay_stack"
+    server, endpoint = request.getfixturevalue(fixture)
+    yield RestateTier(request.param, server, endpoint)

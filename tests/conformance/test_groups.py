@@ -151,7 +151,9 @@ async def test_close_may_narrow_but_never_widen(tier: Any) -> None:
 async def test_a_late_settlement_does_not_resurrect_a_closed_group(tier: Any) -> None:
     s = Scope()
     loser = s.event("loser")
-    [_, winner, _] = await tier.turn(open_(s.group([echo("w"), event(loser)], wake="first")), next_(), close())
+    [_, winner, _] = await tier.turn(
+        open_(s.group([echo("w"), event(loser)], wake="first")), next_(), close()
+    )
     assert ok(winner)["position"] == 0
     await tier.emit(loser, "late")
     # The loser runs to completion (RunToCompletion) and settles into a closed group: ignored.
@@ -165,13 +167,19 @@ async def test_a_late_settlement_does_not_resurrect_a_closed_group(tier: Any) ->
 async def test_run_to_completion_losers_take_ranks_after_the_caller_is_gone(tier: Any) -> None:
     s = Scope()
     slow = s.event("slow")
-    [_, won, saved] = await tier.turn(open_(s.group([event(slow), echo("fast")], wake="first")), next_(), save())
+    [_, won, saved] = await tier.turn(
+        open_(s.group([event(slow), echo("fast")], wake="first")), next_(), save()
+    )
     assert ok(won)["position"] == 1
     # The caller's turn has ended without close; the loser settles later and takes rank 2.
     await tier.emit(slow, "S")
     [_, loser] = await tier.turn(use(ok(saved)), next_())
-    assert ok(loser) == {"rank": 2, "position": 0, "replay_key": f"{s.key()}/c0",
-                         "outcome": {"type": "ok", "value": "S"}}
+    assert ok(loser) == {
+        "rank": 2,
+        "position": 0,
+        "replay_key": f"{s.key()}/c0",
+        "outcome": {"type": "ok", "value": "S"},
+    }
 
 
 async def test_failures_settle_as_errors_with_their_code(tier: Any) -> None:

@@ -9,9 +9,14 @@ from __future__ import annotations
 
 import asyncio
 from typing import Any, Protocol
+from urllib.parse import quote
 
+import httpx
 import msgspec
 
+from lash_restate.devstack import Endpoint, RestateServer
+from lash_restate.inspect import list_open_groups, sql
+from lash_restate.inspect import quote as quote_sql
 from lash_restate.memory import MemoryHost, MemoryStore
 from lash_restate.tools import demo_tools
 from lash_restate.turn import decode_turn, run_turn
@@ -60,3 +65,56 @@ class MemoryTier:
         async with asyncio.timeout(10):
             while replay_key in self.host.live_replay_keys():
                 await asyncio.sleep(0.005)
+
+
+class RestateTier:
+    """A real restate-server and our endpoint in a subprocess; each turn is a fresh `LashTurn/run` invocation."""
+
+    def __init__(self, name: str, server: RestateServer, endpoint: Endpoint) -> None:
+        self.name = name
+        self.server = server
+        self.endpoint = endpoint
+
+    async def turn(self, *steps: dict[str, Any]) -> list[dict[str, Any]]:
+        async with httpx.AsyncClient(timeout=60) as client:
+            response = await client.post(
+                f"{self.server.ingress_url}/LashTurn/run", json={"steps": list(steps)}
+            )
+        assert response.status_code == 200, response.text
+        return response.json()  # type: ignore[no-any-return]
+
+    async def emit(self, name: str, value: Any = None) -> None:
+        async with httpx.AsyncClient(timeout=30) as client:
+            url = f"{self.server.ingress_url}/LashSignal/{quote(name, safe='')}/emit"
+            response = await client.post(url, json=value)
+        assert response.status_code == 200, response.text
+
+    async def open_groups(self) -> set[str]:
+        return {g.group_key for g in await asyncio.to_thread(list_open_groups, self.server.admin_url)}
+
+    async def sql(self, query: str) -> list[dict[str, Any]]:
+        return await asyncio.to_thread(sql, self.server.admin_url, query)
+
+    async def restart(self) -> None:
+        self.endpoint.kill()
+        await asyncio.to_thread(self.endpoint.start)
+
+    async def wait_child_finished(self, replay_key: str) -> None:
+        """The child's invocations all completed and its outcome store was released (or never written)."""
+        key = quote_sql(replay_key)
+        async with asyncio.timeout(30):
+            while True:
+                pending = await self.sql(
+                    "SELECT count(*) AS n FROM sys_invocation WHERE target_service_name = 'LashChild' "
+                    f"AND target_service_key = {key} AND status != 'completed'"
+                )
+                stored = await self.sql(
+                    f"SELECT count(*) AS n FROM state WHERE service_name = 'LashChild' AND service_key = {key}"
+                )
+                done = await self.sql(
+                    "SELECT count(*) AS n FROM sys_invocation WHERE target_service_name = 'LashChild' "
+                    f"AND target_service_key = {key} AND target_handler_name = 'run' AND status = 'completed'"
+                )
+                if pending[0]["n"] == 0 and stored[0]["n"] == 0 and done[0]["n"] > 0:
+                    return
+                await asyncio.sleep(0.05)

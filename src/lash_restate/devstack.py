@@ -1,0 +1,265 @@
+"""A local Restate stack made of real parts: the pinned restate-server binary and our endpoint.
+
+Used by ``lash-restate dev`` and by the test suite. Every process is started on
+free loopback ports, owned by one pid, and ended by that pid.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import platform
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+import httpx
+
+__all__ = [
+    "Endpoint",
+    "RestateServer",
+    "StackError",
+    "free_port",
+    "register_deployment",
+    "restate_server_binary",
+]
+
+SERVER_PACKAGE = "@restatedev/restate-server"
+
+
+class StackError(RuntimeError):
+    """A part of the local stack could not be found, started or reached; the message says which."""
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _platform_package() -> str:
+    system = {"Linux": "linux", "Darwin": "darwin"}.get(platform.system(), platform.system().lower())
+    machine = {"x86_64": "x64", "AMD64": "x64", "aarch64": "arm64", "arm64": "arm64"}.get(
+        platform.machine(), platform.machine()
+    )
+    return f"restate-server-{system}-{machine}"
+
+
+def restate_server_binary() -> Path:
+    """The pinned binary installed by ``make setup`` (npm), or ``$LASH_RESTATE_SERVER``."""
+    override = os.environ.get("LASH_RESTATE_SERVER")
+    if override:
+        return Path(override)
+    relative = Path("node_modules/@restatedev") / _platform_package() / "bin/restate-server"
+    starts = [Path.cwd(), Path(__file__).resolve()]
+    for start in starts:
+        for folder in [start, *start.parents]:
+            candidate = folder / relative
+            if candidate.is_file():
+                return candidate
+    found = shutil.which("restate-server")
+    if found:
+        return Path(found)
+    raise StackError(
+        f"restate-server not found: run `make setup` (installs {SERVER_PACKAGE} into node_modules) "
+        "or set LASH_RESTATE_SERVER to the binary"
+    )
+
+
+def _wait(condition: Any, what: str, timeout: float, process: subprocess.Popen[Any] | None = None) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process is not None and process.poll() is not None:
+            raise StackError(f"{what}: the process exited with code {process.returncode}")
+        with contextlib.suppress(httpx.HTTPError, OSError):
+            if condition():
+                return
+        time.sleep(0.05)
+    raise StackError(f"{what}: not ready after {timeout:.0f}s")
+
+
+def _stop(process: subprocess.Popen[Any] | None, timeout: float = 15) -> None:
+    if process is None or process.poll() is not None:
+        return
+    process.send_signal(signal.SIGTERM)
+    try:
+        process.wait(timeout)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
+@dataclass
+class RestateServer:
+    """One restate-server node on free loopback ports with its own base directory."""
+
+    base_dir: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="lash-restate-")))
+    ingress_port: int = field(default_factory=free_port)
+    admin_port: int = field(default_factory=free_port)
+    fabric_port: int = field(default_factory=free_port)
+    config_file: Path | None = None
+    extra_env: dict[str, str] = field(default_factory=dict)
+    log_path: Path | None = None
+    process: subprocess.Popen[bytes] | None = None
+    _log: IO[bytes] | None = None
+
+    @property
+    def ingress_url(self) -> str:
+        return f"http://127.0.0.1:{self.ingress_port}"
+
+    @property
+    def admin_url(self) -> str:
+        return f"http://127.0.0.1:{self.admin_port}"
+
+    @property
+    def pid(self) -> int | None:
+        return self.process.pid if self.process is not None else None
+
+    def start(self, timeout: float = 60) -> RestateServer:
+        """Start (or restart on the same base directory) and wait until admin and ingress answer."""
+        env = {
+            **os.environ,
+            "RESTATE_INGRESS__BIND_ADDRESS": f"127.0.0.1:{self.ingress_port}",
+            "RESTATE_ADMIN__BIND_ADDRESS": f"127.0.0.1:{self.admin_port}",
+            "RESTATE_BIND_ADDRESS": f"127.0.0.1:{self.fabric_port}",
+            "RESTATE_ADVERTISED_ADDRESS": f"http://127.0.0.1:{self.fabric_port}",
+            "RESTATE_DISABLE_TELEMETRY": "true",
+            "RESTATE_LOG_FORMAT": "compact",
+            **self.extra_env,
+        }
+        args = [str(restate_server_binary()), "--base-dir", str(self.base_dir), "--listen-mode", "tcp"]
+        args += ["--no-logo", "--node-name", "lash-dev"]
+        if self.config_file is not None:
+            args += ["--config-file", str(self.config_file)]
+        self.log_path = self.log_path or self.base_dir / "restate-server.log"
+        self._log = self.log_path.open("ab")
+        self.process = subprocess.Popen(
+            args, env=env, stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
+        )
+        try:
+            _wait(self.ready, "restate-server", timeout, self.process)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def ready(self) -> bool:
+        admin = httpx.get(f"{self.admin_url}/health", timeout=1)
+        ingress = httpx.get(f"{self.ingress_url}/restate/health", timeout=1)
+        return admin.status_code == 200 and ingress.status_code == 200
+
+    def stop(self) -> None:
+        _stop(self.process)
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+
+    def kill(self) -> None:
+        """SIGKILL, as a crash would; the base directory stays for a restart."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+
+    def remove(self) -> None:
+        self.stop()
+        shutil.rmtree(self.base_dir, ignore_errors=True)
+
+
+@dataclass
+class Endpoint:
+    """Our endpoint served by hypercorn in a subprocess that owns its port (one pid)."""
+
+    port: int = field(default_factory=free_port)
+    args: Sequence[str] = ("--with-turn",)
+    env: dict[str, str] = field(default_factory=dict)
+    log_path: Path | None = None
+    process: subprocess.Popen[bytes] | None = None
+    _log: IO[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def pid(self) -> int | None:
+        return self.process.pid if self.process is not None else None
+
+    def start(self, timeout: float = 30) -> Endpoint:
+        command = [sys.executable, "-m", "lash_restate", "serve", "--host", "127.0.0.1"]
+        command += ["--port", str(self.port), *self.args]
+        if self.log_path is not None:
+            self._log = self.log_path.open("ab")
+        self.process = subprocess.Popen(
+            command,
+            env={**os.environ, **self.env},
+            stdout=self._log or subprocess.DEVNULL,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+        )
+        try:
+            _wait(self._listening, "endpoint", timeout, self.process)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _listening(self) -> bool:
+        with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
+            return True
+
+    def stop(self) -> None:
+        _stop(self.process)
+        self._close_log()
+
+    def kill(self) -> None:
+        """SIGKILL the endpoint mid-flight, as a crash would."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+        self._close_log()
+
+    def _close_log(self) -> None:
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+
+
+def register_deployment(admin_url: str, endpoint_url: str, *, force: bool = True, timeout: float = 30) -> Any:
+    """Register (or re-register) ``endpoint_url`` with the admin API; returns the admin's answer."""
+    try:
+        response = httpx.post(
+            f"{admin_url}/deployments", json={"uri": endpoint_url, "force": force}, timeout=timeout
+        )
+    except httpx.HTTPError as exc:
+        raise StackError(f"cannot reach the admin API at {admin_url}: {exc}") from None
+    if response.status_code >= 300:
+        raise StackError(f"registering {endpoint_url} failed ({response.status_code}): {response.text}")
+    return response.json()
+
+
+@contextlib.contextmanager
+def running_stack(
+    endpoint_args: Sequence[str] = ("--with-turn",), env: dict[str, str] | None = None
+) -> Iterator[tuple[RestateServer, Endpoint]]:
+    """A server and a registered endpoint, both ended by pid on exit."""
+    server = RestateServer()
+    endpoint = Endpoint(args=endpoint_args, env=env or {}, log_path=server.base_dir / "endpoint.log")
+    try:
+        server.start()
+        endpoint.start()
+        register_deployment(server.admin_url, endpoint.url)
+        yield server, endpoint
+    finally:
+        endpoint.stop()
+        server.remove()

@@ -1,0 +1,18 @@
+"""The Restate tier: group virtual object, child invocations, durable waits, controller and endpoint."""
+
+from ._controller import RestateController
+from ._endpoint import DeploymentError, build_app, lash_services, serve, validate_deployment
+from ._wire import CHILD, GROUP, SIGNAL, TURN
+
+__all__ = [
+    "CHILD",
+    "GROUP",
+    "SIGNAL",
+    "TURN",
+    "DeploymentError",
+    "RestateController",
+    "build_app",
+    "lash_services",
+    "serve",
+    "validate_deployment",
+]

@@ -1,0 +1,177 @@
+"""The Restate controller: the contract's three group methods, used inside a caller's handler.
+
+Every durable step goes through the caller's own journal (calls to the group
+object, awakeables), so a retried invocation replays the same answers and a
+fresh invocation asks the group object again: the object, not this process,
+is the rank authority (ADR, "Restate satisfaction").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable
+from typing import Any
+
+import restate
+from restate.serde import BytesSerde
+
+from ..contract import (
+    AwaitCancelled,
+    AwaitEvent,
+    EffectGroupDefaults,
+    EffectGroupUnsupported,
+    GroupExecutor,
+    GroupExecutors,
+    GroupHandle,
+    InvalidInput,
+    LoserPolicy,
+    MembershipUnsupported,
+    Outcome,
+    RuntimeEffectEnvelope,
+    RuntimeEffectGroup,
+    Settlement,
+    Sleep,
+    ToolCall,
+    canonical_bytes,
+    execute_outcome,
+)
+from ._errors import raise_typed
+from ._wire import (
+    CHILD,
+    GROUP,
+    CloseRequest,
+    Miss,
+    OpenReply,
+    OpenRequest,
+    Ref,
+    WaitReply,
+    WaitRequest,
+    decode,
+    decode_outcome,
+    encode,
+)
+
+__all__ = ["RestateController"]
+
+_BYTES = BytesSerde()
+
+
+class RestateController(EffectGroupDefaults):
+    """A `RuntimeEffectController` bound to one handler invocation's context."""
+
+    def __init__(self, ctx: restate.Context, resolver: GroupExecutors | None) -> None:
+        self._ctx = ctx
+        self._resolver = resolver
+        # Ranks never change once recorded (ADR, "The settlement obligation"), so caching the ones
+        # already read is not consumption state: the cursor still lives only on the handle.
+        self._seen: dict[str, dict[int, Settlement]] = {}
+
+    def supports_concurrent_effects(self) -> bool:
+        return True
+
+    def supports_effect_groups(self) -> bool:
+        # ADR: the answer is "a resolver is registered", never a constant.
+        return self._resolver is not None
+
+    async def execute_effect(self, envelope: RuntimeEffectEnvelope, executor: GroupExecutor) -> Outcome:
+        if envelope.membership is not None:
+            raise MembershipUnsupported(
+                "execute_effect has no slot for group membership; open a group instead",
+                group_key=envelope.membership.group_key,
+                position=envelope.membership.position,
+                replay_key=envelope.replay_key,
+            )
+
+        async def once() -> bytes:
+            return encode(await execute_outcome(executor))
+
+        options: restate.RunOptions[bytes] = restate.RunOptions(serde=_BYTES)
+        return decode_outcome(await self._ctx.run_typed("execute_effect", once, options))
+
+    def _require(self, group_key: str) -> GroupExecutors:
+        if self._resolver is None:
+            raise EffectGroupUnsupported("no GroupExecutors resolver is registered", group_key=group_key)
+        return self._resolver
+
+    def _first_miss(self, resolver: GroupExecutors, group: RuntimeEffectGroup) -> Miss | None:
+        for position, child in enumerate(group.children):
+            command = child.command
+            if isinstance(command, Sleep | AwaitEvent):
+                continue  # durable waits run on the tier's own durable-wait services
+            if resolver.resolve(child) is None:
+                assert isinstance(command, ToolCall)
+                return Miss(position=position, replay_key=child.replay_key, what=f"tool {command.tool!r}")
+        return None
+
+    async def _call(self, handler: str, key: str, request: Any) -> bytes:
+        try:
+            return await self._ctx.generic_call(GROUP, handler, encode(request), key=key)
+        except restate.TerminalError as error:
+            raise_typed(error)
+            raise
+
+    async def open_effect_group(self, group: RuntimeEffectGroup) -> GroupHandle:
+        key = str(group.key)
+        resolver = self._require(key)
+        # ADR: resolve all N before recording. Whether a miss refuses is decided by whether the group
+        # is already recorded, which only the single writer knows, so the miss travels with the open.
+        request = OpenRequest(
+            shape=group.shape(),
+            children=[canonical_bytes(c) for c in group.children],
+            miss=self._first_miss(resolver, group),
+        )
+        decode(await self._call("open", key, request), OpenReply)
+        return GroupHandle.opened(group)
+
+    async def await_next_settlement(
+        self, handle: GroupHandle, cancel: Awaitable[object] | None = None
+    ) -> Settlement:
+        self._require(handle.group_key)
+        handle.check_can_advance()  # exhaustion is the caller's arithmetic, not a host round trip
+        seen = self._seen.setdefault(handle.group_key, {})
+        rank = handle.next_rank
+        if rank not in seen:
+            awakeable, woken = self._ctx.awakeable(serde=_BYTES)
+            request = WaitRequest(
+                consumed=handle.consumed, child_count=handle.child_count, awakeable=awakeable
+            )
+            reply = decode(await self._call("wait", handle.group_key, request), WaitReply)
+            if not reply.refs:
+                reply = await self._woken(handle, woken, cancel)
+            await self._read(handle, reply.refs, seen)
+        settlement = seen[rank]
+        handle.advance()
+        return settlement
+
+    async def _woken(self, handle: GroupHandle, woken: Any, cancel: Awaitable[object] | None) -> WaitReply:
+        try:
+            if cancel is None:
+                return decode(await woken, WaitReply)
+            if not isinstance(cancel, restate.RestateDurableFuture):
+                raise InvalidInput("on Restate, cancel must be a durable future (e.g. ctx.sleep(...))")
+            which, value = await restate.select(settled=woken, cancel=cancel)
+        except restate.TerminalError as error:
+            raise_typed(error)
+            raise
+        if which == "cancel":
+            # ADR: cancellation leaves cursor and durable rank untouched.
+            raise AwaitCancelled(
+                f"cancelled while awaiting rank {handle.next_rank}", group_key=handle.group_key
+            )
+        return decode(value, WaitReply)
+
+    async def _read(self, handle: GroupHandle, refs: list[Ref], seen: dict[int, Settlement]) -> None:
+        """Fetch the outcomes of consecutive ranks from each child's outcome store, concurrently."""
+        calls = [self._ctx.generic_call(CHILD, "outcome", b"", key=ref.replay_key) for ref in refs]
+        await restate.gather(*calls)
+        for offset, (ref, call) in enumerate(zip(refs, calls, strict=True)):
+            rank = handle.consumed + 1 + offset
+            outcome = decode_outcome(await call)
+            seen[rank] = Settlement(
+                rank=rank, position=ref.position, replay_key=ref.replay_key, outcome=outcome
+            )
+
+    async def close_effect_group(self, handle: GroupHandle, disposition: LoserPolicy | None = None) -> None:
+        self._require(handle.group_key)
+        request = CloseRequest(child_count=handle.child_count, disposition=disposition)
+        await self._call("close", handle.group_key, request)
+        self._seen.pop(handle.group_key, None)

@@ -1,0 +1,100 @@
+"""Assemble, validate and serve the deployment endpoint.
+
+ADR, "The deployment surface grows": an endpoint wiring this controller must
+bind the group object alongside the durable-wait services. `validate` checks
+that once the endpoint is assembled, so a missing piece stops the start, not
+the first `Promise.all`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import restate
+
+from ..contract import GroupExecutors
+from ._objects import DEFAULT_TOOL_ATTEMPTS, child_object, group_object, signal_object
+from ._turn import turn_service
+from ._wire import CHILD, GROUP, SIGNAL
+
+__all__ = ["DeploymentError", "build_app", "lash_services", "serve", "validate_deployment"]
+
+Bindable = restate.Service | restate.VirtualObject | restate.Workflow
+
+
+class DeploymentError(RuntimeError):
+    """The endpoint, as assembled, cannot run groups; the message says what to bind."""
+
+
+def lash_services(
+    resolver: GroupExecutors, *, with_turn: bool = False, tool_attempts: int = DEFAULT_TOOL_ATTEMPTS
+) -> list[Bindable]:
+    """The group object, the child object and the durable-wait service (and the `LashTurn` driver)."""
+    services: list[Bindable] = [
+        group_object(),
+        child_object(resolver, tool_attempts=tool_attempts),
+        signal_object(),
+    ]
+    if with_turn:
+        services.append(turn_service(resolver))
+    return services
+
+
+def validate_deployment(resolver: GroupExecutors | None, services: Iterable[Bindable]) -> None:
+    """Refuse an endpoint that cannot do groups: no resolver, or a required service unbound."""
+    if resolver is None or not callable(getattr(resolver, "resolve", None)):
+        raise DeploymentError(
+            "no GroupExecutors resolver is registered: pass one (e.g. a ToolRegistry) to build_app"
+        )
+    bound = {s.name for s in services}
+    required = {GROUP: "the group object", CHILD: "the child service", SIGNAL: "the durable-wait service"}
+    missing = [f"{name} ({what})" for name, what in required.items() if name not in bound]
+    if missing:
+        raise DeploymentError(
+            "this endpoint cannot run effect groups; bind "
+            + ", ".join(missing)
+            + " (lash_services(resolver) returns all of them)"
+        )
+
+
+def build_app(
+    resolver: GroupExecutors | None,
+    *,
+    services: Sequence[Bindable] | None = None,
+    extra_services: Sequence[Bindable] = (),
+    with_turn: bool = False,
+    identity_keys: Sequence[str] = (),
+) -> Any:
+    """The ASGI app: lash's services (or ``services`` as given) plus yours, validated once assembled."""
+    assembled = list(services) if services is not None else []
+    if services is None and resolver is not None:
+        assembled = lash_services(resolver, with_turn=with_turn)
+    assembled.extend(extra_services)
+    validate_deployment(resolver, assembled)
+    return restate.app(assembled, identity_keys=list(identity_keys) or None)
+
+
+async def serve(app: Any, host: str = "0.0.0.0", port: int = 9080) -> None:
+    """Serve ``app`` with hypercorn (HTTP/2 cleartext) in this process until SIGTERM or SIGINT."""
+    from hypercorn.asyncio import serve as hypercorn_serve
+    from hypercorn.config import Config
+
+    config = Config()
+    config.bind = [f"{host}:{port}"]
+    config.h2_max_concurrent_streams = 10_000
+    config.keep_alive_timeout = 3600
+    config.accesslog = None
+    from restate.server import install_shutdown_hook
+
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        # Without a shutdown trigger the in-process server ignores SIGTERM (design.md). The SDK's app
+        # installs its own SIGTERM handler on first request, replacing a plain add_signal_handler, so
+        # register through its shared hook dispatcher, where both run.
+        install_shutdown_hook(loop, stop.set, sig)
+    config.graceful_timeout = 2.0
+    await hypercorn_serve(app, config, shutdown_trigger=stop.wait)

@@ -1,0 +1,65 @@
+"""Deliberate failure mapping at every handler boundary.
+
+Restate retries an ordinary exception forever, so contract errors leave a
+handler as `TerminalError` carrying the error's wire form, and come back out of
+a call as the same typed exception (the Temporal-style converter pair).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from functools import wraps
+from typing import ParamSpec, TypeVar
+
+from restate.exceptions import TerminalError
+
+from ..contract import (
+    ChildUnroutable,
+    EffectGroupUnsupported,
+    GroupNotOpen,
+    LashError,
+    error_from_wire,
+)
+
+__all__ = ["CANCELLED_STATUS", "is_cancellation", "lash_terminal", "raise_typed", "terminal_errors"]
+
+# Restate raises TerminalError("cancelled", 409) at the await a cancelled invocation is parked on.
+CANCELLED_STATUS = 409
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def lash_terminal(error: LashError) -> TerminalError:
+    """The TerminalError a handler raises for a contract error (never 409, which means "cancelled")."""
+    if isinstance(error, GroupNotOpen | ChildUnroutable):
+        status = 404
+    elif isinstance(error, EffectGroupUnsupported):
+        status = 501
+    else:
+        status = 400
+    return TerminalError(error.to_wire(), status_code=status)
+
+
+def raise_typed(error: TerminalError) -> None:
+    """Re-raise a TerminalError from a call as the contract error it carries, if it carries one."""
+    typed = error_from_wire(error.message)
+    if typed is not None:
+        raise typed from None
+
+
+def is_cancellation(error: TerminalError) -> bool:
+    return error.status_code == CANCELLED_STATUS and error_from_wire(error.message) is None
+
+
+def terminal_errors(fn: Callable[P, Awaitable[R]]) -> Callable[P, Awaitable[R]]:
+    """Wrap a handler: contract errors end it terminally; other faults stay retryable, bounded by policy."""
+
+    @wraps(fn)
+    async def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return await fn(*args, **kwargs)
+        except LashError as error:
+            raise lash_terminal(error) from None
+
+    return wrapper

@@ -1,0 +1,324 @@
+"""The tier's virtual objects: the group (rank authority), the child, and the durable-wait signal.
+
+ADR, "Restate satisfaction: the group virtual object is the rank authority".
+The group object's state is a shape fence, a rank list (rank r is
+``ranks[r - 1]``, a child position; the payload reference is that child's
+``LashChild`` object, keyed by its replay key), the invocation ids needed to
+cancel, and the waiters' awakeables. Payload bytes never enter it.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+from typing import Any
+
+import msgspec
+import restate
+from restate.serde import BytesSerde
+
+from ..contract import (
+    AwaitEvent,
+    Cancelled,
+    ChildUnroutable,
+    DispositionWidening,
+    GroupExecutors,
+    GroupNotOpen,
+    GroupShape,
+    HandleMismatch,
+    InvalidSettlement,
+    LoserPolicy,
+    Ok,
+    Outcome,
+    RuntimeEffectEnvelope,
+    Sleep,
+    Transient,
+    execute_once,
+)
+from ._errors import is_cancellation, terminal_errors
+from ._wire import (
+    CHILD,
+    GROUP,
+    POSITIONS,
+    SHAPE,
+    SIGNAL,
+    STRINGS,
+    WAITERS,
+    CloseRequest,
+    OpenReply,
+    OpenRequest,
+    Ref,
+    SettleRequest,
+    Waiter,
+    WaitReply,
+    WaitRequest,
+    encode,
+)
+
+__all__ = ["DEFAULT_TOOL_ATTEMPTS", "child_object", "group_object", "signal_object"]
+
+DEFAULT_TOOL_ATTEMPTS = 3
+_BYTES = BytesSerde()
+
+# A fault in our own handler code (not a contract error) is retried, but never forever: after the
+# budget the invocation pauses, visible to an operator, instead of backing off silently (design.md).
+HANDLER_RETRY = restate.InvocationRetryPolicy(
+    initial_interval=timedelta(milliseconds=50),
+    exponentiation_factor=2.0,
+    max_interval=timedelta(seconds=10),
+    max_attempts=30,
+    on_max_attempts="pause",
+)
+
+
+def group_object() -> restate.VirtualObject:
+    """`LashGroup`, keyed by the group key: the single writer of ranks for one group."""
+    group = restate.VirtualObject(GROUP, invocation_retry_policy=HANDLER_RETRY)
+
+    @group.handler(ingress_private=True)
+    @terminal_errors
+    async def open(ctx: restate.ObjectContext, req: OpenRequest) -> OpenReply:
+        recorded = await ctx.get("shape", serde=SHAPE)
+        if recorded is not None:
+            # ADR: a reopen is fenced on shape, resolves only what it dispatches and refuses nothing;
+            # on Restate the children are engine-owned invocations already, so it dispatches nothing.
+            recorded.fence_reopen(req.shape, ctx.key())
+            return OpenReply(reopened=True)
+        if req.miss is not None:
+            # ADR (FIG-1579): a first open with a child nobody can run records nothing, group row included.
+            raise ChildUnroutable(
+                f"no executor is registered for {req.miss.what}",
+                group_key=ctx.key(),
+                position=req.miss.position,
+                replay_key=req.miss.replay_key,
+            )
+        ctx.set("shape", req.shape, serde=SHAPE)
+        ctx.set("ranks", [], serde=POSITIONS)
+        # Recording and dispatch are one handler run: a group is never recorded without its children.
+        handles = [
+            ctx.generic_send(CHILD, "run", envelope, key=replay_key)
+            for replay_key, envelope in zip(req.shape.replay_keys, req.children, strict=True)
+        ]
+        ctx.set("invocations", [await h.invocation_id() for h in handles], serde=STRINGS)
+        return OpenReply(reopened=False)
+
+    @group.handler(ingress_private=True)
+    @terminal_errors
+    async def settle(ctx: restate.ObjectContext, req: SettleRequest) -> None:
+        shape = await ctx.get("shape", serde=SHAPE)
+        if shape is None:
+            # Closed (or never opened): a late settlement must not resurrect the group. The child's
+            # outcome store has nobody left to read it, so it is released too (no TTL, no leak).
+            ctx.generic_send(CHILD, "forget", b"", key=req.replay_key)
+            return
+        if not 0 <= req.position < shape.child_count or shape.replay_keys[req.position] != req.replay_key:
+            raise InvalidSettlement(
+                "settlement names no child of this group",
+                group_key=ctx.key(),
+                position=req.position,
+                replay_key=req.replay_key,
+            )
+        ranks: list[int] = await ctx.get("ranks", serde=POSITIONS) or []
+        if req.position in ranks:
+            return  # idempotent on the child's replay key: one terminal, one rank
+        # ADR: rank assignment, rank readability and the wake are one durable handler step.
+        ranks.append(req.position)
+        ctx.set("ranks", ranks, serde=POSITIONS)
+        waiters = await ctx.get("waiters", serde=WAITERS) or []
+        if waiters:
+            for waiter in waiters:
+                ready = _refs(shape, ranks, waiter.consumed)
+                ctx.resolve_awakeable(waiter.awakeable, encode(ready), serde=_BYTES)
+            ctx.clear("waiters")
+
+    @group.handler(ingress_private=True)
+    @terminal_errors
+    async def wait(ctx: restate.ObjectContext, req: WaitRequest) -> WaitReply:
+        shape = await _open_shape(ctx, req.child_count)
+        ranks: list[int] = await ctx.get("ranks", serde=POSITIONS) or []
+        if len(ranks) > req.consumed or req.awakeable is None:
+            # ADR: read rank consumed + 1 out of state first, and only otherwise wait.
+            return _refs(shape, ranks, req.consumed)
+        waiters = await ctx.get("waiters", serde=WAITERS) or []
+        waiters.append(Waiter(awakeable=req.awakeable, consumed=req.consumed))
+        ctx.set("waiters", waiters, serde=WAITERS)
+        return WaitReply(refs=[])
+
+    @group.handler(kind="shared")
+    @terminal_errors
+    async def peek(ctx: restate.ObjectSharedContext, req: WaitRequest) -> WaitReply:
+        """Read-only: the ranks after ``consumed`` without queueing behind the single writer."""
+        shape = await _open_shape(ctx, req.child_count)
+        ranks: list[int] = await ctx.get("ranks", serde=POSITIONS) or []
+        return _refs(shape, ranks, req.consumed)
+
+    @group.handler(ingress_private=True)
+    @terminal_errors
+    async def close(ctx: restate.ObjectContext, req: CloseRequest) -> None:
+        shape = await ctx.get("shape", serde=SHAPE)
+        if shape is None:
+            return  # ADR: close is idempotent, and so is the delete
+        if shape.child_count != req.child_count:
+            raise HandleMismatch(
+                f"handle has {req.child_count} children, group has {shape.child_count}", group_key=ctx.key()
+            )
+        effective = shape.disposition if req.disposition is None else req.disposition
+        if not shape.disposition.narrows_to(effective):
+            raise DispositionWidening(
+                f"group declared {shape.disposition.value}; close may only narrow it", group_key=ctx.key()
+            )
+        ranks: list[int] = await ctx.get("ranks", serde=POSITIONS) or []
+        settled = set(ranks)
+        if effective is LoserPolicy.CANCEL:
+            # One cancel per unsettled child, not awaiting termination (ADR, "Close deletes…").
+            invocations = await ctx.get("invocations", serde=STRINGS) or []
+            for position, invocation_id in enumerate(invocations):
+                if position not in settled:
+                    ctx.cancel_invocation(invocation_id)
+        for position in settled:
+            # Settled children's outcome stores are released with the group; unsettled ones are
+            # released when their late settlement finds the group gone.
+            ctx.generic_send(CHILD, "forget", b"", key=shape.replay_keys[position])
+        for waiter in await ctx.get("waiters", serde=WAITERS) or []:
+            gone = GroupNotOpen("the group was closed while awaiting", group_key=ctx.key())
+            ctx.reject_awakeable(waiter.awakeable, gone.to_wire(), 404)
+        # ADR: retirement is group-atomic; close deletes the object's state.
+        ctx.clear_all()
+
+    @group.handler(kind="shared")
+    async def describe(ctx: restate.ObjectSharedContext) -> dict[str, Any] | None:
+        """For inspection: the shape and how many ranks are recorded, or None if not open."""
+        shape = await ctx.get("shape", serde=SHAPE)
+        if shape is None:
+            return None
+        ranks: list[int] = await ctx.get("ranks", serde=POSITIONS) or []
+        return {
+            "group_key": ctx.key(),
+            "child_count": shape.child_count,
+            "settled": len(ranks),
+            "wake": shape.wake.value,
+            "disposition": shape.disposition.value,
+            "ranks": ranks,
+        }
+
+    del open, settle, wait, peek, close, describe
+    return group
+
+
+def _refs(shape: GroupShape, ranks: list[int], consumed: int) -> WaitReply:
+    return WaitReply(refs=[Ref(position=p, replay_key=shape.replay_keys[p]) for p in ranks[consumed:]])
+
+
+async def _open_shape(ctx: restate.ObjectSharedContext | restate.ObjectContext, count: int) -> GroupShape:
+    shape = await ctx.get("shape", serde=SHAPE)
+    if shape is None:
+        raise GroupNotOpen("no such group is recorded (never opened, or closed)", group_key=ctx.key())
+    if shape.child_count != count:
+        raise HandleMismatch(
+            f"handle has {count} children, group has {shape.child_count}", group_key=ctx.key()
+        )
+    return shape
+
+
+def child_object(
+    resolver: GroupExecutors, *, tool_attempts: int = DEFAULT_TOOL_ATTEMPTS
+) -> restate.VirtualObject:
+    """`LashChild`, keyed by replay key: one child as its own invocation, and its outcome's home.
+
+    The outcome lives in this object's keyed state, which has no TTL (an
+    invocation's output is kept only for the retention window), and is released
+    when the group is done with it.
+    """
+    child = restate.VirtualObject(CHILD, invocation_retry_policy=HANDLER_RETRY)
+
+    @child.handler(ingress_private=True)
+    @terminal_errors
+    async def run(ctx: restate.ObjectContext, envelope: RuntimeEffectEnvelope) -> None:
+        membership = envelope.membership
+        if membership is None:
+            return  # only grouped children are dispatched here
+        if await ctx.get("outcome", serde=_BYTES) is None:
+            outcome = await _execute(ctx, envelope, resolver, tool_attempts)
+            ctx.set("outcome", encode(outcome), serde=_BYTES)
+        # Already settled (a re-dispatch after a reopen): settle again; the group dedups by position.
+        settle = SettleRequest(position=membership.position, replay_key=envelope.replay_key)
+        ctx.generic_send(GROUP, "settle", encode(settle), key=membership.group_key)
+
+    @child.handler(kind="shared", ingress_private=True, output_serde=_BYTES)
+    async def outcome(ctx: restate.ObjectSharedContext) -> bytes:
+        return await ctx.get("outcome", serde=_BYTES) or b""
+
+    @child.handler(ingress_private=True)
+    async def forget(ctx: restate.ObjectContext) -> None:
+        ctx.clear_all()
+
+    del run, outcome, forget
+    return child
+
+
+async def _execute(
+    ctx: restate.ObjectContext, envelope: RuntimeEffectEnvelope, resolver: GroupExecutors, attempts: int
+) -> Outcome:
+    command = envelope.command
+    try:
+        if isinstance(command, Sleep):
+            await ctx.sleep(timedelta(milliseconds=command.duration_ms))
+            return Ok(value=None)
+        if isinstance(command, AwaitEvent):
+            awakeable, value = ctx.awakeable(serde=_BYTES)
+            ctx.generic_send(SIGNAL, "subscribe", encode(awakeable), key=command.name)
+            return Ok(value=json.loads(await value))
+
+        async def attempt() -> bytes:
+            executor = resolver.resolve(envelope)
+            if executor is None:
+                # ADR: the engine tier's form of a routing miss is a terminal 404, never a retry.
+                raise restate.TerminalError(f"no executor is registered for tool {command.tool!r}", 404)
+            result = await execute_once(executor)
+            if isinstance(result, Transient):
+                raise RuntimeError(result.message)  # retried by ctx.run, bounded by max_attempts
+            return encode(result)
+
+        options: restate.RunOptions[bytes] = restate.RunOptions(serde=_BYTES, max_attempts=attempts)
+        raw = await ctx.run_typed("execute", attempt, options)
+        return msgspec.json.decode(raw, type=Outcome)
+    except restate.TerminalError as error:
+        if is_cancellation(error):
+            return Cancelled()  # a Cancel loser's terminal still routes through the group for rank
+        if error.status_code == 404:
+            raise
+        return Transient(message=error.message).give_up(attempts)
+
+
+def signal_object() -> restate.VirtualObject:
+    """`LashSignal`, keyed by event name: the durable-wait service behind `AwaitEvent` children.
+
+    ``emit`` is public: POST the event's JSON payload to
+    ``/LashSignal/{name}/emit`` on the ingress. An event, once emitted, stays
+    emitted (later waiters settle at once) until ``clear`` is called.
+    """
+    signal = restate.VirtualObject(SIGNAL, invocation_retry_policy=HANDLER_RETRY)
+
+    @signal.handler(ingress_private=True)
+    async def subscribe(ctx: restate.ObjectContext, awakeable: str) -> None:
+        payload = await ctx.get("payload", serde=_BYTES)
+        if payload is not None:
+            ctx.resolve_awakeable(awakeable, payload, serde=_BYTES)
+            return
+        waiters = await ctx.get("waiters", serde=STRINGS) or []
+        ctx.set("waiters", [*waiters, awakeable], serde=STRINGS)
+
+    @signal.handler(accept="*/*")
+    async def emit(ctx: restate.ObjectContext, payload: Any) -> None:
+        body = json.dumps(payload).encode()
+        ctx.set("payload", body, serde=_BYTES)
+        for awakeable in await ctx.get("waiters", serde=STRINGS) or []:
+            ctx.resolve_awakeable(awakeable, body, serde=_BYTES)
+        ctx.clear("waiters")
+
+    @signal.handler()
+    async def clear(ctx: restate.ObjectContext) -> None:
+        ctx.clear("payload")
+
+    del subscribe, emit, clear
+    return signal

@@ -1,0 +1,86 @@
+"""`LashTurn`: a driver service that runs a caller's turn inside a real handler.
+
+Bound by the dev stack and the tests (and by ``serve --with-turn``). ``run``
+takes ``{"steps": [...]}`` (see `lash_restate.turn`); ``combine`` takes
+``{"kind", "children", ...}`` and runs one combinator.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+import msgspec
+import restate
+
+from ..combinators import Combinator, run_combinator
+from ..contract import (
+    GroupExecutors,
+    GroupHandle,
+    GroupKey,
+    InvalidInput,
+    LashError,
+    LoserPolicy,
+    RuntimeEffectGroup,
+    decode_envelope,
+)
+from ..turn import combinator_result_json, decode_turn, error_json, run_turn
+from ._controller import RestateController
+from ._wire import TURN
+
+__all__ = ["CombineRequest", "turn_service"]
+
+
+class CombineRequest(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """One combinator over ``children`` (envelope JSON without membership, or bare commands)."""
+
+    kind: Combinator
+    children: list[dict[str, Any]]
+    scope: str = "turn"
+    batch: str = "demo"
+    occurrence: int = 0
+    losers: LoserPolicy = LoserPolicy.RUN_TO_COMPLETION
+    stop_after: int | None = None
+    handle: str | None = None
+
+
+def _children(req: CombineRequest, key: str) -> list[Any]:
+    children = []
+    for index, child in enumerate(req.children):
+        body = child if "command" in child else {"command": child}
+        body = {"replay_key": f"{key}/{index}", **body}
+        children.append(decode_envelope(msgspec.json.encode(body)))
+    return children
+
+
+def turn_service(resolver: GroupExecutors) -> restate.Service:
+    turn = restate.Service(TURN)
+
+    @turn.handler()
+    async def run(ctx: restate.Context, request: dict[str, Any]) -> list[dict[str, Any]]:
+        try:
+            steps = decode_turn(msgspec.json.encode(request)).steps
+        except LashError as error:
+            return [error_json(error)]
+        controller = RestateController(ctx, resolver)
+        return await run_turn(controller, steps, lambda ms: ctx.sleep(timedelta(milliseconds=ms)))
+
+    @turn.handler()
+    async def combine(ctx: restate.Context, request: dict[str, Any]) -> dict[str, Any]:
+        try:
+            req = msgspec.convert(request, CombineRequest)
+            key = str(GroupKey(scope_id=req.scope, batch_id=req.batch, occurrence=req.occurrence))
+            wake = req.kind.wake
+            group = RuntimeEffectGroup(key, _children(req, key), wake=wake, disposition=req.losers)
+            saved = GroupHandle.from_bytes(req.handle) if req.handle is not None else None
+            result = await run_combinator(
+                RestateController(ctx, resolver), req.kind, group, handle=saved, stop_after=req.stop_after
+            )
+        except msgspec.ValidationError as error:
+            return error_json(InvalidInput(f"malformed combine request: {error}"))
+        except LashError as error:
+            return error_json(error)
+        return combinator_result_json(result)
+
+    del run, combine
+    return turn
