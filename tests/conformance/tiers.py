@@ -62,13 +62,11 @@ class MemoryTier:
         self.host = MemoryHost(self.store, demo_tools())
 
     async def wait_child_finished(self, replay_key: str) -> None:
-        async with asyncio.timeout(10):
-            while replay_key in self.host.live_replay_keys():
-                await asyncio.sleep(0.005)
+        await self.host.join_child(replay_key)
 
 
 class RestateTier:
-    """A real restate-server and our endpoint in a subprocess; each turn is a fresh `LashTurn/run` invocation."""
+    """A real restate-server and our endpoint in a subprocess; each turn is a fresh `LashTurn/run`."""
 
     def __init__(self, name: str, server: RestateServer, endpoint: Endpoint) -> None:
         self.name = name
@@ -109,7 +107,8 @@ class RestateTier:
                     f"AND target_service_key = {key} AND status != 'completed'"
                 )
                 stored = await self.sql(
-                    f"SELECT count(*) AS n FROM state WHERE service_name = 'LashChild' AND service_key = {key}"
+                    "SELECT count(*) AS n FROM state "
+                    f"WHERE service_name = 'LashChild' AND service_key = {key}"
                 )
                 done = await self.sql(
                     "SELECT count(*) AS n FROM sys_invocation WHERE target_service_name = 'LashChild' "

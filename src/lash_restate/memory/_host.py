@@ -153,6 +153,7 @@ class MemoryHost:
         self._resolver: GroupExecutors | None = None
         self._max_attempts = max_attempts
         self._tasks: dict[tuple[str, int], asyncio.Task[None]] = {}
+        self._runners: dict[asyncio.Task[None], str] = {}
         self._crashed = False
         if resolver is not None:
             self.register_executors(resolver)
@@ -287,15 +288,11 @@ class MemoryHost:
                 if task is not None and position not in record.sequences:
                     task.cancel()
 
-    def live_replay_keys(self) -> set[str]:
-        """Replay keys of the children this host is running right now (inspection)."""
-        live = set()
-        for key, position in self._tasks:
-            record = self.store.groups.get(key)
-            children = record.children if record is not None else None
-            if children is not None:
-                live.add(children[position].replay_key)
-        return live
+    async def join_child(self, replay_key: str) -> None:
+        """Wait until this host's runner for the child ``replay_key`` (if any) has finished."""
+        tasks = [task for task, key in self._runners.items() if key == replay_key]
+        if tasks:
+            await asyncio.wait(tasks)
 
     # -- drain and crash ---------------------------------------------------------------------
 
@@ -354,6 +351,8 @@ class MemoryHost:
         record.live.add(position)
         task = asyncio.create_task(self._run_child(key, record, position, executor))
         self._tasks[(key, position)] = task
+        self._runners[task] = record.children[position].replay_key
+        task.add_done_callback(self._runners.pop)
 
     async def _run_child(
         self, key: str, record: _GroupRecord, position: int, executor: GroupExecutor
