@@ -73,8 +73,8 @@ def tier(request: pytest.FixtureRequest) -> Iterator[Any]:
     """Every conformance test runs once per tier; the test id carries the tier name."""
     if request.param == "memory":
         # asyncio.run cancels the host's leftover child tasks when each test's loop ends.
-        yield MemoryTier()
+        yield MemoryTier(request.getfixturevalue("tmp_path") / "counts.txt")
         return
     fixture = "restate_stack" if request.param == "restate" else "restate_replay_stack"
     server, endpoint = request.getfixturevalue(fixture)
-    yield RestateTier(request.param, server, endpoint)
+    yield RestateTier(request.param, server, endpoint, Path(endpoint.env["LASH_COUNT_FILE"]))

@@ -26,6 +26,7 @@ from .contract import (
     RuntimeEffectGroup,
     Settlement,
     Sleep,
+    WakeRuleDrift,
 )
 
 __all__ = [
@@ -132,6 +133,12 @@ async def run_combinator(
     re-read (they are durable facts) to rebuild the fold, then consumption
     continues from the saved cursor.
     """
+    if group.wake is not kind.wake:
+        # The wake rule is journaled identity: a combinator only runs groups declared with its own.
+        raise WakeRuleDrift(
+            f"{kind.value} needs wake {kind.wake.value}, the group declares {group.wake.value}",
+            group_key=str(group.key),
+        )
     opened = await controller.open_effect_group(group)
     cursor = handle if handle is not None else opened
     seen: list[Settlement] = []

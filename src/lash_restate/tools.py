@@ -80,13 +80,18 @@ async def _fail(args: Any) -> Any:
     raise ToolFailure(str(_arg(args, "message", "failed")), code=_arg(args, "code"))
 
 
-async def _count(args: Any) -> Any:
-    """``{"name": X, "value": V, "delay_ms": N}``: append X to $LASH_COUNT_FILE (side-effect witness), → V."""
-    await asyncio.sleep(int(_arg(args, "delay_ms", 0)) / 1000)
-    path = os.environ.get("LASH_COUNT_FILE")
-    if path:
-        await asyncio.to_thread(_append_line, Path(path), str(_arg(args, "name", "")))
-    return _arg(args, "value")
+def _counter(path: Path | None) -> Tool:
+    async def count(args: Any) -> Any:
+        """``{"name": X, "value": V, "delay_ms": N}``: after N ms append X to the count file, → V.
+
+        The count file is the side-effect witness: a child that must run once shows up once.
+        """
+        await asyncio.sleep(int(_arg(args, "delay_ms", 0)) / 1000)
+        if path is not None:
+            await asyncio.to_thread(_append_line, path, str(_arg(args, "name", "")))
+        return _arg(args, "value")
+
+    return count
 
 
 def _append_line(path: Path, line: str) -> None:
@@ -94,6 +99,10 @@ def _append_line(path: Path, line: str) -> None:
         f.write(line + "\n")
 
 
-def demo_tools() -> ToolRegistry:
-    """`echo`, `fail` and `count`: the tools the dev stack, the demo and the tests use."""
-    return ToolRegistry({"echo": _echo, "fail": _fail, "count": _count})
+def demo_tools(count_file: str | Path | None = None) -> ToolRegistry:
+    """`echo`, `fail` and `count`: the tools the dev stack, the demo and the tests use.
+
+    ``count_file`` defaults to ``$LASH_COUNT_FILE``; without either, `count` only returns.
+    """
+    path = count_file if count_file is not None else os.environ.get("LASH_COUNT_FILE")
+    return ToolRegistry({"echo": _echo, "fail": _fail, "count": _counter(Path(path) if path else None)})

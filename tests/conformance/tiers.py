@@ -8,6 +8,7 @@ process that runs children and callers.
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 from typing import Any, Protocol
 from urllib.parse import quote
 
@@ -29,6 +30,8 @@ class Tier(Protocol):
 
     async def emit(self, name: str, value: Any = None) -> None: ...
 
+    async def reject(self, name: str, message: str) -> None: ...
+
     async def open_groups(self) -> set[str]: ...
 
     async def restart(self) -> None: ...
@@ -37,15 +40,24 @@ class Tier(Protocol):
         """Return once the child with ``replay_key`` has finished running (its terminal is known)."""
         ...
 
+    async def counts(self) -> list[str]:
+        """Every name the `count` tool has written: the side-effect witness."""
+        ...
+
+
+def _read_counts(path: Path) -> list[str]:
+    return path.read_text().splitlines() if path.exists() else []
+
 
 class MemoryTier:
     """The reference host; a restart is a new host over the same store (the runtime's life)."""
 
     name = "memory"
 
-    def __init__(self) -> None:
+    def __init__(self, count_file: Path) -> None:
+        self.count_file = count_file
         self.store = MemoryStore()
-        self.host = MemoryHost(self.store, demo_tools())
+        self.host = MemoryHost(self.store, demo_tools(count_file))
 
     async def turn(self, *steps: dict[str, Any]) -> list[dict[str, Any]]:
         request = decode_turn(msgspec.json.encode({"steps": list(steps)}))
@@ -54,12 +66,18 @@ class MemoryTier:
     async def emit(self, name: str, value: Any = None) -> None:
         self.store.emit_event(name, value)
 
+    async def reject(self, name: str, message: str) -> None:
+        self.store.reject_event(name, message)
+
     async def open_groups(self) -> set[str]:
         return set(self.store.open_group_keys())
 
     async def restart(self) -> None:
         await self.host.crash()
-        self.host = MemoryHost(self.store, demo_tools())
+        self.host = MemoryHost(self.store, demo_tools(self.count_file))
+
+    async def counts(self) -> list[str]:
+        return _read_counts(self.count_file)
 
     async def wait_child_finished(self, replay_key: str) -> None:
         await self.host.join_child(replay_key)
@@ -68,10 +86,14 @@ class MemoryTier:
 class RestateTier:
     """A real restate-server and our endpoint in a subprocess; each turn is a fresh `LashTurn/run`."""
 
-    def __init__(self, name: str, server: RestateServer, endpoint: Endpoint) -> None:
+    def __init__(self, name: str, server: RestateServer, endpoint: Endpoint, count_file: Path) -> None:
         self.name = name
         self.server = server
         self.endpoint = endpoint
+        self.count_file = count_file
+
+    async def counts(self) -> list[str]:
+        return _read_counts(self.count_file)
 
     async def turn(self, *steps: dict[str, Any]) -> list[dict[str, Any]]:
         async with httpx.AsyncClient(timeout=60) as client:
@@ -82,9 +104,15 @@ class RestateTier:
         return response.json()  # type: ignore[no-any-return]
 
     async def emit(self, name: str, value: Any = None) -> None:
+        await self._signal(name, "emit", value)
+
+    async def reject(self, name: str, message: str) -> None:
+        await self._signal(name, "reject", message)
+
+    async def _signal(self, name: str, handler: str, body: Any) -> None:
         async with httpx.AsyncClient(timeout=30) as client:
-            url = f"{self.server.ingress_url}/LashSignal/{quote(name, safe='')}/emit"
-            response = await client.post(url, json=value)
+            url = f"{self.server.ingress_url}/LashSignal/{quote(name, safe='')}/{handler}"
+            response = await client.post(url, json=body)
         assert response.status_code == 200, response.text
 
     async def open_groups(self) -> set[str]:

@@ -22,6 +22,7 @@ from ..contract import (
     Cancelled,
     ChildUnroutable,
     DispositionWidening,
+    Err,
     GroupExecutors,
     GroupNotOpen,
     GroupShape,
@@ -32,6 +33,7 @@ from ..contract import (
     Outcome,
     RuntimeEffectEnvelope,
     Sleep,
+    ToolCall,
     Transient,
     execute_once,
 )
@@ -59,6 +61,7 @@ __all__ = ["DEFAULT_TOOL_ATTEMPTS", "child_object", "group_object", "signal_obje
 
 DEFAULT_TOOL_ATTEMPTS = 3
 _BYTES = BytesSerde()
+_NOT_FOUND = 404
 
 # A fault in our own handler code (not a contract error) is retried, but never forever: after the
 # budget the invocation pauses, visible to an operator, instead of backing off silently (design.md).
@@ -267,58 +270,92 @@ async def _execute(
         if isinstance(command, AwaitEvent):
             awakeable, value = ctx.awakeable(serde=_BYTES)
             ctx.generic_send(SIGNAL, "subscribe", encode(awakeable), key=command.name)
-            return Ok(value=json.loads(await value))
-
-        async def attempt() -> bytes:
-            executor = resolver.resolve(envelope)
-            if executor is None:
-                # ADR: the engine tier's form of a routing miss is a terminal 404, never a retry.
-                raise restate.TerminalError(f"no executor is registered for tool {command.tool!r}", 404)
-            result = await execute_once(executor)
-            if isinstance(result, Transient):
-                raise RuntimeError(result.message)  # retried by ctx.run, bounded by max_attempts
-            return encode(result)
-
-        options: restate.RunOptions[bytes] = restate.RunOptions(serde=_BYTES, max_attempts=attempts)
-        raw = await ctx.run_typed("execute", attempt, options)
-        return msgspec.json.decode(raw, type=Outcome)
+            try:
+                return Ok(value=json.loads(await value))
+            except restate.TerminalError as error:
+                if is_cancellation(error):
+                    raise
+                return Err(message=error.message, code="rejected")  # the signal was rejected
+        return await _run_tool(ctx, envelope, resolver, attempts)
     except restate.TerminalError as error:
         if is_cancellation(error):
             return Cancelled()  # a Cancel loser's terminal still routes through the group for rank
-        if error.status_code == 404:
+        raise
+
+
+async def _run_tool(
+    ctx: restate.ObjectContext, envelope: RuntimeEffectEnvelope, resolver: GroupExecutors, attempts: int
+) -> Outcome:
+    command = envelope.command
+    assert isinstance(command, ToolCall)
+
+    async def attempt() -> bytes:
+        # ADR: each executor is single-execution; every attempt resolves a fresh one.
+        executor = resolver.resolve(envelope)
+        if executor is None:
+            raise restate.TerminalError(f"no executor is registered for tool {command.tool!r}", _NOT_FOUND)
+        result = await execute_once(executor)
+        if isinstance(result, Transient):
+            raise RuntimeError(result.message)  # retried by ctx.run, bounded by max_attempts
+        return encode(result)
+
+    options: restate.RunOptions[bytes] = restate.RunOptions(serde=_BYTES, max_attempts=attempts)
+    try:
+        raw = await ctx.run_typed("execute", attempt, options)
+    except restate.TerminalError as error:
+        if is_cancellation(error) or error.status_code == _NOT_FOUND:
+            # ADR: the engine tier's form of a routing miss is a terminal 404, never a retry, and
+            # never a synthesized outcome: the child ends without settling.
             raise
         return Transient(message=error.message).give_up(attempts)
+    return msgspec.json.decode(raw, type=Outcome)
 
 
 def signal_object() -> restate.VirtualObject:
     """`LashSignal`, keyed by event name: the durable-wait service behind `AwaitEvent` children.
 
-    ``emit`` is public: POST the event's JSON payload to
-    ``/LashSignal/{name}/emit`` on the ingress. An event, once emitted, stays
-    emitted (later waiters settle at once) until ``clear`` is called.
+    ``emit`` and ``reject`` are public: POST the event's JSON payload to
+    ``/LashSignal/{name}/emit`` (or a JSON string message to ``…/reject``) on
+    the ingress. An event, once emitted, stays emitted (later waiters settle at
+    once) until ``clear`` is called.
     """
     signal = restate.VirtualObject(SIGNAL, invocation_retry_policy=HANDLER_RETRY)
 
     @signal.handler(ingress_private=True)
     async def subscribe(ctx: restate.ObjectContext, awakeable: str) -> None:
         payload = await ctx.get("payload", serde=_BYTES)
+        rejection = await ctx.get("rejection", serde=_BYTES)
         if payload is not None:
             ctx.resolve_awakeable(awakeable, payload, serde=_BYTES)
-            return
-        waiters = await ctx.get("waiters", serde=STRINGS) or []
-        ctx.set("waiters", [*waiters, awakeable], serde=STRINGS)
+        elif rejection is not None:
+            ctx.reject_awakeable(awakeable, rejection.decode())
+        else:
+            waiters = await ctx.get("waiters", serde=STRINGS) or []
+            ctx.set("waiters", [*waiters, awakeable], serde=STRINGS)
 
     @signal.handler(accept="*/*")
     async def emit(ctx: restate.ObjectContext, payload: Any) -> None:
+        """Fulfil the event with a JSON payload; every waiter, now or later, settles Ok(payload)."""
         body = json.dumps(payload).encode()
         ctx.set("payload", body, serde=_BYTES)
+        ctx.clear("rejection")
         for awakeable in await ctx.get("waiters", serde=STRINGS) or []:
             ctx.resolve_awakeable(awakeable, body, serde=_BYTES)
         ctx.clear("waiters")
 
     @signal.handler()
-    async def clear(ctx: restate.ObjectContext) -> None:
+    async def reject(ctx: restate.ObjectContext, message: str) -> None:
+        """Reject the event; every waiter, now or later, settles Err(message, "rejected")."""
+        ctx.set("rejection", str(message).encode(), serde=_BYTES)
         ctx.clear("payload")
+        for awakeable in await ctx.get("waiters", serde=STRINGS) or []:
+            ctx.reject_awakeable(awakeable, str(message))
+        ctx.clear("waiters")
 
-    del subscribe, emit, clear
+    @signal.handler()
+    async def clear(ctx: restate.ObjectContext) -> None:
+        """Forget the event, so later waiters wait again."""
+        ctx.clear_all()
+
+    del subscribe, emit, reject, clear
     return signal

@@ -22,6 +22,7 @@ from ..contract import (
     ChildUnroutable,
     DispositionWidening,
     EffectGroupUnsupported,
+    Err,
     GroupExecutor,
     GroupExecutors,
     GroupHandle,
@@ -30,12 +31,14 @@ from ..contract import (
     HandleMismatch,
     LoserPolicy,
     MembershipUnsupported,
+    Ok,
     Outcome,
     RuntimeEffectEnvelope,
     RuntimeEffectGroup,
     Settlement,
     Sleep,
     ToolCall,
+    ToolFailure,
     Transient,
     execute_once,
     execute_outcome,
@@ -100,19 +103,28 @@ class MemoryStore:
 
     def __init__(self) -> None:
         self.groups: dict[str, _GroupRecord] = {}
-        self.events: dict[str, Any] = {}
+        self.events: dict[str, Ok | Err] = {}
         self._event_changed = asyncio.Event()
 
     def emit_event(self, name: str, value: Any = None) -> None:
         """Emit durable event ``name``; every `AwaitEvent` child on it settles Ok(value)."""
-        self.events[name] = value
+        self.events[name] = Ok(value=value)
+        self._event_changed.set()
+        self._event_changed = asyncio.Event()
+
+    def reject_event(self, name: str, message: str) -> None:
+        """Reject durable event ``name``; every `AwaitEvent` child on it settles Err(message, "rejected")."""
+        self.events[name] = Err(message=message, code="rejected")
         self._event_changed.set()
         self._event_changed = asyncio.Event()
 
     async def wait_event(self, name: str) -> Any:
         while name not in self.events:
             await self._event_changed.wait()
-        return self.events[name]
+        outcome = self.events[name]
+        if isinstance(outcome, Err):
+            raise ToolFailure(outcome.message, outcome.code)
+        return outcome.value
 
     def burn_sequence(self, group_key: str) -> None:
         """Model a rolled-back finalize: a sequence number is used up and never written (ADR: gaps)."""

@@ -1,0 +1,156 @@
+"""Canonical encoding and envelope hashes, pinned by golden vectors.
+
+ADR, "Normative: ungrouped effects stay hash-identical".
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+import msgspec
+import pytest
+
+from lash_restate.contract import (
+    AwaitEvent,
+    GroupMembership,
+    GroupWakePolicy,
+    InvalidEnvelope,
+    LoserPolicy,
+    RuntimeEffectEnvelope,
+    RuntimeEffectGroup,
+    Sleep,
+    ToolCall,
+    canonical_bytes,
+    decode_envelope,
+    envelope_hash,
+)
+
+SEARCH = ToolCall(tool="search", args={"q": "durable", "limit": 3, "tags": ["a", "b"], "score": 0.5})
+GOLDEN_UNGROUPED = [
+    (
+        RuntimeEffectEnvelope(command=SEARCH, replay_key="scope-1:effect:7"),
+        b'{"command":{"args":{"limit":3,"q":"durable","score":0.5,"tags":["a","b"]},"tool":"search",'
+        b'"type":"tool_call"},"replay_key":"scope-1:effect:7"}',
+        "771b4c92881c63cb3358b588bf04568672a2678f768d9129c4eb47be59710d68",
+    ),
+    (
+        RuntimeEffectEnvelope(command=Sleep(duration_ms=1500), replay_key="scope-1:effect:8"),
+        b'{"command":{"duration_ms":1500,"type":"sleep"},"replay_key":"scope-1:effect:8"}',
+        "0ae8b025c97c490a83aca510cc618bd101d5ee53e9da6a89157f603c959b84ec",
+    ),
+    (
+        RuntimeEffectEnvelope(command=AwaitEvent(name="approved"), replay_key="scope-1:effect:9"),
+        b'{"command":{"name":"approved","type":"await_event"},"replay_key":"scope-1:effect:9"}',
+        "5ad9a16849000756d1afb2bfc170e5b53299a209c481538df7dba6b548a56abc",
+    ),
+]
+
+
+class _EnvelopeBeforeGroups(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """The envelope type as it was before groups existed: no membership field at all."""
+
+    command: ToolCall | Sleep | AwaitEvent
+    replay_key: str
+
+
+@pytest.mark.parametrize(("envelope", "golden_bytes", "golden_hash"), GOLDEN_UNGROUPED)
+def test_ungrouped_golden_bytes_and_hash(
+    envelope: RuntimeEffectEnvelope, golden_bytes: bytes, golden_hash: str
+) -> None:
+    assert canonical_bytes(envelope) == golden_bytes
+    assert envelope_hash(envelope) == golden_hash == hashlib.sha256(golden_bytes).hexdigest()
+
+
+@pytest.mark.parametrize(("envelope", "golden_bytes", "golden_hash"), GOLDEN_UNGROUPED)
+def test_ungrouped_hash_is_identical_to_the_type_without_membership(
+    envelope: RuntimeEffectEnvelope, golden_bytes: bytes, golden_hash: str
+) -> None:
+    before = _EnvelopeBeforeGroups(command=envelope.command, replay_key=envelope.replay_key)
+    assert msgspec.json.Encoder(order="sorted").encode(before) == canonical_bytes(envelope) == golden_bytes
+
+
+def test_grouped_golden_hashes() -> None:
+    group = RuntimeEffectGroup(
+        "scope-1:group:batch-9f:0",
+        [GOLDEN_UNGROUPED[0][0], GOLDEN_UNGROUPED[1][0]],
+        wake=GroupWakePolicy.FIRST,
+        disposition=LoserPolicy.CANCEL,
+    )
+    assert [envelope_hash(c) for c in group.children] == [
+        "077fd1a18c2c501776564d8d9084d92d17e22242e1b57cfb636c2118a601128d",
+        "06c7ed3d7f94104ed0a8c3a86e9e3ff01d7eaa05b43c79ed40888aaf9ac78d99",
+    ]
+
+
+def _member(**changes: Any) -> RuntimeEffectEnvelope:
+    fields: dict[str, Any] = {
+        "group_key": "s:group:b:0",
+        "position": 0,
+        "wake": GroupWakePolicy.ALL,
+        "disposition": LoserPolicy.RUN_TO_COMPLETION,
+    }
+    fields.update(changes)
+    return RuntimeEffectEnvelope(command=SEARCH, replay_key="r", membership=GroupMembership(**fields))
+
+
+@pytest.mark.parametrize(
+    "drift",
+    [
+        {"wake": GroupWakePolicy.FIRST},
+        {"wake": GroupWakePolicy.FIRST_SUCCESS},
+        {"disposition": LoserPolicy.CANCEL},
+        {"position": 1},
+        {"group_key": "s:group:b:1"},
+    ],
+)
+def test_membership_drift_changes_the_hash(drift: dict[str, Any]) -> None:
+    assert envelope_hash(_member(**drift)) != envelope_hash(_member())
+
+
+def test_canonical_encoding_ignores_key_order_of_args() -> None:
+    a = RuntimeEffectEnvelope(
+        command=ToolCall(tool="t", args={"a": 1, "b": {"y": 2, "x": 1}}), replay_key="r"
+    )
+    b = RuntimeEffectEnvelope(
+        command=ToolCall(tool="t", args={"b": {"x": 1, "y": 2}, "a": 1}), replay_key="r"
+    )
+    assert canonical_bytes(a) == canonical_bytes(b)
+
+
+def test_decode_round_trips_canonical_bytes() -> None:
+    for envelope, golden, _ in GOLDEN_UNGROUPED:
+        assert decode_envelope(golden) == envelope
+    grouped = _member()
+    assert decode_envelope(canonical_bytes(grouped)) == grouped
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b"not json",
+        b"[]",
+        b'{"command":{"type":"teleport"},"replay_key":"r"}',
+        b'{"command":{"type":"sleep","duration_ms":-5},"replay_key":"r"}',
+        b'{"command":{"type":"sleep","duration_ms":1.5},"replay_key":"r"}',
+        b'{"command":{"type":"tool_call","tool":""},"replay_key":"r"}',
+        b'{"command":{"type":"await_event","name":"x"},"replay_key":""}',
+        b'{"command":{"type":"await_event","name":"x"},"replay_key":"a\\u0000b"}',
+        b'{"command":{"type":"await_event","name":"x"},"replay_key":"r","extra":1}',
+        b'{"command":{"type":"await_event","name":"x"},"replay_key":"r","membership":{"group_key":"g"}}',
+        b'{"command":{"type":"await_event","name":"x"},"replay_key":"r","membership":{"group_key":"s:group:b:0",'
+        b'"position":-1,"wake":"all","disposition":"cancel"}}',
+        b'{"command":{"type":"await_event","name":"x"},"replay_key":"r","membership":{"group_key":"s:group:b:0",'
+        b'"position":0,"wake":"fourth","disposition":"cancel"}}',
+    ],
+)
+def test_malformed_envelopes_are_refused_typed(raw: bytes) -> None:
+    with pytest.raises(InvalidEnvelope) as caught:
+        decode_envelope(raw)
+    assert caught.value.code == "invalid_envelope"
+
+
+@pytest.mark.parametrize("args", [float("nan"), float("inf"), {1: "x"}, {"s": {1, 2}}, object()])
+def test_non_json_args_are_refused(args: Any) -> None:
+    with pytest.raises(InvalidEnvelope):
+        ToolCall(tool="t", args=args)

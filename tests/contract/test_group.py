@@ -1,0 +1,197 @@
+"""The group's one constructor, group keys, and the handle (ADR, "copies agree by construction")."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from lash_restate.contract import (
+    AwaitEvent,
+    CursorOverrun,
+    DispositionDrift,
+    DuplicateReplayKey,
+    EmptyGroup,
+    ForeignGroupKey,
+    GroupHandle,
+    GroupKey,
+    GroupMembership,
+    GroupShapeError,
+    GroupWakePolicy,
+    InvalidEnvelope,
+    InvalidGroupKey,
+    InvalidHandle,
+    LoserPolicy,
+    PermutedPosition,
+    ReplayMismatch,
+    RuntimeEffectEnvelope,
+    RuntimeEffectGroup,
+    ShapeMismatch,
+    WakeRuleDrift,
+)
+
+KEY = "scope:group:batch:0"
+
+
+def child(name: str, membership: GroupMembership | None = None) -> RuntimeEffectEnvelope:
+    return RuntimeEffectEnvelope(command=AwaitEvent(name=name), replay_key=f"r-{name}", membership=membership)
+
+
+def member(**changes: Any) -> GroupMembership:
+    fields: dict[str, Any] = {
+        "group_key": KEY,
+        "position": 0,
+        "wake": GroupWakePolicy.ALL,
+        "disposition": LoserPolicy.RUN_TO_COMPLETION,
+    }
+    fields.update(changes)
+    return GroupMembership(**fields)
+
+
+def make(*children: RuntimeEffectEnvelope, **kw: Any) -> RuntimeEffectGroup:
+    kw.setdefault("wake", GroupWakePolicy.ALL)
+    kw.setdefault("disposition", LoserPolicy.RUN_TO_COMPLETION)
+    return RuntimeEffectGroup(KEY, list(children), **kw)
+
+
+def test_constructor_stamps_unstamped_children_from_their_index() -> None:
+    group = make(child("a"), child("b"), wake=GroupWakePolicy.FIRST, disposition=LoserPolicy.CANCEL)
+    assert [c.membership for c in group.children] == [
+        GroupMembership(group_key=KEY, position=i, wake=GroupWakePolicy.FIRST, disposition=LoserPolicy.CANCEL)
+        for i in range(2)
+    ]
+
+
+def test_constructor_keeps_children_already_stamped_in_agreement() -> None:
+    stamped = child("a", member())
+    assert make(stamped, child("b")).children[0] is stamped
+
+
+@pytest.mark.parametrize(
+    ("membership", "error", "code"),
+    [
+        (member(group_key="scope:group:batch:1"), ForeignGroupKey, "foreign_group_key"),
+        (member(position=1), PermutedPosition, "permuted_position"),
+        (member(wake=GroupWakePolicy.FIRST_SUCCESS), WakeRuleDrift, "wake_rule_drift"),
+        (member(disposition=LoserPolicy.CANCEL), DispositionDrift, "disposition_drift"),
+    ],
+)
+def test_constructor_refuses_disagreeing_children(
+    membership: GroupMembership, error: type[GroupShapeError], code: str
+) -> None:
+    with pytest.raises(error) as caught:
+        make(child("a", membership), child("b"))
+    assert caught.value.code == code
+    assert caught.value.position == 0
+    assert caught.value.replay_key == "r-a"
+    assert caught.value.group_key == KEY
+
+
+def test_empty_and_duplicate_groups_are_refused() -> None:
+    with pytest.raises(EmptyGroup):
+        make()
+    with pytest.raises(DuplicateReplayKey) as caught:
+        make(child("a"), child("a"))
+    assert caught.value.position == 1
+
+
+def test_group_wire_round_trip_goes_through_the_constructor() -> None:
+    group = make(child("a"), child("b"), wake=GroupWakePolicy.FIRST_SUCCESS)
+    again = RuntimeEffectGroup.from_wire(group.to_wire())
+    assert again.children == group.children
+    assert again.shape() == group.shape()
+    tampered = group.to_wire()
+    tampered["children"][1]["membership"]["position"] = 0
+    with pytest.raises(PermutedPosition):
+        RuntimeEffectGroup.from_wire(tampered)
+
+
+@pytest.mark.parametrize(
+    "wire",
+    [
+        None,
+        [],
+        {"key": KEY, "wake": "all", "disposition": "cancel"},
+        {"key": KEY, "wake": "fourth", "disposition": "cancel", "children": []},
+        {"key": KEY, "wake": "all", "disposition": "sometimes", "children": []},
+        {"key": 7, "wake": "all", "disposition": "cancel", "children": []},
+        {"key": KEY, "wake": "all", "disposition": "cancel", "children": [], "extra": True},
+    ],
+)
+def test_group_wire_refuses_bad_input(wire: Any) -> None:
+    with pytest.raises((InvalidEnvelope, InvalidGroupKey)):
+        RuntimeEffectGroup.from_wire(wire)
+
+
+def test_group_key_format_and_parse() -> None:
+    key = GroupKey(scope_id="sess:42", batch_id="9f00", occurrence=3)
+    assert str(key) == "sess:42:group:9f00:3"
+    assert GroupKey.parse(str(key)) == key
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "",
+        "scope:group:b",
+        "scope:group::0",
+        ":group:b:0",
+        "scope:group:b:-1",
+        "scope:group:b:01",
+        "s:grp:b:0",
+        "scope:group:b:x",
+        "scope:group:b:0:extra",
+        "scope:group:b:٣",
+    ],
+)
+def test_invalid_group_keys_are_refused(text: str) -> None:
+    with pytest.raises(InvalidGroupKey):
+        GroupKey.parse(text)
+
+
+def test_handle_takes_its_count_from_the_group_and_refuses_overrun() -> None:
+    handle = GroupHandle.opened(make(child("a"), child("b")))
+    assert (handle.child_count, handle.consumed, handle.next_rank) == (2, 0, 1)
+    handle.advance()
+    handle.advance()
+    assert handle.exhausted
+    with pytest.raises(CursorOverrun):
+        handle.advance()
+    assert handle.consumed == 2  # refused, not clamped
+
+
+def test_handle_serialises_and_restores() -> None:
+    handle = GroupHandle(KEY, 3, 1)
+    assert GroupHandle.from_bytes(handle.to_bytes()) == handle
+    copy = handle.copy()
+    copy.advance()
+    assert handle.consumed == 1
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b"{}",
+        b"nope",
+        b'{"group_key":"bad","child_count":1,"consumed":0}',
+        b'{"group_key":"s:group:b:0","child_count":0,"consumed":0}',
+        b'{"group_key":"s:group:b:0","child_count":2,"consumed":3}',
+        b'{"group_key":"s:group:b:0","child_count":2,"consumed":-1}',
+        b'{"group_key":"s:group:b:0","child_count":2,"consumed":0,"x":1}',
+    ],
+)
+def test_bad_handles_are_refused(raw: bytes) -> None:
+    with pytest.raises(InvalidHandle):
+        GroupHandle.from_bytes(raw)
+
+
+def test_reopen_fence_checks_shape_before_hashes() -> None:
+    recorded = make(child("a"), child("b")).shape()
+    with pytest.raises(ShapeMismatch):
+        recorded.fence_reopen(make(child("a")).shape(), KEY)
+    with pytest.raises(ShapeMismatch):
+        recorded.fence_reopen(make(child("a"), child("b"), wake=GroupWakePolicy.FIRST).shape(), KEY)
+    with pytest.raises(ReplayMismatch) as caught:
+        recorded.fence_reopen(make(child("a"), child("c")).shape(), KEY)
+    assert caught.value.position == 1
+    recorded.fence_reopen(make(child("a"), child("b")).shape(), KEY)
