@@ -334,10 +334,15 @@ class MemoryHost:
     async def crash(self) -> None:
         """Model this host's process dying: its runners vanish and record nothing."""
         self._crashed = True
-        tasks = list(self._tasks.values())
-        for task in tasks:
+        owned = list(self._tasks.items())
+        for _, task in owned:
             task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        await asyncio.gather(*(task for _, task in owned), return_exceptions=True)
+        for (key, position), _ in owned:
+            # A task cancelled before it first ran never reaches its own cleanup.
+            record = self.store.groups.get(key)
+            if record is not None:
+                record.live.discard(position)
         self._tasks.clear()
 
     async def aclose(self) -> None:

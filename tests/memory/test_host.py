@@ -1,0 +1,252 @@
+"""Reference-host behaviour that has no Restate counterpart to share a test with.
+
+Capability coherence before wiring, the drain, gap-tolerant ranks, crash and
+reopen through the same store, retries through the resolver.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from lash_restate.contract import (
+    AwaitEvent,
+    Cancelled,
+    EffectGroupDefaults,
+    EffectGroupUnsupported,
+    Err,
+    GroupHandle,
+    GroupWakePolicy,
+    LoserPolicy,
+    MembershipUnsupported,
+    Ok,
+    RuntimeEffectEnvelope,
+    RuntimeEffectGroup,
+    ToolCall,
+    ToolFailure,
+)
+from lash_restate.memory import MemoryHost, MemoryStore, NoExecutor
+from lash_restate.tools import ToolRegistry, demo_tools
+
+KEY = "scope:group:batch:0"
+
+
+def tool(name: str, replay_key: str, args: Any = None) -> RuntimeEffectEnvelope:
+    return RuntimeEffectEnvelope(command=ToolCall(tool=name, args=args), replay_key=replay_key)
+
+
+def wait(name: str, replay_key: str) -> RuntimeEffectEnvelope:
+    return RuntimeEffectEnvelope(command=AwaitEvent(name=name), replay_key=replay_key)
+
+
+def group(*children: RuntimeEffectEnvelope, disposition: LoserPolicy = LoserPolicy.RUN_TO_COMPLETION) -> Any:
+    return RuntimeEffectGroup(KEY, children, wake=GroupWakePolicy.ALL, disposition=disposition)
+
+
+async def test_unwired_host_refuses_the_whole_surface_and_records_nothing() -> None:
+    host = MemoryHost()
+    assert host.supports_effect_groups() is False
+    g = group(wait("e", "r0"))
+    handle = GroupHandle.opened(g)
+    for call in (
+        host.open_effect_group(g),
+        host.await_next_settlement(handle),
+        host.close_effect_group(handle),
+    ):
+        with pytest.raises(EffectGroupUnsupported) as caught:
+            await call
+        assert caught.value.code == "effect_group_unsupported"
+    assert host.store.groups == {}
+    # ADR: the answer is "a resolver is registered", so wiring flips it.
+    host.register_executors(demo_tools())
+    assert host.supports_effect_groups() is True
+    assert (await host.open_effect_group(g)).consumed == 0
+
+
+async def test_out_of_tree_controller_defaults_fail_closed() -> None:
+    class Legacy(EffectGroupDefaults):
+        pass
+
+    legacy = Legacy()
+    g = group(wait("e", "r0"))
+    assert legacy.supports_effect_groups() is False
+    with pytest.raises(EffectGroupUnsupported):
+        await legacy.open_effect_group(g)
+    with pytest.raises(EffectGroupUnsupported):
+        await legacy.await_next_settlement(GroupHandle.opened(g))
+    with pytest.raises(EffectGroupUnsupported):
+        await legacy.close_effect_group(GroupHandle.opened(g))
+
+
+async def test_execute_effect_refuses_a_grouped_envelope_and_runs_an_ungrouped_one() -> None:
+    host = MemoryHost(resolver=demo_tools())
+    grouped = group(tool("echo", "r0", {"value": 1})).children[0]
+    executor = demo_tools().resolve(grouped)
+    assert executor is not None
+    with pytest.raises(MembershipUnsupported) as caught:
+        await host.execute_effect(grouped, executor)
+    assert caught.value.position == 0
+    plain = tool("echo", "r1", {"value": 7})
+    executor = demo_tools().resolve(plain)
+    assert executor is not None
+    assert await host.execute_effect(plain, executor) == Ok(value=7)
+
+
+async def test_ranks_are_gap_immune_when_sequence_numbers_are_burned() -> None:
+    store = MemoryStore()
+    host = MemoryHost(store, demo_tools())
+    handle = await host.open_effect_group(group(wait("a", "r0"), wait("b", "r1"), wait("c", "r2")))
+    for event in ("b", "a", "c"):
+        store.burn_sequence(KEY)  # a rolled-back finalize used up a number (ADR: not gapless)
+        store.emit_event(event, event)
+        await host.join_child({"a": "r0", "b": "r1", "c": "r2"}[event])
+    ranks = [await host.await_next_settlement(handle) for _ in range(3)]
+    assert [(s.rank, s.position) for s in ranks] == [(1, 1), (2, 0), (3, 2)]
+    assert store.groups[KEY].counter == 6  # three burned, three written: strictly monotonic
+
+
+async def test_a_resuming_process_reopens_and_redispatches_only_unsettled_children() -> None:
+    store = MemoryStore()
+    runs: list[str] = []
+    registry = ToolRegistry()
+
+    @registry.tool("work")
+    async def work(args: Any) -> Any:
+        runs.append(args)
+        return args
+
+    first = MemoryHost(store, registry)
+    g = group(tool("work", "r0", "a"), wait("never", "r1"), wait("later", "r2"))
+    saved = await first.open_effect_group(g)
+    rank1 = await first.await_next_settlement(saved)
+    await first.crash()  # the process dies: r1 and r2 were parked and are gone with it
+    store.emit_event("later", "L")
+
+    second = MemoryHost(store, registry)
+    await second.open_effect_group(g)  # reopen: same shape, refuses nothing
+    await second.join_child("r2")
+    assert (await second.await_next_settlement(saved)).position == 2
+    restored = GroupHandle(KEY, 3, 0)
+    assert await second.await_next_settlement(restored) == rank1  # same rank, same child
+    assert runs == ["a"]  # the settled child was not run again
+
+
+async def test_drain_applies_the_declared_cancel_to_an_abandoned_group() -> None:
+    store = MemoryStore()
+    first = MemoryHost(store, demo_tools())
+    g = group(wait("x", "r0"), wait("y", "r1"), disposition=LoserPolicy.CANCEL)
+    handle = await first.open_effect_group(g)
+    await first.crash()  # the caller died before close: no close ever narrows or applies anything
+    report = MemoryHost(store, demo_tools()).drain()
+    assert report.cancelled == [(KEY, 0), (KEY, 1)]
+    assert report.no_executor == []
+    drained = [await first.await_next_settlement(handle) for _ in range(2)]
+    assert [s.outcome for s in drained] == [Cancelled(), Cancelled()]
+
+
+async def test_drain_runs_run_to_completion_losers_and_reports_no_executor() -> None:
+    store = MemoryStore()
+    first = MemoryHost(store, demo_tools())
+    g = group(tool("echo", "r0", {"value": 1, "delay_ms": 10_000}), wait("w", "r1"))
+    handle = await first.open_effect_group(g)
+    await first.crash()
+
+    # A host that cannot run the tool any more: the drain reports it and invents no terminal.
+    narrow = MemoryHost(store, ToolRegistry())
+    report = narrow.drain()
+    assert report.no_executor == [NoExecutor(KEY, 0, "r0")]
+    assert report.dispatched == [(KEY, 1)]
+    assert 0 not in store.groups[KEY].outcomes
+    await narrow.crash()
+
+    # A host with no resolver at all still hands out a drain and reports every child.
+    bare = MemoryHost(store)
+    assert [n.position for n in bare.drain().no_executor] == [0, 1]
+
+    full = MemoryHost(store, demo_tools())
+    store.emit_event("w", "W")
+    fixed = full.drain()
+    assert fixed.dispatched == [(KEY, 0), (KEY, 1)]
+    await full.join_child("r1")
+    assert (await full.await_next_settlement(handle)).outcome == Ok(value="W")
+    await full.aclose()
+
+
+async def test_transient_faults_retry_with_a_fresh_executor_then_give_up() -> None:
+    attempts: list[int] = []
+    registry = ToolRegistry()
+
+    @registry.tool("flaky")
+    async def flaky(args: Any) -> Any:
+        attempts.append(1)
+        if len(attempts) < int(args):
+            raise ConnectionError("try again")
+        return "done"
+
+    @registry.tool("refuse")
+    async def refuse(args: Any) -> Any:
+        raise ToolFailure("no", code="E")
+
+    host = MemoryHost(resolver=registry, max_attempts=3)
+    handle = await host.open_effect_group(group(tool("flaky", "r0", 3)))
+    assert (await host.await_next_settlement(handle)).outcome == Ok(value="done")
+    assert len(attempts) == 3
+
+    attempts.clear()
+    other = RuntimeEffectGroup(
+        "scope:group:batch:1",
+        [tool("flaky", "q0", 9), tool("refuse", "q1")],
+        wake=GroupWakePolicy.ALL,
+        disposition=LoserPolicy.RUN_TO_COMPLETION,
+    )
+    h2 = await host.open_effect_group(other)
+    outcomes = {s.position: s.outcome for s in [await host.await_next_settlement(h2) for _ in range(2)]}
+    assert outcomes[0] == Err(
+        message="gave up after 3 attempts: ConnectionError: try again", code="retries_exhausted"
+    )
+    assert outcomes[1] == Err(message="no", code="E")  # a ToolFailure is final, never retried
+
+
+async def test_close_cancel_stops_a_running_tool() -> None:
+    started, finished = asyncio.Event(), []
+    registry = ToolRegistry()
+
+    @registry.tool("fast")
+    async def fast(args: Any) -> Any:
+        return "fast"
+
+    @registry.tool("long")
+    async def long(args: Any) -> Any:
+        started.set()
+        await asyncio.sleep(60)
+        finished.append(args)
+
+    host = MemoryHost(resolver=registry)
+    g = RuntimeEffectGroup(
+        KEY,
+        [tool("echo", "r0"), tool("long", "r1")],
+        wake=GroupWakePolicy.FIRST,
+        disposition=LoserPolicy.RUN_TO_COMPLETION,
+    )
+    registry.register(
+        "echo",
+        demo_tools().resolve  # type: ignore[arg-type]
+        and (lambda a: asyncio.sleep(0, "fast")),
+    )
+    handle = await host.open_effect_group(g)
+    await started.wait()
+    assert (await host.await_next_settlement(handle)).position == 0
+    await host.close_effect_group(handle, LoserPolicy.CANCEL)  # narrowing RunToCompletion to Cancel
+    await host.join_child("r1")
+    assert finished == []
+    assert KEY not in host.store.groups
+
+
+def test_executor_runs_once() -> None:
+    executor = demo_tools().resolve(tool("echo", "r", {"value": 1}))
+    assert executor is not None
+    assert asyncio.run(executor.execute()) == 1
+    with pytest.raises(RuntimeError, match="runs once"):
+        asyncio.run(executor.execute())
