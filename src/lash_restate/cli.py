@@ -24,7 +24,12 @@ def load_resolver(spec: str) -> GroupExecutors:
         target: Any = getattr(importlib.import_module(module_name), attribute)
     except (ImportError, AttributeError) as exc:
         raise SystemExit(f"cannot load resolver {spec!r}: {exc}") from None
-    resolver = target() if callable(target) and not hasattr(target, "resolve") else target
+    resolver = target
+    if callable(target) and not hasattr(target, "resolve"):
+        try:
+            resolver = target()
+        except Exception as exc:
+            raise SystemExit(f"{spec!r} is not a GroupExecutors, and calling it failed: {exc}") from None
     if not isinstance(resolver, GroupExecutors):
         raise SystemExit(f"{spec!r} is not a GroupExecutors (it has no resolve(envelope) method)")
     return resolver

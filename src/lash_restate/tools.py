@@ -105,4 +105,8 @@ def demo_tools(count_file: str | Path | None = None) -> ToolRegistry:
     ``count_file`` defaults to ``$LASH_COUNT_FILE``; without either, `count` only returns.
     """
     path = count_file if count_file is not None else os.environ.get("LASH_COUNT_FILE")
-    return ToolRegistry({"echo": _echo, "fail": _fail, "count": _counter(Path(path) if path else None)})
+    tools = {"echo": _echo, "fail": _fail, "count": _counter(Path(path) if path else None)}
+    # $LASH_DEMO_TOOLS_OFF names tools this deployment no longer has (how tests model a deployment change).
+    for name in os.environ.get("LASH_DEMO_TOOLS_OFF", "").split(","):
+        tools.pop(name.strip(), None)
+    return ToolRegistry(tools)

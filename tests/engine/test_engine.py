@@ -1,0 +1,186 @@
+"""Restate-only behaviour: deployment validation, ingress privacy, crashes of the endpoint, 404 children."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+from typing import Any
+
+import httpx
+import pytest
+import restate
+
+from lash_restate.engine import DeploymentError, build_app, lash_services, validate_deployment
+from lash_restate.inspect import list_open_groups, quote, sql
+from lash_restate.tools import demo_tools
+from tests.conformance.builders import Scope, combine, echo, err, event, next_, ok, open_, save, tool, use
+from tests.engine.conftest import Stack
+
+
+def test_endpoint_without_a_resolver_refuses_to_start() -> None:
+    with pytest.raises(DeploymentError, match="no GroupExecutors resolver"):
+        build_app(None)
+
+
+def test_endpoint_missing_the_group_object_names_what_to_bind() -> None:
+    services = [s for s in lash_services(demo_tools()) if s.name != "LashGroup"]
+    with pytest.raises(DeploymentError, match=r"LashGroup \(the group object\)"):
+        validate_deployment(demo_tools(), services)
+    services = [s for s in lash_services(demo_tools()) if s.name != "LashSignal"]
+    with pytest.raises(DeploymentError, match="LashSignal"):
+        build_app(demo_tools(), services=services)
+
+
+def test_serve_refuses_a_resolver_that_is_not_one() -> None:
+    run = subprocess.run(
+        [sys.executable, "-m", "lash_restate", "serve", "--port", "1", "--resolver", "json:dumps"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert run.returncode != 0
+    assert "is not a GroupExecutors" in run.stderr
+
+
+def test_a_correctly_assembled_app_validates() -> None:
+    services = [*lash_services(demo_tools()), restate.Service("Mine")]
+    validate_deployment(demo_tools(), services)
+    assert callable(build_app(demo_tools(), extra_services=[restate.Service("Extra")]))
+
+
+async def turn(stack: Stack, *steps: dict[str, Any], within: float = 60) -> list[dict[str, Any]]:
+    async with httpx.AsyncClient(timeout=within) as client:
+        response = await client.post(f"{stack.server.ingress_url}/LashTurn/run", json={"steps": list(steps)})
+    assert response.status_code == 200, response.text
+    return response.json()  # type: ignore[no-any-return]
+
+
+async def emit(stack: Stack, name: str, value: Any) -> None:
+    async with httpx.AsyncClient(timeout=60) as client:
+        response = await client.post(f"{stack.server.ingress_url}/LashSignal/{name}/emit", json=value)
+    assert response.status_code == 200, response.text
+
+
+async def test_internal_handlers_cannot_be_called_through_the_ingress(stack: Stack) -> None:
+    s = Scope()
+    [opened] = await turn(stack, open_(s.group([event(s.event("e")), echo(1)])))
+    before = await asyncio.to_thread(list_open_groups, stack.server.admin_url)
+    forged = {
+        "settle": {"position": 0, "replay_key": f"{s.key()}/c0"},
+        "open": {"shape": {}, "children": []},
+        "close": {"child_count": 2},
+        "wait": {"consumed": 0, "child_count": 2},
+    }
+    async with httpx.AsyncClient(timeout=30) as client:
+        for handler, body in forged.items():
+            response = await client.post(
+                f"{stack.server.ingress_url}/LashGroup/{s.key()}/{handler}", json=body
+            )
+            assert response.status_code == 400, (handler, response.text)
+            assert "not public" in response.text.lower() or "private" in response.text.lower()
+        child = await client.post(f"{stack.server.ingress_url}/LashChild/x/forget", json=None)
+        assert child.status_code == 400
+    assert await asyncio.to_thread(list_open_groups, stack.server.admin_url) == before
+    [_, first] = await turn(stack, use(ok(opened)), next_())
+    assert ok(first)["position"] == 1  # the forged settlement of child 0 never took rank 1
+
+
+async def test_killed_endpoint_mid_group_serves_identical_ranks_to_a_fresh_invocation(stack: Stack) -> None:
+    """Kill the endpoint mid-group, restart it, resume from the saved handle: same settlement per rank."""
+    s = Scope()
+    gates = [s.event(f"g{i}") for i in range(3)]
+    names = [f"{s.id}-n{i}" for i in range(3)]
+    children = [tool("count", {"name": n, "value": n}) for n in names] + [event(g) for g in gates]
+    group = s.group(children)
+    [_, r1, r2, saved] = await turn(stack, open_(group), next_(), next_(), save())
+    for i in range(3):  # every side-effecting child has finished before the kill
+        await _wait_run_completed(stack, f"{s.key()}/c{i}")
+    parked = asyncio.create_task(turn(stack, use(ok(saved)), *[next_() for _ in range(4)], within=120))
+    await _wait_waiter_registered(stack, s.key())
+
+    stack.restart_endpoint()  # SIGKILL while the parked turn waits on its awakeable
+
+    for g in reversed(gates):
+        await emit(stack, g, g)
+    resumed_old = await parked  # the original invocation, retried by Restate, finishes
+    [_, *fresh] = await turn(stack, use(ok(saved)), *[next_() for _ in range(4)])
+    [_, *from_zero] = await turn(stack, use(_handle(s.key(), 6, 0)), *[next_() for _ in range(6)])
+    assert [ok(r) for r in resumed_old[1:]] == [ok(r) for r in fresh]
+    assert [ok(r) for r in from_zero] == [ok(r1), ok(r2), *[ok(r) for r in fresh]]
+    assert [ok(r)["rank"] for r in from_zero] == [1, 2, 3, 4, 5, 6]
+    assert sorted(ok(r)["position"] for r in from_zero) == [0, 1, 2, 3, 4, 5]
+    assert sorted(stack.counts()) == sorted(names)  # each side effect ran exactly once
+
+
+async def test_a_child_whose_tool_left_the_deployment_ends_with_a_terminal_404(stack: Stack) -> None:
+    """ADR: the engine tier's form of a routing miss is a terminal 404, never a retry."""
+    s = Scope()
+    group = s.group([tool("count", {"name": f"{s.id}-slow", "delay_ms": 60_000}), echo("fine")])
+    [opened] = await turn(stack, open_(group))
+    assert "ok" in opened
+    await _wait_run_started(stack, f"{s.key()}/c0")
+    # Kill the endpoint mid-tool and bring it back without that tool: the retried child cannot route.
+    stack.restart_endpoint(LASH_DEMO_TOOLS_OFF="count")
+    rows = await _wait_run_completed(stack, f"{s.key()}/c0")
+    assert rows[0]["completion_failure"] is not None
+    assert "404" in rows[0]["completion_failure"] or "no executor" in rows[0]["completion_failure"]
+    # No outcome was invented for it: only the routable child holds a rank.
+    [_, first, second] = await turn(stack, use(ok(opened)), next_(), next_(cancel_after_ms=300))
+    assert ok(first)["position"] == 1
+    assert err(second)["code"] == "await_cancelled"
+
+
+async def test_unroutable_first_open_is_refused_through_the_engine(stack: Stack) -> None:
+    s = Scope()
+    bad = s.group([echo(1), tool("gone")])
+    [a] = await turn(stack, combine("all", bad))
+    [b] = await turn(stack, combine("all", bad))
+    assert err(a) == err(b)
+    assert err(a)["code"] == "child_unroutable"
+    rows = await asyncio.to_thread(
+        sql, stack.server.admin_url, f"SELECT * FROM state WHERE service_key = {quote(s.key())}"
+    )
+    assert rows == []  # nothing of the group was recorded, group row included
+
+
+def _handle(key: str, count: int, consumed: int) -> str:
+    import json
+
+    return json.dumps({"group_key": key, "child_count": count, "consumed": consumed})
+
+
+async def _poll(stack: Stack, query: str, done: Any, within: float = 60) -> list[dict[str, Any]]:
+    async with asyncio.timeout(within):
+        while True:
+            rows = await asyncio.to_thread(sql, stack.server.admin_url, query)
+            if done(rows):
+                return rows
+            await asyncio.sleep(0.05)
+
+
+async def _wait_run_completed(stack: Stack, replay_key: str) -> list[dict[str, Any]]:
+    return await _poll(
+        stack,
+        "SELECT status, completion_failure FROM sys_invocation WHERE target_service_name = 'LashChild' "
+        f"AND target_handler_name = 'run' AND target_service_key = {quote(replay_key)}",
+        lambda rows: bool(rows) and all(r["status"] == "completed" for r in rows),
+    )
+
+
+async def _wait_run_started(stack: Stack, replay_key: str) -> list[dict[str, Any]]:
+    return await _poll(
+        stack,
+        "SELECT status FROM sys_invocation WHERE target_service_name = 'LashChild' "
+        f"AND target_handler_name = 'run' AND target_service_key = {quote(replay_key)}",
+        lambda rows: bool(rows) and rows[0]["status"] in ("running", "backing-off"),
+    )
+
+
+async def _wait_waiter_registered(stack: Stack, group_key: str) -> list[dict[str, Any]]:
+    return await _poll(
+        stack,
+        f"SELECT key FROM state WHERE service_name = 'LashGroup' AND service_key = {quote(group_key)} "
+        "AND key = 'waiters'",
+        bool,
+    )
