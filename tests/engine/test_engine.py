@@ -96,14 +96,13 @@ async def test_killed_endpoint_mid_group_serves_identical_ranks_to_a_fresh_invoc
     [_, r1, r2, saved] = await turn(stack, open_(group), next_(), next_(), save())
     for i in range(3):  # every side-effecting child has finished before the kill
         await _wait_run_completed(stack, f"{s.key()}/c{i}")
-    parked = asyncio.create_task(turn(stack, use(ok(saved)), *[next_() for _ in range(4)], within=120))
-    await _wait_waiter_registered(stack, s.key())
-
-    stack.restart_endpoint()  # SIGKILL while the parked turn waits on its awakeable
-
-    for g in reversed(gates):
-        await emit(stack, g, g)
-    resumed_old = await parked  # the original invocation, retried by Restate, finishes
+    async with asyncio.TaskGroup() as tasks:
+        parked = tasks.create_task(turn(stack, use(ok(saved)), *[next_() for _ in range(4)], within=120))
+        await _wait_waiter_registered(stack, s.key())
+        stack.restart_endpoint()  # SIGKILL while the parked turn waits on its awakeable
+        for g in reversed(gates):
+            await emit(stack, g, g)
+    resumed_old = parked.result()  # the original invocation, retried by Restate, finished
     [_, *fresh] = await turn(stack, use(ok(saved)), *[next_() for _ in range(4)])
     [_, *from_zero] = await turn(stack, use(_handle(s.key(), 6, 0)), *[next_() for _ in range(6)])
     assert [ok(r) for r in resumed_old[1:]] == [ok(r) for r in fresh]
