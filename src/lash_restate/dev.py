@@ -1,7 +1,102 @@
-"""``lash-restate dev``: the local stack with a demo race."""
+"""``lash-restate dev``: a local Restate server and our endpoint, registered, with a demo race."""
 
 from __future__ import annotations
 
+import contextlib
+import json
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from .devstack import Endpoint, RestateServer, StackError, register_deployment
+
+__all__ = ["DEMO_RACE", "run_dev"]
+
+DEMO_RACE: list[dict[str, Any]] = [
+    {"type": "tool_call", "tool": "echo", "args": {"value": "slow arm", "delay_ms": 400}},
+    {"type": "tool_call", "tool": "echo", "args": {"value": "fast arm", "delay_ms": 50}},
+    {"type": "tool_call", "tool": "fail", "args": {"message": "failing arm", "delay_ms": 200}},
+]
+
+
+def _say(text: str) -> None:
+    print(f"lash-restate dev: {text}", flush=True)
+
+
+def _config_file() -> Path | None:
+    for folder in [Path.cwd(), *Path.cwd().parents]:
+        if (folder / "restate.toml").is_file():
+            return folder / "restate.toml"
+    return None
+
+
+def demo(ingress_url: str) -> dict[str, Any]:
+    """Run the demo race as one `LashTurn` invocation: the winner, then every loser's rank, then close."""
+    key = f"dev-{int(time.time() * 1000)}:group:demo:0"
+    group = {
+        "key": key,
+        "wake": "first",
+        "disposition": "run_to_completion",
+        "children": [{"command": c, "replay_key": f"{key}/arm{i}"} for i, c in enumerate(DEMO_RACE)],
+    }
+    steps = [{"type": "open", "group": group}, *[{"type": "next"}] * len(DEMO_RACE), {"type": "close"}]
+    response = httpx.post(f"{ingress_url}/LashTurn/run", json={"steps": steps}, timeout=60)
+    response.raise_for_status()
+    results: list[dict[str, Any]] = response.json()
+    settlements = [r["ok"] for r in results[1 : 1 + len(DEMO_RACE)]]
+    return {"group_key": key, "settlements": settlements}
+
+
+def _describe(outcome: dict[str, Any]) -> str:
+    if outcome["type"] == "ok":
+        return f"fulfilled {json.dumps(outcome['value'])}"
+    if outcome["type"] == "err":
+        return f"rejected {json.dumps(outcome['message'])}"
+    return "cancelled"
+
 
 def run_dev(*, once: bool) -> int:
-    raise NotImplementedError
+    base = Path(".lash") / f"dev-{int(time.time())}"
+    base.mkdir(parents=True, exist_ok=True)
+    server = RestateServer(base_dir=base.resolve(), config_file=_config_file())
+    endpoint = Endpoint(args=("--with-turn",), log_path=base.resolve() / "endpoint.log")
+    try:
+        _say(f"starting restate-server (logs: {server.base_dir / 'restate-server.log'}) …")
+        server.start()
+        _say(f"restate-server is up: ingress {server.ingress_url}, admin API and UI {server.admin_url}")
+        _say(f"starting the endpoint on {endpoint.url} …")
+        endpoint.start()
+        answer = register_deployment(server.admin_url, endpoint.url)
+        services = ", ".join(sorted(s["name"] for s in answer.get("services", [])))
+        _say(f"registered deployment {answer.get('id')}: {services}")
+
+        result = demo(server.ingress_url)
+        winner = result["settlements"][0]
+        _say(f"demo race {result['group_key']}")
+        _say(f"  winner: arm {winner['position']} ({_describe(winner['outcome'])})")
+        order = ", ".join(f"arm {s['position']}" for s in result["settlements"])
+        _say(f"  settlement order (durable ranks 1..{len(result['settlements'])}): {order}")
+        for s in result["settlements"]:
+            _say(f"    rank {s['rank']}: arm {s['position']} {_describe(s['outcome'])}")
+        if once:
+            return 0
+        body = '{"kind":"race","children":[{"type":"tool_call","tool":"echo","args":{"value":1}}]}'
+        _say(f"serving; try: curl -X POST {server.ingress_url}/LashTurn/combine --json '{body}'")
+        _say("press Ctrl-C to stop")
+        stop = threading.Event()
+        signal.signal(signal.SIGTERM, lambda *_: stop.set())
+        with contextlib.suppress(KeyboardInterrupt):
+            stop.wait()
+        return 0
+    except (StackError, httpx.HTTPError) as exc:
+        print(f"lash-restate dev: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        endpoint.stop()
+        server.stop()
+        _say("stopped restate-server and the endpoint")
