@@ -16,6 +16,7 @@ from tests.conformance.builders import (
     ok,
     open_,
     save,
+    sleep,
     tool,
     use,
 )
@@ -258,3 +259,10 @@ async def test_identical_batches_with_distinct_occurrences_do_not_share_a_counte
     assert {ok(a1)["position"], ok(b1)["position"]} == {0, 1}
     assert ok(a0)["position"] == 1
     assert {s.key(occurrence=0), s.key(occurrence=1)} <= await tier.open_groups()
+
+
+async def test_sleep_children_are_durable_timers_that_fulfil_with_null(tier: Any) -> None:
+    s = Scope()
+    [_, first, second] = await tier.turn(open_(s.group([sleep(300), sleep(1)])), next_(), next_())
+    assert ok(first)["outcome"] == {"type": "ok", "value": None}
+    assert {ok(first)["position"], ok(second)["position"]} == {0, 1}

@@ -183,3 +183,27 @@ async def _wait_waiter_registered(stack: Stack, group_key: str) -> list[dict[str
         "AND key = 'waiters'",
         bool,
     )
+
+
+async def test_group_state_holds_references_never_payload_bytes(stack: Stack) -> None:
+    """ADR: object state stays a counter, a shape fence and a rank -> reference map."""
+    s = Scope()
+    payload = f"payload-{s.id}-" + "x" * 64
+    [opened, settled] = await turn(stack, open_(s.group([echo(payload), event(s.event("e"))])), next_())
+    assert ok(settled)["outcome"] == {"type": "ok", "value": payload}
+    group_rows = await asyncio.to_thread(
+        sql,
+        stack.server.admin_url,
+        "SELECT key, value_utf8 FROM state "
+        f"WHERE service_name = 'LashGroup' AND service_key = {quote(s.key())}",
+    )
+    assert {r["key"] for r in group_rows} <= {"shape", "ranks", "invocations", "waiters"}
+    assert not any(payload in (r["value_utf8"] or "") for r in group_rows)
+    child_rows = await asyncio.to_thread(
+        sql,
+        stack.server.admin_url,
+        "SELECT value_utf8 FROM state "
+        f"WHERE service_name = 'LashChild' AND service_key = {quote(s.key() + '/c0')}",
+    )
+    assert any(payload in (r["value_utf8"] or "") for r in child_rows)  # it lives with the child
+    assert ok(opened)

@@ -1,0 +1,100 @@
+"""The public combinator functions, including the empty cases that never reach a host."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from lash_restate.combinators import AggregateRejection, Rejected, all_, all_settled, any_, race, select
+from lash_restate.contract import (
+    AwaitEvent,
+    EmptyGroup,
+    Err,
+    LoserPolicy,
+    Ok,
+    RuntimeEffectEnvelope,
+    Sleep,
+    ToolCall,
+)
+from lash_restate.memory import MemoryHost
+from lash_restate.tools import demo_tools
+
+KEY = "scope:group:batch:0"
+
+
+def echo(value: object, key: str, delay_ms: int = 0) -> RuntimeEffectEnvelope:
+    return RuntimeEffectEnvelope(
+        command=ToolCall(tool="echo", args={"value": value, "delay_ms": delay_ms}), replay_key=key
+    )
+
+
+def fail(message: str, key: str) -> RuntimeEffectEnvelope:
+    return RuntimeEffectEnvelope(command=ToolCall(tool="fail", args={"message": message}), replay_key=key)
+
+
+async def test_empty_inputs_resolve_locally_without_a_host() -> None:
+    unwired = MemoryHost()  # would raise EffectGroupUnsupported if anything reached it
+    assert await all_(unwired, KEY, []) == []
+    assert await all_settled(unwired, KEY, []) == []
+    with pytest.raises(AggregateRejection) as caught:
+        await any_(unwired, KEY, [])
+    assert caught.value.errors == []
+    # race([]) never settles in ECMA-262; refused rather than parked forever as a durable await.
+    with pytest.raises(EmptyGroup):
+        await race(unwired, KEY, [])
+
+
+async def test_functions_return_or_raise_what_ecma_262_gives() -> None:
+    host = MemoryHost(resolver=demo_tools())
+    assert await all_(host, "s:group:a:0", [echo(1, "a0"), echo(2, "a1")]) == [1, 2]
+    with pytest.raises(Rejected) as rejected:
+        await all_(host, "s:group:a:1", [echo(1, "b0", 5_000), fail("bad", "b1")])
+    assert rejected.value.settlement.position == 1
+    assert await all_settled(host, "s:group:a:2", [fail("x", "c0"), echo(2, "c1")]) == [
+        Err(message="x"),
+        Ok(value=2),
+    ]
+    assert await race(host, "s:group:a:3", [echo("slow", "d0", 5_000), echo("fast", "d1")]) == "fast"
+    assert await any_(host, "s:group:a:4", [fail("x", "e0"), echo("y", "e1")]) == "y"
+    with pytest.raises(AggregateRejection) as aggregate:
+        await any_(host, "s:group:a:5", [fail("one", "f0"), fail("two", "f1")])
+    assert [e.message for e in aggregate.value.errors] == ["one", "two"]  # type: ignore[union-attr]
+    await host.aclose()
+
+
+async def test_select_returns_the_event_or_the_deadline_and_cancels_the_other() -> None:
+    host = MemoryHost(resolver=demo_tools())
+    deadline_task = asyncio.create_task(
+        select(host, "s:group:sel:0", event="approved", deadline_ms=10_000, replay_key_prefix="s0")
+    )
+    await asyncio.sleep(0)
+    host.store.emit_event("approved", {"by": "ops"})
+    assert await deadline_task == ("event", {"by": "ops"})
+    assert await select(host, "s:group:sel:1", event="never", deadline_ms=1, replay_key_prefix="s1") == (
+        "deadline",
+        None,
+    )
+    await host.join_child("s1:event")  # the losing event arm was cancelled, not left waiting
+    assert "s:group:sel:1" not in host.store.groups
+    await host.aclose()
+
+
+def test_select_declares_a_two_child_first_group_with_cancel() -> None:
+    seen = []
+
+    class Spy(MemoryHost):
+        async def open_effect_group(self, group):  # type: ignore[no-untyped-def]
+            seen.append(group)
+            return await super().open_effect_group(group)
+
+    async def go() -> None:
+        host = Spy(resolver=demo_tools())
+        await select(host, "s:group:sel:2", event="e", deadline_ms=0, replay_key_prefix="p")
+        await host.aclose()
+
+    asyncio.run(go())
+    [group] = seen
+    assert group.wake.value == "first"
+    assert group.disposition is LoserPolicy.CANCEL
+    assert [type(c.command) for c in group.children] == [AwaitEvent, Sleep]
