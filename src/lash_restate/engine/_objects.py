@@ -147,14 +147,6 @@ def group_object() -> restate.VirtualObject:
         ctx.set("waiters", waiters, serde=WAITERS)
         return WaitReply(refs=[])
 
-    @group.handler(kind="shared")
-    @terminal_errors
-    async def peek(ctx: restate.ObjectSharedContext, req: WaitRequest) -> WaitReply:
-        """Read-only: the ranks after ``consumed`` without queueing behind the single writer."""
-        shape = await _open_shape(ctx, req.child_count)
-        ranks: list[int] = await ctx.get("ranks", serde=POSITIONS) or []
-        return _refs(shape, ranks, req.consumed)
-
     @group.handler(ingress_private=True)
     @terminal_errors
     async def close(ctx: restate.ObjectContext, req: CloseRequest) -> None:
@@ -204,7 +196,7 @@ def group_object() -> restate.VirtualObject:
             "ranks": ranks,
         }
 
-    del open, settle, wait, peek, close, describe
+    del open, settle, wait, close, describe
     return group
 
 
