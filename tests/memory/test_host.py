@@ -250,3 +250,23 @@ def test_executor_runs_once() -> None:
     assert asyncio.run(executor.execute()) == 1
     with pytest.raises(RuntimeError, match="runs once"):
         asyncio.run(executor.execute())
+
+
+@pytest.mark.parametrize(
+    ("call", "code"),
+    [
+        (lambda h: h.open_effect_group({"key": KEY}), "invalid_input"),
+        (lambda h: h.await_next_settlement("scope:group:batch:0"), "invalid_handle"),
+        (lambda h: h.close_effect_group(None), "invalid_handle"),
+        (lambda h: h.close_effect_group(GroupHandle(KEY, 1, 0), "sometimes"), "invalid_input"),
+        (lambda h: h.execute_effect({"command": "x"}, None), "invalid_envelope"),
+    ],
+)
+async def test_wrong_arguments_get_typed_errors(call: Any, code: str) -> None:
+    from lash_restate.contract import LashError
+
+    host = MemoryHost(resolver=demo_tools())
+    with pytest.raises(LashError) as caught:
+        await call(host)
+    assert caught.value.code == code
+    assert host.store.groups == {}

@@ -9,6 +9,10 @@ from ._controller import (
     Transient,
     execute_once,
     execute_outcome,
+    require_disposition,
+    require_envelope,
+    require_group,
+    require_handle,
 )
 from ._envelope import (
     AwaitEvent,
@@ -109,4 +113,8 @@ __all__ = [
     "error_from_wire",
     "execute_once",
     "execute_outcome",
+    "require_disposition",
+    "require_envelope",
+    "require_group",
+    "require_handle",
 ]

@@ -16,7 +16,7 @@ from typing import Any, Protocol, runtime_checkable
 import msgspec
 
 from ._envelope import RuntimeEffectEnvelope
-from ._errors import EffectGroupUnsupported
+from ._errors import EffectGroupUnsupported, InvalidEnvelope, InvalidHandle, InvalidInput
 from ._group import RuntimeEffectGroup
 from ._handle import GroupHandle
 from ._policies import LoserPolicy
@@ -31,6 +31,10 @@ __all__ = [
     "Transient",
     "execute_once",
     "execute_outcome",
+    "require_disposition",
+    "require_envelope",
+    "require_group",
+    "require_handle",
 ]
 
 
@@ -119,6 +123,35 @@ class EffectGroupDefaults:
         raise EffectGroupUnsupported(
             f"{type(self).__name__} does not implement effect groups", group_key=handle.group_key
         )
+
+
+def require_group(group: object) -> RuntimeEffectGroup:
+    """Hosts call this first: a caller passing anything but a group gets a typed error."""
+    if not isinstance(group, RuntimeEffectGroup):
+        raise InvalidInput(f"expected a RuntimeEffectGroup, got {type(group).__name__}")
+    return group
+
+
+def require_envelope(envelope: object) -> RuntimeEffectEnvelope:
+    if not isinstance(envelope, RuntimeEffectEnvelope):
+        raise InvalidEnvelope(f"expected a RuntimeEffectEnvelope, got {type(envelope).__name__}")
+    return envelope
+
+
+def require_handle(handle: object) -> GroupHandle:
+    if not isinstance(handle, GroupHandle):
+        raise InvalidHandle(f"expected a GroupHandle, got {type(handle).__name__}")
+    return handle
+
+
+def require_disposition(disposition: object) -> LoserPolicy | None:
+    if disposition is None or isinstance(disposition, LoserPolicy):
+        return disposition
+    try:
+        return LoserPolicy(disposition)  # type: ignore[arg-type]
+    except ValueError:
+        allowed = ", ".join(p.value for p in LoserPolicy)
+        raise InvalidInput(f"disposition must be one of {allowed}; got {disposition!r}") from None
 
 
 @dataclass(frozen=True)

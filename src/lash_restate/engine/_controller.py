@@ -33,6 +33,10 @@ from ..contract import (
     ToolCall,
     canonical_bytes,
     execute_outcome,
+    require_disposition,
+    require_envelope,
+    require_group,
+    require_handle,
 )
 from ._errors import raise_typed
 from ._wire import (
@@ -73,11 +77,12 @@ class RestateController(EffectGroupDefaults):
         return self._resolver is not None
 
     async def execute_effect(self, envelope: RuntimeEffectEnvelope, executor: GroupExecutor) -> Outcome:
-        if envelope.membership is not None:
+        membership = require_envelope(envelope).membership
+        if membership is not None:
             raise MembershipUnsupported(
                 "execute_effect has no slot for group membership; open a group instead",
-                group_key=envelope.membership.group_key,
-                position=envelope.membership.position,
+                group_key=membership.group_key,
+                position=membership.position,
                 replay_key=envelope.replay_key,
             )
 
@@ -110,7 +115,7 @@ class RestateController(EffectGroupDefaults):
             raise
 
     async def open_effect_group(self, group: RuntimeEffectGroup) -> GroupHandle:
-        key = str(group.key)
+        key = str(require_group(group).key)
         resolver = self._require(key)
         # ADR: resolve all N before recording. Whether a miss refuses is decided by whether the group
         # is already recorded, which only the single writer knows, so the miss travels with the open.
@@ -125,7 +130,7 @@ class RestateController(EffectGroupDefaults):
     async def await_next_settlement(
         self, handle: GroupHandle, cancel: Awaitable[object] | None = None
     ) -> Settlement:
-        self._require(handle.group_key)
+        self._require(require_handle(handle).group_key)
         handle.check_can_advance()  # exhaustion is the caller's arithmetic, not a host round trip
         seen = self._seen.setdefault(handle.group_key, {})
         rank = handle.next_rank
@@ -171,7 +176,8 @@ class RestateController(EffectGroupDefaults):
             )
 
     async def close_effect_group(self, handle: GroupHandle, disposition: LoserPolicy | None = None) -> None:
-        self._require(handle.group_key)
+        self._require(require_handle(handle).group_key)
+        disposition = require_disposition(disposition)
         request = CloseRequest(child_count=handle.child_count, disposition=disposition)
         await self._call("close", handle.group_key, request)
         self._seen.pop(handle.group_key, None)

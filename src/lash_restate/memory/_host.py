@@ -42,6 +42,10 @@ from ..contract import (
     Transient,
     execute_once,
     execute_outcome,
+    require_disposition,
+    require_envelope,
+    require_group,
+    require_handle,
 )
 
 __all__ = ["DrainReport", "MemoryHost", "MemoryStore", "NoExecutor"]
@@ -195,12 +199,13 @@ class MemoryHost:
     # -- ungrouped path ----------------------------------------------------------------------
 
     async def execute_effect(self, envelope: RuntimeEffectEnvelope, executor: GroupExecutor) -> Outcome:
-        if envelope.membership is not None:
+        membership = require_envelope(envelope).membership
+        if membership is not None:
             # ADR: a grouped child on a path with no membership slot is refused, never stripped.
             raise MembershipUnsupported(
                 "execute_effect has no slot for group membership; open a group instead",
-                group_key=envelope.membership.group_key,
-                position=envelope.membership.position,
+                group_key=membership.group_key,
+                position=membership.position,
                 replay_key=envelope.replay_key,
             )
         return await execute_outcome(executor)
@@ -208,7 +213,7 @@ class MemoryHost:
     # -- groups ------------------------------------------------------------------------------
 
     async def open_effect_group(self, group: RuntimeEffectGroup) -> GroupHandle:
-        key = str(group.key)
+        key = str(require_group(group).key)
         self._require_groups(key)
         record = self.store.groups.get(key)
         if record is None:
@@ -242,7 +247,7 @@ class MemoryHost:
     async def await_next_settlement(
         self, handle: GroupHandle, cancel: Awaitable[object] | None = None
     ) -> Settlement:
-        self._require_groups(handle.group_key)
+        self._require_groups(require_handle(handle).group_key)
         handle.check_can_advance()  # exhaustion is the caller's arithmetic, not a host round trip
         record = self._record(handle)
         rank = handle.next_rank
@@ -275,7 +280,8 @@ class MemoryHost:
         return settlement
 
     async def close_effect_group(self, handle: GroupHandle, disposition: LoserPolicy | None = None) -> None:
-        self._require_groups(handle.group_key)
+        self._require_groups(require_handle(handle).group_key)
+        disposition = require_disposition(disposition)
         record = self.store.groups.get(handle.group_key)
         if record is None:
             return  # ADR: close is idempotent; a redriven close finds nothing to do
@@ -285,7 +291,7 @@ class MemoryHost:
                 group_key=handle.group_key,
             )
         declared = record.shape.disposition
-        effective = declared if disposition is None else LoserPolicy(disposition)
+        effective = declared if disposition is None else disposition
         if not declared.narrows_to(effective):
             raise DispositionWidening(
                 f"group declared {declared.value}; close may only narrow it", group_key=handle.group_key
