@@ -14,7 +14,20 @@ import restate
 from lash_restate.engine import DeploymentError, build_app, lash_services, validate_deployment
 from lash_restate.inspect import list_open_groups, quote, sql
 from lash_restate.tools import demo_tools
-from tests.conformance.builders import Scope, combine, echo, err, event, next_, ok, open_, save, tool, use
+from tests.conformance.builders import (
+    Scope,
+    combine,
+    echo,
+    err,
+    event,
+    next_,
+    ok,
+    open_,
+    save,
+    sleep,
+    tool,
+    use,
+)
 from tests.engine.conftest import Stack
 
 
@@ -207,3 +220,29 @@ async def test_group_state_holds_references_never_payload_bytes(stack: Stack) ->
     )
     assert any(payload in (r["value_utf8"] or "") for r in child_rows)  # it lives with the child
     assert ok(opened)
+
+
+async def test_a_cancel_group_whose_caller_ended_without_close_has_its_losers_cancelled(stack: Stack) -> None:
+    """ADR: the declared disposition applies on the failure path too; no close is needed."""
+    s = Scope()
+    group = s.group(
+        [echo("won"), sleep(600_000), event(s.event("never"))], wake="first", disposition="cancel"
+    )
+    [_, won, saved] = await turn(stack, open_(group), next_(), save())  # the turn ends, no close
+    assert ok(won)["position"] == 0
+    # A resumer reading the group finds the losers settled as Cancelled, not parked for ten minutes.
+    [_, second, third] = await turn(stack, use(ok(saved)), next_(), next_())
+    assert {ok(second)["position"], ok(third)["position"]} == {1, 2}
+    assert ok(second)["outcome"] == ok(third)["outcome"] == {"type": "cancelled"}
+
+
+async def test_a_run_to_completion_group_keeps_its_losers_after_the_caller_ended(stack: Stack) -> None:
+    s = Scope()
+    gate = s.event("gate")
+    [_, won, saved] = await turn(
+        stack, open_(s.group([echo("won"), event(gate)], wake="first")), next_(), save()
+    )
+    await emit(stack, gate, "late")
+    [_, loser] = await turn(stack, use(ok(saved)), next_())
+    assert ok(loser)["outcome"] == {"type": "ok", "value": "late"}
+    assert ok(won)["position"] == 0

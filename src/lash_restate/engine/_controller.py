@@ -123,6 +123,7 @@ class RestateController(EffectGroupDefaults):
             shape=group.shape(),
             children=[canonical_bytes(c) for c in group.children],
             miss=self._first_miss(resolver, group),
+            caller=self._ctx.request().id,
         )
         decode(await self._call("open", key, request), OpenReply)
         return GroupHandle.opened(group)

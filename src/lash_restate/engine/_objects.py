@@ -86,6 +86,7 @@ def group_object() -> restate.VirtualObject:
             # ADR: a reopen is fenced on shape, resolves only what it dispatches and refuses nothing;
             # on Restate the children are engine-owned invocations already, so it dispatches nothing.
             recorded.fence_reopen(req.shape, ctx.key())
+            await _watch_caller(ctx, req)
             return OpenReply(reopened=True)
         if req.miss is not None:
             # ADR (FIG-1579): a first open with a child nobody can run records nothing, group row included.
@@ -103,6 +104,7 @@ def group_object() -> restate.VirtualObject:
             for replay_key, envelope in zip(req.shape.replay_keys, req.children, strict=True)
         ]
         ctx.set("invocations", [await h.invocation_id() for h in handles], serde=STRINGS)
+        await _watch_caller(ctx, req)
         return OpenReply(reopened=False)
 
     @group.handler(ingress_private=True)
@@ -166,10 +168,7 @@ def group_object() -> restate.VirtualObject:
         settled = set(ranks)
         if effective is LoserPolicy.CANCEL:
             # One cancel per unsettled child, not awaiting termination (ADR, "Close deletes…").
-            invocations = await ctx.get("invocations", serde=STRINGS) or []
-            for position, invocation_id in enumerate(invocations):
-                if position not in settled:
-                    ctx.cancel_invocation(invocation_id)
+            await _cancel_unsettled(ctx, settled)
         for position in settled:
             # Settled children's outcome stores are released with the group; unsettled ones are
             # released when their late settlement finds the group gone.
@@ -179,6 +178,32 @@ def group_object() -> restate.VirtualObject:
             ctx.reject_awakeable(waiter.awakeable, gone.to_wire(), 404)
         # ADR: retirement is group-atomic; close deletes the object's state.
         ctx.clear_all()
+
+    @group.handler(kind="shared", ingress_private=True)
+    async def watch(ctx: restate.ObjectSharedContext, caller: str) -> None:
+        """Wait for an opener's invocation to end, however it ends, then report it to the writer."""
+        try:
+            await ctx.attach_invocation(caller)
+        except restate.TerminalError as error:
+            if is_cancellation(error):
+                raise  # this watcher itself was cancelled
+        ctx.generic_send(GROUP, "caller_ended", encode(caller), key=ctx.key())
+
+    @group.handler(ingress_private=True)
+    async def caller_ended(ctx: restate.ObjectContext, caller: str) -> None:
+        """ADR: the declared disposition applies even when the caller never reaches its close.
+
+        When the last opener of a group declared `Cancel` has ended without closing, its
+        unsettled children are cancelled; they still take ranks (as `Cancelled`) for a resumer.
+        """
+        shape = await ctx.get("shape", serde=SHAPE)
+        if shape is None:
+            return  # closed already: nothing is left to apply
+        callers = [c for c in await ctx.get("callers", serde=STRINGS) or [] if c != caller]
+        ctx.set("callers", callers, serde=STRINGS)
+        if not callers and shape.disposition is LoserPolicy.CANCEL:
+            ranks: list[int] = await ctx.get("ranks", serde=POSITIONS) or []
+            await _cancel_unsettled(ctx, set(ranks))
 
     @group.handler(kind="shared")
     async def describe(ctx: restate.ObjectSharedContext) -> dict[str, Any] | None:
@@ -196,8 +221,25 @@ def group_object() -> restate.VirtualObject:
             "ranks": ranks,
         }
 
-    del open, settle, wait, close, describe
+    del open, settle, wait, close, watch, caller_ended, describe
     return group
+
+
+async def _watch_caller(ctx: restate.ObjectContext, req: OpenRequest) -> None:
+    """Under a declared `Cancel`, remember the opener and watch for its end (see `caller_ended`)."""
+    if req.caller is None or req.shape.disposition is not LoserPolicy.CANCEL:
+        return  # RunToCompletion losers run on whatever happens to the caller: nothing to apply
+    callers = await ctx.get("callers", serde=STRINGS) or []
+    if req.caller not in callers:
+        ctx.set("callers", [*callers, req.caller], serde=STRINGS)
+        ctx.generic_send(GROUP, "watch", encode(req.caller), key=ctx.key())
+
+
+async def _cancel_unsettled(ctx: restate.ObjectContext, settled: set[int]) -> None:
+    invocations = await ctx.get("invocations", serde=STRINGS) or []
+    for position, invocation_id in enumerate(invocations):
+        if position not in settled:
+            ctx.cancel_invocation(invocation_id)
 
 
 def _refs(shape: GroupShape, ranks: list[int], consumed: int) -> WaitReply:

@@ -55,6 +55,7 @@ class OpenRequest(msgspec.Struct, **_STRUCT):
     shape: GroupShape
     children: list[bytes]  # canonical envelopes, stamped with membership
     miss: Miss | None = None
+    caller: str | None = None  # the opener's invocation id, watched under a declared Cancel
 
 
 class OpenReply(msgspec.Struct, **_STRUCT):
