@@ -23,9 +23,10 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, seed, settings
 from hypothesis import strategies as st
 
+from lash_restate.inspect import quote
 from tests.conformance.builders import Scope, combine, event, fail, ok, tool
 from tests.engine.conftest import Stack
-from tests.engine.test_engine import _poll, _wait_run_completed, _wait_waiter_registered, emit, turn
+from tests.engine.test_engine import _poll, _wait_run_completed, emit, turn
 
 RUNS = int(os.environ.get("LASH_CRASH_RUNS", "10"))
 KINDS = {"all": "all", "all_settled": "all", "race": "first", "any": "first_success"}
@@ -111,7 +112,8 @@ async def run_scenario(stack: Stack, sc: dict[str, Any]) -> None:
     elif sc["crash"] == "endpoint_parked" and sc["emit_order"]:
         async with asyncio.TaskGroup() as tasks:
             parked = tasks.create_task(turn(stack, combine(sc["kind"], group, handle=before["handle"])))
-            await _wait_waiter_registered(stack, s.key())
+            # The resumed turn parks on its awakeable, unless a settled child already decides it.
+            await _poll(stack, _waiters_query(s.key()), lambda rows: bool(rows) or parked.done())
             stack.restart_endpoint()  # SIGKILL while the resumed turn waits on its awakeable
             await deliver()
         [parked_result] = parked.result()
@@ -144,6 +146,13 @@ async def run_scenario(stack: Stack, sc: dict[str, Any]) -> None:
             assert counts.count(name) == 1, "a side effect was lost"
 
 
+def _waiters_query(group_key: str) -> str:
+    return (
+        "SELECT key FROM state WHERE service_name = 'LashGroup' "
+        f"AND service_key = {quote(group_key)} AND key = 'waiters'"
+    )
+
+
 async def stack_reject(stack: Stack, name: str, message: str) -> None:
     import httpx
 
@@ -171,7 +180,7 @@ def _report(line: dict[str, Any]) -> None:
 @given(sc=scenarios())
 def test_crash_matrix(crash_stack: Stack, sc: dict[str, Any]) -> None:
     try:
-        asyncio.run(run_scenario(crash_stack, sc))
+        asyncio.run(asyncio.wait_for(run_scenario(crash_stack, sc), 120))
     except AssertionError as divergence:
         _report({"scenario": sc, "divergence": str(divergence)})
         raise
