@@ -80,6 +80,11 @@ async def _fail(args: Any) -> Any:
     raise ToolFailure(str(_arg(args, "message", "failed")), code=_arg(args, "code"))
 
 
+async def _blob(args: Any) -> Any:
+    """``{"size": N}`` → a string of N characters (for payload-size tests)."""
+    return "x" * int(_arg(args, "size", 0))
+
+
 def _counter(path: Path | None) -> Tool:
     async def count(args: Any) -> Any:
         """``{"name": X, "value": V, "delay_ms": N}``: after N ms append X to the count file, → V.
@@ -100,12 +105,12 @@ def _append_line(path: Path, line: str) -> None:
 
 
 def demo_tools(count_file: str | Path | None = None) -> ToolRegistry:
-    """`echo`, `fail` and `count`: the tools the dev stack, the demo and the tests use.
+    """`echo`, `fail`, `blob` and `count`: the tools the dev stack, the demo and the tests use.
 
     ``count_file`` defaults to ``$LASH_COUNT_FILE``; without either, `count` only returns.
     """
     path = count_file if count_file is not None else os.environ.get("LASH_COUNT_FILE")
-    tools = {"echo": _echo, "fail": _fail, "count": _counter(Path(path) if path else None)}
+    tools = {"echo": _echo, "fail": _fail, "blob": _blob, "count": _counter(Path(path) if path else None)}
     # $LASH_DEMO_TOOLS_OFF names tools this deployment no longer has (how tests model a deployment change).
     for name in os.environ.get("LASH_DEMO_TOOLS_OFF", "").split(","):
         tools.pop(name.strip(), None)

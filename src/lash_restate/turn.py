@@ -9,7 +9,7 @@ the way a VM frame holds its cursor.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Annotated, Any
 
 import msgspec
 
@@ -52,7 +52,7 @@ class OpenStep(msgspec.Struct, tag="open", **_STRUCT):
 class NextStep(msgspec.Struct, tag="next", **_STRUCT):
     """Await the next settlement; with ``cancel_after_ms``, race it against a cancel after that long."""
 
-    cancel_after_ms: int | None = None
+    cancel_after_ms: Annotated[int, msgspec.Meta(ge=0)] | None = None
 
 
 class CloseStep(msgspec.Struct, tag="close", **_STRUCT):
@@ -80,7 +80,7 @@ class CombineStep(msgspec.Struct, tag="combine", **_STRUCT):
 
     kind: Combinator
     group: dict[str, Any]
-    stop_after: int | None = None
+    stop_after: Annotated[int, msgspec.Meta(ge=0)] | None = None
     handle: str | None = None
 
 

@@ -57,11 +57,13 @@ from ._wire import (
     encode,
 )
 
-__all__ = ["DEFAULT_TOOL_ATTEMPTS", "child_object", "group_object", "signal_object"]
+__all__ = ["DEFAULT_TOOL_ATTEMPTS", "MAX_OUTCOME_BYTES", "child_object", "group_object", "signal_object"]
 
 DEFAULT_TOOL_ATTEMPTS = 3
 _BYTES = BytesSerde()
 _NOT_FOUND = 404
+# Restate caps a message at 32 MiB (worker.invoker.message-size-limit); leave room for the envelope.
+MAX_OUTCOME_BYTES = 30 * 1024 * 1024
 
 # A fault in our own handler code (not a contract error) is retried, but never forever: after the
 # budget the invocation pauses, visible to an operator, instead of backing off silently (design.md).
@@ -331,7 +333,15 @@ async def _run_tool(
         result = await execute_once(executor)
         if isinstance(result, Transient):
             raise RuntimeError(result.message)  # retried by ctx.run, bounded by max_attempts
-        return encode(result)
+        encoded = encode(result)
+        if len(encoded) > MAX_OUTCOME_BYTES:
+            # Past Restate's message limit the journal entry could never be written and the child
+            # would retry forever; the oversized result becomes a terminal error instead.
+            too_large = Err(
+                message=f"result of {len(encoded)} bytes exceeds {MAX_OUTCOME_BYTES}", code="too_large"
+            )
+            return encode(too_large)
+        return encoded
 
     options: restate.RunOptions[bytes] = restate.RunOptions(serde=_BYTES, max_attempts=attempts)
     try:

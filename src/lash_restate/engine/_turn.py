@@ -8,10 +8,11 @@ takes ``{"steps": [...]}`` (see `lash_restate.turn`); ``combine`` takes
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Any
+from typing import Annotated, Any
 
 import msgspec
 import restate
+from restate.serde import BytesSerde
 
 from ..combinators import Combinator, run_combinator
 from ..contract import (
@@ -30,6 +31,8 @@ from ._wire import TURN
 
 __all__ = ["CombineRequest", "turn_service"]
 
+_BYTES = BytesSerde()
+
 
 class CombineRequest(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """One combinator over ``children`` (envelope JSON without membership, or bare commands)."""
@@ -38,9 +41,9 @@ class CombineRequest(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_f
     children: list[dict[str, Any]]
     scope: str = "turn"
     batch: str = "demo"
-    occurrence: int = 0
+    occurrence: Annotated[int, msgspec.Meta(ge=0)] = 0
     losers: LoserPolicy = LoserPolicy.RUN_TO_COMPLETION
-    stop_after: int | None = None
+    stop_after: Annotated[int, msgspec.Meta(ge=0)] | None = None
     handle: str | None = None
 
 
@@ -56,19 +59,20 @@ def _children(req: CombineRequest, key: str) -> list[Any]:
 def turn_service(resolver: GroupExecutors) -> restate.Service:
     turn = restate.Service(TURN)
 
-    @turn.handler()
-    async def run(ctx: restate.Context, request: dict[str, Any]) -> list[dict[str, Any]]:
+    # Both handlers take raw bytes so that malformed JSON gets a typed answer, not the SDK's 500.
+    @turn.handler(input_serde=_BYTES)
+    async def run(ctx: restate.Context, request: bytes) -> list[dict[str, Any]]:
         try:
-            steps = decode_turn(msgspec.json.encode(request)).steps
+            steps = decode_turn(request).steps
         except LashError as error:
             return [error_json(error)]
         controller = RestateController(ctx, resolver)
         return await run_turn(controller, steps, lambda ms: ctx.sleep(timedelta(milliseconds=ms)))
 
-    @turn.handler()
-    async def combine(ctx: restate.Context, request: dict[str, Any]) -> dict[str, Any]:
+    @turn.handler(input_serde=_BYTES)
+    async def combine(ctx: restate.Context, request: bytes) -> dict[str, Any]:
         try:
-            req = msgspec.convert(request, CombineRequest)
+            req = msgspec.json.decode(request, type=CombineRequest)
             key = str(GroupKey(scope_id=req.scope, batch_id=req.batch, occurrence=req.occurrence))
             wake = req.kind.wake
             group = RuntimeEffectGroup(key, _children(req, key), wake=wake, disposition=req.losers)
@@ -76,7 +80,7 @@ def turn_service(resolver: GroupExecutors) -> restate.Service:
             result = await run_combinator(
                 RestateController(ctx, resolver), req.kind, group, handle=saved, stop_after=req.stop_after
             )
-        except msgspec.ValidationError as error:
+        except (msgspec.ValidationError, msgspec.DecodeError) as error:
             return error_json(InvalidInput(f"malformed combine request: {error}"))
         except LashError as error:
             return error_json(error)
