@@ -1,10 +1,11 @@
-"""The `lash-restate` command: serve the endpoint, register it, run the local dev stack."""
+"""The `lash-restate` command: serve the endpoint, register it, inspect open groups, run the dev stack."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
 import importlib
+import json
 import os
 import sys
 from collections.abc import Sequence
@@ -12,36 +13,69 @@ from typing import Any
 
 from .contract import GroupExecutors
 
-__all__ = ["main"]
+__all__ = ["build_parser", "load_resolver", "main"]
+
+DEFAULT_ADMIN = "http://127.0.0.1:9070"
+
+
+def _fail(message: str, code: int = 1) -> int:
+    print(f"lash-restate: {message}", file=sys.stderr)
+    return code
 
 
 def load_resolver(spec: str) -> GroupExecutors:
     """``module:attribute`` naming a `GroupExecutors` or a zero-argument factory of one."""
     module_name, _, attribute = spec.partition(":")
     if not module_name or not attribute:
-        raise SystemExit(f"--resolver must be 'module:attribute', got {spec!r}")
+        raise SystemExit(f"lash-restate: --resolver must be 'module:attribute', got {spec!r}")
     try:
         target: Any = getattr(importlib.import_module(module_name), attribute)
     except (ImportError, AttributeError) as exc:
-        raise SystemExit(f"cannot load resolver {spec!r}: {exc}") from None
+        raise SystemExit(f"lash-restate: cannot load resolver {spec!r}: {exc}") from None
     resolver = target
     if callable(target) and not hasattr(target, "resolve"):
         try:
             resolver = target()
         except Exception as exc:
-            raise SystemExit(f"{spec!r} is not a GroupExecutors, and calling it failed: {exc}") from None
+            raise SystemExit(
+                f"lash-restate: {spec!r} is not a GroupExecutors, and calling it failed: {exc}"
+            ) from None
     if not isinstance(resolver, GroupExecutors):
-        raise SystemExit(f"{spec!r} is not a GroupExecutors (it has no resolve(envelope) method)")
+        raise SystemExit(
+            f"lash-restate: {spec!r} is not a GroupExecutors (it has no resolve(envelope) method)"
+        )
     return resolver
 
 
 def _serve(args: argparse.Namespace) -> int:
-    from .engine import build_app, serve
+    from . import logs
+    from .engine import DeploymentError, build_app, serve
+    from .settings import ServeSettings, SettingsError
 
-    keys = list(args.identity_key or [])
-    keys += [k for k in os.environ.get("LASH_IDENTITY_KEYS", "").split(",") if k.strip()]
-    app = build_app(load_resolver(args.resolver), with_turn=args.with_turn, identity_keys=keys)
-    asyncio.run(serve(app, args.host, args.port))
+    try:
+        settings = ServeSettings.load(
+            {
+                "host": args.host,
+                "port": args.port,
+                "resolver": args.resolver,
+                "with_turn": args.with_turn or None,
+                "identity_keys": args.identity_key,
+                "verbose": args.verbose or None,
+            }
+        )
+    except SettingsError as exc:
+        return _fail(str(exc), 2)
+    logs.configure(settings.verbose)
+    try:
+        app = build_app(
+            load_resolver(settings.resolver),
+            with_turn=settings.with_turn,
+            identity_keys=settings.identity_keys,
+        )
+    except DeploymentError as exc:
+        return _fail(str(exc), 2)
+    logs.event("endpoint.serving", host=settings.host, port=settings.port, with_turn=settings.with_turn)
+    asyncio.run(serve(app, settings.host, settings.port))
     return 0
 
 
@@ -51,10 +85,54 @@ def _register(args: argparse.Namespace) -> int:
     try:
         answer = register_deployment(args.admin_url, args.endpoint_url, force=args.force)
     except StackError as exc:
-        print(f"lash-restate: {exc}", file=sys.stderr)
-        return 1
+        return _fail(str(exc))
     services = sorted(s["name"] for s in answer.get("services", []))
     print(f"registered {args.endpoint_url} as {answer.get('id')}: {', '.join(services)}")
+    return 0
+
+
+def _table(rows: list[dict[str, Any]], columns: list[str]) -> str:
+    widths = {c: max([len(c), *(len(str(r[c])) for r in rows)]) for c in columns}
+    lines = ["  ".join(c.upper().ljust(widths[c]) for c in columns)]
+    lines += ["  ".join(str(r[c]).ljust(widths[c]) for c in columns) for r in rows]
+    return "\n".join(line.rstrip() for line in lines)
+
+
+_COLUMNS = ["group_key", "child_count", "settled", "wake", "disposition"]
+
+
+def _groups_list(args: argparse.Namespace) -> int:
+    from .inspect import InspectionError, list_open_groups
+
+    try:
+        groups = [g.as_dict() for g in list_open_groups(args.admin_url)]
+    except InspectionError as exc:
+        return _fail(str(exc))
+    if args.json:
+        print(json.dumps(groups))
+    elif groups:
+        print(_table(groups, _COLUMNS))
+    else:
+        print("no open groups")
+    return 0
+
+
+def _groups_show(args: argparse.Namespace) -> int:
+    from .inspect import InspectionError, show_group
+
+    try:
+        group = show_group(args.admin_url, args.key)
+    except InspectionError as exc:
+        return _fail(str(exc))
+    if group is None:
+        if args.json:
+            print("null")
+        return _fail(f"no open group {args.key!r}", 3)
+    if args.json:
+        print(json.dumps(group.as_dict()))
+    else:
+        for name, value in group.as_dict().items():
+            print(f"{name + ':':<13} {value}")
     return 0
 
 
@@ -66,29 +144,57 @@ def _dev(args: argparse.Namespace) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="lash-restate", description=__doc__)
-    sub = parser.add_subparsers(dest="command", required=True)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    serve = sub.add_parser("serve", help="serve the deployment endpoint (hypercorn, HTTP/2 cleartext)")
-    serve.add_argument("--host", default=os.environ.get("LASH_HOST", "0.0.0.0"))
-    serve.add_argument("--port", type=int, default=int(os.environ.get("LASH_PORT", "9080")))
-    serve.add_argument(
-        "--resolver",
-        default=os.environ.get("LASH_RESOLVER", "lash_restate.tools:demo_tools"),
-        help="module:attribute of your GroupExecutors (default: the demo tools)",
+    serve = sub.add_parser(
+        "serve",
+        help="serve the deployment endpoint (hypercorn, HTTP/2 cleartext)",
+        description="Serve the endpoint. Every flag also reads an environment variable (in brackets); "
+        "flags win.",
     )
-    serve.add_argument("--with-turn", action="store_true", help="also bind the LashTurn driver service")
+    serve.add_argument("--host", help="bind address [LASH_HOST] (default 0.0.0.0)")
+    serve.add_argument("--port", type=int, help="port [LASH_PORT] (default 9080)")
+    serve.add_argument(
+        "--resolver", help="module:attribute of your GroupExecutors [LASH_RESOLVER] (default: the demo tools)"
+    )
+    serve.add_argument(
+        "--with-turn", action="store_true", help="also bind the LashTurn driver [LASH_WITH_TURN]"
+    )
     serve.add_argument(
         "--identity-key",
         action="append",
-        help="accept only requests signed by this Restate identity key (publickeyv1_…); repeatable",
+        help="accept only requests signed with this Restate key (publickeyv1_…); repeatable "
+        "[LASH_IDENTITY_KEYS, comma-separated]",
     )
+    serve.add_argument("-v", "--verbose", action="store_true", help="log every group event [LASH_VERBOSE]")
     serve.set_defaults(run=_serve)
 
     register = sub.add_parser("register", help="register an endpoint with a Restate admin API")
-    register.add_argument("--admin-url", default=os.environ.get("LASH_ADMIN_URL", "http://127.0.0.1:9070"))
+    register.add_argument("--admin-url", default=os.environ.get("LASH_ADMIN_URL", DEFAULT_ADMIN))
     register.add_argument("--endpoint-url", default="http://127.0.0.1:9080")
     register.add_argument("--force", action="store_true", help="overwrite an existing deployment")
     register.set_defaults(run=_register)
+
+    groups = sub.add_parser("groups", help="inspect open groups through the admin API")
+    groups_sub = groups.add_subparsers(dest="groups_command", required=True, metavar="SUBCOMMAND")
+    for name, helptext, run in (
+        (
+            "list",
+            "every open group with its child count, settled count, wake rule and disposition",
+            _groups_list,
+        ),
+        ("show", "one open group", _groups_show),
+    ):
+        cmd = groups_sub.add_parser(name, help=helptext)
+        if name == "show":
+            cmd.add_argument("key", help="the group key, {scope_id}:group:{batch_id}:{occurrence}")
+        cmd.add_argument(
+            "--admin-url",
+            default=os.environ.get("LASH_ADMIN_URL", DEFAULT_ADMIN),
+            help="Restate admin API [LASH_ADMIN_URL]",
+        )
+        cmd.add_argument("--json", action="store_true", help="machine-readable output")
+        cmd.set_defaults(run=run)
 
     dev = sub.add_parser("dev", help="start restate-server and the endpoint, register, run a demo race")
     dev.add_argument("--once", action="store_true", help="exit after the demo instead of serving")

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
 from pathlib import Path
+
+from tests.conformance.builders import Scope, close, echo, event, next_, open_
+from tests.engine.conftest import Stack
+from tests.engine.test_engine import turn
 
 
 def test_dev_once_runs_the_stack_and_a_demo_race_then_cleans_up(tmp_path: Path) -> None:
@@ -28,3 +33,91 @@ def test_dev_once_runs_the_stack_and_a_demo_race_then_cleans_up(tmp_path: Path) 
     assert f"winner: arm {ranks[0][1]} (" in out
     assert "stopped restate-server and the endpoint" in out
     assert (tmp_path / ".lash").is_dir()
+
+
+def lash(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    import os
+
+    return subprocess.run(
+        [sys.executable, "-m", "lash_restate", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, **(env or {})},
+    )
+
+
+async def test_groups_list_and_show_against_a_running_stack(stack: Stack) -> None:
+    s = Scope()
+    kept = s.group([event(s.event("a")), echo(1)], wake="first")
+    closed = s.group([echo(2)], batch="closed")
+    await turn(stack, open_(kept), next_())
+    await turn(stack, open_(closed), close())
+    admin = stack.server.admin_url
+
+    listed = lash("groups", "list", "--json", "--admin-url", admin)
+    assert listed.returncode == 0, listed.stderr
+    assert json.loads(listed.stdout) == [
+        {
+            "group_key": s.key(),
+            "child_count": 2,
+            "settled": 1,
+            "wake": "first",
+            "disposition": "run_to_completion",
+        }
+    ]
+    table = lash("groups", "list", "--admin-url", admin)
+    assert table.stdout.splitlines()[0].split() == [
+        "GROUP_KEY",
+        "CHILD_COUNT",
+        "SETTLED",
+        "WAKE",
+        "DISPOSITION",
+    ]
+    assert s.key() in table.stdout
+
+    shown = lash("groups", "show", s.key(), "--json", "--admin-url", admin)
+    assert json.loads(shown.stdout)["settled"] == 1
+    human = lash("groups", "show", s.key(), "--admin-url", admin)
+    assert "child_count:  2" in human.stdout
+    missing = lash("groups", "show", s.key(batch="closed"), "--admin-url", admin)
+    assert missing.returncode == 3
+    assert "no open group" in missing.stderr
+
+
+def test_unreachable_or_wrong_admin_urls_get_one_clear_line(stack: Stack) -> None:
+    from lash_restate.devstack import free_port
+
+    nowhere = lash("groups", "list", "--admin-url", f"http://127.0.0.1:{free_port()}")
+    assert nowhere.returncode == 1
+    assert nowhere.stderr.count("\n") == 1
+    assert "cannot reach the Restate admin API" in nowhere.stderr
+    assert "Traceback" not in nowhere.stderr
+    wrong = lash("groups", "list", "--admin-url", stack.server.ingress_url)  # the ingress, not the admin API
+    assert wrong.returncode == 1
+    assert "Traceback" not in wrong.stderr
+    assert wrong.stderr.startswith("lash-restate: ")
+
+
+def test_serve_settings_are_validated_with_one_clear_line() -> None:
+    bad_port = lash("serve", "--port", "70000")
+    assert bad_port.returncode == 2
+    assert "port" in bad_port.stderr
+    assert "Traceback" not in bad_port.stderr
+    bad_key = lash("serve", env={"LASH_IDENTITY_KEYS": "not-a-key"})
+    assert bad_key.returncode == 2
+    assert "LASH_IDENTITY_KEYS" in bad_key.stderr
+
+
+def test_every_command_has_help() -> None:
+    for command in (
+        ["--help"],
+        ["serve", "--help"],
+        ["register", "--help"],
+        ["groups", "list", "--help"],
+        ["groups", "show", "--help"],
+        ["dev", "--help"],
+    ):
+        shown = lash(*command)
+        assert shown.returncode == 0
+        assert "usage: lash-restate" in shown.stdout

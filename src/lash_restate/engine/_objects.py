@@ -17,6 +17,7 @@ import msgspec
 import restate
 from restate.serde import BytesSerde
 
+from .. import logs
 from ..contract import (
     AwaitEvent,
     Cancelled,
@@ -89,6 +90,7 @@ def group_object() -> restate.VirtualObject:
             # on Restate the children are engine-owned invocations already, so it dispatches nothing.
             recorded.fence_reopen(req.shape, ctx.key())
             await _watch_caller(ctx, req)
+            logs.event("group.reopened", ctx, group_key=ctx.key())
             return OpenReply(reopened=True)
         if req.miss is not None:
             # ADR (FIG-1579): a first open with a child nobody can run records nothing, group row included.
@@ -107,6 +109,14 @@ def group_object() -> restate.VirtualObject:
         ]
         ctx.set("invocations", [await h.invocation_id() for h in handles], serde=STRINGS)
         await _watch_caller(ctx, req)
+        logs.event(
+            "group.opened",
+            ctx,
+            group_key=ctx.key(),
+            children=req.shape.child_count,
+            wake=req.shape.wake.value,
+            disposition=req.shape.disposition.value,
+        )
         return OpenReply(reopened=False)
 
     @group.handler(ingress_private=True)
@@ -131,6 +141,7 @@ def group_object() -> restate.VirtualObject:
         # ADR: rank assignment, rank readability and the wake are one durable handler step.
         ranks.append(req.position)
         ctx.set("ranks", ranks, serde=POSITIONS)
+        logs.event("group.ranked", ctx, group_key=ctx.key(), rank=len(ranks), position=req.position)
         waiters = await ctx.get("waiters", serde=WAITERS) or []
         if waiters:
             for waiter in waiters:
@@ -180,6 +191,9 @@ def group_object() -> restate.VirtualObject:
             ctx.reject_awakeable(waiter.awakeable, gone.to_wire(), 404)
         # ADR: retirement is group-atomic; close deletes the object's state.
         ctx.clear_all()
+        logs.event(
+            "group.closed", ctx, group_key=ctx.key(), disposition=effective.value, settled=len(settled)
+        )
 
     @group.handler(kind="shared", ingress_private=True)
     async def watch(ctx: restate.ObjectSharedContext, caller: str) -> None:
@@ -204,6 +218,7 @@ def group_object() -> restate.VirtualObject:
         callers = [c for c in await ctx.get("callers", serde=STRINGS) or [] if c != caller]
         ctx.set("callers", callers, serde=STRINGS)
         if not callers and shape.disposition is LoserPolicy.CANCEL:
+            logs.event("group.caller_gone_cancel", ctx, group_key=ctx.key())
             ranks: list[int] = await ctx.get("ranks", serde=POSITIONS) or []
             await _cancel_unsettled(ctx, set(ranks))
 

@@ -1,0 +1,68 @@
+"""Structured logs: one JSON object per line, carrying the invocation id and group key.
+
+Quiet by default (warnings and errors only); ``--verbose`` logs every group event. Handler logs
+go through the SDK's replay filter, so a replayed step does not log twice.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+import time
+from typing import Any
+
+import restate
+
+__all__ = ["configure", "event", "logger"]
+
+logger = logging.getLogger("lash_restate")
+logger.addFilter(restate.RestateLoggingFilter())  # a replayed step does not log twice
+
+_FIELDS = ("event", "group_key", "invocation_id", "replay_key", "position", "rank")
+
+
+class JsonLines(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        line: dict[str, Any] = {
+            "ts": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
+            + f".{int(record.msecs):03d}Z",
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "msg": record.getMessage(),
+        }
+        for name in _FIELDS:
+            value = getattr(record, name, None)
+            if value is not None:
+                line[name] = value
+        extra = getattr(record, "data", None)
+        if isinstance(extra, dict):
+            line.update(extra)
+        if record.exc_info:
+            line["exc"] = self.formatException(record.exc_info)
+        return json.dumps(line, default=str)
+
+
+def configure(verbose: bool = False) -> None:
+    """JSON lines on stderr; INFO for lash events when verbose, WARNING otherwise."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(JsonLines())
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(logging.WARNING)
+    logging.getLogger("lash_restate").setLevel(logging.INFO if verbose else logging.WARNING)
+    logging.getLogger("hypercorn.error").setLevel(logging.INFO if verbose else logging.WARNING)
+
+
+def event(name: str, ctx: Any = None, **fields: Any) -> None:
+    """Log one group event at INFO with the invocation id of ``ctx`` (a Restate context) if given."""
+    if not logger.isEnabledFor(logging.INFO):
+        return
+    extra: dict[str, Any] = {"event": name}
+    if ctx is not None:
+        extra["invocation_id"] = ctx.request().id
+    for key in ("group_key", "replay_key", "position", "rank"):
+        if key in fields:
+            extra[key] = fields.pop(key)
+    extra["data"] = fields
+    logger.info(name, extra=extra)

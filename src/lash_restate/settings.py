@@ -1,0 +1,75 @@
+"""One validated settings model for `lash-restate serve`: environment first, flags override."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+__all__ = ["ServeSettings", "SettingsError"]
+
+_ENV = {
+    "host": "LASH_HOST",
+    "port": "LASH_PORT",
+    "resolver": "LASH_RESOLVER",
+    "with_turn": "LASH_WITH_TURN",
+    "identity_keys": "LASH_IDENTITY_KEYS",
+    "verbose": "LASH_VERBOSE",
+}
+
+
+class SettingsError(ValueError):
+    """Settings failed validation; the message names each bad setting and where it came from."""
+
+
+class ServeSettings(BaseModel):
+    """How the endpoint is served. Pydantic gives one typed, validated model for env and flags alike."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    host: str = "0.0.0.0"
+    port: Annotated[int, Field(ge=1, le=65535)] = 9080
+    resolver: str = "lash_restate.tools:demo_tools"
+    with_turn: bool = False
+    identity_keys: list[str] = Field(default_factory=list)
+    verbose: bool = False
+
+    @field_validator("identity_keys", mode="before")
+    @classmethod
+    def _split(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            return [k.strip() for k in value.split(",") if k.strip()]
+        return value
+
+    @field_validator("identity_keys")
+    @classmethod
+    def _keys(cls, keys: list[str]) -> list[str]:
+        for key in keys:
+            if not key.startswith("publickeyv1_"):
+                raise ValueError(f"{key!r} is not a Restate identity key (publickeyv1_…)")
+        return keys
+
+    @field_validator("resolver")
+    @classmethod
+    def _resolver(cls, spec: str) -> str:
+        module, _, attribute = spec.partition(":")
+        if not module or not attribute:
+            raise ValueError(f"must be 'module:attribute', got {spec!r}")
+        return spec
+
+    @classmethod
+    def load(cls, flags: Mapping[str, Any], env: Mapping[str, str] | None = None) -> ServeSettings:
+        """Settings from ``env`` (default: the process environment), overridden by non-None ``flags``."""
+        env = os.environ if env is None else env
+        values: dict[str, Any] = {field: env[name] for field, name in _ENV.items() if name in env}
+        values.update({k: v for k, v in flags.items() if v is not None})
+        try:
+            return cls.model_validate(values)
+        except ValidationError as exc:
+            problems = "; ".join(
+                f"{'.'.join(str(p) for p in e['loc'])} ({_ENV.get(str(e['loc'][0]), 'flag')}): {e['msg']}"
+                for e in exc.errors()
+            )
+            raise SettingsError(f"invalid settings: {problems}") from None
