@@ -106,6 +106,7 @@ class RestateServer:
     admin_port: int = field(default_factory=free_port)
     fabric_port: int = field(default_factory=free_port)
     config_file: Path | None = None
+    node_name: str = "lash-dev"
     extra_env: dict[str, str] = field(default_factory=dict)
     log_path: Path | None = None
     process: subprocess.Popen[bytes] | None = None
@@ -136,7 +137,7 @@ class RestateServer:
             **self.extra_env,
         }
         args = [str(restate_server_binary()), "--base-dir", str(self.base_dir), "--listen-mode", "tcp"]
-        args += ["--no-logo", "--node-name", "lash-dev"]
+        args += ["--no-logo", "--node-name", self.node_name]
         if self.config_file is not None:
             args += ["--config-file", str(self.config_file)]
         self.log_path = self.log_path or self.base_dir / "restate-server.log"

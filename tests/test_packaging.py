@@ -1,0 +1,144 @@
+"""Operator artefacts: the Dockerfile (linted, recipe run for real), Kubernetes manifests, cluster configs."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import time
+import tomllib
+import urllib.request
+from pathlib import Path
+
+import pytest
+import yaml
+
+from lash_restate.devstack import free_port
+
+ROOT = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
+
+
+def test_dockerfile_passes_hadolint() -> None:
+    run = subprocess.run([str(BIN / "hadolint"), str(ROOT / "Dockerfile")], capture_output=True, text=True)
+    assert run.returncode == 0, run.stdout + run.stderr
+
+
+def test_dockerfile_is_small_non_root_pinned_and_healthchecked() -> None:
+    text = (ROOT / "Dockerfile").read_text()
+    froms = [line.split()[1] for line in text.splitlines() if line.startswith("FROM ")]
+    assert froms and all(":" in image and not image.endswith(":latest") for image in froms)
+    assert "-slim" in froms[-1]
+    assert "USER 10001" in text
+    assert "EXPOSE 9080" in text
+    assert "HEALTHCHECK" in text
+    assert "--require-hashes" in text
+    assert 'ENTRYPOINT ["lash-restate"]' in text
+
+
+def test_lock_pins_every_runtime_dependency_with_hashes() -> None:
+    lock = (ROOT / "requirements.lock").read_text()
+    pinned = {
+        line.split("==")[0].lower() for line in lock.splitlines() if "==" in line and not line.startswith(" ")
+    }
+    declared = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    for requirement in declared:
+        name = requirement.split("=")[0].split(">")[0].split("<")[0].strip().lower()
+        assert name in pinned, f"{name} is not in requirements.lock"
+    assert lock.count("--hash=sha256:") >= len(pinned)
+
+
+@pytest.mark.timeout(300)
+def test_the_image_recipe_installs_from_the_lock_and_serves_health(tmp_path: Path) -> None:
+    """What the Dockerfile does, minus Docker (no engine here): a venv from the lock, then the package."""
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
+    subprocess.run([*pip, "--require-hashes", "--no-deps", "-r", str(ROOT / "requirements.lock")], check=True)
+    source = tmp_path / "src"
+    shutil.copytree(
+        ROOT, source, ignore=shutil.ignore_patterns(".venv", "node_modules", ".git", ".lash", "tests")
+    )
+    subprocess.run([*pip, "--no-deps", str(source)], check=True)
+    check = subprocess.run(
+        [str(venv / "bin" / "python"), "-m", "pip", "check"], capture_output=True, text=True
+    )
+    assert check.returncode == 0, check.stdout
+    port = free_port()
+    # Serve with the image's interpreter: nothing from the dev venv leaks in.
+    process = subprocess.Popen(
+        [str(venv / "bin" / "lash-restate"), "serve", "--host", "127.0.0.1", "--port", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            assert process.poll() is None, "the endpoint exited"
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2) as answer:
+                    assert answer.status == 200
+                    break
+            except OSError:
+                assert time.monotonic() < deadline, "no /health answer within 60 s"
+                time.sleep(0.1)
+    finally:
+        process.terminate()
+        process.wait(30)
+
+
+def _docs(path: Path) -> list[dict]:  # type: ignore[type-arg]
+    return [d for d in yaml.safe_load_all(path.read_text()) if d]
+
+
+def test_kubernetes_core_manifests_validate_against_the_schema() -> None:
+    run = subprocess.run(
+        [str(BIN / "kubernetes-validate"), "--strict", str(ROOT / "deploy/k8s/signing-key-secret.yaml")],
+        capture_output=True,
+        text=True,
+    )
+    assert run.returncode == 0, run.stdout + run.stderr
+
+
+def test_restate_cluster_has_the_fields_the_operator_requires() -> None:
+    [cluster] = _docs(ROOT / "deploy/k8s/restate-cluster.yaml")
+    assert (cluster["apiVersion"], cluster["kind"]) == ("restate.dev/v1", "RestateCluster")
+    spec = cluster["spec"]
+    assert spec["compute"]["image"].endswith(":1.7.12")
+    assert spec["compute"]["replicas"] == 3
+    assert isinstance(spec["storage"]["storageRequestBytes"], int)
+    signing = spec["security"]["requestSigningPrivateKey"]
+    assert signing["version"] == "v1"
+    assert {"secretName", "key"} <= set(signing["secret"])
+    config = tomllib.loads(spec["config"])
+    assert config["default-replication"] == 2
+    [secret] = _docs(ROOT / "deploy/k8s/signing-key-secret.yaml")
+    assert secret["metadata"]["name"] == signing["secret"]["secretName"]
+    assert signing["secret"]["key"] in secret["stringData"]
+
+
+def test_restate_deployment_has_the_fields_the_operator_requires() -> None:
+    [deployment] = _docs(ROOT / "deploy/k8s/lash-endpoint.yaml")
+    assert (deployment["apiVersion"], deployment["kind"]) == ("restate.dev/v1beta1", "RestateDeployment")
+    spec = deployment["spec"]
+    register = spec["restate"]["register"]
+    assert len({"cluster", "cloud", "service", "url"} & set(register)) == 1  # exactly one, per the CRD
+    [cluster] = _docs(ROOT / "deploy/k8s/restate-cluster.yaml")
+    assert register["cluster"] == cluster["metadata"]["name"]
+    assert spec["selector"]["matchLabels"].items() <= spec["template"]["metadata"]["labels"].items()
+    [container] = spec["template"]["spec"]["containers"]
+    assert {"name": "restate", "containerPort": 9080} in container["ports"]
+    assert container["readinessProbe"]["httpGet"]["path"] == "/health"
+    env = {e["name"]: e["value"] for e in container["env"]}
+    assert env["LASH_IDENTITY_KEYS"].startswith("publickeyv1_")
+    assert spec["template"]["spec"]["securityContext"]["runAsNonRoot"] is True
+
+
+def test_cluster_node_configs_form_one_cluster_with_replication_two() -> None:
+    nodes = [tomllib.loads((ROOT / f"deploy/cluster/node{i}.toml").read_text()) for i in (1, 2, 3)]
+    assert [n["auto-provision"] for n in nodes] == [True, False, False]  # exactly one provisions
+    assert all(n["default-replication"] == 2 for n in nodes)
+    assert len({tuple(n["metadata-client"]["addresses"]) for n in nodes}) == 1
+    assert len({n["node-name"] for n in nodes}) == 3
+    addresses = [n["advertised-address"] for n in nodes]
+    assert sorted(addresses) == sorted(nodes[0]["metadata-client"]["addresses"])
