@@ -183,6 +183,7 @@ class Endpoint:
 
     port: int = field(default_factory=free_port)
     args: Sequence[str] = ("--with-turn",)
+    module: str = "lash_restate"  # what `python -m` runs; it must accept --host/--port (or --port) and serve
     env: dict[str, str] = field(default_factory=dict)
     log_path: Path | None = None
     process: subprocess.Popen[bytes] | None = None
@@ -197,8 +198,20 @@ class Endpoint:
         return self.process.pid if self.process is not None else None
 
     def start(self, timeout: float = 30) -> Endpoint:
-        command = [sys.executable, "-m", "lash_restate", "serve", "--host", "127.0.0.1"]
-        command += ["--port", str(self.port), *self.args]
+        if self.module == "lash_restate":
+            command = [
+                sys.executable,
+                "-m",
+                "lash_restate",
+                "serve",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(self.port),
+            ]
+        else:
+            command = [sys.executable, "-m", self.module, "--port", str(self.port)]
+        command += list(self.args)
         if self.log_path is not None:
             self._log = self.log_path.open("ab")
         self.process = subprocess.Popen(

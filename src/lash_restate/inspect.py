@@ -12,8 +12,8 @@ from typing import Any
 import httpx
 import msgspec
 
-from .contract import GroupShape
 from .engine import GROUP
+from .engine._wire import Meta
 
 __all__ = ["InspectionError", "OpenGroup", "list_open_groups", "quote", "show_group", "sql"]
 
@@ -65,26 +65,22 @@ def sql(admin_url: str, query: str, *, timeout: float = 10) -> list[dict[str, An
 def _groups(admin_url: str, where: str = "") -> list[OpenGroup]:
     rows = sql(
         admin_url,
-        "SELECT service_key, key, value_utf8 FROM state "
-        f"WHERE service_name = {quote(GROUP)} AND key IN ('shape', 'ranks'){where}",
+        "SELECT service_key, value_utf8 FROM state "
+        f"WHERE service_name = {quote(GROUP)} AND key = 'meta'{where}",
     )
-    shapes: dict[str, GroupShape] = {}
-    settled: dict[str, int] = {}
+    groups = []
     for row in rows:
-        if row["key"] == "shape":
-            shapes[row["service_key"]] = msgspec.json.decode(row["value_utf8"], type=GroupShape)
-        else:
-            settled[row["service_key"]] = len(msgspec.json.decode(row["value_utf8"], type=list[int]))
-    return [
-        OpenGroup(
-            group_key=key,
-            child_count=shape.child_count,
-            settled=settled.get(key, 0),
-            wake=shape.wake.value,
-            disposition=shape.disposition.value,
+        meta = msgspec.json.decode(row["value_utf8"], type=Meta)
+        groups.append(
+            OpenGroup(
+                group_key=row["service_key"],
+                child_count=meta.child_count,
+                settled=meta.counter,
+                wake=meta.wake,
+                disposition=meta.disposition.value,
+            )
         )
-        for key, shape in sorted(shapes.items())
-    ]
+    return sorted(groups, key=lambda g: g.group_key)
 
 
 def list_open_groups(admin_url: str) -> list[OpenGroup]:

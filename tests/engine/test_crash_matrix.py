@@ -23,10 +23,9 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, seed, settings
 from hypothesis import strategies as st
 
-from lash_restate.inspect import quote
 from tests.conformance.builders import Scope, combine, event, fail, ok, tool
 from tests.engine.conftest import Stack
-from tests.engine.test_engine import _poll, _wait_run_completed, emit, turn
+from tests.engine.test_engine import _poll, _wait_run_completed, emit, has_waiter, turn, waiters_query
 
 RUNS = int(os.environ.get("LASH_CRASH_RUNS", "10"))
 KINDS = {"all": "all", "all_settled": "all", "race": "first", "any": "first_success"}
@@ -113,7 +112,7 @@ async def run_scenario(stack: Stack, sc: dict[str, Any]) -> None:
         async with asyncio.TaskGroup() as tasks:
             parked = tasks.create_task(turn(stack, combine(sc["kind"], group, handle=before["handle"])))
             # The resumed turn parks on its awakeable, unless a settled child already decides it.
-            await _poll(stack, _waiters_query(s.key()), lambda rows: bool(rows) or parked.done())
+            await _poll(stack, waiters_query(s.key()), lambda rows: has_waiter(rows) or parked.done())
             stack.restart_endpoint()  # SIGKILL while the resumed turn waits on its awakeable
             await deliver()
         [parked_result] = parked.result()
@@ -144,13 +143,6 @@ async def run_scenario(stack: Stack, sc: dict[str, Any]) -> None:
     for i, name in names.items():
         if specs[i] == "tool_ok":
             assert counts.count(name) == 1, "a side effect was lost"
-
-
-def _waiters_query(group_key: str) -> str:
-    return (
-        "SELECT key FROM state WHERE service_name = 'LashGroup' "
-        f"AND service_key = {quote(group_key)} AND key = 'waiters'"
-    )
 
 
 async def stack_reject(stack: Stack, name: str, message: str) -> None:

@@ -68,6 +68,8 @@ class RestateController(EffectGroupDefaults):
         # Ranks never change once recorded (ADR, "The settlement obligation"), so caching the ones
         # already read is not consumption state: the cursor still lives only on the handle.
         self._seen: dict[str, dict[int, Settlement]] = {}
+        # The wake registered by this invocation's first open of a group, for its cursor at 0.
+        self._first_wake: dict[str, Any] = {}
 
     def supports_concurrent_effects(self) -> bool:
         return True
@@ -117,6 +119,8 @@ class RestateController(EffectGroupDefaults):
     async def open_effect_group(self, group: RuntimeEffectGroup) -> GroupHandle:
         key = str(require_group(group).key)
         resolver = self._require(key)
+        # The open also registers the wake for rank 1, saving the first await a round trip.
+        awakeable, woken = self._ctx.awakeable(serde=_BYTES)
         # ADR: resolve all N before recording. Whether a miss refuses is decided by whether the group
         # is already recorded, which only the single writer knows, so the miss travels with the open.
         request = OpenRequest(
@@ -124,8 +128,11 @@ class RestateController(EffectGroupDefaults):
             children=[canonical_bytes(c) for c in group.children],
             miss=self._first_miss(resolver, group),
             caller=self._ctx.request().id,
+            awakeable=awakeable,
         )
-        decode(await self._call("open", key, request), OpenReply)
+        reply = decode(await self._call("open", key, request), OpenReply)
+        if not reply.reopened:
+            self._first_wake[key] = woken
         return GroupHandle.opened(group)
 
     async def await_next_settlement(
@@ -136,13 +143,17 @@ class RestateController(EffectGroupDefaults):
         seen = self._seen.setdefault(handle.group_key, {})
         rank = handle.next_rank
         if rank not in seen:
-            awakeable, woken = self._ctx.awakeable(serde=_BYTES)
-            request = WaitRequest(
-                consumed=handle.consumed, child_count=handle.child_count, awakeable=awakeable
-            )
-            reply = decode(await self._call("wait", handle.group_key, request), WaitReply)
-            if not reply.refs:
-                reply = await self._woken(handle, woken, cancel)
+            first = self._first_wake.pop(handle.group_key, None) if handle.consumed == 0 else None
+            if first is not None:
+                reply = await self._woken(handle, first, cancel)
+            else:
+                awakeable, woken = self._ctx.awakeable(serde=_BYTES)
+                request = WaitRequest(
+                    consumed=handle.consumed, child_count=handle.child_count, awakeable=awakeable
+                )
+                reply = decode(await self._call("wait", handle.group_key, request), WaitReply)
+                if not reply.refs:
+                    reply = await self._woken(handle, woken, cancel)
             await self._read(handle, reply.refs, seen)
         settlement = seen[rank]
         handle.advance()
@@ -159,6 +170,9 @@ class RestateController(EffectGroupDefaults):
             raise_typed(error)
             raise
         if which == "cancel":
+            if handle.consumed == 0:
+                # The wake is still registered and still ours: the next await may use it.
+                self._first_wake[handle.group_key] = woken
             # ADR: cancellation leaves cursor and durable rank untouched.
             raise AwaitCancelled(
                 f"cancelled while awaiting rank {handle.next_rank}", group_key=handle.group_key
@@ -166,14 +180,19 @@ class RestateController(EffectGroupDefaults):
         return decode(value, WaitReply)
 
     async def _read(self, handle: GroupHandle, refs: list[Ref], seen: dict[int, Settlement]) -> None:
-        """Fetch the outcomes of consecutive ranks from each child's outcome store, concurrently."""
-        calls = [self._ctx.generic_call(CHILD, "outcome", b"", key=ref.replay_key) for ref in refs]
-        await restate.gather(*calls)
-        for offset, (ref, call) in enumerate(zip(refs, calls, strict=True)):
+        """Outcomes of consecutive ranks: inline from the wake, else from each child's store, concurrently."""
+        calls = {
+            i: self._ctx.generic_call(CHILD, "outcome", b"", key=ref.replay_key)
+            for i, ref in enumerate(refs)
+            if ref.outcome is None
+        }
+        if calls:
+            await restate.gather(*calls.values())
+        for offset, ref in enumerate(refs):
+            raw = ref.outcome if ref.outcome is not None else await calls[offset]
             rank = handle.consumed + 1 + offset
-            outcome = decode_outcome(await call)
             seen[rank] = Settlement(
-                rank=rank, position=ref.position, replay_key=ref.replay_key, outcome=outcome
+                rank=rank, position=ref.position, replay_key=ref.replay_key, outcome=decode_outcome(raw)
             )
 
     async def close_effect_group(self, handle: GroupHandle, disposition: LoserPolicy | None = None) -> None:
@@ -182,3 +201,4 @@ class RestateController(EffectGroupDefaults):
         request = CloseRequest(child_count=handle.child_count, disposition=disposition)
         await self._call("close", handle.group_key, request)
         self._seen.pop(handle.group_key, None)
+        self._first_wake.pop(handle.group_key, None)

@@ -86,6 +86,10 @@ async def serve(app: Any, host: str = "0.0.0.0", port: int = 9080) -> None:
     config.bind = [f"{host}:{port}"]
     config.h2_max_concurrent_streams = 10_000
     config.keep_alive_timeout = 3600
+    # Restate keeps a few long-lived HTTP/2 connections and multiplexes every invocation over them.
+    # Hypercorn closes a connection after 1000 requests by default; the invoker then stalls the next
+    # invocation on it until its keep-alive notices (40 s), seen here once per ~1000 invocations.
+    config.keep_alive_max_requests = 2**62
     config.accesslog = None
     from restate.server import install_shutdown_hook
 

@@ -26,7 +26,6 @@ from ..contract import (
     Err,
     GroupExecutors,
     GroupNotOpen,
-    GroupShape,
     HandleMismatch,
     InvalidSettlement,
     LoserPolicy,
@@ -42,12 +41,14 @@ from ._errors import is_cancellation, terminal_errors
 from ._wire import (
     CHILD,
     GROUP,
-    POSITIONS,
+    INLINE_OUTCOME_BYTES,
+    META,
     SHAPE,
     SIGNAL,
     STRINGS,
-    WAITERS,
+    ChildRun,
     CloseRequest,
+    Meta,
     OpenReply,
     OpenRequest,
     Ref,
@@ -55,6 +56,7 @@ from ._wire import (
     Waiter,
     WaitReply,
     WaitRequest,
+    decode,
     encode,
 )
 
@@ -78,18 +80,26 @@ HANDLER_RETRY = restate.InvocationRetryPolicy(
 
 
 def group_object() -> restate.VirtualObject:
-    """`LashGroup`, keyed by the group key: the single writer of ranks for one group."""
+    """`LashGroup`, keyed by the group key: the single writer of ranks for one group.
+
+    State: ``meta`` (small and hot: counts, settled bitmap, waiters), ``fence`` (the recorded
+    shape, read only by open and close), ``invocations`` (for cancels) and ``rank:{r}`` (one
+    reference per rank). Handlers other than open read state lazily, so a settlement touches one
+    small record however wide the group is.
+    """
     group = restate.VirtualObject(GROUP, invocation_retry_policy=HANDLER_RETRY)
 
     @group.handler(ingress_private=True)
     @terminal_errors
     async def open(ctx: restate.ObjectContext, req: OpenRequest) -> OpenReply:
-        recorded = await ctx.get("shape", serde=SHAPE)
-        if recorded is not None:
+        meta = await ctx.get("meta", serde=META)
+        if meta is not None:
             # ADR: a reopen is fenced on shape, resolves only what it dispatches and refuses nothing;
             # on Restate the children are engine-owned invocations already, so it dispatches nothing.
+            recorded = await ctx.get("fence", serde=SHAPE)
+            assert recorded is not None
             recorded.fence_reopen(req.shape, ctx.key())
-            await _watch_caller(ctx, req)
+            await _watch_caller(ctx, meta, req)
             logs.event("group.reopened", ctx, group_key=ctx.key())
             return OpenReply(reopened=True)
         if req.miss is not None:
@@ -100,15 +110,27 @@ def group_object() -> restate.VirtualObject:
                 position=req.miss.position,
                 replay_key=req.miss.replay_key,
             )
-        ctx.set("shape", req.shape, serde=SHAPE)
-        ctx.set("ranks", [], serde=POSITIONS)
+        incarnation = str(ctx.uuid())  # tells this group's settlements from a closed namesake's
+        meta = Meta(
+            child_count=req.shape.child_count,
+            wake=req.shape.wake.value,
+            disposition=req.shape.disposition,
+            incarnation=incarnation,
+            waiters=[Waiter(awakeable=req.awakeable, consumed=0)] if req.awakeable else [],
+        )
+        ctx.set("fence", req.shape, serde=SHAPE)
         # Recording and dispatch are one handler run: a group is never recorded without its children.
         handles = [
-            ctx.generic_send(CHILD, "run", envelope, key=replay_key)
+            ctx.generic_send(
+                CHILD,
+                "run",
+                encode(ChildRun(envelope=decode(envelope, RuntimeEffectEnvelope), incarnation=incarnation)),
+                key=replay_key,
+            )
             for replay_key, envelope in zip(req.shape.replay_keys, req.children, strict=True)
         ]
         ctx.set("invocations", [await h.invocation_id() for h in handles], serde=STRINGS)
-        await _watch_caller(ctx, req)
+        await _watch_caller(ctx, meta, req)
         logs.event(
             "group.opened",
             ctx,
@@ -119,74 +141,73 @@ def group_object() -> restate.VirtualObject:
         )
         return OpenReply(reopened=False)
 
-    @group.handler(ingress_private=True)
+    @group.handler(ingress_private=True, state_preload=False)
     @terminal_errors
     async def settle(ctx: restate.ObjectContext, req: SettleRequest) -> None:
-        shape = await ctx.get("shape", serde=SHAPE)
-        if shape is None:
-            # Closed (or never opened): a late settlement must not resurrect the group. The child's
-            # outcome store has nobody left to read it, so it is released too (no TTL, no leak).
+        meta = await ctx.get("meta", serde=META)
+        if meta is None or meta.incarnation != req.incarnation:
+            # Closed (or a closed namesake's child): a late settlement must not resurrect the group.
+            # Its outcome store has nobody left to read it, so it is released too (no TTL, no leak).
             ctx.generic_send(CHILD, "forget", b"", key=req.replay_key)
             return
-        if not 0 <= req.position < shape.child_count or shape.replay_keys[req.position] != req.replay_key:
+        if not 0 <= req.position < meta.child_count:
             raise InvalidSettlement(
                 "settlement names no child of this group",
                 group_key=ctx.key(),
                 position=req.position,
                 replay_key=req.replay_key,
             )
-        ranks: list[int] = await ctx.get("ranks", serde=POSITIONS) or []
-        if req.position in ranks:
-            return  # idempotent on the child's replay key: one terminal, one rank
+        if meta.is_settled(req.position):
+            return  # idempotent on the child: one terminal, one rank
         # ADR: rank assignment, rank readability and the wake are one durable handler step.
-        ranks.append(req.position)
-        ctx.set("ranks", ranks, serde=POSITIONS)
-        logs.event("group.ranked", ctx, group_key=ctx.key(), rank=len(ranks), position=req.position)
-        waiters = await ctx.get("waiters", serde=WAITERS) or []
-        if waiters:
-            for waiter in waiters:
-                ready = _refs(shape, ranks, waiter.consumed)
-                ctx.resolve_awakeable(waiter.awakeable, encode(ready), serde=_BYTES)
-            ctx.clear("waiters")
+        ranked = meta.ranked(req.position)  # (1) strictly monotonic; (2) appends above every consumed rank
+        rank = ranked.counter
+        for waiter in meta.waiters:
+            # A waiter is registered only while nothing after its cursor is recorded, so this rank is
+            # exactly the one it waits for; the small outcome rides along, the state keeps the reference.
+            woken = Ref(position=req.position, replay_key=req.replay_key, outcome=req.outcome)
+            ctx.resolve_awakeable(waiter.awakeable, encode(WaitReply(refs=[woken])), serde=_BYTES)
+        ctx.set("meta", ranked, serde=META)
+        logs.event("group.ranked", ctx, group_key=ctx.key(), rank=rank, position=req.position)
 
-    @group.handler(ingress_private=True)
+    @group.handler(ingress_private=True, state_preload=False)
     @terminal_errors
     async def wait(ctx: restate.ObjectContext, req: WaitRequest) -> WaitReply:
-        shape = await _open_shape(ctx, req.child_count)
-        ranks: list[int] = await ctx.get("ranks", serde=POSITIONS) or []
-        if len(ranks) > req.consumed or req.awakeable is None:
+        meta = await _open_meta(ctx, req.child_count)
+        if meta.counter > req.consumed or req.awakeable is None:
             # ADR: read rank consumed + 1 out of state first, and only otherwise wait.
-            return _refs(shape, ranks, req.consumed)
-        waiters = await ctx.get("waiters", serde=WAITERS) or []
-        waiters.append(Waiter(awakeable=req.awakeable, consumed=req.consumed))
-        ctx.set("waiters", waiters, serde=WAITERS)
+            return await _read_ranks(ctx, meta, req.consumed)
+        waiter = Waiter(awakeable=req.awakeable, consumed=req.consumed)
+        ctx.set("meta", msgspec.structs.replace(meta, waiters=[*meta.waiters, waiter]), serde=META)
         return WaitReply(refs=[])
 
-    @group.handler(ingress_private=True)
+    @group.handler(ingress_private=True, state_preload=False)
     @terminal_errors
     async def close(ctx: restate.ObjectContext, req: CloseRequest) -> None:
-        shape = await ctx.get("shape", serde=SHAPE)
-        if shape is None:
+        meta = await ctx.get("meta", serde=META)
+        if meta is None:
             return  # ADR: close is idempotent, and so is the delete
-        if shape.child_count != req.child_count:
+        if meta.child_count != req.child_count:
             raise HandleMismatch(
-                f"handle has {req.child_count} children, group has {shape.child_count}", group_key=ctx.key()
+                f"handle has {req.child_count} children, group has {meta.child_count}", group_key=ctx.key()
             )
-        effective = shape.disposition if req.disposition is None else req.disposition
-        if not shape.disposition.narrows_to(effective):
+        effective = meta.disposition if req.disposition is None else req.disposition
+        if not meta.disposition.narrows_to(effective):
             raise DispositionWidening(
-                f"group declared {shape.disposition.value}; close may only narrow it", group_key=ctx.key()
+                f"group declared {meta.disposition.value}; close may only narrow it", group_key=ctx.key()
             )
-        ranks: list[int] = await ctx.get("ranks", serde=POSITIONS) or []
-        settled = set(ranks)
+        settled = meta.settled_positions()
         if effective is LoserPolicy.CANCEL:
             # One cancel per unsettled child, not awaiting termination (ADR, "Close deletes…").
             await _cancel_unsettled(ctx, settled)
-        for position in settled:
-            # Settled children's outcome stores are released with the group; unsettled ones are
-            # released when their late settlement finds the group gone.
-            ctx.generic_send(CHILD, "forget", b"", key=shape.replay_keys[position])
-        for waiter in await ctx.get("waiters", serde=WAITERS) or []:
+        if settled:
+            fence = await ctx.get("fence", serde=SHAPE)
+            assert fence is not None
+            for position in sorted(settled):
+                # Settled children's outcome stores go with the group; unsettled ones are released
+                # when their late settlement finds the group gone.
+                ctx.generic_send(CHILD, "forget", b"", key=fence.replay_keys[position])
+        for waiter in meta.waiters:
             gone = GroupNotOpen("the group was closed while awaiting", group_key=ctx.key())
             ctx.reject_awakeable(waiter.awakeable, gone.to_wire(), 404)
         # ADR: retirement is group-atomic; close deletes the object's state.
@@ -205,51 +226,47 @@ def group_object() -> restate.VirtualObject:
                 raise  # this watcher itself was cancelled
         ctx.generic_send(GROUP, "caller_ended", encode(caller), key=ctx.key())
 
-    @group.handler(ingress_private=True)
+    @group.handler(ingress_private=True, state_preload=False)
     async def caller_ended(ctx: restate.ObjectContext, caller: str) -> None:
         """ADR: the declared disposition applies even when the caller never reaches its close.
 
         When the last opener of a group declared `Cancel` has ended without closing, its
         unsettled children are cancelled; they still take ranks (as `Cancelled`) for a resumer.
         """
-        shape = await ctx.get("shape", serde=SHAPE)
-        if shape is None:
+        meta = await ctx.get("meta", serde=META)
+        if meta is None:
             return  # closed already: nothing is left to apply
-        callers = [c for c in await ctx.get("callers", serde=STRINGS) or [] if c != caller]
-        ctx.set("callers", callers, serde=STRINGS)
-        if not callers and shape.disposition is LoserPolicy.CANCEL:
+        callers = [c for c in meta.callers if c != caller]
+        ctx.set("meta", msgspec.structs.replace(meta, callers=callers), serde=META)
+        if not callers and meta.disposition is LoserPolicy.CANCEL:
             logs.event("group.caller_gone_cancel", ctx, group_key=ctx.key())
-            ranks: list[int] = await ctx.get("ranks", serde=POSITIONS) or []
-            await _cancel_unsettled(ctx, set(ranks))
+            await _cancel_unsettled(ctx, meta.settled_positions())
 
-    @group.handler(kind="shared")
+    @group.handler(kind="shared", state_preload=False)
     async def describe(ctx: restate.ObjectSharedContext) -> dict[str, Any] | None:
         """For inspection: the shape and how many ranks are recorded, or None if not open."""
-        shape = await ctx.get("shape", serde=SHAPE)
-        if shape is None:
+        meta = await ctx.get("meta", serde=META)
+        if meta is None:
             return None
-        ranks: list[int] = await ctx.get("ranks", serde=POSITIONS) or []
         return {
             "group_key": ctx.key(),
-            "child_count": shape.child_count,
-            "settled": len(ranks),
-            "wake": shape.wake.value,
-            "disposition": shape.disposition.value,
-            "ranks": ranks,
+            "child_count": meta.child_count,
+            "settled": meta.counter,
+            "wake": meta.wake,
+            "disposition": meta.disposition.value,
         }
 
     del open, settle, wait, close, watch, caller_ended, describe
     return group
 
 
-async def _watch_caller(ctx: restate.ObjectContext, req: OpenRequest) -> None:
-    """Under a declared `Cancel`, remember the opener and watch for its end (see `caller_ended`)."""
-    if req.caller is None or req.shape.disposition is not LoserPolicy.CANCEL:
-        return  # RunToCompletion losers run on whatever happens to the caller: nothing to apply
-    callers = await ctx.get("callers", serde=STRINGS) or []
-    if req.caller not in callers:
-        ctx.set("callers", [*callers, req.caller], serde=STRINGS)
+async def _watch_caller(ctx: restate.ObjectContext, meta: Meta, req: OpenRequest) -> None:
+    """Write ``meta``; under a declared `Cancel`, first remember the opener and watch for its end."""
+    if req.caller is not None and meta.disposition is LoserPolicy.CANCEL and req.caller not in meta.callers:
+        meta = msgspec.structs.replace(meta, callers=[*meta.callers, req.caller])
         ctx.generic_send(GROUP, "watch", encode(req.caller), key=ctx.key())
+    # RunToCompletion losers run on whatever happens to the caller: nothing to watch for.
+    ctx.set("meta", meta, serde=META)
 
 
 async def _cancel_unsettled(ctx: restate.ObjectContext, settled: set[int]) -> None:
@@ -259,19 +276,23 @@ async def _cancel_unsettled(ctx: restate.ObjectContext, settled: set[int]) -> No
             ctx.cancel_invocation(invocation_id)
 
 
-def _refs(shape: GroupShape, ranks: list[int], consumed: int) -> WaitReply:
-    return WaitReply(refs=[Ref(position=p, replay_key=shape.replay_keys[p]) for p in ranks[consumed:]])
+async def _read_ranks(ctx: restate.ObjectContext, meta: Meta, consumed: int) -> WaitReply:
+    fence = await ctx.get("fence", serde=SHAPE)
+    assert fence is not None
+    return WaitReply(
+        refs=[Ref(position=p, replay_key=fence.replay_keys[p]) for p in meta.positions(consumed)]
+    )
 
 
-async def _open_shape(ctx: restate.ObjectSharedContext | restate.ObjectContext, count: int) -> GroupShape:
-    shape = await ctx.get("shape", serde=SHAPE)
-    if shape is None:
+async def _open_meta(ctx: restate.ObjectContext, count: int) -> Meta:
+    meta = await ctx.get("meta", serde=META)
+    if meta is None:
         raise GroupNotOpen("no such group is recorded (never opened, or closed)", group_key=ctx.key())
-    if shape.child_count != count:
+    if meta.child_count != count:
         raise HandleMismatch(
-            f"handle has {count} children, group has {shape.child_count}", group_key=ctx.key()
+            f"handle has {count} children, group has {meta.child_count}", group_key=ctx.key()
         )
-    return shape
+    return meta
 
 
 def child_object(
@@ -287,15 +308,22 @@ def child_object(
 
     @child.handler(ingress_private=True)
     @terminal_errors
-    async def run(ctx: restate.ObjectContext, envelope: RuntimeEffectEnvelope) -> None:
+    async def run(ctx: restate.ObjectContext, req: ChildRun) -> None:
+        envelope = req.envelope
         membership = envelope.membership
         if membership is None:
             return  # only grouped children are dispatched here
-        if await ctx.get("outcome", serde=_BYTES) is None:
-            outcome = await _execute(ctx, envelope, resolver, tool_attempts)
-            ctx.set("outcome", encode(outcome), serde=_BYTES)
+        stored = await ctx.get("outcome", serde=_BYTES)
+        if stored is None:
+            stored = encode(await _execute(ctx, envelope, resolver, tool_attempts))
+            ctx.set("outcome", stored, serde=_BYTES)
         # Already settled (a re-dispatch after a reopen): settle again; the group dedups by position.
-        settle = SettleRequest(position=membership.position, replay_key=envelope.replay_key)
+        settle = SettleRequest(
+            position=membership.position,
+            replay_key=envelope.replay_key,
+            incarnation=req.incarnation,
+            outcome=stored if len(stored) <= INLINE_OUTCOME_BYTES else None,
+        )
         ctx.generic_send(GROUP, "settle", encode(settle), key=membership.group_key)
 
     @child.handler(kind="shared", ingress_private=True, output_serde=_BYTES)

@@ -1,4 +1,4 @@
-"""Messages between the controller and the tier's handlers, and where each service is bound."""
+"""Messages between the controller and the tier's handlers, the group's state records, and service names."""
 
 from __future__ import annotations
 
@@ -7,15 +7,22 @@ from typing import Any, TypeVar
 import msgspec
 from restate.serde import Serde
 
-from ..contract import GroupShape, LoserPolicy, Outcome
+from ..contract import GroupShape, LoserPolicy, Outcome, RuntimeEffectEnvelope
 
 __all__ = [
     "CHILD",
     "GROUP",
+    "INLINE_OUTCOME_BYTES",
+    "META",
+    "SHAPE",
     "SIGNAL",
+    "STRINGS",
     "TURN",
+    "ChildRun",
     "CloseRequest",
+    "Meta",
     "Miss",
+    "MsgspecSerde",
     "OpenReply",
     "OpenRequest",
     "Ref",
@@ -23,11 +30,6 @@ __all__ = [
     "WaitReply",
     "WaitRequest",
     "Waiter",
-    "MsgspecSerde",
-    "POSITIONS",
-    "SHAPE",
-    "STRINGS",
-    "WAITERS",
     "decode",
     "decode_outcome",
     "encode",
@@ -37,6 +39,10 @@ GROUP = "LashGroup"  # virtual object keyed by group key: the rank authority
 CHILD = "LashChild"  # virtual object keyed by replay key: child-as-invocation and its outcome store
 SIGNAL = "LashSignal"  # virtual object keyed by event name: the durable-wait service for AwaitEvent
 TURN = "LashTurn"  # driver service: runs a caller's turn (dev stack and tests)
+
+# An outcome up to this size rides the settle message and the wake, so a waiting caller needs no
+# second round trip; it is never written to group state (ADR: payloads never transit object state).
+INLINE_OUTCOME_BYTES = 16 * 1024
 
 _T = TypeVar("_T")
 
@@ -56,17 +62,27 @@ class OpenRequest(msgspec.Struct, **_STRUCT):
     children: list[bytes]  # canonical envelopes, stamped with membership
     miss: Miss | None = None
     caller: str | None = None  # the opener's invocation id, watched under a declared Cancel
+    awakeable: str | None = None  # on a first open: wake this when rank 1 is recorded
 
 
 class OpenReply(msgspec.Struct, **_STRUCT):
     reopened: bool
 
 
+class ChildRun(msgspec.Struct, **_STRUCT):
+    """What `LashChild/run` receives: the stamped envelope and the group incarnation it settles into."""
+
+    envelope: RuntimeEffectEnvelope
+    incarnation: str
+
+
 class SettleRequest(msgspec.Struct, **_STRUCT):
-    """A child's one-way settlement: a reference (its position and replay key), never the payload."""
+    """A child's one-way settlement: a reference (position, replay key), and a small outcome inline."""
 
     position: int
     replay_key: str
+    incarnation: str
+    outcome: bytes | None = None  # only when at most INLINE_OUTCOME_BYTES; never stored by the group
 
 
 class WaitRequest(msgspec.Struct, **_STRUCT):
@@ -82,6 +98,7 @@ class Ref(msgspec.Struct, **_STRUCT):
 
     position: int
     replay_key: str
+    outcome: bytes | None = None  # present only on a wake, when the settle carried it inline
 
 
 class WaitReply(msgspec.Struct, **_STRUCT):
@@ -93,6 +110,47 @@ class WaitReply(msgspec.Struct, **_STRUCT):
 class Waiter(msgspec.Struct, **_STRUCT):
     awakeable: str
     consumed: int
+
+
+class Meta(msgspec.Struct, **_STRUCT):
+    """The group's small, hot record: read by every settle and wait (the big fence is read only by open).
+
+    ``order`` is the rank -> position map (rank r is the r-th 4-byte little-endian position), and
+    ``settled`` a bitmap of positions already ranked, so a settlement is idempotent on its child.
+    """
+
+    child_count: int
+    wake: str
+    disposition: LoserPolicy
+    incarnation: str
+    order: bytes = b""
+    settled: bytes = b""
+    waiters: list[Waiter] = msgspec.field(default_factory=list)
+    callers: list[str] = msgspec.field(default_factory=list)
+
+    @property
+    def counter(self) -> int:
+        """How many ranks are recorded (the group's strictly monotonic counter)."""
+        return len(self.order) // 4
+
+    def positions(self, after: int = 0) -> list[int]:
+        """Positions holding ranks ``after + 1`` … ``counter``, in rank order."""
+        return [int.from_bytes(self.order[i : i + 4], "little") for i in range(4 * after, len(self.order), 4)]
+
+    def is_settled(self, position: int) -> bool:
+        byte = position // 8
+        return byte < len(self.settled) and bool(self.settled[byte] & (1 << (position % 8)))
+
+    def settled_positions(self) -> set[int]:
+        return set(self.positions())
+
+    def ranked(self, position: int) -> Meta:
+        """This record with ``position`` appended as the next rank (ADR: append-only, monotonic)."""
+        bits = bytearray(self.settled.ljust((self.child_count + 7) // 8, b"\0"))
+        bits[position // 8] |= 1 << (position % 8)
+        return msgspec.structs.replace(
+            self, order=self.order + position.to_bytes(4, "little"), settled=bytes(bits), waiters=[]
+        )
 
 
 class CloseRequest(msgspec.Struct, **_STRUCT):
@@ -113,10 +171,9 @@ class MsgspecSerde(Serde[_T]):
         return msgspec.json.encode(obj) if obj is not None else b""
 
 
+META: MsgspecSerde[Meta] = MsgspecSerde(Meta)
 SHAPE: MsgspecSerde[GroupShape] = MsgspecSerde(GroupShape)
-POSITIONS: MsgspecSerde[list[int]] = MsgspecSerde(list[int])
 STRINGS: MsgspecSerde[list[str]] = MsgspecSerde(list[str])
-WAITERS: MsgspecSerde[list[Waiter]] = MsgspecSerde(list[Waiter])
 
 
 def encode(value: Any) -> bytes:

@@ -1,0 +1,1 @@
+"""Side-by-side benchmarks: durable effect groups against native Restate combinators."""

@@ -1,0 +1,95 @@
+"""The benchmark endpoint: lash's services plus `Bench`, whose handlers run the same work both ways.
+
+Every child does the same work on both paths: one `ctx.run` of the `echo` tool in its own
+invocation. The native path calls `BenchChild/instant` (or `slow`) and combines the calls with
+`restate.select` / `restate.gather`; the group path runs `race` / `all_` over `ToolCall` children.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+from datetime import timedelta
+from typing import Any
+
+import restate
+from restate.serde import BytesSerde
+
+from lash_restate import RuntimeEffectEnvelope, ToolCall
+from lash_restate.combinators import all_, race
+from lash_restate.engine import RestateController, build_app, serve
+from lash_restate.tools import demo_tools
+
+TOOLS = demo_tools()
+_BYTES = BytesSerde()
+
+child = restate.Service("BenchChild")
+bench = restate.Service("Bench")
+
+
+@child.handler()
+async def instant(ctx: restate.Context, value: int) -> int:
+    async def work() -> bytes:
+        return str(value).encode()
+
+    return int(await ctx.run_typed("echo", work, restate.RunOptions(serde=_BYTES)))
+
+
+@child.handler()
+async def slow(ctx: restate.Context, value: int) -> int:
+    await ctx.sleep(timedelta(seconds=2))
+    return value
+
+
+@bench.handler()
+async def noop(ctx: restate.Context, arg: dict[str, Any]) -> int:
+    return 0
+
+
+@bench.handler()
+async def native_race(ctx: restate.Context, arg: dict[str, Any]) -> Any:
+    winner = ctx.service_call(instant, arg=1)
+    loser = ctx.service_call(slow, arg=2)
+    _, value = await restate.select(winner=winner, loser=loser)
+    return value
+
+
+@bench.handler()
+async def group_race(ctx: restate.Context, arg: dict[str, Any]) -> Any:
+    key = f"bench-{ctx.request().id}:group:race:0"
+    arms = [
+        RuntimeEffectEnvelope(command=ToolCall(tool="echo", args={"value": 1}), replay_key=f"{key}/w"),
+        RuntimeEffectEnvelope(
+            command=ToolCall(tool="echo", args={"value": 2, "delay_ms": 2000}), replay_key=f"{key}/l"
+        ),
+    ]
+    return await race(RestateController(ctx, TOOLS), key, arms)
+
+
+@bench.handler()
+async def native_all(ctx: restate.Context, arg: dict[str, Any]) -> int:
+    calls = [ctx.service_call(instant, arg=i) for i in range(int(arg["n"]))]
+    await restate.gather(*calls)
+    return sum([await c for c in calls])
+
+
+@bench.handler()
+async def group_all(ctx: restate.Context, arg: dict[str, Any]) -> int:
+    key = f"bench-{ctx.request().id}:group:all:0"
+    children = [
+        RuntimeEffectEnvelope(command=ToolCall(tool="echo", args={"value": i}), replay_key=f"{key}/{i}")
+        for i in range(int(arg["n"]))
+    ]
+    return sum(await all_(RestateController(ctx, TOOLS), key, children))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--port", type=int, required=True)
+    args = parser.parse_args()
+    app = build_app(TOOLS, extra_services=[bench, child])
+    asyncio.run(serve(app, "127.0.0.1", args.port))
+
+
+if __name__ == "__main__":
+    main()
