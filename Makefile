@@ -22,17 +22,18 @@ dev: setup
 	$(BIN)/lash-restate dev
 
 test: setup
-	$(BIN)/ruff check src tests
+	$(BIN)/ruff check src tests bench
 	$(BIN)/mypy
 	$(BIN)/pytest
 
 lint: setup
-	$(BIN)/ruff check src tests
-	$(BIN)/ruff format --check src tests
+	$(BIN)/ruff check src tests bench
+	$(BIN)/ruff format --check src tests bench
 	$(BIN)/mypy
 
 bench: setup
-	$(BIN)/python -m bench
+	$(BIN)/pip install --quiet -e '.[dev,bench]'
+	$(BIN)/python -m bench $(ARGS)
 
 clean:
 	rm -rf $(VENV) node_modules .lash

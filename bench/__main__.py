@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def _p95(samples: list[float]) -> float:
     ordered = sorted(samples)
-    return ordered[min(len(ordered) - 1, int(round(0.95 * (len(ordered) - 1))))]
+    return ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
 
 
 class Bench:

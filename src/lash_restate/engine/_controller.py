@@ -52,6 +52,7 @@ from ._wire import (
     decode,
     decode_outcome,
     encode,
+    handler_for,
 )
 
 __all__ = ["RestateController"]
@@ -199,6 +200,6 @@ class RestateController(EffectGroupDefaults):
         self._require(require_handle(handle).group_key)
         disposition = require_disposition(disposition)
         request = CloseRequest(child_count=handle.child_count, disposition=disposition)
-        await self._call("close", handle.group_key, request)
+        await self._call(handler_for("close", handle.child_count), handle.group_key, request)
         self._seen.pop(handle.group_key, None)
         self._first_wake.pop(handle.group_key, None)

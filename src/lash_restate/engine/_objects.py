@@ -58,6 +58,7 @@ from ._wire import (
     WaitRequest,
     decode,
     encode,
+    handler_for,
 )
 
 __all__ = ["DEFAULT_TOOL_ATTEMPTS", "MAX_OUTCOME_BYTES", "child_object", "group_object", "signal_object"]
@@ -124,7 +125,13 @@ def group_object() -> restate.VirtualObject:
             ctx.generic_send(
                 CHILD,
                 "run",
-                encode(ChildRun(envelope=decode(envelope, RuntimeEffectEnvelope), incarnation=incarnation)),
+                encode(
+                    ChildRun(
+                        envelope=decode(envelope, RuntimeEffectEnvelope),
+                        incarnation=incarnation,
+                        child_count=req.shape.child_count,
+                    )
+                ),
                 key=replay_key,
             )
             for replay_key, envelope in zip(req.shape.replay_keys, req.children, strict=True)
@@ -144,6 +151,14 @@ def group_object() -> restate.VirtualObject:
     @group.handler(ingress_private=True, state_preload=False)
     @terminal_errors
     async def settle(ctx: restate.ObjectContext, req: SettleRequest) -> None:
+        await _settle(ctx, req)
+
+    @group.handler(name=handler_for("settle", 1), ingress_private=True)
+    @terminal_errors
+    async def settle_small(ctx: restate.ObjectContext, req: SettleRequest) -> None:
+        await _settle(ctx, req)
+
+    async def _settle(ctx: restate.ObjectContext, req: SettleRequest) -> None:
         meta = await ctx.get("meta", serde=META)
         if meta is None or meta.incarnation != req.incarnation:
             # Closed (or a closed namesake's child): a late settlement must not resurrect the group.
@@ -184,6 +199,14 @@ def group_object() -> restate.VirtualObject:
     @group.handler(ingress_private=True, state_preload=False)
     @terminal_errors
     async def close(ctx: restate.ObjectContext, req: CloseRequest) -> None:
+        await _close(ctx, req)
+
+    @group.handler(name=handler_for("close", 1), ingress_private=True)
+    @terminal_errors
+    async def close_small(ctx: restate.ObjectContext, req: CloseRequest) -> None:
+        await _close(ctx, req)
+
+    async def _close(ctx: restate.ObjectContext, req: CloseRequest) -> None:
         meta = await ctx.get("meta", serde=META)
         if meta is None:
             return  # ADR: close is idempotent, and so is the delete
@@ -256,7 +279,7 @@ def group_object() -> restate.VirtualObject:
             "disposition": meta.disposition.value,
         }
 
-    del open, settle, wait, close, watch, caller_ended, describe
+    del open, settle, settle_small, wait, close, close_small, watch, caller_ended, describe
     return group
 
 
@@ -324,7 +347,8 @@ def child_object(
             incarnation=req.incarnation,
             outcome=stored if len(stored) <= INLINE_OUTCOME_BYTES else None,
         )
-        ctx.generic_send(GROUP, "settle", encode(settle), key=membership.group_key)
+        target = handler_for("settle", req.child_count)
+        ctx.generic_send(GROUP, target, encode(settle), key=membership.group_key)
 
     @child.handler(kind="shared", ingress_private=True, output_serde=_BYTES)
     async def outcome(ctx: restate.ObjectSharedContext) -> bytes:

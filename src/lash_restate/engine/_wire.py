@@ -33,6 +33,7 @@ __all__ = [
     "decode",
     "decode_outcome",
     "encode",
+    "handler_for",
 ]
 
 GROUP = "LashGroup"  # virtual object keyed by group key: the rank authority
@@ -43,6 +44,10 @@ TURN = "LashTurn"  # driver service: runs a caller's turn (dev stack and tests)
 # An outcome up to this size rides the settle message and the wake, so a waiting caller needs no
 # second round trip; it is never written to group state (ADR: payloads never transit object state).
 INLINE_OUTCOME_BYTES = 16 * 1024
+
+# Up to this many children the group's whole state is small, so its hot handlers load it eagerly
+# with the invocation (one message); wider groups read lazily, touching only the small `meta` record.
+SMALL_GROUP = 64
 
 _T = TypeVar("_T")
 
@@ -74,6 +79,7 @@ class ChildRun(msgspec.Struct, **_STRUCT):
 
     envelope: RuntimeEffectEnvelope
     incarnation: str
+    child_count: int
 
 
 class SettleRequest(msgspec.Struct, **_STRUCT):
@@ -174,6 +180,11 @@ class MsgspecSerde(Serde[_T]):
 META: MsgspecSerde[Meta] = MsgspecSerde(Meta)
 SHAPE: MsgspecSerde[GroupShape] = MsgspecSerde(GroupShape)
 STRINGS: MsgspecSerde[list[str]] = MsgspecSerde(list[str])
+
+
+def handler_for(name: str, child_count: int) -> str:
+    """The eager (`_small`) or lazy variant of a hot group handler for a group of ``child_count``."""
+    return f"{name}_small" if child_count <= SMALL_GROUP else name
 
 
 def encode(value: Any) -> bytes:
