@@ -22,12 +22,12 @@ dev: setup
 	$(BIN)/lash-restate dev
 
 test: setup
-	$(BIN)/ruff check src tests bench
+	$(BIN)/ruff check src tests bench examples
 	$(BIN)/mypy
 	$(BIN)/pytest
 
 lint: setup
-	$(BIN)/ruff check src tests bench
+	$(BIN)/ruff check src tests bench examples
 	$(BIN)/ruff format --check src tests bench
 	$(BIN)/mypy
 

@@ -121,3 +121,48 @@ def test_every_command_has_help() -> None:
         shown = lash(*command)
         assert shown.returncode == 0
         assert "usage: lash-restate" in shown.stdout
+
+
+async def test_logs_are_json_lines_with_group_key_and_invocation_id_and_quiet_by_default(
+    tmp_path: Path,
+) -> None:
+    from lash_restate.devstack import Endpoint, RestateServer, register_deployment
+
+    server = RestateServer(base_dir=tmp_path / "restate")
+    server.base_dir.mkdir()
+    verbose = Endpoint(args=("--with-turn", "-v"), log_path=tmp_path / "verbose.log")
+    quiet = Endpoint(args=("--with-turn",), log_path=tmp_path / "quiet.log")
+    try:
+        server.start()
+        for endpoint in (verbose, quiet):
+            endpoint.start()
+            register_deployment(server.admin_url, endpoint.url)
+            s = Scope()
+            import httpx
+
+            async with httpx.AsyncClient(timeout=60) as client:
+                response = await client.post(
+                    f"{server.ingress_url}/LashTurn/run",
+                    json={"steps": [open_(s.group([echo(1)])), next_(), close()]},
+                )
+            assert response.status_code == 200
+            endpoint.stop()
+    finally:
+        verbose.stop()
+        quiet.stop()
+        server.remove()
+    lines = [
+        json.loads(line)
+        for line in (tmp_path / "verbose.log").read_text().splitlines()
+        if line.startswith("{")
+    ]
+    events = {line["event"] for line in lines if "event" in line}
+    assert {"endpoint.serving", "group.opened", "group.ranked", "group.closed"} <= events
+    opened = next(line for line in lines if line.get("event") == "group.opened")
+    assert opened["group_key"].endswith(":group:b:0")
+    assert opened["invocation_id"].startswith("inv_")
+    assert opened["level"] == "info"
+    quiet_lines = [
+        json.loads(line) for line in (tmp_path / "quiet.log").read_text().splitlines() if line.startswith("{")
+    ]
+    assert not [line for line in quiet_lines if line["level"] == "info"]

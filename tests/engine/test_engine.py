@@ -215,3 +215,20 @@ def test_the_endpoint_keeps_one_http2_connection_past_a_thousand_requests(stack:
             assert response.status_code == 200
             assert response.http_version == "HTTP/2"
             assert response.extensions["network_stream"] is first
+
+
+async def test_the_restate_server_killed_mid_group_restarts_on_its_base_dir_and_loses_nothing(
+    stack: Stack,
+) -> None:
+    s = Scope()
+    gates = [s.event(f"g{i}") for i in range(2)]
+    group = s.group([echo("before"), *[event(g) for g in gates]])
+    [_, first, saved] = await turn(stack, open_(group), next_(), save())
+    stack.server.kill()  # SIGKILL restate-server itself mid-group
+    await asyncio.to_thread(stack.server.start)  # same base directory, same ports
+    for g in gates:
+        await emit(stack, g, g)
+    [_, *rest] = await turn(stack, use(ok(saved)), next_(), next_())
+    [_, *again] = await turn(stack, use(_handle(s.key(), 3, 0)), next_(), next_(), next_())
+    assert [ok(r) for r in again] == [ok(first), *[ok(r) for r in rest]]
+    assert sorted(ok(r)["position"] for r in again) == [0, 1, 2]

@@ -9,6 +9,7 @@ the first `Promise.all`.
 from __future__ import annotations
 
 import asyncio
+import logging
 import signal
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -91,6 +92,7 @@ async def serve(app: Any, host: str = "0.0.0.0", port: int = 9080) -> None:
     # invocation on it until its keep-alive notices (40 s), seen here once per ~1000 invocations.
     config.keep_alive_max_requests = 2**62
     config.accesslog = None
+    config.errorlog = logging.getLogger("hypercorn.error")  # through our JSON lines, at our level
     from restate.server import install_shutdown_hook
 
     stop = asyncio.Event()
@@ -101,4 +103,22 @@ async def serve(app: Any, host: str = "0.0.0.0", port: int = 9080) -> None:
         # register through its shared hook dispatcher, where both run.
         install_shutdown_hook(loop, stop.set, sig)
     config.graceful_timeout = 2.0
-    await hypercorn_serve(app, config, shutdown_trigger=stop.wait)
+    await hypercorn_serve(_answer_lifespan(app), config, shutdown_trigger=stop.wait)
+
+
+def _answer_lifespan(app: Any) -> Any:
+    """Complete the ASGI lifespan handshake the SDK's app refuses, so every start does not log a warning."""
+
+    async def wrapped(scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "lifespan":
+            await app(scope, receive, send)
+            return
+        while True:
+            message = await receive()
+            if message["type"] == "lifespan.startup":
+                await send({"type": "lifespan.startup.complete"})
+            elif message["type"] == "lifespan.shutdown":
+                await send({"type": "lifespan.shutdown.complete"})
+                return
+
+    return wrapped
