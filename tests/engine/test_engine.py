@@ -25,6 +25,7 @@ from tests.conformance.builders import (
     ok,
     open_,
     save,
+    sleep,
     tool,
     use,
 )
@@ -232,3 +233,53 @@ async def test_the_restate_server_killed_mid_group_restarts_on_its_base_dir_and_
     [_, *again] = await turn(stack, use(_handle(s.key(), 3, 0)), next_(), next_(), next_())
     assert [ok(r) for r in again] == [ok(first), *[ok(r) for r in rest]]
     assert sorted(ok(r)["position"] for r in again) == [0, 1, 2]
+
+
+async def test_group_state_holds_references_never_payload_bytes(stack: Stack) -> None:
+    """ADR: object state stays a counter, a shape fence and a rank -> reference map."""
+    s = Scope()
+    payload = f"payload-{s.id}-" + "x" * 64
+    [opened, settled] = await turn(stack, open_(s.group([echo(payload), event(s.event("e"))])), next_())
+    assert ok(settled)["outcome"] == {"type": "ok", "value": payload}
+    group_rows = await asyncio.to_thread(
+        sql,
+        stack.server.admin_url,
+        "SELECT key, value_utf8 FROM state "
+        f"WHERE service_name = 'LashGroup' AND service_key = {quote(s.key())}",
+    )
+    assert {r["key"] for r in group_rows} <= {"meta", "fence", "invocations"}
+    assert not any(payload in (r["value_utf8"] or "") for r in group_rows)
+    child_rows = await asyncio.to_thread(
+        sql,
+        stack.server.admin_url,
+        "SELECT value_utf8 FROM state "
+        f"WHERE service_name = 'LashChild' AND service_key = {quote(s.key() + '/c0')}",
+    )
+    assert any(payload in (r["value_utf8"] or "") for r in child_rows)  # it lives with the child
+    assert ok(opened)
+
+
+async def test_a_cancel_group_whose_caller_ended_without_close_has_its_losers_cancelled(stack: Stack) -> None:
+    """ADR: the declared disposition applies on the failure path too; no close is needed."""
+    s = Scope()
+    group = s.group(
+        [echo("won"), sleep(600_000), event(s.event("never"))], wake="first", disposition="cancel"
+    )
+    [_, won, saved] = await turn(stack, open_(group), next_(), save())  # the turn ends, no close
+    assert ok(won)["position"] == 0
+    # A resumer reading the group finds the losers settled as Cancelled, not parked for ten minutes.
+    [_, second, third] = await turn(stack, use(ok(saved)), next_(), next_())
+    assert {ok(second)["position"], ok(third)["position"]} == {1, 2}
+    assert ok(second)["outcome"] == ok(third)["outcome"] == {"type": "cancelled"}
+
+
+async def test_a_run_to_completion_group_keeps_its_losers_after_the_caller_ended(stack: Stack) -> None:
+    s = Scope()
+    gate = s.event("gate")
+    [_, won, saved] = await turn(
+        stack, open_(s.group([echo("won"), event(gate)], wake="first")), next_(), save()
+    )
+    await emit(stack, gate, "late")
+    [_, loser] = await turn(stack, use(ok(saved)), next_())
+    assert ok(loser)["outcome"] == {"type": "ok", "value": "late"}
+    assert ok(won)["position"] == 0
