@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from lash_restate.devstack import Endpoint, RestateServer, register_deployment
+from lash_restate.devstack import Endpoint, RestateServer, running_stack
 from tests.conformance.tiers import MemoryTier, RestateTier
 
 # Every conformance test runs on each tier; "restate-replay" forces every suspension to replay
@@ -38,22 +38,13 @@ def _stack(tmp: Path, replay: bool) -> Iterator[tuple[RestateServer, Endpoint]]:
         "RESTATE_DEFAULT_NUM_PARTITIONS": "4",
         "RESTATE_WORKER__INVOKER__INACTIVITY_TIMEOUT": "0s" if replay else "1m",
     }
-    server = RestateServer(base_dir=tmp / "restate", extra_env=env)
-    server.base_dir.mkdir(parents=True)
-    endpoint = Endpoint(
-        log_path=tmp / "endpoint.log",
-        env={"LASH_COUNT_FILE": str(tmp / "counts.txt")},
-    )
-    try:
-        server.start()
-        endpoint.start()
-        register_deployment(server.admin_url, endpoint.url)
-        yield server, endpoint
-    finally:
-        endpoint.stop()
-        server.stop()
-        if os.environ.get("LASH_KEEP_STACK_LOGS") is None:
-            server.remove()
+    with running_stack(
+        tmp,
+        server_env=env,
+        endpoint_env={"LASH_COUNT_FILE": str(tmp / "counts.txt")},
+        keep=os.environ.get("LASH_KEEP_STACK_LOGS") is not None,
+    ) as stack:
+        yield stack
 
 
 @pytest.fixture(scope="session")

@@ -30,6 +30,7 @@ __all__ = [
     "free_port",
     "register_deployment",
     "restate_server_binary",
+    "running_stack",
 ]
 
 SERVER_PACKAGE = "@restatedev/restate-server"
@@ -264,11 +265,17 @@ def register_deployment(admin_url: str, endpoint_url: str, *, force: bool = True
 
 @contextlib.contextmanager
 def running_stack(
-    endpoint_args: Sequence[str] = ("--with-turn",), env: dict[str, str] | None = None
+    base_dir: Path,
+    *,
+    server_env: dict[str, str] | None = None,
+    endpoint_args: Sequence[str] = ("--with-turn",),
+    endpoint_env: dict[str, str] | None = None,
+    keep: bool = False,
 ) -> Iterator[tuple[RestateServer, Endpoint]]:
-    """A server and a registered endpoint, both ended by pid on exit."""
-    server = RestateServer()
-    endpoint = Endpoint(args=endpoint_args, env=env or {}, log_path=server.base_dir / "endpoint.log")
+    """A server (in ``base_dir/restate``) and a registered endpoint, both ended by pid on exit."""
+    (base_dir / "restate").mkdir(parents=True, exist_ok=True)
+    server = RestateServer(base_dir=base_dir / "restate", extra_env=dict(server_env or {}))
+    endpoint = Endpoint(args=endpoint_args, env=dict(endpoint_env or {}), log_path=base_dir / "endpoint.log")
     try:
         server.start()
         endpoint.start()
@@ -276,4 +283,6 @@ def running_stack(
         yield server, endpoint
     finally:
         endpoint.stop()
-        server.remove()
+        server.stop()
+        if not keep:
+            server.remove()

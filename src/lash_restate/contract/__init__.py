@@ -13,6 +13,7 @@ from ._controller import (
     require_envelope,
     require_group,
     require_handle,
+    require_ungrouped,
 )
 from ._envelope import (
     AwaitEvent,
@@ -117,4 +118,5 @@ __all__ = [
     "require_envelope",
     "require_group",
     "require_handle",
+    "require_ungrouped",
 ]

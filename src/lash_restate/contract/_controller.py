@@ -16,7 +16,13 @@ from typing import Any, Protocol, runtime_checkable
 import msgspec
 
 from ._envelope import RuntimeEffectEnvelope
-from ._errors import EffectGroupUnsupported, InvalidEnvelope, InvalidHandle, InvalidInput
+from ._errors import (
+    EffectGroupUnsupported,
+    InvalidEnvelope,
+    InvalidHandle,
+    InvalidInput,
+    MembershipUnsupported,
+)
 from ._group import RuntimeEffectGroup
 from ._handle import GroupHandle
 from ._policies import LoserPolicy
@@ -35,6 +41,7 @@ __all__ = [
     "require_envelope",
     "require_group",
     "require_handle",
+    "require_ungrouped",
 ]
 
 
@@ -136,6 +143,19 @@ def require_envelope(envelope: object) -> RuntimeEffectEnvelope:
     if not isinstance(envelope, RuntimeEffectEnvelope):
         raise InvalidEnvelope(f"expected a RuntimeEffectEnvelope, got {type(envelope).__name__}")
     return envelope
+
+
+def require_ungrouped(envelope: object) -> RuntimeEffectEnvelope:
+    """For `execute_effect`: a grouped child on a path with no membership slot is refused, never stripped."""
+    membership = require_envelope(envelope).membership
+    if membership is not None:
+        raise MembershipUnsupported(
+            "execute_effect has no slot for group membership; open a group instead",
+            group_key=membership.group_key,
+            position=membership.position,
+            replay_key=require_envelope(envelope).replay_key,
+        )
+    return require_envelope(envelope)
 
 
 def require_handle(handle: object) -> GroupHandle:

@@ -24,7 +24,6 @@ from ..contract import (
     GroupHandle,
     InvalidInput,
     LoserPolicy,
-    MembershipUnsupported,
     Outcome,
     RuntimeEffectEnvelope,
     RuntimeEffectGroup,
@@ -34,9 +33,9 @@ from ..contract import (
     canonical_bytes,
     execute_outcome,
     require_disposition,
-    require_envelope,
     require_group,
     require_handle,
+    require_ungrouped,
 )
 from ._errors import raise_typed
 from ._wire import (
@@ -80,14 +79,7 @@ class RestateController(EffectGroupDefaults):
         return self._resolver is not None
 
     async def execute_effect(self, envelope: RuntimeEffectEnvelope, executor: GroupExecutor) -> Outcome:
-        membership = require_envelope(envelope).membership
-        if membership is not None:
-            raise MembershipUnsupported(
-                "execute_effect has no slot for group membership; open a group instead",
-                group_key=membership.group_key,
-                position=membership.position,
-                replay_key=envelope.replay_key,
-            )
+        require_ungrouped(envelope)
 
         async def once() -> bytes:
             return encode(await execute_outcome(executor))

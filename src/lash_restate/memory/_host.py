@@ -30,7 +30,6 @@ from ..contract import (
     GroupShape,
     HandleMismatch,
     LoserPolicy,
-    MembershipUnsupported,
     Ok,
     Outcome,
     RuntimeEffectEnvelope,
@@ -43,9 +42,9 @@ from ..contract import (
     execute_once,
     execute_outcome,
     require_disposition,
-    require_envelope,
     require_group,
     require_handle,
+    require_ungrouped,
 )
 
 __all__ = ["DrainReport", "MemoryHost", "MemoryStore", "NoExecutor"]
@@ -199,15 +198,7 @@ class MemoryHost:
     # -- ungrouped path ----------------------------------------------------------------------
 
     async def execute_effect(self, envelope: RuntimeEffectEnvelope, executor: GroupExecutor) -> Outcome:
-        membership = require_envelope(envelope).membership
-        if membership is not None:
-            # ADR: a grouped child on a path with no membership slot is refused, never stripped.
-            raise MembershipUnsupported(
-                "execute_effect has no slot for group membership; open a group instead",
-                group_key=membership.group_key,
-                position=membership.position,
-                replay_key=envelope.replay_key,
-            )
+        require_ungrouped(envelope)
         return await execute_outcome(executor)
 
     # -- groups ------------------------------------------------------------------------------
