@@ -147,15 +147,16 @@ def require_envelope(envelope: object) -> RuntimeEffectEnvelope:
 
 def require_ungrouped(envelope: object) -> RuntimeEffectEnvelope:
     """For `execute_effect`: a grouped child on a path with no membership slot is refused, never stripped."""
-    membership = require_envelope(envelope).membership
+    checked = require_envelope(envelope)
+    membership = checked.membership
     if membership is not None:
         raise MembershipUnsupported(
             "execute_effect has no slot for group membership; open a group instead",
             group_key=membership.group_key,
             position=membership.position,
-            replay_key=require_envelope(envelope).replay_key,
+            replay_key=checked.replay_key,
         )
-    return require_envelope(envelope)
+    return checked
 
 
 def require_handle(handle: object) -> GroupHandle:
