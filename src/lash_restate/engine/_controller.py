@@ -41,6 +41,7 @@ from ._errors import raise_typed
 from ._wire import (
     CHILD,
     GROUP,
+    WAKE_WINDOW,
     CloseRequest,
     Miss,
     OpenReply,
@@ -68,8 +69,8 @@ class RestateController(EffectGroupDefaults):
         # Ranks never change once recorded (ADR, "The settlement obligation"), so caching the ones
         # already read is not consumption state: the cursor still lives only on the handle.
         self._seen: dict[str, dict[int, Settlement]] = {}
-        # The wake registered by this invocation's first open of a group, for its cursor at 0.
-        self._first_wake: dict[str, Any] = {}
+        # Wakes this invocation registered with the group, by rank: each settle resolves its own.
+        self._wakes: dict[str, dict[int, Any]] = {}
 
     def supports_concurrent_effects(self) -> bool:
         return True
@@ -112,8 +113,8 @@ class RestateController(EffectGroupDefaults):
     async def open_effect_group(self, group: RuntimeEffectGroup) -> GroupHandle:
         key = str(require_group(group).key)
         resolver = self._require(key)
-        # The open also registers the wake for rank 1, saving the first await a round trip.
-        awakeable, woken = self._ctx.awakeable(serde=_BYTES)
+        # The open also registers wakes for the first ranks, saving those awaits a round trip each.
+        window = self._window(0, len(group))
         # ADR: resolve all N before recording. Whether a miss refuses is decided by whether the group
         # is already recorded, which only the single writer knows, so the miss travels with the open.
         request = OpenRequest(
@@ -121,12 +122,20 @@ class RestateController(EffectGroupDefaults):
             children=[canonical_bytes(c) for c in group.children],
             miss=self._first_miss(resolver, group),
             caller=self._ctx.request().id,
-            awakeable=awakeable,
+            wakes=list(window),
         )
         reply = decode(await self._call("open", key, request), OpenReply)
         if not reply.reopened:
-            self._first_wake[key] = woken
+            self._wakes[key] = {rank: woken for rank, woken in enumerate(window.values(), start=1)}
         return GroupHandle.opened(group)
+
+    def _window(self, consumed: int, child_count: int) -> dict[str, Any]:
+        """Fresh awakeables for ranks ``consumed + 1`` … (at most WAKE_WINDOW), by awakeable id."""
+        window = {}
+        for _ in range(min(WAKE_WINDOW, child_count - consumed)):
+            awakeable, woken = self._ctx.awakeable(serde=_BYTES)
+            window[awakeable] = woken
+        return window
 
     async def await_next_settlement(
         self, handle: GroupHandle, cancel: Awaitable[object] | None = None
@@ -134,20 +143,27 @@ class RestateController(EffectGroupDefaults):
         self._require(require_handle(handle).group_key)
         handle.check_can_advance()  # exhaustion is the caller's arithmetic, not a host round trip
         seen = self._seen.setdefault(handle.group_key, {})
+        wakes = self._wakes.setdefault(handle.group_key, {})
         rank = handle.next_rank
         if rank not in seen:
-            first = self._first_wake.pop(handle.group_key, None) if handle.consumed == 0 else None
-            if first is not None:
-                reply = await self._woken(handle, first, cancel)
-            else:
-                awakeable, woken = self._ctx.awakeable(serde=_BYTES)
+            if rank not in wakes:
+                window = self._window(handle.consumed, handle.child_count)
                 request = WaitRequest(
-                    consumed=handle.consumed, child_count=handle.child_count, awakeable=awakeable
+                    consumed=handle.consumed, child_count=handle.child_count, wakes=list(window)
                 )
                 reply = decode(await self._call("wait", handle.group_key, request), WaitReply)
-                if not reply.refs:
+                if reply.refs:
+                    await self._read(handle, reply.refs, seen)  # recorded already: read from state
+                else:
+                    wakes.update(enumerate(window.values(), start=rank))
+            if rank not in seen:
+                woken = wakes.pop(rank)
+                try:
                     reply = await self._woken(handle, woken, cancel)
-            await self._read(handle, reply.refs, seen)
+                except AwaitCancelled:
+                    wakes[rank] = woken  # still registered and still ours: the next await uses it
+                    raise
+                await self._read(handle, reply.refs, seen)
         settlement = seen[rank]
         handle.advance()
         return settlement
@@ -163,9 +179,6 @@ class RestateController(EffectGroupDefaults):
             raise_typed(error)
             raise
         if which == "cancel":
-            if handle.consumed == 0:
-                # The wake is still registered and still ours: the next await may use it.
-                self._first_wake[handle.group_key] = woken
             # ADR: cancellation leaves cursor and durable rank untouched.
             raise AwaitCancelled(
                 f"cancelled while awaiting rank {handle.next_rank}", group_key=handle.group_key
@@ -194,4 +207,4 @@ class RestateController(EffectGroupDefaults):
         request = CloseRequest(child_count=handle.child_count, disposition=disposition)
         await self._call(handler_for("close", handle.child_count), handle.group_key, request)
         self._seen.pop(handle.group_key, None)
-        self._first_wake.pop(handle.group_key, None)
+        self._wakes.pop(handle.group_key, None)

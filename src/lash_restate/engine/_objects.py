@@ -53,7 +53,6 @@ from ._wire import (
     OpenRequest,
     Ref,
     SettleRequest,
-    Waiter,
     WaitReply,
     WaitRequest,
     decode,
@@ -117,8 +116,8 @@ def group_object() -> restate.VirtualObject:
             wake=req.shape.wake.value,
             disposition=req.shape.disposition,
             incarnation=incarnation,
-            waiters=[Waiter(awakeable=req.awakeable, consumed=0)] if req.awakeable else [],
         )
+        meta = msgspec.structs.replace(meta, waiters=meta.waiting(0, req.wakes))
         ctx.set("fence", req.shape, serde=SHAPE)
         # Recording and dispatch are one handler run: a group is never recorded without its children.
         handles = [
@@ -177,23 +176,26 @@ def group_object() -> restate.VirtualObject:
         # ADR: rank assignment, rank readability and the wake are one durable handler step.
         ranked = meta.ranked(req.position)  # (1) strictly monotonic; (2) appends above every consumed rank
         rank = ranked.counter
+        waiting = []
         for waiter in meta.waiters:
-            # A waiter is registered only while nothing after its cursor is recorded, so this rank is
-            # exactly the one it waits for; the small outcome rides along, the state keeps the reference.
+            if waiter.rank != rank:
+                waiting.append(waiter)
+                continue
+            # The small outcome rides along; the state keeps only the reference.
             woken = Ref(position=req.position, replay_key=req.replay_key, outcome=req.outcome)
             ctx.resolve_awakeable(waiter.awakeable, encode(WaitReply(refs=[woken])), serde=_BYTES)
-        ctx.set("meta", ranked, serde=META)
+        ctx.set("meta", msgspec.structs.replace(ranked, waiters=waiting), serde=META)
         logs.event("group.ranked", ctx, group_key=ctx.key(), rank=rank, position=req.position)
 
     @group.handler(ingress_private=True, state_preload=False)
     @terminal_errors
     async def wait(ctx: restate.ObjectContext, req: WaitRequest) -> WaitReply:
         meta = await _open_meta(ctx, req.child_count)
-        if meta.counter > req.consumed or req.awakeable is None:
+        if meta.counter > req.consumed or not req.wakes:
             # ADR: read rank consumed + 1 out of state first, and only otherwise wait.
             return await _read_ranks(ctx, meta, req.consumed)
-        waiter = Waiter(awakeable=req.awakeable, consumed=req.consumed)
-        ctx.set("meta", msgspec.structs.replace(meta, waiters=[*meta.waiters, waiter]), serde=META)
+        waiters = [*meta.waiters, *meta.waiting(req.consumed, req.wakes)]
+        ctx.set("meta", msgspec.structs.replace(meta, waiters=waiters), serde=META)
         return WaitReply(refs=[])
 
     @group.handler(ingress_private=True, state_preload=False)

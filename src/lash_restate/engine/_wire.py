@@ -18,6 +18,7 @@ __all__ = [
     "SIGNAL",
     "STRINGS",
     "TURN",
+    "WAKE_WINDOW",
     "ChildRun",
     "CloseRequest",
     "Meta",
@@ -40,6 +41,10 @@ GROUP = "LashGroup"  # virtual object keyed by group key: the rank authority
 CHILD = "LashChild"  # virtual object keyed by replay key: child-as-invocation and its outcome store
 SIGNAL = "LashSignal"  # virtual object keyed by event name: the durable-wait service for AwaitEvent
 TURN = "LashTurn"  # driver service: runs a caller's turn (dev stack and tests)
+
+# How many upcoming ranks a caller registers wakes for at once: a caller that keeps up with the
+# settlements then pays no call per rank, and the hot record stays small.
+WAKE_WINDOW = 32
 
 # An outcome up to this size rides the settle message and the wake, so a waiting caller needs no
 # second round trip; it is never written to group state (ADR: payloads never transit object state).
@@ -67,7 +72,7 @@ class OpenRequest(msgspec.Struct, **_STRUCT):
     children: list[bytes]  # canonical envelopes, stamped with membership
     miss: Miss | None = None
     caller: str | None = None  # the opener's invocation id, watched under a declared Cancel
-    awakeable: str | None = None  # on a first open: wake this when rank 1 is recorded
+    wakes: list[str] = msgspec.field(default_factory=list)  # first open: awakeables for ranks 1, 2, …
 
 
 class OpenReply(msgspec.Struct, **_STRUCT):
@@ -92,11 +97,11 @@ class SettleRequest(msgspec.Struct, **_STRUCT):
 
 
 class WaitRequest(msgspec.Struct, **_STRUCT):
-    """Serve ranks after ``consumed``; if none is recorded yet, resolve ``awakeable`` when one is."""
+    """Serve ranks after ``consumed``; if none is recorded yet, register ``wakes`` for the next ranks."""
 
     consumed: int
     child_count: int
-    awakeable: str | None = None
+    wakes: list[str] = msgspec.field(default_factory=list)  # awakeables for ranks consumed + 1, + 2, …
 
 
 class Ref(msgspec.Struct, **_STRUCT):
@@ -114,8 +119,10 @@ class WaitReply(msgspec.Struct, **_STRUCT):
 
 
 class Waiter(msgspec.Struct, **_STRUCT):
+    """Resolve ``awakeable`` with the reference (and small outcome) of ``rank`` when it is recorded."""
+
     awakeable: str
-    consumed: int
+    rank: int
 
 
 class Meta(msgspec.Struct, **_STRUCT):
@@ -155,8 +162,13 @@ class Meta(msgspec.Struct, **_STRUCT):
         bits = bytearray(self.settled.ljust((self.child_count + 7) // 8, b"\0"))
         bits[position // 8] |= 1 << (position % 8)
         return msgspec.structs.replace(
-            self, order=self.order + position.to_bytes(4, "little"), settled=bytes(bits), waiters=[]
+            self, order=self.order + position.to_bytes(4, "little"), settled=bytes(bits)
         )
+
+    def waiting(self, consumed: int, wakes: list[str]) -> list[Waiter]:
+        """Waiters for ranks ``consumed + 1`` … (as many as ``wakes``, never past the last child)."""
+        ranks = range(consumed + 1, min(consumed + len(wakes), self.child_count) + 1)
+        return [Waiter(awakeable=w, rank=r) for w, r in zip(wakes, ranks, strict=False)]
 
 
 class CloseRequest(msgspec.Struct, **_STRUCT):
