@@ -1,8 +1,8 @@
 """The tier's virtual objects: the group (rank authority), the child, and the durable-wait signal.
 
 ADR, "Restate satisfaction: the group virtual object is the rank authority".
-The group object's state is a shape fence, a rank list (rank r is
-``ranks[r - 1]``, a child position; the payload reference is that child's
+The group object's state is a shape fence, a counter and rank -> position map
+(packed in the small ``meta`` record; the payload reference is that child's
 ``LashChild`` object, keyed by its replay key), the invocation ids needed to
 cancel, and the waiters' awakeables. Payload bytes never enter it.
 """
@@ -82,10 +82,10 @@ HANDLER_RETRY = restate.InvocationRetryPolicy(
 def group_object() -> restate.VirtualObject:
     """`LashGroup`, keyed by the group key: the single writer of ranks for one group.
 
-    State: ``meta`` (small and hot: counts, settled bitmap, waiters), ``fence`` (the recorded
-    shape, read only by open and close), ``invocations`` (for cancels) and ``rank:{r}`` (one
-    reference per rank). Handlers other than open read state lazily, so a settlement touches one
-    small record however wide the group is.
+    State: ``meta`` (small and hot: the rank -> position map packed 4 bytes a rank, a settled
+    bitmap, waiters, openers, the incarnation token), ``fence`` (the recorded shape, read only by
+    open, close and reads of past ranks) and ``invocations`` (for cancels). For groups wider than
+    SMALL_GROUP the hot handlers read state lazily, so a settlement touches only ``meta``.
     """
     group = restate.VirtualObject(GROUP, invocation_retry_policy=HANDLER_RETRY)
 
