@@ -23,12 +23,13 @@ dev: setup
 
 test: setup
 	$(BIN)/ruff check src tests bench examples
+	$(BIN)/ruff format --check src tests bench examples
 	$(BIN)/mypy
 	$(BIN)/pytest
 
 lint: setup
 	$(BIN)/ruff check src tests bench examples
-	$(BIN)/ruff format --check src tests bench
+	$(BIN)/ruff format --check src tests bench examples
 	$(BIN)/mypy
 
 bench: setup
