@@ -98,8 +98,45 @@ def _stop(process: subprocess.Popen[Any] | None, timeout: float = 15) -> None:
         process.wait()
 
 
+class _OwnedProcess:
+    """One child process this stack owns and ends by its pid (SIGTERM, or SIGKILL as a crash would)."""
+
+    process: subprocess.Popen[bytes] | None
+    _log: IO[bytes] | None
+
+    @property
+    def pid(self) -> int | None:
+        return self.process.pid if self.process is not None else None
+
+    def _spawn(self, args: Sequence[str], env: dict[str, str], log_path: Path | None) -> None:
+        self._log = log_path.open("ab") if log_path is not None else None
+        self.process = subprocess.Popen(
+            list(args),
+            env=env,
+            stdout=self._log or subprocess.DEVNULL,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+        )
+
+    def stop(self) -> None:
+        _stop(self.process)
+        self._close_log()
+
+    def kill(self) -> None:
+        """SIGKILL, as a crash would; whatever it keeps on disk stays for a restart."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+        self._close_log()
+
+    def _close_log(self) -> None:
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+
+
 @dataclass
-class RestateServer:
+class RestateServer(_OwnedProcess):
     """One restate-server node on free loopback ports with its own base directory."""
 
     base_dir: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="lash-restate-")))
@@ -121,10 +158,6 @@ class RestateServer:
     def admin_url(self) -> str:
         return f"http://127.0.0.1:{self.admin_port}"
 
-    @property
-    def pid(self) -> int | None:
-        return self.process.pid if self.process is not None else None
-
     def start(self, timeout: float = 60) -> RestateServer:
         """Start (or restart on the same base directory) and wait until admin and ingress answer."""
         env = {
@@ -142,10 +175,7 @@ class RestateServer:
         if self.config_file is not None:
             args += ["--config-file", str(self.config_file)]
         self.log_path = self.log_path or self.base_dir / "restate-server.log"
-        self._log = self.log_path.open("ab")
-        self.process = subprocess.Popen(
-            args, env=env, stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
-        )
+        self._spawn(args, env, self.log_path)
         try:
             _wait(self.ready, "restate-server", timeout, self.process)
         except BaseException:
@@ -158,28 +188,13 @@ class RestateServer:
         ingress = httpx.get(f"{self.ingress_url}/restate/health", timeout=1)
         return admin.status_code == 200 and ingress.status_code == 200
 
-    def stop(self) -> None:
-        _stop(self.process)
-        if self._log is not None:
-            self._log.close()
-            self._log = None
-
-    def kill(self) -> None:
-        """SIGKILL, as a crash would; the base directory stays for a restart."""
-        if self.process is not None and self.process.poll() is None:
-            self.process.kill()
-            self.process.wait()
-        if self._log is not None:
-            self._log.close()
-            self._log = None
-
     def remove(self) -> None:
         self.stop()
         shutil.rmtree(self.base_dir, ignore_errors=True)
 
 
 @dataclass
-class Endpoint:
+class Endpoint(_OwnedProcess):
     """Our endpoint served by hypercorn in a subprocess that owns its port (one pid)."""
 
     port: int = field(default_factory=free_port)
@@ -193,10 +208,6 @@ class Endpoint:
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
-
-    @property
-    def pid(self) -> int | None:
-        return self.process.pid if self.process is not None else None
 
     def start(self, timeout: float = 30) -> Endpoint:
         if self.module == "lash_restate":
@@ -213,15 +224,7 @@ class Endpoint:
         else:
             command = [sys.executable, "-m", self.module, "--port", str(self.port)]
         command += list(self.args)
-        if self.log_path is not None:
-            self._log = self.log_path.open("ab")
-        self.process = subprocess.Popen(
-            command,
-            env={**os.environ, **self.env},
-            stdout=self._log or subprocess.DEVNULL,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-        )
+        self._spawn(command, {**os.environ, **self.env}, self.log_path)
         try:
             _wait(self._listening, "endpoint", timeout, self.process)
         except BaseException:
@@ -232,22 +235,6 @@ class Endpoint:
     def _listening(self) -> bool:
         with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
             return True
-
-    def stop(self) -> None:
-        _stop(self.process)
-        self._close_log()
-
-    def kill(self) -> None:
-        """SIGKILL the endpoint mid-flight, as a crash would."""
-        if self.process is not None and self.process.poll() is None:
-            self.process.kill()
-            self.process.wait()
-        self._close_log()
-
-    def _close_log(self) -> None:
-        if self._log is not None:
-            self._log.close()
-            self._log = None
 
 
 def register_deployment(admin_url: str, endpoint_url: str, *, force: bool = True, timeout: float = 30) -> Any:
