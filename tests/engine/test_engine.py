@@ -283,3 +283,27 @@ async def test_a_run_to_completion_group_keeps_its_losers_after_the_caller_ended
     [_, loser] = await turn(stack, use(ok(saved)), next_())
     assert ok(loser)["outcome"] == {"type": "ok", "value": "late"}
     assert ok(won)["position"] == 0
+
+
+async def test_closing_a_cancel_group_ends_its_caller_watch(stack: Stack) -> None:
+    """A closed group has nothing to apply when its caller ends: the watch must not outlive the close
+    (a long-lived caller doing many selects would otherwise keep one watch per select)."""
+    s, other = Scope(), Scope()
+    group = s.group([echo("won"), sleep(600_000)], wake="first", disposition="cancel")
+    blocker = other.group([event(other.event("never"))])
+    async with asyncio.TaskGroup() as tasks:
+        # The same invocation races (opens, consumes rank 1, closes), then stays alive awaiting.
+        caller = tasks.create_task(
+            turn(stack, combine("race", group), open_(blocker), next_(cancel_after_ms=5_000))
+        )
+        await _poll(
+            stack,
+            "SELECT status FROM sys_invocation WHERE target_service_name = 'LashGroup' "
+            f"AND target_service_key = {quote(s.key())} AND target_handler_name = 'watch'",
+            lambda rows: bool(rows) and all(r["status"] == "completed" for r in rows),
+        )
+        # The watch ended while its caller was still running: the close ended it, not the caller's end.
+        assert not caller.done()
+    [raced, _, timed_out] = caller.result()
+    assert ok(raced)["value"] == "won"
+    assert err(timed_out)["code"] == "await_cancelled"

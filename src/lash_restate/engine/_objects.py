@@ -235,6 +235,10 @@ def group_object() -> restate.VirtualObject:
         for waiter in meta.waiters:
             gone = GroupNotOpen("the group was closed while awaiting", group_key=ctx.key())
             ctx.reject_awakeable(waiter.awakeable, gone.to_wire(), 404)
+        for watcher in meta.watchers:
+            # Closed: nothing is left to apply when the callers end, so their watches end now
+            # instead of staying attached for the callers' whole lives.
+            ctx.cancel_invocation(watcher)
         # ADR: retirement is group-atomic; close deletes the object's state.
         ctx.clear_all()
         logs.event(
@@ -288,8 +292,11 @@ def group_object() -> restate.VirtualObject:
 async def _watch_caller(ctx: restate.ObjectContext, meta: Meta, req: OpenRequest) -> None:
     """Write ``meta``; under a declared `Cancel`, first remember the opener and watch for its end."""
     if req.caller is not None and meta.disposition is LoserPolicy.CANCEL and req.caller not in meta.callers:
-        meta = msgspec.structs.replace(meta, callers=[*meta.callers, req.caller])
-        ctx.generic_send(GROUP, "watch", encode(req.caller), key=ctx.key())
+        watch = ctx.generic_send(GROUP, "watch", encode(req.caller), key=ctx.key())
+        watcher = await watch.invocation_id()
+        meta = msgspec.structs.replace(
+            meta, callers=[*meta.callers, req.caller], watchers=[*meta.watchers, watcher]
+        )
     # RunToCompletion losers run on whatever happens to the caller: nothing to watch for.
     ctx.set("meta", meta, serde=META)
 

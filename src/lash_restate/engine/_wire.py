@@ -140,6 +140,7 @@ class Meta(msgspec.Struct, **_STRUCT):
     settled: bytes = b""
     waiters: list[Waiter] = msgspec.field(default_factory=list)
     callers: list[str] = msgspec.field(default_factory=list)
+    watchers: list[str] = msgspec.field(default_factory=list)  # invocation ids of the callers' watches
 
     @property
     def counter(self) -> int:
