@@ -82,8 +82,8 @@ HANDLER_RETRY = restate.InvocationRetryPolicy(
 def group_object() -> restate.VirtualObject:
     """`LashGroup`, keyed by the group key: the single writer of ranks for one group.
 
-    State: ``meta`` (small and hot: the rank -> position map packed 4 bytes a rank, a settled
-    bitmap, waiters, openers, the incarnation token), ``fence`` (the recorded shape, read only by
+    State: ``meta`` (small and hot: the rank -> position map packed 4 bytes a rank,
+    waiters, openers, the incarnation token), ``fence`` (the recorded shape, read only by
     open, close and reads of past ranks) and ``invocations`` (for cancels). For groups wider than
     SMALL_GROUP the hot handlers read state lazily, so a settlement touches only ``meta``.
     """
@@ -147,17 +147,12 @@ def group_object() -> restate.VirtualObject:
         )
         return OpenReply(reopened=False)
 
-    @group.handler(ingress_private=True, state_preload=False)
-    @terminal_errors
+    def bind_hot(name: str, fn: Any) -> None:
+        """Bind ``fn`` twice: lazy state under ``name`` (wide groups), eager under its `_small` twin."""
+        group.handler(name=name, ingress_private=True, state_preload=False)(terminal_errors(fn))
+        group.handler(name=handler_for(name, 1), ingress_private=True)(terminal_errors(fn))
+
     async def settle(ctx: restate.ObjectContext, req: SettleRequest) -> None:
-        await _settle(ctx, req)
-
-    @group.handler(name=handler_for("settle", 1), ingress_private=True)
-    @terminal_errors
-    async def settle_small(ctx: restate.ObjectContext, req: SettleRequest) -> None:
-        await _settle(ctx, req)
-
-    async def _settle(ctx: restate.ObjectContext, req: SettleRequest) -> None:
         meta = await ctx.get("meta", serde=META)
         if meta is None or meta.incarnation != req.incarnation:
             # Closed (or a closed namesake's child): a late settlement must not resurrect the group.
@@ -187,6 +182,8 @@ def group_object() -> restate.VirtualObject:
         ctx.set("meta", msgspec.structs.replace(ranked, waiters=waiting), serde=META)
         logs.event("group.ranked", ctx, group_key=ctx.key(), rank=rank, position=req.position)
 
+    bind_hot("settle", settle)
+
     @group.handler(ingress_private=True, state_preload=False)
     @terminal_errors
     async def wait(ctx: restate.ObjectContext, req: WaitRequest) -> WaitReply:
@@ -198,17 +195,7 @@ def group_object() -> restate.VirtualObject:
         ctx.set("meta", msgspec.structs.replace(meta, waiters=waiters), serde=META)
         return WaitReply(refs=[])
 
-    @group.handler(ingress_private=True, state_preload=False)
-    @terminal_errors
     async def close(ctx: restate.ObjectContext, req: CloseRequest) -> None:
-        await _close(ctx, req)
-
-    @group.handler(name=handler_for("close", 1), ingress_private=True)
-    @terminal_errors
-    async def close_small(ctx: restate.ObjectContext, req: CloseRequest) -> None:
-        await _close(ctx, req)
-
-    async def _close(ctx: restate.ObjectContext, req: CloseRequest) -> None:
         meta = await ctx.get("meta", serde=META)
         if meta is None:
             return  # ADR: close is idempotent, and so is the delete
@@ -221,7 +208,7 @@ def group_object() -> restate.VirtualObject:
             raise DispositionWidening(
                 f"group declared {meta.disposition.value}; close may only narrow it", group_key=ctx.key()
             )
-        settled = meta.settled_positions()
+        settled = set(meta.positions())
         if effective is LoserPolicy.CANCEL:
             # One cancel per unsettled child, not awaiting termination (ADR, "Close deletes…").
             await _cancel_unsettled(ctx, settled)
@@ -244,6 +231,8 @@ def group_object() -> restate.VirtualObject:
         logs.event(
             "group.closed", ctx, group_key=ctx.key(), disposition=effective.value, settled=len(settled)
         )
+
+    bind_hot("close", close)
 
     @group.handler(kind="shared", ingress_private=True)
     async def watch(ctx: restate.ObjectSharedContext, caller: str) -> None:
@@ -269,23 +258,9 @@ def group_object() -> restate.VirtualObject:
         ctx.set("meta", msgspec.structs.replace(meta, callers=callers), serde=META)
         if not callers and meta.disposition is LoserPolicy.CANCEL:
             logs.event("group.caller_gone_cancel", ctx, group_key=ctx.key())
-            await _cancel_unsettled(ctx, meta.settled_positions())
+            await _cancel_unsettled(ctx, set(meta.positions()))
 
-    @group.handler(kind="shared", state_preload=False)
-    async def describe(ctx: restate.ObjectSharedContext) -> dict[str, Any] | None:
-        """For inspection: the shape and how many ranks are recorded, or None if not open."""
-        meta = await ctx.get("meta", serde=META)
-        if meta is None:
-            return None
-        return {
-            "group_key": ctx.key(),
-            "child_count": meta.child_count,
-            "settled": meta.counter,
-            "wake": meta.wake,
-            "disposition": meta.disposition.value,
-        }
-
-    del open, settle, settle_small, wait, close, close_small, watch, caller_ended, describe
+    del open, wait, watch, caller_ended
     return group
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import struct
 from typing import Any, TypeVar
 
 import msgspec
@@ -128,8 +129,8 @@ class Waiter(msgspec.Struct, **_STRUCT):
 class Meta(msgspec.Struct, **_STRUCT):
     """The group's small, hot record: read by every settle and wait (the big fence is read only by open).
 
-    ``order`` is the rank -> position map (rank r is the r-th 4-byte little-endian position), and
-    ``settled`` a bitmap of positions already ranked, so a settlement is idempotent on its child.
+    ``order`` is the rank -> position map (rank r is the r-th 4-byte little-endian position); a
+    position already in it holds its rank, so a settlement is idempotent on its child.
     """
 
     child_count: int
@@ -137,7 +138,6 @@ class Meta(msgspec.Struct, **_STRUCT):
     disposition: LoserPolicy
     incarnation: str
     order: bytes = b""
-    settled: bytes = b""
     waiters: list[Waiter] = msgspec.field(default_factory=list)
     callers: list[str] = msgspec.field(default_factory=list)
     watchers: list[str] = msgspec.field(default_factory=list)  # invocation ids of the callers' watches
@@ -149,22 +149,14 @@ class Meta(msgspec.Struct, **_STRUCT):
 
     def positions(self, after: int = 0) -> list[int]:
         """Positions holding ranks ``after + 1`` … ``counter``, in rank order."""
-        return [int.from_bytes(self.order[i : i + 4], "little") for i in range(4 * after, len(self.order), 4)]
+        return [position for (position,) in struct.iter_unpack("<I", self.order[4 * after :])]
 
     def is_settled(self, position: int) -> bool:
-        byte = position // 8
-        return byte < len(self.settled) and bool(self.settled[byte] & (1 << (position % 8)))
-
-    def settled_positions(self) -> set[int]:
-        return set(self.positions())
+        return position in self.positions()
 
     def ranked(self, position: int) -> Meta:
         """This record with ``position`` appended as the next rank (ADR: append-only, monotonic)."""
-        bits = bytearray(self.settled.ljust((self.child_count + 7) // 8, b"\0"))
-        bits[position // 8] |= 1 << (position % 8)
-        return msgspec.structs.replace(
-            self, order=self.order + position.to_bytes(4, "little"), settled=bytes(bits)
-        )
+        return msgspec.structs.replace(self, order=self.order + struct.pack("<I", position))
 
     def waiting(self, consumed: int, wakes: list[str]) -> list[Waiter]:
         """Waiters for ranks ``consumed + 1`` … (as many as ``wakes``, never past the last child)."""
