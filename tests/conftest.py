@@ -13,8 +13,9 @@ from lash_restate.devstack import Endpoint, RestateServer, running_stack
 from tests.conformance.tiers import MemoryTier, RestateTier
 
 # Every conformance test runs on each tier; "restate-replay" forces every suspension to replay
-# (inactivity timeout 0, as the SDK's own harness does), the cheapest way to find non-determinism.
-TIERS = ["memory", "restate", "restate-replay"]
+# (inactivity timeout 0, as the SDK's own harness does), the cheapest way to find non-determinism;
+# "restate-batched" settles every group, however small, through the batch pump (decision 20).
+TIERS = ["memory", "restate", "restate-replay", "restate-batched"]
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -33,15 +34,20 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
     return None
 
 
-def _stack(tmp: Path, replay: bool) -> Iterator[tuple[RestateServer, Endpoint]]:
+def _stack(
+    tmp: Path, replay: bool, batch_from: int | None = None
+) -> Iterator[tuple[RestateServer, Endpoint]]:
     env = {
         "RESTATE_DEFAULT_NUM_PARTITIONS": "4",
         "RESTATE_WORKER__INVOKER__INACTIVITY_TIMEOUT": "0s" if replay else "1m",
     }
+    endpoint_env = {"LASH_COUNT_FILE": str(tmp / "counts.txt")}
+    if batch_from is not None:
+        endpoint_env["LASH_BATCH_FROM"] = str(batch_from)
     with running_stack(
         tmp,
         server_env=env,
-        endpoint_env={"LASH_COUNT_FILE": str(tmp / "counts.txt")},
+        endpoint_env=endpoint_env,
         keep=os.environ.get("LASH_KEEP_STACK_LOGS") is not None,
     ) as stack:
         yield stack
@@ -59,6 +65,13 @@ def restate_replay_stack(
     yield from _stack(tmp_path_factory.mktemp("stack-replay"), replay=True)
 
 
+@pytest.fixture(scope="session")
+def restate_batched_stack(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[tuple[RestateServer, Endpoint]]:
+    yield from _stack(tmp_path_factory.mktemp("stack-batched"), replay=False, batch_from=1)
+
+
 @pytest.fixture(params=TIERS)
 def tier(request: pytest.FixtureRequest) -> Iterator[Any]:
     """Every conformance test runs once per tier; the test id carries the tier name."""
@@ -66,6 +79,10 @@ def tier(request: pytest.FixtureRequest) -> Iterator[Any]:
         # asyncio.run cancels the host's leftover child tasks when each test's loop ends.
         yield MemoryTier(request.getfixturevalue("tmp_path") / "counts.txt")
         return
-    fixture = "restate_stack" if request.param == "restate" else "restate_replay_stack"
+    fixture = {
+        "restate": "restate_stack",
+        "restate-replay": "restate_replay_stack",
+        "restate-batched": "restate_batched_stack",
+    }[request.param]
     server, endpoint = request.getfixturevalue(fixture)
     yield RestateTier(request.param, server, endpoint, Path(endpoint.env["LASH_COUNT_FILE"]))

@@ -60,6 +60,7 @@ def _serve(args: argparse.Namespace) -> int:
                 "resolver": args.resolver,
                 "with_turn": args.with_turn or None,
                 "identity_keys": args.identity_key,
+                "batch_from": args.batch_from,
                 "verbose": args.verbose or None,
             }
         )
@@ -71,6 +72,7 @@ def _serve(args: argparse.Namespace) -> int:
             load_resolver(settings.resolver),
             with_turn=settings.with_turn,
             identity_keys=settings.identity_keys,
+            batch_from=settings.batch_from,
         )
     except DeploymentError as exc:
         return _fail(str(exc), 2)
@@ -165,6 +167,12 @@ def build_parser() -> argparse.ArgumentParser:
         action="append",
         help="accept only requests signed with this Restate key (publickeyv1_…); repeatable "
         "[LASH_IDENTITY_KEYS, comma-separated]",
+    )
+    serve.add_argument(
+        "--batch-from",
+        type=int,
+        help="groups with at least this many children settle in batches through one pump invocation "
+        "[LASH_BATCH_FROM] (default 65)",
     )
     serve.add_argument("-v", "--verbose", action="store_true", help="log every group event [LASH_VERBOSE]")
     serve.set_defaults(run=_serve)

@@ -8,6 +8,8 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from .engine import BATCH_FROM
+
 __all__ = ["ServeSettings", "SettingsError"]
 
 _ENV = {
@@ -16,6 +18,7 @@ _ENV = {
     "resolver": "LASH_RESOLVER",
     "with_turn": "LASH_WITH_TURN",
     "identity_keys": "LASH_IDENTITY_KEYS",
+    "batch_from": "LASH_BATCH_FROM",
     "verbose": "LASH_VERBOSE",
 }
 
@@ -34,6 +37,8 @@ class ServeSettings(BaseModel):
     resolver: str = "lash_restate.tools:demo_tools"
     with_turn: bool = False
     identity_keys: list[str] = Field(default_factory=list)
+    # Groups this wide settle in batches through one pump invocation (decision 20).
+    batch_from: Annotated[int, Field(ge=1)] = BATCH_FROM
     verbose: bool = False
 
     @field_validator("identity_keys", mode="before")

@@ -126,22 +126,26 @@ class RestateTier:
         await asyncio.to_thread(self.endpoint.start)
 
     async def wait_child_finished(self, replay_key: str) -> None:
-        """The child's invocations all completed and its outcome store was released (or never written)."""
+        """The child's invocations all completed and its outcome store was released (or never written).
+
+        A batched group's store is its pump (keyed by the group key, the replay key's prefix here).
+        """
         key = quote_sql(replay_key)
+        group = quote_sql(replay_key.rsplit("/", 1)[0])
         async with asyncio.timeout(30):
             while True:
-                pending = await self.sql(
-                    "SELECT count(*) AS n FROM sys_invocation WHERE target_service_name = 'LashChild' "
-                    f"AND target_service_key = {key} AND status != 'completed'"
+                [row] = await self.sql(
+                    "SELECT "
+                    "(SELECT count(*) FROM sys_invocation WHERE status != 'completed' AND ("
+                    f"(target_service_name = 'LashChild' AND target_service_key = {key}) OR "
+                    f"(target_service_name = 'LashPump' AND target_service_key = {group}))) AS pending, "
+                    "(SELECT count(*) FROM state WHERE "
+                    f"(service_name = 'LashChild' AND service_key = {key}) OR "
+                    f"(service_name = 'LashPump' AND service_key = {group})) AS stored, "
+                    "(SELECT count(*) FROM sys_invocation WHERE target_service_name = 'LashChild' "
+                    f"AND target_service_key = {key} AND target_handler_name IN ('run', 'execute') "
+                    "AND status = 'completed') AS done"
                 )
-                stored = await self.sql(
-                    "SELECT count(*) AS n FROM state "
-                    f"WHERE service_name = 'LashChild' AND service_key = {key}"
-                )
-                done = await self.sql(
-                    "SELECT count(*) AS n FROM sys_invocation WHERE target_service_name = 'LashChild' "
-                    f"AND target_service_key = {key} AND target_handler_name = 'run' AND status = 'completed'"
-                )
-                if pending[0]["n"] == 0 and stored[0]["n"] == 0 and done[0]["n"] > 0:
+                if row["pending"] == 0 and row["stored"] == 0 and row["done"] > 0:
                     return
                 await asyncio.sleep(0.05)

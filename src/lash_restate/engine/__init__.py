@@ -2,11 +2,13 @@
 
 from ._controller import RestateController
 from ._endpoint import DeploymentError, build_app, lash_services, serve, validate_deployment
-from ._wire import CHILD, GROUP, SIGNAL, TURN
+from ._wire import BATCH_FROM, CHILD, GROUP, PUMP, SIGNAL, TURN
 
 __all__ = [
+    "BATCH_FROM",
     "CHILD",
     "GROUP",
+    "PUMP",
     "SIGNAL",
     "TURN",
     "DeploymentError",

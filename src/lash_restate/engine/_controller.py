@@ -41,6 +41,7 @@ from ._errors import raise_typed
 from ._wire import (
     CHILD,
     GROUP,
+    PUMP,
     WAKE_WINDOW,
     CloseRequest,
     Miss,
@@ -188,9 +189,7 @@ class RestateController(EffectGroupDefaults):
     async def _read(self, handle: GroupHandle, refs: list[Ref], seen: dict[int, Settlement]) -> None:
         """Outcomes of consecutive ranks: inline from the wake, else from each child's store, concurrently."""
         calls = {
-            i: self._ctx.generic_call(CHILD, "outcome", b"", key=ref.replay_key)
-            for i, ref in enumerate(refs)
-            if ref.outcome is None
+            i: self._store_read(handle.group_key, ref) for i, ref in enumerate(refs) if ref.outcome is None
         }
         if calls:
             await restate.gather(*calls.values())
@@ -200,6 +199,12 @@ class RestateController(EffectGroupDefaults):
             seen[rank] = Settlement(
                 rank=rank, position=ref.position, replay_key=ref.replay_key, outcome=decode_outcome(raw)
             )
+
+    def _store_read(self, group_key: str, ref: Ref) -> Any:
+        """Where a rank's outcome lives: its child's state, or a batched group's pump."""
+        if ref.pumped:
+            return self._ctx.generic_call(PUMP, "outcome", encode(ref.position), key=group_key)
+        return self._ctx.generic_call(CHILD, "outcome", b"", key=ref.replay_key)
 
     async def close_effect_group(self, handle: GroupHandle, disposition: LoserPolicy | None = None) -> None:
         self._require(require_handle(handle).group_key)

@@ -17,9 +17,9 @@ from typing import Any
 import restate
 
 from ..contract import GroupExecutors
-from ._objects import DEFAULT_TOOL_ATTEMPTS, child_object, group_object, signal_object
+from ._objects import DEFAULT_TOOL_ATTEMPTS, child_object, group_object, pump_object, signal_object
 from ._turn import turn_service
-from ._wire import CHILD, GROUP, SIGNAL
+from ._wire import BATCH_FROM, CHILD, GROUP, PUMP, SIGNAL
 
 __all__ = ["DeploymentError", "build_app", "lash_services", "serve", "validate_deployment"]
 
@@ -31,12 +31,22 @@ class DeploymentError(RuntimeError):
 
 
 def lash_services(
-    resolver: GroupExecutors, *, with_turn: bool = False, tool_attempts: int = DEFAULT_TOOL_ATTEMPTS
+    resolver: GroupExecutors,
+    *,
+    with_turn: bool = False,
+    tool_attempts: int = DEFAULT_TOOL_ATTEMPTS,
+    batch_from: int = BATCH_FROM,
 ) -> list[Bindable]:
-    """The group object, the child object and the durable-wait service (and the `LashTurn` driver)."""
+    """The group, child and pump objects and the durable-wait service (and the `LashTurn` driver).
+
+    Groups of ``batch_from`` children or more settle in batches through the pump.
+    """
+    if batch_from < 1:
+        raise ValueError(f"batch_from must be at least 1, got {batch_from}")
     services: list[Bindable] = [
-        group_object(),
+        group_object(batch_from),
         child_object(resolver, tool_attempts=tool_attempts),
+        pump_object(),
         signal_object(),
     ]
     if with_turn:
@@ -51,7 +61,12 @@ def validate_deployment(resolver: GroupExecutors | None, services: Iterable[Bind
             "no GroupExecutors resolver is registered: pass one (e.g. a ToolRegistry) to build_app"
         )
     bound = {s.name for s in services}
-    required = {GROUP: "the group object", CHILD: "the child service", SIGNAL: "the durable-wait service"}
+    required = {
+        GROUP: "the group object",
+        CHILD: "the child service",
+        PUMP: "the batch pump",
+        SIGNAL: "the durable-wait service",
+    }
     missing = [f"{name} ({what})" for name, what in required.items() if name not in bound]
     if missing:
         raise DeploymentError(
@@ -68,11 +83,12 @@ def build_app(
     extra_services: Sequence[Bindable] = (),
     with_turn: bool = False,
     identity_keys: Sequence[str] = (),
+    batch_from: int = BATCH_FROM,
 ) -> Any:
     """The ASGI app: lash's services (or ``services`` as given) plus yours, validated once assembled."""
     assembled = list(services) if services is not None else []
     if services is None and resolver is not None:
-        assembled = lash_services(resolver, with_turn=with_turn)
+        assembled = lash_services(resolver, with_turn=with_turn, batch_from=batch_from)
     assembled.extend(extra_services)
     validate_deployment(resolver, assembled)
     return restate.app(assembled, identity_keys=list(identity_keys) or None)

@@ -39,10 +39,13 @@ from ..contract import (
 )
 from ._errors import is_cancellation, terminal_errors
 from ._wire import (
+    BATCH_FROM,
+    BATCH_INLINE_BYTES,
     CHILD,
     GROUP,
     INLINE_OUTCOME_BYTES,
     META,
+    PUMP,
     SHAPE,
     SIGNAL,
     STRINGS,
@@ -51,7 +54,9 @@ from ._wire import (
     Meta,
     OpenReply,
     OpenRequest,
+    PumpRun,
     Ref,
+    SettleBatch,
     SettleRequest,
     WaitReply,
     WaitRequest,
@@ -60,7 +65,14 @@ from ._wire import (
     handler_for,
 )
 
-__all__ = ["DEFAULT_TOOL_ATTEMPTS", "MAX_OUTCOME_BYTES", "child_object", "group_object", "signal_object"]
+__all__ = [
+    "DEFAULT_TOOL_ATTEMPTS",
+    "MAX_OUTCOME_BYTES",
+    "child_object",
+    "group_object",
+    "pump_object",
+    "signal_object",
+]
 
 DEFAULT_TOOL_ATTEMPTS = 3
 _BYTES = BytesSerde()
@@ -79,13 +91,15 @@ HANDLER_RETRY = restate.InvocationRetryPolicy(
 )
 
 
-def group_object() -> restate.VirtualObject:
+def group_object(batch_from: int = BATCH_FROM) -> restate.VirtualObject:
     """`LashGroup`, keyed by the group key: the single writer of ranks for one group.
 
     State: ``meta`` (small and hot: the rank -> position map packed 4 bytes a rank,
     waiters, openers, the incarnation token), ``fence`` (the recorded shape, read only by
     open, close and reads of past ranks) and ``invocations`` (for cancels). For groups wider than
     SMALL_GROUP the hot handlers read state lazily, so a settlement touches only ``meta``.
+    A group of ``batch_from`` children or more is batched: its children run under one `LashPump`
+    invocation, which settles them into this object a batch at a time.
     """
     group = restate.VirtualObject(GROUP, invocation_retry_policy=HANDLER_RETRY)
 
@@ -116,25 +130,26 @@ def group_object() -> restate.VirtualObject:
             wake=req.shape.wake.value,
             disposition=req.shape.disposition,
             incarnation=incarnation,
+            batched=req.shape.child_count >= batch_from,
         )
         meta = msgspec.structs.replace(meta, waiters=meta.waiting(0, req.wakes))
         ctx.set("fence", req.shape, serde=SHAPE)
+        envelopes = [decode(envelope, RuntimeEffectEnvelope) for envelope in req.children]
         # Recording and dispatch are one handler run: a group is never recorded without its children.
-        handles = [
-            ctx.generic_send(
-                CHILD,
-                "run",
-                encode(
-                    ChildRun(
-                        envelope=decode(envelope, RuntimeEffectEnvelope),
-                        incarnation=incarnation,
-                        child_count=req.shape.child_count,
-                    )
-                ),
-                key=replay_key,
-            )
-            for replay_key, envelope in zip(req.shape.replay_keys, req.children, strict=True)
-        ]
+        if meta.batched:
+            run = PumpRun(children=envelopes, incarnation=incarnation)
+            handles = [ctx.generic_send(PUMP, "run", encode(run), key=ctx.key())]
+        else:
+            handles = [
+                ctx.generic_send(
+                    CHILD,
+                    "run",
+                    encode(ChildRun(envelope=envelope, incarnation=incarnation, child_count=len(envelopes))),
+                    key=envelope.replay_key,
+                )
+                for envelope in envelopes
+            ]
+        # Cancels need these: one per child, or the one pump (cancelling it cancels its calls).
         ctx.set("invocations", [await h.invocation_id() for h in handles], serde=STRINGS)
         await _watch_caller(ctx, meta, req)
         logs.event(
@@ -184,6 +199,36 @@ def group_object() -> restate.VirtualObject:
 
     bind_hot("settle", settle)
 
+    async def settle_batch(ctx: restate.ObjectContext, req: SettleBatch) -> None:
+        meta = await ctx.get("meta", serde=META)
+        if meta is None or meta.incarnation != req.incarnation:
+            return  # closed: must not resurrect; close already released the pump's store
+        woken: dict[int, Ref] = {}
+        for ref in req.refs:
+            if not 0 <= ref.position < meta.child_count:
+                raise InvalidSettlement(
+                    "settlement names no child of this group",
+                    group_key=ctx.key(),
+                    position=ref.position,
+                    replay_key=ref.replay_key,
+                )
+            if meta.is_settled(ref.position):
+                continue  # idempotent on the child: a re-sent batch ranks nothing twice
+            # ADR: every rank of the batch is assigned, recorded and woken in this one handler step.
+            meta = meta.ranked(ref.position)
+            woken[meta.counter] = msgspec.structs.replace(ref, pumped=True)
+        waiting = []
+        for waiter in meta.waiters:
+            if waiter.rank not in woken:
+                waiting.append(waiter)
+                continue
+            reply = WaitReply(refs=[woken[waiter.rank]])
+            ctx.resolve_awakeable(waiter.awakeable, encode(reply), serde=_BYTES)
+        ctx.set("meta", msgspec.structs.replace(meta, waiters=waiting), serde=META)
+        logs.event("group.ranked_batch", ctx, group_key=ctx.key(), rank=meta.counter, size=len(woken))
+
+    bind_hot("settle_batch", settle_batch)
+
     @group.handler(ingress_private=True, state_preload=False)
     @terminal_errors
     async def wait(ctx: restate.ObjectContext, req: WaitRequest) -> WaitReply:
@@ -211,8 +256,11 @@ def group_object() -> restate.VirtualObject:
         settled = set(meta.positions())
         if effective is LoserPolicy.CANCEL:
             # One cancel per unsettled child, not awaiting termination (ADR, "Close deletes…").
-            await _cancel_unsettled(ctx, settled)
-        if settled:
+            await _cancel_unsettled(ctx, meta, settled)
+        if meta.batched:
+            # The pump holds every outcome; its forget queues behind its run, so it clears last.
+            ctx.generic_send(PUMP, "forget", b"", key=ctx.key())
+        elif settled:
             fence = await ctx.get("fence", serde=SHAPE)
             assert fence is not None
             for position in sorted(settled):
@@ -258,7 +306,7 @@ def group_object() -> restate.VirtualObject:
         ctx.set("meta", msgspec.structs.replace(meta, callers=callers), serde=META)
         if not callers and meta.disposition is LoserPolicy.CANCEL:
             logs.event("group.caller_gone_cancel", ctx, group_key=ctx.key())
-            await _cancel_unsettled(ctx, set(meta.positions()))
+            await _cancel_unsettled(ctx, meta, set(meta.positions()))
 
     del open, wait, watch, caller_ended
     return group
@@ -276,8 +324,14 @@ async def _watch_caller(ctx: restate.ObjectContext, meta: Meta, req: OpenRequest
     ctx.set("meta", meta, serde=META)
 
 
-async def _cancel_unsettled(ctx: restate.ObjectContext, settled: set[int]) -> None:
+async def _cancel_unsettled(ctx: restate.ObjectContext, meta: Meta, settled: set[int]) -> None:
     invocations = await ctx.get("invocations", serde=STRINGS) or []
+    if meta.batched:
+        # Cancelling the pump cancels the child calls it still awaits, i.e. the unsettled children
+        # (the SDK's implicit cancellation); their Cancelled terminals still settle through it.
+        for invocation_id in invocations:
+            ctx.cancel_invocation(invocation_id)
+        return
     for position, invocation_id in enumerate(invocations):
         if position not in settled:
             ctx.cancel_invocation(invocation_id)
@@ -287,7 +341,10 @@ async def _read_ranks(ctx: restate.ObjectContext, meta: Meta, consumed: int) -> 
     fence = await ctx.get("fence", serde=SHAPE)
     assert fence is not None
     return WaitReply(
-        refs=[Ref(position=p, replay_key=fence.replay_keys[p]) for p in meta.positions(consumed)]
+        refs=[
+            Ref(position=p, replay_key=fence.replay_keys[p], pumped=meta.batched)
+            for p in meta.positions(consumed)
+        ]
     )
 
 
@@ -334,6 +391,12 @@ def child_object(
         target = handler_for("settle", req.child_count)
         ctx.generic_send(GROUP, target, encode(settle), key=membership.group_key)
 
+    @child.handler(ingress_private=True, output_serde=_BYTES)
+    @terminal_errors
+    async def execute(ctx: restate.ObjectContext, envelope: RuntimeEffectEnvelope) -> bytes:
+        """A batched group's child: run it and answer its outcome to the pump, which stores it."""
+        return encode(await _execute(ctx, envelope, resolver, tool_attempts))
+
     @child.handler(kind="shared", ingress_private=True, output_serde=_BYTES)
     async def outcome(ctx: restate.ObjectSharedContext) -> bytes:
         return await ctx.get("outcome", serde=_BYTES) or b""
@@ -342,8 +405,89 @@ def child_object(
     async def forget(ctx: restate.ObjectContext) -> None:
         ctx.clear_all()
 
-    del run, outcome, forget
+    del run, execute, outcome, forget
     return child
+
+
+def pump_object() -> restate.VirtualObject:
+    """`LashPump`, keyed by the group key: a batched group's children, and its outcome store.
+
+    ``run`` calls every child and, each time it wakes, stores what settled meanwhile and forwards it
+    to the group in one ``settle_batch`` call: the single writer then runs once per batch, and while
+    it does, the next batch gathers. The store is this object's state (``o{position}``), read by
+    ``outcome`` and released by one ``forget`` at close.
+    """
+    pump = restate.VirtualObject(PUMP, invocation_retry_policy=HANDLER_RETRY)
+
+    @pump.handler(ingress_private=True, state_preload=False)
+    async def run(ctx: restate.ObjectContext, req: PumpRun) -> None:
+        target = handler_for("settle_batch", len(req.children))
+        calls: dict[Any, RuntimeEffectEnvelope] = {
+            ctx.generic_call(CHILD, "execute", encode(envelope), key=envelope.replay_key): envelope
+            for envelope in req.children
+        }
+        pending: list[Any] = list(calls)
+        while pending:
+            try:
+                done, pending = await restate.wait_completed(*pending)
+            except restate.TerminalError as error:
+                if not is_cancellation(error):
+                    raise
+                # Cancelled (a Cancel close, or its caller ended): the SDK has cancelled the calls
+                # still pending, and their Cancelled terminals still rank (ADR, "Close deletes…").
+                continue
+            refs, inline = [], 0
+            for future in done:
+                envelope = calls[future]
+                outcome = await _child_outcome(future, envelope)
+                if outcome is None:
+                    continue  # a routing miss: no terminal is synthesized, the rank stays unallocated
+                assert envelope.membership is not None  # the group stamped every child
+                position = envelope.membership.position
+                # Stored before the batch is sent, so a rank is never readable before its outcome.
+                ctx.set(f"o{position}", outcome, serde=_BYTES)
+                carry = len(outcome) <= INLINE_OUTCOME_BYTES and inline + len(outcome) <= BATCH_INLINE_BYTES
+                inline += len(outcome) if carry else 0
+                refs.append(
+                    Ref(position=position, replay_key=envelope.replay_key, outcome=outcome if carry else None)
+                )
+            if refs:
+                await _forward(ctx, target, SettleBatch(incarnation=req.incarnation, refs=refs))
+
+    @pump.handler(kind="shared", ingress_private=True, output_serde=_BYTES)
+    async def outcome(ctx: restate.ObjectSharedContext, position: int) -> bytes:
+        return await ctx.get(f"o{int(position)}", serde=_BYTES) or b""
+
+    @pump.handler(ingress_private=True, state_preload=False)
+    async def forget(ctx: restate.ObjectContext) -> None:
+        ctx.clear_all()
+
+    del run, outcome, forget
+    return pump
+
+
+async def _child_outcome(future: Any, envelope: RuntimeEffectEnvelope) -> bytes | None:
+    """A child call's outcome bytes; None when the child could not be routed (ADR: a 404 is terminal)."""
+    try:
+        return bytes(await future)
+    except restate.TerminalError as error:
+        if is_cancellation(error):
+            return encode(Cancelled())  # cancelled before it could record its own terminal
+        if error.status_code != _NOT_FOUND:
+            ended = "child ended without a settlement: %s"
+            logs.logger.warning(ended, error.message, extra={"replay_key": envelope.replay_key})
+        return None
+
+
+async def _forward(ctx: restate.ObjectContext, target: str, batch: SettleBatch) -> None:
+    """Hand a batch to the group, again if a cancel of the pump interrupted the call (it is idempotent)."""
+    while True:
+        try:
+            await ctx.generic_call(GROUP, target, encode(batch), key=ctx.key())
+            return
+        except restate.TerminalError as error:
+            if not is_cancellation(error):
+                raise
 
 
 async def _execute(

@@ -11,10 +11,13 @@ from restate.serde import Serde
 from ..contract import GroupShape, LoserPolicy, Outcome, RuntimeEffectEnvelope
 
 __all__ = [
+    "BATCH_FROM",
+    "BATCH_INLINE_BYTES",
     "CHILD",
     "GROUP",
     "INLINE_OUTCOME_BYTES",
     "META",
+    "PUMP",
     "SHAPE",
     "SIGNAL",
     "STRINGS",
@@ -27,7 +30,9 @@ __all__ = [
     "MsgspecSerde",
     "OpenReply",
     "OpenRequest",
+    "PumpRun",
     "Ref",
+    "SettleBatch",
     "SettleRequest",
     "WaitReply",
     "WaitRequest",
@@ -40,6 +45,7 @@ __all__ = [
 
 GROUP = "LashGroup"  # virtual object keyed by group key: the rank authority
 CHILD = "LashChild"  # virtual object keyed by replay key: child-as-invocation and its outcome store
+PUMP = "LashPump"  # virtual object keyed by group key: a batched group's children and outcome store
 SIGNAL = "LashSignal"  # virtual object keyed by event name: the durable-wait service for AwaitEvent
 TURN = "LashTurn"  # driver service: runs a caller's turn (dev stack and tests)
 
@@ -54,6 +60,15 @@ INLINE_OUTCOME_BYTES = 16 * 1024
 # Up to this many children the group's whole state is small, so its hot handlers load it eagerly
 # with the invocation (one message); wider groups read lazily, touching only the small `meta` record.
 SMALL_GROUP = 64
+
+# From this many children a group settles in batches (docs/decisions.md, decision 20): one pump
+# invocation calls every child and forwards whatever settled meanwhile in one `settle_batch`, so the
+# single writer runs once per batch instead of once per child, and the outcomes live in the pump's
+# state (released by one `forget`). Below it a child settles itself: one hop less for a race.
+BATCH_FROM = SMALL_GROUP + 1
+
+# A batch carries outcomes inline up to this many bytes in all; the rest are read from the store.
+BATCH_INLINE_BYTES = 1024 * 1024
 
 _T = TypeVar("_T")
 
@@ -88,6 +103,13 @@ class ChildRun(msgspec.Struct, **_STRUCT):
     child_count: int
 
 
+class PumpRun(msgspec.Struct, **_STRUCT):
+    """What `LashPump/run` receives: the group's stamped envelopes and the incarnation they settle into."""
+
+    children: list[RuntimeEffectEnvelope]
+    incarnation: str
+
+
 class SettleRequest(msgspec.Struct, **_STRUCT):
     """A child's one-way settlement: a reference (position, replay key), and a small outcome inline."""
 
@@ -95,6 +117,13 @@ class SettleRequest(msgspec.Struct, **_STRUCT):
     replay_key: str
     incarnation: str
     outcome: bytes | None = None  # only when at most INLINE_OUTCOME_BYTES; never stored by the group
+
+
+class SettleBatch(msgspec.Struct, **_STRUCT):
+    """Settlements a batched group's pump saw since its last batch, in the order it saw them."""
+
+    incarnation: str
+    refs: list[Ref]
 
 
 class WaitRequest(msgspec.Struct, **_STRUCT):
@@ -111,6 +140,7 @@ class Ref(msgspec.Struct, **_STRUCT):
     position: int
     replay_key: str
     outcome: bytes | None = None  # present only on a wake, when the settle carried it inline
+    pumped: bool = False  # the outcome lives in the group's `LashPump` state, not the child's
 
 
 class WaitReply(msgspec.Struct, **_STRUCT):
@@ -141,6 +171,7 @@ class Meta(msgspec.Struct, **_STRUCT):
     waiters: list[Waiter] = msgspec.field(default_factory=list)
     callers: list[str] = msgspec.field(default_factory=list)
     watchers: list[str] = msgspec.field(default_factory=list)  # invocation ids of the callers' watches
+    batched: bool = False  # children run under one `LashPump` invocation and settle in batches
 
     @property
     def counter(self) -> int:
