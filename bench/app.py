@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 from datetime import timedelta
 from typing import Any
 
@@ -17,7 +18,7 @@ from restate.serde import BytesSerde
 
 from lash_restate import RuntimeEffectEnvelope, ToolCall
 from lash_restate.combinators import all_, race
-from lash_restate.engine import RestateController, build_app, serve
+from lash_restate.engine import BATCH_FROM, RestateController, build_app, serve
 from lash_restate.tools import demo_tools
 
 TOOLS = demo_tools()
@@ -87,7 +88,9 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--port", type=int, required=True)
     args = parser.parse_args()
-    app = build_app(TOOLS, extra_services=[bench, child])
+    # LASH_BATCH_FROM moves the batching threshold, to compare both settlement paths at one width.
+    batch_from = int(os.environ.get("LASH_BATCH_FROM", BATCH_FROM))
+    app = build_app(TOOLS, extra_services=[bench, child], batch_from=batch_from)
     asyncio.run(serve(app, "127.0.0.1", args.port))
 
 

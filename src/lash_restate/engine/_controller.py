@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Awaitable
 from typing import Any
 
+import msgspec
 import restate
 from restate.serde import BytesSerde
 
@@ -187,24 +188,38 @@ class RestateController(EffectGroupDefaults):
         return decode(value, WaitReply)
 
     async def _read(self, handle: GroupHandle, refs: list[Ref], seen: dict[int, Settlement]) -> None:
-        """Outcomes of consecutive ranks: inline from the wake, else from each child's store, concurrently."""
+        """Outcomes of consecutive ranks: inline from the wake, else from their stores, concurrently.
+
+        A batched group's outcomes all live in its pump, so they come back in one call per batch.
+        """
+        missing = [i for i, ref in enumerate(refs) if ref.outcome is None]
+        pumped = [i for i in missing if refs[i].pumped]
         calls = {
-            i: self._store_read(handle.group_key, ref) for i, ref in enumerate(refs) if ref.outcome is None
+            i: self._ctx.generic_call(CHILD, "outcome", b"", key=refs[i].replay_key)
+            for i in missing
+            if not refs[i].pumped
         }
-        if calls:
-            await restate.gather(*calls.values())
+        bulk = (
+            self._ctx.generic_call(
+                PUMP, "outcomes", encode([refs[i].position for i in pumped]), key=handle.group_key
+            )
+            if pumped
+            else None
+        )
+        if calls or bulk is not None:
+            await restate.gather(*calls.values(), *([bulk] if bulk is not None else []))
+        outcomes: dict[int, bytes] = {i: await call for i, call in calls.items()}
+        if bulk is not None:
+            got = decode(await bulk, list[msgspec.Raw])
+            outcomes.update((i, bytes(raw)) for i, raw in zip(pumped, got, strict=False))
         for offset, ref in enumerate(refs):
-            raw = ref.outcome if ref.outcome is not None else await calls[offset]
+            raw = ref.outcome if ref.outcome is not None else outcomes.get(offset)
+            if raw is None:
+                break  # past what one reply could carry: the next await reads on from here
             rank = handle.consumed + 1 + offset
             seen[rank] = Settlement(
                 rank=rank, position=ref.position, replay_key=ref.replay_key, outcome=decode_outcome(raw)
             )
-
-    def _store_read(self, group_key: str, ref: Ref) -> Any:
-        """Where a rank's outcome lives: its child's state, or a batched group's pump."""
-        if ref.pumped:
-            return self._ctx.generic_call(PUMP, "outcome", encode(ref.position), key=group_key)
-        return self._ctx.generic_call(CHILD, "outcome", b"", key=ref.replay_key)
 
     async def close_effect_group(self, handle: GroupHandle, disposition: LoserPolicy | None = None) -> None:
         self._require(require_handle(handle).group_key)

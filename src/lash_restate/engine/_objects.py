@@ -79,6 +79,8 @@ _BYTES = BytesSerde()
 _NOT_FOUND = 404
 # Restate caps a message at 32 MiB (worker.invoker.message-size-limit); leave room for the envelope.
 MAX_OUTCOME_BYTES = 30 * 1024 * 1024
+# A bulk read of a batched group's outcomes asks for at most this many at once.
+OUTCOMES_PER_READ = 256
 
 # A fault in our own handler code (not a contract error) is retried, but never forever: after the
 # budget the invocation pauses, visible to an operator, instead of backing off silently (design.md).
@@ -454,15 +456,32 @@ def pump_object() -> restate.VirtualObject:
             if refs:
                 await _forward(ctx, target, SettleBatch(incarnation=req.incarnation, refs=refs))
 
-    @pump.handler(kind="shared", ingress_private=True, output_serde=_BYTES)
-    async def outcome(ctx: restate.ObjectSharedContext, position: int) -> bytes:
-        return await ctx.get(f"o{int(position)}", serde=_BYTES) or b""
+    @pump.handler(kind="shared", ingress_private=True, state_preload=False, output_serde=_BYTES)
+    @terminal_errors
+    async def outcomes(ctx: restate.ObjectSharedContext, positions: list[int]) -> bytes:
+        """The stored outcomes of ``positions``, one JSON array, cut short to stay under the size limit."""
+        reads = [ctx.get(f"o{int(position)}", serde=_BYTES) for position in positions[:OUTCOMES_PER_READ]]
+        if reads:
+            await restate.gather(*reads)
+        found: list[bytes] = []
+        size = 0
+        for read in reads:
+            outcome = await read
+            if outcome is None:
+                if not found:  # ranked, so stored, unless the group was closed meanwhile
+                    raise GroupNotOpen("the group was closed while reading", group_key=ctx.key())
+                break
+            if found and size + len(outcome) > MAX_OUTCOME_BYTES:
+                break
+            found.append(outcome)
+            size += len(outcome)
+        return b"[" + b",".join(found) + b"]"
 
     @pump.handler(ingress_private=True, state_preload=False)
     async def forget(ctx: restate.ObjectContext) -> None:
         ctx.clear_all()
 
-    del run, outcome, forget
+    del run, outcomes, forget
     return pump
 
 
