@@ -75,6 +75,16 @@ def restate_server_binary() -> Path:
     )
 
 
+_BIND_ATTEMPTS = 3
+
+
+def _lost_port_race(log_path: Path, offset: int) -> bool:
+    """Whether the start that logged from ``offset`` on failed because a port was already in use."""
+    with log_path.open("rb") as log:
+        log.seek(offset)
+        return b"in use" in log.read().lower()
+
+
 def _wait(condition: Any, what: str, timeout: float, process: subprocess.Popen[Any] | None = None) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -175,13 +185,29 @@ class RestateServer(_OwnedProcess):
         if self.config_file is not None:
             args += ["--config-file", str(self.config_file)]
         self.log_path = self.log_path or self.base_dir / "restate-server.log"
-        self._spawn(args, env, self.log_path)
-        try:
-            _wait(self.ready, "restate-server", timeout, self.process)
-        except BaseException:
-            self.stop()
-            raise
-        return self
+        for attempt in range(_BIND_ATTEMPTS):
+            offset = self.log_path.stat().st_size if self.log_path.exists() else 0
+            self._spawn(args, env, self.log_path)
+            try:
+                _wait(self.ready, "restate-server", timeout, self.process)
+                return self
+            except StackError:
+                self.stop()
+                # A free port can be taken between picking it and binding it (by any process's
+                # outgoing connection); only that failure is retried, on fresh ports.
+                if attempt + 1 == _BIND_ATTEMPTS or not _lost_port_race(self.log_path, offset):
+                    raise
+            except BaseException:
+                self.stop()
+                raise
+            self.ingress_port, self.admin_port, self.fabric_port = free_port(), free_port(), free_port()
+            env.update(
+                RESTATE_INGRESS__BIND_ADDRESS=f"127.0.0.1:{self.ingress_port}",
+                RESTATE_ADMIN__BIND_ADDRESS=f"127.0.0.1:{self.admin_port}",
+                RESTATE_BIND_ADDRESS=f"127.0.0.1:{self.fabric_port}",
+                RESTATE_ADVERTISED_ADDRESS=f"http://127.0.0.1:{self.fabric_port}",
+            )
+        raise AssertionError("unreachable")
 
     def ready(self) -> bool:
         admin = httpx.get(f"{self.admin_url}/health", timeout=1)

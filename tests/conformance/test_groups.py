@@ -120,13 +120,27 @@ async def test_await_on_a_group_never_opened_is_refused(tier: Any) -> None:
     assert err(refused)["code"] == "group_not_open"
 
 
+async def test_a_close_takes_effect_before_the_callers_next_step_on_the_group(tier: Any) -> None:
+    """However a close is delivered (decision 21), the closing caller's next step sees it done."""
+    s = Scope()
+    group = s.group([echo(1), event(s.event("never"))], wake="first")
+    [_, _, closed, after, _, again, _] = await tier.turn(
+        open_(group), next_(), close(), next_(), open_(group), next_(), close()
+    )
+    assert ok(closed) is None
+    assert err(after)["code"] == "group_not_open"
+    # Opened afresh after the close (not a reopen of the closed one): rank 1 is served again.
+    assert ok(again)["position"] == 0 and ok(again)["rank"] == 1
+    await tier.wait_closed(s.key())
+
+
 async def test_close_is_idempotent_and_deletes_the_group(tier: Any) -> None:
     s = Scope()
     [opened, _, first_close, second_close] = await tier.turn(
         open_(s.group([echo(1)])), next_(), close(), close()
     )
     assert ok(first_close) is None and ok(second_close) is None
-    assert s.key() not in await tier.open_groups()
+    await tier.wait_closed(s.key())
     # A replayed frame closing the same group again is harmless (ADR: close is idempotent).
     [_, third_close, reread] = await tier.turn(use(ok(opened)), close(), next_())
     assert ok(third_close) is None
@@ -146,7 +160,7 @@ async def test_close_may_narrow_but_never_widen(tier: Any) -> None:
     rtc_group = s2.group([echo(1), event(s2.event("p"))], wake="first")
     [_, _, narrowed] = await tier.turn(open_(rtc_group), next_(), close("cancel"))
     assert ok(narrowed) is None
-    assert s2.key() not in await tier.open_groups()
+    await tier.wait_closed(s2.key())
 
 
 async def test_a_late_settlement_does_not_resurrect_a_closed_group(tier: Any) -> None:
@@ -159,7 +173,7 @@ async def test_a_late_settlement_does_not_resurrect_a_closed_group(tier: Any) ->
     await tier.emit(loser, "late")
     # The loser runs to completion (RunToCompletion) and settles into a closed group: ignored.
     await tier.wait_child_finished(f"{s.key()}/c1")
-    assert s.key() not in await tier.open_groups()
+    await tier.wait_closed(s.key())
     stale = json.dumps({"group_key": s.key(), "child_count": 2, "consumed": 1})
     [_, probe] = await tier.turn(use(stale), next_())
     assert err(probe)["code"] == "group_not_open"
@@ -218,7 +232,7 @@ async def test_first_open_with_an_unroutable_child_refuses_whole_and_records_not
     assert err(first) == err(second)
     assert err(first)["code"] == "child_unroutable"
     assert err(first)["position"] == 1 and err(first)["replay_key"] == f"{s.key()}/c1"
-    assert s.key() not in await tier.open_groups()
+    await tier.wait_closed(s.key())
     # Nothing was recorded: a differently shaped group under the same key opens as a *first* open.
     [fresh, settled] = await tier.turn(open_(s.group([echo("only")])), next_())
     assert handle_of(ok(fresh))["child_count"] == 1
@@ -242,7 +256,7 @@ async def test_group_constructor_refusals_reach_the_caller_typed(tier: Any) -> N
     assert err(empty)["code"] == "empty_group"
     [dup] = await tier.turn(open_(s.group([echo(1), echo(2)], replay_keys=["same", "same"])))
     assert err(dup)["code"] == "duplicate_replay_key" and err(dup)["position"] == 1
-    assert s.key() not in await tier.open_groups()
+    await tier.wait_closed(s.key())
 
 
 async def test_identical_batches_with_distinct_occurrences_do_not_share_a_counter(tier: Any) -> None:

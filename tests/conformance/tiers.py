@@ -34,6 +34,14 @@ class Tier(Protocol):
 
     async def open_groups(self) -> set[str]: ...
 
+    async def wait_closed(self, group_key: str) -> None:
+        """Return once inspection no longer lists ``group_key``; fail if it stays listed.
+
+        On Restate a close from the group's own opener is a durably sent message, so the listing
+        follows it a moment after the close returns (decision 21).
+        """
+        ...
+
     async def restart(self) -> None: ...
 
     async def wait_child_finished(self, replay_key: str) -> None:
@@ -71,6 +79,9 @@ class MemoryTier:
 
     async def open_groups(self) -> set[str]:
         return set(self.store.open_group_keys())
+
+    async def wait_closed(self, group_key: str) -> None:
+        assert group_key not in await self.open_groups()
 
     async def restart(self) -> None:
         await self.host.crash()
@@ -118,6 +129,13 @@ class RestateTier:
     async def open_groups(self) -> set[str]:
         return {g.group_key for g in await asyncio.to_thread(list_open_groups, self.server.admin_url)}
 
+    async def wait_closed(self, group_key: str) -> None:
+        async with asyncio.timeout(30):
+            while True:
+                if group_key not in await self.open_groups():
+                    return
+                await asyncio.sleep(0.05)
+
     async def sql(self, query: str) -> list[dict[str, Any]]:
         return await asyncio.to_thread(sql, self.server.admin_url, query)
 
@@ -128,7 +146,8 @@ class RestateTier:
     async def wait_child_finished(self, replay_key: str) -> None:
         """The child's invocations all completed and its outcome store was released (or never written).
 
-        A batched group's store is its pump (keyed by the group key, the replay key's prefix here).
+        A batched group's store is its pump (keyed by incarnation and group key, the replay key's
+        prefix here).
         """
         key = quote_sql(replay_key)
         group = quote_sql(replay_key.rsplit("/", 1)[0])
@@ -138,10 +157,11 @@ class RestateTier:
                     "SELECT "
                     "(SELECT count(*) FROM sys_invocation WHERE status != 'completed' AND ("
                     f"(target_service_name = 'LashChild' AND target_service_key = {key}) OR "
-                    f"(target_service_name = 'LashPump' AND target_service_key = {group}))) AS pending, "
+                    "(target_service_name = 'LashPump' AND "
+                    f"ends_with(target_service_key, {group})))) AS pending, "
                     "(SELECT count(*) FROM state WHERE "
                     f"(service_name = 'LashChild' AND service_key = {key}) OR "
-                    f"(service_name = 'LashPump' AND service_key = {group})) AS stored, "
+                    f"(service_name = 'LashPump' AND ends_with(service_key, {group}))) AS stored, "
                     "(SELECT count(*) FROM sys_invocation WHERE target_service_name = 'LashChild' "
                     f"AND target_service_key = {key} AND target_handler_name IN ('run', 'execute') "
                     "AND status = 'completed') AS done"

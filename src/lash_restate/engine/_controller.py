@@ -73,6 +73,9 @@ class RestateController(EffectGroupDefaults):
         self._seen: dict[str, dict[int, Settlement]] = {}
         # Wakes this invocation registered with the group, by rank: each settle resolves its own.
         self._wakes: dict[str, dict[int, Any]] = {}
+        # Groups this invocation opened, with the recorded child count and declared disposition: a
+        # close that can be checked against them cannot be refused, so it need not wait for the object.
+        self._declared: dict[str, tuple[int, LoserPolicy]] = {}
 
     def supports_concurrent_effects(self) -> bool:
         return True
@@ -129,6 +132,8 @@ class RestateController(EffectGroupDefaults):
         reply = decode(await self._call("open", key, request), OpenReply)
         if not reply.reopened:
             self._wakes[key] = {rank: woken for rank, woken in enumerate(window.values(), start=1)}
+        # Open or reopen, the recorded shape is this group's (the reopen was fenced on it).
+        self._declared[key] = (len(group), group.disposition)
         return GroupHandle.opened(group)
 
     def _window(self, consumed: int, child_count: int) -> dict[str, Any]:
@@ -193,18 +198,15 @@ class RestateController(EffectGroupDefaults):
         A batched group's outcomes all live in its pump, so they come back in one call per batch.
         """
         missing = [i for i, ref in enumerate(refs) if ref.outcome is None]
-        pumped = [i for i in missing if refs[i].pumped]
+        pumped = [i for i in missing if refs[i].pump is not None]
         calls = {
             i: self._ctx.generic_call(CHILD, "outcome", b"", key=refs[i].replay_key)
             for i in missing
-            if not refs[i].pumped
+            if refs[i].pump is None
         }
+        positions = encode([refs[i].position for i in pumped])
         bulk = (
-            self._ctx.generic_call(
-                PUMP, "outcomes", encode([refs[i].position for i in pumped]), key=handle.group_key
-            )
-            if pumped
-            else None
+            self._ctx.generic_call(PUMP, "outcomes", positions, key=refs[pumped[0]].pump) if pumped else None
         )
         if calls or bulk is not None:
             await restate.gather(*calls.values(), *([bulk] if bulk is not None else []))
@@ -222,9 +224,27 @@ class RestateController(EffectGroupDefaults):
             )
 
     async def close_effect_group(self, handle: GroupHandle, disposition: LoserPolicy | None = None) -> None:
-        self._require(require_handle(handle).group_key)
+        """Close the group; durably sent, not awaited, when nothing about it can be refused.
+
+        A close of a group this invocation opened, with its child count and a disposition that
+        narrows (or keeps) the declared one, is a one-way message in the caller's journal: Restate
+        delivers it exactly once, and after any earlier message of this invocation to the group, so
+        it is issued durably when this returns (ADR, "Close deletes…": issued, not awaited). Any
+        other close is a call, so a refusal (widening, wrong handle) reaches the caller typed.
+        """
+        key = require_handle(handle).group_key
+        self._require(key)
         disposition = require_disposition(disposition)
         request = CloseRequest(child_count=handle.child_count, disposition=disposition)
-        await self._call(handler_for("close", handle.child_count), handle.group_key, request)
-        self._seen.pop(handle.group_key, None)
-        self._wakes.pop(handle.group_key, None)
+        target = handler_for("close", handle.child_count)
+        declared = self._declared.pop(key, None)
+        if (
+            declared is not None
+            and declared[0] == handle.child_count
+            and declared[1].narrows_to(declared[1] if disposition is None else disposition)
+        ):
+            self._ctx.generic_send(GROUP, target, encode(request), key=key)
+        else:
+            await self._call(target, key, request)
+        self._seen.pop(key, None)
+        self._wakes.pop(key, None)

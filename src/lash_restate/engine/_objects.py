@@ -63,6 +63,7 @@ from ._wire import (
     decode,
     encode,
     handler_for,
+    pump_key,
 )
 
 __all__ = [
@@ -139,8 +140,8 @@ def group_object(batch_from: int = BATCH_FROM) -> restate.VirtualObject:
         envelopes = [decode(envelope, RuntimeEffectEnvelope) for envelope in req.children]
         # Recording and dispatch are one handler run: a group is never recorded without its children.
         if meta.batched:
-            run = PumpRun(children=envelopes, incarnation=incarnation)
-            handles = [ctx.generic_send(PUMP, "run", encode(run), key=ctx.key())]
+            run = PumpRun(group_key=ctx.key(), children=envelopes, incarnation=incarnation)
+            handles = [ctx.generic_send(PUMP, "run", encode(run), key=pump_key(ctx.key(), incarnation))]
         else:
             handles = [
                 ctx.generic_send(
@@ -218,7 +219,7 @@ def group_object(batch_from: int = BATCH_FROM) -> restate.VirtualObject:
                 continue  # idempotent on the child: a re-sent batch ranks nothing twice
             # ADR: every rank of the batch is assigned, recorded and woken in this one handler step.
             meta = meta.ranked(ref.position)
-            woken[meta.counter] = msgspec.structs.replace(ref, pumped=True)
+            woken[meta.counter] = msgspec.structs.replace(ref, pump=pump_key(ctx.key(), meta.incarnation))
         waiting = []
         for waiter in meta.waiters:
             if waiter.rank not in woken:
@@ -261,7 +262,7 @@ def group_object(batch_from: int = BATCH_FROM) -> restate.VirtualObject:
             await _cancel_unsettled(ctx, meta, settled)
         if meta.batched:
             # The pump holds every outcome; its forget queues behind its run, so it clears last.
-            ctx.generic_send(PUMP, "forget", b"", key=ctx.key())
+            ctx.generic_send(PUMP, "forget", b"", key=pump_key(ctx.key(), meta.incarnation))
         elif settled:
             fence = await ctx.get("fence", serde=SHAPE)
             assert fence is not None
@@ -342,11 +343,9 @@ async def _cancel_unsettled(ctx: restate.ObjectContext, meta: Meta, settled: set
 async def _read_ranks(ctx: restate.ObjectContext, meta: Meta, consumed: int) -> WaitReply:
     fence = await ctx.get("fence", serde=SHAPE)
     assert fence is not None
+    pump = pump_key(ctx.key(), meta.incarnation) if meta.batched else None
     return WaitReply(
-        refs=[
-            Ref(position=p, replay_key=fence.replay_keys[p], pumped=meta.batched)
-            for p in meta.positions(consumed)
-        ]
+        refs=[Ref(position=p, replay_key=fence.replay_keys[p], pump=pump) for p in meta.positions(consumed)]
     )
 
 
@@ -412,7 +411,7 @@ def child_object(
 
 
 def pump_object() -> restate.VirtualObject:
-    """`LashPump`, keyed by the group key: a batched group's children, and its outcome store.
+    """`LashPump`, keyed by group incarnation and key: a batched group's children, and its outcome store.
 
     ``run`` calls every child and, each time it wakes, stores what settled meanwhile and forwards it
     to the group in one ``settle_batch`` call: the single writer then runs once per batch, and while
@@ -454,7 +453,9 @@ def pump_object() -> restate.VirtualObject:
                     Ref(position=position, replay_key=envelope.replay_key, outcome=outcome if carry else None)
                 )
             if refs:
-                await _forward(ctx, target, SettleBatch(incarnation=req.incarnation, refs=refs))
+                await _forward(
+                    ctx, req.group_key, target, SettleBatch(incarnation=req.incarnation, refs=refs)
+                )
 
     @pump.handler(kind="shared", ingress_private=True, state_preload=False, output_serde=_BYTES)
     @terminal_errors
@@ -498,11 +499,11 @@ async def _child_outcome(future: Any, envelope: RuntimeEffectEnvelope) -> bytes 
         return None
 
 
-async def _forward(ctx: restate.ObjectContext, target: str, batch: SettleBatch) -> None:
+async def _forward(ctx: restate.ObjectContext, group_key: str, target: str, batch: SettleBatch) -> None:
     """Hand a batch to the group, again if a cancel of the pump interrupted the call (it is idempotent)."""
     while True:
         try:
-            await ctx.generic_call(GROUP, target, encode(batch), key=ctx.key())
+            await ctx.generic_call(GROUP, target, encode(batch), key=group_key)
             return
         except restate.TerminalError as error:
             if not is_cancellation(error):

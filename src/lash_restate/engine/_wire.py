@@ -41,6 +41,7 @@ __all__ = [
     "decode_outcome",
     "encode",
     "handler_for",
+    "pump_key",
 ]
 
 GROUP = "LashGroup"  # virtual object keyed by group key: the rank authority
@@ -106,6 +107,7 @@ class ChildRun(msgspec.Struct, **_STRUCT):
 class PumpRun(msgspec.Struct, **_STRUCT):
     """What `LashPump/run` receives: the group's stamped envelopes and the incarnation they settle into."""
 
+    group_key: str
     children: list[RuntimeEffectEnvelope]
     incarnation: str
 
@@ -140,7 +142,7 @@ class Ref(msgspec.Struct, **_STRUCT):
     position: int
     replay_key: str
     outcome: bytes | None = None  # present only on a wake, when the settle carried it inline
-    pumped: bool = False  # the outcome lives in the group's `LashPump` state, not the child's
+    pump: str | None = None  # the key of the `LashPump` holding the outcome (else the child holds it)
 
 
 class WaitReply(msgspec.Struct, **_STRUCT):
@@ -216,6 +218,11 @@ class MsgspecSerde(Serde[_T]):
 META: MsgspecSerde[Meta] = MsgspecSerde(Meta)
 SHAPE: MsgspecSerde[GroupShape] = MsgspecSerde(GroupShape)
 STRINGS: MsgspecSerde[list[str]] = MsgspecSerde(list[str])
+
+
+def pump_key(group_key: str, incarnation: str) -> str:
+    """One pump per incarnation: a namesake opened after a close never queues behind the old losers."""
+    return f"{incarnation}:{group_key}"
 
 
 def handler_for(name: str, child_count: int) -> str:
