@@ -172,7 +172,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--batch-from",
         type=int,
         help="groups with at least this many children settle in batches through one pump invocation "
-        "[LASH_BATCH_FROM] (default 65)",
+        "[LASH_BATCH_FROM] (default 3)",
     )
     serve.add_argument("-v", "--verbose", action="store_true", help="log every group event [LASH_VERBOSE]")
     serve.set_defaults(run=_serve)

@@ -65,8 +65,9 @@ SMALL_GROUP = 64
 # From this many children a group settles in batches (docs/decisions.md, decision 20): one pump
 # invocation calls every child and forwards whatever settled meanwhile in one `settle_batch`, so the
 # single writer runs once per batch instead of once per child, and the outcomes live in the pump's
-# state (released by one `forget`). Below it a child settles itself: one hop less for a race.
-BATCH_FROM = SMALL_GROUP + 1
+# state (released by one `forget`). Below it a child settles itself: two hops less, which is what a
+# two-arm race or a signal/deadline select is measured by (docs/performance.md).
+BATCH_FROM = 3
 
 # A batch carries outcomes inline up to this many bytes in all; the rest are read from the store.
 BATCH_INLINE_BYTES = 1024 * 1024
