@@ -17,6 +17,7 @@ from lash_restate.inspect import list_open_groups, quote, sql
 from lash_restate.tools import demo_tools
 from tests.conformance.builders import (
     Scope,
+    close,
     combine,
     echo,
     err,
@@ -174,7 +175,7 @@ async def _wait_run_completed(stack: Stack, replay_key: str) -> list[dict[str, A
     return await _poll(
         stack,
         "SELECT status, completion_failure FROM sys_invocation WHERE target_service_name = 'LashChild' "
-        f"AND target_handler_name = 'run' AND target_service_key = {quote(replay_key)}",
+        f"AND target_handler_name IN ('run', 'execute') AND target_service_key = {quote(replay_key)}",
         lambda rows: bool(rows) and all(r["status"] == "completed" for r in rows),
     )
 
@@ -183,7 +184,7 @@ async def _wait_run_started(stack: Stack, replay_key: str) -> list[dict[str, Any
     return await _poll(
         stack,
         "SELECT status FROM sys_invocation WHERE target_service_name = 'LashChild' "
-        f"AND target_handler_name = 'run' AND target_service_key = {quote(replay_key)}",
+        f"AND target_handler_name IN ('run', 'execute') AND target_service_key = {quote(replay_key)}",
         lambda rows: bool(rows) and rows[0]["status"] in ("running", "backing-off"),
     )
 
@@ -257,6 +258,42 @@ async def test_group_state_holds_references_never_payload_bytes(stack: Stack) ->
     )
     assert any(payload in (r["value_utf8"] or "") for r in child_rows)  # it lives with the child
     assert ok(opened)
+
+
+async def test_a_batched_group_keeps_payloads_in_its_pump_and_releases_them_at_close(stack: Stack) -> None:
+    """Decision 20: a group of BATCH_FROM children or more settles through one pump, which holds the
+    outcomes (never the group object); close releases that store in one step."""
+    s = Scope()
+    payload = f"payload-{s.id}-" + "x" * 64
+    group = s.group([echo(payload), echo("b"), event(s.event("e"))])
+    [_, first, _] = await turn(stack, open_(group), next_(), save())
+    assert ok(first)["rank"] == 1
+    group_rows = await asyncio.to_thread(
+        sql,
+        stack.server.admin_url,
+        "SELECT key, value_utf8 FROM state "
+        f"WHERE service_name = 'LashGroup' AND service_key = {quote(s.key())}",
+    )
+    assert {r["key"] for r in group_rows} <= {"meta", "fence", "invocations"}
+    assert not any(payload in (r["value_utf8"] or "") for r in group_rows)
+    pump = (
+        f"SELECT service_key, value_utf8 FROM state WHERE service_name = 'LashPump' "
+        f"AND ends_with(service_key, {quote(':' + s.key())})"
+    )
+    pump_rows = await _poll(stack, pump, lambda rows: any(payload in (r["value_utf8"] or "") for r in rows))
+    assert len({r["service_key"] for r in pump_rows}) == 1  # one pump, keyed by incarnation and group
+    # Children ran as calls of that pump, not as self-settling `run` invocations.
+    runs = await asyncio.to_thread(
+        sql,
+        stack.server.admin_url,
+        "SELECT target_handler_name AS h FROM sys_invocation WHERE target_service_name = 'LashChild' "
+        f"AND target_service_key = {quote(s.key() + '/c0')}",
+    )
+    assert [r["h"] for r in runs] == ["execute"]
+    # A fresh invocation reads rank 1 back from the pump's store, then the close releases it.
+    [_, again, _] = await turn(stack, use(_handle(s.key(), 3, 0)), next_(), close("cancel"))
+    assert ok(again) == ok(first)
+    await _poll(stack, pump, lambda rows: not rows)
 
 
 async def test_a_cancel_group_whose_caller_ended_without_close_has_its_losers_cancelled(stack: Stack) -> None:
