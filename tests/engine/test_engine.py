@@ -86,6 +86,8 @@ async def test_internal_handlers_cannot_be_called_through_the_ingress(stack: Sta
         "open": {"shape": {}, "children": []},
         "close": {"child_count": 2},
         "wait": {"consumed": 0, "child_count": 2},
+        "settle_batch": {"incarnation": "x", "refs": [{"position": 0, "replay_key": f"{s.key()}/c0"}]},
+        "settle_batch_small": {"incarnation": "x", "refs": []},
     }
     async with httpx.AsyncClient(timeout=30) as client:
         for handler, body in forged.items():
@@ -94,8 +96,9 @@ async def test_internal_handlers_cannot_be_called_through_the_ingress(stack: Sta
             )
             assert response.status_code == 400, (handler, response.text)
             assert "not public" in response.text.lower() or "private" in response.text.lower()
-        child = await client.post(f"{stack.server.ingress_url}/LashChild/x/forget", json=None)
-        assert child.status_code == 400
+        for path in ("LashChild/x/forget", "LashChild/x/execute", "LashPump/x/run", "LashPump/x/outcomes"):
+            response = await client.post(f"{stack.server.ingress_url}/{path}", json=None)
+            assert response.status_code == 400, (path, response.text)
     assert await asyncio.to_thread(list_open_groups, stack.server.admin_url) == before
     [_, first] = await turn(stack, use(ok(opened)), next_())
     assert ok(first)["position"] == 1  # the forged settlement of child 0 never took rank 1
