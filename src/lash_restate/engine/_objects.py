@@ -177,28 +177,7 @@ def group_object(batch_from: int = BATCH_FROM) -> restate.VirtualObject:
             # Its outcome store has nobody left to read it, so it is released too (no TTL, no leak).
             ctx.generic_send(CHILD, "forget", b"", key=req.replay_key)
             return
-        if not 0 <= req.position < meta.child_count:
-            raise InvalidSettlement(
-                "settlement names no child of this group",
-                group_key=ctx.key(),
-                position=req.position,
-                replay_key=req.replay_key,
-            )
-        if meta.is_settled(req.position):
-            return  # idempotent on the child: one terminal, one rank
-        # ADR: rank assignment, rank readability and the wake are one durable handler step.
-        ranked = meta.ranked(req.position)  # (1) strictly monotonic; (2) appends above every consumed rank
-        rank = ranked.counter
-        waiting = []
-        for waiter in meta.waiters:
-            if waiter.rank != rank:
-                waiting.append(waiter)
-                continue
-            # The small outcome rides along; the state keeps only the reference.
-            woken = Ref(position=req.position, replay_key=req.replay_key, outcome=req.outcome)
-            ctx.resolve_awakeable(waiter.awakeable, encode(WaitReply(refs=[woken])), serde=_BYTES)
-        ctx.set("meta", msgspec.structs.replace(ranked, waiters=waiting), serde=META)
-        logs.event("group.ranked", ctx, group_key=ctx.key(), rank=rank, position=req.position)
+        _rank(ctx, meta, [Ref(position=req.position, replay_key=req.replay_key, outcome=req.outcome)])
 
     bind_hot("settle", settle)
 
@@ -206,29 +185,8 @@ def group_object(batch_from: int = BATCH_FROM) -> restate.VirtualObject:
         meta = await ctx.get("meta", serde=META)
         if meta is None or meta.incarnation != req.incarnation:
             return  # closed: must not resurrect; close already released the pump's store
-        woken: dict[int, Ref] = {}
-        for ref in req.refs:
-            if not 0 <= ref.position < meta.child_count:
-                raise InvalidSettlement(
-                    "settlement names no child of this group",
-                    group_key=ctx.key(),
-                    position=ref.position,
-                    replay_key=ref.replay_key,
-                )
-            if meta.is_settled(ref.position):
-                continue  # idempotent on the child: a re-sent batch ranks nothing twice
-            # ADR: every rank of the batch is assigned, recorded and woken in this one handler step.
-            meta = meta.ranked(ref.position)
-            woken[meta.counter] = msgspec.structs.replace(ref, pump=pump_key(ctx.key(), meta.incarnation))
-        waiting = []
-        for waiter in meta.waiters:
-            if waiter.rank not in woken:
-                waiting.append(waiter)
-                continue
-            reply = WaitReply(refs=[woken[waiter.rank]])
-            ctx.resolve_awakeable(waiter.awakeable, encode(reply), serde=_BYTES)
-        ctx.set("meta", msgspec.structs.replace(meta, waiters=waiting), serde=META)
-        logs.event("group.ranked_batch", ctx, group_key=ctx.key(), rank=meta.counter, size=len(woken))
+        pump = pump_key(ctx.key(), meta.incarnation)
+        _rank(ctx, meta, [msgspec.structs.replace(ref, pump=pump) for ref in req.refs])
 
     bind_hot("settle_batch", settle_batch)
 
@@ -313,6 +271,39 @@ def group_object(batch_from: int = BATCH_FROM) -> restate.VirtualObject:
 
     del open, wait, watch, caller_ended
     return group
+
+
+def _rank(ctx: restate.ObjectContext, meta: Meta, refs: list[Ref]) -> None:
+    """Rank each settled child in order, record it and wake its waiter: one durable handler step.
+
+    ADR: rank assignment, rank readability and the wake are one journal step; a child already
+    ranked is skipped (idempotent on the child: one terminal, one rank, however often it is sent).
+    """
+    woken: dict[int, Ref] = {}
+    for ref in refs:
+        if not 0 <= ref.position < meta.child_count:
+            raise InvalidSettlement(
+                "settlement names no child of this group",
+                group_key=ctx.key(),
+                position=ref.position,
+                replay_key=ref.replay_key,
+            )
+        if meta.is_settled(ref.position):
+            continue
+        meta = meta.ranked(ref.position)  # (1) strictly monotonic; (2) appends above every consumed rank
+        woken[meta.counter] = ref
+        logs.event("group.ranked", ctx, group_key=ctx.key(), rank=meta.counter, position=ref.position)
+    if not woken:
+        return  # all of them ranked already: nothing to write
+    waiting = []
+    for waiter in meta.waiters:
+        if waiter.rank not in woken:
+            waiting.append(waiter)
+            continue
+        # The small outcome rides along; the state keeps only the reference.
+        reply = WaitReply(refs=[woken[waiter.rank]])
+        ctx.resolve_awakeable(waiter.awakeable, encode(reply), serde=_BYTES)
+    ctx.set("meta", msgspec.structs.replace(meta, waiters=waiting), serde=META)
 
 
 async def _watch_caller(ctx: restate.ObjectContext, meta: Meta, req: OpenRequest) -> None:
