@@ -71,6 +71,21 @@ async def test_same_rank_is_served_again_to_a_fresh_invocation(tier: Any) -> Non
     assert ok(again)["rank"] == 2 and ok(again)["position"] == 0
 
 
+async def test_outcomes_too_large_to_ride_the_wake_are_served_the_same_live_and_after(tier: Any) -> None:
+    """Outcomes past the inline limit (16 KiB on Restate) are read from where they live: served
+    the same to the live caller and to a fresh invocation, for a pair and for a wider group."""
+    for width in (2, 3):  # on Restate: the direct path, then the batched one (decision 20)
+        s = Scope()
+        sizes = [20_000 + i for i in range(width)]
+        group = s.group([tool("blob", {"size": n}) for n in sizes])
+        [opened, *live] = await tier.turn(open_(group), *[next_() for _ in sizes], save())
+        served = live[:-1]
+        assert sorted(len(ok(r)["outcome"]["value"]) for r in served) == sizes
+        [_, *again] = await tier.turn(use(ok(opened)), *[next_() for _ in sizes], close())
+        assert [ok(r) for r in again[:-1]] == [ok(r) for r in served]
+        await tier.wait_closed(s.key())
+
+
 async def test_reopen_returns_zero_and_the_callers_cursor_wins(tier: Any) -> None:
     s = Scope()
     group = s.group([echo("v0"), echo("v1"), echo("v2")])

@@ -130,10 +130,15 @@ async def test_killed_endpoint_mid_group_serves_identical_ranks_to_a_fresh_invoc
     assert sorted(stack.counts()) == sorted(names)  # each side effect ran exactly once
 
 
-async def test_a_child_whose_tool_left_the_deployment_ends_with_a_terminal_404(stack: Stack) -> None:
-    """ADR: the engine tier's form of a routing miss is a terminal 404, never a retry."""
+@pytest.mark.parametrize("routable", [1, 2], ids=["direct", "batched"])
+async def test_a_child_whose_tool_left_the_deployment_ends_with_a_terminal_404(
+    stack: Stack, routable: int
+) -> None:
+    """ADR: the engine tier's form of a routing miss is a terminal 404, never a retry; on both
+    settlement paths (a group of three is batched through the pump, decision 20)."""
     s = Scope()
-    group = s.group([tool("count", {"name": f"{s.id}-slow", "delay_ms": 60_000}), echo("fine")])
+    fine = [echo(f"fine{i}") for i in range(routable)]
+    group = s.group([tool("count", {"name": f"{s.id}-slow", "delay_ms": 60_000}), *fine])
     [opened] = await turn(stack, open_(group))
     assert "ok" in opened
     await _wait_run_started(stack, f"{s.key()}/c0")
@@ -142,10 +147,11 @@ async def test_a_child_whose_tool_left_the_deployment_ends_with_a_terminal_404(s
     rows = await _wait_run_completed(stack, f"{s.key()}/c0")
     assert rows[0]["completion_failure"] is not None
     assert "404" in rows[0]["completion_failure"] or "no executor" in rows[0]["completion_failure"]
-    # No outcome was invented for it: only the routable child holds a rank.
-    [_, first, second] = await turn(stack, use(ok(opened)), next_(), next_(cancel_after_ms=300))
-    assert ok(first)["position"] == 1
-    assert err(second)["code"] == "await_cancelled"
+    # No outcome was invented for it: only the routable children hold ranks.
+    steps = [next_() for _ in fine]
+    [_, *served, last] = await turn(stack, use(ok(opened)), *steps, next_(cancel_after_ms=300))
+    assert sorted(ok(r)["position"] for r in served) == list(range(1, routable + 1))
+    assert err(last)["code"] == "await_cancelled"
 
 
 async def test_unroutable_first_open_is_refused_through_the_engine(stack: Stack) -> None:
