@@ -100,7 +100,7 @@ def _table(rows: list[dict[str, Any]], columns: list[str]) -> str:
     return "\n".join(line.rstrip() for line in lines)
 
 
-_COLUMNS = ["group_key", "child_count", "settled", "wake", "disposition"]
+_COLUMNS = ["group_key", "child_count", "settled", "wake", "disposition", "batched"]
 
 
 def _groups_list(args: argparse.Namespace) -> int:
@@ -188,7 +188,8 @@ def build_parser() -> argparse.ArgumentParser:
     for name, helptext, run in (
         (
             "list",
-            "every open group with its child count, settled count, wake rule and disposition",
+            "every open group with its child count, settled count, wake rule, disposition and whether it "
+            "settles in batches",
             _groups_list,
         ),
         ("show", "one open group", _groups_show),

@@ -29,6 +29,7 @@ class OpenGroup:
     settled: int
     wake: str
     disposition: str
+    batched: bool  # settles through one pump invocation, which holds its outcomes (decision 20)
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -78,6 +79,7 @@ def _groups(admin_url: str, where: str = "") -> list[OpenGroup]:
                 settled=meta.counter,
                 wake=meta.wake,
                 disposition=meta.disposition.value,
+                batched=meta.batched,
             )
         )
     return sorted(groups, key=lambda g: g.group_key)

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import subprocess
 import sys
 from pathlib import Path
 
+from lash_restate.inspect import list_open_groups
 from tests.conformance.builders import Scope, close, echo, event, next_, open_
 from tests.engine.conftest import Stack
 from tests.engine.test_engine import turn
@@ -54,6 +56,12 @@ async def test_groups_list_and_show_against_a_running_stack(stack: Stack) -> Non
     await turn(stack, open_(kept), next_())
     await turn(stack, open_(closed), close())
     admin = stack.server.admin_url
+    # The opener's close is a sent message (decision 21): the listing follows it a moment later.
+    async with asyncio.timeout(30):
+        while True:
+            if s.key(batch="closed") not in {g.group_key for g in list_open_groups(admin)}:
+                break
+            await asyncio.sleep(0.05)
 
     listed = lash("groups", "list", "--json", "--admin-url", admin)
     assert listed.returncode == 0, listed.stderr
@@ -64,6 +72,7 @@ async def test_groups_list_and_show_against_a_running_stack(stack: Stack) -> Non
             "settled": 1,
             "wake": "first",
             "disposition": "run_to_completion",
+            "batched": False,
         }
     ]
     table = lash("groups", "list", "--admin-url", admin)
@@ -73,6 +82,7 @@ async def test_groups_list_and_show_against_a_running_stack(stack: Stack) -> Non
         "SETTLED",
         "WAKE",
         "DISPOSITION",
+        "BATCHED",
     ]
     assert s.key() in table.stdout
 
