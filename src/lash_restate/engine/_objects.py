@@ -1,10 +1,11 @@
-"""The tier's virtual objects: the group (rank authority), the child, and the durable-wait signal.
+"""The tier's virtual objects: the group (rank authority), the child, the pump and the durable-wait signal.
 
 ADR, "Restate satisfaction: the group virtual object is the rank authority".
 The group object's state is a shape fence, a counter and rank -> position map
 (packed in the small ``meta`` record; the payload reference is that child's
-``LashChild`` object, keyed by its replay key), the invocation ids needed to
-cancel, and the waiters' awakeables. Payload bytes never enter it.
+``LashChild`` object, keyed by its replay key, or for a batched group its
+``LashPump``), the invocation ids needed to cancel, and the waiters' awakeables.
+Payload bytes never enter it.
 """
 
 from __future__ import annotations
