@@ -407,8 +407,8 @@ def pump_object() -> restate.VirtualObject:
 
     ``run`` calls every child and, each time it wakes, stores what settled meanwhile and forwards it
     to the group in one ``settle_batch`` call: the single writer then runs once per batch, and while
-    it does, the next batch gathers. The store is this object's state (``o{position}``), read by
-    ``outcome`` and released by one ``forget`` at close.
+    it does, the next batch gathers. The store is this object's state (``o{position}``), read in
+    bulk by ``outcomes`` and released by one ``forget`` at close.
     """
     pump = restate.VirtualObject(PUMP, invocation_retry_policy=HANDLER_RETRY)
 
@@ -462,7 +462,8 @@ def pump_object() -> restate.VirtualObject:
             outcome = await read
             if outcome is None:
                 if not found:  # ranked, so stored, unless the group was closed meanwhile
-                    raise GroupNotOpen("the group was closed while reading", group_key=ctx.key())
+                    group_key = ctx.key().partition(":")[2]  # the key is "{incarnation}:{group key}"
+                    raise GroupNotOpen("the group was closed while reading", group_key=group_key)
                 break
             if found and size + len(outcome) > MAX_OUTCOME_BYTES:
                 break
