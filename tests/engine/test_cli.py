@@ -117,6 +117,9 @@ def test_serve_settings_are_validated_with_one_clear_line() -> None:
     bad_key = lash("serve", env={"LASH_IDENTITY_KEYS": "not-a-key"})
     assert bad_key.returncode == 2
     assert "LASH_IDENTITY_KEYS" in bad_key.stderr
+    no_batches = lash("serve", "--batch-from", "0")
+    assert no_batches.returncode == 2
+    assert "batch_from" in no_batches.stderr and "Traceback" not in no_batches.stderr
 
 
 def test_every_command_has_help() -> None:
