@@ -249,20 +249,25 @@ async def test_the_restate_server_killed_mid_group_restarts_on_its_base_dir_and_
     assert sorted(ok(r)["position"] for r in again) == [0, 1, 2]
 
 
+async def _assert_group_state_is_references_only(stack: Stack, group_key: str, payload: str) -> None:
+    """ADR: the group object's state is a counter, a shape fence and references; never the payload."""
+    rows = await asyncio.to_thread(
+        sql,
+        stack.server.admin_url,
+        "SELECT key, value_utf8 FROM state "
+        f"WHERE service_name = 'LashGroup' AND service_key = {quote(group_key)}",
+    )
+    assert {r["key"] for r in rows} <= {"meta", "fence", "invocations"}
+    assert not any(payload in (r["value_utf8"] or "") for r in rows)
+
+
 async def test_group_state_holds_references_never_payload_bytes(stack: Stack) -> None:
     """ADR: object state stays a counter, a shape fence and a rank -> reference map."""
     s = Scope()
     payload = f"payload-{s.id}-" + "x" * 64
     [opened, settled] = await turn(stack, open_(s.group([echo(payload), event(s.event("e"))])), next_())
     assert ok(settled)["outcome"] == {"type": "ok", "value": payload}
-    group_rows = await asyncio.to_thread(
-        sql,
-        stack.server.admin_url,
-        "SELECT key, value_utf8 FROM state "
-        f"WHERE service_name = 'LashGroup' AND service_key = {quote(s.key())}",
-    )
-    assert {r["key"] for r in group_rows} <= {"meta", "fence", "invocations"}
-    assert not any(payload in (r["value_utf8"] or "") for r in group_rows)
+    await _assert_group_state_is_references_only(stack, s.key(), payload)
     child_rows = await asyncio.to_thread(
         sql,
         stack.server.admin_url,
@@ -281,14 +286,7 @@ async def test_a_batched_group_keeps_payloads_in_its_pump_and_releases_them_at_c
     group = s.group([echo(payload), echo("b"), event(s.event("e"))])
     [_, first, _] = await turn(stack, open_(group), next_(), save())
     assert ok(first)["rank"] == 1
-    group_rows = await asyncio.to_thread(
-        sql,
-        stack.server.admin_url,
-        "SELECT key, value_utf8 FROM state "
-        f"WHERE service_name = 'LashGroup' AND service_key = {quote(s.key())}",
-    )
-    assert {r["key"] for r in group_rows} <= {"meta", "fence", "invocations"}
-    assert not any(payload in (r["value_utf8"] or "") for r in group_rows)
+    await _assert_group_state_is_references_only(stack, s.key(), payload)
     pump = (
         f"SELECT service_key, value_utf8 FROM state WHERE service_name = 'LashPump' "
         f"AND ends_with(service_key, {quote(':' + s.key())})"
