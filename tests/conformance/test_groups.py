@@ -149,6 +149,23 @@ async def test_a_close_takes_effect_before_the_callers_next_step_on_the_group(ti
     await tier.wait_closed(s.key())
 
 
+async def test_a_group_reopened_after_close_is_not_disturbed_by_the_closed_ones_late_loser(tier: Any) -> None:
+    """Open, close with a loser still running, open the same key afresh: when the old loser ends
+    (its settlement is dropped, its store released) the new group's ranks stay readable, also by a
+    fresh invocation."""
+    s = Scope()
+    gate = s.event("gate")
+    group = s.group([echo("fast"), event(gate)], wake="first")
+    await tier.turn(open_(group), next_(), close())
+    [opened, first] = await tier.turn(open_(group), next_())
+    await tier.emit(gate, "late")  # ends the old loser and the new group's second child alike
+    [_, again, second, _] = await tier.turn(use(ok(opened)), next_(), next_(), close())
+    assert ok(again) == ok(first)
+    assert ok(second)["position"] == 1
+    assert ok(second)["outcome"] == {"type": "ok", "value": "late"}
+    await tier.wait_closed(s.key())
+
+
 async def test_close_is_idempotent_and_deletes_the_group(tier: Any) -> None:
     s = Scope()
     [opened, _, first_close, second_close] = await tier.turn(

@@ -200,7 +200,7 @@ class RestateController(EffectGroupDefaults):
         missing = [i for i, ref in enumerate(refs) if ref.outcome is None]
         pumped = [i for i in missing if refs[i].pump is not None]
         calls = {
-            i: self._ctx.generic_call(CHILD, "outcome", b"", key=refs[i].replay_key)
+            i: self._ctx.generic_call(CHILD, "outcome", encode(refs[i].incarnation), key=refs[i].replay_key)
             for i in missing
             if refs[i].pump is None
         }
@@ -208,12 +208,16 @@ class RestateController(EffectGroupDefaults):
         bulk = (
             self._ctx.generic_call(PUMP, "outcomes", positions, key=refs[pumped[0]].pump) if pumped else None
         )
-        if calls or bulk is not None:
-            await restate.gather(*calls.values(), *([bulk] if bulk is not None else []))
-        outcomes: dict[int, bytes] = {i: await call for i, call in calls.items()}
-        if bulk is not None:
-            got = decode(await bulk, list[msgspec.Raw])
-            outcomes.update((i, bytes(raw)) for i, raw in zip(pumped, got, strict=False))
+        try:
+            if calls or bulk is not None:
+                await restate.gather(*calls.values(), *([bulk] if bulk is not None else []))
+            outcomes: dict[int, bytes] = {i: await call for i, call in calls.items()}
+            if bulk is not None:
+                got = decode(await bulk, list[msgspec.Raw])
+                outcomes.update((i, bytes(raw)) for i, raw in zip(pumped, got, strict=False))
+        except restate.TerminalError as error:
+            raise_typed(error)  # a store released under the reader: its group was closed meanwhile
+            raise
         for offset, ref in enumerate(refs):
             raw = ref.outcome if ref.outcome is not None else outcomes.get(offset)
             if raw is None:

@@ -61,6 +61,7 @@ from ._wire import (
     SettleRequest,
     WaitReply,
     WaitRequest,
+    child_store,
     decode,
     encode,
     handler_for,
@@ -176,9 +177,12 @@ def group_object(batch_from: int = BATCH_FROM) -> restate.VirtualObject:
         if meta is None or meta.incarnation != req.incarnation:
             # Closed (or a closed namesake's child): a late settlement must not resurrect the group.
             # Its outcome store has nobody left to read it, so it is released too (no TTL, no leak).
-            ctx.generic_send(CHILD, "forget", b"", key=req.replay_key)
+            ctx.generic_send(CHILD, "forget", encode(req.incarnation), key=req.replay_key)
             return
-        _rank(ctx, meta, [Ref(position=req.position, replay_key=req.replay_key, outcome=req.outcome)])
+        settled = Ref(
+            position=req.position, replay_key=req.replay_key, outcome=req.outcome, incarnation=req.incarnation
+        )
+        _rank(ctx, meta, [settled])
 
     bind_hot("settle", settle)
 
@@ -228,7 +232,7 @@ def group_object(batch_from: int = BATCH_FROM) -> restate.VirtualObject:
             for position in sorted(settled):
                 # Settled children's outcome stores go with the group; unsettled ones are released
                 # when their late settlement finds the group gone.
-                ctx.generic_send(CHILD, "forget", b"", key=fence.replay_keys[position])
+                ctx.generic_send(CHILD, "forget", encode(meta.incarnation), key=fence.replay_keys[position])
         for waiter in meta.waiters:
             gone = GroupNotOpen("the group was closed while awaiting", group_key=ctx.key())
             ctx.reject_awakeable(waiter.awakeable, gone.to_wire(), 404)
@@ -337,7 +341,10 @@ async def _read_ranks(ctx: restate.ObjectContext, meta: Meta, consumed: int) -> 
     assert fence is not None
     pump = pump_key(ctx.key(), meta.incarnation) if meta.batched else None
     return WaitReply(
-        refs=[Ref(position=p, replay_key=fence.replay_keys[p], pump=pump) for p in meta.positions(consumed)]
+        refs=[
+            Ref(position=p, replay_key=fence.replay_keys[p], pump=pump, incarnation=meta.incarnation)
+            for p in meta.positions(consumed)
+        ]
     )
 
 
@@ -370,10 +377,11 @@ def child_object(
         membership = envelope.membership
         if membership is None:
             return  # only grouped children are dispatched here
-        stored = await ctx.get("outcome", serde=_BYTES)
+        store = child_store(req.incarnation)
+        stored = await ctx.get(store, serde=_BYTES)
         if stored is None:
             stored = encode(await _execute(ctx, envelope, resolver, tool_attempts))
-            ctx.set("outcome", stored, serde=_BYTES)
+            ctx.set(store, stored, serde=_BYTES)
         # Already settled (a re-dispatch after a reopen): settle again; the group dedups by position.
         settle = SettleRequest(
             position=membership.position,
@@ -391,12 +399,17 @@ def child_object(
         return encode(await _execute(ctx, envelope, resolver, tool_attempts))
 
     @child.handler(kind="shared", ingress_private=True, output_serde=_BYTES)
-    async def outcome(ctx: restate.ObjectSharedContext) -> bytes:
-        return await ctx.get("outcome", serde=_BYTES) or b""
+    @terminal_errors
+    async def outcome(ctx: restate.ObjectSharedContext, incarnation: str) -> bytes:
+        stored = await ctx.get(child_store(incarnation), serde=_BYTES)
+        if stored is None:  # released: its group was closed meanwhile
+            raise GroupNotOpen("the group was closed while reading", replay_key=ctx.key())
+        return stored
 
     @child.handler(ingress_private=True)
-    async def forget(ctx: restate.ObjectContext) -> None:
-        ctx.clear_all()
+    async def forget(ctx: restate.ObjectContext, incarnation: str) -> None:
+        """Release the outcome one group incarnation stored; another incarnation's stays."""
+        ctx.clear(child_store(incarnation))
 
     del run, execute, outcome, forget
     return child

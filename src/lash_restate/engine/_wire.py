@@ -40,6 +40,7 @@ __all__ = [
     "decode",
     "decode_outcome",
     "encode",
+    "child_store",
     "handler_for",
     "pump_key",
 ]
@@ -144,6 +145,7 @@ class Ref(msgspec.Struct, **_STRUCT):
     replay_key: str
     outcome: bytes | None = None  # present only on a wake, when the settle carried it inline
     pump: str | None = None  # the key of the `LashPump` holding the outcome (else the child holds it)
+    incarnation: str = ""  # the group incarnation the child's store holds this outcome under
 
 
 class WaitReply(msgspec.Struct, **_STRUCT):
@@ -219,6 +221,12 @@ class MsgspecSerde(Serde[_T]):
 META: MsgspecSerde[Meta] = MsgspecSerde(Meta)
 SHAPE: MsgspecSerde[GroupShape] = MsgspecSerde(GroupShape)
 STRINGS: MsgspecSerde[list[str]] = MsgspecSerde(list[str])
+
+
+def child_store(incarnation: str) -> str:
+    """A direct child's outcome, per group incarnation: a namesake reopened after a close never reads
+    (or has released) the closed incarnation's outcome under the same replay key."""
+    return f"outcome:{incarnation}"
 
 
 def pump_key(group_key: str, incarnation: str) -> str:
