@@ -138,9 +138,12 @@ def group_object(batch_from: int = BATCH_FROM) -> restate.VirtualObject:
             batched=req.shape.child_count >= batch_from,
         )
         meta = msgspec.structs.replace(meta, waiters=meta.waiting(0, req.wakes))
-        ctx.set("fence", req.shape, serde=SHAPE)
         envelopes = [decode(envelope, RuntimeEffectEnvelope) for envelope in req.children]
         # Recording and dispatch are one handler run: a group is never recorded without its children.
+        # Both come before the first await: a cancel signal (the caller's own cancellation reaches
+        # this call) can only surface at an await, so it finds the group recorded and dispatched.
+        ctx.set("fence", req.shape, serde=SHAPE)
+        ctx.set("meta", meta, serde=META)
         if meta.batched:
             run = PumpRun(group_key=ctx.key(), children=envelopes, incarnation=incarnation)
             handles = [ctx.generic_send(PUMP, "run", encode(run), key=pump_key(ctx.key(), incarnation))]
@@ -220,15 +223,18 @@ def group_object(batch_from: int = BATCH_FROM) -> restate.VirtualObject:
                 f"group declared {meta.disposition.value}; close may only narrow it", group_key=ctx.key()
             )
         settled = set(meta.positions())
-        if effective is LoserPolicy.CANCEL:
-            # One cancel per unsettled child, not awaiting termination (ADR, "Close deletes…").
-            await _cancel_unsettled(ctx, meta, settled)
+        # Every read before the first effect: a cancel signal surfaces only at an await, so a close
+        # is never cut off half done (the closing caller's own cancellation reaches this call).
+        invocations = await _invocations(ctx) if effective is LoserPolicy.CANCEL else []
+        fence = None
+        if settled and not meta.batched:
+            fence = await ctx.get("fence", serde=SHAPE)
+        # One cancel per unsettled child, not awaiting termination (ADR, "Close deletes…").
+        _cancel_unsettled(ctx, meta, invocations, settled)
         if meta.batched:
             # The pump holds every outcome; its forget queues behind its run, so it clears last.
             ctx.generic_send(PUMP, "forget", b"", key=pump_key(ctx.key(), meta.incarnation))
-        elif settled:
-            fence = await ctx.get("fence", serde=SHAPE)
-            assert fence is not None
+        elif fence is not None:
             for position in sorted(settled):
                 # Settled children's outcome stores go with the group; unsettled ones are released
                 # when their late settlement finds the group gone.
@@ -269,10 +275,12 @@ def group_object(batch_from: int = BATCH_FROM) -> restate.VirtualObject:
         if meta is None:
             return  # closed already: nothing is left to apply
         callers = [c for c in meta.callers if c != caller]
+        cancel = not callers and meta.disposition is LoserPolicy.CANCEL
+        invocations = await _invocations(ctx) if cancel else []  # read before the first effect
         ctx.set("meta", msgspec.structs.replace(meta, callers=callers), serde=META)
-        if not callers and meta.disposition is LoserPolicy.CANCEL:
+        if cancel:
             logs.event("group.caller_gone_cancel", ctx, group_key=ctx.key())
-            await _cancel_unsettled(ctx, meta, set(meta.positions()))
+            _cancel_unsettled(ctx, meta, invocations, set(meta.positions()))
 
     del open, wait, watch, caller_ended
     return group
@@ -323,8 +331,13 @@ async def _watch_caller(ctx: restate.ObjectContext, meta: Meta, req: OpenRequest
     ctx.set("meta", meta, serde=META)
 
 
-async def _cancel_unsettled(ctx: restate.ObjectContext, meta: Meta, settled: set[int]) -> None:
-    invocations = await ctx.get("invocations", serde=STRINGS) or []
+async def _invocations(ctx: restate.ObjectContext) -> list[str]:
+    return await ctx.get("invocations", serde=STRINGS) or []
+
+
+def _cancel_unsettled(
+    ctx: restate.ObjectContext, meta: Meta, invocations: list[str], settled: set[int]
+) -> None:
     if meta.batched:
         # Cancelling the pump cancels the child calls it still awaits, i.e. the unsettled children
         # (the SDK's implicit cancellation); their Cancelled terminals still settle through it.
