@@ -170,16 +170,6 @@ class RestateServer(_OwnedProcess):
 
     def start(self, timeout: float = 60) -> RestateServer:
         """Start (or restart on the same base directory) and wait until admin and ingress answer."""
-        env = {
-            **os.environ,
-            "RESTATE_INGRESS__BIND_ADDRESS": f"127.0.0.1:{self.ingress_port}",
-            "RESTATE_ADMIN__BIND_ADDRESS": f"127.0.0.1:{self.admin_port}",
-            "RESTATE_BIND_ADDRESS": f"127.0.0.1:{self.fabric_port}",
-            "RESTATE_ADVERTISED_ADDRESS": f"http://127.0.0.1:{self.fabric_port}",
-            "RESTATE_DISABLE_TELEMETRY": "true",
-            "RESTATE_LOG_FORMAT": "compact",
-            **self.extra_env,
-        }
         args = [str(restate_server_binary()), "--base-dir", str(self.base_dir), "--listen-mode", "tcp"]
         args += ["--no-logo", "--node-name", self.node_name]
         if self.config_file is not None:
@@ -187,7 +177,7 @@ class RestateServer(_OwnedProcess):
         self.log_path = self.log_path or self.base_dir / "restate-server.log"
         for attempt in range(_BIND_ATTEMPTS):
             offset = self.log_path.stat().st_size if self.log_path.exists() else 0
-            self._spawn(args, env, self.log_path)
+            self._spawn(args, self._env(), self.log_path)
             try:
                 _wait(self.ready, "restate-server", timeout, self.process)
                 return self
@@ -201,13 +191,19 @@ class RestateServer(_OwnedProcess):
                 self.stop()
                 raise
             self.ingress_port, self.admin_port, self.fabric_port = free_port(), free_port(), free_port()
-            env.update(
-                RESTATE_INGRESS__BIND_ADDRESS=f"127.0.0.1:{self.ingress_port}",
-                RESTATE_ADMIN__BIND_ADDRESS=f"127.0.0.1:{self.admin_port}",
-                RESTATE_BIND_ADDRESS=f"127.0.0.1:{self.fabric_port}",
-                RESTATE_ADVERTISED_ADDRESS=f"http://127.0.0.1:{self.fabric_port}",
-            )
         raise AssertionError("unreachable")
+
+    def _env(self) -> dict[str, str]:
+        return {
+            **os.environ,
+            "RESTATE_INGRESS__BIND_ADDRESS": f"127.0.0.1:{self.ingress_port}",
+            "RESTATE_ADMIN__BIND_ADDRESS": f"127.0.0.1:{self.admin_port}",
+            "RESTATE_BIND_ADDRESS": f"127.0.0.1:{self.fabric_port}",
+            "RESTATE_ADVERTISED_ADDRESS": f"http://127.0.0.1:{self.fabric_port}",
+            "RESTATE_DISABLE_TELEMETRY": "true",
+            "RESTATE_LOG_FORMAT": "compact",
+            **self.extra_env,
+        }
 
     def ready(self) -> bool:
         admin = httpx.get(f"{self.admin_url}/health", timeout=1)
