@@ -55,6 +55,7 @@ from ._wire import (
     decode_outcome,
     encode,
     handler_for,
+    pump_key,
 )
 
 __all__ = ["RestateController"]
@@ -198,16 +199,17 @@ class RestateController(EffectGroupDefaults):
         A batched group's outcomes all live in its pump, so they come back in one call per batch.
         """
         missing = [i for i, ref in enumerate(refs) if ref.outcome is None]
-        pumped = [i for i in missing if refs[i].pump is not None]
+        pumped = [i for i in missing if refs[i].pumped]
         calls = {
             i: self._ctx.generic_call(CHILD, "outcome", encode(refs[i].incarnation), key=refs[i].replay_key)
             for i in missing
-            if refs[i].pump is None
+            if not refs[i].pumped
         }
-        positions = encode([refs[i].position for i in pumped])
-        bulk = (
-            self._ctx.generic_call(PUMP, "outcomes", positions, key=refs[pumped[0]].pump) if pumped else None
-        )
+        bulk = None
+        if pumped:
+            pump = pump_key(handle.group_key, refs[pumped[0]].incarnation)
+            positions = encode([refs[i].position for i in pumped])
+            bulk = self._ctx.generic_call(PUMP, "outcomes", positions, key=pump)
         try:
             if calls or bulk is not None:
                 await restate.gather(*calls.values(), *([bulk] if bulk is not None else []))

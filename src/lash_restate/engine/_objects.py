@@ -64,6 +64,7 @@ from ._wire import (
     child_store,
     decode,
     encode,
+    group_of_pump,
     handler_for,
     pump_key,
 )
@@ -182,10 +183,7 @@ def group_object(batch_from: int = BATCH_FROM) -> restate.VirtualObject:
             # Its outcome store has nobody left to read it, so it is released too (no TTL, no leak).
             ctx.generic_send(CHILD, "forget", encode(req.incarnation), key=req.replay_key)
             return
-        settled = Ref(
-            position=req.position, replay_key=req.replay_key, outcome=req.outcome, incarnation=req.incarnation
-        )
-        _rank(ctx, meta, [settled])
+        _rank(ctx, meta, [Ref(position=req.position, replay_key=req.replay_key, outcome=req.outcome)])
 
     bind_hot("settle", settle)
 
@@ -193,8 +191,7 @@ def group_object(batch_from: int = BATCH_FROM) -> restate.VirtualObject:
         meta = await ctx.get("meta", serde=META)
         if meta is None or meta.incarnation != req.incarnation:
             return  # closed: must not resurrect; close already released the pump's store
-        pump = pump_key(ctx.key(), meta.incarnation)
-        _rank(ctx, meta, [msgspec.structs.replace(ref, pump=pump) for ref in req.refs])
+        _rank(ctx, meta, req.refs)
 
     bind_hot("settle_batch", settle_batch)
 
@@ -304,7 +301,7 @@ def _rank(ctx: restate.ObjectContext, meta: Meta, refs: list[Ref]) -> None:
         if meta.is_settled(ref.position):
             continue
         meta = meta.ranked(ref.position)  # (1) strictly monotonic; (2) appends above every consumed rank
-        woken[meta.counter] = ref
+        woken[meta.counter] = msgspec.structs.replace(ref, incarnation=meta.incarnation, pumped=meta.batched)
         logs.event("group.ranked", ctx, group_key=ctx.key(), rank=meta.counter, position=ref.position)
     if not woken:
         return  # all of them ranked already: nothing to write
@@ -320,14 +317,17 @@ def _rank(ctx: restate.ObjectContext, meta: Meta, refs: list[Ref]) -> None:
 
 
 async def _watch_caller(ctx: restate.ObjectContext, meta: Meta, req: OpenRequest) -> None:
-    """Write ``meta``; under a declared `Cancel`, first remember the opener and watch for its end."""
-    if req.caller is not None and meta.disposition is LoserPolicy.CANCEL and req.caller not in meta.callers:
-        watch = ctx.generic_send(GROUP, "watch", encode(req.caller), key=ctx.key())
-        watcher = await watch.invocation_id()
-        meta = msgspec.structs.replace(
-            meta, callers=[*meta.callers, req.caller], watchers=[*meta.watchers, watcher]
-        )
-    # RunToCompletion losers run on whatever happens to the caller: nothing to watch for.
+    """Under a declared `Cancel`, remember a new opener in ``meta`` and watch for its end.
+
+    RunToCompletion losers run on whatever happens to the caller: nothing to watch, nothing to write.
+    """
+    if req.caller is None or meta.disposition is not LoserPolicy.CANCEL or req.caller in meta.callers:
+        return
+    watch = ctx.generic_send(GROUP, "watch", encode(req.caller), key=ctx.key())
+    watcher = await watch.invocation_id()
+    meta = msgspec.structs.replace(
+        meta, callers=[*meta.callers, req.caller], watchers=[*meta.watchers, watcher]
+    )
     ctx.set("meta", meta, serde=META)
 
 
@@ -352,10 +352,11 @@ def _cancel_unsettled(
 async def _read_ranks(ctx: restate.ObjectContext, meta: Meta, consumed: int) -> WaitReply:
     fence = await ctx.get("fence", serde=SHAPE)
     assert fence is not None
-    pump = pump_key(ctx.key(), meta.incarnation) if meta.batched else None
     return WaitReply(
         refs=[
-            Ref(position=p, replay_key=fence.replay_keys[p], pump=pump, incarnation=meta.incarnation)
+            Ref(
+                position=p, replay_key=fence.replay_keys[p], incarnation=meta.incarnation, pumped=meta.batched
+            )
             for p in meta.positions(consumed)
         ]
     )
@@ -488,8 +489,9 @@ def pump_object() -> restate.VirtualObject:
             outcome = await read
             if outcome is None:
                 if not found:  # ranked, so stored, unless the group was closed meanwhile
-                    group_key = ctx.key().partition(":")[2]  # the key is "{incarnation}:{group key}"
-                    raise GroupNotOpen("the group was closed while reading", group_key=group_key)
+                    raise GroupNotOpen(
+                        "the group was closed while reading", group_key=group_of_pump(ctx.key())
+                    )
                 break
             if found and size + len(outcome) > MAX_OUTCOME_BYTES:
                 break

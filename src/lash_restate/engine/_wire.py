@@ -39,15 +39,16 @@ __all__ = [
     "Waiter",
     "decode",
     "decode_outcome",
-    "encode",
     "child_store",
+    "encode",
+    "group_of_pump",
     "handler_for",
     "pump_key",
 ]
 
 GROUP = "LashGroup"  # virtual object keyed by group key: the rank authority
 CHILD = "LashChild"  # virtual object keyed by replay key: child-as-invocation and its outcome store
-PUMP = "LashPump"  # virtual object keyed by group key: a batched group's children and outcome store
+PUMP = "LashPump"  # virtual object keyed by incarnation and group key: a batched group's children and store
 SIGNAL = "LashSignal"  # virtual object keyed by event name: the durable-wait service for AwaitEvent
 TURN = "LashTurn"  # driver service: runs a caller's turn (dev stack and tests)
 
@@ -144,8 +145,10 @@ class Ref(msgspec.Struct, **_STRUCT):
     position: int
     replay_key: str
     outcome: bytes | None = None  # present only on a wake, when the settle carried it inline
-    pump: str | None = None  # the key of the `LashPump` holding the outcome (else the child holds it)
-    incarnation: str = ""  # the group incarnation the child's store holds this outcome under
+    # Where the outcome is stored, stamped by the group when it ranks or reads: the incarnation's
+    # `LashPump` if ``pumped``, else the child's store for ``incarnation``.
+    incarnation: str = ""
+    pumped: bool = False
 
 
 class WaitReply(msgspec.Struct, **_STRUCT):
@@ -232,6 +235,11 @@ def child_store(incarnation: str) -> str:
 def pump_key(group_key: str, incarnation: str) -> str:
     """One pump per incarnation: a namesake opened after a close never queues behind the old losers."""
     return f"{incarnation}:{group_key}"
+
+
+def group_of_pump(key: str) -> str:
+    """The group key inside a `pump_key` (the incarnation is a UUID: it holds no colon)."""
+    return key.partition(":")[2]
 
 
 def handler_for(name: str, child_count: int) -> str:
