@@ -15,6 +15,7 @@ import msgspec
 
 from .combinators import Combinator, CombinatorResult, run_combinator
 from .contract import (
+    STRUCT_OPTIONS,
     GroupHandle,
     InvalidInput,
     LashError,
@@ -40,42 +41,40 @@ __all__ = [
     "run_turn",
 ]
 
-_STRUCT = {"frozen": True, "kw_only": True, "forbid_unknown_fields": True}
 
-
-class OpenStep(msgspec.Struct, tag="open", **_STRUCT):
+class OpenStep(msgspec.Struct, tag="open", **STRUCT_OPTIONS):
     """Open (or reopen) ``group``; the turn's current handle becomes the returned one."""
 
     group: dict[str, Any]
 
 
-class NextStep(msgspec.Struct, tag="next", **_STRUCT):
+class NextStep(msgspec.Struct, tag="next", **STRUCT_OPTIONS):
     """Await the next settlement; with ``cancel_after_ms``, race it against a cancel after that long."""
 
     cancel_after_ms: Annotated[int, msgspec.Meta(ge=0)] | None = None
 
 
-class CloseStep(msgspec.Struct, tag="close", **_STRUCT):
+class CloseStep(msgspec.Struct, tag="close", **STRUCT_OPTIONS):
     """Close the current group, optionally narrowing its disposition."""
 
     disposition: LoserPolicy | None = None
 
 
-class SaveStep(msgspec.Struct, tag="save", **_STRUCT):
+class SaveStep(msgspec.Struct, tag="save", **STRUCT_OPTIONS):
     """Return the current handle's bytes (what a frame would persist)."""
 
 
-class UseStep(msgspec.Struct, tag="use", **_STRUCT):
+class UseStep(msgspec.Struct, tag="use", **STRUCT_OPTIONS):
     """Make a saved handle the current one (what a restored frame supplies)."""
 
     handle: str
 
 
-class SupportsStep(msgspec.Struct, tag="supports", **_STRUCT):
+class SupportsStep(msgspec.Struct, tag="supports", **STRUCT_OPTIONS):
     """Return `supports_effect_groups()`."""
 
 
-class CombineStep(msgspec.Struct, tag="combine", **_STRUCT):
+class CombineStep(msgspec.Struct, tag="combine", **STRUCT_OPTIONS):
     """Run a combinator over ``group``; optionally stop after k settlements, or resume from a handle."""
 
     kind: Combinator
@@ -87,7 +86,7 @@ class CombineStep(msgspec.Struct, tag="combine", **_STRUCT):
 Step = OpenStep | NextStep | CloseStep | SaveStep | UseStep | SupportsStep | CombineStep
 
 
-class TurnRequest(msgspec.Struct, **_STRUCT):
+class TurnRequest(msgspec.Struct, **STRUCT_OPTIONS):
     steps: list[Step]
 
 
@@ -102,12 +101,7 @@ def decode_turn(data: bytes | str) -> TurnRequest:
 
 
 def error_json(error: LashError) -> dict[str, Any]:
-    body: dict[str, Any] = {"code": str(error.code), "message": error.message}
-    for name in ("group_key", "position", "replay_key"):
-        value = getattr(error, name)
-        if value is not None:
-            body[name] = value
-    return {"error": body}
+    return {"error": error.wire_body()}
 
 
 def settlement_json(settlement: Settlement) -> dict[str, Any]:

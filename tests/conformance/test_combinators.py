@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from tests.conformance.builders import Scope, combine, echo, err, event, fail, ok, sleep, tool
+from tests.conformance.builders import Scope, combine, echo, event, fail, ok, sleep, tool
 
 
 def count(name: str, value: Any = None, delay_ms: int = 0) -> dict[str, Any]:
@@ -139,7 +139,22 @@ async def test_stop_and_resume_in_a_fresh_invocation_gives_the_uninterrupted_res
 async def test_a_bad_group_in_a_combinator_is_a_typed_error(tier: Any) -> None:
     s = Scope()
     [refused] = await tier.turn(combine("race", s.group([tool("missing-tool")], wake="first")))
-    assert err(refused)["code"] == "child_unroutable"
+    # The whole error body, not just its code: every tier answers with the one contract form.
+    assert refused == {
+        "error": {
+            "code": "child_unroutable",
+            "message": "no executor is registered for tool 'missing-tool'",
+            "group_key": s.key(),
+            "position": 0,
+            "replay_key": f"{s.key()}/c0",
+        }
+    }
     [drift] = await tier.turn(combine("race", s.group([echo(1)], wake="all")))
-    assert err(drift)["code"] == "wake_rule_drift"
+    assert drift == {
+        "error": {
+            "code": "wake_rule_drift",
+            "message": "race needs wake first, the group declares all",
+            "group_key": s.key(),
+        }
+    }
     await tier.wait_closed(s.key())

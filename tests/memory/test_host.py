@@ -14,11 +14,15 @@ import pytest
 from lash_restate.contract import (
     AwaitEvent,
     Cancelled,
+    ChildUnroutable,
+    DispositionWidening,
     EffectGroupDefaults,
     EffectGroupUnsupported,
     Err,
     GroupHandle,
+    GroupNotOpen,
     GroupWakePolicy,
+    HandleMismatch,
     LoserPolicy,
     MembershipUnsupported,
     Ok,
@@ -270,3 +274,32 @@ async def test_wrong_arguments_get_typed_errors(call: Any, code: str) -> None:
         await call(host)
     assert caught.value.code == code
     assert host.store.groups == {}
+
+
+async def test_refusals_are_the_contract_rules_with_their_messages() -> None:
+    host = MemoryHost(resolver=demo_tools())
+    with pytest.raises(ChildUnroutable) as unroutable:
+        await host.open_effect_group(group(wait("e", "r0"), tool("missing", "r1")))
+    assert unroutable.value.wire_body() == {
+        "code": "child_unroutable",
+        "message": "no executor is registered for tool 'missing'",
+        "group_key": KEY,
+        "position": 1,
+        "replay_key": "r1",
+    }
+    assert host.store.groups == {}  # refused whole: nothing recorded
+    await host.open_effect_group(group(wait("e", "r0"), disposition=LoserPolicy.CANCEL))
+    stranger = GroupHandle(KEY, 2, 0)
+    for call in (host.await_next_settlement(stranger), host.close_effect_group(stranger)):
+        with pytest.raises(HandleMismatch) as mismatch:
+            await call
+        assert mismatch.value.message == "handle has 2 children, group has 1"
+    with pytest.raises(DispositionWidening) as widening:
+        await host.close_effect_group(GroupHandle(KEY, 1, 0), LoserPolicy.RUN_TO_COMPLETION)
+    assert widening.value.message == "group declared cancel; close may only narrow it"
+    assert KEY in host.store.groups  # a refused close closes nothing
+    await host.close_effect_group(GroupHandle(KEY, 1, 0))
+    with pytest.raises(GroupNotOpen) as gone:
+        await host.await_next_settlement(GroupHandle(KEY, 1, 0))
+    assert gone.value.message == "no such group is recorded (never opened, or closed)"
+    await host.aclose()

@@ -7,12 +7,15 @@ from ._controller import (
     RuntimeEffectController,
     ToolFailure,
     Transient,
+    check_await,
+    check_close,
     execute_once,
     execute_outcome,
     require_disposition,
     require_envelope,
     require_group,
     require_handle,
+    require_resolver,
     require_ungrouped,
 )
 from ._envelope import (
@@ -24,6 +27,7 @@ from ._envelope import (
     ToolCall,
     canonical_bytes,
     decode_envelope,
+    describe_command,
     envelope_hash,
 )
 from ._errors import (
@@ -55,9 +59,10 @@ from ._errors import (
     error_from_wire,
 )
 from ._group import GroupKey, GroupShape, RuntimeEffectGroup
-from ._handle import GroupHandle
-from ._policies import GroupWakePolicy, LoserPolicy
+from ._handle import GroupHandle, check_child_count
+from ._policies import GroupWakePolicy, LoserPolicy, effective_disposition
 from ._settlement import Cancelled, Err, Ok, Outcome, Settlement
+from ._struct import STRUCT_OPTIONS
 
 __all__ = [
     "AwaitCancelled",
@@ -101,6 +106,7 @@ __all__ = [
     "RuntimeEffectEnvelope",
     "RuntimeEffectGroup",
     "RuntimeErrorCode",
+    "STRUCT_OPTIONS",
     "Settlement",
     "ShapeMismatch",
     "Sleep",
@@ -109,7 +115,12 @@ __all__ = [
     "Transient",
     "WakeRuleDrift",
     "canonical_bytes",
+    "check_await",
+    "check_child_count",
+    "check_close",
     "decode_envelope",
+    "describe_command",
+    "effective_disposition",
     "envelope_hash",
     "error_from_wire",
     "execute_once",
@@ -118,5 +129,6 @@ __all__ = [
     "require_envelope",
     "require_group",
     "require_handle",
+    "require_resolver",
     "require_ungrouped",
 ]

@@ -17,6 +17,7 @@ import msgspec
 
 from ._errors import InvalidEnvelope
 from ._policies import GroupWakePolicy, LoserPolicy
+from ._struct import STRUCT_OPTIONS
 
 __all__ = [
     "AwaitEvent",
@@ -27,12 +28,14 @@ __all__ = [
     "ToolCall",
     "canonical_bytes",
     "decode_envelope",
+    "describe_command",
     "envelope_hash",
     "validate_json_value",
 ]
 
 MAX_KEY_LENGTH = 512
-_STRUCT = {"frozen": True, "kw_only": True, "forbid_unknown_fields": True, "omit_defaults": True}
+# Membership must be omitted when absent (ADR, "ungrouped effects stay hash-identical"), hence omit_defaults.
+_STRUCT = {**STRUCT_OPTIONS, "omit_defaults": True}
 
 
 def validate_json_value(value: Any, where: str = "value") -> None:
@@ -94,6 +97,15 @@ class AwaitEvent(msgspec.Struct, tag="await_event", **_STRUCT):
 
 
 Command = ToolCall | Sleep | AwaitEvent
+
+
+def describe_command(command: Command) -> str:
+    """How messages name a child's command: ``tool 'echo'``, ``event 'paid'``, ``sleep of 50 ms``."""
+    if isinstance(command, ToolCall):
+        return f"tool {command.tool!r}"
+    if isinstance(command, AwaitEvent):
+        return f"event {command.name!r}"
+    return f"sleep of {command.duration_ms} ms"
 
 
 class GroupMembership(msgspec.Struct, **_STRUCT):

@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import json
 from enum import StrEnum
-from typing import Any, ClassVar
+from typing import ClassVar, Self
 
 __all__ = [
     "AwaitCancelled",
@@ -129,14 +129,24 @@ class LashError(Exception):
         suffix = f" ({', '.join(where)})" if where else ""
         return f"[{self.code}] {self.message}{suffix}"
 
+    def wire_body(self) -> dict[str, str | int]:
+        """The JSON object of this error: ``code`` and ``message``, and each location that is set.
+
+        The one place an error becomes JSON: :meth:`to_wire` carries it across handlers and the
+        turn driver answers a step with it.
+        """
+        body: dict[str, str | int] = {"code": str(self.code), "message": self.message}
+        if self.group_key is not None:
+            body["group_key"] = self.group_key
+        if self.position is not None:
+            body["position"] = self.position
+        if self.replay_key is not None:
+            body["replay_key"] = self.replay_key
+        return body
+
     def to_wire(self) -> str:
         """One JSON line that :func:`error_from_wire` turns back into this error."""
-        body: dict[str, Any] = {"code": str(self.code), "message": self.message}
-        for name in ("group_key", "position", "replay_key"):
-            value = getattr(self, name)
-            if value is not None:
-                body[name] = value
-        return _WIRE_PREFIX + json.dumps(body, sort_keys=True, separators=(",", ":"))
+        return _WIRE_PREFIX + json.dumps(self.wire_body(), sort_keys=True, separators=(",", ":"))
 
 
 class EffectGroupUnsupported(LashError):
@@ -222,6 +232,16 @@ class ChildUnroutable(GroupShapeError):
 
     code = RuntimeErrorCode.CHILD_UNROUTABLE
 
+    @classmethod
+    def no_executor(cls, what: str, *, group_key: str, position: int, replay_key: str) -> Self:
+        """The refusal for a child nobody can run; ``what`` names it (see `describe_command`)."""
+        return cls(
+            f"no executor is registered for {what}",
+            group_key=group_key,
+            position=position,
+            replay_key=replay_key,
+        )
+
 
 class ShapeMismatch(GroupShapeError):
     """Reopen: the recorded group's child count, wake rule or disposition differs from the one passed."""
@@ -258,6 +278,16 @@ class GroupNotOpen(LashError):
 
     code = RuntimeErrorCode.GROUP_NOT_OPEN
 
+    @classmethod
+    def not_recorded(cls, *, group_key: str) -> Self:
+        """An await or read found no record under ``group_key``."""
+        return cls("no such group is recorded (never opened, or closed)", group_key=group_key)
+
+    @classmethod
+    def closed_while_awaiting(cls, *, group_key: str) -> Self:
+        """A close retired the group while this caller was waiting on it."""
+        return cls("the group was closed while awaiting", group_key=group_key)
+
 
 class DispositionWidening(LashError):
     """Close asked for RunToCompletion on a group declared Cancel; close may only narrow."""
@@ -269,6 +299,11 @@ class AwaitCancelled(LashError):
     """The caller's cancel won the race; the cursor and every durable rank are untouched."""
 
     code = RuntimeErrorCode.AWAIT_CANCELLED
+
+    @classmethod
+    def at_rank(cls, rank: int, *, group_key: str) -> Self:
+        """The cancel fired while the caller awaited ``rank``."""
+        return cls(f"cancelled while awaiting rank {rank}", group_key=group_key)
 
 
 class MembershipUnsupported(LashError):

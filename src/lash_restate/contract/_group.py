@@ -34,6 +34,7 @@ from ._errors import (
     WakeRuleDrift,
 )
 from ._policies import GroupWakePolicy, LoserPolicy
+from ._struct import STRUCT_OPTIONS
 
 __all__ = ["GroupKey", "GroupShape", "RuntimeEffectGroup"]
 
@@ -42,7 +43,7 @@ _E = TypeVar("_E", GroupWakePolicy, LoserPolicy)
 _SEPARATOR = ":group:"
 
 
-class GroupKey(msgspec.Struct, frozen=True, kw_only=True):
+class GroupKey(msgspec.Struct, **STRUCT_OPTIONS):
     """`{scope_id}:group:{batch_id}:{occurrence}` (ADR, "Group identity carries an occurrence discriminator").
 
     ``occurrence`` comes from the caller's deterministic effect sequence (it rides
@@ -79,7 +80,7 @@ class GroupKey(msgspec.Struct, frozen=True, kw_only=True):
         return cls(scope_id=head, batch_id=batch_id, occurrence=int(occurrence))
 
 
-class GroupShape(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+class GroupShape(msgspec.Struct, **STRUCT_OPTIONS):
     """What a reopen is fenced on: count, wake rule, disposition, and each child's hash and replay key."""
 
     child_count: int

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import msgspec
 
-from ._errors import CursorOverrun, InvalidGroupKey, InvalidHandle
+from ._errors import CursorOverrun, HandleMismatch, InvalidGroupKey, InvalidHandle
 from ._group import GroupKey, RuntimeEffectGroup
+from ._struct import STRUCT_OPTIONS
 
-__all__ = ["GroupHandle"]
+__all__ = ["GroupHandle", "check_child_count"]
 
 
-class _HandleWire(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+class _HandleWire(msgspec.Struct, **STRUCT_OPTIONS):
     group_key: str
     child_count: int
     consumed: int
@@ -110,3 +111,9 @@ class GroupHandle:
 
     def __repr__(self) -> str:
         return f"GroupHandle({self._group_key!r}, child_count={self._child_count}, consumed={self._consumed})"
+
+
+def check_child_count(recorded: int, claimed: int, *, group_key: str) -> None:
+    """Refuse a handle whose child count is not the recorded group's: it belongs to another shape."""
+    if recorded != claimed:
+        raise HandleMismatch(f"handle has {claimed} children, group has {recorded}", group_key=group_key)

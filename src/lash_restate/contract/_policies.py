@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from enum import StrEnum
 
-__all__ = ["GroupWakePolicy", "LoserPolicy"]
+from ._errors import DispositionWidening
+
+__all__ = ["GroupWakePolicy", "LoserPolicy", "effective_disposition"]
 
 
 class GroupWakePolicy(StrEnum):
@@ -29,3 +31,19 @@ class LoserPolicy(StrEnum):
     def narrows_to(self, requested: LoserPolicy) -> bool:
         """True when closing with ``requested`` keeps or tightens this declared disposition."""
         return self is requested or requested is LoserPolicy.CANCEL
+
+
+def effective_disposition(
+    declared: LoserPolicy, requested: LoserPolicy | None, *, group_key: str
+) -> LoserPolicy:
+    """The disposition a close applies: ``requested`` if it narrows ``declared``, ``declared`` if None.
+
+    ADR, "Loser disposition is declared at open": close may only narrow; a widening is refused
+    with `DispositionWidening` rather than ignored.
+    """
+    effective = declared if requested is None else requested
+    if not declared.narrows_to(effective):
+        raise DispositionWidening(
+            f"group declared {declared.value}; close may only narrow it", group_key=group_key
+        )
+    return effective

@@ -6,32 +6,32 @@ from typing import Any
 
 import msgspec
 
+from ._struct import STRUCT_OPTIONS
+
 __all__ = ["Cancelled", "Err", "Ok", "Outcome", "Settlement"]
 
-_STRUCT = {"frozen": True, "kw_only": True, "forbid_unknown_fields": True}
 
-
-class Ok(msgspec.Struct, tag="ok", **_STRUCT):
+class Ok(msgspec.Struct, tag="ok", **STRUCT_OPTIONS):
     """The child fulfilled with a JSON ``value``."""
 
     value: Any = None
 
 
-class Err(msgspec.Struct, tag="err", **_STRUCT):
+class Err(msgspec.Struct, tag="err", **STRUCT_OPTIONS):
     """The child rejected; ``code`` is the tool's own error code, if it gave one."""
 
     message: str
     code: str | None = None
 
 
-class Cancelled(msgspec.Struct, tag="cancelled", **_STRUCT):
+class Cancelled(msgspec.Struct, tag="cancelled", **STRUCT_OPTIONS):
     """The child was cancelled (a `Cancel` loser) before it settled on its own."""
 
 
 Outcome = Ok | Err | Cancelled
 
 
-class Settlement(msgspec.Struct, **_STRUCT):
+class Settlement(msgspec.Struct, **STRUCT_OPTIONS):
     """Rank ``rank`` (1-based, durable) of a group is the child at ``position``, ending in ``outcome``."""
 
     rank: int

@@ -20,15 +20,12 @@ from ..contract import (
     AwaitEvent,
     Cancelled,
     ChildUnroutable,
-    DispositionWidening,
-    EffectGroupUnsupported,
     Err,
     GroupExecutor,
     GroupExecutors,
     GroupHandle,
     GroupNotOpen,
     GroupShape,
-    HandleMismatch,
     LoserPolicy,
     Ok,
     Outcome,
@@ -36,14 +33,17 @@ from ..contract import (
     RuntimeEffectGroup,
     Settlement,
     Sleep,
-    ToolCall,
     ToolFailure,
     Transient,
+    check_await,
+    check_child_count,
+    check_close,
+    describe_command,
+    effective_disposition,
     execute_once,
     execute_outcome,
-    require_disposition,
     require_group,
-    require_handle,
+    require_resolver,
     require_ungrouped,
 )
 
@@ -186,10 +186,6 @@ class MemoryHost:
         # ADR: on in-process tiers this answer *is* "a resolver is registered", never a constant.
         return self._resolver is not None
 
-    def _require_groups(self, group_key: str) -> None:
-        if not self.supports_effect_groups():
-            raise EffectGroupUnsupported("no GroupExecutors resolver is registered", group_key=group_key)
-
     def _resolve(self, envelope: RuntimeEffectEnvelope) -> GroupExecutor | None:
         if isinstance(envelope.command, Sleep | AwaitEvent):
             return _DurableWait(self.store, envelope)
@@ -205,7 +201,7 @@ class MemoryHost:
 
     async def open_effect_group(self, group: RuntimeEffectGroup) -> GroupHandle:
         key = str(require_group(group).key)
-        self._require_groups(key)
+        require_resolver(self._resolver, group_key=key)
         record = self.store.groups.get(key)
         if record is None:
             # ADR: a first open resolves all N before recording; a miss refuses the whole open.
@@ -213,8 +209,8 @@ class MemoryHost:
             for position, child in enumerate(group.children):
                 executor = self._resolve(child)
                 if executor is None:
-                    raise ChildUnroutable(
-                        f"no executor is registered for {_describe(child)}",
+                    raise ChildUnroutable.no_executor(
+                        describe_command(child.command),
                         group_key=key,
                         position=position,
                         replay_key=child.replay_key,
@@ -238,15 +234,14 @@ class MemoryHost:
     async def await_next_settlement(
         self, handle: GroupHandle, cancel: Awaitable[object] | None = None
     ) -> Settlement:
-        self._require_groups(require_handle(handle).group_key)
-        handle.check_can_advance()  # exhaustion is the caller's arithmetic, not a host round trip
+        check_await(handle, self._resolver)
         record = self._record(handle)
         rank = handle.next_rank
         cancel_task = asyncio.ensure_future(cancel) if cancel is not None else None
         try:
             while len(record.order) < rank:
                 if self.store.groups.get(handle.group_key) is not record:
-                    raise GroupNotOpen("the group was closed while awaiting", group_key=handle.group_key)
+                    raise GroupNotOpen.closed_while_awaiting(group_key=handle.group_key)
                 changed = asyncio.ensure_future(record.changed.wait())
                 waiting: set[asyncio.Future[Any]] = {changed}
                 if cancel_task is not None:
@@ -256,7 +251,7 @@ class MemoryHost:
                     changed.cancel()
                 if cancel_task is not None and cancel_task in done and len(record.order) < rank:
                     # ADR: cancellation leaves cursor and durable rank untouched.
-                    raise AwaitCancelled(f"cancelled while awaiting rank {rank}", group_key=handle.group_key)
+                    raise AwaitCancelled.at_rank(rank, group_key=handle.group_key)
         finally:
             if cancel_task is not None and not cancel_task.done():
                 cancel_task.cancel()
@@ -271,22 +266,12 @@ class MemoryHost:
         return settlement
 
     async def close_effect_group(self, handle: GroupHandle, disposition: LoserPolicy | None = None) -> None:
-        self._require_groups(require_handle(handle).group_key)
-        disposition = require_disposition(disposition)
+        requested = check_close(handle, disposition, self._resolver)
         record = self.store.groups.get(handle.group_key)
         if record is None:
             return  # ADR: close is idempotent; a redriven close finds nothing to do
-        if record.shape.child_count != handle.child_count:
-            raise HandleMismatch(
-                f"handle has {handle.child_count} children, group has {record.shape.child_count}",
-                group_key=handle.group_key,
-            )
-        declared = record.shape.disposition
-        effective = declared if disposition is None else disposition
-        if not declared.narrows_to(effective):
-            raise DispositionWidening(
-                f"group declared {declared.value}; close may only narrow it", group_key=handle.group_key
-            )
+        check_child_count(record.shape.child_count, handle.child_count, group_key=handle.group_key)
+        effective = effective_disposition(record.shape.disposition, requested, group_key=handle.group_key)
         # ADR "Settlement obligation" (3): retirement is group-atomic, the whole record at once.
         del self.store.groups[handle.group_key]
         record.changed.set()
@@ -351,14 +336,8 @@ class MemoryHost:
     def _record(self, handle: GroupHandle) -> _GroupRecord:
         record = self.store.groups.get(handle.group_key)
         if record is None:
-            raise GroupNotOpen(
-                "no such group is recorded (never opened, or closed)", group_key=handle.group_key
-            )
-        if record.shape.child_count != handle.child_count:
-            raise HandleMismatch(
-                f"handle has {handle.child_count} children, group has {record.shape.child_count}",
-                group_key=handle.group_key,
-            )
+            raise GroupNotOpen.not_recorded(group_key=handle.group_key)
+        check_child_count(record.shape.child_count, handle.child_count, group_key=handle.group_key)
         return record
 
     def _dispatch(self, key: str, record: _GroupRecord, position: int, executor: GroupExecutor) -> None:
@@ -395,10 +374,3 @@ class MemoryHost:
         # A settlement after close must not resurrect the group: only the record we were born in counts.
         if self.store.groups.get(key) is record:
             record.settle(position, final)
-
-
-def _describe(child: RuntimeEffectEnvelope) -> str:
-    command = child.command
-    if isinstance(command, ToolCall):
-        return f"tool {command.tool!r}"
-    return type(command).__name__
