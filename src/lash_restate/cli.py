@@ -100,7 +100,7 @@ def _table(rows: list[dict[str, Any]], columns: list[str]) -> str:
     return "\n".join(line.rstrip() for line in lines)
 
 
-_COLUMNS = ["group_key", "child_count", "settled", "wake", "disposition", "batched"]
+_COLUMNS = ["group_key", "child_count", "settled", "wake", "disposition", "mode"]
 
 
 def _groups_list(args: argparse.Namespace) -> int:

@@ -12,8 +12,7 @@ from typing import Any
 import httpx
 import msgspec
 
-from .engine import GROUP
-from .engine._wire import Meta
+from .engine import GROUP, GroupMeta
 
 __all__ = ["InspectionError", "OpenGroup", "list_open_groups", "quote", "show_group", "sql"]
 
@@ -29,7 +28,7 @@ class OpenGroup:
     settled: int
     wake: str
     disposition: str
-    batched: bool  # settles through one pump invocation, which holds its outcomes (decision 20)
+    mode: str  # how its children settle: "direct", or in batches through one pump (decision 20)
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -71,15 +70,15 @@ def _groups(admin_url: str, where: str = "") -> list[OpenGroup]:
     )
     groups = []
     for row in rows:
-        meta = msgspec.json.decode(row["value_utf8"], type=Meta)
+        meta = msgspec.json.decode(row["value_utf8"], type=GroupMeta)
         groups.append(
             OpenGroup(
                 group_key=row["service_key"],
                 child_count=meta.child_count,
                 settled=meta.counter,
-                wake=meta.wake,
+                wake=meta.wake.value,
                 disposition=meta.disposition.value,
-                batched=meta.batched,
+                mode=meta.mode.value,
             )
         )
     return sorted(groups, key=lambda g: g.group_key)

@@ -72,7 +72,7 @@ async def test_groups_list_and_show_against_a_running_stack(stack: Stack) -> Non
             "settled": 1,
             "wake": "first",
             "disposition": "run_to_completion",
-            "batched": False,
+            "mode": "direct",
         }
     ]
     table = lash("groups", "list", "--admin-url", admin)
@@ -82,7 +82,7 @@ async def test_groups_list_and_show_against_a_running_stack(stack: Stack) -> Non
         "SETTLED",
         "WAKE",
         "DISPOSITION",
-        "BATCHED",
+        "MODE",
     ]
     assert s.key() in table.stdout
 

@@ -13,6 +13,7 @@ import pytest
 import restate
 
 from lash_restate.engine import DeploymentError, build_app, lash_services, validate_deployment
+from lash_restate.engine._routes import ROUTES
 from lash_restate.inspect import list_open_groups, quote, sql
 from lash_restate.tools import demo_tools
 from tests.conformance.builders import (
@@ -85,24 +86,25 @@ async def test_internal_handlers_cannot_be_called_through_the_ingress(stack: Sta
         return [g for g in list_open_groups(stack.server.admin_url) if g.group_key == s.key()]
 
     before = await asyncio.to_thread(ours)
-    forged = {
-        "settle": {"position": 0, "replay_key": f"{s.key()}/c0"},
+    forged = {  # what a forger would send; the ingress must refuse every routed handler regardless
+        "settle": {
+            "incarnation": "x",
+            "mode": "direct",
+            "refs": [{"position": 0, "replay_key": f"{s.key()}/c0"}],
+        },
         "open": {"shape": {}, "children": []},
         "close": {"child_count": 2},
         "wait": {"consumed": 0, "child_count": 2},
-        "settle_batch": {"incarnation": "x", "refs": [{"position": 0, "replay_key": f"{s.key()}/c0"}]},
-        "settle_batch_small": {"incarnation": "x", "refs": []},
     }
     async with httpx.AsyncClient(timeout=30) as client:
-        for handler, body in forged.items():
+        for route in ROUTES:  # every hop between our own services is private
+            key = s.key() if route.service == "LashGroup" else "x"
             response = await client.post(
-                f"{stack.server.ingress_url}/LashGroup/{s.key()}/{handler}", json=body
+                f"{stack.server.ingress_url}/{route.service}/{key}/{route.handler}",
+                json=forged.get(route.handler) if route.service == "LashGroup" else None,
             )
-            assert response.status_code == 400, (handler, response.text)
+            assert response.status_code == 400, (route, response.text)
             assert "not public" in response.text.lower() or "private" in response.text.lower()
-        for path in ("LashChild/x/forget", "LashChild/x/execute", "LashPump/x/run", "LashPump/x/outcomes"):
-            response = await client.post(f"{stack.server.ingress_url}/{path}", json=None)
-            assert response.status_code == 400, (path, response.text)
     assert await asyncio.to_thread(ours) == before  # the group is exactly as it was
     [_, first] = await turn(stack, use(ok(opened)), next_())
     assert ok(first)["position"] == 1  # the forged settlement of child 0 never took rank 1

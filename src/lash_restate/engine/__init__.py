@@ -1,8 +1,9 @@
 """The Restate tier: group virtual object, child invocations, durable waits, controller and endpoint."""
 
 from ._controller import RestateController
-from ._endpoint import DeploymentError, build_app, lash_services, serve, validate_deployment
-from ._wire import BATCH_FROM, CHILD, GROUP, PUMP, SIGNAL, TURN
+from ._endpoint import BATCH_FROM, DeploymentError, build_app, lash_services, serve, validate_deployment
+from ._records import GroupMeta, SettlementMode
+from ._routes import CHILD, GROUP, PUMP, SIGNAL, TURN
 
 __all__ = [
     "BATCH_FROM",
@@ -12,7 +13,9 @@ __all__ = [
     "SIGNAL",
     "TURN",
     "DeploymentError",
+    "GroupMeta",
     "RestateController",
+    "SettlementMode",
     "build_app",
     "lash_services",
     "serve",

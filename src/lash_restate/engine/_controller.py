@@ -9,9 +9,8 @@ is the rank authority (ADR, "Restate satisfaction").
 from __future__ import annotations
 
 from collections.abc import Awaitable
-from typing import Any
+from typing import Any, TypeVar
 
-import msgspec
 import restate
 from restate.serde import BytesSerde
 
@@ -19,48 +18,42 @@ from ..contract import (
     AwaitCancelled,
     AwaitEvent,
     EffectGroupDefaults,
-    EffectGroupUnsupported,
     GroupExecutor,
     GroupExecutors,
     GroupHandle,
     InvalidInput,
+    LashError,
     LoserPolicy,
     Outcome,
     RuntimeEffectEnvelope,
     RuntimeEffectGroup,
     Settlement,
     Sleep,
-    ToolCall,
     canonical_bytes,
+    check_await,
+    check_child_count,
+    check_close,
+    describe_command,
+    effective_disposition,
     execute_outcome,
-    require_disposition,
     require_group,
-    require_handle,
+    require_resolver,
     require_ungrouped,
 )
 from ._errors import raise_typed
-from ._wire import (
-    CHILD,
-    GROUP,
-    PUMP,
-    WAKE_WINDOW,
-    CloseRequest,
-    Miss,
-    OpenReply,
-    OpenRequest,
-    Ref,
-    WaitReply,
-    WaitRequest,
-    decode,
-    decode_outcome,
-    encode,
-    handler_for,
-    pump_key,
-)
+from ._messages import CloseRequest, Miss, OpenRequest, WaitReply, WaitRequest, decode, decode_outcome, encode
+from ._mode import mode_for
+from ._routes import GROUP_CLOSE, GROUP_OPEN, GROUP_WAIT, Route
 
 __all__ = ["RestateController"]
 
 _BYTES = BytesSerde()
+_I = TypeVar("_I")
+_O = TypeVar("_O")
+
+# How many upcoming ranks a caller registers wakes for at once: a caller that keeps up with the
+# settlements then pays no call per rank, and the hot record stays small (decision 16).
+WAKE_WINDOW = 32
 
 
 class RestateController(EffectGroupDefaults):
@@ -94,31 +87,25 @@ class RestateController(EffectGroupDefaults):
         options: restate.RunOptions[bytes] = restate.RunOptions(serde=_BYTES)
         return decode_outcome(await self._ctx.run_typed("execute_effect", once, options))
 
-    def _require(self, group_key: str) -> GroupExecutors:
-        if self._resolver is None:
-            raise EffectGroupUnsupported("no GroupExecutors resolver is registered", group_key=group_key)
-        return self._resolver
-
     def _first_miss(self, resolver: GroupExecutors, group: RuntimeEffectGroup) -> Miss | None:
         for position, child in enumerate(group.children):
             command = child.command
             if isinstance(command, Sleep | AwaitEvent):
                 continue  # durable waits run on the tier's own durable-wait services
             if resolver.resolve(child) is None:
-                assert isinstance(command, ToolCall)
-                return Miss(position=position, replay_key=child.replay_key, what=f"tool {command.tool!r}")
+                return Miss(position=position, replay_key=child.replay_key, what=describe_command(command))
         return None
 
-    async def _call(self, handler: str, key: str, request: Any) -> bytes:
+    async def _ask(self, route: Route[_I, _O], key: str, request: _I) -> _O:
         try:
-            return await self._ctx.generic_call(GROUP, handler, encode(request), key=key)
+            return await route.ask(self._ctx, key, request)
         except restate.TerminalError as error:
             raise_typed(error)
             raise
 
     async def open_effect_group(self, group: RuntimeEffectGroup) -> GroupHandle:
         key = str(require_group(group).key)
-        resolver = self._require(key)
+        resolver = require_resolver(self._resolver, group_key=key)
         # The open also registers wakes for the first ranks, saving those awaits a round trip each.
         window = self._window(0, len(group))
         # ADR: resolve all N before recording. Whether a miss refuses is decided by whether the group
@@ -130,7 +117,7 @@ class RestateController(EffectGroupDefaults):
             caller=self._ctx.request().id,
             wakes=list(window),
         )
-        reply = decode(await self._call("open", key, request), OpenReply)
+        reply = await self._ask(GROUP_OPEN, key, request)
         if not reply.reopened:
             self._wakes[key] = {rank: woken for rank, woken in enumerate(window.values(), start=1)}
         # Open or reopen, the recorded shape is this group's (the reopen was fenced on it).
@@ -148,8 +135,7 @@ class RestateController(EffectGroupDefaults):
     async def await_next_settlement(
         self, handle: GroupHandle, cancel: Awaitable[object] | None = None
     ) -> Settlement:
-        self._require(require_handle(handle).group_key)
-        handle.check_can_advance()  # exhaustion is the caller's arithmetic, not a host round trip
+        check_await(handle, self._resolver)
         seen = self._seen.setdefault(handle.group_key, {})
         wakes = self._wakes.setdefault(handle.group_key, {})
         rank = handle.next_rank
@@ -159,9 +145,9 @@ class RestateController(EffectGroupDefaults):
                 request = WaitRequest(
                     consumed=handle.consumed, child_count=handle.child_count, wakes=list(window)
                 )
-                reply = decode(await self._call("wait", handle.group_key, request), WaitReply)
+                reply = await self._ask(GROUP_WAIT, handle.group_key, request)
                 if reply.refs:
-                    await self._read(handle, reply.refs, seen)  # recorded already: read from state
+                    await self._read(handle, reply, seen)  # recorded already: read from state
                 else:
                     wakes.update(enumerate(window.values(), start=rank))
             if rank not in seen:
@@ -171,7 +157,7 @@ class RestateController(EffectGroupDefaults):
                 except AwaitCancelled:
                     wakes[rank] = woken  # still registered and still ours: the next await uses it
                     raise
-                await self._read(handle, reply.refs, seen)
+                await self._read(handle, reply, seen)
         settlement = seen[rank]
         handle.advance()
         return settlement
@@ -188,40 +174,20 @@ class RestateController(EffectGroupDefaults):
             raise
         if which == "cancel":
             # ADR: cancellation leaves cursor and durable rank untouched.
-            raise AwaitCancelled(
-                f"cancelled while awaiting rank {handle.next_rank}", group_key=handle.group_key
-            )
+            raise AwaitCancelled.at_rank(handle.next_rank, group_key=handle.group_key)
         return decode(value, WaitReply)
 
-    async def _read(self, handle: GroupHandle, refs: list[Ref], seen: dict[int, Settlement]) -> None:
-        """Outcomes of consecutive ranks: inline from the wake, else from their stores, concurrently.
-
-        A batched group's outcomes all live in its pump, so they come back in one call per batch.
-        """
-        missing = [i for i, ref in enumerate(refs) if ref.outcome is None]
-        pumped = [i for i in missing if refs[i].pumped]
-        calls = {
-            i: self._ctx.generic_call(CHILD, "outcome", encode(refs[i].incarnation), key=refs[i].replay_key)
-            for i in missing
-            if not refs[i].pumped
-        }
-        bulk = None
-        if pumped:
-            pump = pump_key(handle.group_key, refs[pumped[0]].incarnation)
-            positions = encode([refs[i].position for i in pumped])
-            bulk = self._ctx.generic_call(PUMP, "outcomes", positions, key=pump)
+    async def _read(self, handle: GroupHandle, reply: WaitReply, seen: dict[int, Settlement]) -> None:
+        """Outcomes of consecutive ranks: inline from the wake, else from the group's mode's stores."""
+        missing = [ref.position for ref in reply.refs if ref.outcome is None]
         try:
-            if calls or bulk is not None:
-                await restate.gather(*calls.values(), *([bulk] if bulk is not None else []))
-            outcomes: dict[int, bytes] = {i: await call for i, call in calls.items()}
-            if bulk is not None:
-                got = decode(await bulk, list[msgspec.Raw])
-                outcomes.update((i, bytes(raw)) for i, raw in zip(pumped, got, strict=False))
+            stored = await mode_for(reply.mode).read(self._ctx, handle.group_key, reply)
         except restate.TerminalError as error:
             raise_typed(error)  # a store released under the reader: its group was closed meanwhile
             raise
-        for offset, ref in enumerate(refs):
-            raw = ref.outcome if ref.outcome is not None else outcomes.get(offset)
+        found = dict(zip(missing, stored, strict=False))
+        for offset, ref in enumerate(reply.refs):
+            raw = ref.outcome if ref.outcome is not None else found.get(ref.position)
             if raw is None:
                 break  # past what one reply could carry: the next await reads on from here
             rank = handle.consumed + 1 + offset
@@ -238,19 +204,25 @@ class RestateController(EffectGroupDefaults):
         it is issued durably when this returns (ADR, "Close deletes…": issued, not awaited). Any
         other close is a call, so a refusal (widening, wrong handle) reaches the caller typed.
         """
-        key = require_handle(handle).group_key
-        self._require(key)
-        disposition = require_disposition(disposition)
+        disposition = check_close(handle, disposition, self._resolver)
+        key = handle.group_key
         request = CloseRequest(child_count=handle.child_count, disposition=disposition)
-        target = handler_for("close", handle.child_count)
-        declared = self._declared.pop(key, None)
-        if (
-            declared is not None
-            and declared[0] == handle.child_count
-            and declared[1].narrows_to(declared[1] if disposition is None else disposition)
-        ):
-            self._ctx.generic_send(GROUP, target, encode(request), key=key)
+        if self._cannot_refuse(handle, disposition):
+            GROUP_CLOSE.send(self._ctx, key, request)
         else:
-            await self._call(target, key, request)
+            await self._ask(GROUP_CLOSE, key, request)
         self._seen.pop(key, None)
         self._wakes.pop(key, None)
+
+    def _cannot_refuse(self, handle: GroupHandle, disposition: LoserPolicy | None) -> bool:
+        """Whether the group this invocation opened would accept this close (decision 21)."""
+        declared = self._declared.pop(handle.group_key, None)
+        if declared is None:
+            return False
+        count, policy = declared
+        try:
+            check_child_count(count, handle.child_count, group_key=handle.group_key)
+            effective_disposition(policy, disposition, group_key=handle.group_key)
+        except LashError:
+            return False  # the group refuses it: a call, so the refusal reaches the caller typed
+        return True

@@ -17,11 +17,19 @@ from typing import Any
 import restate
 
 from ..contract import GroupExecutors
-from ._objects import DEFAULT_TOOL_ATTEMPTS, child_object, group_object, pump_object, signal_object
+from ._child import DEFAULT_TOOL_ATTEMPTS, child_object
+from ._group import group_object
+from ._pump import pump_object
+from ._routes import CHILD, GROUP, PUMP, SIGNAL
+from ._signal import signal_object
 from ._turn import turn_service
-from ._wire import BATCH_FROM, CHILD, GROUP, PUMP, SIGNAL
 
-__all__ = ["DeploymentError", "build_app", "lash_services", "serve", "validate_deployment"]
+__all__ = ["BATCH_FROM", "DeploymentError", "build_app", "lash_services", "serve", "validate_deployment"]
+
+# From this many children a group settles in batches through one pump invocation (decision 20): the
+# single writer then runs once per batch instead of once per child. Below it a child settles itself:
+# two hops less, which is what a two-arm race or a signal/deadline select is measured by.
+BATCH_FROM = 3
 
 Bindable = restate.Service | restate.VirtualObject | restate.Workflow
 
@@ -64,7 +72,7 @@ def validate_deployment(resolver: GroupExecutors | None, services: Iterable[Bind
     required = {
         GROUP: "the group object",
         CHILD: "the child service",
-        PUMP: "the batch pump",
+        PUMP: "the settlement pump",
         SIGNAL: "the durable-wait service",
     }
     missing = [f"{name} ({what})" for name, what in required.items() if name not in bound]
@@ -114,7 +122,7 @@ async def serve(app: Any, host: str = "0.0.0.0", port: int = 9080) -> None:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
-        # Without a shutdown trigger the in-process server ignores SIGTERM (design.md). The SDK's app
+        # Without a shutdown trigger the in-process server ignores SIGTERM (decision 11). The SDK's app
         # installs its own SIGTERM handler on first request, replacing a plain add_signal_handler, so
         # register through its shared hook dispatcher, where both run.
         install_shutdown_hook(loop, stop.set, sig)

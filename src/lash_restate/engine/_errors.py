@@ -8,9 +8,11 @@ a call as the same typed exception (the Temporal-style converter pair).
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from datetime import timedelta
 from functools import wraps
 from typing import ParamSpec, TypeVar
 
+import restate
 from restate.exceptions import TerminalError
 
 from ..contract import (
@@ -21,10 +23,30 @@ from ..contract import (
     error_from_wire,
 )
 
-__all__ = ["CANCELLED_STATUS", "is_cancellation", "lash_terminal", "raise_typed", "terminal_errors"]
+__all__ = [
+    "CANCELLED_STATUS",
+    "HANDLER_RETRY",
+    "NOT_FOUND",
+    "is_cancellation",
+    "lash_terminal",
+    "raise_typed",
+    "terminal_errors",
+]
 
 # Restate raises TerminalError("cancelled", 409) at the await a cancelled invocation is parked on.
 CANCELLED_STATUS = 409
+# ADR: the engine tier's form of a routing miss is a terminal 404.
+NOT_FOUND = 404
+
+# A fault in our own handler code (not a contract error) is retried, but never forever: after the
+# budget the invocation pauses, visible to an operator, instead of backing off silently.
+HANDLER_RETRY = restate.InvocationRetryPolicy(
+    initial_interval=timedelta(milliseconds=50),
+    exponentiation_factor=2.0,
+    max_interval=timedelta(seconds=10),
+    max_attempts=30,
+    on_max_attempts="pause",
+)
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -33,7 +55,7 @@ R = TypeVar("R")
 def lash_terminal(error: LashError) -> TerminalError:
     """The TerminalError a handler raises for a contract error (never 409, which means "cancelled")."""
     if isinstance(error, GroupNotOpen | ChildUnroutable):
-        status = 404
+        status = NOT_FOUND
     elif isinstance(error, EffectGroupUnsupported):
         status = 501
     else:

@@ -27,7 +27,7 @@ from ..contract import (
 )
 from ..turn import combinator_result_json, decode_turn, error_json, run_turn
 from ._controller import RestateController
-from ._wire import TURN
+from ._routes import TURN
 
 __all__ = ["CombineRequest", "turn_service"]
 

@@ -1,0 +1,161 @@
+"""`LashChild`, keyed by replay key: one child as its own invocation, and a direct child's outcome store.
+
+ADR, "Tier split": a Restate child is a full invocation, never an inline journaled step. Its outcome
+lives in this object's keyed state, which has no TTL (an invocation's output is kept only for the
+retention window), until its group is done with it (decision 1).
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+
+import msgspec
+import restate
+from restate.serde import BytesSerde
+
+from ..contract import (
+    AwaitEvent,
+    Cancelled,
+    Err,
+    GroupExecutors,
+    GroupNotOpen,
+    Ok,
+    Outcome,
+    RuntimeEffectEnvelope,
+    Sleep,
+    ToolCall,
+    Transient,
+    describe_command,
+    execute_once,
+)
+from ._errors import HANDLER_RETRY, NOT_FOUND, is_cancellation, terminal_errors
+from ._messages import INLINE_OUTCOME_BYTES, MAX_OUTCOME_BYTES, ChildRun, Ref, SettleBatch, encode
+from ._mode import child_store
+from ._records import SettlementMode
+from ._routes import (
+    CHILD,
+    CHILD_EXECUTE,
+    CHILD_FORGET,
+    CHILD_OUTCOME,
+    CHILD_RUN,
+    GROUP_SETTLE,
+    SIGNAL_SUBSCRIBE,
+)
+
+__all__ = ["DEFAULT_TOOL_ATTEMPTS", "child_object"]
+
+DEFAULT_TOOL_ATTEMPTS = 3
+_BYTES = BytesSerde()
+
+
+def child_object(
+    resolver: GroupExecutors, *, tool_attempts: int = DEFAULT_TOOL_ATTEMPTS
+) -> restate.VirtualObject:
+    """`LashChild`: ``run`` (a direct child), ``execute`` (a pumped one), and its store's read and release."""
+    child = restate.VirtualObject(CHILD, invocation_retry_policy=HANDLER_RETRY)
+
+    @child.handler(name=CHILD_RUN.handler, ingress_private=True)
+    @terminal_errors
+    async def run(ctx: restate.ObjectContext, req: ChildRun) -> None:
+        envelope = req.envelope
+        membership = envelope.membership
+        if membership is None:
+            return  # only grouped children are dispatched here
+        store = child_store(req.incarnation)
+        stored = await ctx.get(store, serde=_BYTES)
+        if stored is None:
+            stored = encode(await _execute(ctx, envelope, resolver, tool_attempts))
+            ctx.set(store, stored, serde=_BYTES)
+        # Already settled (a re-dispatch after a reopen): settle again; the group dedups by position.
+        ref = Ref(
+            position=membership.position,
+            replay_key=envelope.replay_key,
+            outcome=stored if len(stored) <= INLINE_OUTCOME_BYTES else None,
+        )
+        batch = SettleBatch(incarnation=req.incarnation, mode=SettlementMode.DIRECT, refs=[ref])
+        GROUP_SETTLE.send(ctx, membership.group_key, batch)
+
+    @child.handler(name=CHILD_EXECUTE.handler, ingress_private=True, output_serde=_BYTES)
+    @terminal_errors
+    async def execute(ctx: restate.ObjectContext, envelope: RuntimeEffectEnvelope) -> bytes:
+        """A pumped group's child: run it and answer its outcome to the pump, which stores it."""
+        return encode(await _execute(ctx, envelope, resolver, tool_attempts))
+
+    @child.handler(name=CHILD_OUTCOME.handler, kind="shared", ingress_private=True, output_serde=_BYTES)
+    @terminal_errors
+    async def outcome(ctx: restate.ObjectSharedContext, incarnation: str) -> bytes:
+        stored = await ctx.get(child_store(incarnation), serde=_BYTES)
+        if stored is None:  # released: its group was closed meanwhile
+            raise GroupNotOpen("the group was closed while reading", replay_key=ctx.key())
+        return stored
+
+    @child.handler(name=CHILD_FORGET.handler, ingress_private=True)
+    async def forget(ctx: restate.ObjectContext, incarnation: str) -> None:
+        """Release the outcome one group incarnation stored; another incarnation's stays."""
+        ctx.clear(child_store(incarnation))
+
+    del run, execute, outcome, forget
+    return child
+
+
+async def _execute(
+    ctx: restate.ObjectContext, envelope: RuntimeEffectEnvelope, resolver: GroupExecutors, attempts: int
+) -> Outcome:
+    command = envelope.command
+    try:
+        if isinstance(command, Sleep):
+            await ctx.sleep(timedelta(milliseconds=command.duration_ms))
+            return Ok(value=None)
+        if isinstance(command, AwaitEvent):
+            awakeable, value = ctx.awakeable(serde=_BYTES)
+            SIGNAL_SUBSCRIBE.send(ctx, command.name, awakeable)
+            try:
+                return Ok(value=json.loads(await value))
+            except restate.TerminalError as error:
+                if is_cancellation(error):
+                    raise
+                return Err(message=error.message, code="rejected")  # the signal was rejected
+        return await _run_tool(ctx, envelope, resolver, attempts)
+    except restate.TerminalError as error:
+        if is_cancellation(error):
+            return Cancelled()  # a Cancel loser's terminal still routes through the group for rank
+        raise
+
+
+async def _run_tool(
+    ctx: restate.ObjectContext, envelope: RuntimeEffectEnvelope, resolver: GroupExecutors, attempts: int
+) -> Outcome:
+    command = envelope.command
+    assert isinstance(command, ToolCall)
+
+    async def attempt() -> bytes:
+        # ADR: each executor is single-execution; every attempt resolves a fresh one.
+        executor = resolver.resolve(envelope)
+        if executor is None:
+            raise restate.TerminalError(
+                f"no executor is registered for {describe_command(command)}", NOT_FOUND
+            )
+        result = await execute_once(executor)
+        if isinstance(result, Transient):
+            raise RuntimeError(result.message)  # retried by ctx.run, bounded by max_attempts
+        encoded = encode(result)
+        if len(encoded) > MAX_OUTCOME_BYTES:
+            # Past Restate's message limit the journal entry could never be written and the child
+            # would retry forever; the oversized result becomes a terminal error instead (decision 19).
+            too_large = Err(
+                message=f"result of {len(encoded)} bytes exceeds {MAX_OUTCOME_BYTES}", code="too_large"
+            )
+            return encode(too_large)
+        return encoded
+
+    options: restate.RunOptions[bytes] = restate.RunOptions(serde=_BYTES, max_attempts=attempts)
+    try:
+        raw = await ctx.run_typed("execute", attempt, options)
+    except restate.TerminalError as error:
+        if is_cancellation(error) or error.status_code == NOT_FOUND:
+            # ADR: the engine tier's form of a routing miss is a terminal 404, never a retry, and
+            # never a synthesized outcome: the child ends without settling.
+            raise
+        return Transient(message=error.message).give_up(attempts)
+    return msgspec.json.decode(raw, type=Outcome)

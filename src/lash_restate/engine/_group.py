@@ -1,0 +1,242 @@
+"""`LashGroup`, keyed by the group key: the single writer of one group's ranks.
+
+ADR, "Restate satisfaction: the group virtual object is the rank authority". State: ``meta`` (the
+small hot `GroupMeta`: rank order, waiters, openers, incarnation, settlement mode), ``fence`` (the
+recorded `GroupShape`, read only by open, reads of past ranks and a direct close) and the invocation
+ids a `Cancel` needs. Payload bytes never enter it.
+"""
+
+from __future__ import annotations
+
+import msgspec
+import restate
+
+from .. import logs
+from ..contract import (
+    ChildUnroutable,
+    GroupNotOpen,
+    InvalidSettlement,
+    LoserPolicy,
+    RuntimeEffectEnvelope,
+    check_child_count,
+    effective_disposition,
+)
+from ._errors import HANDLER_RETRY, NOT_FOUND, is_cancellation, terminal_errors
+from ._messages import (
+    CloseRequest,
+    OpenReply,
+    OpenRequest,
+    Ref,
+    SettleBatch,
+    WaitReply,
+    WaitRequest,
+    decode,
+)
+from ._mode import INVOCATIONS, mode_for
+from ._records import META, SHAPE, STRINGS, GroupMeta, MsgspecSerde, SettlementMode
+from ._routes import (
+    GROUP,
+    GROUP_CALLER_ENDED,
+    GROUP_CLOSE,
+    GROUP_OPEN,
+    GROUP_SETTLE,
+    GROUP_WAIT,
+    GROUP_WATCH,
+)
+
+__all__ = ["group_object"]
+
+_REPLY: MsgspecSerde[WaitReply] = MsgspecSerde(WaitReply)
+
+
+def group_object(batch_from: int) -> restate.VirtualObject:
+    """`LashGroup`; a group of ``batch_from`` children or more settles through a pump (decision 20)."""
+    group = restate.VirtualObject(GROUP, invocation_retry_policy=HANDLER_RETRY)
+
+    @group.handler(name=GROUP_OPEN.handler, ingress_private=True)
+    @terminal_errors
+    async def open(ctx: restate.ObjectContext, req: OpenRequest) -> OpenReply:
+        meta = await ctx.get("meta", serde=META)
+        if meta is not None:
+            # ADR: a reopen is fenced on shape, resolves only what it dispatches and refuses nothing;
+            # on Restate the children are engine-owned invocations already, so it dispatches nothing.
+            recorded = await ctx.get("fence", serde=SHAPE)
+            assert recorded is not None  # written with meta, cleared with it
+            recorded.fence_reopen(req.shape, ctx.key())
+            await _watch_caller(ctx, meta, req.caller)
+            logs.event("group.reopened", ctx, group_key=ctx.key())
+            return OpenReply(reopened=True)
+        if req.miss is not None:
+            # ADR: a first open with a child nobody can run records nothing, group row included.
+            raise ChildUnroutable.no_executor(
+                req.miss.what, group_key=ctx.key(), position=req.miss.position, replay_key=req.miss.replay_key
+            )
+        meta = GroupMeta(
+            child_count=req.shape.child_count,
+            wake=req.shape.wake,
+            disposition=req.shape.disposition,
+            incarnation=str(ctx.uuid()),
+            mode=SettlementMode.for_width(req.shape.child_count, batch_from),
+        )
+        meta = msgspec.structs.replace(meta, waiters=meta.waiting(0, req.wakes))
+        children = [decode(child, RuntimeEffectEnvelope) for child in req.children]
+        # Recording and dispatch are one handler run: a group is never recorded without its children.
+        # Both come before the first await: a cancel signal (the caller's own cancellation reaches
+        # this call) can only surface at an await, so it finds the group recorded and dispatched.
+        ctx.set("fence", req.shape, serde=SHAPE)
+        ctx.set("meta", meta, serde=META)
+        handles = mode_for(meta.mode).dispatch(ctx, meta, children)
+        ctx.set(INVOCATIONS, [await h.invocation_id() for h in handles], serde=STRINGS)
+        await _watch_caller(ctx, meta, req.caller)
+        logs.event(
+            "group.opened",
+            ctx,
+            group_key=ctx.key(),
+            children=req.shape.child_count,
+            wake=req.shape.wake.value,
+            disposition=req.shape.disposition.value,
+            mode=meta.mode.value,
+        )
+        return OpenReply(reopened=False)
+
+    @group.handler(name=GROUP_SETTLE.handler, ingress_private=True, state_preload=False)
+    @terminal_errors
+    async def settle(ctx: restate.ObjectContext, batch: SettleBatch) -> None:
+        meta = await ctx.get("meta", serde=META)
+        if meta is None or meta.incarnation != batch.incarnation:
+            # Closed (or a closed namesake's child): a late settlement must not resurrect the group,
+            # and whatever store it filled has nobody left to read it.
+            for release in mode_for(batch.mode).late_releases(batch):
+                release.send(ctx)
+            return
+        _rank(ctx, meta, batch.refs)
+
+    @group.handler(name=GROUP_WAIT.handler, ingress_private=True, state_preload=False)
+    @terminal_errors
+    async def wait(ctx: restate.ObjectContext, req: WaitRequest) -> WaitReply:
+        meta = await _open_meta(ctx, req.child_count)
+        if meta.counter > req.consumed or not req.wakes:
+            # ADR: read rank consumed + 1 out of state first, and only otherwise wait.
+            fence = await ctx.get("fence", serde=SHAPE)
+            assert fence is not None
+            refs = [Ref(position=p, replay_key=fence.replay_keys[p]) for p in meta.positions(req.consumed)]
+            return WaitReply(refs=refs, mode=meta.mode, incarnation=meta.incarnation)
+        waiters = [*meta.waiters, *meta.waiting(req.consumed, req.wakes)]
+        ctx.set("meta", msgspec.structs.replace(meta, waiters=waiters), serde=META)
+        return WaitReply(refs=[], mode=meta.mode, incarnation=meta.incarnation)
+
+    @group.handler(name=GROUP_CLOSE.handler, ingress_private=True, state_preload=False)
+    @terminal_errors
+    async def close(ctx: restate.ObjectContext, req: CloseRequest) -> None:
+        meta = await ctx.get("meta", serde=META)
+        if meta is None:
+            return  # ADR: close is idempotent, and so is the delete
+        check_child_count(meta.child_count, req.child_count, group_key=ctx.key())
+        effective = effective_disposition(meta.disposition, req.disposition, group_key=ctx.key())
+        mode = mode_for(meta.mode)
+        # Every read before the first effect (decision 22): the closing caller's own cancellation
+        # surfaces only at an await, so a close is never cut off half done.
+        cancels = await mode.to_cancel(ctx, meta) if effective is LoserPolicy.CANCEL else []
+        releases = await mode.releases(ctx, meta)
+        # One cancel per unsettled child, not awaiting termination (ADR, "Close deletes…").
+        for invocation in cancels:
+            ctx.cancel_invocation(invocation)
+        for release in releases:
+            release.send(ctx)
+        for waiter in meta.waiters:
+            gone = GroupNotOpen.closed_while_awaiting(group_key=ctx.key())
+            ctx.reject_awakeable(waiter.awakeable, gone.to_wire(), NOT_FOUND)
+        for watcher in meta.watchers:
+            # Closed: nothing is left to apply when the callers end, so their watches end now
+            # instead of staying attached for the callers' whole lives.
+            ctx.cancel_invocation(watcher)
+        # ADR: retirement is group-atomic; close deletes the object's state.
+        ctx.clear_all()
+        logs.event(
+            "group.closed", ctx, group_key=ctx.key(), disposition=effective.value, settled=meta.counter
+        )
+
+    @group.handler(name=GROUP_WATCH.handler, kind="shared", ingress_private=True)
+    async def watch(ctx: restate.ObjectSharedContext, caller: str) -> None:
+        """Wait for an opener's invocation to end, however it ends, then report it to the writer."""
+        try:
+            await ctx.attach_invocation(caller)
+        except restate.TerminalError as error:
+            if is_cancellation(error):
+                raise  # this watcher itself was cancelled
+        GROUP_CALLER_ENDED.send(ctx, ctx.key(), caller)
+
+    @group.handler(name=GROUP_CALLER_ENDED.handler, ingress_private=True, state_preload=False)
+    async def caller_ended(ctx: restate.ObjectContext, caller: str) -> None:
+        """ADR: the declared disposition applies even when the caller never reaches its close.
+
+        When the last opener of a group declared `Cancel` has ended without closing, its
+        unsettled children are cancelled; they still take ranks (as `Cancelled`) for a resumer.
+        """
+        meta = await ctx.get("meta", serde=META)
+        if meta is None:
+            return  # closed already: nothing is left to apply
+        callers = [c for c in meta.callers if c != caller]
+        cancel = not callers and meta.disposition is LoserPolicy.CANCEL
+        cancels = await mode_for(meta.mode).to_cancel(ctx, meta) if cancel else []  # reads first
+        ctx.set("meta", msgspec.structs.replace(meta, callers=callers), serde=META)
+        if cancel:
+            logs.event("group.caller_gone_cancel", ctx, group_key=ctx.key())
+        for invocation in cancels:
+            ctx.cancel_invocation(invocation)
+
+    del open, settle, wait, close, watch, caller_ended
+    return group
+
+
+def _rank(ctx: restate.ObjectContext, meta: GroupMeta, refs: list[Ref]) -> None:
+    """Rank each settled child in order, record it and wake its waiter: one durable handler step.
+
+    ADR: rank assignment, rank readability and the wake are one journal step; a child already
+    ranked is skipped (idempotent on the child: one terminal, one rank, however often it is sent).
+    """
+    woken: dict[int, Ref] = {}
+    for ref in refs:
+        if not 0 <= ref.position < meta.child_count:
+            raise InvalidSettlement(
+                "settlement names no child of this group",
+                group_key=ctx.key(),
+                position=ref.position,
+                replay_key=ref.replay_key,
+            )
+        if meta.is_settled(ref.position):
+            continue
+        meta = meta.ranked(ref.position)  # (1) strictly monotonic; (2) appends above every consumed rank
+        woken[meta.counter] = ref
+        logs.event("group.ranked", ctx, group_key=ctx.key(), rank=meta.counter, position=ref.position)
+    if not woken:
+        return  # all of them ranked already: nothing to write
+    waiting = []
+    for waiter in meta.waiters:
+        if waiter.rank not in woken:
+            waiting.append(waiter)
+            continue
+        # The small outcome rides along; the state keeps only the reference.
+        reply = WaitReply(refs=[woken[waiter.rank]], mode=meta.mode, incarnation=meta.incarnation)
+        ctx.resolve_awakeable(waiter.awakeable, reply, serde=_REPLY)
+    ctx.set("meta", msgspec.structs.replace(meta, waiters=waiting), serde=META)
+
+
+async def _watch_caller(ctx: restate.ObjectContext, meta: GroupMeta, caller: str | None) -> None:
+    """Under a declared `Cancel`, remember a new opener in ``meta`` and watch for its end (decision 13).
+
+    RunToCompletion losers run on whatever happens to the caller: nothing to watch, nothing to write.
+    """
+    if caller is None or meta.disposition is not LoserPolicy.CANCEL or caller in meta.callers:
+        return
+    watcher = await GROUP_WATCH.send(ctx, ctx.key(), caller).invocation_id()
+    meta = msgspec.structs.replace(meta, callers=[*meta.callers, caller], watchers=[*meta.watchers, watcher])
+    ctx.set("meta", meta, serde=META)
+
+
+async def _open_meta(ctx: restate.ObjectContext, child_count: int) -> GroupMeta:
+    meta = await ctx.get("meta", serde=META)
+    if meta is None:
+        raise GroupNotOpen.not_recorded(group_key=ctx.key())
+    check_child_count(meta.child_count, child_count, group_key=ctx.key())
+    return meta

@@ -1,0 +1,131 @@
+"""The messages the tier's services exchange (each hop's route is in `_routes.py`), and their size limits."""
+
+from __future__ import annotations
+
+from typing import Any, TypeVar
+
+import msgspec
+
+from ..contract import STRUCT_OPTIONS, GroupShape, LoserPolicy, Outcome, RuntimeEffectEnvelope
+from ._records import SettlementMode
+
+__all__ = [
+    "BATCH_INLINE_BYTES",
+    "INLINE_OUTCOME_BYTES",
+    "MAX_OUTCOME_BYTES",
+    "ChildRun",
+    "CloseRequest",
+    "Miss",
+    "OpenReply",
+    "OpenRequest",
+    "PumpRun",
+    "Ref",
+    "SettleBatch",
+    "WaitReply",
+    "WaitRequest",
+    "decode",
+    "decode_outcome",
+    "encode",
+]
+
+# An outcome up to this size rides the settle message and the wake, so a waiting caller needs no
+# second round trip; it is never written to group state (ADR: payloads never transit object state).
+INLINE_OUTCOME_BYTES = 16 * 1024
+
+# A batch carries outcomes inline up to this many bytes in all; the rest are read from the store.
+BATCH_INLINE_BYTES = 1024 * 1024
+
+# Restate caps a message at 32 MiB (worker.invoker.message-size-limit); leave room for the envelope.
+MAX_OUTCOME_BYTES = 30 * 1024 * 1024
+
+_T = TypeVar("_T")
+
+
+class Miss(msgspec.Struct, **STRUCT_OPTIONS):
+    """The first child the caller's resolver could not route (refuses a first open, ignored by a reopen)."""
+
+    position: int
+    replay_key: str
+    what: str
+
+
+class OpenRequest(msgspec.Struct, **STRUCT_OPTIONS):
+    shape: GroupShape
+    children: list[bytes]  # canonical envelopes, stamped with membership
+    miss: Miss | None = None
+    caller: str | None = None  # the opener's invocation id, watched under a declared Cancel
+    wakes: list[str] = msgspec.field(default_factory=list)  # first open: awakeables for ranks 1, 2, …
+
+
+class OpenReply(msgspec.Struct, **STRUCT_OPTIONS):
+    reopened: bool
+
+
+class ChildRun(msgspec.Struct, **STRUCT_OPTIONS):
+    """What `LashChild/run` receives: the stamped envelope and the group incarnation it settles into."""
+
+    envelope: RuntimeEffectEnvelope
+    incarnation: str
+
+
+class PumpRun(msgspec.Struct, **STRUCT_OPTIONS):
+    """What `LashPump/run` receives: the group's stamped envelopes and the incarnation they settle into."""
+
+    group_key: str
+    children: list[RuntimeEffectEnvelope]
+    incarnation: str
+
+
+class Ref(msgspec.Struct, **STRUCT_OPTIONS):
+    """A settled child: which one, and its outcome when small enough to ride the message."""
+
+    position: int
+    replay_key: str
+    outcome: bytes | None = None  # at most INLINE_OUTCOME_BYTES; never stored by the group
+
+
+class SettleBatch(msgspec.Struct, **STRUCT_OPTIONS):
+    """Settlements in the order their sender saw them: one from a direct child, many from a pump.
+
+    ``mode`` says who sent it, so a settlement that finds its group closed can release its store.
+    """
+
+    incarnation: str
+    mode: SettlementMode
+    refs: list[Ref]
+
+
+class WaitRequest(msgspec.Struct, **STRUCT_OPTIONS):
+    """Serve ranks after ``consumed``; if none is recorded yet, register ``wakes`` for the next ranks."""
+
+    consumed: int
+    child_count: int
+    wakes: list[str] = msgspec.field(default_factory=list)  # awakeables for ranks consumed + 1, + 2, …
+
+
+class WaitReply(msgspec.Struct, **STRUCT_OPTIONS):
+    """References for ranks ``consumed + 1``, ``consumed + 2``, … as recorded right now.
+
+    ``mode`` and ``incarnation`` say where the outcomes not carried inline are stored.
+    """
+
+    refs: list[Ref]
+    mode: SettlementMode = SettlementMode.DIRECT
+    incarnation: str = ""
+
+
+class CloseRequest(msgspec.Struct, **STRUCT_OPTIONS):
+    child_count: int
+    disposition: LoserPolicy | None = None  # None keeps the declared one
+
+
+def encode(value: Any) -> bytes:
+    return msgspec.json.encode(value)
+
+
+def decode(data: bytes, kind: type[_T]) -> _T:
+    return msgspec.json.decode(data, type=kind)
+
+
+def decode_outcome(data: bytes) -> Outcome:
+    return msgspec.json.decode(data, type=Outcome)

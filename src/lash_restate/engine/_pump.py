@@ -1,0 +1,133 @@
+"""`LashPump`, keyed by group incarnation and key: a wide group's children, and its outcome store.
+
+Decision 20: ``run`` calls every child and, each time it wakes, stores what settled meanwhile and
+forwards it to the group in one settle: the single writer then runs once per batch, and while it does,
+the next batch gathers. The store is this object's state (``o{position}``), read in bulk by
+``outcomes`` and released by one ``forget`` at close.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import restate
+from restate.serde import BytesSerde
+
+from .. import logs
+from ..contract import Cancelled, GroupNotOpen, RuntimeEffectEnvelope
+from ._errors import HANDLER_RETRY, NOT_FOUND, is_cancellation, terminal_errors
+from ._messages import (
+    BATCH_INLINE_BYTES,
+    INLINE_OUTCOME_BYTES,
+    MAX_OUTCOME_BYTES,
+    PumpRun,
+    Ref,
+    SettleBatch,
+    encode,
+)
+from ._records import SettlementMode
+from ._routes import CHILD_EXECUTE, GROUP_SETTLE, PUMP, PUMP_FORGET, PUMP_OUTCOMES, PUMP_RUN, group_of_pump
+
+__all__ = ["OUTCOMES_PER_READ", "pump_object"]
+
+_BYTES = BytesSerde()
+# A bulk read of a pumped group's outcomes asks for at most this many at once.
+OUTCOMES_PER_READ = 256
+
+
+def pump_object() -> restate.VirtualObject:
+    pump = restate.VirtualObject(PUMP, invocation_retry_policy=HANDLER_RETRY)
+
+    @pump.handler(name=PUMP_RUN.handler, ingress_private=True, state_preload=False)
+    async def run(ctx: restate.ObjectContext, req: PumpRun) -> None:
+        calls: dict[Any, RuntimeEffectEnvelope] = {
+            CHILD_EXECUTE.call(ctx, child.replay_key, child): child for child in req.children
+        }
+        pending: list[Any] = list(calls)
+        while pending:
+            try:
+                done, pending = await restate.wait_completed(*pending)
+            except restate.TerminalError as error:
+                if not is_cancellation(error):
+                    raise
+                # Cancelled (a Cancel close, or its caller ended): the SDK has cancelled the calls
+                # still pending, and their Cancelled terminals still rank (ADR, "Close deletes…").
+                continue
+            refs, inline = [], 0
+            for future in done:
+                child = calls[future]
+                outcome = await _child_outcome(future, child)
+                if outcome is None:
+                    continue  # a routing miss: no terminal is synthesized, the rank stays unallocated
+                assert child.membership is not None  # the group stamped every child
+                position = child.membership.position
+                # Stored before the batch is sent, so a rank is never readable before its outcome.
+                ctx.set(f"o{position}", outcome, serde=_BYTES)
+                carry = len(outcome) <= INLINE_OUTCOME_BYTES and inline + len(outcome) <= BATCH_INLINE_BYTES
+                inline += len(outcome) if carry else 0
+                refs.append(
+                    Ref(position=position, replay_key=child.replay_key, outcome=outcome if carry else None)
+                )
+            if refs:
+                batch = SettleBatch(incarnation=req.incarnation, mode=SettlementMode.PUMPED, refs=refs)
+                await _forward(ctx, req.group_key, batch)
+
+    @pump.handler(
+        name=PUMP_OUTCOMES.handler,
+        kind="shared",
+        ingress_private=True,
+        state_preload=False,
+        output_serde=_BYTES,
+    )
+    @terminal_errors
+    async def outcomes(ctx: restate.ObjectSharedContext, positions: list[int]) -> bytes:
+        """The stored outcomes of ``positions``, one JSON array, cut short to stay under the size limit."""
+        reads = [ctx.get(f"o{int(position)}", serde=_BYTES) for position in positions[:OUTCOMES_PER_READ]]
+        if reads:
+            await restate.gather(*reads)
+        found: list[bytes] = []
+        size = 0
+        for read in reads:
+            outcome = await read
+            if outcome is None:
+                if not found:  # ranked, so stored, unless the group was closed meanwhile
+                    raise GroupNotOpen(
+                        "the group was closed while reading", group_key=group_of_pump(ctx.key())
+                    )
+                break
+            if found and size + len(outcome) > MAX_OUTCOME_BYTES:
+                break
+            found.append(outcome)
+            size += len(outcome)
+        return b"[" + b",".join(found) + b"]"
+
+    @pump.handler(name=PUMP_FORGET.handler, ingress_private=True, state_preload=False)
+    async def forget(ctx: restate.ObjectContext) -> None:
+        ctx.clear_all()
+
+    del run, outcomes, forget
+    return pump
+
+
+async def _child_outcome(future: Any, child: RuntimeEffectEnvelope) -> bytes | None:
+    """A child call's outcome bytes; None when the child could not be routed (ADR: a 404 is terminal)."""
+    try:
+        return bytes(await future)
+    except restate.TerminalError as error:
+        if is_cancellation(error):
+            return encode(Cancelled())  # cancelled before it could record its own terminal
+        if error.status_code != NOT_FOUND:
+            ended = "child ended without a settlement: %s"
+            logs.logger.warning(ended, error.message, extra={"replay_key": child.replay_key})
+        return None
+
+
+async def _forward(ctx: restate.ObjectContext, group_key: str, batch: SettleBatch) -> None:
+    """Hand a batch to the group, again if a cancel of the pump interrupted the call (it is idempotent)."""
+    while True:
+        try:
+            await GROUP_SETTLE.call(ctx, group_key, batch)
+            return
+        except restate.TerminalError as error:
+            if not is_cancellation(error):
+                raise

@@ -1,0 +1,110 @@
+"""What the tier's objects keep in Restate state: the group's records, and how a group settles.
+
+ADR, "Restate satisfaction": the group object's state is a counter, a shape fence and a rank ->
+reference map. Here the counter and the map are one packed ``order`` (rank r is the r-th 4-byte
+position), kept in the small hot `GroupMeta` with the waiters and openers; the fence (`GroupShape`,
+with every replay key) is a separate, cold record; payload bytes are in neither.
+"""
+
+from __future__ import annotations
+
+import struct
+from enum import StrEnum
+from typing import Any, TypeVar
+
+import msgspec
+from restate.serde import Serde
+
+from ..contract import STRUCT_OPTIONS, GroupShape, GroupWakePolicy, LoserPolicy
+
+__all__ = [
+    "META",
+    "SHAPE",
+    "STRINGS",
+    "GroupMeta",
+    "MsgspecSerde",
+    "SettlementMode",
+    "Waiter",
+]
+
+_T = TypeVar("_T")
+
+
+class SettlementMode(StrEnum):
+    """How a group's children reach the rank authority, chosen once at open (decision 20).
+
+    ``direct``: each child is its own `LashChild` invocation that stores its outcome and settles
+    itself. ``pumped``: one `LashPump` invocation calls every child, stores their outcomes and
+    settles whatever finished meanwhile in one batch. What differs lives in `_mode.py`.
+    """
+
+    DIRECT = "direct"
+    PUMPED = "pumped"
+
+    @classmethod
+    def for_width(cls, child_count: int, batch_from: int) -> SettlementMode:
+        return cls.PUMPED if child_count >= batch_from else cls.DIRECT
+
+
+class Waiter(msgspec.Struct, **STRUCT_OPTIONS):
+    """Resolve ``awakeable`` with the reference (and small outcome) of ``rank`` when it is recorded."""
+
+    awakeable: str
+    rank: int
+
+
+class GroupMeta(msgspec.Struct, **STRUCT_OPTIONS):
+    """The group's small, hot record: read by every settle and wait (the big fence is read only by open).
+
+    ``order`` is the rank -> position map (rank r is the r-th 4-byte little-endian position); a
+    position already in it holds its rank, so a settlement is idempotent on its child.
+    """
+
+    child_count: int
+    wake: GroupWakePolicy
+    disposition: LoserPolicy
+    incarnation: str  # tells this group's settlements from a closed namesake's (decision 17)
+    mode: SettlementMode = SettlementMode.DIRECT
+    order: bytes = b""
+    waiters: list[Waiter] = msgspec.field(default_factory=list)
+    callers: list[str] = msgspec.field(default_factory=list)  # openers, watched under a declared Cancel
+    watchers: list[str] = msgspec.field(default_factory=list)  # invocation ids of the callers' watches
+
+    @property
+    def counter(self) -> int:
+        """How many ranks are recorded (the group's strictly monotonic counter)."""
+        return len(self.order) // 4
+
+    def positions(self, after: int = 0) -> list[int]:
+        """Positions holding ranks ``after + 1`` … ``counter``, in rank order."""
+        return [position for (position,) in struct.iter_unpack("<I", self.order[4 * after :])]
+
+    def is_settled(self, position: int) -> bool:
+        return position in self.positions()
+
+    def ranked(self, position: int) -> GroupMeta:
+        """This record with ``position`` appended as the next rank (ADR: append-only, monotonic)."""
+        return msgspec.structs.replace(self, order=self.order + struct.pack("<I", position))
+
+    def waiting(self, consumed: int, wakes: list[str]) -> list[Waiter]:
+        """Waiters for ranks ``consumed + 1`` … (as many as ``wakes``, never past the last child)."""
+        ranks = range(consumed + 1, min(consumed + len(wakes), self.child_count) + 1)
+        return [Waiter(awakeable=w, rank=r) for w, r in zip(wakes, ranks, strict=False)]
+
+
+class MsgspecSerde(Serde[_T]):
+    """State and awakeable values as msgspec JSON of a declared type (the SDK default is json.dumps)."""
+
+    def __init__(self, kind: Any) -> None:
+        self._decoder: msgspec.json.Decoder[_T] = msgspec.json.Decoder(kind)
+
+    def deserialize(self, buf: bytes) -> _T | None:
+        return self._decoder.decode(buf) if buf else None
+
+    def serialize(self, obj: _T | None) -> bytes:
+        return msgspec.json.encode(obj) if obj is not None else b""
+
+
+META: MsgspecSerde[GroupMeta] = MsgspecSerde(GroupMeta)
+SHAPE: MsgspecSerde[GroupShape] = MsgspecSerde(GroupShape)
+STRINGS: MsgspecSerde[list[str]] = MsgspecSerde(list[str])

@@ -1,0 +1,149 @@
+"""Every hop between the tier's own services, typed: one `Route` per handler, one place to read them.
+
+The SDK's typed calls (`ctx.object_call(handler_fn, ...)`) need the bound handler function, which the
+actor factories create per endpoint and which refer to one another in a cycle (the group dispatches
+the pump, the pump settles into the group); so a hop names its target here, with its message types,
+and the actor module binds its handler under the same route (decision 23). `tests/engine` checks that
+every route is bound by `lash_services` with the route's input type.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Generic, TypeVar
+
+import msgspec
+import restate
+from restate import SendHandle
+
+from ..contract import RuntimeEffectEnvelope
+from ._messages import (
+    ChildRun,
+    CloseRequest,
+    OpenReply,
+    OpenRequest,
+    PumpRun,
+    SettleBatch,
+    WaitReply,
+    WaitRequest,
+)
+
+__all__ = [
+    "CHILD",
+    "CHILD_EXECUTE",
+    "CHILD_FORGET",
+    "CHILD_OUTCOME",
+    "CHILD_RUN",
+    "GROUP",
+    "GROUP_CALLER_ENDED",
+    "GROUP_CLOSE",
+    "GROUP_OPEN",
+    "GROUP_SETTLE",
+    "GROUP_WAIT",
+    "GROUP_WATCH",
+    "PUMP",
+    "PUMP_FORGET",
+    "PUMP_OUTCOMES",
+    "PUMP_RUN",
+    "ROUTES",
+    "SIGNAL",
+    "SIGNAL_SUBSCRIBE",
+    "TURN",
+    "Route",
+    "group_of_pump",
+    "pump_key",
+]
+
+GROUP = "LashGroup"  # virtual object keyed by group key: the rank authority
+CHILD = "LashChild"  # virtual object keyed by replay key: child-as-invocation and its outcome store
+PUMP = (
+    "LashPump"  # virtual object keyed by incarnation and group key: one group's children, settled in batches
+)
+SIGNAL = "LashSignal"  # virtual object keyed by event name: the durable-wait service for AwaitEvent
+TURN = "LashTurn"  # driver service: runs a caller's turn (dev stack and tests)
+
+I = TypeVar("I")  # noqa: E741 - the SDK's own name for a handler's input type
+O = TypeVar("O")  # noqa: E741 - and for its output type
+
+
+class Route(Generic[I, O]):
+    """One handler of one of our services: where it is, what it takes, what it answers."""
+
+    __slots__ = ("_decoder", "handler", "input", "output", "service")
+
+    def __init__(self, service: str, handler: str, input: Any, output: type[O]) -> None:
+        self.service = service
+        self.handler = handler
+        self.input = input
+        self.output = output
+        self._decoder: msgspec.json.Decoder[O] | None = (
+            None if output in (bytes, type(None)) else msgspec.json.Decoder(output)
+        )
+
+    def _encode(self, arg: I) -> bytes:
+        return b"" if arg is None else msgspec.json.encode(arg)  # a handler taking nothing gets no body
+
+    def call(self, ctx: restate.Context, key: str, arg: I) -> restate.RestateDurableCallFuture[bytes]:
+        """The raw call, a durable future that `restate.gather` and `select` take; `reply` decodes it."""
+        return ctx.generic_call(self.service, self.handler, self._encode(arg), key=key)
+
+    def send(self, ctx: restate.Context, key: str, arg: I) -> SendHandle:
+        """A one-way message, journaled in the sender's invocation."""
+        return ctx.generic_send(self.service, self.handler, self._encode(arg), key=key)
+
+    def reply(self, data: bytes) -> O:
+        if self._decoder is None:
+            return data  # type: ignore[return-value]  # bytes outputs pass through, None ones are unread
+        return self._decoder.decode(data)
+
+    async def ask(self, ctx: restate.Context, key: str, arg: I) -> O:
+        """Call and decode the answer."""
+        return self.reply(await self.call(ctx, key, arg))
+
+    def __repr__(self) -> str:
+        return f"Route({self.service}/{self.handler})"
+
+
+GROUP_OPEN: Route[OpenRequest, OpenReply] = Route(GROUP, "open", OpenRequest, OpenReply)
+GROUP_SETTLE: Route[SettleBatch, None] = Route(GROUP, "settle", SettleBatch, type(None))
+GROUP_WAIT: Route[WaitRequest, WaitReply] = Route(GROUP, "wait", WaitRequest, WaitReply)
+GROUP_CLOSE: Route[CloseRequest, None] = Route(GROUP, "close", CloseRequest, type(None))
+GROUP_WATCH: Route[str, None] = Route(GROUP, "watch", str, type(None))
+GROUP_CALLER_ENDED: Route[str, None] = Route(GROUP, "caller_ended", str, type(None))
+
+CHILD_RUN: Route[ChildRun, None] = Route(CHILD, "run", ChildRun, type(None))
+CHILD_EXECUTE: Route[RuntimeEffectEnvelope, bytes] = Route(CHILD, "execute", RuntimeEffectEnvelope, bytes)
+CHILD_OUTCOME: Route[str, bytes] = Route(CHILD, "outcome", str, bytes)
+CHILD_FORGET: Route[str, None] = Route(CHILD, "forget", str, type(None))
+
+PUMP_RUN: Route[PumpRun, None] = Route(PUMP, "run", PumpRun, type(None))
+PUMP_OUTCOMES: Route[list[int], bytes] = Route(PUMP, "outcomes", list[int], bytes)
+PUMP_FORGET: Route[None, None] = Route(PUMP, "forget", None, type(None))
+
+SIGNAL_SUBSCRIBE: Route[str, None] = Route(SIGNAL, "subscribe", str, type(None))
+
+ROUTES: tuple[Route[Any, Any], ...] = (
+    GROUP_OPEN,
+    GROUP_SETTLE,
+    GROUP_WAIT,
+    GROUP_CLOSE,
+    GROUP_WATCH,
+    GROUP_CALLER_ENDED,
+    CHILD_RUN,
+    CHILD_EXECUTE,
+    CHILD_OUTCOME,
+    CHILD_FORGET,
+    PUMP_RUN,
+    PUMP_OUTCOMES,
+    PUMP_FORGET,
+    SIGNAL_SUBSCRIBE,
+)
+
+
+def pump_key(group_key: str, incarnation: str) -> str:
+    """One pump per incarnation: a namesake opened after a close never queues behind the old losers."""
+    return f"{incarnation}:{group_key}"
+
+
+def group_of_pump(key: str) -> str:
+    """The group key inside a `pump_key` (the incarnation is a UUID: it holds no colon)."""
+    return key.partition(":")[2]

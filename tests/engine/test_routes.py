@@ -1,0 +1,48 @@
+"""Every hop between our own services names a handler that `lash_services` binds, with its input type."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+import pytest
+
+from lash_restate.engine import lash_services
+from lash_restate.engine._routes import ROUTES, Route
+from lash_restate.tools import ToolRegistry
+
+
+def _bound() -> dict[tuple[str, str], Any]:
+    return {
+        (service.name, name): handler
+        for service in lash_services(ToolRegistry())
+        for name, handler in service.handlers.items()
+    }
+
+
+@pytest.mark.parametrize("route", ROUTES, ids=repr)
+def test_every_route_is_bound_with_its_input_type(route: Route[Any, Any]) -> None:
+    handler = _bound().get((route.service, route.handler))
+    assert handler is not None, f"{route} names no bound handler"
+    hint = handler.handler_io.input_type
+    if route.input is None:
+        assert hint is None or hint.is_void or hint.annotation is None, f"{route} takes nothing"
+    else:
+        assert hint is not None and hint.annotation == route.input, (route, hint)
+
+
+def test_only_the_public_handlers_are_left_unrouted() -> None:
+    """A handler no route names is one the ingress may call (events), or dead code."""
+    routed = {(route.service, route.handler) for route in ROUTES}
+    public = {key for key, handler in _bound().items() if key not in routed}
+    assert public == {("LashSignal", "emit"), ("LashSignal", "reject"), ("LashSignal", "clear")}
+
+
+def test_a_route_encodes_its_message_as_the_handler_decodes_it() -> None:
+    class Probe(msgspec.Struct):
+        n: int
+
+    route: Route[Probe, Probe] = Route("S", "h", Probe, Probe)
+    assert route.reply(msgspec.json.encode(Probe(n=3))) == Probe(n=3)
+    raw: Route[int, bytes] = Route("S", "h", int, bytes)
+    assert raw.reply(b"[1]") == b"[1]"
