@@ -56,3 +56,26 @@ def test_every_normative_section_of_the_adr_has_rows() -> None:
         "Tier split",
     ]:
         assert heading.lower() in text.lower(), heading
+
+
+_SOURCE = re.compile(r"`((?:contract|memory|engine|testing)/\w+\.py|\w+\.py)`((?: `[\w.]+`)?)")
+
+
+def test_every_source_file_and_name_cited_in_the_docs_exists() -> None:
+    """`engine/_group.py` `open` in a doc means that file defines that name (after a move, too)."""
+    package = ROOT / "src/lash_restate"
+    cited = 0
+    for doc in ["docs/conformance.md", "docs/decisions.md", "README.md"]:
+        for path, name in _SOURCE.findall((ROOT / doc).read_text()):
+            if path.rsplit("/", 1)[-1].startswith("test_"):  # a test file, checked above
+                continue
+            source = package / path
+            assert source.is_file(), f"{doc} cites {path}, which does not exist"
+            cited += 1
+            symbol = name.strip(" `").rsplit(".", 1)[-1]
+            if symbol:
+                text = source.read_text()
+                assert re.search(rf"\b(def|class) {symbol}\b|^{symbol}\b", text, re.M), (
+                    f"{doc} cites {symbol} in {path}, which does not define it"
+                )
+    assert cited > 20
