@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
+from typing import Any, Literal, TypeAlias
 
 from .contract import (
     AwaitEvent,
@@ -33,7 +33,10 @@ __all__ = [
     "AggregateRejection",
     "Combinator",
     "CombinatorResult",
+    "FulfilledResult",
     "Rejected",
+    "RejectedResult",
+    "SuspendedResult",
     "all_",
     "all_settled",
     "any_",
@@ -75,43 +78,83 @@ class AggregateRejection(Exception):
         self.errors = errors
 
 
-@dataclass
-class CombinatorResult:
-    """How a combinator ended: fulfilled, rejected, or suspended with a saved cursor."""
+@dataclass(frozen=True, kw_only=True)
+class FulfilledResult:
+    """The combinator fulfilled with ``value`` (ECMA-262's value for the settlements in ``order``)."""
 
-    status: str  # "fulfilled" | "rejected" | "suspended"
+    status: Literal["fulfilled"] = field(default="fulfilled", init=False)
     group_key: str
-    order: list[int] = field(default_factory=list)  # positions, in the rank order consumed
-    value: Any = None
-    reason: Settlement | list[Outcome] | None = None
-    handle: GroupHandle | None = None
+    order: tuple[int, ...]
+    """Positions, in the rank order consumed."""
+    value: Any
 
 
-def _verdict(kind: Combinator, n: int, seen: list[Settlement]) -> tuple[str, Any] | None:
+@dataclass(frozen=True, kw_only=True)
+class RejectedResult:
+    """The combinator rejected.
+
+    ``reason`` is the first consumed rejecting settlement for `all` and `race`, and every
+    outcome in input order for `any` (ECMA-262 AggregateError).
+    """
+
+    status: Literal["rejected"] = field(default="rejected", init=False)
+    group_key: str
+    order: tuple[int, ...]
+    """Positions, in the rank order consumed."""
+    reason: Settlement | tuple[Outcome, ...]
+
+
+@dataclass(frozen=True, kw_only=True)
+class SuspendedResult:
+    """The combinator stopped before deciding; ``handle`` is the cursor to save and resume from."""
+
+    status: Literal["suspended"] = field(default="suspended", init=False)
+    group_key: str
+    order: tuple[int, ...]
+    """Positions, in the rank order consumed."""
+    handle: GroupHandle
+
+
+CombinatorResult: TypeAlias = FulfilledResult | RejectedResult | SuspendedResult
+"""How a combinator ended; tell the three apart with ``isinstance`` or ``status``."""
+
+
+def _verdict(
+    kind: Combinator, group_key: str, n: int, seen: list[Settlement]
+) -> FulfilledResult | RejectedResult | None:
     """ECMA-262 semantics over the settlements consumed so far; None means keep consuming."""
+
+    def fulfilled(value: Any) -> FulfilledResult:
+        return FulfilledResult(group_key=group_key, order=_order(seen), value=value)
+
+    def rejected(reason: Settlement | tuple[Outcome, ...]) -> RejectedResult:
+        return RejectedResult(group_key=group_key, order=_order(seen), reason=reason)
+
     by_position = {s.position: s.outcome for s in seen}
     if kind is Combinator.ALL:
         for s in seen:
             if not isinstance(s.outcome, Ok):
-                return "rejected", s
+                return rejected(s)
         if len(seen) == n:
-            return "fulfilled", [_value(by_position[p]) for p in range(n)]
+            return fulfilled([_value(by_position[p]) for p in range(n)])
     elif kind is Combinator.ALL_SETTLED:
         if len(seen) == n:
-            return "fulfilled", [by_position[p] for p in range(n)]
+            return fulfilled([by_position[p] for p in range(n)])
     elif kind is Combinator.RACE:
         if seen:
             first = seen[0]
-            return (
-                ("fulfilled", first.outcome.value) if isinstance(first.outcome, Ok) else ("rejected", first)
-            )
+            return fulfilled(first.outcome.value) if isinstance(first.outcome, Ok) else rejected(first)
     else:
         for s in seen:
             if isinstance(s.outcome, Ok):
-                return "fulfilled", s.outcome.value
+                return fulfilled(s.outcome.value)
         if len(seen) == n:
-            return "rejected", [by_position[p] for p in range(n)]
+            return rejected(tuple(by_position[p] for p in range(n)))
     return None
+
+
+def _order(seen: list[Settlement]) -> tuple[int, ...]:
+    return tuple(s.position for s in seen)
 
 
 def _value(outcome: Outcome) -> Any:
@@ -146,24 +189,15 @@ async def run_combinator(
         replay = GroupHandle(cursor.group_key, cursor.child_count, 0)
         for _ in range(cursor.consumed):
             seen.append(await controller.await_next_settlement(replay))
-    result = CombinatorResult(status="suspended", group_key=cursor.group_key)
-    verdict = _verdict(kind, len(group), seen)
+    verdict = _verdict(kind, cursor.group_key, len(group), seen)
     while verdict is None:
         if stop_after is not None and cursor.consumed >= stop_after:
-            result.order = [s.position for s in seen]
-            result.handle = cursor
-            return result
+            return SuspendedResult(group_key=cursor.group_key, order=_order(seen), handle=cursor)
         seen.append(await controller.await_next_settlement(cursor))
-        verdict = _verdict(kind, len(group), seen)
+        verdict = _verdict(kind, cursor.group_key, len(group), seen)
     # The declared disposition applies to the losers: RunToCompletion lets them run on (ECMA-262).
     await controller.close_effect_group(cursor)
-    result.status, payload = verdict
-    result.order = [s.position for s in seen]
-    if result.status == "fulfilled":
-        result.value = payload
-    else:
-        result.reason = payload
-    return result
+    return verdict
 
 
 def _group(
@@ -177,11 +211,12 @@ def _group(
 
 async def _settle(controller: RuntimeEffectController, kind: Combinator, group: RuntimeEffectGroup) -> Any:
     result = await run_combinator(controller, kind, group)
-    if result.status == "fulfilled":
+    if isinstance(result, FulfilledResult):
         return result.value
+    assert isinstance(result, RejectedResult)  # without stop_after a combinator always decides
     if isinstance(result.reason, Settlement):
         raise Rejected(result.reason)
-    raise AggregateRejection(list(result.reason or []))
+    raise AggregateRejection(list(result.reason))
 
 
 async def all_(
@@ -241,7 +276,7 @@ async def select(
     event: str,
     deadline_ms: int,
     replay_key_prefix: str,
-) -> tuple[str, Any]:
+) -> tuple[Literal["event", "deadline"], Any]:
     """The signal/deadline select: a two-child First group with Cancel (ADR, Consequences).
 
     Returns ``("event", payload)`` or ``("deadline", None)``; the losing arm is cancelled.
@@ -254,8 +289,8 @@ async def select(
     ]
     group = _group(key, children, Combinator.RACE, LoserPolicy.CANCEL)
     result = await run_combinator(controller, Combinator.RACE, group)
-    winner = "event" if result.order[0] == 0 else "deadline"
-    if result.status == "rejected":
-        assert isinstance(result.reason, Settlement)
+    if isinstance(result, RejectedResult):
+        assert isinstance(result.reason, Settlement)  # race rejects with the first settlement
         raise Rejected(result.reason)
-    return winner, result.value
+    assert isinstance(result, FulfilledResult)
+    return ("event" if result.order[0] == 0 else "deadline"), result.value

@@ -109,13 +109,17 @@ def settlement_json(settlement: Settlement) -> dict[str, Any]:
 
 
 def combinator_result_json(result: CombinatorResult) -> dict[str, Any]:
-    body: dict[str, Any] = {"status": result.status, "group_key": result.group_key, "order": result.order}
+    body: dict[str, Any] = {
+        "status": result.status,
+        "group_key": result.group_key,
+        "order": list(result.order),  # a tuple on the result, a JSON array here
+    }
     if result.status == "fulfilled":
         body["value"] = msgspec.to_builtins(result.value)
     elif result.status == "rejected":
-        body["reason"] = msgspec.to_builtins(result.reason)
+        reason = result.reason  # a settlement, or (for `any`) a tuple of outcomes: a JSON array here
+        body["reason"] = msgspec.to_builtins(reason if isinstance(reason, Settlement) else list(reason))
     else:
-        assert result.handle is not None
         body["handle"] = result.handle.to_bytes().decode()
     return body
 
@@ -153,7 +157,7 @@ async def run_turn(
                 result = await run_combinator(
                     controller, step.kind, group, handle=saved, stop_after=step.stop_after
                 )
-                handle = result.handle
+                handle = result.handle if result.status == "suspended" else None
                 results.append({"ok": combinator_result_json(result)})
         except LashError as error:
             results.append(error_json(error))

@@ -158,3 +158,33 @@ async def test_a_bad_group_in_a_combinator_is_a_typed_error(tier: Any) -> None:
         }
     }
     await tier.wait_closed(s.key())
+
+
+async def test_each_result_carries_exactly_its_own_fields(tier: Any) -> None:
+    s = Scope()
+    gate = s.event("gate")
+    group = s.group([event(gate), fail("no", code="E1")], wake="first")
+    [suspended] = await tier.turn(combine("race", group, stop_after=0))
+    assert ok(suspended) == {
+        "status": "suspended",
+        "group_key": s.key(),
+        "order": [],
+        "handle": json.dumps({"group_key": s.key(), "child_count": 2, "consumed": 0}, separators=(",", ":")),
+    }
+    [rejected] = await tier.turn(combine("race", group, handle=ok(suspended)["handle"]))
+    assert ok(rejected) == {
+        "status": "rejected",
+        "group_key": s.key(),
+        "order": [1],
+        "reason": {
+            "rank": 1,
+            "position": 1,
+            "replay_key": f"{s.key()}/c1",
+            "outcome": {"type": "err", "message": "no", "code": "E1"},
+        },
+    }
+    s2 = Scope()
+    [fulfilled] = await tier.turn(combine("all", s2.group([echo("a"), echo("b")])))
+    body = ok(fulfilled)
+    assert sorted(body.pop("order")) == [0, 1]  # which child settled first is the tier's business
+    assert body == {"status": "fulfilled", "group_key": s2.key(), "value": ["a", "b"]}

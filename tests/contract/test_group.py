@@ -168,6 +168,17 @@ def test_handle_serialises_and_restores() -> None:
     assert handle.consumed == 1
 
 
+def test_handle_is_the_callers_mutable_cursor_so_it_is_not_hashable() -> None:
+    handle, same = GroupHandle(KEY, 2, 0), GroupHandle(KEY, 2, 0)
+    assert handle == same
+    with pytest.raises(TypeError):
+        hash(handle)
+    with pytest.raises(TypeError):
+        {handle: "a hash over consumed would change under the dict"}  # noqa: B018
+    handle.advance()  # the host advances the caller's own handle (ADR: taken by &mut)
+    assert handle != same
+
+
 @pytest.mark.parametrize(
     "raw",
     [

@@ -3,17 +3,34 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 
 import pytest
 
-from lash_restate.combinators import AggregateRejection, Rejected, all_, all_settled, any_, race, select
+from lash_restate.combinators import (
+    AggregateRejection,
+    Combinator,
+    FulfilledResult,
+    Rejected,
+    RejectedResult,
+    SuspendedResult,
+    all_,
+    all_settled,
+    any_,
+    race,
+    run_combinator,
+    select,
+)
 from lash_restate.contract import (
     AwaitEvent,
     EmptyGroup,
     Err,
+    GroupHandle,
     LoserPolicy,
     Ok,
     RuntimeEffectEnvelope,
+    RuntimeEffectGroup,
+    Settlement,
     Sleep,
     ToolCall,
 )
@@ -98,3 +115,50 @@ def test_select_declares_a_two_child_first_group_with_cancel() -> None:
     assert group.wake.value == "first"
     assert group.disposition is LoserPolicy.CANCEL
     assert [type(c.command) for c in group.children] == [AwaitEvent, Sleep]
+
+
+async def test_run_combinator_answers_one_of_three_result_types_with_only_their_own_fields() -> None:
+    host = MemoryHost(resolver=demo_tools())
+
+    def group(key: str, kind: Combinator, *children: RuntimeEffectEnvelope) -> RuntimeEffectGroup:
+        return RuntimeEffectGroup(key, children, wake=kind.wake, disposition=LoserPolicy.RUN_TO_COMPLETION)
+
+    fulfilled = await run_combinator(
+        host, Combinator.ALL, group("s:group:u:0", Combinator.ALL, echo(1, "u0"))
+    )
+    assert fulfilled == FulfilledResult(group_key="s:group:u:0", order=(0,), value=[1])
+    assert fulfilled.status == "fulfilled"
+
+    rejected = await run_combinator(
+        host, Combinator.RACE, group("s:group:u:1", Combinator.RACE, fail("bad", "v0"))
+    )
+    assert isinstance(rejected, RejectedResult)
+    assert rejected.status == "rejected"
+    assert isinstance(rejected.reason, Settlement)  # all and race: the first rejecting settlement
+    assert (rejected.reason.position, rejected.reason.outcome) == (0, Err(message="bad"))
+
+    aggregate = await run_combinator(
+        host, Combinator.ANY, group("s:group:u:2", Combinator.ANY, fail("x", "w0"), fail("y", "w1"))
+    )
+    assert isinstance(aggregate, RejectedResult)
+    assert aggregate.reason == (Err(message="x"), Err(message="y"))  # any: outcomes in input order
+
+    suspended = await run_combinator(
+        host, Combinator.ALL, group("s:group:u:3", Combinator.ALL, echo(1, "x0")), stop_after=0
+    )
+    assert suspended == SuspendedResult(
+        group_key="s:group:u:3", order=(), handle=GroupHandle("s:group:u:3", 1, 0)
+    )
+    assert suspended.status == "suspended"
+
+    shapes = {
+        type(r).__name__: {f.name for f in dataclasses.fields(r)} for r in (fulfilled, rejected, suspended)
+    }
+    assert shapes == {
+        "FulfilledResult": {"status", "group_key", "order", "value"},
+        "RejectedResult": {"status", "group_key", "order", "reason"},
+        "SuspendedResult": {"status", "group_key", "order", "handle"},
+    }
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        fulfilled.value = [2]  # type: ignore[misc]
+    await host.aclose()

@@ -9,7 +9,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lash_restate.combinators import Combinator, run_combinator
+from lash_restate.combinators import Combinator, RejectedResult, run_combinator
 from lash_restate.contract import (
     AwaitEvent,
     Err,
@@ -18,6 +18,7 @@ from lash_restate.contract import (
     Ok,
     RuntimeEffectEnvelope,
     RuntimeEffectGroup,
+    Settlement,
 )
 from lash_restate.memory import MemoryHost
 from lash_restate.tools import demo_tools
@@ -79,14 +80,16 @@ def test_ranks_follow_settlement_order_and_verdicts_match_ecma(
         result = await run_combinator(host, kind, group, handle=handle)
         status, expected = oracle(kind, fulfils, order)
         assert result.status == status
-        if status == "fulfilled" and kind is Combinator.ALL_SETTLED:
+        if result.status == "fulfilled" and kind is Combinator.ALL_SETTLED:
             assert [isinstance(o, Ok) for o in result.value] == expected
-        elif status == "fulfilled":
+        elif result.status == "fulfilled":
             assert result.value == expected
         elif isinstance(expected, int):
-            assert result.reason.position == expected  # type: ignore[union-attr]
+            assert isinstance(result, RejectedResult) and isinstance(result.reason, Settlement)
+            assert result.reason.position == expected
         else:
-            assert [e.message for e in result.reason if isinstance(e, Err)] == expected  # type: ignore[union-attr]
+            assert isinstance(result, RejectedResult) and isinstance(result.reason, tuple)
+            assert [e.message for e in result.reason if isinstance(e, Err)] == expected
         assert key not in host.store.groups  # the combinator closed it
         await host.aclose()
 

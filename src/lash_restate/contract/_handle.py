@@ -24,7 +24,12 @@ class _HandleWire(msgspec.Struct, **STRUCT_OPTIONS):
 
 
 class GroupHandle:
-    """Which group, how many children it has, and how many settlements this caller consumed."""
+    """Which group, how many children it has, and how many settlements this caller consumed.
+
+    Mutable, because the host advances the caller's own handle (ADR: taken by ``&mut``), and
+    therefore not hashable: a hash over ``consumed`` would change under a dict or set holding it.
+    Equality compares all three fields.
+    """
 
     __slots__ = ("_child_count", "_consumed", "_group_key")
 
@@ -106,8 +111,7 @@ class GroupHandle:
             other._consumed,
         )
 
-    def __hash__(self) -> int:
-        return hash((self._group_key, self._child_count, self._consumed))
+    __hash__ = None  # type: ignore[assignment]  # mutable: see the class docstring
 
     def __repr__(self) -> str:
         return f"GroupHandle({self._group_key!r}, child_count={self._child_count}, consumed={self._consumed})"
