@@ -309,18 +309,58 @@ async def test_a_batched_group_keeps_payloads_in_its_pump_and_releases_them_at_c
     await _poll(stack, pump, lambda rows: not rows)
 
 
-async def test_a_cancel_group_whose_caller_ended_without_close_has_its_losers_cancelled(stack: Stack) -> None:
-    """ADR: the declared disposition applies on the failure path too; no close is needed."""
+async def test_a_cancel_group_whose_opener_is_killed_has_its_losers_cancelled(stack: Stack) -> None:
+    """ADR: the declared disposition applies on the failure path too, with no close (decision 13).
+
+    The opener is killed through the admin API while parked on rank 2; a resumer then finds both
+    losers settled as Cancelled, not parked for ten minutes, and no child is left running.
+    """
     s = Scope()
     group = s.group(
         [echo("won"), sleep(600_000), event(s.event("never"))], wake="first", disposition="cancel"
     )
-    [_, won, saved] = await turn(stack, open_(group), next_(), save())  # the turn ends, no close
-    assert ok(won)["position"] == 0
-    # A resumer reading the group finds the losers settled as Cancelled, not parked for ten minutes.
-    [_, second, third] = await turn(stack, use(ok(saved)), next_(), next_())
+    body = {"steps": [open_(group), next_(), next_()]}
+    async with httpx.AsyncClient(timeout=60) as client:
+        opener = asyncio.create_task(
+            client.post(
+                f"{stack.server.ingress_url}/LashTurn/run", json=body, headers={"idempotency-key": s.id}
+            )
+        )
+        [row] = await _poll(
+            stack,
+            "SELECT id FROM sys_invocation WHERE target_service_name = 'LashTurn' "
+            f"AND idempotency_key = {quote(s.id)}",
+            lambda rows: len(rows) == 1,
+        )
+        await _poll(  # rank 1 is recorded, so the opener is past it and parked on rank 2
+            stack,
+            "SELECT value_utf8 FROM state WHERE service_name = 'LashGroup' "
+            f"AND service_key = {quote(s.key())} AND key = 'meta'",
+            lambda rows: bool(rows) and json.loads(rows[0]["value_utf8"]).get("order"),
+        )
+        killed = await client.patch(f"{stack.server.admin_url}/invocations/{row['id']}/kill")
+        assert killed.status_code in (200, 202), killed.text
+        assert (await opener).status_code != 200  # the opener ended in failure
+    [_, first, second, third] = await turn(stack, use(_handle(s.key(), 3, 0)), next_(), next_(), next_())
+    assert ok(first)["outcome"] == {"type": "ok", "value": "won"}
     assert {ok(second)["position"], ok(third)["position"]} == {1, 2}
     assert ok(second)["outcome"] == ok(third)["outcome"] == {"type": "cancelled"}
+    for position in (1, 2):
+        await _wait_run_completed(stack, f"{s.key()}/c{position}")
+
+
+async def test_a_cancel_group_whose_opener_returned_normally_keeps_its_losers(stack: Stack) -> None:
+    """An opener that returns with the group open has parked a continuation (decision 13): its losers
+    run on, the group stays listed, and a resumer that reopens it gets their real outcomes."""
+    s = Scope()
+    gate = s.event("gate")
+    group = s.group([echo("won"), event(gate)], wake="first", disposition="cancel")
+    [_, won, saved] = await turn(stack, open_(group), next_(), save())  # ends normally, no close
+    assert ok(won)["position"] == 0
+    assert s.key() in {g.group_key for g in await asyncio.to_thread(list_open_groups, stack.server.admin_url)}
+    await emit(stack, gate, "late")
+    [_, _, loser, _] = await turn(stack, open_(group), use(ok(saved)), next_(), close())
+    assert ok(loser)["outcome"] == {"type": "ok", "value": "late"}
 
 
 async def test_a_run_to_completion_group_keeps_its_losers_after_the_caller_ended(stack: Stack) -> None:

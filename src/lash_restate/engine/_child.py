@@ -17,6 +17,7 @@ from restate.serde import BytesSerde
 from ..contract import (
     AwaitEvent,
     Cancelled,
+    ChildUnroutable,
     Err,
     GroupExecutors,
     GroupNotOpen,
@@ -29,7 +30,7 @@ from ..contract import (
     describe_command,
     execute_once,
 )
-from ._errors import HANDLER_RETRY, NOT_FOUND, is_cancellation, terminal_errors
+from ._errors import HANDLER_RETRY, NOT_FOUND, is_cancellation, lash_terminal, terminal_errors
 from ._messages import INLINE_OUTCOME_BYTES, MAX_OUTCOME_BYTES, ChildRun, Ref, SettleBatch, encode
 from ._mode import child_store
 from ._records import SettlementMode
@@ -123,6 +124,17 @@ async def _execute(
         raise
 
 
+def _unroutable(envelope: RuntimeEffectEnvelope) -> ChildUnroutable:
+    membership = envelope.membership
+    assert membership is not None  # only grouped children are dispatched here
+    return ChildUnroutable.no_executor(
+        describe_command(envelope.command),
+        group_key=membership.group_key,
+        position=membership.position,
+        replay_key=envelope.replay_key,
+    )
+
+
 async def _run_tool(
     ctx: restate.ObjectContext, envelope: RuntimeEffectEnvelope, resolver: GroupExecutors, attempts: int
 ) -> Outcome:
@@ -133,9 +145,8 @@ async def _run_tool(
         # ADR: each executor is single-execution; every attempt resolves a fresh one.
         executor = resolver.resolve(envelope)
         if executor is None:
-            raise restate.TerminalError(
-                f"no executor is registered for {describe_command(command)}", NOT_FOUND
-            )
+            # ADR: the engine tier's form of a routing miss is a terminal 404 (lash_terminal's status).
+            raise lash_terminal(_unroutable(envelope))
         result = await execute_once(executor)
         if isinstance(result, Transient):
             raise RuntimeError(result.message)  # retried by ctx.run, bounded by max_attempts

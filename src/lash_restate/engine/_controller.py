@@ -41,7 +41,17 @@ from ..contract import (
     require_ungrouped,
 )
 from ._errors import raise_typed
-from ._messages import CloseRequest, Miss, OpenRequest, WaitReply, WaitRequest, decode, decode_outcome, encode
+from ._messages import (
+    CloseRequest,
+    Miss,
+    OpenReply,
+    OpenRequest,
+    WaitReply,
+    WaitRequest,
+    decode,
+    decode_outcome,
+    encode,
+)
 from ._mode import mode_for
 from ._routes import GROUP_CLOSE, GROUP_OPEN, GROUP_WAIT, Route
 
@@ -110,14 +120,23 @@ class RestateController(EffectGroupDefaults):
         window = self._window(0, len(group))
         # ADR: resolve all N before recording. Whether a miss refuses is decided by whether the group
         # is already recorded, which only the single writer knows, so the miss travels with the open.
+        answer, opened = self._ctx.awakeable(serde=_BYTES)
         request = OpenRequest(
+            reply_to=answer,
             shape=group.shape(),
             children=[canonical_bytes(c) for c in group.children],
             miss=self._first_miss(resolver, group),
             caller=self._ctx.request().id,
             wakes=list(window),
         )
-        reply = await self._ask(GROUP_OPEN, key, request)
+        # Sent, answered on an awakeable (decision 25): this invocation's cancellation cannot cut
+        # the open short between dispatching the children and recording how to cancel them.
+        GROUP_OPEN.send(self._ctx, key, request)
+        try:
+            reply = decode(await opened, OpenReply)
+        except restate.TerminalError as error:
+            raise_typed(error)
+            raise
         if not reply.reopened:
             self._wakes[key] = {rank: woken for rank, woken in enumerate(window.values(), start=1)}
         # Open or reopen, the recorded shape is this group's (the reopen was fenced on it).

@@ -31,6 +31,7 @@ __all__ = [
     "lash_terminal",
     "raise_typed",
     "terminal_errors",
+    "terminal_status",
 ]
 
 # Restate raises TerminalError("cancelled", 409) at the await a cancelled invocation is parked on.
@@ -52,15 +53,18 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 
-def lash_terminal(error: LashError) -> TerminalError:
-    """The TerminalError a handler raises for a contract error (never 409, which means "cancelled")."""
+def terminal_status(error: LashError) -> int:
+    """The status a contract error leaves a handler with (never 409, which means "cancelled")."""
     if isinstance(error, GroupNotOpen | ChildUnroutable):
-        status = NOT_FOUND
-    elif isinstance(error, EffectGroupUnsupported):
-        status = 501
-    else:
-        status = 400
-    return TerminalError(error.to_wire(), status_code=status)
+        return NOT_FOUND
+    if isinstance(error, EffectGroupUnsupported):
+        return 501
+    return 400
+
+
+def lash_terminal(error: LashError) -> TerminalError:
+    """The TerminalError a handler raises for a contract error."""
+    return TerminalError(error.to_wire(), status_code=terminal_status(error))
 
 
 def raise_typed(error: TerminalError) -> None:

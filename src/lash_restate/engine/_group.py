@@ -16,13 +16,15 @@ from ..contract import (
     ChildUnroutable,
     GroupNotOpen,
     InvalidSettlement,
+    LashError,
     LoserPolicy,
     RuntimeEffectEnvelope,
     check_child_count,
     effective_disposition,
 )
-from ._errors import HANDLER_RETRY, NOT_FOUND, is_cancellation, terminal_errors
+from ._errors import HANDLER_RETRY, NOT_FOUND, terminal_errors, terminal_status
 from ._messages import (
+    CallerEnded,
     CloseRequest,
     OpenReply,
     OpenRequest,
@@ -47,6 +49,7 @@ from ._routes import (
 __all__ = ["group_object"]
 
 _REPLY: MsgspecSerde[WaitReply] = MsgspecSerde(WaitReply)
+_OPENED: MsgspecSerde[OpenReply] = MsgspecSerde(OpenReply)
 
 
 def group_object(batch_from: int) -> restate.VirtualObject:
@@ -54,50 +57,24 @@ def group_object(batch_from: int) -> restate.VirtualObject:
     group = restate.VirtualObject(GROUP, invocation_retry_policy=HANDLER_RETRY)
 
     @group.handler(name=GROUP_OPEN.handler, ingress_private=True)
-    @terminal_errors
-    async def open(ctx: restate.ObjectContext, req: OpenRequest) -> OpenReply:
+    async def open(ctx: restate.ObjectContext, req: OpenRequest) -> None:
+        """Record (or fence a reopen of) the group and dispatch its children; answer on ``reply_to``.
+
+        The opener sends this and awaits its awakeable (decision 25), so its own cancellation never
+        reaches this handler: a group whose children were dispatched always records how to cancel
+        them. The answer goes out before the awaits that follow, so the opener resumes at once.
+        """
         meta = await ctx.get("meta", serde=META)
-        if meta is not None:
-            # ADR: a reopen is fenced on shape, resolves only what it dispatches and refuses nothing;
-            # on Restate the children are engine-owned invocations already, so it dispatches nothing.
-            recorded = await ctx.get("fence", serde=SHAPE)
-            assert recorded is not None  # written with meta, cleared with it
-            recorded.fence_reopen(req.shape, ctx.key())
-            await _watch_caller(ctx, meta, req.caller)
-            logs.event("group.reopened", ctx, group_key=ctx.key())
-            return OpenReply(reopened=True)
-        if req.miss is not None:
-            # ADR: a first open with a child nobody can run records nothing, group row included.
-            raise ChildUnroutable.no_executor(
-                req.miss.what, group_key=ctx.key(), position=req.miss.position, replay_key=req.miss.replay_key
-            )
-        meta = GroupMeta(
-            child_count=req.shape.child_count,
-            wake=req.shape.wake,
-            disposition=req.shape.disposition,
-            incarnation=str(ctx.uuid()),
-            mode=SettlementMode.for_width(req.shape.child_count, batch_from),
-        )
-        meta = msgspec.structs.replace(meta, waiters=meta.waiting(0, req.wakes))
-        children = [decode(child, RuntimeEffectEnvelope) for child in req.children]
-        # Recording and dispatch are one handler run: a group is never recorded without its children.
-        # Both come before the first await: a cancel signal (the caller's own cancellation reaches
-        # this call) can only surface at an await, so it finds the group recorded and dispatched.
-        ctx.set("fence", req.shape, serde=SHAPE)
-        ctx.set("meta", meta, serde=META)
-        handles = mode_for(meta.mode).dispatch(ctx, meta, children)
-        ctx.set(INVOCATIONS, [await h.invocation_id() for h in handles], serde=STRINGS)
+        try:
+            meta, children = await _record(ctx, meta, req, batch_from)
+        except LashError as error:
+            ctx.reject_awakeable(req.reply_to, error.to_wire(), terminal_status(error))
+            return
+        handles = mode_for(meta.mode).dispatch(ctx, meta, children) if children else []
+        ctx.resolve_awakeable(req.reply_to, OpenReply(reopened=not children), serde=_OPENED)
+        if handles:  # cancels need these: one per child, or the one pump (decision 4)
+            ctx.set(INVOCATIONS, [await h.invocation_id() for h in handles], serde=STRINGS)
         await _watch_caller(ctx, meta, req.caller)
-        logs.event(
-            "group.opened",
-            ctx,
-            group_key=ctx.key(),
-            children=req.shape.child_count,
-            wake=req.shape.wake.value,
-            disposition=req.shape.disposition.value,
-            mode=meta.mode.value,
-        )
-        return OpenReply(reopened=False)
 
     @group.handler(name=GROUP_SETTLE.handler, ingress_private=True, state_preload=False)
     @terminal_errors
@@ -157,27 +134,31 @@ def group_object(batch_from: int) -> restate.VirtualObject:
         )
 
     @group.handler(name=GROUP_WATCH.handler, kind="shared", ingress_private=True)
-    async def watch(ctx: restate.ObjectSharedContext, caller: str) -> None:
-        """Wait for an opener's invocation to end, however it ends, then report it to the writer."""
+    async def watch(ctx: restate.ObjectSharedContext, ended: CallerEnded) -> None:
+        """Wait for an opener's invocation to end, however it ends, then report how to the writer."""
         try:
-            await ctx.attach_invocation(caller)
-        except restate.TerminalError as error:
-            if is_cancellation(error):
-                raise  # this watcher itself was cancelled
-        GROUP_CALLER_ENDED.send(ctx, ctx.key(), caller)
+            await ctx.attach_invocation(ended.caller)
+            failed = False
+        except restate.TerminalError:
+            # Failed, killed or cancelled; or this watch was cancelled by the group's close, in which
+            # case the report finds the incarnation gone and changes nothing.
+            failed = True
+        GROUP_CALLER_ENDED.send(ctx, ctx.key(), msgspec.structs.replace(ended, failed=failed))
 
     @group.handler(name=GROUP_CALLER_ENDED.handler, ingress_private=True, state_preload=False)
-    async def caller_ended(ctx: restate.ObjectContext, caller: str) -> None:
+    async def caller_ended(ctx: restate.ObjectContext, ended: CallerEnded) -> None:
         """ADR: the declared disposition applies even when the caller never reaches its close.
 
-        When the last opener of a group declared `Cancel` has ended without closing, its
-        unsettled children are cancelled; they still take ranks (as `Cancelled`) for a resumer.
+        Decision 13: when the last live opener of a group that declared `Cancel` ends in failure
+        (or is killed or cancelled) without closing, its unsettled children are cancelled; they
+        still take ranks (as `Cancelled`) for a resumer. An opener that returned normally has parked
+        a continuation: the losers run on and the group stays open for whoever resumes it.
         """
         meta = await ctx.get("meta", serde=META)
-        if meta is None:
-            return  # closed already: nothing is left to apply
-        callers = [c for c in meta.callers if c != caller]
-        cancel = not callers and meta.disposition is LoserPolicy.CANCEL
+        if meta is None or meta.incarnation != ended.incarnation:
+            return  # closed already (or a namesake): nothing is left to apply
+        callers = [c for c in meta.callers if c != ended.caller]
+        cancel = ended.failed and not callers and meta.disposition is LoserPolicy.CANCEL
         cancels = await mode_for(meta.mode).to_cancel(ctx, meta) if cancel else []  # reads first
         ctx.set("meta", msgspec.structs.replace(meta, callers=callers), serde=META)
         if cancel:
@@ -187,6 +168,46 @@ def group_object(batch_from: int) -> restate.VirtualObject:
 
     del open, settle, wait, close, watch, caller_ended
     return group
+
+
+async def _record(
+    ctx: restate.ObjectContext, meta: GroupMeta | None, req: OpenRequest, batch_from: int
+) -> tuple[GroupMeta, list[RuntimeEffectEnvelope]]:
+    """The group's record after this open, and the children to dispatch (none on a reopen)."""
+    if meta is not None:
+        # ADR: a reopen is fenced on shape, resolves only what it dispatches and refuses nothing;
+        # on Restate the children are engine-owned invocations already, so it dispatches nothing.
+        recorded = await ctx.get("fence", serde=SHAPE)
+        assert recorded is not None  # written with meta, cleared with it
+        recorded.fence_reopen(req.shape, ctx.key())
+        logs.event("group.reopened", ctx, group_key=ctx.key())
+        return meta, []
+    if req.miss is not None:
+        # ADR: a first open with a child nobody can run records nothing, group row included.
+        raise ChildUnroutable.no_executor(
+            req.miss.what, group_key=ctx.key(), position=req.miss.position, replay_key=req.miss.replay_key
+        )
+    meta = GroupMeta(
+        child_count=req.shape.child_count,
+        wake=req.shape.wake,
+        disposition=req.shape.disposition,
+        incarnation=str(ctx.uuid()),
+        mode=SettlementMode.for_width(req.shape.child_count, batch_from),
+    )
+    meta = msgspec.structs.replace(meta, waiters=meta.waiting(0, req.wakes))
+    # Recorded and dispatched in one handler run: a group is never recorded without its children.
+    ctx.set("fence", req.shape, serde=SHAPE)
+    ctx.set("meta", meta, serde=META)
+    logs.event(
+        "group.opened",
+        ctx,
+        group_key=ctx.key(),
+        children=req.shape.child_count,
+        wake=req.shape.wake.value,
+        disposition=req.shape.disposition.value,
+        mode=meta.mode.value,
+    )
+    return meta, [decode(child, RuntimeEffectEnvelope) for child in req.children]
 
 
 def _rank(ctx: restate.ObjectContext, meta: GroupMeta, refs: list[Ref]) -> None:
@@ -229,7 +250,8 @@ async def _watch_caller(ctx: restate.ObjectContext, meta: GroupMeta, caller: str
     """
     if caller is None or meta.disposition is not LoserPolicy.CANCEL or caller in meta.callers:
         return
-    watcher = await GROUP_WATCH.send(ctx, ctx.key(), caller).invocation_id()
+    watch = CallerEnded(caller=caller, incarnation=meta.incarnation)
+    watcher = await GROUP_WATCH.send(ctx, ctx.key(), watch).invocation_id()
     meta = msgspec.structs.replace(meta, callers=[*meta.callers, caller], watchers=[*meta.watchers, watcher])
     ctx.set("meta", meta, serde=META)
 

@@ -13,6 +13,7 @@ __all__ = [
     "BATCH_INLINE_BYTES",
     "INLINE_OUTCOME_BYTES",
     "MAX_OUTCOME_BYTES",
+    "CallerEnded",
     "ChildRun",
     "CloseRequest",
     "Miss",
@@ -50,6 +51,9 @@ class Miss(msgspec.Struct, **STRUCT_OPTIONS):
 
 
 class OpenRequest(msgspec.Struct, **STRUCT_OPTIONS):
+    """Sent, not called (decision 25): the group answers on the caller's awakeable ``reply_to``."""
+
+    reply_to: str
     shape: GroupShape
     children: list[bytes]  # canonical envelopes, stamped with membership
     miss: Miss | None = None
@@ -59,6 +63,14 @@ class OpenRequest(msgspec.Struct, **STRUCT_OPTIONS):
 
 class OpenReply(msgspec.Struct, **STRUCT_OPTIONS):
     reopened: bool
+
+
+class CallerEnded(msgspec.Struct, **STRUCT_OPTIONS):
+    """An opener's invocation ended; ``failed`` if in failure, killed or cancelled (decision 13)."""
+
+    caller: str
+    incarnation: str
+    failed: bool = True
 
 
 class ChildRun(msgspec.Struct, **STRUCT_OPTIONS):

@@ -17,9 +17,9 @@ from restate import SendHandle
 
 from ..contract import RuntimeEffectEnvelope
 from ._messages import (
+    CallerEnded,
     ChildRun,
     CloseRequest,
-    OpenReply,
     OpenRequest,
     PumpRun,
     SettleBatch,
@@ -103,12 +103,12 @@ class Route(Generic[I, O]):
         return f"Route({self.service}/{self.handler})"
 
 
-GROUP_OPEN: Route[OpenRequest, OpenReply] = Route(GROUP, "open", OpenRequest, OpenReply)
+GROUP_OPEN: Route[OpenRequest, None] = Route(GROUP, "open", OpenRequest, type(None))
 GROUP_SETTLE: Route[SettleBatch, None] = Route(GROUP, "settle", SettleBatch, type(None))
 GROUP_WAIT: Route[WaitRequest, WaitReply] = Route(GROUP, "wait", WaitRequest, WaitReply)
 GROUP_CLOSE: Route[CloseRequest, None] = Route(GROUP, "close", CloseRequest, type(None))
-GROUP_WATCH: Route[str, None] = Route(GROUP, "watch", str, type(None))
-GROUP_CALLER_ENDED: Route[str, None] = Route(GROUP, "caller_ended", str, type(None))
+GROUP_WATCH: Route[CallerEnded, None] = Route(GROUP, "watch", CallerEnded, type(None))
+GROUP_CALLER_ENDED: Route[CallerEnded, None] = Route(GROUP, "caller_ended", CallerEnded, type(None))
 
 CHILD_RUN: Route[ChildRun, None] = Route(CHILD, "run", ChildRun, type(None))
 CHILD_EXECUTE: Route[RuntimeEffectEnvelope, bytes] = Route(CHILD, "execute", RuntimeEffectEnvelope, bytes)
