@@ -303,3 +303,31 @@ async def test_refusals_are_the_contract_rules_with_their_messages() -> None:
         await host.await_next_settlement(GroupHandle(KEY, 1, 0))
     assert gone.value.message == "no such group is recorded (never opened, or closed)"
     await host.aclose()
+
+
+async def test_a_routing_miss_on_retry_synthesizes_no_terminal() -> None:
+    """ADR: a child with no runner is a routing fact, not an outcome, on a retry as on a reopen:
+    the child stays unsettled and the drain reports it as NoExecutor."""
+
+    class LosesItsTool:
+        """Routes the child once, then never again (the deployment changed while it ran)."""
+
+        def __init__(self) -> None:
+            self.resolved = 0
+
+        def resolve(self, envelope: Any) -> Any:
+            self.resolved += 1
+            return ToolRegistry({"flaky": flaky}).resolve(envelope) if self.resolved == 1 else None
+
+    async def flaky(args: Any) -> Any:
+        raise ConnectionError("try again")
+
+    store = MemoryStore()
+    resolver = LosesItsTool()
+    host = MemoryHost(store, resolver, max_attempts=3)
+    await host.open_effect_group(group(tool("flaky", "r0")))
+    await host.join_child("r0")
+    assert resolver.resolved == 2  # the retry asked the resolver again, which had nothing
+    assert store.groups[KEY].outcomes == {}  # no Err(retries_exhausted) was invented
+    assert host.drain().no_executor == [NoExecutor(KEY, 0, "r0")]
+    await host.aclose()

@@ -351,7 +351,7 @@ class MemoryHost:
         self, key: str, record: _GroupRecord, position: int, executor: GroupExecutor
     ) -> None:
         child = record.children[position]
-        final: Outcome
+        final: Outcome | None
         try:
             outcome: Outcome | Transient = await execute_once(executor)
             attempts = 1
@@ -362,7 +362,12 @@ class MemoryHost:
                     break
                 attempts += 1
                 outcome = await execute_once(fresh)
-            final = outcome.give_up(attempts) if isinstance(outcome, Transient) else outcome
+            if isinstance(outcome, Transient) and attempts < self._max_attempts:
+                # ADR: a miss is a routing fact, never an outcome; the child stays unsettled and the
+                # drain reports it as NoExecutor (the engine tier ends it with a terminal 404).
+                final = None
+            else:
+                final = outcome.give_up(attempts) if isinstance(outcome, Transient) else outcome
         except asyncio.CancelledError:
             if self._crashed:
                 record.live.discard(position)
@@ -372,5 +377,5 @@ class MemoryHost:
             self._tasks.pop((key, position), None)
         record.live.discard(position)
         # A settlement after close must not resurrect the group: only the record we were born in counts.
-        if self.store.groups.get(key) is record:
+        if final is not None and self.store.groups.get(key) is record:
             record.settle(position, final)
