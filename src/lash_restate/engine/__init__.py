@@ -2,7 +2,7 @@
 
 from ._controller import RestateController
 from ._endpoint import DeploymentError, build_app, lash_services, serve, validate_deployment
-from ._wire import BATCH_FROM, CHILD, GROUP, PUMP, SIGNAL, TURN
+from ._wire import BATCH_FROM, CHILD, GROUP, PUMP, SIGNAL
 
 __all__ = [
     "BATCH_FROM",
@@ -10,7 +10,6 @@ __all__ = [
     "GROUP",
     "PUMP",
     "SIGNAL",
-    "TURN",
     "DeploymentError",
     "RestateController",
     "build_app",

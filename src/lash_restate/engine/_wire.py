@@ -21,7 +21,6 @@ __all__ = [
     "SHAPE",
     "SIGNAL",
     "STRINGS",
-    "TURN",
     "WAKE_WINDOW",
     "ChildRun",
     "CloseRequest",
@@ -50,7 +49,6 @@ GROUP = "LashGroup"  # virtual object keyed by group key: the rank authority
 CHILD = "LashChild"  # virtual object keyed by replay key: child-as-invocation and its outcome store
 PUMP = "LashPump"  # virtual object keyed by incarnation and group key: a batched group's children and store
 SIGNAL = "LashSignal"  # virtual object keyed by event name: the durable-wait service for AwaitEvent
-TURN = "LashTurn"  # driver service: runs a caller's turn (dev stack and tests)
 
 # How many upcoming ranks a caller registers wakes for at once: a caller that keeps up with the
 # settlements then pays no call per rank, and the hot record stays small.
