@@ -17,7 +17,7 @@ import httpx
 import pytest
 
 from lash_restate.inspection import list_open_groups, quote, show_group, sql
-from lash_restate.testing import LocalStack
+from lash_restate.testing import TURN, LocalStack
 from tests.conformance.builders import Scope, close, combine, echo, event, next_, open_, tool, use
 
 
@@ -270,7 +270,7 @@ CASES = [
 
 async def send_turn(stack: LocalStack, turn: list[Any]) -> list[dict[str, Any]]:
     if len(turn) == 1 and isinstance(turn[0], dict) and "__raw__" in turn[0]:
-        results: list[dict[str, Any]] = await stack.call("LashTurn/run", content=turn[0]["__raw__"].encode())
+        results: list[dict[str, Any]] = await stack.call(f"{TURN}/run", content=turn[0]["__raw__"].encode())
         return results
     return await stack.turn(*turn)
 
@@ -342,7 +342,7 @@ async def test_a_request_over_the_ingress_limit_is_refused_and_records_nothing(
     async with httpx.AsyncClient(timeout=120) as client:
         try:
             response = await client.post(
-                f"{stack.ingress_url}/LashTurn/run",
+                f"{stack.ingress_url}/{TURN}/run",
                 content=body,
                 headers={"content-type": "application/json"},
             )
