@@ -25,12 +25,14 @@ test: setup
 	$(BIN)/ruff check src tests bench examples
 	$(BIN)/ruff format --check src tests bench examples
 	$(BIN)/mypy
+	$(BIN)/lint-imports
 	$(BIN)/pytest
 
 lint: setup
 	$(BIN)/ruff check src tests bench examples
 	$(BIN)/ruff format --check src tests bench examples
 	$(BIN)/mypy
+	$(BIN)/lint-imports
 
 bench: setup
 	$(BIN)/pip install --quiet -e '.[dev,bench]'

@@ -19,7 +19,7 @@ from typing import Any
 
 import httpx
 
-from lash_restate.devstack import Endpoint, RestateServer, register_deployment
+from lash_restate.testing import LocalStack
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -62,16 +62,16 @@ class Bench:
 
 
 async def measure(quick: bool, progress: Callable[[str], None]) -> dict[str, Any]:
-    server = RestateServer(extra_env={"RESTATE_DEFAULT_NUM_PARTITIONS": "4", "RESTATE_LOG_FILTER": "warn"})
-    endpoint = Endpoint(module="bench.app", args=(), log_path=server.base_dir / "endpoint.log")
+    stack = LocalStack.single(
+        server_env={"RESTATE_DEFAULT_NUM_PARTITIONS": "4", "RESTATE_LOG_FILTER": "warn"},
+        module="bench.app",
+        endpoint_args=(),
+    )
     results: dict[str, Any] = {"quick": quick}
-    try:
-        server.start()
-        endpoint.start()
-        register_deployment(server.admin_url, endpoint.url)
+    with stack.start():
         limits = httpx.Limits(max_connections=200, max_keepalive_connections=200)
         async with httpx.AsyncClient(timeout=600, limits=limits) as client:
-            b = Bench(client, server.ingress_url)
+            b = Bench(client, stack.ingress_url)
             progress("floor: no-op invocation")
             floor = [await b.call("noop", {}) for _ in range(30 if quick else 200)]
             results["floor"] = {"median": statistics.median(floor), "p95": _p95(floor)}
@@ -89,9 +89,6 @@ async def measure(quick: bool, progress: Callable[[str], None]) -> dict[str, Any
                 "native": await b.throughput("native_race", 50, rounds),
                 "group": await b.throughput("group_race", 50, rounds),
             }
-    finally:
-        endpoint.stop()
-        server.remove()
     return results
 
 

@@ -19,7 +19,7 @@ from restate.serde import BytesSerde
 from lash_restate import RuntimeEffectEnvelope, ToolCall
 from lash_restate.combinators import all_, race
 from lash_restate.engine import BATCH_FROM, RestateController, build_app, serve
-from lash_restate.tools import demo_tools
+from lash_restate.testing.tools import demo_tools
 
 TOOLS = demo_tools()
 _BYTES = BytesSerde()

@@ -2,14 +2,13 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from lash_restate.devstack import Endpoint, RestateServer, running_stack
+from lash_restate.testing import LocalStack
 from tests.conformance.tiers import MemoryTier, RestateTier
 
 # Every conformance test runs on each tier; "restate-replay" forces every suspension to replay
@@ -34,41 +33,28 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
     return None
 
 
-def _stack(
-    tmp: Path, replay: bool, batch_from: int | None = None
-) -> Iterator[tuple[RestateServer, Endpoint]]:
+def _stack(tmp: Path, replay: bool, batch_from: int | None = None) -> Iterator[LocalStack]:
     env = {
         "RESTATE_DEFAULT_NUM_PARTITIONS": "4",
         "RESTATE_WORKER__INVOKER__INACTIVITY_TIMEOUT": "0s" if replay else "1m",
     }
-    endpoint_env = {"LASH_COUNT_FILE": str(tmp / "counts.txt")}
-    if batch_from is not None:
-        endpoint_env["LASH_BATCH_FROM"] = str(batch_from)
-    with running_stack(
-        tmp,
-        server_env=env,
-        endpoint_env=endpoint_env,
-        keep=os.environ.get("LASH_KEEP_STACK_LOGS") is not None,
-    ) as stack:
+    endpoint_env = {} if batch_from is None else {"LASH_BATCH_FROM": str(batch_from)}
+    with LocalStack.single(tmp, server_env=env, endpoint_env=endpoint_env).start() as stack:
         yield stack
 
 
 @pytest.fixture(scope="session")
-def restate_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[RestateServer, Endpoint]]:
+def restate_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
     yield from _stack(tmp_path_factory.mktemp("stack"), replay=False)
 
 
 @pytest.fixture(scope="session")
-def restate_replay_stack(
-    tmp_path_factory: pytest.TempPathFactory,
-) -> Iterator[tuple[RestateServer, Endpoint]]:
+def restate_replay_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
     yield from _stack(tmp_path_factory.mktemp("stack-replay"), replay=True)
 
 
 @pytest.fixture(scope="session")
-def restate_batched_stack(
-    tmp_path_factory: pytest.TempPathFactory,
-) -> Iterator[tuple[RestateServer, Endpoint]]:
+def restate_batched_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
     yield from _stack(tmp_path_factory.mktemp("stack-batched"), replay=False, batch_from=1)
 
 
@@ -84,5 +70,4 @@ def tier(request: pytest.FixtureRequest) -> Iterator[Any]:
         "restate-replay": "restate_replay_stack",
         "restate-batched": "restate_batched_stack",
     }[request.param]
-    server, endpoint = request.getfixturevalue(fixture)
-    yield RestateTier(request.param, server, endpoint, Path(endpoint.env["LASH_COUNT_FILE"]))
+    yield RestateTier(request.param, request.getfixturevalue(fixture))

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from lash_restate.devstack import free_port
+from lash_restate.testing import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent

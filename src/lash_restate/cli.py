@@ -49,7 +49,7 @@ def load_resolver(spec: str) -> GroupExecutors:
 
 def _serve(args: argparse.Namespace) -> int:
     from . import logs
-    from .engine import DeploymentError, build_app, serve
+    from .engine import BATCH_FROM, DeploymentError, build_app, serve
     from .settings import ServeSettings, SettingsError
 
     try:
@@ -67,12 +67,18 @@ def _serve(args: argparse.Namespace) -> int:
     except SettingsError as exc:
         return _fail(str(exc), 2)
     logs.configure(settings.verbose)
+    resolver = load_resolver(settings.resolver)
+    extra: list[Any] = []
+    if settings.with_turn:
+        from .testing import turn_service  # test tooling: loaded only when asked for
+
+        extra.append(turn_service(resolver))
     try:
         app = build_app(
-            load_resolver(settings.resolver),
-            with_turn=settings.with_turn,
+            resolver,
+            extra_services=extra,
             identity_keys=settings.identity_keys,
-            batch_from=settings.batch_from,
+            batch_from=BATCH_FROM if settings.batch_from is None else settings.batch_from,
         )
     except DeploymentError as exc:
         return _fail(str(exc), 2)
@@ -82,11 +88,11 @@ def _serve(args: argparse.Namespace) -> int:
 
 
 def _register(args: argparse.Namespace) -> int:
-    from .devstack import StackError, register_deployment
+    from .registration import RegistrationError, register_deployment
 
     try:
         answer = register_deployment(args.admin_url, args.endpoint_url, force=args.force)
-    except StackError as exc:
+    except RegistrationError as exc:
         return _fail(str(exc))
     services = sorted(s["name"] for s in answer.get("services", []))
     print(f"registered {args.endpoint_url} as {answer.get('id')}: {', '.join(services)}")
@@ -104,7 +110,7 @@ _COLUMNS = ["group_key", "child_count", "settled", "wake", "disposition", "mode"
 
 
 def _groups_list(args: argparse.Namespace) -> int:
-    from .inspect import InspectionError, list_open_groups
+    from .inspection import InspectionError, list_open_groups
 
     try:
         groups = [g.as_dict() for g in list_open_groups(args.admin_url)]
@@ -120,7 +126,7 @@ def _groups_list(args: argparse.Namespace) -> int:
 
 
 def _groups_show(args: argparse.Namespace) -> int:
-    from .inspect import InspectionError, show_group
+    from .inspection import InspectionError, show_group
 
     try:
         group = show_group(args.admin_url, args.key)
@@ -139,7 +145,7 @@ def _groups_show(args: argparse.Namespace) -> int:
 
 
 def _dev(args: argparse.Namespace) -> int:
-    from .dev import run_dev
+    from .testing.dev import run_dev
 
     return run_dev(once=args.once)
 

@@ -8,8 +8,6 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from .engine import BATCH_FROM
-
 __all__ = ["ServeSettings", "SettingsError"]
 
 _ENV = {
@@ -34,11 +32,12 @@ class ServeSettings(BaseModel):
 
     host: str = "0.0.0.0"
     port: Annotated[int, Field(ge=1, le=65535)] = 9080
-    resolver: str = "lash_restate.tools:demo_tools"
+    resolver: str = "lash_restate.testing.tools:demo_tools"
     with_turn: bool = False
     identity_keys: list[str] = Field(default_factory=list)
-    # Groups this wide settle in batches through one pump invocation (decision 20).
-    batch_from: Annotated[int, Field(ge=1)] = BATCH_FROM
+    # Groups this wide settle in batches through one pump invocation (decision 20); None is the
+    # engine's own default, so the settings need not import the engine.
+    batch_from: Annotated[int, Field(ge=1)] | None = None
     verbose: bool = False
 
     @field_validator("identity_keys", mode="before")

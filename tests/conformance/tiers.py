@@ -10,17 +10,13 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 from typing import Any, Protocol
-from urllib.parse import quote
 
-import httpx
 import msgspec
 
-from lash_restate.devstack import Endpoint, RestateServer
-from lash_restate.inspect import list_open_groups, sql
-from lash_restate.inspect import quote as quote_sql
+from lash_restate.inspection import list_open_groups, sql
+from lash_restate.inspection import quote as quote_sql
 from lash_restate.memory import MemoryHost, MemoryStore
-from lash_restate.tools import demo_tools
-from lash_restate.turn import decode_turn, run_turn
+from lash_restate.testing import LocalStack, decode_turn, demo_tools, run_turn
 
 
 class Tier(Protocol):
@@ -51,10 +47,6 @@ class Tier(Protocol):
     async def counts(self) -> list[str]:
         """Every name the `count` tool has written: the side-effect witness."""
         ...
-
-
-def _read_counts(path: Path) -> list[str]:
-    return path.read_text().splitlines() if path.exists() else []
 
 
 class MemoryTier:
@@ -88,7 +80,7 @@ class MemoryTier:
         self.host = MemoryHost(self.store, demo_tools(self.count_file))
 
     async def counts(self) -> list[str]:
-        return _read_counts(self.count_file)
+        return self.count_file.read_text().splitlines() if self.count_file.exists() else []
 
     async def wait_child_finished(self, replay_key: str) -> None:
         await self.host.join_child(replay_key)
@@ -97,37 +89,24 @@ class MemoryTier:
 class RestateTier:
     """A real restate-server and our endpoint in a subprocess; each turn is a fresh `LashTurn/run`."""
 
-    def __init__(self, name: str, server: RestateServer, endpoint: Endpoint, count_file: Path) -> None:
+    def __init__(self, name: str, stack: LocalStack) -> None:
         self.name = name
-        self.server = server
-        self.endpoint = endpoint
-        self.count_file = count_file
+        self.stack = stack
 
     async def counts(self) -> list[str]:
-        return _read_counts(self.count_file)
+        return self.stack.counts()
 
     async def turn(self, *steps: dict[str, Any]) -> list[dict[str, Any]]:
-        async with httpx.AsyncClient(timeout=60) as client:
-            response = await client.post(
-                f"{self.server.ingress_url}/LashTurn/run", json={"steps": list(steps)}
-            )
-        assert response.status_code == 200, response.text
-        return response.json()  # type: ignore[no-any-return]
+        return await self.stack.turn(*steps)
 
     async def emit(self, name: str, value: Any = None) -> None:
-        await self._signal(name, "emit", value)
+        await self.stack.emit(name, value)
 
     async def reject(self, name: str, message: str) -> None:
-        await self._signal(name, "reject", message)
-
-    async def _signal(self, name: str, handler: str, body: Any) -> None:
-        async with httpx.AsyncClient(timeout=30) as client:
-            url = f"{self.server.ingress_url}/LashSignal/{quote(name, safe='')}/{handler}"
-            response = await client.post(url, json=body)
-        assert response.status_code == 200, response.text
+        await self.stack.reject(name, message)
 
     async def open_groups(self) -> set[str]:
-        return {g.group_key for g in await asyncio.to_thread(list_open_groups, self.server.admin_url)}
+        return {g.group_key for g in await asyncio.to_thread(list_open_groups, self.stack.admin_url)}
 
     async def wait_closed(self, group_key: str) -> None:
         async with asyncio.timeout(30):
@@ -137,11 +116,10 @@ class RestateTier:
                 await asyncio.sleep(0.05)
 
     async def sql(self, query: str) -> list[dict[str, Any]]:
-        return await asyncio.to_thread(sql, self.server.admin_url, query)
+        return await asyncio.to_thread(sql, self.stack.admin_url, query)
 
     async def restart(self) -> None:
-        self.endpoint.kill()
-        await asyncio.to_thread(self.endpoint.start)
+        await asyncio.to_thread(self.stack.restart_endpoint)
 
     async def wait_child_finished(self, replay_key: str) -> None:
         """The child's invocations all completed and its outcome store was released (or never written).

@@ -44,7 +44,7 @@ from lash_restate.contract import (
     error_from_wire,
     require_resolver,
 )
-from lash_restate.tools import demo_tools
+from lash_restate.testing import demo_tools
 
 KEY = "scope:group:batch:0"
 RTC, CANCEL = LoserPolicy.RUN_TO_COMPLETION, LoserPolicy.CANCEL

@@ -9,10 +9,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from lash_restate.inspect import list_open_groups
+from lash_restate.inspection import list_open_groups
+from lash_restate.testing import LocalStack, free_port
 from tests.conformance.builders import Scope, close, echo, event, next_, open_
-from tests.engine.conftest import Stack
-from tests.engine.test_engine import turn
 
 
 def test_dev_once_runs_the_stack_and_a_demo_race_then_cleans_up(tmp_path: Path) -> None:
@@ -49,12 +48,12 @@ def lash(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedP
     )
 
 
-async def test_groups_list_and_show_against_a_running_stack(stack: Stack) -> None:
+async def test_groups_list_and_show_against_a_running_stack(stack: LocalStack) -> None:
     s = Scope()
     kept = s.group([event(s.event("a")), echo(1)], wake="first")
     closed = s.group([echo(2)], batch="closed")
-    await turn(stack, open_(kept), next_())
-    await turn(stack, open_(closed), close())
+    await stack.turn(open_(kept), next_())
+    await stack.turn(open_(closed), close())
     admin = stack.server.admin_url
     # The opener's close is a sent message (decision 21): the listing follows it a moment later.
     async with asyncio.timeout(30):
@@ -95,9 +94,7 @@ async def test_groups_list_and_show_against_a_running_stack(stack: Stack) -> Non
     assert "no open group" in missing.stderr
 
 
-def test_unreachable_or_wrong_admin_urls_get_one_clear_line(stack: Stack) -> None:
-    from lash_restate.devstack import free_port
-
+def test_unreachable_or_wrong_admin_urls_get_one_clear_line(stack: LocalStack) -> None:
     nowhere = lash("groups", "list", "--admin-url", f"http://127.0.0.1:{free_port()}")
     assert nowhere.returncode == 1
     assert nowhere.stderr.count("\n") == 1
@@ -139,31 +136,16 @@ def test_every_command_has_help() -> None:
 async def test_logs_are_json_lines_with_group_key_and_invocation_id_and_quiet_by_default(
     tmp_path: Path,
 ) -> None:
-    from lash_restate.devstack import Endpoint, RestateServer, register_deployment
-
-    server = RestateServer(base_dir=tmp_path / "restate")
-    server.base_dir.mkdir()
-    verbose = Endpoint(args=("--with-turn", "-v"), log_path=tmp_path / "verbose.log")
-    quiet = Endpoint(args=("--with-turn",), log_path=tmp_path / "quiet.log")
-    try:
-        server.start()
+    stack = LocalStack(tmp_path)
+    stack.add_server()
+    verbose = stack.add_endpoint("verbose", args=("--with-turn", "-v"))
+    quiet = stack.add_endpoint("quiet", args=("--with-turn",))
+    with stack.start(register=False):
         for endpoint in (verbose, quiet):
-            endpoint.start()
-            register_deployment(server.admin_url, endpoint.url)
+            stack.register(endpoint)
             s = Scope()
-            import httpx
-
-            async with httpx.AsyncClient(timeout=60) as client:
-                response = await client.post(
-                    f"{server.ingress_url}/LashTurn/run",
-                    json={"steps": [open_(s.group([echo(1)])), next_(), close()]},
-                )
-            assert response.status_code == 200
+            await stack.turn(open_(s.group([echo(1)])), next_(), close())
             endpoint.stop()
-    finally:
-        verbose.stop()
-        quiet.stop()
-        server.remove()
     lines = [
         json.loads(line)
         for line in (tmp_path / "verbose.log").read_text().splitlines()

@@ -24,8 +24,8 @@ from hypothesis import HealthCheck, Phase, given, seed, settings
 from hypothesis import strategies as st
 
 from tests.conformance.builders import Scope, combine, event, fail, ok, tool
-from tests.engine.conftest import Stack
-from tests.engine.test_engine import _poll, _wait_run_completed, emit, has_waiter, turn, waiters_query
+from tests.engine.conftest import Stack, private_stack
+from tests.engine.test_engine import _poll, _wait_run_completed, has_waiter, waiters_query
 
 RUNS = int(os.environ.get("LASH_CRASH_RUNS", "10"))
 KINDS = {"all": "all", "all_settled": "all", "race": "first", "any": "first_success"}
@@ -35,11 +35,8 @@ pytestmark = pytest.mark.crash
 
 @pytest.fixture(scope="module")
 def crash_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
-    stack = Stack(tmp_path_factory.mktemp("crash")).start()
-    try:
+    with private_stack(tmp_path_factory.mktemp("crash")) as stack:
         yield stack
-    finally:
-        stack.stop()
 
 
 child_spec = st.sampled_from(["tool_ok", "tool_fail", "event_ok", "event_reject"])
@@ -90,7 +87,7 @@ async def run_scenario(stack: Stack, sc: dict[str, Any]) -> None:
             commands.append(event(s.event(f"e{i}")))
     group = s.group(commands, wake=KINDS[sc["kind"]])
 
-    [first] = await turn(stack, combine(sc["kind"], group, stop_after=sc["stop_after"]))
+    [first] = await stack.turn(combine(sc["kind"], group, stop_after=sc["stop_after"]))
     before = ok(first)
     for i, spec in enumerate(specs):
         if spec.startswith("tool"):
@@ -100,9 +97,9 @@ async def run_scenario(stack: Stack, sc: dict[str, Any]) -> None:
         for i in sc["emit_order"]:
             name = s.event(f"e{i}")
             if specs[i] == "event_ok":
-                await emit(stack, name, f"v{i}")
+                await stack.emit(name, f"v{i}")
             else:
-                await stack_reject(stack, name, f"rejected-{i}")
+                await stack.reject(name, f"rejected-{i}")
 
     after: dict[str, Any]
     if before["status"] != "suspended":
@@ -110,7 +107,7 @@ async def run_scenario(stack: Stack, sc: dict[str, Any]) -> None:
         stack.restart_endpoint()
     elif sc["crash"] == "endpoint_parked" and sc["emit_order"]:
         async with asyncio.TaskGroup() as tasks:
-            parked = tasks.create_task(turn(stack, combine(sc["kind"], group, handle=before["handle"])))
+            parked = tasks.create_task(stack.turn(combine(sc["kind"], group, handle=before["handle"])))
             # The resumed turn parks on its awakeable, unless a settled child already decides it.
             await _poll(stack, waiters_query(s.key()), lambda rows: has_waiter(rows) or parked.done())
             stack.restart_endpoint()  # SIGKILL while the resumed turn waits on its awakeable
@@ -119,12 +116,11 @@ async def run_scenario(stack: Stack, sc: dict[str, Any]) -> None:
         after = ok(parked_result)
     else:
         if sc["crash"] == "server_idle":
-            stack.server.kill()
-            await asyncio.to_thread(stack.server.start)
+            await asyncio.to_thread(stack.restart_server)
         else:
             stack.restart_endpoint()
         await deliver()
-        [resumed] = await turn(stack, combine(sc["kind"], group, handle=before["handle"]))
+        [resumed] = await stack.turn(combine(sc["kind"], group, handle=before["handle"]))
         after = ok(resumed)
 
     order: list[int] = after["order"]
@@ -143,14 +139,6 @@ async def run_scenario(stack: Stack, sc: dict[str, Any]) -> None:
     for i, name in names.items():
         if specs[i] == "tool_ok":
             assert counts.count(name) == 1, "a side effect was lost"
-
-
-async def stack_reject(stack: Stack, name: str, message: str) -> None:
-    import httpx
-
-    async with httpx.AsyncClient(timeout=60) as client:
-        response = await client.post(f"{stack.server.ingress_url}/LashSignal/{name}/reject", json=message)
-    assert response.status_code == 200, response.text
 
 
 def _report(line: dict[str, Any]) -> None:

@@ -14,8 +14,8 @@ import restate
 
 from lash_restate.engine import DeploymentError, build_app, lash_services, validate_deployment
 from lash_restate.engine._routes import ROUTES
-from lash_restate.inspect import list_open_groups, quote, sql
-from lash_restate.tools import demo_tools
+from lash_restate.inspection import list_open_groups, quote, sql
+from lash_restate.testing import demo_tools
 from tests.conformance.builders import (
     Scope,
     close,
@@ -65,22 +65,9 @@ def test_a_correctly_assembled_app_validates() -> None:
     assert callable(build_app(demo_tools(), extra_services=[restate.Service("Extra")]))
 
 
-async def turn(stack: Stack, *steps: dict[str, Any], within: float = 60) -> list[dict[str, Any]]:
-    async with httpx.AsyncClient(timeout=within) as client:
-        response = await client.post(f"{stack.server.ingress_url}/LashTurn/run", json={"steps": list(steps)})
-    assert response.status_code == 200, response.text
-    return response.json()  # type: ignore[no-any-return]
-
-
-async def emit(stack: Stack, name: str, value: Any) -> None:
-    async with httpx.AsyncClient(timeout=60) as client:
-        response = await client.post(f"{stack.server.ingress_url}/LashSignal/{name}/emit", json=value)
-    assert response.status_code == 200, response.text
-
-
 async def test_internal_handlers_cannot_be_called_through_the_ingress(stack: Stack) -> None:
     s = Scope()
-    [opened] = await turn(stack, open_(s.group([event(s.event("e")), echo(1)])))
+    [opened] = await stack.turn(open_(s.group([event(s.event("e")), echo(1)])))
 
     def ours() -> list[Any]:
         return [g for g in list_open_groups(stack.server.admin_url) if g.group_key == s.key()]
@@ -106,7 +93,7 @@ async def test_internal_handlers_cannot_be_called_through_the_ingress(stack: Sta
             assert response.status_code == 400, (route, response.text)
             assert "not public" in response.text.lower() or "private" in response.text.lower()
     assert await asyncio.to_thread(ours) == before  # the group is exactly as it was
-    [_, first] = await turn(stack, use(ok(opened)), next_())
+    [_, first] = await stack.turn(use(ok(opened)), next_())
     assert ok(first)["position"] == 1  # the forged settlement of child 0 never took rank 1
 
 
@@ -117,18 +104,18 @@ async def test_killed_endpoint_mid_group_serves_identical_ranks_to_a_fresh_invoc
     names = [f"{s.id}-n{i}" for i in range(3)]
     children = [tool("count", {"name": n, "value": n}) for n in names] + [event(g) for g in gates]
     group = s.group(children)
-    [_, r1, r2, saved] = await turn(stack, open_(group), next_(), next_(), save())
+    [_, r1, r2, saved] = await stack.turn(open_(group), next_(), next_(), save())
     for i in range(3):  # every side-effecting child has finished before the kill
         await _wait_run_completed(stack, f"{s.key()}/c{i}")
     async with asyncio.TaskGroup() as tasks:
-        parked = tasks.create_task(turn(stack, use(ok(saved)), *[next_() for _ in range(4)], within=120))
+        parked = tasks.create_task(stack.turn(use(ok(saved)), *[next_() for _ in range(4)], within=120))
         await _wait_waiter_registered(stack, s.key())
         stack.restart_endpoint()  # SIGKILL while the parked turn waits on its awakeable
         for g in reversed(gates):
-            await emit(stack, g, g)
+            await stack.emit(g, g)
     resumed_old = parked.result()  # the original invocation, retried by Restate, finished
-    [_, *fresh] = await turn(stack, use(ok(saved)), *[next_() for _ in range(4)])
-    [_, *from_zero] = await turn(stack, use(_handle(s.key(), 6, 0)), *[next_() for _ in range(6)])
+    [_, *fresh] = await stack.turn(use(ok(saved)), *[next_() for _ in range(4)])
+    [_, *from_zero] = await stack.turn(use(_handle(s.key(), 6, 0)), *[next_() for _ in range(6)])
     assert [ok(r) for r in resumed_old[1:]] == [ok(r) for r in fresh]
     assert [ok(r) for r in from_zero] == [ok(r1), ok(r2), *[ok(r) for r in fresh]]
     assert [ok(r)["rank"] for r in from_zero] == [1, 2, 3, 4, 5, 6]
@@ -145,7 +132,7 @@ async def test_a_child_whose_tool_left_the_deployment_ends_with_a_terminal_404(
     s = Scope()
     fine = [echo(f"fine{i}") for i in range(routable)]
     group = s.group([tool("count", {"name": f"{s.id}-slow", "delay_ms": 60_000}), *fine])
-    [opened] = await turn(stack, open_(group))
+    [opened] = await stack.turn(open_(group))
     assert "ok" in opened
     await _wait_run_started(stack, f"{s.key()}/c0")
     # Kill the endpoint mid-tool and bring it back without that tool: the retried child cannot route.
@@ -155,7 +142,7 @@ async def test_a_child_whose_tool_left_the_deployment_ends_with_a_terminal_404(
     assert "404" in rows[0]["completion_failure"] or "no executor" in rows[0]["completion_failure"]
     # No outcome was invented for it: only the routable children hold ranks.
     steps = [next_() for _ in fine]
-    [_, *served, last] = await turn(stack, use(ok(opened)), *steps, next_(cancel_after_ms=300))
+    [_, *served, last] = await stack.turn(use(ok(opened)), *steps, next_(cancel_after_ms=300))
     assert sorted(ok(r)["position"] for r in served) == list(range(1, routable + 1))
     assert err(last)["code"] == "await_cancelled"
 
@@ -163,8 +150,8 @@ async def test_a_child_whose_tool_left_the_deployment_ends_with_a_terminal_404(
 async def test_unroutable_first_open_is_refused_through_the_engine(stack: Stack) -> None:
     s = Scope()
     bad = s.group([echo(1), tool("gone")])
-    [a] = await turn(stack, combine("all", bad))
-    [b] = await turn(stack, combine("all", bad))
+    [a] = await stack.turn(combine("all", bad))
+    [b] = await stack.turn(combine("all", bad))
     assert err(a) == err(b)
     assert err(a)["code"] == "child_unroutable"
     rows = await asyncio.to_thread(
@@ -240,13 +227,12 @@ async def test_the_restate_server_killed_mid_group_restarts_on_its_base_dir_and_
     s = Scope()
     gates = [s.event(f"g{i}") for i in range(2)]
     group = s.group([echo("before"), *[event(g) for g in gates]])
-    [_, first, saved] = await turn(stack, open_(group), next_(), save())
-    stack.server.kill()  # SIGKILL restate-server itself mid-group
-    await asyncio.to_thread(stack.server.start)  # same base directory, same ports
+    [_, first, saved] = await stack.turn(open_(group), next_(), save())
+    await asyncio.to_thread(stack.restart_server)  # SIGKILL restate-server mid-group; same base directory
     for g in gates:
-        await emit(stack, g, g)
-    [_, *rest] = await turn(stack, use(ok(saved)), next_(), next_())
-    [_, *again] = await turn(stack, use(_handle(s.key(), 3, 0)), next_(), next_(), next_())
+        await stack.emit(g, g)
+    [_, *rest] = await stack.turn(use(ok(saved)), next_(), next_())
+    [_, *again] = await stack.turn(use(_handle(s.key(), 3, 0)), next_(), next_(), next_())
     assert [ok(r) for r in again] == [ok(first), *[ok(r) for r in rest]]
     assert sorted(ok(r)["position"] for r in again) == [0, 1, 2]
 
@@ -267,7 +253,7 @@ async def test_group_state_holds_references_never_payload_bytes(stack: Stack) ->
     """ADR: object state stays a counter, a shape fence and a rank -> reference map."""
     s = Scope()
     payload = f"payload-{s.id}-" + "x" * 64
-    [opened, settled] = await turn(stack, open_(s.group([echo(payload), event(s.event("e"))])), next_())
+    [opened, settled] = await stack.turn(open_(s.group([echo(payload), event(s.event("e"))])), next_())
     assert ok(settled)["outcome"] == {"type": "ok", "value": payload}
     await _assert_group_state_is_references_only(stack, s.key(), payload)
     child_rows = await asyncio.to_thread(
@@ -286,7 +272,7 @@ async def test_a_batched_group_keeps_payloads_in_its_pump_and_releases_them_at_c
     s = Scope()
     payload = f"payload-{s.id}-" + "x" * 64
     group = s.group([echo(payload), echo("b"), event(s.event("e"))])
-    [_, first, _] = await turn(stack, open_(group), next_(), save())
+    [_, first, _] = await stack.turn(open_(group), next_(), save())
     assert ok(first)["rank"] == 1
     await _assert_group_state_is_references_only(stack, s.key(), payload)
     pump = (
@@ -304,7 +290,7 @@ async def test_a_batched_group_keeps_payloads_in_its_pump_and_releases_them_at_c
     )
     assert [r["h"] for r in runs] == ["execute"]
     # A fresh invocation reads rank 1 back from the pump's store, then the close releases it.
-    [_, again, _] = await turn(stack, use(_handle(s.key(), 3, 0)), next_(), close("cancel"))
+    [_, again, _] = await stack.turn(use(_handle(s.key(), 3, 0)), next_(), close("cancel"))
     assert ok(again) == ok(first)
     await _poll(stack, pump, lambda rows: not rows)
 
@@ -341,7 +327,7 @@ async def test_a_cancel_group_whose_opener_is_killed_has_its_losers_cancelled(st
         killed = await client.patch(f"{stack.server.admin_url}/invocations/{row['id']}/kill")
         assert killed.status_code in (200, 202), killed.text
         assert (await opener).status_code != 200  # the opener ended in failure
-    [_, first, second, third] = await turn(stack, use(_handle(s.key(), 3, 0)), next_(), next_(), next_())
+    [_, first, second, third] = await stack.turn(use(_handle(s.key(), 3, 0)), next_(), next_(), next_())
     assert ok(first)["outcome"] == {"type": "ok", "value": "won"}
     assert {ok(second)["position"], ok(third)["position"]} == {1, 2}
     assert ok(second)["outcome"] == ok(third)["outcome"] == {"type": "cancelled"}
@@ -355,22 +341,22 @@ async def test_a_cancel_group_whose_opener_returned_normally_keeps_its_losers(st
     s = Scope()
     gate = s.event("gate")
     group = s.group([echo("won"), event(gate)], wake="first", disposition="cancel")
-    [_, won, saved] = await turn(stack, open_(group), next_(), save())  # ends normally, no close
+    [_, won, saved] = await stack.turn(open_(group), next_(), save())  # ends normally, no close
     assert ok(won)["position"] == 0
     assert s.key() in {g.group_key for g in await asyncio.to_thread(list_open_groups, stack.server.admin_url)}
-    await emit(stack, gate, "late")
-    [_, _, loser, _] = await turn(stack, open_(group), use(ok(saved)), next_(), close())
+    await stack.emit(gate, "late")
+    [_, _, loser, _] = await stack.turn(open_(group), use(ok(saved)), next_(), close())
     assert ok(loser)["outcome"] == {"type": "ok", "value": "late"}
 
 
 async def test_a_run_to_completion_group_keeps_its_losers_after_the_caller_ended(stack: Stack) -> None:
     s = Scope()
     gate = s.event("gate")
-    [_, won, saved] = await turn(
-        stack, open_(s.group([echo("won"), event(gate)], wake="first")), next_(), save()
+    [_, won, saved] = await stack.turn(
+        open_(s.group([echo("won"), event(gate)], wake="first")), next_(), save()
     )
-    await emit(stack, gate, "late")
-    [_, loser] = await turn(stack, use(ok(saved)), next_())
+    await stack.emit(gate, "late")
+    [_, loser] = await stack.turn(use(ok(saved)), next_())
     assert ok(loser)["outcome"] == {"type": "ok", "value": "late"}
     assert ok(won)["position"] == 0
 
@@ -384,7 +370,7 @@ async def test_closing_a_cancel_group_ends_its_caller_watch(stack: Stack) -> Non
     async with asyncio.TaskGroup() as tasks:
         # The same invocation races (opens, consumes rank 1, closes), then stays alive awaiting.
         caller = tasks.create_task(
-            turn(stack, combine("race", group), open_(blocker), next_(cancel_after_ms=5_000))
+            stack.turn(combine("race", group), open_(blocker), next_(cancel_after_ms=5_000))
         )
         await _poll(
             stack,

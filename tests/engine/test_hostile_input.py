@@ -16,8 +16,8 @@ from typing import Any
 import httpx
 import pytest
 
-from lash_restate.devstack import Endpoint, RestateServer
-from lash_restate.inspect import list_open_groups, quote, show_group, sql
+from lash_restate.inspection import list_open_groups, quote, show_group, sql
+from lash_restate.testing import TURN, LocalStack
 from tests.conformance.builders import Scope, close, combine, echo, event, next_, open_, tool, use
 
 
@@ -268,30 +268,22 @@ CASES = [
 ]
 
 
-async def send_turn(ingress: str, turn: list[Any]) -> list[dict[str, Any]]:
+async def send_turn(stack: LocalStack, turn: list[Any]) -> list[dict[str, Any]]:
     if len(turn) == 1 and isinstance(turn[0], dict) and "__raw__" in turn[0]:
-        body = turn[0]["__raw__"].encode()
-    else:
-        body = json.dumps({"steps": turn}).encode()
-    async with httpx.AsyncClient(timeout=60) as client:
-        response = await client.post(
-            f"{ingress}/LashTurn/run", content=body, headers={"content-type": "application/json"}
-        )
-    assert response.status_code == 200, response.text
-    return response.json()  # type: ignore[no-any-return]
+        results: list[dict[str, Any]] = await stack.call(f"{TURN}/run", content=turn[0]["__raw__"].encode())
+        return results
+    return await stack.turn(*turn)
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
-async def test_hostile_input_gets_its_typed_error(
-    restate_stack: tuple[RestateServer, Endpoint], case: Case
-) -> None:
-    server, _ = restate_stack
+async def test_hostile_input_gets_its_typed_error(restate_stack: LocalStack, case: Case) -> None:
+    stack = restate_stack
     s = Scope()
-    before = {g.group_key for g in await asyncio.to_thread(list_open_groups, server.admin_url)}
+    before = {g.group_key for g in await asyncio.to_thread(list_open_groups, stack.admin_url)}
     turns = case.steps(s)
     last: list[dict[str, Any]] = []
     for turn in turns:
-        last = await send_turn(server.ingress_url, turn)
+        last = await send_turn(stack, turn)
     assert "error" in last[-1], last
     assert last[-1]["error"]["code"] == case.code
     # Nothing recorded by the refused step: only a group opened by an earlier, valid step may exist.
@@ -299,15 +291,15 @@ async def test_hostile_input_gets_its_typed_error(
         isinstance(step, dict) and step.get("type") == "open" and "ok" in result
         for step, result in zip(turns[0], last, strict=False)
     )
-    after = {g.group_key for g in await asyncio.to_thread(list_open_groups, server.admin_url)}
+    after = {g.group_key for g in await asyncio.to_thread(list_open_groups, stack.admin_url)}
     if not opened_before:
         assert after - before == set()
 
 
 async def test_sql_metacharacters_in_a_group_key_reach_inspection_as_data(
-    restate_stack: tuple[RestateServer, Endpoint],
+    restate_stack: LocalStack,
 ) -> None:
-    server, _ = restate_stack
+    stack = restate_stack
     s = Scope()
     key = f"{s.id}-x' OR '1'='1; DROP TABLE state; --\":group:b:0"
     group = {
@@ -316,50 +308,48 @@ async def test_sql_metacharacters_in_a_group_key_reach_inspection_as_data(
         "disposition": "run_to_completion",
         "children": [{"command": event(s.event("e")), "replay_key": f"{s.id}/r0"}],
     }
-    [opened] = await send_turn(server.ingress_url, [open_(group)])
+    [opened] = await send_turn(stack, [open_(group)])
     assert "ok" in opened
-    shown = await asyncio.to_thread(show_group, server.admin_url, key)
+    shown = await asyncio.to_thread(show_group, stack.admin_url, key)
     assert shown is not None
     assert shown.group_key == key
-    assert await asyncio.to_thread(show_group, server.admin_url, "x' OR '1'='1") is None
-    rows = await asyncio.to_thread(sql, server.admin_url, f"SELECT {quote(key)} AS k")
+    assert await asyncio.to_thread(show_group, stack.admin_url, "x' OR '1'='1") is None
+    rows = await asyncio.to_thread(sql, stack.admin_url, f"SELECT {quote(key)} AS k")
     assert rows == [{"k": key}]
 
 
 async def test_payloads_near_the_message_limit_pass_and_over_it_settle_as_too_large(
-    restate_stack: tuple[RestateServer, Endpoint],
+    restate_stack: LocalStack,
 ) -> None:
-    server, _ = restate_stack
+    stack = restate_stack
     s = Scope()
     near = 4 * 1024 * 1024
-    [_, fits] = await send_turn(server.ingress_url, [open_(s.group([tool("blob", {"size": near})])), next_()])
+    [_, fits] = await send_turn(stack, [open_(s.group([tool("blob", {"size": near})])), next_()])
     assert len(fits["ok"]["outcome"]["value"]) == near
     s2 = Scope()
     over = 31 * 1024 * 1024
-    [_, refused] = await send_turn(
-        server.ingress_url, [open_(s2.group([tool("blob", {"size": over})])), next_()]
-    )
+    [_, refused] = await send_turn(stack, [open_(s2.group([tool("blob", {"size": over})])), next_()])
     assert refused["ok"]["outcome"]["type"] == "err"
     assert refused["ok"]["outcome"]["code"] == "too_large"
 
 
 async def test_a_request_over_the_ingress_limit_is_refused_and_records_nothing(
-    restate_stack: tuple[RestateServer, Endpoint],
+    restate_stack: LocalStack,
 ) -> None:
-    server, _ = restate_stack
+    stack = restate_stack
     s = Scope()
     body = json.dumps({"steps": [open_(s.group([echo("x" * (33 * 1024 * 1024))]))]}).encode()
     async with httpx.AsyncClient(timeout=120) as client:
         try:
             response = await client.post(
-                f"{server.ingress_url}/LashTurn/run",
+                f"{stack.ingress_url}/{TURN}/run",
                 content=body,
                 headers={"content-type": "application/json"},
             )
             assert response.status_code == 413
         except (httpx.ReadError, httpx.WriteError, httpx.RemoteProtocolError):
             pass  # the ingress refused the body and closed the connection before it was all sent
-    assert s.key() not in {g.group_key for g in await asyncio.to_thread(list_open_groups, server.admin_url)}
+    assert s.key() not in {g.group_key for g in await asyncio.to_thread(list_open_groups, stack.admin_url)}
 
 
 def test_the_hostile_input_document_lists_every_case() -> None:

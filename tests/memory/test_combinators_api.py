@@ -35,7 +35,7 @@ from lash_restate.contract import (
     ToolCall,
 )
 from lash_restate.memory import MemoryHost
-from lash_restate.tools import demo_tools
+from lash_restate.testing import demo_tools
 
 KEY = "scope:group:batch:0"
 

@@ -32,7 +32,8 @@ from lash_restate.contract import (
     ToolFailure,
 )
 from lash_restate.memory import MemoryHost, MemoryStore, NoExecutor
-from lash_restate.tools import ToolRegistry, demo_tools
+from lash_restate.testing import demo_tools
+from lash_restate.tools import ToolRegistry
 
 KEY = "scope:group:batch:0"
 

@@ -21,7 +21,7 @@ from lash_restate.contract import (
     Settlement,
 )
 from lash_restate.memory import MemoryHost
-from lash_restate.tools import demo_tools
+from lash_restate.testing import demo_tools
 
 
 def oracle(kind: Combinator, fulfils: list[bool], order: list[int]) -> tuple[str, Any]:

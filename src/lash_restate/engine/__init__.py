@@ -3,7 +3,7 @@
 from ._controller import RestateController
 from ._endpoint import BATCH_FROM, DeploymentError, build_app, lash_services, serve, validate_deployment
 from ._records import GroupMeta, SettlementMode
-from ._routes import CHILD, GROUP, PUMP, SIGNAL, TURN
+from ._routes import CHILD, GROUP, PUMP, SIGNAL
 
 __all__ = [
     "BATCH_FROM",
@@ -11,7 +11,6 @@ __all__ = [
     "GROUP",
     "PUMP",
     "SIGNAL",
-    "TURN",
     "DeploymentError",
     "GroupMeta",
     "RestateController",

@@ -22,7 +22,6 @@ from ._group import group_object
 from ._pump import pump_object
 from ._routes import CHILD, GROUP, PUMP, SIGNAL
 from ._signal import signal_object
-from ._turn import turn_service
 
 __all__ = ["BATCH_FROM", "DeploymentError", "build_app", "lash_services", "serve", "validate_deployment"]
 
@@ -41,11 +40,10 @@ class DeploymentError(RuntimeError):
 def lash_services(
     resolver: GroupExecutors,
     *,
-    with_turn: bool = False,
     tool_attempts: int = DEFAULT_TOOL_ATTEMPTS,
     batch_from: int = BATCH_FROM,
 ) -> list[Bindable]:
-    """The group, child and pump objects and the durable-wait service (and the `LashTurn` driver).
+    """The group, child and pump objects and the durable-wait service.
 
     Groups of ``batch_from`` children or more settle in batches through the pump.
     """
@@ -57,8 +55,6 @@ def lash_services(
         pump_object(),
         signal_object(),
     ]
-    if with_turn:
-        services.append(turn_service(resolver))
     return services
 
 
@@ -89,14 +85,13 @@ def build_app(
     *,
     services: Sequence[Bindable] | None = None,
     extra_services: Sequence[Bindable] = (),
-    with_turn: bool = False,
     identity_keys: Sequence[str] = (),
     batch_from: int = BATCH_FROM,
 ) -> Any:
     """The ASGI app: lash's services (or ``services`` as given) plus yours, validated once assembled."""
     assembled = list(services) if services is not None else []
     if services is None and resolver is not None:
-        assembled = lash_services(resolver, with_turn=with_turn, batch_from=batch_from)
+        assembled = lash_services(resolver, batch_from=batch_from)
     assembled.extend(extra_services)
     validate_deployment(resolver, assembled)
     return restate.app(assembled, identity_keys=list(identity_keys) or None)

@@ -47,7 +47,6 @@ __all__ = [
     "ROUTES",
     "SIGNAL",
     "SIGNAL_SUBSCRIBE",
-    "TURN",
     "Route",
     "group_of_pump",
     "pump_key",
@@ -59,7 +58,6 @@ PUMP = (
     "LashPump"  # virtual object keyed by incarnation and group key: one group's children, settled in batches
 )
 SIGNAL = "LashSignal"  # virtual object keyed by event name: the durable-wait service for AwaitEvent
-TURN = "LashTurn"  # driver service: runs a caller's turn (dev stack and tests)
 
 I = TypeVar("I")  # noqa: E741 - the SDK's own name for a handler's input type
 O = TypeVar("O")  # noqa: E741 - and for its output type

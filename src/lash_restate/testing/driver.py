@@ -1,8 +1,9 @@
 """`LashTurn`: a driver service that runs a caller's turn inside a real handler.
 
-Bound by the dev stack and the tests (and by ``serve --with-turn``). ``run``
-takes ``{"steps": [...]}`` (see `lash_restate.turn`); ``combine`` takes
-``{"kind", "children", ...}`` and runs one combinator.
+Bound by the dev stack and the tests (``serve --with-turn`` adds it to the endpoint's
+services). ``run`` takes ``{"steps": [...]}`` (see `lash_restate.testing.turn`);
+``combine`` takes ``{"kind", "children", ...}`` and runs one combinator. It drives the
+engine through its public names only, as any user handler would.
 """
 
 from __future__ import annotations
@@ -25,11 +26,12 @@ from ..contract import (
     RuntimeEffectGroup,
     decode_envelope,
 )
-from ..turn import combinator_result_json, decode_turn, error_json, run_turn
-from ._controller import RestateController
-from ._routes import TURN
+from ..engine import RestateController
+from .turn import combinator_result_json, decode_turn, error_json, run_turn
 
-__all__ = ["CombineRequest", "turn_service"]
+__all__ = ["TURN", "CombineRequest", "turn_service"]
+
+TURN = "LashTurn"  # the driver service's name (dev stack and tests)
 
 _BYTES = BytesSerde()
 

@@ -1,11 +1,12 @@
-"""A local Restate stack made of real parts: the pinned restate-server binary and our endpoint.
+"""The processes of a local stack: restate-server nodes (the pinned binary) and endpoints.
 
-Used by ``lash-restate dev`` and by the test suite. Every process is started on
-free loopback ports, owned by one pid, and ended by that pid.
+Each is started on free loopback ports, owned by one pid, and ended by that pid;
+`lash_restate.testing.stack.LocalStack` assembles them.
 """
 
 from __future__ import annotations
 
+import abc
 import contextlib
 import os
 import platform
@@ -16,22 +17,14 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
 import httpx
 
-__all__ = [
-    "Endpoint",
-    "RestateServer",
-    "StackError",
-    "free_port",
-    "register_deployment",
-    "restate_server_binary",
-    "running_stack",
-]
+__all__ = ["Endpoint", "RestateServer", "StackError", "free_port", "restate_server_binary"]
 
 SERVER_PACKAGE = "@restatedev/restate-server"
 
@@ -78,8 +71,10 @@ def restate_server_binary() -> Path:
 _BIND_ATTEMPTS = 3
 
 
-def _lost_port_race(log_path: Path, offset: int) -> bool:
+def _lost_port_race(log_path: Path | None, offset: int) -> bool:
     """Whether the start that logged from ``offset`` on failed because a port was already in use."""
+    if log_path is None or not log_path.exists():
+        return False
     with log_path.open("rb") as log:
         log.seek(offset)
         return b"in use" in log.read().lower()
@@ -108,15 +103,49 @@ def _stop(process: subprocess.Popen[Any] | None, timeout: float = 15) -> None:
         process.wait()
 
 
-class _OwnedProcess:
+class _OwnedProcess(abc.ABC):
     """One child process this stack owns and ends by its pid (SIGTERM, or SIGKILL as a crash would)."""
 
     process: subprocess.Popen[bytes] | None
+    log_path: Path | None
     _log: IO[bytes] | None
 
     @property
     def pid(self) -> int | None:
         return self.process.pid if self.process is not None else None
+
+    @abc.abstractmethod
+    def _command(self) -> list[str]: ...
+
+    @abc.abstractmethod
+    def _env(self) -> dict[str, str]: ...
+
+    @abc.abstractmethod
+    def ready(self) -> bool: ...
+
+    @abc.abstractmethod
+    def _fresh_ports(self) -> None: ...
+
+    def _start(self, what: str, timeout: float, *, repick_ports: bool) -> None:
+        """Spawn and wait until ready; a start that lost its ports is retried on fresh ones."""
+        for attempt in range(_BIND_ATTEMPTS):
+            offset = self.log_path.stat().st_size if self.log_path and self.log_path.exists() else 0
+            self._spawn(self._command(), self._env(), self.log_path)
+            try:
+                _wait(self.ready, what, timeout, self.process)
+                return
+            except StackError:
+                self.stop()
+                # A free port can be taken between picking it and binding it (by any process's
+                # outgoing connection); only that failure is retried, on fresh ports.
+                lost = _lost_port_race(self.log_path, offset)
+                if not repick_ports or attempt + 1 == _BIND_ATTEMPTS or not lost:
+                    raise
+            except BaseException:
+                self.stop()
+                raise
+            self._fresh_ports()
+        raise AssertionError("unreachable")
 
     def _spawn(self, args: Sequence[str], env: dict[str, str], log_path: Path | None) -> None:
         self._log = log_path.open("ab") if log_path is not None else None
@@ -170,28 +199,16 @@ class RestateServer(_OwnedProcess):
 
     def start(self, timeout: float = 60) -> RestateServer:
         """Start (or restart on the same base directory) and wait until admin and ingress answer."""
+        self.log_path = self.log_path or self.base_dir / "restate-server.log"
+        self._start("restate-server", timeout, repick_ports=True)
+        return self
+
+    def _command(self) -> list[str]:
         args = [str(restate_server_binary()), "--base-dir", str(self.base_dir), "--listen-mode", "tcp"]
         args += ["--no-logo", "--node-name", self.node_name]
         if self.config_file is not None:
             args += ["--config-file", str(self.config_file)]
-        self.log_path = self.log_path or self.base_dir / "restate-server.log"
-        for attempt in range(_BIND_ATTEMPTS):
-            offset = self.log_path.stat().st_size if self.log_path.exists() else 0
-            self._spawn(args, self._env(), self.log_path)
-            try:
-                _wait(self.ready, "restate-server", timeout, self.process)
-                return self
-            except StackError:
-                self.stop()
-                # A free port can be taken between picking it and binding it (by any process's
-                # outgoing connection); only that failure is retried, on fresh ports.
-                if attempt + 1 == _BIND_ATTEMPTS or not _lost_port_race(self.log_path, offset):
-                    raise
-            except BaseException:
-                self.stop()
-                raise
-            self.ingress_port, self.admin_port, self.fabric_port = free_port(), free_port(), free_port()
-        raise AssertionError("unreachable")
+        return args
 
     def _env(self) -> dict[str, str]:
         return {
@@ -205,6 +222,9 @@ class RestateServer(_OwnedProcess):
             **self.extra_env,
         }
 
+    def _fresh_ports(self) -> None:
+        self.ingress_port, self.admin_port, self.fabric_port = free_port(), free_port(), free_port()
+
     def ready(self) -> bool:
         admin = httpx.get(f"{self.admin_url}/health", timeout=1)
         ingress = httpx.get(f"{self.ingress_url}/restate/health", timeout=1)
@@ -217,11 +237,15 @@ class RestateServer(_OwnedProcess):
 
 @dataclass
 class Endpoint(_OwnedProcess):
-    """Our endpoint served by hypercorn in a subprocess that owns its port (one pid)."""
+    """An endpoint served by hypercorn in a subprocess that owns its port (one pid).
+
+    ``module`` is what ``python -m`` runs: ``lash_restate`` runs ``serve`` with ``args``; any
+    other module must accept ``--port`` and serve there.
+    """
 
     port: int = field(default_factory=free_port)
     args: Sequence[str] = ("--with-turn",)
-    module: str = "lash_restate"  # what `python -m` runs; it must accept --host/--port (or --port) and serve
+    module: str = "lash_restate"
     env: dict[str, str] = field(default_factory=dict)
     log_path: Path | None = None
     process: subprocess.Popen[bytes] | None = None
@@ -231,67 +255,27 @@ class Endpoint(_OwnedProcess):
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def start(self, timeout: float = 30) -> Endpoint:
-        if self.module == "lash_restate":
-            command = [
-                sys.executable,
-                "-m",
-                "lash_restate",
-                "serve",
-                "--host",
-                "127.0.0.1",
-                "--port",
-                str(self.port),
-            ]
-        else:
-            command = [sys.executable, "-m", self.module, "--port", str(self.port)]
-        command += list(self.args)
-        self._spawn(command, {**os.environ, **self.env}, self.log_path)
-        try:
-            _wait(self._listening, "endpoint", timeout, self.process)
-        except BaseException:
-            self.stop()
-            raise
+    def start(self, timeout: float = 30, *, repick_port: bool = True) -> Endpoint:
+        """Serve and wait until the endpoint answers its health check.
+
+        A registered endpoint must come back on its port (``repick_port=False``): the server
+        knows it by its URL.
+        """
+        self._start("endpoint", timeout, repick_ports=repick_port)
         return self
 
-    def _listening(self) -> bool:
-        with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
-            return True
+    def _command(self) -> list[str]:
+        if self.module == "lash_restate":
+            serve = ["serve", "--host", "127.0.0.1", "--port", str(self.port)]
+            return [sys.executable, "-m", "lash_restate", *serve, *self.args]
+        return [sys.executable, "-m", self.module, "--port", str(self.port), *self.args]
 
+    def _env(self) -> dict[str, str]:
+        return {**os.environ, **self.env}
 
-def register_deployment(admin_url: str, endpoint_url: str, *, force: bool = True, timeout: float = 30) -> Any:
-    """Register (or re-register) ``endpoint_url`` with the admin API; returns the admin's answer."""
-    try:
-        response = httpx.post(
-            f"{admin_url}/deployments", json={"uri": endpoint_url, "force": force}, timeout=timeout
-        )
-    except httpx.HTTPError as exc:
-        raise StackError(f"cannot reach the admin API at {admin_url}: {exc}") from None
-    if response.status_code >= 300:
-        raise StackError(f"registering {endpoint_url} failed ({response.status_code}): {response.text}")
-    return response.json()
+    def _fresh_ports(self) -> None:
+        self.port = free_port()
 
-
-@contextlib.contextmanager
-def running_stack(
-    base_dir: Path,
-    *,
-    server_env: dict[str, str] | None = None,
-    endpoint_args: Sequence[str] = ("--with-turn",),
-    endpoint_env: dict[str, str] | None = None,
-    keep: bool = False,
-) -> Iterator[tuple[RestateServer, Endpoint]]:
-    """A server (in ``base_dir/restate``) and a registered endpoint, both ended by pid on exit."""
-    (base_dir / "restate").mkdir(parents=True, exist_ok=True)
-    server = RestateServer(base_dir=base_dir / "restate", extra_env=dict(server_env or {}))
-    endpoint = Endpoint(args=endpoint_args, env=dict(endpoint_env or {}), log_path=base_dir / "endpoint.log")
-    try:
-        server.start()
-        endpoint.start()
-        register_deployment(server.admin_url, endpoint.url)
-        yield server, endpoint
-    finally:
-        endpoint.stop()
-        server.stop()
-        if not keep:
-            server.remove()
+    def ready(self) -> bool:
+        # An answer over HTTP, not just an open port: whoever took the port may be listening on it.
+        return httpx.get(f"{self.url}/health", timeout=1).status_code == 200

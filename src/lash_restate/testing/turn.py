@@ -1,9 +1,9 @@
 """A caller's turn as data: steps run against any controller, results as JSON.
 
 One interpreter serves every tier: the conformance suite hands the same steps
-to the in-memory host and to the Restate `Turn` service, which runs them inside
-a real handler with the Restate controller. A turn holds one current handle,
-the way a VM frame holds its cursor.
+to the in-memory host and to the `LashTurn` service (`lash_restate.testing.driver`),
+which runs them inside a real handler with the Restate controller. A turn holds
+one current handle, the way a VM frame holds its cursor.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from typing import Annotated, Any
 
 import msgspec
 
-from .combinators import Combinator, CombinatorResult, run_combinator
-from .contract import (
+from ..combinators import Combinator, CombinatorResult, run_combinator
+from ..contract import (
     STRUCT_OPTIONS,
     GroupHandle,
     InvalidInput,

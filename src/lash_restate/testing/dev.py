@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import signal
@@ -13,7 +14,8 @@ from typing import Any
 
 import httpx
 
-from .devstack import Endpoint, RestateServer, StackError, register_deployment
+from .processes import StackError
+from .stack import LocalStack
 
 __all__ = ["DEMO_RACE", "run_dev"]
 
@@ -35,7 +37,7 @@ def _config_file() -> Path | None:
     return None
 
 
-def demo(ingress_url: str) -> dict[str, Any]:
+def demo(stack: LocalStack) -> dict[str, Any]:
     """Run the demo race as one `LashTurn` invocation: the winner, then every loser's rank, then close."""
     key = f"dev-{int(time.time() * 1000)}:group:demo:0"
     group = {
@@ -44,10 +46,12 @@ def demo(ingress_url: str) -> dict[str, Any]:
         "disposition": "run_to_completion",
         "children": [{"command": c, "replay_key": f"{key}/arm{i}"} for i, c in enumerate(DEMO_RACE)],
     }
-    steps = [{"type": "open", "group": group}, *[{"type": "next"}] * len(DEMO_RACE), {"type": "close"}]
-    response = httpx.post(f"{ingress_url}/LashTurn/run", json={"steps": steps}, timeout=60)
-    response.raise_for_status()
-    results: list[dict[str, Any]] = response.json()
+    steps: list[dict[str, Any]] = [
+        {"type": "open", "group": group},
+        *[{"type": "next"}] * len(DEMO_RACE),
+        {"type": "close"},
+    ]
+    results = asyncio.run(stack.turn(*steps))
     settlements = [r["ok"] for r in results[1 : 1 + len(DEMO_RACE)]]
     return {"group_key": key, "settlements": settlements}
 
@@ -61,21 +65,22 @@ def _describe(outcome: dict[str, Any]) -> str:
 
 
 def run_dev(*, once: bool) -> int:
-    base = Path(".lash") / f"dev-{int(time.time())}"
-    base.mkdir(parents=True, exist_ok=True)
-    server = RestateServer(base_dir=base.resolve(), config_file=_config_file())
-    endpoint = Endpoint(args=("--with-turn",), log_path=base.resolve() / "endpoint.log")
+    # The stack stays in .lash/ after it stops (keep): its logs and the server's data can be read.
+    stack = LocalStack.single(
+        Path(".lash") / f"dev-{int(time.time())}", config_file=_config_file(), keep=True
+    )
+    server, endpoint = stack.server, stack.endpoint
     try:
-        _say(f"starting restate-server (logs: {server.base_dir / 'restate-server.log'}) …")
-        server.start()
+        _say(f"starting restate-server (logs: {server.log_path}) …")
+        stack.start_servers()
         _say(f"restate-server is up: ingress {server.ingress_url}, admin API and UI {server.admin_url}")
         _say(f"starting the endpoint on {endpoint.url} …")
-        endpoint.start()
-        answer = register_deployment(server.admin_url, endpoint.url)
+        stack.start_endpoints()
+        [answer] = stack.register()
         services = ", ".join(sorted(s["name"] for s in answer.get("services", [])))
         _say(f"registered deployment {answer.get('id')}: {services}")
 
-        result = demo(server.ingress_url)
+        result = demo(stack)
         winner = result["settlements"][0]
         _say(f"demo race {result['group_key']}")
         _say(f"  winner: arm {winner['position']} ({_describe(winner['outcome'])})")
@@ -97,6 +102,5 @@ def run_dev(*, once: bool) -> int:
         print(f"lash-restate dev: {exc}", file=sys.stderr)
         return 1
     finally:
-        endpoint.stop()
-        server.stop()
+        stack.stop()
         _say("stopped restate-server and the endpoint")

@@ -1,0 +1,31 @@
+"""What the tests, the dev stack and the demo use, and a production endpoint never loads.
+
+- `stack` — `LocalStack`, the one harness that builds every local Restate stack, out of the
+  restate-server and endpoint processes in `processes`.
+- `turn` — a caller's turn as data (open / next / close / save / use / combine), run by any host.
+- `driver` — `LashTurn`, the service that runs such a turn inside a real Restate handler.
+- `tools` — the demo tools (`echo`, `fail`, `blob`, `count`).
+- `dev` — the body of ``lash-restate dev``.
+
+Nothing below this package in the layers (`inspection`, `engine`, `memory`, `combinators`,
+`tools`, `contract`) imports it; ``make lint`` checks that with import-linter.
+"""
+
+from .driver import TURN, turn_service
+from .processes import Endpoint, RestateServer, StackError, free_port
+from .stack import LocalStack
+from .tools import demo_tools
+from .turn import decode_turn, run_turn
+
+__all__ = [
+    "TURN",
+    "Endpoint",
+    "LocalStack",
+    "RestateServer",
+    "StackError",
+    "decode_turn",
+    "demo_tools",
+    "free_port",
+    "run_turn",
+    "turn_service",
+]

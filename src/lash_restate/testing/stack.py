@@ -1,0 +1,250 @@
+"""`LocalStack`: the one harness that builds every local Restate stack.
+
+``lash-restate dev``, every test that needs a server, and the bench build their stacks
+with it, out of the processes in `lash_restate.testing.processes`.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+
+from ..engine import SIGNAL
+from ..registration import RegistrationError, register_deployment
+from .driver import TURN
+from .processes import Endpoint, RestateServer, StackError, free_port
+
+__all__ = ["SIGNING_KEY_ENV", "LocalStack", "Target"]
+
+# The server setting that makes restate-server sign every request to an endpoint with this key.
+SIGNING_KEY_ENV = "RESTATE_WORKER__INVOKER__REQUEST_IDENTITY_PRIVATE_KEY_PEM_FILE"
+
+Target = RestateServer | str  # a server of the stack, or any admin API URL
+
+
+class LocalStack:
+    """One local stack: restate-server nodes and endpoints, started together and ended by pid.
+
+    Add servers and endpoints, then `start`: every server starts (at once: a cluster's nodes
+    need each other to form their metadata quorum), then every endpoint, then each endpoint
+    is registered with the first server. `stop` (or leaving the ``with`` block) ends every
+    process by its pid and removes the servers' data, unless ``keep`` (default: whether
+    ``$LASH_KEEP_STACK_LOGS`` is set); a stack in a temporary directory (no ``base_dir``) goes
+    entirely. Every process logs to ``base_dir/{name}.log``; the demo tools' `count` writes
+    to `count_file`.
+
+    The first server and endpoint are `server` and `endpoint`; `turn`, `emit`, `reject` and
+    `call` go through the first server's ingress.
+    """
+
+    def __init__(self, base_dir: Path | None = None, *, keep: bool | None = None) -> None:
+        self._temporary = base_dir is None
+        self.base_dir = (base_dir or Path(tempfile.mkdtemp(prefix="lash-restate-"))).resolve()
+        self.base_dir.mkdir(parents=True, exist_ok=True)
+        self.keep = os.environ.get("LASH_KEEP_STACK_LOGS") is not None if keep is None else keep
+        self.servers: list[RestateServer] = []
+        self.endpoints: list[Endpoint] = []
+
+    @classmethod
+    def single(
+        cls,
+        base_dir: Path | None = None,
+        *,
+        server_env: dict[str, str] | None = None,
+        config_file: Path | None = None,
+        module: str = "lash_restate",
+        endpoint_args: Sequence[str] = ("--with-turn",),
+        endpoint_env: dict[str, str] | None = None,
+        keep: bool | None = None,
+    ) -> LocalStack:
+        """The common stack: one server and one endpoint (not started yet)."""
+        stack = cls(base_dir, keep=keep)
+        stack.add_server(env=server_env, config_file=config_file)
+        stack.add_endpoint(module=module, args=endpoint_args, env=endpoint_env)
+        return stack
+
+    @property
+    def count_file(self) -> Path:
+        return self.base_dir / "counts.txt"
+
+    def add_server(
+        self,
+        name: str = "restate",
+        *,
+        env: dict[str, str] | None = None,
+        config_file: Path | None = None,
+        node_name: str = "lash-dev",
+        signing_key: Path | None = None,
+        ingress_port: int | None = None,
+        admin_port: int | None = None,
+        fabric_port: int | None = None,
+    ) -> RestateServer:
+        """A server keeping its data in ``base_dir/name`` and its log in ``base_dir/{name}.log``.
+
+        With ``signing_key`` (an ed25519 private key PEM file) it signs every request to an endpoint.
+        """
+        base = self.base_dir / name
+        base.mkdir(parents=True, exist_ok=True)
+        extra_env = {**({SIGNING_KEY_ENV: str(signing_key)} if signing_key else {}), **(env or {})}
+        server = RestateServer(
+            base_dir=base,
+            ingress_port=ingress_port or free_port(),
+            admin_port=admin_port or free_port(),
+            fabric_port=fabric_port or free_port(),
+            config_file=config_file,
+            node_name=node_name,
+            extra_env=extra_env,
+            log_path=self.base_dir / f"{name}.log",
+        )
+        self.servers.append(server)
+        return server
+
+    def add_endpoint(
+        self,
+        name: str = "endpoint",
+        *,
+        module: str = "lash_restate",
+        args: Sequence[str] = ("--with-turn",),
+        env: dict[str, str] | None = None,
+        identity_keys: Sequence[str] = (),
+    ) -> Endpoint:
+        """An endpoint logging to ``base_dir/{name}.log``; with ``identity_keys`` it serves only
+        requests signed by one of them."""
+        keys = [arg for key in identity_keys for arg in ("--identity-key", key)]
+        endpoint = Endpoint(
+            module=module,
+            args=(*args, *keys),
+            env={"LASH_COUNT_FILE": str(self.count_file), **(env or {})},
+            log_path=self.base_dir / f"{name}.log",
+        )
+        self.endpoints.append(endpoint)
+        return endpoint
+
+    @property
+    def server(self) -> RestateServer:
+        return self.servers[0]
+
+    @property
+    def endpoint(self) -> Endpoint:
+        return self.endpoints[0]
+
+    @property
+    def ingress_url(self) -> str:
+        return self.server.ingress_url
+
+    @property
+    def admin_url(self) -> str:
+        return self.server.admin_url
+
+    def start(self, *, register: bool = True, server_timeout: float = 60) -> LocalStack:
+        """Start every server, then every endpoint, then (with ``register``) register each endpoint."""
+        try:
+            self.start_servers(server_timeout)
+            self.start_endpoints()
+            if register:
+                for endpoint in self.endpoints:
+                    self.register(endpoint)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def start_servers(self, timeout: float = 60) -> None:
+        with ThreadPoolExecutor(max_workers=max(1, len(self.servers))) as pool:
+            list(pool.map(lambda server: server.start(timeout), self.servers))
+
+    def start_endpoints(self) -> None:
+        for endpoint in self.endpoints:
+            endpoint.start()
+
+    def register(
+        self, endpoint: Endpoint | None = None, *, at: Sequence[Target] = (), force: bool = True
+    ) -> list[Any]:
+        """Register ``endpoint`` (default: the first) with each of ``at`` (default: the first server).
+
+        Returns each admin API's answer, in order.
+        """
+        endpoint = endpoint or self.endpoint
+        urls = [t.admin_url if isinstance(t, RestateServer) else t for t in (at or [self.server])]
+        try:
+            return [register_deployment(url, endpoint.url, force=force) for url in urls]
+        except RegistrationError as exc:
+            raise StackError(str(exc)) from None
+
+    def restart_endpoint(self, endpoint: Endpoint | None = None, /, **env: str) -> None:
+        """SIGKILL the endpoint and serve again on the same port, optionally with changed environment."""
+        endpoint = endpoint or self.endpoint
+        endpoint.kill()
+        endpoint.env.update(env)
+        endpoint.start(repick_port=False)
+
+    def restart_server(self, server: RestateServer | None = None) -> None:
+        """SIGKILL restate-server and start it again on its base directory (what it stored survives)."""
+        server = server or self.server
+        server.kill()
+        server.start()
+
+    def stop(self) -> None:
+        """End every endpoint, then every server, by pid; remove the servers' data unless ``keep``."""
+        for endpoint in self.endpoints:
+            endpoint.stop()
+        for server in self.servers:
+            if self.keep:
+                server.stop()
+            else:
+                server.remove()
+        if self._temporary and not self.keep:
+            shutil.rmtree(self.base_dir, ignore_errors=True)
+
+    def __enter__(self) -> LocalStack:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
+    ) -> None:
+        self.stop()
+
+    def counts(self) -> list[str]:
+        """Every name the demo tools' `count` has written: the side-effect witness."""
+        return self.count_file.read_text().splitlines() if self.count_file.exists() else []
+
+    async def call(
+        self, path: str, body: Any = None, *, content: bytes | None = None, within: float = 60
+    ) -> Any:
+        """POST ``body`` as JSON (or ``content`` as is) to ``/{path}`` on the ingress; its JSON answer.
+
+        Any answer but 200 raises `StackError` with the answer's text.
+        """
+        url = f"{self.ingress_url}/{path}"
+        async with httpx.AsyncClient(timeout=within) as client:
+            if content is not None:
+                response = await client.post(
+                    url, content=content, headers={"content-type": "application/json"}
+                )
+            else:
+                response = await client.post(url, json=body)
+        if response.status_code != 200:
+            raise StackError(f"POST /{path} answered {response.status_code}: {response.text}")
+        return response.json() if response.content else None  # a handler returning None sends no body
+
+    async def turn(self, *steps: dict[str, Any], within: float = 60) -> list[dict[str, Any]]:
+        """Run ``steps`` as one fresh `LashTurn/run` invocation (see `lash_restate.testing.turn`)."""
+        results: list[dict[str, Any]] = await self.call(f"{TURN}/run", {"steps": list(steps)}, within=within)
+        return results
+
+    async def emit(self, name: str, value: Any = None, *, within: float = 60) -> None:
+        """Fulfil every waiter of the durable event ``name`` with ``value``, now and later."""
+        await self.call(f"{SIGNAL}/{quote(name, safe='')}/emit", value, within=within)
+
+    async def reject(self, name: str, message: str, *, within: float = 60) -> None:
+        """Reject every waiter of the durable event ``name`` with ``message``."""
+        await self.call(f"{SIGNAL}/{quote(name, safe='')}/reject", message, within=within)

@@ -1,0 +1,79 @@
+"""The local-stack harness itself: port races, restarts on the registered port, registration, teardown."""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+
+import httpx
+import pytest
+
+from lash_restate.testing import LocalStack
+from tests.conformance.builders import Scope, echo, err, open_
+
+pytestmark = pytest.mark.restate
+
+
+def test_a_server_whose_port_was_taken_starts_on_fresh_ports(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        stack = LocalStack(tmp_path)
+        server = stack.add_server(ingress_port=port)
+        with stack.start():
+            assert server.ingress_port != port
+            assert server.ready()
+    assert server.process is not None and server.process.poll() is not None
+
+
+def test_an_endpoint_whose_port_was_taken_serves_on_a_fresh_one(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()  # listening, so only an HTTP answer tells the endpoint from the squatter
+        port = taken.getsockname()[1]
+        stack = LocalStack(tmp_path)
+        endpoint = stack.add_endpoint()
+        endpoint.port = port
+        with stack:
+            stack.start_endpoints()
+            assert endpoint.port != port
+            assert endpoint.ready()
+
+
+async def test_a_restarted_endpoint_comes_back_on_its_registered_port_with_changed_settings(
+    tmp_path: Path,
+) -> None:
+    with LocalStack.single(tmp_path).start() as stack:
+        before, port = stack.endpoint.process, stack.endpoint.port
+        stack.restart_endpoint(LASH_DEMO_TOOLS_OFF="echo")
+        assert before is not None and before.poll() is not None  # the old process was killed
+        assert stack.endpoint.port == port
+        # The server reaches the new process through the registered URL, and it runs without `echo`.
+        [opened] = await stack.turn(open_(Scope().group([echo(1)])))
+        assert err(opened)["code"] == "child_unroutable"
+
+
+def test_one_endpoint_registers_with_several_admin_apis_and_stop_ends_every_process(tmp_path: Path) -> None:
+    stack = LocalStack(tmp_path)
+    first, second = stack.add_server("first"), stack.add_server("second")
+    endpoint = stack.add_endpoint()
+    with stack.start(register=False):
+        answers = stack.register(at=[first, second.admin_url])
+        assert len(answers) == 2
+        for server in (first, second):
+            listed = httpx.get(f"{server.admin_url}/deployments", timeout=10).json()["deployments"]
+            assert [d["uri"].rstrip("/") for d in listed] == [endpoint.url]
+        processes = [owned.process for owned in (first, second, endpoint)]
+    assert all(p is not None and p.poll() is not None for p in processes)
+    assert not first.base_dir.exists() and not second.base_dir.exists()  # the servers' data went
+    assert (tmp_path / "endpoint.log").exists() and (tmp_path / "first.log").exists()  # the logs stay
+
+
+def test_a_kept_stack_leaves_the_servers_data_after_stopping(tmp_path: Path) -> None:
+    stack = LocalStack(tmp_path, keep=True)
+    server = stack.add_server()
+    with stack.start():
+        pass
+    assert server.process is not None and server.process.poll() is not None
+    assert any(server.base_dir.iterdir())
