@@ -79,18 +79,23 @@ class AggregateRejection(Exception):
 
 
 @dataclass(frozen=True, kw_only=True)
-class FulfilledResult:
+class _Ended:
+    """What every combinator result says: which group, and the positions in the rank order consumed."""
+
+    group_key: str
+    order: tuple[int, ...]
+
+
+@dataclass(frozen=True, kw_only=True)
+class FulfilledResult(_Ended):
     """The combinator fulfilled with ``value`` (ECMA-262's value for the settlements in ``order``)."""
 
     status: Literal["fulfilled"] = field(default="fulfilled", init=False)
-    group_key: str
-    order: tuple[int, ...]
-    """Positions, in the rank order consumed."""
     value: Any
 
 
 @dataclass(frozen=True, kw_only=True)
-class RejectedResult:
+class RejectedResult(_Ended):
     """The combinator rejected.
 
     ``reason`` is the first consumed rejecting settlement for `all` and `race`, and every
@@ -98,20 +103,14 @@ class RejectedResult:
     """
 
     status: Literal["rejected"] = field(default="rejected", init=False)
-    group_key: str
-    order: tuple[int, ...]
-    """Positions, in the rank order consumed."""
     reason: Settlement | tuple[Outcome, ...]
 
 
 @dataclass(frozen=True, kw_only=True)
-class SuspendedResult:
+class SuspendedResult(_Ended):
     """The combinator stopped before deciding; ``handle`` is the cursor to save and resume from."""
 
     status: Literal["suspended"] = field(default="suspended", init=False)
-    group_key: str
-    order: tuple[int, ...]
-    """Positions, in the rank order consumed."""
     handle: GroupHandle
 
 
