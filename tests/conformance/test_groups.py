@@ -260,7 +260,8 @@ async def test_first_open_with_an_unroutable_child_refuses_whole_and_records_not
     s = Scope()
     bad = s.group([echo(1), tool("no-such-tool", {}), echo(3)])
     first, second = (await tier.turn(open_(bad)))[0], (await tier.turn(open_(bad)))[0]
-    # ADR, Decision, `open_effect_group`: two identical refusals are the observable form of "the refusal journals nothing".
+    # ADR, Decision, `open_effect_group`: two identical refusals are the observable form of
+    # "the refusal journals nothing".
     assert err(first) == err(second)
     assert err(first)["code"] == "child_unroutable"
     assert err(first)["position"] == 1 and err(first)["replay_key"] == f"{s.key()}/c1"
