@@ -38,6 +38,8 @@ __all__ = [
     "RejectedResult",
     "SuspendedResult",
     "all_",
+    "combine",
+    "empty_result",
     "all_settled",
     "any_",
     "race",
@@ -199,17 +201,46 @@ async def run_combinator(
     return verdict
 
 
-def _group(
+def empty_result(kind: Combinator, key: GroupKey | str) -> CombinatorResult:
+    """What a combinator over no children gives, decided locally: no group is ever opened (ADR).
+
+    ``all([])`` and ``allSettled([])`` fulfil with ``[]`` and ``any([])`` rejects at once, as in
+    ECMA-262; ``race([])`` never settles there, and a never-settling durable await must not exist,
+    so it is refused with `EmptyGroup` (decision 8).
+    """
+    group_key = str(key)
+    if kind is Combinator.RACE:
+        raise EmptyGroup("race([]) never settles; refused instead of parking forever", group_key=group_key)
+    if kind is Combinator.ANY:
+        return RejectedResult(group_key=group_key, order=(), reason=())
+    return FulfilledResult(group_key=group_key, order=(), value=[])
+
+
+async def combine(
+    controller: RuntimeEffectController,
+    kind: Combinator,
     key: GroupKey | str,
     children: Sequence[RuntimeEffectEnvelope],
+    *,
+    losers: LoserPolicy = LoserPolicy.RUN_TO_COMPLETION,
+    handle: GroupHandle | None = None,
+    stop_after: int | None = None,
+) -> CombinatorResult:
+    """`run_combinator` over ``children`` as a group of ``kind``'s wake rule; no children: `empty_result`."""
+    if not children:
+        return empty_result(kind, key)
+    group = RuntimeEffectGroup(key, children, wake=kind.wake, disposition=losers)
+    return await run_combinator(controller, kind, group, handle=handle, stop_after=stop_after)
+
+
+async def _settle(
+    controller: RuntimeEffectController,
     kind: Combinator,
+    key: GroupKey | str,
+    children: Sequence[RuntimeEffectEnvelope],
     disposition: LoserPolicy,
-) -> RuntimeEffectGroup:
-    return RuntimeEffectGroup(key, children, wake=kind.wake, disposition=disposition)
-
-
-async def _settle(controller: RuntimeEffectController, kind: Combinator, group: RuntimeEffectGroup) -> Any:
-    result = await run_combinator(controller, kind, group)
+) -> Any:
+    result = await combine(controller, kind, key, children, losers=disposition)
     if isinstance(result, FulfilledResult):
         return result.value
     assert isinstance(result, RejectedResult)  # without stop_after a combinator always decides
@@ -222,20 +253,15 @@ async def all_(
     controller: RuntimeEffectController, key: GroupKey | str, children: Sequence[RuntimeEffectEnvelope]
 ) -> list[Any]:
     """`Promise.all`: values in input order, or `Rejected` at the first consumed rejection."""
-    if not children:
-        return []  # ADR: all([]) resolves locally and never reaches the host
-    group = _group(key, children, Combinator.ALL, LoserPolicy.RUN_TO_COMPLETION)
-    return list(await _settle(controller, Combinator.ALL, group))
+    return list(await _settle(controller, Combinator.ALL, key, children, LoserPolicy.RUN_TO_COMPLETION))
 
 
 async def all_settled(
     controller: RuntimeEffectController, key: GroupKey | str, children: Sequence[RuntimeEffectEnvelope]
 ) -> list[Outcome]:
     """`Promise.allSettled`: every outcome, in input order."""
-    if not children:
-        return []
-    group = _group(key, children, Combinator.ALL_SETTLED, LoserPolicy.RUN_TO_COMPLETION)
-    return list(await _settle(controller, Combinator.ALL_SETTLED, group))
+    disposition = LoserPolicy.RUN_TO_COMPLETION
+    return list(await _settle(controller, Combinator.ALL_SETTLED, key, children, disposition))
 
 
 async def race(
@@ -245,14 +271,8 @@ async def race(
     *,
     losers: LoserPolicy = LoserPolicy.RUN_TO_COMPLETION,
 ) -> Any:
-    """`Promise.race`: the first settlement's value, or `Rejected` if it rejected.
-
-    ``race([])`` never settles in ECMA-262; a never-settling durable await must
-    not exist (ADR), so it is refused with `EmptyGroup` before reaching the host.
-    """
-    if not children:
-        raise EmptyGroup("race([]) never settles; refused instead of parking forever", group_key=str(key))
-    return await _settle(controller, Combinator.RACE, _group(key, children, Combinator.RACE, losers))
+    """`Promise.race`: the first settlement's value, or `Rejected` if it rejected (`EmptyGroup` if none)."""
+    return await _settle(controller, Combinator.RACE, key, children, losers)
 
 
 async def any_(
@@ -263,9 +283,7 @@ async def any_(
     losers: LoserPolicy = LoserPolicy.RUN_TO_COMPLETION,
 ) -> Any:
     """`Promise.any`: the first success, or `AggregateRejection` with errors in input order."""
-    if not children:
-        raise AggregateRejection([])  # ECMA-262: any([]) rejects at once
-    return await _settle(controller, Combinator.ANY, _group(key, children, Combinator.ANY, losers))
+    return await _settle(controller, Combinator.ANY, key, children, losers)
 
 
 async def select(
@@ -286,7 +304,7 @@ async def select(
             command=Sleep(duration_ms=deadline_ms), replay_key=f"{replay_key_prefix}:deadline"
         ),
     ]
-    group = _group(key, children, Combinator.RACE, LoserPolicy.CANCEL)
+    group = RuntimeEffectGroup(key, children, wake=Combinator.RACE.wake, disposition=LoserPolicy.CANCEL)
     result = await run_combinator(controller, Combinator.RACE, group)
     if isinstance(result, RejectedResult):
         assert isinstance(result.reason, Settlement)  # race rejects with the first settlement

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from tests.conformance.builders import Scope, combine, echo, event, fail, ok, sleep, tool
+from tests.conformance.builders import Scope, combine, echo, err, event, fail, ok, sleep, tool
 
 
 def count(name: str, value: Any = None, delay_ms: int = 0) -> dict[str, Any]:
@@ -188,3 +188,16 @@ async def test_each_result_carries_exactly_its_own_fields(tier: Any) -> None:
     body = ok(fulfilled)
     assert sorted(body.pop("order")) == [0, 1]  # which child settled first is the tier's business
     assert body == {"status": "fulfilled", "group_key": s2.key(), "value": ["a", "b"]}
+
+
+async def test_combinators_over_no_children_decide_locally_on_every_surface(tier: Any) -> None:
+    """ECMA-262: all([]) and allSettled([]) fulfil with [], any([]) rejects at once; race([]) never
+    settles, so it is refused (decision 8). No group is opened for any of them (ADR)."""
+    s = Scope()
+    empty = s.group([])
+    results = await tier.turn(*(combine(kind, empty) for kind in ("all", "all_settled", "any", "race")))
+    assert [ok(r)["status"] for r in results[:3]] == ["fulfilled", "fulfilled", "rejected"]
+    assert ok(results[0])["value"] == ok(results[1])["value"] == []
+    assert ok(results[2])["reason"] == []
+    assert err(results[3])["code"] == "empty_group"
+    assert s.key() not in await tier.open_groups()

@@ -60,5 +60,13 @@ async def test_combine_refuses_bad_requests_typed(restate_stack: LocalStack) -> 
     stack = restate_stack
     assert (await combine(stack, None, raw=b"{nope"))["error"]["code"] == "invalid_input"
     assert (await combine(stack, {"kind": "sometimes", "children": []}))["error"]["code"] == "invalid_input"
-    empty = await combine(stack, {"kind": "all", "children": [], "scope": fresh_scope()})
+    # Decided locally, as ECMA-262 decides them: nothing is opened (ADR; decision 8 for race).
+    for kind, expected in [
+        ("all", {"status": "fulfilled", "value": []}),
+        ("all_settled", {"status": "fulfilled", "value": []}),
+        ("any", {"status": "rejected", "reason": []}),
+    ]:
+        answer = await combine(stack, {"kind": kind, "children": [], "scope": fresh_scope()})
+        assert {k: answer[k] for k in expected} == expected, (kind, answer)
+    empty = await combine(stack, {"kind": "race", "children": [], "scope": fresh_scope()})
     assert empty["error"]["code"] == "empty_group"

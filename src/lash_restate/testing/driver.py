@@ -15,7 +15,8 @@ import msgspec
 import restate
 from restate.serde import BytesSerde
 
-from ..combinators import Combinator, run_combinator
+from .. import combinators
+from ..combinators import Combinator
 from ..contract import (
     GroupExecutors,
     GroupHandle,
@@ -23,7 +24,6 @@ from ..contract import (
     InvalidInput,
     LashError,
     LoserPolicy,
-    RuntimeEffectGroup,
     decode_envelope,
 )
 from ..engine import RestateController
@@ -76,11 +76,17 @@ def turn_service(resolver: GroupExecutors) -> restate.Service:
         try:
             req = msgspec.json.decode(request, type=CombineRequest)
             key = str(GroupKey(scope_id=req.scope, batch_id=req.batch, occurrence=req.occurrence))
-            wake = req.kind.wake
-            group = RuntimeEffectGroup(key, _children(req, key), wake=wake, disposition=req.losers)
             saved = GroupHandle.from_bytes(req.handle) if req.handle is not None else None
-            result = await run_combinator(
-                RestateController(ctx, resolver), req.kind, group, handle=saved, stop_after=req.stop_after
+            controller = RestateController(ctx, resolver)
+            children = _children(req, key)
+            result = await combinators.combine(
+                controller,
+                req.kind,
+                key,
+                children,
+                losers=req.losers,
+                handle=saved,
+                stop_after=req.stop_after,
             )
         except (msgspec.ValidationError, msgspec.DecodeError) as error:
             return error_json(InvalidInput(f"malformed combine request: {error}"))

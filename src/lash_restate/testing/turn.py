@@ -13,10 +13,11 @@ from typing import Annotated, Any
 
 import msgspec
 
-from ..combinators import Combinator, CombinatorResult, run_combinator
+from ..combinators import Combinator, CombinatorResult, empty_result, run_combinator
 from ..contract import (
     STRUCT_OPTIONS,
     GroupHandle,
+    GroupKey,
     InvalidInput,
     LashError,
     LoserPolicy,
@@ -153,10 +154,13 @@ async def run_turn(
                 results.append({"ok": controller.supports_effect_groups()})
             else:
                 saved = GroupHandle.from_bytes(step.handle) if step.handle is not None else None
-                group = RuntimeEffectGroup.from_wire(step.group)
-                result = await run_combinator(
-                    controller, step.kind, group, handle=saved, stop_after=step.stop_after
-                )
+                if step.group.get("children") == []:  # decided locally, as `combine` does
+                    result = empty_result(step.kind, str(GroupKey.parse(str(step.group.get("key")))))
+                else:
+                    group = RuntimeEffectGroup.from_wire(step.group)
+                    result = await run_combinator(
+                        controller, step.kind, group, handle=saved, stop_after=step.stop_after
+                    )
                 handle = result.handle if result.status == "suspended" else None
                 results.append({"ok": combinator_result_json(result)})
         except LashError as error:
