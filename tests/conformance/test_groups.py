@@ -313,3 +313,36 @@ async def test_sleep_children_are_durable_timers_that_fulfil_with_null(tier: Any
     [_, first, second] = await tier.turn(open_(s.group([sleep(300), sleep(1)])), next_(), next_())
     assert ok(first)["outcome"] == {"type": "ok", "value": None}
     assert {ok(first)["position"], ok(second)["position"]} == {0, 1}
+
+
+async def test_a_cancel_group_whose_holder_returned_keeps_its_losers_for_a_resumer(tier: Any) -> None:
+    """Decision 13: a turn that returns with its group open has parked a continuation, not crashed.
+
+    The declared `Cancel` does not apply: the loser runs on, and a fresh turn that reopens the group
+    and restores the saved handle receives its real outcome.
+    """
+    s = Scope()
+    gate = s.event("gate")
+    group = s.group([echo("won"), event(gate)], wake="first", disposition="cancel")
+    [_, won, saved] = await tier.turn(open_(group), next_(), save())  # ends normally, no close
+    assert ok(won)["position"] == 0
+    assert s.key() in await tier.open_groups()
+    await tier.emit(gate, "payload")
+    [_, _, loser, _] = await tier.turn(open_(group), use(ok(saved)), next_(), close())
+    assert ok(loser)["position"] == 1
+    assert ok(loser)["outcome"] == {"type": "ok", "value": "payload"}
+
+
+async def test_a_cancel_group_whose_holder_is_severed_cancels_its_losers(tier: Any) -> None:
+    """ADR, "Loser disposition is declared at open": a caller that crashes before its close still
+    has its `Cancel` losers cancelled (decision 13); they rank as Cancelled and none is left waiting."""
+    s = Scope()
+    group = s.group([echo("won"), event(s.event("never"))], wake="first", disposition="cancel")
+    await tier.sever(s.key(), open_(group), next_(), save(), next_())  # killed while parked on rank 2
+    restored = json.dumps({"group_key": s.key(), "child_count": 2, "consumed": 0})
+    [_, _, first, second, _] = await tier.turn(open_(group), use(restored), next_(), next_(), close())
+    assert ok(first)["outcome"] == {"type": "ok", "value": "won"}
+    assert ok(second)["position"] == 1
+    assert ok(second)["outcome"] == {"type": "cancelled"}
+    await tier.wait_closed(s.key())
+    await tier.wait_child_finished(f"{s.key()}/c1")

@@ -8,15 +8,19 @@ process that runs children and callers.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import json
+import uuid
 from pathlib import Path
 from typing import Any, Protocol
 
+import httpx
 import msgspec
 
 from lash_restate.inspection import list_open_groups, sql
 from lash_restate.inspection import quote as quote_sql
 from lash_restate.memory import MemoryHost, MemoryStore
-from lash_restate.testing import LocalStack, decode_turn, demo_tools, run_turn
+from lash_restate.testing import TURN, LocalStack, decode_turn, demo_tools, run_turn
 
 
 class Tier(Protocol):
@@ -39,6 +43,14 @@ class Tier(Protocol):
         ...
 
     async def restart(self) -> None: ...
+
+    async def sever(self, group_key: str, *steps: dict[str, Any]) -> None:
+        """Run ``steps`` as a turn and sever it once rank 1 of ``group_key`` is recorded.
+
+        Severed is the ADR's crashed caller: on the reference host its process dies and the drain
+        runs; on Restate the turn's invocation is killed through the admin API (decision 13).
+        """
+        ...
 
     async def wait_child_finished(self, replay_key: str) -> None:
         """Return once the child with ``replay_key`` has finished running (its terminal is known)."""
@@ -85,6 +97,21 @@ class MemoryTier:
     async def wait_child_finished(self, replay_key: str) -> None:
         await self.host.join_child(replay_key)
 
+    async def sever(self, group_key: str, *steps: dict[str, Any]) -> None:
+        turn = asyncio.create_task(self.turn(*steps))
+        while not (record := self.store.groups.get(group_key)) or not record.order:
+            if turn.done():
+                raise AssertionError(f"the turn ended before rank 1 of {group_key}: {turn.result()}")
+            if record is None:
+                await asyncio.sleep(0)  # the turn has not opened the group yet
+            else:
+                await record.changed.wait()
+        turn.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await turn
+        await self.restart()
+        self.host.drain()
+
 
 class RestateTier:
     """A real restate-server and our endpoint in a subprocess; each turn is a fresh `LashTurn/run`."""
@@ -120,6 +147,33 @@ class RestateTier:
 
     async def restart(self) -> None:
         await asyncio.to_thread(self.stack.restart_endpoint)
+
+    async def sever(self, group_key: str, *steps: dict[str, Any]) -> None:
+        marker = f"sever-{uuid.uuid4()}"  # the turn's idempotency key: how its invocation is found
+        async with httpx.AsyncClient(timeout=60) as client:
+            turn = asyncio.create_task(
+                client.post(
+                    f"{self.stack.ingress_url}/{TURN}/run",
+                    json={"steps": list(steps)},
+                    headers={"idempotency-key": marker},
+                )
+            )
+            async with asyncio.timeout(30):
+                while True:
+                    rows = await self.sql(
+                        "SELECT (SELECT id FROM sys_invocation WHERE idempotency_key = "
+                        f"{quote_sql(marker)}) AS id, (SELECT value_utf8 FROM state WHERE "
+                        f"service_name = 'LashGroup' AND service_key = {quote_sql(group_key)} "
+                        "AND key = 'meta') AS meta"
+                    )
+                    row = rows[0]
+                    if row["id"] and row["meta"] and json.loads(row["meta"]).get("order"):
+                        break
+                    assert not turn.done(), (await turn).text
+                    await asyncio.sleep(0.05)
+            killed = await client.patch(f"{self.stack.admin_url}/invocations/{row['id']}/kill")
+            assert killed.status_code in (200, 202), killed.text
+            assert (await turn).status_code != 200  # the turn ended in failure
 
     async def wait_child_finished(self, replay_key: str) -> None:
         """The child's invocations all completed and its outcome store was released (or never written).

@@ -35,7 +35,7 @@ from ._messages import (
     decode,
 )
 from ._mode import INVOCATIONS, mode_for
-from ._records import META, SHAPE, STRINGS, GroupMeta, MsgspecSerde, SettlementMode
+from ._records import META, SHAPE, STRINGS, GroupMeta, MsgspecSerde, Opener, SettlementMode
 from ._routes import (
     GROUP,
     GROUP_CALLER_ENDED,
@@ -123,7 +123,7 @@ def group_object(batch_from: int) -> restate.VirtualObject:
         for waiter in meta.waiters:
             gone = GroupNotOpen.closed_while_awaiting(group_key=ctx.key())
             ctx.reject_awakeable(waiter.awakeable, gone.to_wire(), NOT_FOUND)
-        for watcher in meta.watchers:
+        for watcher in (o.watcher for o in meta.openers if not o.ended):
             # Closed: nothing is left to apply when the callers end, so their watches end now
             # instead of staying attached for the callers' whole lives.
             ctx.cancel_invocation(watcher)
@@ -149,18 +149,19 @@ def group_object(batch_from: int) -> restate.VirtualObject:
     async def caller_ended(ctx: restate.ObjectContext, ended: CallerEnded) -> None:
         """ADR: the declared disposition applies even when the caller never reaches its close.
 
-        Decision 13: when the last live opener of a group that declared `Cancel` ends in failure
-        (or is killed or cancelled) without closing, its unsettled children are cancelled; they
-        still take ranks (as `Cancelled`) for a resumer. An opener that returned normally has parked
-        a continuation: the losers run on and the group stays open for whoever resumes it.
+        Decision 13: once every opener of a group that declared `Cancel` has ended without closing,
+        and the latest of them ended in failure (or was killed or cancelled), its unsettled children
+        are cancelled; they still take ranks (as `Cancelled`) for a resumer. An opener that returned
+        normally has parked a continuation: the losers run on, and the group stays open for whoever
+        resumes it.
         """
         meta = await ctx.get("meta", serde=META)
         if meta is None or meta.incarnation != ended.incarnation:
             return  # closed already (or a namesake): nothing is left to apply
-        callers = [c for c in meta.callers if c != ended.caller]
-        cancel = ended.failed and not callers and meta.disposition is LoserPolicy.CANCEL
+        after = meta.opener_ended(ended.caller, ended.failed)
+        cancel = after.severed and meta.disposition is LoserPolicy.CANCEL
         cancels = await mode_for(meta.mode).to_cancel(ctx, meta) if cancel else []  # reads first
-        ctx.set("meta", msgspec.structs.replace(meta, callers=callers), serde=META)
+        ctx.set("meta", after, serde=META)
         if cancel:
             logs.event("group.caller_gone_cancel", ctx, group_key=ctx.key())
         for invocation in cancels:
@@ -248,11 +249,13 @@ async def _watch_caller(ctx: restate.ObjectContext, meta: GroupMeta, caller: str
 
     RunToCompletion losers run on whatever happens to the caller: nothing to watch, nothing to write.
     """
-    if caller is None or meta.disposition is not LoserPolicy.CANCEL or caller in meta.callers:
+    if caller is None or meta.disposition is not LoserPolicy.CANCEL:
         return
+    if any(opener.caller == caller for opener in meta.openers):
+        return  # already watched
     watch = CallerEnded(caller=caller, incarnation=meta.incarnation)
     watcher = await GROUP_WATCH.send(ctx, ctx.key(), watch).invocation_id()
-    meta = msgspec.structs.replace(meta, callers=[*meta.callers, caller], watchers=[*meta.watchers, watcher])
+    meta = msgspec.structs.replace(meta, openers=[*meta.openers, Opener(caller=caller, watcher=watcher)])
     ctx.set("meta", meta, serde=META)
 
 

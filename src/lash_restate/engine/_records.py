@@ -23,6 +23,7 @@ __all__ = [
     "STRINGS",
     "GroupMeta",
     "MsgspecSerde",
+    "Opener",
     "SettlementMode",
     "Waiter",
 ]
@@ -53,6 +54,15 @@ class Waiter(msgspec.Struct, **STRUCT_OPTIONS):
     rank: int
 
 
+class Opener(msgspec.Struct, **STRUCT_OPTIONS):
+    """An invocation that opened the group under a declared `Cancel`, and how it ended (decision 13)."""
+
+    caller: str  # its invocation id
+    watcher: str  # the invocation id of the watch attached to it
+    ended: bool = False
+    failed: bool = False  # ended in failure, or was killed or cancelled
+
+
 class GroupMeta(msgspec.Struct, **STRUCT_OPTIONS):
     """The group's small, hot record: read by every settle and wait (the big fence is read only by open).
 
@@ -67,8 +77,7 @@ class GroupMeta(msgspec.Struct, **STRUCT_OPTIONS):
     mode: SettlementMode = SettlementMode.DIRECT
     order: bytes = b""
     waiters: list[Waiter] = msgspec.field(default_factory=list)
-    callers: list[str] = msgspec.field(default_factory=list)  # openers, watched under a declared Cancel
-    watchers: list[str] = msgspec.field(default_factory=list)  # invocation ids of the callers' watches
+    openers: list[Opener] = msgspec.field(default_factory=list)  # in the order they opened
 
     @property
     def counter(self) -> int:
@@ -85,6 +94,22 @@ class GroupMeta(msgspec.Struct, **STRUCT_OPTIONS):
     def ranked(self, position: int) -> GroupMeta:
         """This record with ``position`` appended as the next rank (ADR: append-only, monotonic)."""
         return msgspec.structs.replace(self, order=self.order + struct.pack("<I", position))
+
+    def opener_ended(self, caller: str, failed: bool) -> GroupMeta:
+        ended = [
+            msgspec.structs.replace(o, ended=True, failed=failed) if o.caller == caller else o
+            for o in self.openers
+        ]
+        return msgspec.structs.replace(self, openers=ended)
+
+    @property
+    def severed(self) -> bool:
+        """Every opener has ended, and the last to open (the group's latest holder) ended in failure.
+
+        Decided by open order, not by the order the ends are reported in, so it does not depend on
+        which watch reports first. An opener that returned normally parked a continuation.
+        """
+        return bool(self.openers) and all(o.ended for o in self.openers) and self.openers[-1].failed
 
     def waiting(self, consumed: int, wakes: list[str]) -> list[Waiter]:
         """Waiters for ranks ``consumed + 1`` … (as many as ``wakes``, never past the last child)."""
