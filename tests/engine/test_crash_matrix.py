@@ -1,10 +1,16 @@
 """The crash matrix: real processes SIGKILLed at chosen points, every rank served identically after.
 
-Hypothesis draws a combinator, its children (tools that settle on their own, events the test
-emits or rejects), how far a first turn consumes, where the crash lands, and the order the
-remaining events arrive in. Every run checks: the ranks served before the crash are the ranks
+Hypothesis draws a combinator, its children (tools that settle on their own, some slowly, events
+the test emits or rejects), how far a first turn consumes, where the crash lands, and the order the
+remaining events arrive in. A crash lands between work (the endpoint while a resumed turn is parked,
+the endpoint or the server between turns) or inside it: the endpoint or the server SIGKILLed a drawn
+number of milliseconds into the first turn, wherever that finds the group's open, a child's tool, a
+settle, the pump or the caller. Every run checks: the ranks served before the crash are the ranks
 served after; no settlement lost or served twice; the verdict is the one ECMA-262 gives for the
-observed rank order (so `all`'s first-consumed rejection is stable); each side effect ran once.
+observed rank order (so `all`'s first-consumed rejection is stable). Each side effect ran exactly
+once, except where the crash landed inside work: a tool whose process dies mid-call runs again on
+the retry (Restate's `ctx.run` is at-least-once until its result is journaled), so there it ran at
+least once.
 
 CI runs a seeded sample; ``LASH_CRASH_RUNS=300`` runs the full matrix. Each run appends a line
 to ``$LASH_CRASH_REPORT`` (if set) so the count of runs and divergences can be recorded.
@@ -19,6 +25,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from hypothesis import HealthCheck, Phase, given, seed, settings
 from hypothesis import strategies as st
@@ -39,7 +46,9 @@ def crash_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
         yield stack
 
 
-child_spec = st.sampled_from(["tool_ok", "tool_fail", "event_ok", "event_reject"])
+child_spec = st.sampled_from(["tool_ok", "tool_slow", "tool_fail", "event_ok", "event_reject"])
+BETWEEN = ["endpoint_parked", "endpoint_idle", "server_idle"]
+INSIDE = ["endpoint_inflight", "server_inflight"]
 
 
 @st.composite
@@ -50,7 +59,8 @@ def scenarios(draw: st.DrawFn) -> dict[str, Any]:
         "kind": draw(st.sampled_from(sorted(KINDS))),
         "children": children,
         "stop_after": draw(st.integers(min_value=0, max_value=len(children) - len(events))),
-        "crash": draw(st.sampled_from(["endpoint_parked", "endpoint_idle", "server_idle"])),
+        "crash": draw(st.sampled_from(BETWEEN + INSIDE)),
+        "kill_after_ms": draw(st.integers(min_value=0, max_value=80)),  # used by the in-flight crashes
         "emit_order": draw(st.permutations(events)),
     }
 
@@ -81,14 +91,20 @@ async def run_scenario(stack: Stack, sc: dict[str, Any]) -> None:
     for i, spec in enumerate(specs):
         if spec == "tool_ok":
             commands.append(tool("count", {"name": names[i], "value": i}))
+        elif spec == "tool_slow":  # still running when an early in-flight crash lands
+            commands.append(tool("count", {"name": names[i], "value": i, "delay_ms": 40}))
         elif spec == "tool_fail":
             commands.append(fail(f"fail-{i}"))
         else:
             commands.append(event(s.event(f"e{i}")))
     group = s.group(commands, wake=KINDS[sc["kind"]])
 
-    [first] = await stack.turn(combine(sc["kind"], group, stop_after=sc["stop_after"]))
-    before = ok(first)
+    first_turn = combine(sc["kind"], group, stop_after=sc["stop_after"])
+    if sc["crash"] in INSIDE:
+        before = await _crash_inside(stack, sc, first_turn, s.id)
+    else:
+        [first] = await stack.turn(first_turn)
+        before = ok(first)
     for i, spec in enumerate(specs):
         if spec.startswith("tool"):
             await _wait_run_completed(stack, f"{s.key()}/c{i}")
@@ -105,6 +121,10 @@ async def run_scenario(stack: Stack, sc: dict[str, Any]) -> None:
     if before["status"] != "suspended":
         after = before  # decided before any crash; the crash below must not disturb anything
         stack.restart_endpoint()
+    elif sc["crash"] in INSIDE:
+        await deliver()  # crashed already, inside the first turn
+        [resumed] = await stack.turn(combine(sc["kind"], group, handle=before["handle"]))
+        after = ok(resumed)
     elif sc["crash"] == "endpoint_parked" and sc["emit_order"]:
         async with asyncio.TaskGroup() as tasks:
             parked = tasks.create_task(stack.turn(combine(sc["kind"], group, handle=before["handle"])))
@@ -134,11 +154,38 @@ async def run_scenario(stack: Stack, sc: dict[str, Any]) -> None:
         assert len(after["value"]) == len(specs)
     await _poll(stack, "SELECT 1", lambda _: True)
     counts = stack.counts()
-    for name in names.values():
-        assert counts.count(name) <= 1, "a side effect ran twice"
     for i, name in names.items():
-        if specs[i] == "tool_ok":
-            assert counts.count(name) == 1, "a side effect was lost"
+        ran = counts.count(name)
+        if sc["crash"] in INSIDE:
+            assert ran >= (specs[i] != "tool_fail"), "a side effect was lost"  # at-least-once mid-call
+        else:
+            assert ran == (specs[i] != "tool_fail"), "a side effect was lost or ran twice"
+
+
+async def _crash_inside(stack: Stack, sc: dict[str, Any], step: dict[str, Any], key: str) -> dict[str, Any]:
+    """Run the first turn and SIGKILL the endpoint or the server ``kill_after_ms`` into it.
+
+    The kill lands wherever the turn is: the group's open, a child's tool, a settle, the pump. The
+    turn is an idempotent request (its key is the scenario's), so after a server crash the same
+    request attaches to the same invocation and returns its result.
+    """
+    url = f"{stack.ingress_url}/LashTurn/run"
+    body, headers = {"steps": [step]}, {"idempotency-key": f"first-{key}"}
+    async with httpx.AsyncClient(timeout=90) as client:
+        first = asyncio.create_task(client.post(url, json=body, headers=headers))
+        await asyncio.sleep(sc["kill_after_ms"] / 1000)  # the drawn crash moment, not a synchronization
+        if sc["crash"] == "server_inflight":
+            await asyncio.to_thread(stack.restart_server)
+        else:
+            await asyncio.to_thread(stack.restart_endpoint)
+        try:
+            response = await first
+        except httpx.TransportError:
+            response = await client.post(url, json=body, headers=headers)  # attach to the same turn
+    assert response.status_code == 200, response.text
+    [answer] = response.json()
+    result: dict[str, Any] = ok(answer)
+    return result
 
 
 def _report(line: dict[str, Any]) -> None:
