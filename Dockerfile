@@ -10,17 +10,22 @@ WORKDIR /src
 RUN python -m venv /opt/lash
 COPY requirements.lock ./
 RUN /opt/lash/bin/pip install --require-hashes --no-deps -r requirements.lock
-COPY pyproject.toml README.md ./
+COPY pyproject.toml README.md LICENSE ./
 COPY src ./src
 RUN /opt/lash/bin/pip install --no-deps .
 
 FROM python:3.11.11-slim-bookworm
+# The application the endpoint serves: the example checkout's tools. Yours goes here instead: copy
+# your module into /opt/app and point LASH_RESOLVER at its GroupExecutors (module:attribute).
 ENV PATH=/opt/lash/bin:$PATH \
     PYTHONUNBUFFERED=1 \
+    PYTHONPATH=/opt/app \
+    LASH_RESOLVER=examples.checkout:tools \
     LASH_HOST=0.0.0.0 \
     LASH_PORT=9080
 RUN useradd --system --uid 10001 --no-create-home --shell /usr/sbin/nologin lash
 COPY --from=build /opt/lash /opt/lash
+COPY examples /opt/app/examples
 USER 10001
 EXPOSE 9080
 # The SDK answers /health without request signing, so the probe works with identity keys on.

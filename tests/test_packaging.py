@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -65,11 +66,19 @@ def test_the_image_recipe_installs_from_the_lock_and_serves_health(tmp_path: Pat
     )
     assert check.returncode == 0, check.stdout
     port = free_port()
-    # Serve with the image's interpreter: nothing from the dev venv leaks in.
+    app = tmp_path / "app"
+    shutil.copytree(ROOT / "examples", app / "examples")  # the image's application (COPY examples)
+    # Serve with the image's interpreter and environment: nothing from the dev venv leaks in.
+    image_env = {
+        "PATH": os.environ["PATH"],
+        "PYTHONPATH": str(app),
+        "LASH_RESOLVER": "examples.checkout:tools",
+    }
     process = subprocess.Popen(
         [str(venv / "bin" / "lash-restate"), "serve", "--host", "127.0.0.1", "--port", str(port)],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
+        env=image_env,
     )
     try:
         deadline = time.monotonic() + 60

@@ -18,6 +18,15 @@ __all__ = ["build_parser", "load_resolver", "main"]
 DEFAULT_ADMIN = "http://127.0.0.1:9070"
 
 
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("lash-restate")
+    except PackageNotFoundError:  # running from a source tree that was never installed
+        return "unknown"
+
+
 def _fail(message: str, code: int = 1) -> int:
     print(f"lash-restate: {message}", file=sys.stderr)
     return code
@@ -67,6 +76,12 @@ def _serve(args: argparse.Namespace) -> int:
     except SettingsError as exc:
         return _fail(str(exc), 2)
     logs.configure(settings.verbose)
+    if settings.resolver is None:
+        return _fail(
+            "serve needs a resolver: pass --resolver module:attribute (or set LASH_RESOLVER) naming "
+            "your GroupExecutors, e.g. a ToolRegistry",
+            2,
+        )
     resolver = load_resolver(settings.resolver)
     extra: list[Any] = []
     if settings.with_turn:
@@ -152,6 +167,7 @@ def _dev(args: argparse.Namespace) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="lash-restate", description=__doc__)
+    parser.add_argument("--version", action="version", version=f"lash-restate {_version()}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     serve = sub.add_parser(

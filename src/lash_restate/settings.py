@@ -32,7 +32,7 @@ class ServeSettings(BaseModel):
 
     host: str = "0.0.0.0"
     port: Annotated[int, Field(ge=1, le=65535)] = 9080
-    resolver: str = "lash_restate.testing.tools:demo_tools"
+    resolver: str | None = None  # required by `serve`: production has no default tools
     with_turn: bool = False
     identity_keys: list[str] = Field(default_factory=list)
     # Groups this wide settle in batches through one pump invocation (decision 20); None is the
@@ -57,7 +57,9 @@ class ServeSettings(BaseModel):
 
     @field_validator("resolver")
     @classmethod
-    def _resolver(cls, spec: str) -> str:
+    def _resolver(cls, spec: str | None) -> str | None:
+        if spec is None:
+            return None
         module, _, attribute = spec.partition(":")
         if not module or not attribute:
             raise ValueError(f"must be 'module:attribute', got {spec!r}")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import re
 import subprocess
 import sys
@@ -37,8 +38,6 @@ def test_dev_once_runs_the_stack_and_a_demo_race_then_cleans_up(tmp_path: Path) 
 
 
 def lash(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    import os
-
     return subprocess.run(
         [sys.executable, "-m", "lash_restate", *args],
         capture_output=True,
@@ -161,3 +160,27 @@ async def test_logs_are_json_lines_with_group_key_and_invocation_id_and_quiet_by
         json.loads(line) for line in (tmp_path / "quiet.log").read_text().splitlines() if line.startswith("{")
     ]
     assert not [line for line in quiet_lines if line["level"] == "info"]
+
+
+def test_serve_without_a_resolver_exits_with_one_clear_line() -> None:
+    """Production has no default tools: the demo tools live in the testing package (issue: no test
+    bench in production), so `serve` names what it needs instead of serving them."""
+    clean = {k: v for k, v in os.environ.items() if k != "LASH_RESOLVER"}
+    run = subprocess.run(
+        [sys.executable, "-m", "lash_restate", "serve", "--port", str(free_port())],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=clean,
+    )
+    assert run.returncode == 2, run.stderr
+    assert run.stderr.strip().count("\n") == 0, run.stderr  # one line
+    assert "--resolver" in run.stderr and "LASH_RESOLVER" in run.stderr
+
+
+def test_version_names_the_installed_distribution() -> None:
+    from importlib.metadata import version
+
+    run = lash("--version")
+    assert run.returncode == 0
+    assert run.stdout.strip() == f"lash-restate {version('lash-restate')}"

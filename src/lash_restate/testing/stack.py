@@ -26,6 +26,7 @@ from .processes import Endpoint, RestateServer, StackError, free_port
 __all__ = ["SIGNING_KEY_ENV", "LocalStack", "Target"]
 
 # The server setting that makes restate-server sign every request to an endpoint with this key.
+DEMO_RESOLVER = "lash_restate.testing.tools:demo_tools"  # what a local stack's endpoint serves
 SIGNING_KEY_ENV = "RESTATE_WORKER__INVOKER__REQUEST_IDENTITY_PRIVATE_KEY_PEM_FILE"
 
 Target = RestateServer | str  # a server of the stack, or any admin API URL
@@ -123,7 +124,8 @@ class LocalStack:
         endpoint = Endpoint(
             module=module,
             args=(*args, *keys),
-            env={"LASH_COUNT_FILE": str(self.count_file), **(env or {})},
+            # `serve` has no default resolver; a local stack serves the demo tools unless told otherwise.
+            env={"LASH_COUNT_FILE": str(self.count_file), "LASH_RESOLVER": DEMO_RESOLVER, **(env or {})},
             log_path=self.base_dir / f"{name}.log",
         )
         self.endpoints.append(endpoint)
