@@ -228,7 +228,13 @@ class RestateServer(_OwnedProcess):
     def ready(self) -> bool:
         admin = httpx.get(f"{self.admin_url}/health", timeout=1)
         ingress = httpx.get(f"{self.ingress_url}/restate/health", timeout=1)
-        return admin.status_code == 200 and ingress.status_code == 200
+        if admin.status_code != 200 or ingress.status_code != 200:
+            return False
+        # Health answers before every partition has a leader again after a restart; until then the
+        # admin's queries fail ("node lookup for partition N failed"), so ask one of them too.
+        query = {"query": "SELECT count(*) AS n FROM sys_invocation"}
+        answer = httpx.post(f"{self.admin_url}/query", json=query, timeout=5)
+        return answer.status_code == 200
 
     def remove(self) -> None:
         self.stop()
