@@ -206,3 +206,18 @@ def test_reopen_fence_checks_shape_before_hashes() -> None:
         recorded.fence_reopen(make(child("a"), child("c")).shape(), KEY)
     assert caught.value.position == 1
     recorded.fence_reopen(make(child("a"), child("b")).shape(), KEY)
+
+
+def test_no_host_recovers_group_identity_from_its_first_child() -> None:
+    """ADR, "a group's copies are made to agree by construction": hosts never read identity from
+    ``children[0]``; they read the group's own key and shape."""
+    from pathlib import Path
+
+    package = Path(__file__).resolve().parents[2] / "src/lash_restate"
+    offenders = [
+        str(path.relative_to(package))
+        for tier in ("memory", "engine", "testing")
+        for path in (package / tier).rglob("*.py")
+        if "children[0]" in path.read_text()
+    ]
+    assert offenders == []
