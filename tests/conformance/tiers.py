@@ -167,7 +167,7 @@ class RestateTier:
                         "AND key = 'meta') AS meta"
                     )
                     row = rows[0]
-                    if row["id"] and row["meta"] and json.loads(row["meta"]).get("order"):
+                    if row.get("id") and row.get("meta") and json.loads(row["meta"]).get("order"):
                         break
                     assert not turn.done(), (await turn).text
                     await asyncio.sleep(0.05)

@@ -72,9 +72,11 @@ def group_object(batch_from: int) -> restate.VirtualObject:
             return
         handles = mode_for(meta.mode).dispatch(ctx, meta, children) if children else []
         ctx.resolve_awakeable(req.reply_to, OpenReply(reopened=not children), serde=_OPENED)
+        # What follows is off the opener's path: it has its answer.
         if handles:  # cancels need these: one per child, or the one pump (decision 4)
             ctx.set(INVOCATIONS, [await h.invocation_id() for h in handles], serde=STRINGS)
-        await _watch_caller(ctx, meta, req.caller)
+            meta = msgspec.structs.replace(meta, opened_at_ms=int(await ctx.time() * 1000))
+        await _note_opener(ctx, meta, req.caller, changed=bool(handles))
 
     @group.handler(name=GROUP_SETTLE.handler, ingress_private=True, state_preload=False)
     @terminal_errors
@@ -123,7 +125,7 @@ def group_object(batch_from: int) -> restate.VirtualObject:
         for waiter in meta.waiters:
             gone = GroupNotOpen.closed_while_awaiting(group_key=ctx.key())
             ctx.reject_awakeable(waiter.awakeable, gone.to_wire(), NOT_FOUND)
-        for watcher in (o.watcher for o in meta.openers if not o.ended):
+        for watcher in (o.watcher for o in meta.openers if o.watcher is not None and not o.ended):
             # Closed: nothing is left to apply when the callers end, so their watches end now
             # instead of staying attached for the callers' whole lives.
             ctx.cancel_invocation(watcher)
@@ -244,19 +246,20 @@ def _rank(ctx: restate.ObjectContext, meta: GroupMeta, refs: list[Ref]) -> None:
     ctx.set("meta", msgspec.structs.replace(meta, waiters=waiting), serde=META)
 
 
-async def _watch_caller(ctx: restate.ObjectContext, meta: GroupMeta, caller: str | None) -> None:
-    """Under a declared `Cancel`, remember a new opener in ``meta`` and watch for its end (decision 13).
-
-    RunToCompletion losers run on whatever happens to the caller: nothing to watch, nothing to write.
-    """
-    if caller is None or meta.disposition is not LoserPolicy.CANCEL:
-        return
-    if any(opener.caller == caller for opener in meta.openers):
-        return  # already watched
-    watch = CallerEnded(caller=caller, incarnation=meta.incarnation)
-    watcher = await GROUP_WATCH.send(ctx, ctx.key(), watch).invocation_id()
-    meta = msgspec.structs.replace(meta, openers=[*meta.openers, Opener(caller=caller, watcher=watcher)])
-    ctx.set("meta", meta, serde=META)
+async def _note_opener(
+    ctx: restate.ObjectContext, meta: GroupMeta, caller: str | None, changed: bool
+) -> None:
+    """Record a new opener in ``meta`` (writing it if anything ``changed``); under a declared
+    `Cancel`, watch for its end (decision 13). RunToCompletion losers run on whatever happens to it."""
+    if caller is not None and all(opener.caller != caller for opener in meta.openers):
+        watcher = None
+        if meta.disposition is LoserPolicy.CANCEL:
+            watch = CallerEnded(caller=caller, incarnation=meta.incarnation)
+            watcher = await GROUP_WATCH.send(ctx, ctx.key(), watch).invocation_id()
+        meta = msgspec.structs.replace(meta, openers=[*meta.openers, Opener(caller=caller, watcher=watcher)])
+        changed = True
+    if changed:
+        ctx.set("meta", meta, serde=META)
 
 
 async def _open_meta(ctx: restate.ObjectContext, child_count: int) -> GroupMeta:

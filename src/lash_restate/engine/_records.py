@@ -55,10 +55,14 @@ class Waiter(msgspec.Struct, **STRUCT_OPTIONS):
 
 
 class Opener(msgspec.Struct, **STRUCT_OPTIONS):
-    """An invocation that opened the group under a declared `Cancel`, and how it ended (decision 13)."""
+    """An invocation that opened (or reopened) the group; under a declared `Cancel`, how it ended.
+
+    Every opener is recorded, so an operator can tell an orphaned group (no opener alive) from a
+    parked one; only a `Cancel` group watches them (decision 13).
+    """
 
     caller: str  # its invocation id
-    watcher: str  # the invocation id of the watch attached to it
+    watcher: str | None = None  # the invocation id of the watch attached to it (Cancel only)
     ended: bool = False
     failed: bool = False  # ended in failure, or was killed or cancelled
 
@@ -78,6 +82,7 @@ class GroupMeta(msgspec.Struct, **STRUCT_OPTIONS):
     order: bytes = b""
     waiters: list[Waiter] = msgspec.field(default_factory=list)
     openers: list[Opener] = msgspec.field(default_factory=list)  # in the order they opened
+    opened_at_ms: int = 0  # when the first open recorded it (the state table keeps no timestamps)
 
     @property
     def counter(self) -> int:
