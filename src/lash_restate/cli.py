@@ -121,14 +121,15 @@ def _table(rows: list[dict[str, Any]], columns: list[str]) -> str:
     return "\n".join(line.rstrip() for line in lines)
 
 
-_COLUMNS = ["group_key", "child_count", "settled", "wake", "disposition", "mode"]
+_COLUMNS = ["group_key", "child_count", "settled", "wake", "disposition", "mode", "orphaned"]
+_CHILD_COLUMNS = ["position", "replay_key", "rank", "outcome", "invocation_id", "status"]
 
 
 def _groups_list(args: argparse.Namespace) -> int:
     from .inspection import InspectionError, list_open_groups
 
     try:
-        groups = [g.as_dict() for g in list_open_groups(args.admin_url)]
+        groups = [g.as_dict() for g in list_open_groups(args.admin_url, orphaned=args.orphaned)]
     except InspectionError as exc:
         return _fail(str(exc))
     if args.json:
@@ -151,11 +152,17 @@ def _groups_show(args: argparse.Namespace) -> int:
         if args.json:
             print("null")
         return _fail(f"no open group {args.key!r}", 3)
+    shown = group.as_dict()
     if args.json:
-        print(json.dumps(group.as_dict()))
-    else:
-        for name, value in group.as_dict().items():
-            print(f"{name + ':':<13} {value}")
+        print(json.dumps(shown))
+        return 0
+    children, openers = shown.pop("children"), shown.pop("openers")
+    for name, value in shown.items():
+        print(f"{name + ':':<13} {value}")
+    for opener in openers:
+        print(f"{'opener:':<13} {opener['invocation_id']} ({'alive' if opener['alive'] else 'ended'})")
+    print()
+    print(_table([{k: "-" if v is None else v for k, v in c.items()} for c in children], _CHILD_COLUMNS))
     return 0
 
 
@@ -210,15 +217,19 @@ def build_parser() -> argparse.ArgumentParser:
     for name, helptext, run in (
         (
             "list",
-            "every open group with its child count, settled count, wake rule, disposition and whether it "
-            "settles in batches",
+            "every open group with its child count, settled count, wake rule, disposition, settlement "
+            "mode and whether it is orphaned (no opener alive)",
             _groups_list,
         ),
-        ("show", "one open group", _groups_show),
+        ("show", "one open group: its openers, when it was opened, and every child", _groups_show),
     ):
         cmd = groups_sub.add_parser(name, help=helptext)
         if name == "show":
             cmd.add_argument("key", help="the group key, {scope_id}:group:{batch_id}:{occurrence}")
+        else:
+            cmd.add_argument(
+                "--orphaned", action="store_true", help="only groups none of whose openers is alive"
+            )
         cmd.add_argument(
             "--admin-url",
             default=os.environ.get("LASH_ADMIN_URL", DEFAULT_ADMIN),

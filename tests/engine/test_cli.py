@@ -71,6 +71,7 @@ async def test_groups_list_and_show_against_a_running_stack(stack: LocalStack) -
             "wake": "first",
             "disposition": "run_to_completion",
             "mode": "direct",
+            "orphaned": True,  # its only opener, the turn, has ended
         }
     ]
     table = lash("groups", "list", "--admin-url", admin)
@@ -81,6 +82,7 @@ async def test_groups_list_and_show_against_a_running_stack(stack: LocalStack) -
         "WAKE",
         "DISPOSITION",
         "MODE",
+        "ORPHANED",
     ]
     assert s.key() in table.stdout
 
@@ -184,3 +186,45 @@ def test_version_names_the_installed_distribution() -> None:
     run = lash("--version")
     assert run.returncode == 0
     assert run.stdout.strip() == f"lash-restate {version('lash-restate')}"
+
+
+async def test_groups_show_lists_every_child_and_list_orphaned_finds_exactly_the_orphans(
+    stack: LocalStack,
+) -> None:
+    """An operator's view: per child its rank, outcome kind and invocation; per group its openers and
+    whether any is alive. A group whose opener is parked is held; one whose opener ended is orphaned."""
+    s = Scope()
+    orphan = s.group([echo("a"), event(s.event("never"))], wake="first", batch="orphan")
+    held = s.group([event(s.event("gate")), echo("b"), echo("c")], batch="held")  # pumped (3 children)
+    [_, first] = await stack.turn(open_(orphan), next_())
+    admin = stack.server.admin_url
+    async with asyncio.TaskGroup() as tasks:
+        parked = tasks.create_task(stack.turn(open_(held), next_(), next_(), next_()))
+        async with asyncio.timeout(30):  # the parked opener has read both echoes and waits on the gate
+            while True:
+                found = lash("groups", "show", s.key(batch="held"), "--json", "--admin-url", admin)
+                if found.returncode == 0 and json.loads(found.stdout)["settled"] == 2:
+                    break
+                await asyncio.sleep(0.05)
+        orphans = json.loads(lash("groups", "list", "--orphaned", "--json", "--admin-url", admin).stdout)
+        assert [g["group_key"] for g in orphans] == [s.key(batch="orphan")]
+        view = json.loads(lash("groups", "show", s.key(batch="held"), "--json", "--admin-url", admin).stdout)
+        assert view["orphaned"] is False and view["mode"] == "pumped"
+        assert [o["alive"] for o in view["openers"]] == [True]
+        assert view["opened_at"] is not None
+        by_position = {c["position"]: c for c in view["children"]}
+        assert by_position[0]["rank"] is None and by_position[0]["outcome"] is None
+        assert by_position[0]["status"] != "completed"  # the gate child is still waiting
+        assert {by_position[1]["rank"], by_position[2]["rank"]} == {1, 2}
+        assert by_position[1]["outcome"] == by_position[2]["outcome"] == "ok"
+        assert all(c["invocation_id"].startswith("inv_") for c in view["children"])
+        assert [c["replay_key"] for c in view["children"]] == [
+            f"{s.key(batch='held')}/c{i}" for i in range(3)
+        ]
+        human = lash("groups", "show", s.key(batch="held"), "--admin-url", admin)
+        assert "REPLAY_KEY" in human.stdout and "(alive)" in human.stdout
+        await stack.emit(s.event("gate"), "open")
+    assert len(parked.result()) == 4
+    shown = json.loads(lash("groups", "show", s.key(batch="orphan"), "--json", "--admin-url", admin).stdout)
+    assert [c["outcome"] for c in shown["children"]] == ["ok", None]  # direct: read from the child
+    assert shown["children"][0]["rank"] == 1 and first

@@ -2,6 +2,7 @@
 
 from ._controller import RestateController
 from ._endpoint import BATCH_FROM, DeploymentError, build_app, lash_services, serve, validate_deployment
+from ._mode import OutcomeStore, outcome_store
 from ._records import GroupMeta, SettlementMode
 from ._routes import CHILD, GROUP, PUMP, SIGNAL
 
@@ -13,10 +14,12 @@ __all__ = [
     "SIGNAL",
     "DeploymentError",
     "GroupMeta",
+    "OutcomeStore",
     "RestateController",
     "SettlementMode",
     "build_app",
     "lash_services",
+    "outcome_store",
     "serve",
     "validate_deployment",
 ]

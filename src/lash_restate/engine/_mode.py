@@ -24,9 +24,11 @@ from ..contract import RuntimeEffectEnvelope as Envelope
 from ._messages import ChildRun, PumpRun, Ref, SettleBatch, WaitReply
 from ._records import SHAPE, STRINGS, GroupMeta, SettlementMode
 from ._routes import (
+    CHILD,
     CHILD_FORGET,
     CHILD_OUTCOME,
     CHILD_RUN,
+    PUMP,
     PUMP_FORGET,
     PUMP_OUTCOMES,
     PUMP_RUN,
@@ -34,7 +36,7 @@ from ._routes import (
     pump_key,
 )
 
-__all__ = ["INVOCATIONS", "Mode", "Release", "mode_for"]
+__all__ = ["INVOCATIONS", "Mode", "OutcomeStore", "Release", "mode_for", "outcome_store", "pump_store"]
 
 # The group's state key holding the invocation ids a Cancel needs (decision 4).
 INVOCATIONS = "invocations"
@@ -77,6 +79,24 @@ class Mode(Protocol):
         """Outcomes of the refs that carry none, in rank order; fewer past one reply's size."""
         ...
 
+    def store(self, group_key: str, meta: GroupMeta, position: int, replay_key: str) -> OutcomeStore:
+        """Where a settled child's outcome is kept (what an operator's view reads)."""
+        ...
+
+
+@dataclass(frozen=True)
+class OutcomeStore:
+    """A state entry of one of our objects: ``service``/``key``, state key ``name``."""
+
+    service: str
+    key: str
+    name: str
+
+
+def pump_store(position: int) -> str:
+    """The state key under which a pump keeps a child's outcome."""
+    return f"o{position}"
+
 
 def _stored(reply: WaitReply) -> list[Ref]:
     return [ref for ref in reply.refs if ref.outcome is None]
@@ -113,6 +133,9 @@ class _Direct:
     def late_releases(self, batch: SettleBatch) -> list[Release]:
         return [Release(CHILD_FORGET, ref.replay_key, batch.incarnation) for ref in batch.refs]
 
+    def store(self, group_key: str, meta: GroupMeta, position: int, replay_key: str) -> OutcomeStore:
+        return OutcomeStore(CHILD, replay_key, child_store(meta.incarnation))
+
     async def read(self, ctx: restate.Context, group_key: str, reply: WaitReply) -> list[bytes]:
         calls = [CHILD_OUTCOME.call(ctx, ref.replay_key, reply.incarnation) for ref in _stored(reply)]
         if calls:
@@ -139,6 +162,9 @@ class _Pumped:
     def late_releases(self, batch: SettleBatch) -> list[Release]:
         return []  # the close already released the pump's whole store
 
+    def store(self, group_key: str, meta: GroupMeta, position: int, replay_key: str) -> OutcomeStore:
+        return OutcomeStore(PUMP, pump_key(group_key, meta.incarnation), pump_store(position))
+
     async def read(self, ctx: restate.Context, group_key: str, reply: WaitReply) -> list[bytes]:
         positions = [ref.position for ref in _stored(reply)]
         if not positions:
@@ -152,3 +178,8 @@ _MODES: dict[SettlementMode, Mode] = {SettlementMode.DIRECT: _Direct(), Settleme
 
 def mode_for(mode: SettlementMode) -> Mode:
     return _MODES[mode]
+
+
+def outcome_store(group_key: str, meta: GroupMeta, position: int, replay_key: str) -> OutcomeStore:
+    """Where the outcome of the child at ``position`` of the group ``meta`` describes is kept."""
+    return _MODES[meta.mode].store(group_key, meta, position, replay_key)

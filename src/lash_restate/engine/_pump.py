@@ -25,6 +25,7 @@ from ._messages import (
     SettleBatch,
     encode,
 )
+from ._mode import pump_store
 from ._records import SettlementMode
 from ._routes import CHILD_EXECUTE, GROUP_SETTLE, PUMP, PUMP_FORGET, PUMP_OUTCOMES, PUMP_RUN, group_of_pump
 
@@ -62,7 +63,7 @@ def pump_object() -> restate.VirtualObject:
                 assert child.membership is not None  # the group stamped every child
                 position = child.membership.position
                 # Stored before the batch is sent, so a rank is never readable before its outcome.
-                ctx.set(f"o{position}", outcome, serde=_BYTES)
+                ctx.set(pump_store(position), outcome, serde=_BYTES)
                 carry = len(outcome) <= INLINE_OUTCOME_BYTES and inline + len(outcome) <= BATCH_INLINE_BYTES
                 inline += len(outcome) if carry else 0
                 refs.append(
@@ -82,7 +83,9 @@ def pump_object() -> restate.VirtualObject:
     @terminal_errors
     async def outcomes(ctx: restate.ObjectSharedContext, positions: list[int]) -> bytes:
         """The stored outcomes of ``positions``, one JSON array, cut short to stay under the size limit."""
-        reads = [ctx.get(f"o{int(position)}", serde=_BYTES) for position in positions[:OUTCOMES_PER_READ]]
+        reads = [
+            ctx.get(pump_store(int(position)), serde=_BYTES) for position in positions[:OUTCOMES_PER_READ]
+        ]
         if reads:
             await restate.gather(*reads)
         found: list[bytes] = []
