@@ -53,7 +53,8 @@ _BYTES = BytesSerde()
 def child_object(
     resolver: GroupExecutors, *, tool_attempts: int = DEFAULT_TOOL_ATTEMPTS
 ) -> restate.VirtualObject:
-    """`LashChild`: ``run`` (a direct child), ``execute`` (a pumped one), and its store's read and release."""
+    """`LashChild`: ``run`` (a child that settles itself), ``execute`` (one a pump calls), and the
+    read and release of its outcome store."""
     child = restate.VirtualObject(CHILD, invocation_retry_policy=HANDLER_RETRY)
 
     @child.handler(name=CHILD_RUN.handler, ingress_private=True)
@@ -80,7 +81,7 @@ def child_object(
     @child.handler(name=CHILD_EXECUTE.handler, ingress_private=True, output_serde=_BYTES)
     @terminal_errors
     async def execute(ctx: restate.ObjectContext, envelope: RuntimeEffectEnvelope) -> bytes:
-        """A pumped group's child: run it and answer its outcome to the pump, which stores it."""
+        """A child the group's pump calls: run it and answer its outcome to the pump, which stores it."""
         return encode(await _execute(ctx, envelope, resolver, tool_attempts))
 
     @child.handler(name=CHILD_OUTCOME.handler, kind="shared", ingress_private=True, output_serde=_BYTES)

@@ -32,7 +32,7 @@ from ._routes import CHILD_EXECUTE, GROUP_SETTLE, PUMP, PUMP_FORGET, PUMP_OUTCOM
 __all__ = ["OUTCOMES_PER_READ", "pump_object"]
 
 _BYTES = BytesSerde()
-# A bulk read of a pumped group's outcomes asks for at most this many at once.
+# A bulk read of the outcomes this pump keeps asks for at most this many at once.
 OUTCOMES_PER_READ = 256
 
 
