@@ -179,8 +179,11 @@ def main(argv: list[str] | None = None) -> int:
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     for row in rows:
         print("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
-    plot(results, args.plot)
-    print(f"plot: {args.plot}")
+    try:
+        plot(results, args.plot)
+        print(f"plot: {args.plot}")
+    except ImportError:  # the plotting extra is optional; the numbers never depend on it
+        print("plot: skipped (install the bench extra: pip install -e '.[bench]')", file=sys.stderr)
     if args.json:
         print(json.dumps({k: round(v, 3) for k, v in ratios.items()}))
     return 0
