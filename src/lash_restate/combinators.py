@@ -14,6 +14,7 @@ from typing import Any, Literal, TypeAlias
 
 from .contract import (
     AwaitEvent,
+    DispositionDrift,
     EmptyGroup,
     GroupHandle,
     GroupKey,
@@ -62,6 +63,17 @@ class Combinator(StrEnum):
             Combinator.RACE: GroupWakePolicy.FIRST,
             Combinator.ANY: GroupWakePolicy.FIRST_SUCCESS,
         }[self]
+
+    @property
+    def disposition(self) -> LoserPolicy | None:
+        """The disposition this combinator fixes, or None where the caller declares it.
+
+        ADR, "Loser disposition is declared at open": `all` and `allSettled` declare
+        `RunToCompletion`; `race` and `any` default to it and may declare `Cancel` (a deadline arm).
+        """
+        if self in (Combinator.ALL, Combinator.ALL_SETTLED):
+            return LoserPolicy.RUN_TO_COMPLETION
+        return None
 
 
 class Rejected(Exception):
@@ -175,12 +187,20 @@ async def run_combinator(
 
     With a saved ``handle`` this is a resume: the ranks it already consumed are
     re-read (they are durable facts) to rebuild the fold, then consumption
-    continues from the saved cursor.
+    continues from the saved cursor. A group declaring another wake rule than ``kind``'s, or (for
+    `all` and `allSettled`) another disposition than `RunToCompletion`, is refused unopened.
     """
     if group.wake is not kind.wake:
         # The wake rule is journaled identity: a combinator only runs groups declared with its own.
         raise WakeRuleDrift(
             f"{kind.value} needs wake {kind.wake.value}, the group declares {group.wake.value}",
+            group_key=str(group.key),
+        )
+    if kind.disposition is not None and group.disposition is not kind.disposition:
+        # Refused before anything is recorded, as the wake rule is: the disposition is identity too.
+        raise DispositionDrift(
+            f"{kind.value} needs disposition {kind.disposition.value}, "
+            f"the group declares {group.disposition.value}",
             group_key=str(group.key),
         )
     opened = await controller.open_effect_group(group)

@@ -2,9 +2,10 @@
 
 - `stack` — `LocalStack`, the one harness that builds every local Restate stack, out of the
   restate-server and endpoint processes in `processes`.
-- `turn` — a caller's turn as data (open / next / close / save / use / combine), run by any host.
+- `turn` — a caller's turn as data (open / next / close / save / use / combine / select /
+  execute), run by any host.
 - `driver` — `LashTurn`, the service that runs such a turn inside a real Restate handler.
-- `tools` — the demo tools (`echo`, `fail`, `blob`, `count`).
+- `tools` — the demo tools (`echo`, `fail`, `blob`, `count`, `flaky`).
 - `dev` — the body of ``lash-restate dev``.
 
 Nothing below this package in the layers (`inspection`, `engine`, `memory`, `combinators`,

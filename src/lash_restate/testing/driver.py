@@ -3,7 +3,8 @@
 Bound by the dev stack and the tests (``serve --with-turn`` adds it to the endpoint's
 services). ``run`` takes ``{"steps": [...]}`` (see `lash_restate.testing.turn`);
 ``combine`` takes ``{"kind", "children", ...}`` and runs one combinator. It drives the
-engine through its public names only, as any user handler would.
+engine through its public names only, as any user handler would. ``resettle`` exists for
+the tests alone: it hands a group a settlement again from inside Restate (see `Resettle`).
 """
 
 from __future__ import annotations
@@ -26,10 +27,10 @@ from ..contract import (
     LoserPolicy,
     decode_envelope,
 )
-from ..engine import RestateController
+from ..engine import GROUP, RestateController
 from .turn import combinator_result_json, decode_turn, error_json, run_turn
 
-__all__ = ["TURN", "CombineRequest", "turn_service"]
+__all__ = ["TURN", "CombineRequest", "Resettle", "turn_service"]
 
 TURN = "LashTurn"  # the driver service's name (dev stack and tests)
 
@@ -49,6 +50,19 @@ class CombineRequest(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_f
     handle: str | None = None
 
 
+class Resettle(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """A settlement ``batch`` (the `LashGroup/settle` message, as JSON) to deliver to ``group_key``.
+
+    The group's settle handler is private to the ingress, and a sender may deliver one settlement
+    twice (a pump re-sends a batch whose call a cancel interrupted); this is how a test delivers
+    it twice on purpose, from inside Restate, to show that a child takes one rank however often
+    it settles (ADR: idempotent on the child).
+    """
+
+    group_key: str
+    batch: msgspec.Raw
+
+
 def _children(req: CombineRequest, key: str) -> list[Any]:
     children = []
     for index, child in enumerate(req.children):
@@ -65,11 +79,12 @@ def turn_service(resolver: GroupExecutors) -> restate.Service:
     @turn.handler(input_serde=_BYTES)
     async def run(ctx: restate.Context, request: bytes) -> list[dict[str, Any]]:
         try:
-            steps = decode_turn(request).steps
+            turn_request = decode_turn(request)
         except LashError as error:
             return [error_json(error)]
-        controller = RestateController(ctx, resolver)
-        return await run_turn(controller, steps, lambda ms: ctx.sleep(timedelta(milliseconds=ms)))
+        controller = RestateController(ctx, resolver if turn_request.groups else None)
+        steps = turn_request.steps
+        return await run_turn(controller, steps, lambda ms: ctx.sleep(timedelta(milliseconds=ms)), resolver)
 
     @turn.handler(input_serde=_BYTES)
     async def combine(ctx: restate.Context, request: bytes) -> dict[str, Any]:
@@ -94,5 +109,11 @@ def turn_service(resolver: GroupExecutors) -> restate.Service:
             return error_json(error)
         return combinator_result_json(result)
 
-    del run, combine
+    @turn.handler(input_serde=_BYTES)
+    async def resettle(ctx: restate.Context, request: bytes) -> None:
+        req = msgspec.json.decode(request, type=Resettle)
+        # A call, so the test's request returns once the group has handled the settlement.
+        await ctx.generic_call(GROUP, "settle", bytes(req.batch), key=req.group_key)
+
+    del run, combine, resettle
     return turn

@@ -1,4 +1,4 @@
-"""The demo tools: `echo`, `fail`, `blob` and `count`, for the dev stack, the demo and the tests."""
+"""The demo tools: `echo`, `fail`, `blob`, `count` and `flaky`, for the dev stack, the demo and the tests."""
 
 from __future__ import annotations
 
@@ -48,18 +48,44 @@ def _counter(path: Path | None) -> Tool:
     return count
 
 
+def _flaky(path: Path | None) -> Tool:
+    attempts: dict[str, int] = {}  # without a count file: this process's own tally
+
+    async def flaky(args: Any) -> Any:
+        """``{"name": X, "failures": N, "value": V}``: the first N attempts under X fail, then → V.
+
+        A failure is a plain exception, i.e. a transient fault the host retries with a fresh executor.
+        Each attempt appends X to the count file first, so the attempts are counted across processes
+        (an endpoint restart included) and a test can see how many ran.
+        """
+        name = str(_arg(args, "name", ""))
+        failures = int(_arg(args, "failures", 0))
+        if path is not None:
+            await asyncio.to_thread(_append_line, path, name)
+            attempt = (await asyncio.to_thread(path.read_text, "utf-8")).splitlines().count(name)
+        else:
+            attempt = attempts[name] = attempts.get(name, 0) + 1
+        if attempt <= failures:
+            raise RuntimeError(f"transient fault {attempt} of {failures}")
+        return _arg(args, "value")
+
+    return flaky
+
+
 def _append_line(path: Path, line: str) -> None:
     with path.open("a", encoding="utf-8") as f:
         f.write(line + "\n")
 
 
 def demo_tools(count_file: str | Path | None = None) -> ToolRegistry:
-    """`echo`, `fail`, `blob` and `count`: the tools the dev stack, the demo and the tests use.
+    """`echo`, `fail`, `blob`, `count` and `flaky`: the tools the dev stack, the demo and the tests use.
 
-    ``count_file`` defaults to ``$LASH_COUNT_FILE``; without either, `count` only returns.
+    ``count_file`` defaults to ``$LASH_COUNT_FILE``; without either, `count` only returns and
+    `flaky` counts its attempts in memory.
     """
     path = count_file if count_file is not None else os.environ.get("LASH_COUNT_FILE")
-    tools = {"echo": _echo, "fail": _fail, "blob": _blob, "count": _counter(Path(path) if path else None)}
+    file = Path(path) if path else None
+    tools = {"echo": _echo, "fail": _fail, "blob": _blob, "count": _counter(file), "flaky": _flaky(file)}
     # $LASH_DEMO_TOOLS_OFF names tools this deployment no longer has (how tests model a deployment change).
     for name in os.environ.get("LASH_DEMO_TOOLS_OFF", "").split(","):
         tools.pop(name.strip(), None)

@@ -13,9 +13,10 @@ from typing import Annotated, Any
 
 import msgspec
 
-from ..combinators import Combinator, CombinatorResult, empty_result, run_combinator
+from ..combinators import Combinator, CombinatorResult, Rejected, empty_result, run_combinator, select
 from ..contract import (
     STRUCT_OPTIONS,
+    GroupExecutors,
     GroupHandle,
     GroupKey,
     InvalidInput,
@@ -24,14 +25,18 @@ from ..contract import (
     RuntimeEffectController,
     RuntimeEffectGroup,
     Settlement,
+    decode_envelope,
+    describe_command,
 )
 
 __all__ = [
     "CloseStep",
     "CombineStep",
+    "ExecuteStep",
     "NextStep",
     "OpenStep",
     "SaveStep",
+    "SelectStep",
     "Step",
     "SupportsStep",
     "TurnRequest",
@@ -84,11 +89,44 @@ class CombineStep(msgspec.Struct, tag="combine", **STRUCT_OPTIONS):
     handle: str | None = None
 
 
-Step = OpenStep | NextStep | CloseStep | SaveStep | UseStep | SupportsStep | CombineStep
+class SelectStep(msgspec.Struct, tag="select", **STRUCT_OPTIONS):
+    """`combinators.select`: the event ``event`` against a deadline of ``deadline_ms``, as group ``key``.
+
+    Gives ``{"winner": "event" | "deadline", "value": ...}``, or ``{"winner": "event", "rejected":
+    settlement}`` when the event was rejected.
+    """
+
+    key: str
+    event: str
+    deadline_ms: Annotated[int, msgspec.Meta(ge=0)]
+    replay_key_prefix: str
+
+
+class ExecuteStep(msgspec.Struct, tag="execute", **STRUCT_OPTIONS):
+    """`execute_effect` on ``envelope`` (envelope JSON), with an executor resolved by the turn's host."""
+
+    envelope: dict[str, Any]
+
+
+Step = (
+    OpenStep
+    | NextStep
+    | CloseStep
+    | SaveStep
+    | UseStep
+    | SupportsStep
+    | CombineStep
+    | SelectStep
+    | ExecuteStep
+)
 
 
 class TurnRequest(msgspec.Struct, **STRUCT_OPTIONS):
+    """A turn's steps; ``groups=False`` asks the `LashTurn` driver for a controller built without a
+    resolver, i.e. a host that does not do groups (the reference host's tier ignores it)."""
+
     steps: list[Step]
+    groups: bool = True
 
 
 _TURN = msgspec.json.Decoder(TurnRequest)
@@ -129,8 +167,12 @@ async def run_turn(
     controller: RuntimeEffectController,
     steps: list[Step],
     make_cancel: Callable[[int], Awaitable[object]],
+    executors: GroupExecutors | None = None,
 ) -> list[dict[str, Any]]:
-    """Run ``steps`` in order; each gives ``{"ok": ...}`` or ``{"error": {...}}`` and the turn goes on."""
+    """Run ``steps`` in order; each gives ``{"ok": ...}`` or ``{"error": {...}}`` and the turn goes on.
+
+    ``executors`` resolves the executor an `execute` step hands to `execute_effect`.
+    """
     handle: GroupHandle | None = None
     results: list[dict[str, Any]] = []
     for step in steps:
@@ -152,6 +194,15 @@ async def run_turn(
                 results.append({"ok": None})
             elif isinstance(step, SupportsStep):
                 results.append({"ok": controller.supports_effect_groups()})
+            elif isinstance(step, SelectStep):
+                results.append({"ok": await _select(controller, step)})
+            elif isinstance(step, ExecuteStep):
+                envelope = decode_envelope(msgspec.json.encode(step.envelope))
+                executor = executors.resolve(envelope) if executors is not None else None
+                if executor is None:
+                    raise InvalidInput(f"no executor in this turn for {describe_command(envelope.command)}")
+                outcome = await controller.execute_effect(envelope, executor)
+                results.append({"ok": msgspec.to_builtins(outcome)})
             else:
                 saved = GroupHandle.from_bytes(step.handle) if step.handle is not None else None
                 if step.group.get("children") == []:  # decided locally, as `combine` does
@@ -166,6 +217,20 @@ async def run_turn(
         except LashError as error:
             results.append(error_json(error))
     return results
+
+
+async def _select(controller: RuntimeEffectController, step: SelectStep) -> dict[str, Any]:
+    try:
+        winner, value = await select(
+            controller,
+            step.key,
+            event=step.event,
+            deadline_ms=step.deadline_ms,
+            replay_key_prefix=step.replay_key_prefix,
+        )
+    except Rejected as rejected:  # only the event arm can reject (a deadline fulfils with null)
+        return {"winner": "event", "rejected": settlement_json(rejected.settlement)}
+    return {"winner": winner, "value": value}
 
 
 def _current(handle: GroupHandle | None) -> GroupHandle:

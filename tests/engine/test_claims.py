@@ -1,0 +1,365 @@
+"""Restate-tier proofs of ADR claims the shared conformance scenarios cannot reach.
+
+Each test drives real handlers (the `LashTurn` driver) and reads what Restate itself records (its
+`state` and `sys_invocation` tables through the admin API), and each fails if the code it names
+is broken: a retry that reuses an executor, a refusal that strips membership or records a group, a
+rank given twice to one child, a close that leaves state or a loser behind, or waits for a loser.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+from typing import Any
+
+import pytest
+
+from lash_restate.inspection import quote, show_group, sql
+from lash_restate.testing import TURN, LocalStack
+from tests.conformance.builders import (
+    Scope,
+    close,
+    echo,
+    err,
+    event,
+    next_,
+    ok,
+    open_,
+    save,
+    sleep,
+    supports,
+    tool,
+    use,
+)
+from tests.engine.conftest import Stack
+
+# A group this wide settles through one pump (decision 20); narrower ones settle child by child.
+PATHS = {"direct": 2, "batched": 3}
+
+
+def _widened(s: Scope, children: list[dict[str, Any]], width: int) -> list[dict[str, Any]]:
+    """``children`` padded with never-settling waits up to ``width`` (so to the wanted path)."""
+    return children + [event(s.event(f"pad{i}")) for i in range(width - len(children))]
+
+
+async def _sql(stack: LocalStack, query: str) -> list[dict[str, Any]]:
+    return await asyncio.to_thread(sql, stack.admin_url, query)
+
+
+async def _poll(stack: LocalStack, query: str, done: Any, within: float = 30) -> list[dict[str, Any]]:
+    async with asyncio.timeout(within):
+        while True:
+            rows = await _sql(stack, query)
+            if done(rows):
+                return rows
+            await asyncio.sleep(0.05)
+
+
+def _group_state(group_key: str) -> str:
+    return f"SELECT key FROM state WHERE service_name = 'LashGroup' AND service_key = {quote(group_key)}"
+
+
+def _stores(group_key: str, replay_keys: list[str]) -> str:
+    """Every outcome store a group's children could leave: their `LashChild` rows and the group's pump."""
+    keys = ", ".join(quote(k) for k in replay_keys)
+    return (
+        "SELECT service_name, service_key, key FROM state WHERE "
+        f"(service_name = 'LashChild' AND service_key IN ({keys})) OR "
+        f"(service_name = 'LashPump' AND ends_with(service_key, {quote(':' + group_key)}))"
+    )
+
+
+def _unfinished(group_key: str, replay_keys: list[str]) -> str:
+    """Invocations of the group, its children or its pump that have not completed."""
+    keys = ", ".join(quote(k) for k in replay_keys)
+    return (
+        "SELECT target_service_name AS service, target_handler_name AS handler, status "
+        "FROM sys_invocation WHERE status != 'completed' AND ("
+        f"(target_service_name = 'LashGroup' AND target_service_key = {quote(group_key)}) OR "
+        f"(target_service_name = 'LashChild' AND target_service_key IN ({keys})) OR "
+        f"(target_service_name = 'LashPump' AND ends_with(target_service_key, {quote(':' + group_key)})))"
+    )
+
+
+def _runs(replay_key: str) -> str:
+    return (
+        "SELECT id, status, completion_result, completion_failure, pinned_deployment_id "
+        "FROM sys_invocation WHERE target_service_name = 'LashChild' "
+        f"AND target_handler_name IN ('run', 'execute') AND target_service_key = {quote(replay_key)}"
+    )
+
+
+def _flaky(name: str, failures: int, value: Any) -> dict[str, Any]:
+    return tool("flaky", {"name": name, "failures": failures, "value": value})
+
+
+# -- D5 / D9: a retry runs a freshly resolved executor ------------------------------------------
+
+
+@pytest.mark.parametrize("path", PATHS)
+async def test_a_transient_fault_is_retried_with_a_fresh_executor_each_attempt(
+    restate_stack: LocalStack, path: str
+) -> None:
+    """ADR: each executor is single-execution and a retry resolves a fresh one through the resolver.
+
+    The `flaky` tool fails twice, then succeeds: three attempts ran (the count file holds one line
+    per attempt) and the child settles Ok. An executor reused across attempts would refuse to run
+    again ("an executor runs once"), and the child would give up instead. A tool that keeps failing
+    gives up after the bounded attempts, with each attempt run once.
+    """
+    stack, s = restate_stack, Scope()
+    healed, broken = f"{s.id}-healed", f"{s.id}-broken"
+    group = s.group(_widened(s, [_flaky(healed, 2, "third time"), _flaky(broken, 99, None)], PATHS[path]))
+    [_, first, second] = await stack.turn(open_(group), next_(), next_())
+    outcomes = {ok(r)["position"]: ok(r)["outcome"] for r in (first, second)}
+    assert outcomes[0] == {"type": "ok", "value": "third time"}
+    assert outcomes[1]["type"] == "err" and outcomes[1]["code"] == "retries_exhausted"
+    assert "gave up after 3 attempts" in outcomes[1]["message"]
+    assert stack.counts().count(healed) == 3
+    assert stack.counts().count(broken) == 3
+
+
+# -- C4, D1, D2: refusals on a Restate controller ----------------------------------------------
+
+
+async def test_execute_effect_refuses_a_grouped_envelope_and_runs_an_ungrouped_one(
+    restate_stack: LocalStack,
+) -> None:
+    """ADR: a grouped child reaching a path with no membership slot is a typed refusal, never a strip.
+
+    The refused envelope does not run (its `count` side effect never happens) and nothing of its
+    group is recorded; the same command without membership runs once, through the caller's journal.
+    """
+    stack, s = restate_stack, Scope()
+    refused_name, ran_name = f"{s.id}-grouped", f"{s.id}-plain"
+    membership = {"group_key": s.key(), "position": 0, "wake": "all", "disposition": "run_to_completion"}
+    grouped = {
+        "command": tool("count", {"name": refused_name, "value": 1}),
+        "replay_key": f"{s.key()}/c0",
+        "membership": membership,
+    }
+    plain = {"command": tool("count", {"name": ran_name, "value": 7}), "replay_key": f"{s.id}/plain"}
+    [refusal, ran] = await stack.turn(
+        {"type": "execute", "envelope": grouped}, {"type": "execute", "envelope": plain}
+    )
+    assert err(refusal) == {
+        "code": "membership_unsupported",
+        "message": "execute_effect has no slot for group membership; open a group instead",
+        "group_key": s.key(),
+        "position": 0,
+        "replay_key": f"{s.key()}/c0",
+    }
+    assert ok(ran) == {"type": "ok", "value": 7}
+    assert stack.counts().count(ran_name) == 1
+    assert refused_name not in stack.counts()
+    assert await _sql(stack, _group_state(s.key())) == []
+    assert await _sql(stack, _runs(f"{s.key()}/c0")) == []
+
+
+async def test_a_restate_controller_without_a_resolver_refuses_the_whole_surface(
+    restate_stack: LocalStack,
+) -> None:
+    """ADR: `supports_effect_groups()` is "a resolver is registered"; a controller answering false
+    refuses open, await and close alike with `EffectGroupUnsupported` and journals nothing.
+
+    The same turn on a controller built with the endpoint's resolver answers true and runs.
+    """
+    stack, s = restate_stack, Scope()
+    name = f"{s.id}-never"
+    group = s.group([tool("count", {"name": name, "value": 1})])
+    handle = json.dumps({"group_key": s.key(), "child_count": 1, "consumed": 0})
+    steps = [supports(), open_(group), use(handle), next_(), close()]
+    unwired = await stack.call(f"{TURN}/run", {"steps": steps, "groups": False})
+    [answer, opened, _, awaited, closed] = unwired
+    assert ok(answer) is False
+    for refused in (opened, awaited, closed):
+        assert err(refused)["code"] == "effect_group_unsupported"
+        assert err(refused)["group_key"] == s.key()
+    # Nothing was recorded or dispatched: no group row, no child invocation, no side effect.
+    assert await _sql(stack, _group_state(s.key())) == []
+    assert await _sql(stack, _runs(f"{s.key()}/c0")) == []
+    assert name not in stack.counts()
+    [wired, _, settled, _] = await stack.turn(supports(), open_(group), next_(), close())
+    assert ok(wired) is True
+    assert ok(settled)["outcome"] == {"type": "ok", "value": 1}
+
+
+# -- S3 / F1: a child settling twice takes one rank ---------------------------------------------
+
+
+@pytest.mark.parametrize("path", PATHS)
+async def test_a_settlement_delivered_twice_takes_one_rank(restate_stack: LocalStack, path: str) -> None:
+    """ADR: settlement is idempotent on the child: one terminal, one rank, however often it is sent.
+
+    Child 0 settles and takes rank 1; its settlement is then delivered to the group again from inside
+    Restate (as a sender retrying it would: `LashTurn/resettle`), in the wire form its path uses. The
+    next child to settle still takes rank 2, and no rank ever names child 0 twice.
+    """
+    stack, s = restate_stack, Scope()
+    gate = s.event("gate")
+    group = s.group(_widened(s, [echo("first"), event(gate)], PATHS[path]))
+    [_, first, saved] = await stack.turn(open_(group), next_(), save())
+    assert ok(first)["position"] == 0
+    [meta] = await _sql(
+        stack,
+        "SELECT value_utf8 FROM state WHERE service_name = 'LashGroup' "
+        f"AND service_key = {quote(s.key())} AND key = 'meta'",
+    )
+    recorded = json.loads(meta["value_utf8"])
+    assert recorded["mode"] == ("pumped" if path == "batched" else "direct")
+    again = {
+        "incarnation": recorded["incarnation"],
+        "mode": recorded["mode"],
+        "refs": [{"position": 0, "replay_key": f"{s.key()}/c0"}],
+    }
+    for _ in range(2):
+        await stack.call(f"{TURN}/resettle", {"group_key": s.key(), "batch": again})
+    await stack.emit(gate, "second")
+    [_, second, _] = await stack.turn(use(ok(saved)), next_(), close())
+    assert (ok(second)["rank"], ok(second)["position"]) == (2, 1)
+    assert ok(second)["outcome"] == {"type": "ok", "value": "second"}
+
+
+# -- R7 / S5: close deletes the whole group, idempotently, and awaits no loser ------------------
+
+
+@pytest.mark.parametrize("disposition", ["run_to_completion", "cancel"])
+@pytest.mark.parametrize("path", PATHS)
+async def test_close_deletes_every_state_key_of_the_group(
+    restate_stack: LocalStack, path: str, disposition: str
+) -> None:
+    """ADR: close deletes the object's state; retirement is group-atomic.
+
+    Not only the hot record: the fence and the recorded invocation ids go in the same step, so once
+    inspection stops listing the group, no key of it is left.
+    """
+    stack, s = restate_stack, Scope()
+    group = s.group(_widened(s, [echo("won")], PATHS[path]), wake="first", disposition=disposition)
+    [_, won, _] = await stack.turn(open_(group), next_(), save())
+    assert ok(won)["position"] == 0
+    rows = await _poll(stack, _group_state(s.key()), lambda rows: len(rows) == 3)
+    assert {r["key"] for r in rows} == {"meta", "fence", "invocations"}  # what there is to delete
+    [_, closed] = await stack.turn(open_(group), close())
+    assert ok(closed) is None
+    # The close is a message sent by its opener (decision 21): wait until the hot record is gone…
+    await _poll(stack, _group_state(s.key()) + " AND key = 'meta'", lambda rows: rows == [])
+    # … and it went with everything else of the group, in the same step.
+    assert await _sql(stack, _group_state(s.key())) == []
+
+
+@pytest.mark.parametrize("path", PATHS)
+async def test_a_redriven_close_of_a_cancel_group_leaves_nothing_behind(
+    restate_stack: LocalStack, path: str
+) -> None:
+    """ADR: "a redriven close re-issues the same idempotent cancels harmlessly".
+
+    A `Cancel` group with unsettled children is closed, closed again in the same invocation, and
+    closed once more by a fresh invocation restoring the saved handle (the crash-between-close-and-
+    save case). Every close answers, and afterwards nothing of the group is left: no state row of
+    the group, no outcome store of a child (or of the pump), no invocation of them still running.
+    """
+    stack, s = restate_stack, Scope()
+    children = [echo("won"), sleep(600_000), event(s.event("never"))][: PATHS[path]]
+    group = s.group(children, wake="first", disposition="cancel")
+    replay_keys = [f"{s.key()}/c{i}" for i in range(len(children))]
+    [opened, won, first, second] = await stack.turn(open_(group), next_(), close(), close())
+    assert ok(won)["position"] == 0
+    assert ok(first) is None and ok(second) is None
+    [_, redriven] = await stack.turn(use(ok(opened)), close())
+    assert ok(redriven) is None
+    await _poll(stack, _unfinished(s.key(), replay_keys), lambda rows: rows == [])
+    await _poll(stack, _stores(s.key(), replay_keys), lambda rows: rows == [])
+    assert await _sql(stack, _group_state(s.key())) == []
+    for key in replay_keys[1:]:  # the losers ended, cancelled: neither slept nor waited on
+        [run] = await _sql(stack, _runs(key))
+        assert run["completion_result"] == "success", run
+
+
+async def test_close_cancel_does_not_await_the_losers_termination(stack: Stack) -> None:
+    """ADR: `close_effect_group(Cancel)` returns once the cancels are issued and does not await the
+    losers' termination, so a loser slow to wind down delays neither the close nor its caller.
+
+    A loser that cannot wind down at all: its invocation runs on an endpoint that is then frozen
+    (SIGSTOP), while a second deployment serves every new invocation. A fresh caller closes the
+    group with `Cancel` (a call, so its turn returns only once the close has run): the close
+    completes and deletes the group while the loser is still running. Once its endpoint is thawed
+    the loser takes the cancel and ends, and its store is released.
+    """
+    s = Scope()
+    loser = f"{s.key()}/c1"
+    group = s.group([echo("won"), tool("count", {"name": f"{s.id}-slow", "delay_ms": 120_000})], wake="first")
+    [_, won, saved] = await stack.turn(open_(group), next_(), save())
+    assert ok(won)["position"] == 0
+    [running] = await _poll(stack, _runs(loser), lambda rows: bool(rows) and rows[0]["status"] == "running")
+    # Nothing of the group may be queued behind the frozen endpoint but the loser itself.
+    await _poll(stack, _unfinished(s.key(), [f"{s.key()}/c0"]), lambda rows: rows == [])
+    second = stack.add_endpoint("endpoint-b")
+    second.start()
+    stack.register(second)
+    frozen = stack.endpoint.pid
+    assert frozen is not None
+    os.kill(frozen, signal.SIGSTOP)
+    try:
+        [_, closed] = await stack.turn(use(ok(saved)), close("cancel"), within=30)
+        assert ok(closed) is None
+        assert await _sql(stack, _group_state(s.key())) == []
+        [closes] = await _sql(
+            stack,
+            "SELECT count(*) AS n FROM sys_invocation WHERE target_service_name = 'LashGroup' "
+            f"AND target_service_key = {quote(s.key())} AND target_handler_name = 'close' "
+            "AND status = 'completed'",
+        )
+        assert closes["n"] == 1
+        [still] = await _sql(stack, _runs(loser))
+        assert still["status"] != "completed"  # the caller is done; the loser is not
+        assert still["pinned_deployment_id"] == running["pinned_deployment_id"]
+    finally:
+        os.kill(frozen, signal.SIGCONT)
+    [ended] = await _poll(stack, _runs(loser), lambda rows: rows[0]["status"] == "completed", within=60)
+    assert ended["completion_result"] == "success", ended  # it ended as a Cancelled child does
+    await _poll(stack, _stores(s.key(), [loser]), lambda rows: rows == [])
+
+
+# -- P3: the combinators' dispositions, as the engine records them ------------------------------
+
+
+async def test_select_records_a_first_group_declaring_cancel(restate_stack: LocalStack) -> None:
+    """ADR, Consequences: a signal/deadline select is a two-child `First` group with `Cancel`; the
+    group object records exactly that while the select is parked."""
+    stack, s = restate_stack, Scope()
+    name = s.event("approved")
+    step = {
+        "type": "select",
+        "key": s.key(),
+        "event": name,
+        "deadline_ms": 600_000,
+        "replay_key_prefix": f"{s.key()}/sel",
+    }
+    parked = asyncio.create_task(stack.turn(step))
+    async with asyncio.timeout(30):
+        while (recorded := await asyncio.to_thread(show_group, stack.admin_url, s.key())) is None:
+            assert not parked.done(), parked.result()
+            await asyncio.sleep(0.05)
+    assert (recorded.child_count, recorded.wake, recorded.disposition) == (2, "first", "cancel")
+    await stack.emit(name, "yes")
+    [selected] = await parked
+    assert ok(selected) == {"winner": "event", "value": "yes"}
+
+
+async def test_the_combine_handler_refuses_all_with_cancel_losers(restate_stack: LocalStack) -> None:
+    """ADR: `all` and `allSettled` declare `RunToCompletion`; asked for `Cancel` losers, `LashTurn/combine`
+    refuses typed and opens nothing, while `race` accepts them."""
+    stack, s = restate_stack, Scope()
+    children = [{"type": "tool_call", "tool": "echo", "args": {"value": 1}}]
+    body = {"children": children, "scope": s.id, "batch": "b", "losers": "cancel"}
+    for kind in ("all", "all_settled"):
+        refused = await stack.call(f"{TURN}/combine", {**body, "kind": kind})
+        assert refused["error"]["code"] == "disposition_drift", refused
+        assert refused["error"]["message"] == (
+            f"{kind} needs disposition run_to_completion, the group declares cancel"
+        )
+    assert await _sql(stack, _group_state(s.key())) == []
+    raced = await stack.call(f"{TURN}/combine", {**body, "kind": "race"})
+    assert raced["status"] == "fulfilled" and raced["value"] == 1
