@@ -79,3 +79,34 @@ def test_every_source_file_and_name_cited_in_the_docs_exists() -> None:
                     f"{doc} cites {symbol} in {path}, which does not define it"
                 )
     assert cited > 20
+
+
+def _cited_tests(cell: str) -> list[str]:
+    """The test files a table cell cites, following `::name` shorthand back to the last file named."""
+    files, current = [], None
+    for file, _name in re.findall(r"`?([\w/]+\.py)?::(test_\w+)`?", cell):
+        current = file or current
+        if current:
+            files.append(current)
+    return files
+
+
+def test_every_conformance_row_claims_only_the_tiers_its_tests_run_on() -> None:
+    """A row claims a tier only if one of its cited tests runs there: conformance/ runs on every tier
+    (M, R, RR, RB), engine/ on R, memory/ on M, contract/ on C."""
+    runs_on = {"conformance": {"M", "R", "RR", "RB"}, "engine": {"R"}, "memory": {"M"}, "contract": {"C"}}
+    checked = 0
+    for line in (ROOT / "docs/conformance.md").read_text().splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) != 5 or not re.fullmatch(r"[A-Z]+\d+", cells[0]):
+            continue
+        # "M (R: see R4)" claims M; "n/a" claims nothing.
+        claimed = {m.group(1) for t in cells[4].split(",") if (m := re.match(r"\s*(RR|RB|R|M|C)\b", t))}
+        proven: set[str] = set()
+        for file in _cited_tests(cells[3]):
+            proven |= runs_on.get(file.split("/", 1)[0], set())
+        if "the whole suite" in cells[3] or "`tests/conformance/` test" in cells[3]:
+            proven |= runs_on["conformance"]
+        assert claimed <= proven, f"row {cells[0]} claims {sorted(claimed - proven)} without a test there"
+        checked += 1
+    assert checked > 40
