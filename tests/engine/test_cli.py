@@ -146,6 +146,11 @@ async def test_logs_are_json_lines_with_group_key_and_invocation_id_and_quiet_by
             stack.register(endpoint)
             s = Scope()
             await stack.turn(open_(s.group([echo(1)])), next_(), close())
+            async with asyncio.timeout(30):  # the close is sent (decision 21): it runs a moment later
+                while True:
+                    if s.key() not in {g.group_key for g in list_open_groups(stack.admin_url)}:
+                        break
+                    await asyncio.sleep(0.05)
             endpoint.stop()
     lines = [
         json.loads(line)

@@ -72,7 +72,12 @@ async def test_internal_handlers_cannot_be_called_through_the_ingress(stack: Sta
     def ours() -> list[Any]:
         return [g for g in list_open_groups(stack.server.admin_url) if g.group_key == s.key()]
 
-    before = await asyncio.to_thread(ours)
+    async with asyncio.timeout(30):  # the echo has settled: the snapshot below is the group at rest
+        while True:
+            before = await asyncio.to_thread(ours)
+            if before[0].settled == 1:
+                break
+            await asyncio.sleep(0.05)
     forged = {  # what a forger would send; the ingress must refuse every routed handler regardless
         "settle": {
             "incarnation": "x",
