@@ -6,16 +6,19 @@ import argparse
 import asyncio
 import importlib
 import json
-import os
 import sys
 from collections.abc import Sequence
 from typing import Any
 
+from .admin import AdminApi
 from .contract import GroupExecutors
 
 __all__ = ["build_parser", "load_resolver", "main"]
 
-DEFAULT_ADMIN = "http://127.0.0.1:9070"
+_ADMIN_HELP = (
+    "Restate admin API [RESTATE_ADMIN_URL, then LASH_ADMIN_URL; default http://127.0.0.1:9070]; "
+    "a bearer token is read from RESTATE_AUTH_TOKEN"
+)
 
 
 def _version() -> str:
@@ -106,9 +109,12 @@ def _register(args: argparse.Namespace) -> int:
     from .registration import RegistrationError, register_deployment
 
     try:
-        answer = register_deployment(args.admin_url, args.endpoint_url, force=args.force)
+        answer = register_deployment(AdminApi.from_env(args.admin_url), args.endpoint_url, force=args.force)
     except RegistrationError as exc:
         return _fail(str(exc))
+    if args.json:
+        print(json.dumps(answer))
+        return 0
     services = sorted(s["name"] for s in answer.get("services", []))
     print(f"registered {args.endpoint_url} as {answer.get('id')}: {', '.join(services)}")
     return 0
@@ -129,7 +135,8 @@ def _groups_list(args: argparse.Namespace) -> int:
     from .inspection import InspectionError, list_open_groups
 
     try:
-        groups = [g.as_dict() for g in list_open_groups(args.admin_url, orphaned=args.orphaned)]
+        admin = AdminApi.from_env(args.admin_url)
+        groups = [g.as_dict() for g in list_open_groups(admin, orphaned=args.orphaned)]
     except InspectionError as exc:
         return _fail(str(exc))
     if args.json:
@@ -145,7 +152,7 @@ def _groups_show(args: argparse.Namespace) -> int:
     from .inspection import InspectionError, show_group
 
     try:
-        group = show_group(args.admin_url, args.key)
+        group = show_group(AdminApi.from_env(args.admin_url), args.key)
     except InspectionError as exc:
         return _fail(str(exc))
     if group is None:
@@ -207,7 +214,8 @@ def build_parser() -> argparse.ArgumentParser:
     serve.set_defaults(run=_serve)
 
     register = sub.add_parser("register", help="register an endpoint with a Restate admin API")
-    register.add_argument("--admin-url", default=os.environ.get("LASH_ADMIN_URL", DEFAULT_ADMIN))
+    register.add_argument("--admin-url", help=_ADMIN_HELP)
+    register.add_argument("--json", action="store_true", help="print the admin API's answer as JSON")
     register.add_argument("--endpoint-url", default="http://127.0.0.1:9080")
     register.add_argument("--force", action="store_true", help="overwrite an existing deployment")
     register.set_defaults(run=_register)
@@ -232,8 +240,7 @@ def build_parser() -> argparse.ArgumentParser:
             )
         cmd.add_argument(
             "--admin-url",
-            default=os.environ.get("LASH_ADMIN_URL", DEFAULT_ADMIN),
-            help="Restate admin API [LASH_ADMIN_URL]",
+            help=_ADMIN_HELP,
         )
         cmd.add_argument("--json", action="store_true", help="machine-readable output")
         cmd.set_defaults(run=run)

@@ -12,9 +12,9 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-import httpx
 import msgspec
 
+from .admin import AdminApi, AdminError
 from .contract import GroupShape
 from .engine import CHILD, GROUP, GroupMeta, outcome_store
 
@@ -90,24 +90,28 @@ def quote(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
 
 
-def sql(admin_url: str, query: str, *, timeout: float = 10) -> list[dict[str, Any]]:
+Admin = AdminApi | str  # an admin API, or just its address (no token)
+
+
+def _api(admin: Admin) -> AdminApi:
+    return AdminApi(admin) if isinstance(admin, str) else admin
+
+
+def sql(admin: Admin, query: str, *, timeout: float = 10) -> list[dict[str, Any]]:
+    """Rows of ``query`` over the admin API's SQL (`POST /query`)."""
+    api = _api(admin)
     try:
-        response = httpx.post(
-            f"{admin_url.rstrip('/')}/query",
-            json={"query": query},
-            headers={"accept": "application/json"},
-            timeout=timeout,
-        )
-    except httpx.HTTPError as exc:
-        raise InspectionError(f"cannot reach the Restate admin API at {admin_url} ({exc})") from None
+        response = api.post("/query", {"query": query}, timeout=timeout, accept_json=True)
+    except AdminError as exc:
+        raise InspectionError(str(exc)) from None
     if response.status_code != 200:
         raise InspectionError(
-            f"the admin API at {admin_url} answered {response.status_code}: {response.text[:200]}"
+            f"the admin API at {api.url} answered {response.status_code}: {response.text[:200]}"
         )
     try:
         rows: list[dict[str, Any]] = response.json()["rows"]
     except (ValueError, KeyError) as exc:
-        raise InspectionError(f"{admin_url} is not a Restate admin API (no query rows: {exc})") from None
+        raise InspectionError(f"{api.url} is not a Restate admin API (no query rows: {exc})") from None
     return rows
 
 
@@ -115,23 +119,23 @@ def _in(values: Iterable[str]) -> str:
     return "(" + ", ".join(quote(v) for v in values) + ")"
 
 
-def _rows_in(admin_url: str, query: str, values: list[str]) -> list[dict[str, Any]]:
+def _rows_in(admin: Admin, query: str, values: list[str]) -> list[dict[str, Any]]:
     """``query`` (with one ``{values}`` placeholder for an IN list) over ``values``, in slices."""
     rows: list[dict[str, Any]] = []
     for start in range(0, len(values), _SLICE):
-        rows += sql(admin_url, query.replace("{values}", _in(values[start : start + _SLICE])))
+        rows += sql(admin, query.replace("{values}", _in(values[start : start + _SLICE])))
     return rows
 
 
-def _alive(admin_url: str, invocation_ids: list[str]) -> set[str]:
+def _alive(admin: Admin, invocation_ids: list[str]) -> set[str]:
     """Which of ``invocation_ids`` have not ended (a purged invocation has ended long ago)."""
-    rows = _rows_in(admin_url, "SELECT id, status FROM sys_invocation WHERE id IN {values}", invocation_ids)
+    rows = _rows_in(admin, "SELECT id, status FROM sys_invocation WHERE id IN {values}", invocation_ids)
     return {row["id"] for row in rows if row.get("status") != _ENDED}
 
 
-def _metas(admin_url: str, where: str = "") -> list[tuple[str, GroupMeta]]:
+def _metas(admin: Admin, where: str = "") -> list[tuple[str, GroupMeta]]:
     rows = sql(
-        admin_url,
+        admin,
         "SELECT service_key, value_utf8 FROM state "
         f"WHERE service_name = {quote(GROUP)} AND key = 'meta'{where}",
     )
@@ -151,11 +155,11 @@ def _open_group(key: str, meta: GroupMeta, alive: set[str]) -> dict[str, Any]:
     }
 
 
-def list_open_groups(admin_url: str, *, orphaned: bool = False) -> list[OpenGroup]:
+def list_open_groups(admin: Admin, *, orphaned: bool = False) -> list[OpenGroup]:
     """Every group the group object holds state for (opened and not yet closed); with ``orphaned``,
     only those none of whose openers is alive."""
-    metas = _metas(admin_url)
-    alive = _alive(admin_url, sorted({o.caller for _, meta in metas for o in meta.openers}))
+    metas = _metas(admin)
+    alive = _alive(admin, sorted({o.caller for _, meta in metas for o in meta.openers}))
     groups = [OpenGroup(**_open_group(key, meta, alive)) for key, meta in metas]
     return [g for g in groups if g.orphaned] if orphaned else groups
 
@@ -163,11 +167,11 @@ def list_open_groups(admin_url: str, *, orphaned: bool = False) -> list[OpenGrou
 _KIND = re.compile(r'"type":"(\w+)"')
 
 
-def show_group(admin_url: str, group_key: str) -> GroupView | None:
+def show_group(admin: Admin, group_key: str) -> GroupView | None:
     """One open group, opener by opener and child by child; None if it is not open."""
-    found = _metas(admin_url, f" AND service_key = {quote(group_key)}")
+    found = _metas(admin, f" AND service_key = {quote(group_key)}")
     fences = sql(
-        admin_url,
+        admin,
         "SELECT value_utf8 FROM state WHERE service_name = "
         f"{quote(GROUP)} AND service_key = {quote(group_key)} AND key = 'fence'",
     )
@@ -176,10 +180,10 @@ def show_group(admin_url: str, group_key: str) -> GroupView | None:
     [(_, meta)] = found
     fence = msgspec.json.decode(fences[0]["value_utf8"], type=GroupShape)
     ranks = {position: rank for rank, position in enumerate(meta.positions(), start=1)}
-    alive = _alive(admin_url, [o.caller for o in meta.openers])
-    kinds = _outcome_kinds(admin_url, group_key, meta, fence, ranks)
+    alive = _alive(admin, [o.caller for o in meta.openers])
+    kinds = _outcome_kinds(admin, group_key, meta, fence, ranks)
     runs = _rows_in(
-        admin_url,
+        admin,
         "SELECT id, status, target_service_key, created_at FROM sys_invocation WHERE "
         f"target_service_name = {quote(CHILD)} AND target_handler_name IN ('run', 'execute') "
         "AND target_service_key IN {values}",
@@ -212,7 +216,7 @@ def show_group(admin_url: str, group_key: str) -> GroupView | None:
 
 
 def _outcome_kinds(
-    admin_url: str, group_key: str, meta: GroupMeta, fence: GroupShape, ranks: dict[int, int]
+    admin: Admin, group_key: str, meta: GroupMeta, fence: GroupShape, ranks: dict[int, int]
 ) -> dict[int, str]:
     """The kind of each settled child's stored outcome, read where the group's mode keeps it."""
     stores = {
@@ -223,7 +227,7 @@ def _outcome_kinds(
     for service in sorted({store.service for store in stores.values()}):
         keys = sorted({store.key for store in stores.values() if store.service == service})
         rows = _rows_in(
-            admin_url,
+            admin,
             # The outcome's tag is its first field (msgspec writes it first): a short prefix is enough.
             "SELECT service_key, key, substr(value_utf8, 1, 40) AS head FROM state "
             f"WHERE service_name = {quote(service)} AND service_key IN {{values}}",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-import httpx
+from .admin import AdminApi, AdminError
 
 __all__ = ["RegistrationError", "register_deployment"]
 
@@ -13,14 +13,15 @@ class RegistrationError(RuntimeError):
     """The admin API could not be reached or refused the deployment; the message is one line."""
 
 
-def register_deployment(admin_url: str, endpoint_url: str, *, force: bool = True, timeout: float = 30) -> Any:
+def register_deployment(
+    admin: AdminApi | str, endpoint_url: str, *, force: bool = True, timeout: float = 30
+) -> Any:
     """Register (or, with ``force``, re-register) ``endpoint_url``; returns the admin API's answer."""
+    admin = AdminApi(admin) if isinstance(admin, str) else admin
     try:
-        response = httpx.post(
-            f"{admin_url}/deployments", json={"uri": endpoint_url, "force": force}, timeout=timeout
-        )
-    except httpx.HTTPError as exc:
-        raise RegistrationError(f"cannot reach the admin API at {admin_url}: {exc}") from None
+        response = admin.post("/deployments", {"uri": endpoint_url, "force": force}, timeout=timeout)
+    except AdminError as exc:
+        raise RegistrationError(str(exc)) from None
     if response.status_code >= 300:
         raise RegistrationError(
             f"registering {endpoint_url} failed ({response.status_code}): {response.text}"

@@ -233,3 +233,62 @@ async def test_groups_show_lists_every_child_and_list_orphaned_finds_exactly_the
     shown = json.loads(lash("groups", "show", s.key(batch="orphan"), "--json", "--admin-url", admin).stdout)
     assert [c["outcome"] for c in shown["children"]] == ["ok", None]  # direct: read from the child
     assert shown["children"][0]["rank"] == 1 and first
+
+
+class _TokenProxy:
+    """An admin API that asks for a bearer token: a proxy in front of the real one (as a managed
+    Restate does), answering 401 to any request without ``Authorization: Bearer <token>``."""
+
+    def __init__(self, upstream: str, token: str) -> None:
+        import http.server
+        import threading
+
+        import httpx
+
+        expected = f"Bearer {token}"
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers.get("content-length") or 0))
+                if self.headers.get("authorization") != expected:
+                    answer = httpx.Response(401, text='{"message":"unauthorized"}')
+                else:
+                    headers = {
+                        k: v for k, v in self.headers.items() if k.lower() in ("content-type", "accept")
+                    }
+                    answer = httpx.post(f"{upstream}{self.path}", content=body, headers=headers, timeout=30)
+                self.send_response(answer.status_code)
+                self.send_header("content-type", answer.headers.get("content-type", "application/json"))
+                self.send_header("content-length", str(len(answer.content)))
+                self.end_headers()
+                self.wfile.write(answer.content)
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def test_register_and_groups_honour_restate_admin_url_and_auth_token(stack: LocalStack) -> None:
+    proxy = _TokenProxy(stack.admin_url, "s3cret")
+    try:
+        # No token: one clear line naming the variable to set, and nothing registered.
+        refused = lash("groups", "list", env={"RESTATE_ADMIN_URL": proxy.url, "RESTATE_AUTH_TOKEN": ""})
+        assert refused.returncode == 1
+        assert refused.stderr.count("\n") == 1 and "RESTATE_AUTH_TOKEN" in refused.stderr
+        env = {"RESTATE_ADMIN_URL": proxy.url, "RESTATE_AUTH_TOKEN": "s3cret"}
+        registered = lash("register", "--endpoint-url", stack.endpoint.url, "--force", "--json", env=env)
+        assert registered.returncode == 0, registered.stderr
+        assert "LashGroup" in {s["name"] for s in json.loads(registered.stdout)["services"]}
+        listed = lash("groups", "list", "--json", env=env)
+        assert listed.returncode == 0, listed.stderr
+        assert isinstance(json.loads(listed.stdout), list)
+    finally:
+        proxy.close()

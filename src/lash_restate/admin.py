@@ -1,0 +1,48 @@
+"""The Restate admin API as `register` and `groups` reach it: its address and, where it asks for one, a
+bearer token (``RESTATE_ADMIN_URL`` and ``RESTATE_AUTH_TOKEN``, as Restate's own CLI reads them)."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+__all__ = ["DEFAULT_ADMIN_URL", "AdminApi", "AdminError"]
+
+DEFAULT_ADMIN_URL = "http://127.0.0.1:9070"
+
+
+class AdminError(RuntimeError):
+    """The admin API could not be reached or refused the request; the message is one line."""
+
+
+@dataclass(frozen=True)
+class AdminApi:
+    url: str = DEFAULT_ADMIN_URL
+    token: str | None = None  # sent as `Authorization: Bearer …` when set
+
+    @classmethod
+    def from_env(cls, url: str | None = None) -> AdminApi:
+        """``url``, else ``$RESTATE_ADMIN_URL``, else ``$LASH_ADMIN_URL``, else the local default; the
+        token from ``$RESTATE_AUTH_TOKEN``."""
+        url = url or os.environ.get("RESTATE_ADMIN_URL") or os.environ.get("LASH_ADMIN_URL")
+        return cls(url or DEFAULT_ADMIN_URL, os.environ.get("RESTATE_AUTH_TOKEN") or None)
+
+    def post(self, path: str, body: Any, *, timeout: float = 30, accept_json: bool = False) -> httpx.Response:
+        headers = {"authorization": f"Bearer {self.token}"} if self.token else {}
+        if accept_json:
+            headers["accept"] = "application/json"
+        try:
+            response = httpx.post(
+                f"{self.url.rstrip('/')}{path}", json=body, headers=headers, timeout=timeout
+            )
+        except httpx.HTTPError as exc:
+            raise AdminError(f"cannot reach the Restate admin API at {self.url} ({exc})") from None
+        if response.status_code in (401, 403):
+            hint = "set RESTATE_AUTH_TOKEN" if not self.token else "check RESTATE_AUTH_TOKEN"
+            raise AdminError(
+                f"the admin API at {self.url} refused the request ({response.status_code}): {hint}"
+            )
+        return response
