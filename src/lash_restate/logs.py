@@ -14,6 +14,8 @@ from typing import Any
 
 import restate
 
+from . import tracing
+
 __all__ = ["configure", "event", "logger"]
 
 logger = logging.getLogger("lash_restate")
@@ -55,7 +57,9 @@ def configure(verbose: bool = False) -> None:
 
 
 def event(name: str, ctx: Any = None, **fields: Any) -> None:
-    """Log one group event at INFO with the invocation id of ``ctx`` (a Restate context) if given."""
+    """Log one group event at INFO with the invocation id of ``ctx`` (a Restate context) if given,
+    and record it as a span where tracing is configured (`lash_restate.tracing`)."""
+    tracing.record(name, ctx, fields)
     if not logger.isEnabledFor(logging.INFO):
         return
     extra: dict[str, Any] = {"event": name}

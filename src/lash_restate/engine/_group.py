@@ -118,8 +118,7 @@ def group_object(batch_from: int) -> restate.VirtualObject:
         cancels = await mode.to_cancel(ctx, meta) if effective is LoserPolicy.CANCEL else []
         releases = await mode.releases(ctx, meta)
         # One cancel per unsettled child, not awaiting termination (ADR, "Close deletes…").
-        for invocation in cancels:
-            ctx.cancel_invocation(invocation)
+        _cancel(ctx, cancels, meta)
         for release in releases:
             release.send(ctx)
         for waiter in meta.waiters:
@@ -166,8 +165,7 @@ def group_object(batch_from: int) -> restate.VirtualObject:
         ctx.set("meta", after, serde=META)
         if cancel:
             logs.event("group.caller_gone_cancel", ctx, group_key=ctx.key())
-        for invocation in cancels:
-            ctx.cancel_invocation(invocation)
+        _cancel(ctx, cancels, meta)
 
     del open, settle, wait, close, watch, caller_ended
     return group
@@ -243,7 +241,17 @@ def _rank(ctx: restate.ObjectContext, meta: GroupMeta, refs: list[Ref]) -> None:
         # The small outcome rides along; the state keeps only the reference.
         reply = WaitReply(refs=[woken[waiter.rank]], mode=meta.mode, incarnation=meta.incarnation)
         ctx.resolve_awakeable(waiter.awakeable, reply, serde=_REPLY)
+        logs.event("group.woken", ctx, group_key=ctx.key(), rank=waiter.rank)
     ctx.set("meta", msgspec.structs.replace(meta, waiters=waiting), serde=META)
+
+
+def _cancel(ctx: restate.ObjectContext, invocations: list[str], meta: GroupMeta) -> None:
+    for invocation in invocations:
+        ctx.cancel_invocation(invocation)
+    if invocations:
+        logs.event(
+            "group.cancelled", ctx, group_key=ctx.key(), cancelled=len(invocations), mode=meta.mode.value
+        )
 
 
 async def _note_opener(
