@@ -107,11 +107,7 @@ class RestateController(EffectGroupDefaults):
         return None
 
     async def _ask(self, route: Route[_I, _O], key: str, request: _I) -> _O:
-        try:
-            return await route.ask(self._ctx, key, request)
-        except restate.TerminalError as error:
-            raise_typed(error)
-            raise
+        return await _typed(route.ask(self._ctx, key, request))
 
     async def open_effect_group(self, group: RuntimeEffectGroup) -> GroupHandle:
         key = str(require_group(group).key)
@@ -132,11 +128,7 @@ class RestateController(EffectGroupDefaults):
         # Sent, answered on an awakeable (decision 25): this invocation's cancellation cannot cut
         # the open short between dispatching the children and recording how to cancel them.
         GROUP_OPEN.send(self._ctx, key, request)
-        try:
-            reply = decode(await opened, OpenReply)
-        except restate.TerminalError as error:
-            raise_typed(error)
-            raise
+        reply = decode(await _typed(opened), OpenReply)
         if not reply.reopened:
             self._wakes[key] = {rank: woken for rank, woken in enumerate(window.values(), start=1)}
         # Open or reopen, the recorded shape is this group's (the reopen was fenced on it).
@@ -245,3 +237,12 @@ class RestateController(EffectGroupDefaults):
         except LashError:
             return False  # the group refuses it: a call, so the refusal reaches the caller typed
         return True
+
+
+async def _typed(step: Awaitable[_O]) -> _O:
+    """Await a durable step; a contract error its `TerminalError` carries comes back typed (decision 5)."""
+    try:
+        return await step
+    except restate.TerminalError as error:
+        raise_typed(error)
+        raise
