@@ -4,7 +4,7 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: setup dev test lint bench clean
+.PHONY: setup dev test lint bench mutation clean
 
 setup: $(VENV)/.installed node_modules/.installed
 
@@ -38,5 +38,23 @@ bench: setup
 	$(BIN)/pip install --quiet -e '.[dev,bench]'
 	$(BIN)/python -m bench $(ARGS)
 
+# Not part of `make test`: mutants of contract/, memory/ and combinators.py judged by the fast tests
+# (no server); about half an hour on two cores. docs/mutation.md records a run and every survivor.
+MUTATION_JOBS ?= 2
+
+$(VENV)/.mutation: $(VENV)/.installed
+	$(BIN)/pip install --quiet -e '.[dev,mutation]'
+	touch $@
+
+mutation: setup $(VENV)/.mutation
+	rm -rf mutants
+	$(BIN)/mutmut run --max-children $(MUTATION_JOBS)
+	$(BIN)/mutmut results
+	$(BIN)/mutmut export-cicd-stats
+	$(BIN)/python -c 'import json, sys; s = json.load(open("mutants/mutmut-cicd-stats.json")); \
+	  n, k, t, v = s["total"], s["killed"], s["timeout"], s["survived"]; \
+	  print(f"{k + t}/{n} detected ({k} killed, {t} timed out), {v} survived: {100 * (k + t) / n:.1f}%"); \
+	  sys.exit(k + t < 0.9 * n)'
+
 clean:
-	rm -rf $(VENV) node_modules .lash
+	rm -rf $(VENV) node_modules .lash mutants

@@ -223,10 +223,12 @@ async def execute_once(executor: GroupExecutor) -> Outcome | Transient:
     except Exception as exc:
         return Transient(message=f"{type(exc).__name__}: {exc}")
     try:
-        msgspec.json.encode(value)
+        encoded = msgspec.json.encode(value)
     except (TypeError, msgspec.EncodeError) as exc:
         return Err(message=f"tool returned a value that is not JSON: {exc}", code="bad_value")
-    return Ok(value=value)
+    # The outcome holds the value's JSON form, as a journal gives it back (a tuple is a list, NaN
+    # is null), so the reference host serves what a Restate tier serves (ADR, "Tier split").
+    return Ok(value=msgspec.json.decode(encoded))
 
 
 async def execute_outcome(executor: GroupExecutor) -> Outcome:

@@ -1,0 +1,191 @@
+"""Combinators over a saved cursor, declared loser dispositions, and the results they hand back.
+
+ADR, "Wake policy is journaled identity": a combinator is a caller-side loop over
+durable ranks, so it can stop after any rank, resume from the saved handle in a
+fresh invocation, and resume even after it decided but died before its close.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from lash_restate.combinators import (
+    AggregateRejection,
+    Combinator,
+    FulfilledResult,
+    Rejected,
+    RejectedResult,
+    SuspendedResult,
+    any_,
+    combine,
+    race,
+    select,
+)
+from lash_restate.contract import (
+    AwaitEvent,
+    EmptyGroup,
+    Err,
+    GroupHandle,
+    GroupKey,
+    LoserPolicy,
+    RuntimeEffectEnvelope,
+    RuntimeEffectGroup,
+    ToolCall,
+)
+from lash_restate.memory import MemoryHost
+from lash_restate.testing import demo_tools
+
+KEY = "scope:group:batch:0"
+
+
+def wait(name: str) -> RuntimeEffectEnvelope:
+    return RuntimeEffectEnvelope(command=AwaitEvent(name=name), replay_key=f"r-{name}")
+
+
+def echo(value: Any, key: str) -> RuntimeEffectEnvelope:
+    return RuntimeEffectEnvelope(command=ToolCall(tool="echo", args={"value": value}), replay_key=key)
+
+
+def fail(message: str, key: str) -> RuntimeEffectEnvelope:
+    return RuntimeEffectEnvelope(command=ToolCall(tool="fail", args={"message": message}), replay_key=key)
+
+
+async def settle(host: MemoryHost, name: str) -> None:
+    host.store.emit_event(name, f"v-{name}")
+    await host.join_child(f"r-{name}")
+
+
+async def test_combine_stops_after_a_rank_and_resumes_from_the_handle_it_is_given() -> None:
+    host = MemoryHost(resolver=demo_tools())
+    children = [wait("a"), wait("b"), wait("c")]
+    await host.open_effect_group(
+        RuntimeEffectGroup(KEY, children, wake=Combinator.ALL.wake, disposition=LoserPolicy.RUN_TO_COMPLETION)
+    )
+    for name in ("b", "c", "a"):
+        await settle(host, name)
+    # Every rank is recorded: only stop_after can make the combinator stop early.
+
+    first = await combine(host, Combinator.ALL, KEY, children, stop_after=1)
+    assert isinstance(first, SuspendedResult)
+    assert (first.order, first.handle) == ((1,), GroupHandle(KEY, 3, 1))
+    saved = GroupHandle.from_bytes(first.handle.to_bytes())  # what a fresh invocation restores
+
+    second = await combine(host, Combinator.ALL, KEY, children, handle=saved, stop_after=2)
+    assert isinstance(second, SuspendedResult)
+    assert second.order == (1, 2)
+    assert second.handle is saved and saved.consumed == 2  # the caller's own cursor advanced
+
+    done = await combine(host, Combinator.ALL, KEY, children, handle=saved)
+    assert done == FulfilledResult(group_key=KEY, order=(1, 2, 0), value=["v-a", "v-b", "v-c"])
+    assert saved.consumed == 3
+    assert KEY not in host.store.groups
+    await host.aclose()
+
+
+@pytest.mark.parametrize(
+    ("kind", "decided_after", "expected"),
+    [
+        (Combinator.ALL, 2, FulfilledResult(group_key=KEY, order=(1, 0), value=["v-a", "v-b"])),
+        (Combinator.RACE, 1, FulfilledResult(group_key=KEY, order=(1,), value="v-b")),
+    ],
+)
+async def test_a_resume_after_the_deciding_rank_gives_the_verdict_and_closes(
+    kind: Combinator, decided_after: int, expected: FulfilledResult
+) -> None:
+    # The caller consumed the deciding rank and died before its close: the resume must not await
+    # past the ranks it already holds (for `all` there is none left to await).
+    host = MemoryHost(resolver=demo_tools())
+    group = RuntimeEffectGroup(
+        KEY, [wait("a"), wait("b")], wake=kind.wake, disposition=LoserPolicy.RUN_TO_COMPLETION
+    )
+    handle = await host.open_effect_group(group)
+    await settle(host, "b")
+    await settle(host, "a")
+    for _ in range(decided_after):
+        await host.await_next_settlement(handle)
+    result = await combine(host, kind, KEY, group.children, handle=handle)
+    assert result == expected
+    assert handle.consumed == decided_after
+    assert KEY not in host.store.groups
+    await host.aclose()
+
+
+@pytest.mark.parametrize("combinator", [race, any_], ids=["race", "any"])
+async def test_race_and_any_cancel_their_losers_when_asked(combinator: Any) -> None:
+    finished: list[str] = []
+    registry = demo_tools()
+    gate = asyncio.Event()
+
+    async def slow(args: Any) -> Any:
+        await gate.wait()
+        finished.append("slow")
+        return "slow"
+
+    registry.register("slow", slow)
+    host = MemoryHost(resolver=registry)
+    children = [
+        RuntimeEffectEnvelope(command=ToolCall(tool="slow"), replay_key="loser"),
+        echo("fast", "winner"),
+    ]
+    assert await combinator(host, KEY, children, losers=LoserPolicy.CANCEL) == "fast"
+    gate.set()  # the loser would finish now, had it not been cancelled at the close
+    await host.join_child("loser")
+    assert finished == []
+    await host.aclose()
+
+
+async def test_select_raises_the_rejected_event_as_the_first_settlement() -> None:
+    host = MemoryHost(resolver=demo_tools())
+    selecting = asyncio.create_task(
+        select(host, KEY, event="approved", deadline_ms=60_000, replay_key_prefix="s")
+    )
+    await asyncio.sleep(0)  # the select opens its group and parks
+    host.store.reject_event("approved", "denied")
+    with pytest.raises(Rejected) as caught:
+        await selecting
+    settlement = caught.value.settlement
+    assert (settlement.rank, settlement.position, settlement.replay_key) == (1, 0, "s:event")
+    assert settlement.outcome == Err(message="denied", code="rejected")
+    await host.join_child("s:deadline")  # the deadline arm was cancelled, not left to run out
+    await host.aclose()
+
+
+@pytest.mark.parametrize(
+    ("kind", "expected"),
+    [
+        (Combinator.ALL, FulfilledResult(group_key=KEY, order=(), value=[])),
+        (Combinator.ALL_SETTLED, FulfilledResult(group_key=KEY, order=(), value=[])),
+        (Combinator.ANY, RejectedResult(group_key=KEY, order=(), reason=())),
+    ],
+)
+async def test_combine_over_no_children_decides_locally_and_names_the_group(
+    kind: Combinator, expected: Any
+) -> None:
+    unwired = MemoryHost()  # would raise EffectGroupUnsupported if anything reached it
+    for key in (KEY, GroupKey.parse(KEY)):
+        assert await combine(unwired, kind, key, []) == expected
+
+
+async def test_race_over_no_children_is_refused_naming_the_group() -> None:
+    with pytest.raises(EmptyGroup) as caught:
+        await combine(MemoryHost(), Combinator.RACE, GroupKey.parse(KEY), [])
+    assert caught.value.wire_body() == {
+        "code": "empty_group",
+        "message": "race([]) never settles; refused instead of parking forever",
+        "group_key": KEY,
+    }
+
+
+async def test_rejections_read_as_what_rejected() -> None:
+    host = MemoryHost(resolver=demo_tools())
+    with pytest.raises(Rejected) as rejected:
+        await race(host, "s:group:r:0", [fail("card declined", "p0")])
+    assert str(rejected.value) == "child 0 rejected: Err(message='card declined', code=None)"
+    with pytest.raises(AggregateRejection) as aggregate:
+        await any_(host, "s:group:r:1", [fail("one", "q0"), fail("two", "q1")])
+    assert str(aggregate.value) == "all 2 children rejected"
+    assert aggregate.value.errors == [Err(message="one"), Err(message="two")]
+    await host.aclose()
