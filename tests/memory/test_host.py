@@ -12,7 +12,6 @@ from typing import Any
 import pytest
 
 from lash_restate.contract import (
-    AwaitEvent,
     Cancelled,
     ChildUnroutable,
     DispositionWidening,
@@ -26,28 +25,13 @@ from lash_restate.contract import (
     LoserPolicy,
     MembershipUnsupported,
     Ok,
-    RuntimeEffectEnvelope,
     RuntimeEffectGroup,
-    ToolCall,
     ToolFailure,
 )
 from lash_restate.memory import MemoryHost, MemoryStore, NoExecutor
 from lash_restate.testing import demo_tools
 from lash_restate.tools import ToolRegistry
-
-KEY = "scope:group:batch:0"
-
-
-def tool(name: str, replay_key: str, args: Any = None) -> RuntimeEffectEnvelope:
-    return RuntimeEffectEnvelope(command=ToolCall(tool=name, args=args), replay_key=replay_key)
-
-
-def wait(name: str, replay_key: str) -> RuntimeEffectEnvelope:
-    return RuntimeEffectEnvelope(command=AwaitEvent(name=name), replay_key=replay_key)
-
-
-def group(*children: RuntimeEffectEnvelope, disposition: LoserPolicy = LoserPolicy.RUN_TO_COMPLETION) -> Any:
-    return RuntimeEffectGroup(KEY, children, wake=GroupWakePolicy.ALL, disposition=disposition)
+from tests.memory.builders import KEY, group, tool, wait
 
 
 async def test_unwired_host_refuses_the_whole_surface_and_records_nothing() -> None:

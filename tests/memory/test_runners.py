@@ -15,41 +15,19 @@ import pytest
 
 from lash_restate.contract import (
     AwaitCancelled,
-    AwaitEvent,
     Cancelled,
     EffectGroupUnsupported,
     Err,
     GroupHandle,
     GroupNotOpen,
-    GroupWakePolicy,
     LashError,
     LoserPolicy,
     Ok,
-    RuntimeEffectEnvelope,
-    RuntimeEffectGroup,
-    ToolCall,
 )
 from lash_restate.memory import MemoryHost, MemoryStore
 from lash_restate.testing import demo_tools
 from lash_restate.tools import ToolRegistry
-
-KEY = "scope:group:batch:0"
-
-
-def tool(name: str, replay_key: str, args: Any = None) -> RuntimeEffectEnvelope:
-    return RuntimeEffectEnvelope(command=ToolCall(tool=name, args=args), replay_key=replay_key)
-
-
-def wait(name: str, replay_key: str) -> RuntimeEffectEnvelope:
-    return RuntimeEffectEnvelope(command=AwaitEvent(name=name), replay_key=replay_key)
-
-
-def group(
-    *children: RuntimeEffectEnvelope,
-    disposition: LoserPolicy = LoserPolicy.RUN_TO_COMPLETION,
-    wake: GroupWakePolicy = GroupWakePolicy.ALL,
-) -> RuntimeEffectGroup:
-    return RuntimeEffectGroup(KEY, children, wake=wake, disposition=disposition)
+from tests.memory.builders import KEY, group, tool, wait
 
 
 class Gated:
