@@ -42,10 +42,13 @@ class Bench:
             raise RuntimeError(f"{handler} failed: {response.status_code} {response.text[:300]}")
         return elapsed
 
-    async def pair(self, native: str, group: str, body: dict[str, Any], runs: int) -> dict[str, list[float]]:
-        """Interleave the two paths so drift hits both alike; one warm-up each first."""
-        await self.call(native, body)
-        await self.call(group, body)
+    async def pair(
+        self, native: str, group: str, body: dict[str, Any], runs: int, *, warm: bool = True
+    ) -> dict[str, list[float]]:
+        """Interleave the two paths so drift hits both alike; one warm-up each first unless not ``warm``."""
+        if warm:
+            await self.call(native, body)
+            await self.call(group, body)
         out: dict[str, list[float]] = {"native": [], "group": []}
         for _ in range(runs):
             out["native"].append(await self.call(native, body))

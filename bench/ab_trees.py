@@ -92,14 +92,7 @@ async def drain(admin_url: str, within: float = 180) -> float:
 
 async def pair(b: Bench, body: dict[str, Any], runs: int, warm: bool) -> dict[str, list[float]]:
     native, group = ("native_race", "group_race") if not body else ("native_all", "group_all")
-    if warm:
-        await b.call(native, body)
-        await b.call(group, body)
-    out: dict[str, list[float]] = {"native": [], "group": []}
-    for _ in range(runs):
-        out["native"].append(await b.call(native, body))
-        out["group"].append(await b.call(group, body))
-    return out
+    return await b.pair(native, group, body, runs, warm=warm)
 
 
 async def one_round(b: Bench, sizes: dict[str, int]) -> dict[str, Any]:
