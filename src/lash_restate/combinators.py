@@ -28,6 +28,7 @@ from .contract import (
     Settlement,
     Sleep,
     WakeRuleDrift,
+    settlement_run,
 )
 
 __all__ = [
@@ -204,17 +205,19 @@ async def run_combinator(
             group_key=str(group.key),
         )
     opened = await controller.open_effect_group(group)
+    # Begun right after the open, and nothing of the caller's runs until the close (decision 32).
+    run = settlement_run(controller)
     cursor = handle if handle is not None else opened
     seen: list[Settlement] = []
     if cursor.consumed:
         replay = GroupHandle(cursor.group_key, cursor.child_count, 0)
         for _ in range(cursor.consumed):
-            seen.append(await controller.await_next_settlement(replay))
+            seen.append(await run.next(replay))
     verdict = _verdict(kind, cursor.group_key, len(group), seen)
     while verdict is None:
         if stop_after is not None and cursor.consumed >= stop_after:
             return SuspendedResult(group_key=cursor.group_key, order=_order(seen), handle=cursor)
-        seen.append(await controller.await_next_settlement(cursor))
+        seen.append(await run.next(cursor))
         verdict = _verdict(kind, cursor.group_key, len(group), seen)
     # The declared disposition applies to the losers: RunToCompletion lets them run on (ECMA-262).
     await controller.close_effect_group(cursor)

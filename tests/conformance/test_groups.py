@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+import asyncio
 from typing import Any
 
 from tests.conformance.builders import (
     Scope,
     close,
+    combine,
     echo,
     err,
     event,
@@ -164,6 +166,42 @@ async def test_a_group_reopened_after_close_is_not_disturbed_by_the_closed_ones_
     assert ok(second)["position"] == 1
     assert ok(second)["outcome"] == {"type": "ok", "value": "late"}
     await tier.wait_closed(s.key())
+
+
+async def test_a_group_closed_by_another_invocation_refuses_the_ranks_this_one_already_received(
+    tier: Any,
+) -> None:
+    """Decision 32: an await is answered by the group as it stands when the await begins, whatever
+    this invocation received earlier.
+
+    Turn A opens a group whose two children settle at once, consumes rank 1 and parks on an event.
+    Turn B reopens the group, reads both ranks and closes it. Once A learns that (the event), its
+    next await is refused `group_not_open` on every tier, as a fresh invocation's would be; rank 2,
+    settled and delivered to A before the close, is not served from what A holds.
+    """
+    s = Scope()
+    group = s.group([echo("a"), echo("b")])
+    resumed = s.event("resumed")
+    parked = s.group([event(resumed)], wake="first", batch="parked")
+    after_one = json.dumps({"group_key": s.key(), "child_count": 2, "consumed": 1})
+    turn_a = asyncio.create_task(
+        tier.turn(open_(group), next_(), save(), combine("race", parked), use(after_one), next_())
+    )
+    while True:  # A has consumed rank 1 and parked on its event
+        if parked["key"] in await tier.open_groups() or turn_a.done():
+            break
+        await asyncio.sleep(0.05)
+    assert not turn_a.done(), turn_a.result()
+    fresh = json.dumps({"group_key": s.key(), "child_count": 2, "consumed": 0})
+    [_, _, one, two, closed] = await tier.turn(open_(group), use(fresh), next_(), next_(), close())
+    assert [ok(one)["rank"], ok(two)["rank"], ok(closed)] == [1, 2, None]
+    await tier.wait_closed(s.key())
+    await tier.emit(resumed, "go")
+    [_, first, saved, raced, _, second] = await turn_a
+    assert ok(first) == ok(one)
+    assert ok(raced)["value"] == "go"
+    assert handle_of(ok(saved))["consumed"] == 1
+    assert err(second)["code"] == "group_not_open"
 
 
 async def test_close_is_idempotent_and_deletes_the_group(tier: Any) -> None:

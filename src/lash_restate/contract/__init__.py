@@ -5,6 +5,8 @@ from ._controller import (
     GroupExecutor,
     GroupExecutors,
     RuntimeEffectController,
+    ServesRuns,
+    SettlementRun,
     ToolFailure,
     Transient,
     check_await,
@@ -17,6 +19,7 @@ from ._controller import (
     require_handle,
     require_resolver,
     require_ungrouped,
+    settlement_run,
 )
 from ._envelope import (
     AwaitEvent,
@@ -107,7 +110,9 @@ __all__ = [
     "RuntimeEffectGroup",
     "RuntimeErrorCode",
     "STRUCT_OPTIONS",
+    "ServesRuns",
     "Settlement",
+    "SettlementRun",
     "ShapeMismatch",
     "Sleep",
     "ToolCall",
@@ -131,4 +136,5 @@ __all__ = [
     "require_handle",
     "require_resolver",
     "require_ungrouped",
+    "settlement_run",
 ]

@@ -33,6 +33,8 @@ __all__ = [
     "GroupExecutor",
     "GroupExecutors",
     "RuntimeEffectController",
+    "ServesRuns",
+    "SettlementRun",
     "ToolFailure",
     "Transient",
     "check_await",
@@ -45,6 +47,7 @@ __all__ = [
     "require_handle",
     "require_resolver",
     "require_ungrouped",
+    "settlement_run",
 ]
 
 
@@ -105,6 +108,41 @@ class RuntimeEffectController(Protocol):
     async def close_effect_group(self, handle: GroupHandle, disposition: LoserPolicy | None = None) -> None:
         """Release the caller's interest; idempotent; ``disposition`` may only narrow the declared one."""
         ...
+
+
+class SettlementRun(Protocol):
+    """Consecutive awaits made with nothing of the caller's between them (decision 32).
+
+    A combinator reads through one from its open to its close. Since nothing can reach the caller
+    between those awaits, a host may answer them from what the open and the run's own reads
+    delivered; a plain `await_next_settlement` is answered by the group as it stands when it begins.
+    """
+
+    async def next(self, handle: GroupHandle) -> Settlement:
+        """Serve rank ``handle.consumed + 1`` and advance ``handle``, as `await_next_settlement` does."""
+        ...
+
+
+@runtime_checkable
+class ServesRuns(Protocol):
+    """A host with its own `SettlementRun`; for any other, a run is a series of plain awaits."""
+
+    def settlement_run(self) -> SettlementRun: ...
+
+
+@dataclass(frozen=True, slots=True)
+class _PlainRun:
+    controller: RuntimeEffectController
+
+    async def next(self, handle: GroupHandle) -> Settlement:
+        return await self.controller.await_next_settlement(handle)
+
+
+def settlement_run(controller: RuntimeEffectController) -> SettlementRun:
+    """The run a combinator reads a group through, begun right after its open (decision 32)."""
+    if isinstance(controller, ServesRuns):
+        return controller.settlement_run()
+    return _PlainRun(controller)
 
 
 class EffectGroupDefaults:

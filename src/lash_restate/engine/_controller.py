@@ -9,6 +9,7 @@ is the rank authority (ADR, "Restate satisfaction").
 from __future__ import annotations
 
 from collections.abc import Awaitable
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import restate
@@ -28,6 +29,7 @@ from ..contract import (
     RuntimeEffectEnvelope,
     RuntimeEffectGroup,
     Settlement,
+    SettlementRun,
     Sleep,
     canonical_bytes,
     check_await,
@@ -66,17 +68,22 @@ _O = TypeVar("_O")
 WAKE_WINDOW = 32
 
 
+@dataclass(slots=True)
+class _Wakes:
+    """Wakes this invocation registered with one incarnation of a group, by rank."""
+
+    incarnation: str
+    by_rank: dict[int, Any]
+
+
 class RestateController(EffectGroupDefaults):
     """A `RuntimeEffectController` bound to one handler invocation's context."""
 
     def __init__(self, ctx: restate.Context, resolver: GroupExecutors | None) -> None:
         self._ctx = ctx
         self._resolver = resolver
-        # Ranks never change once recorded (ADR, "The settlement obligation"), so caching the ones
-        # already read is not consumption state: the cursor still lives only on the handle.
-        self._seen: dict[str, dict[int, Settlement]] = {}
-        # Wakes this invocation registered with the group, by rank: each settle resolves its own.
-        self._wakes: dict[str, dict[int, Any]] = {}
+        # Wakes this invocation registered, by group: each settle resolves its own.
+        self._wakes: dict[str, _Wakes] = {}
         # Groups this invocation opened, with the recorded child count and declared disposition: a
         # close that can be checked against them cannot be refused, so it need not wait for the object.
         self._declared: dict[str, tuple[int, LoserPolicy]] = {}
@@ -130,7 +137,9 @@ class RestateController(EffectGroupDefaults):
         GROUP_OPEN.send(self._ctx, key, request)
         reply = decode(await _typed(opened), OpenReply)
         if not reply.reopened:
-            self._wakes[key] = {rank: woken for rank, woken in enumerate(window.values(), start=1)}
+            self._wakes[key] = _Wakes(reply.incarnation, dict(enumerate(window.values(), start=1)))
+        elif (held := self._wakes.get(key)) is not None and held.incarnation != reply.incarnation:
+            del self._wakes[key]  # registered with a closed namesake, which rejected them (decision 32)
         # Open or reopen, the recorded shape is this group's (the reopen was fenced on it).
         self._declared[key] = (len(group), group.disposition)
         return GroupHandle.opened(group)
@@ -143,35 +152,72 @@ class RestateController(EffectGroupDefaults):
             window[awakeable] = woken
         return window
 
+    def settlement_run(self) -> SettlementRun:
+        return _Run(self)
+
     async def await_next_settlement(
         self, handle: GroupHandle, cancel: Awaitable[object] | None = None
     ) -> Settlement:
+        # Decision 32: answered by the group as it stands now, never from what an earlier await read.
+        return await self._next(handle, cancel, {}, ask_first=True)
+
+    async def _next(
+        self,
+        handle: GroupHandle,
+        cancel: Awaitable[object] | None,
+        held: dict[int, Settlement],
+        *,
+        ask_first: bool,
+    ) -> Settlement:
+        """Serve rank ``consumed + 1`` from ``held`` (what this await's run already read), else from
+        the group: read first, and only otherwise wait on the rank's wake (ADR, "Restate satisfaction")."""
         check_await(handle, self._resolver)
-        seen = self._seen.setdefault(handle.group_key, {})
-        wakes = self._wakes.setdefault(handle.group_key, {})
         rank = handle.next_rank
-        if rank not in seen:
-            if rank not in wakes:
-                window = self._window(handle.consumed, handle.child_count)
-                request = WaitRequest(
-                    consumed=handle.consumed, child_count=handle.child_count, wakes=list(window)
-                )
-                reply = await self._ask(GROUP_WAIT, handle.group_key, request)
-                if reply.refs:
-                    await self._read(handle, reply, seen)  # recorded already: read from state
-                else:
-                    wakes.update(enumerate(window.values(), start=rank))
-            if rank not in seen:
-                woken = wakes.pop(rank)
+        if rank not in held:
+            wakes = self._wakes.get(handle.group_key)
+            if ask_first or wakes is None or rank not in wakes.by_rank:
+                wakes = await self._ask_group(handle, held)
+            if rank not in held:
+                woken = wakes.by_rank.pop(rank)
                 try:
                     reply = await self._woken(handle, woken, cancel)
                 except AwaitCancelled:
-                    wakes[rank] = woken  # still registered and still ours: the next await uses it
+                    wakes.by_rank[rank] = woken  # still registered and still ours: the next await uses it
                     raise
-                await self._read(handle, reply, seen)
-        settlement = seen[rank]
+                await self._read(handle, reply, held)
+            else:
+                wakes.by_rank.pop(rank, None)  # the group served the rank: its wake carries nothing new
+        settlement = held[rank]
         handle.advance()
         return settlement
+
+    async def _ask_group(self, handle: GroupHandle, held: dict[int, Settlement]) -> _Wakes:
+        """Read the ranks from ``consumed + 1`` the group holds into ``held``; if it holds none yet,
+        make sure a wake of the group's current incarnation is registered for the next rank."""
+        key, rank = handle.group_key, handle.next_rank
+        while True:
+            wakes = self._wakes.get(key)
+            window = (
+                self._window(handle.consumed, handle.child_count)
+                if wakes is None or rank not in wakes.by_rank
+                else {}
+            )
+            request = WaitRequest(
+                consumed=handle.consumed, child_count=handle.child_count, wakes=list(window)
+            )
+            reply = await self._ask(GROUP_WAIT, key, request)
+            if reply.refs:
+                await self._read(handle, reply, held)  # recorded already: read from state
+                return wakes if wakes is not None else _Wakes(reply.incarnation, {})
+            if window:
+                if wakes is None or wakes.incarnation != reply.incarnation:
+                    wakes = self._wakes[key] = _Wakes(reply.incarnation, {})
+                wakes.by_rank.update(enumerate(window.values(), start=rank))
+                return wakes
+            assert wakes is not None
+            if wakes.incarnation == reply.incarnation:
+                return wakes
+            del self._wakes[key]  # registered with a closed namesake, which rejected them: register anew
 
     async def _woken(self, handle: GroupHandle, woken: Any, cancel: Awaitable[object] | None) -> WaitReply:
         try:
@@ -222,7 +268,6 @@ class RestateController(EffectGroupDefaults):
             GROUP_CLOSE.send(self._ctx, key, request)
         else:
             await self._ask(GROUP_CLOSE, key, request)
-        self._seen.pop(key, None)
         self._wakes.pop(key, None)
 
     def _cannot_refuse(self, handle: GroupHandle, disposition: LoserPolicy | None) -> bool:
@@ -237,6 +282,19 @@ class RestateController(EffectGroupDefaults):
         except LashError:
             return False  # the group refuses it: a call, so the refusal reaches the caller typed
         return True
+
+
+@dataclass(frozen=True, slots=True)
+class _Run:
+    """A combinator's run (decision 32): its awaits are served from what the open and its own reads
+    delivered, with no read of the group per await; a rank it read once is not read again."""
+
+    controller: RestateController
+    held: dict[int, Settlement] = field(default_factory=dict)
+
+    async def next(self, handle: GroupHandle) -> Settlement:
+        # A resume re-reads ranks from 1 on a second handle: ranks, not handles, key what is held.
+        return await self.controller._next(handle, None, self.held, ask_first=False)
 
 
 async def _typed(step: Awaitable[_O]) -> _O:

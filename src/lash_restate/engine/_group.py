@@ -71,7 +71,8 @@ def group_object(batch_from: int) -> restate.VirtualObject:
             ctx.reject_awakeable(req.reply_to, error.to_wire(), terminal_status(error))
             return
         handles = mode_for(meta.mode).dispatch(ctx, meta, children) if children else []
-        ctx.resolve_awakeable(req.reply_to, OpenReply(reopened=not children), serde=_OPENED)
+        reply = OpenReply(reopened=not children, incarnation=meta.incarnation)
+        ctx.resolve_awakeable(req.reply_to, reply, serde=_OPENED)
         # What follows is off the opener's path: it has its answer.
         if handles:  # cancels need these: one per child, or the one pump (decision 4)
             ctx.set(INVOCATIONS, [await h.invocation_id() for h in handles], serde=STRINGS)

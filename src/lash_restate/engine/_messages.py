@@ -63,6 +63,7 @@ class OpenRequest(msgspec.Struct, **STRUCT_OPTIONS):
 
 class OpenReply(msgspec.Struct, **STRUCT_OPTIONS):
     reopened: bool
+    incarnation: str = ""  # the wakes an open registers belong to this incarnation (decision 32)
 
 
 class CallerEnded(msgspec.Struct, **STRUCT_OPTIONS):
