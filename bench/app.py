@@ -64,7 +64,7 @@ async def group_race(ctx: restate.Context, arg: dict[str, Any]) -> Any:
             command=ToolCall(tool="echo", args={"value": 2, "delay_ms": 2000}), replay_key=f"{key}/l"
         ),
     ]
-    return await race(RestateController(ctx, TOOLS), key, arms)
+    return await race(RestateController(ctx), key, arms)
 
 
 @bench.handler()
@@ -81,7 +81,7 @@ async def group_all(ctx: restate.Context, arg: dict[str, Any]) -> int:
         RuntimeEffectEnvelope(command=ToolCall(tool="echo", args={"value": i}), replay_key=f"{key}/{i}")
         for i in range(int(arg["n"]))
     ]
-    return sum(await all_(RestateController(ctx, TOOLS), key, children))
+    return sum(await all_(RestateController(ctx), key, children))
 
 
 def main() -> None:

@@ -1,27 +1,27 @@
-"""The README's example: a payment raced against a deadline, losers cancelled.
+"""A checkout that races a payment call against a deadline; the loser is cancelled.
 
-Serve it with ``python -m examples.checkout --port 9080`` and register it like any endpoint.
+Serve it with ``python -m examples.checkout --port 9080`` and register the endpoint with Restate.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+from datetime import timedelta
 from typing import Any
 
 import restate
 
-from lash_restate import LoserPolicy, RuntimeEffectEnvelope, Sleep, ToolCall
-from lash_restate.combinators import race
-from lash_restate.engine import RestateController, build_app, serve
-from lash_restate.tools import ToolRegistry
+import lash_restate as lash
 
-tools = ToolRegistry()
+payments = restate.Service("Payments")
 
 
-@tools.tool("charge")
-async def charge(args: Any) -> Any:  # raise lash_restate.ToolFailure(...) to reject the child
-    return {"charged": args["amount"]}
+@payments.handler()
+async def charge(ctx: restate.Context, order: dict[str, Any]) -> dict[str, Any]:
+    if order.get("slow"):
+        await ctx.sleep(timedelta(hours=1))  # a provider that does not answer in time
+    return {"charged": order["amount"]}
 
 
 checkout = restate.Service("Checkout")
@@ -29,22 +29,22 @@ checkout = restate.Service("Checkout")
 
 @checkout.handler()
 async def pay(ctx: restate.Context, order: dict[str, Any]) -> dict[str, Any]:
-    key = f"order-{order['id']}:group:pay:0"  # {scope}:group:{batch}:{occurrence}
-    arms = [
-        RuntimeEffectEnvelope(command=ToolCall(tool="charge", args=order), replay_key=f"{key}/charge"),
-        RuntimeEffectEnvelope(command=Sleep(duration_ms=30_000), replay_key=f"{key}/deadline"),
-    ]
-    result = await race(RestateController(ctx, tools), key, arms, losers=LoserPolicy.CANCEL)
-    return {"result": result}
+    deadline = lash.sleep(timedelta(seconds=order.get("deadline_s", 30)))
+    payment = lash.call("Payments", "charge", order)
+    # Durable: a crash here resumes the same race; the loser (payment or deadline) is cancelled.
+    result = await lash.race(ctx, [payment, deadline], losers=lash.CANCEL)
+    if result is None:  # the deadline won: it fulfils with None
+        return {"status": "timed out"}
+    return {"status": "paid", **result}
 
 
-app = build_app(tools, extra_services=[checkout])  # refuses to start if anything is missing
+app = lash.app(checkout, payments)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--port", type=int, default=9080)
-    asyncio.run(serve(app, "127.0.0.1", parser.parse_args().port))
+    asyncio.run(lash.serve(app, "127.0.0.1", parser.parse_args().port))
 
 
 if __name__ == "__main__":

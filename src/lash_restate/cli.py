@@ -88,9 +88,10 @@ def _serve(args: argparse.Namespace) -> int:
     resolver = load_resolver(settings.resolver)
     extra: list[Any] = []
     if settings.with_turn:
-        from .testing import turn_service  # test tooling: loaded only when asked for
+        from .testing import demo_call_services, turn_service  # test tooling: only when asked for
 
         extra.append(turn_service(resolver))
+        extra.extend(demo_call_services())  # what the turn's `Call` children reach
     try:
         app = build_app(
             resolver,
@@ -196,7 +197,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--resolver", help="module:attribute of your GroupExecutors [LASH_RESOLVER] (default: the demo tools)"
     )
     serve.add_argument(
-        "--with-turn", action="store_true", help="also bind the LashTurn driver [LASH_WITH_TURN]"
+        "--with-turn",
+        action="store_true",
+        help="also bind the LashTurn driver and the demo call targets [LASH_WITH_TURN]",
     )
     serve.add_argument(
         "--identity-key",

@@ -16,6 +16,7 @@ from .contract import (
     AwaitEvent,
     DispositionDrift,
     EmptyGroup,
+    Err,
     GroupHandle,
     GroupKey,
     GroupWakePolicy,
@@ -33,6 +34,7 @@ from .contract import (
 
 __all__ = [
     "AggregateRejection",
+    "ChildRejected",
     "Combinator",
     "CombinatorResult",
     "FulfilledResult",
@@ -85,12 +87,37 @@ class Rejected(Exception):
         self.settlement = settlement
 
 
-class AggregateRejection(Exception):
-    """`any` found no success; ``errors`` are the outcomes in input order (ECMA-262 AggregateError)."""
+class ChildRejected(Exception):
+    """One child's rejection inside an `AggregateRejection`: its input position and its outcome."""
+
+    def __init__(self, position: int, outcome: Outcome) -> None:
+        super().__init__(f"child {position} rejected: {outcome!r}")
+        self.position = position
+        self.outcome = outcome
+
+
+class AggregateRejection(ExceptionGroup[ChildRejected]):
+    """`any` found no success (ECMA-262 AggregateError): one `ChildRejected` per child, in input order.
+
+    ``errors`` are their outcomes. `any([])` has no child to reject; an exception group cannot be
+    empty, so it carries a single `ChildRejected` at position -1 and ``errors`` is ``[]``.
+    """
+
+    errors: list[Outcome]
+
+    def __new__(cls, errors: list[Outcome]) -> AggregateRejection:
+        members = [ChildRejected(i, e) for i, e in enumerate(errors)] or [
+            ChildRejected(-1, Err(message="any([]) has no child to succeed", code="empty"))
+        ]
+        group = super().__new__(cls, f"all {len(errors)} children rejected", members)
+        group.errors = list(errors)
+        return group
 
     def __init__(self, errors: list[Outcome]) -> None:
-        super().__init__(f"all {len(errors)} children rejected")
-        self.errors = errors
+        super().__init__(self.message, [e for e in self.exceptions if isinstance(e, ChildRejected)])
+
+    def derive(self, excs: Sequence[ChildRejected]) -> ExceptionGroup[ChildRejected]:  # type: ignore[override]
+        return ExceptionGroup(self.message, list(excs))
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -17,10 +17,12 @@ from typing import Any, Protocol
 import httpx
 import msgspec
 
+from lash_restate.calls import first_of
+from lash_restate.contract import GroupExecutors
 from lash_restate.inspection import list_open_groups, sql
 from lash_restate.inspection import quote as quote_sql
 from lash_restate.memory import MemoryHost, MemoryStore
-from lash_restate.testing import TURN, LocalStack, decode_turn, demo_tools, run_turn
+from lash_restate.testing import TURN, LocalStack, decode_turn, demo_calls, demo_tools, run_turn
 
 
 class Tier(Protocol):
@@ -69,7 +71,11 @@ class MemoryTier:
     def __init__(self, count_file: Path) -> None:
         self.count_file = count_file
         self.store = MemoryStore()
-        self.host = MemoryHost(self.store, demo_tools(count_file))
+        self.host = MemoryHost(self.store, self.resolver())
+
+    def resolver(self) -> GroupExecutors:
+        """The demo tools and the demo call targets, as a ``--with-turn`` endpoint serves them."""
+        return first_of(demo_tools(self.count_file), demo_calls(self.count_file))
 
     async def turn(self, *steps: dict[str, Any]) -> list[dict[str, Any]]:
         request = decode_turn(msgspec.json.encode({"steps": list(steps)}))
@@ -89,7 +95,7 @@ class MemoryTier:
 
     async def restart(self) -> None:
         await self.host.crash()
-        self.host = MemoryHost(self.store, demo_tools(self.count_file))
+        self.host = MemoryHost(self.store, self.resolver())
 
     async def counts(self) -> list[str]:
         return self.count_file.read_text().splitlines() if self.count_file.exists() else []

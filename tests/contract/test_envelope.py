@@ -13,6 +13,7 @@ import pytest
 
 from lash_restate.contract import (
     AwaitEvent,
+    Call,
     GroupMembership,
     GroupWakePolicy,
     InvalidEnvelope,
@@ -44,13 +45,31 @@ GOLDEN_UNGROUPED = [
         b'{"command":{"name":"approved","type":"await_event"},"replay_key":"scope-1:effect:9"}',
         "5ad9a16849000756d1afb2bfc170e5b53299a209c481538df7dba6b548a56abc",
     ),
+    (
+        RuntimeEffectEnvelope(
+            command=Call(service="Payments", handler="charge", arg={"amount": 42, "currency": "EUR"}),
+            replay_key="scope-1:effect:10",
+        ),
+        b'{"command":{"arg":{"amount":42,"currency":"EUR"},"handler":"charge","service":"Payments",'
+        b'"type":"call"},"replay_key":"scope-1:effect:10"}',
+        "e720034e3f5dae4156bded15b2d83186c9c0485de998678f0818d6713a53d9c8",
+    ),
+    (
+        RuntimeEffectEnvelope(
+            command=Call(service="Cart", handler="add", arg=["sku-1"], key="user-7"),
+            replay_key="scope-1:effect:11",
+        ),
+        b'{"command":{"arg":["sku-1"],"handler":"add","key":"user-7","service":"Cart","type":"call"},'
+        b'"replay_key":"scope-1:effect:11"}',
+        "a4b378bbce4df1534336a07212fd9cf5bace89526d65542391791fc88b75e804",
+    ),
 ]
 
 
 class _EnvelopeBeforeGroups(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """The envelope type as it was before groups existed: no membership field at all."""
 
-    command: ToolCall | Sleep | AwaitEvent
+    command: ToolCall | Sleep | AwaitEvent | Call
     replay_key: str
 
 
@@ -80,6 +99,16 @@ def test_grouped_golden_hashes() -> None:
     assert [envelope_hash(c) for c in group.children] == [
         "077fd1a18c2c501776564d8d9084d92d17e22242e1b57cfb636c2118a601128d",
         "06c7ed3d7f94104ed0a8c3a86e9e3ff01d7eaa05b43c79ed40888aaf9ac78d99",
+    ]
+    calls = RuntimeEffectGroup(
+        "scope-1:group:batch-9f:0",
+        [GOLDEN_UNGROUPED[3][0], GOLDEN_UNGROUPED[4][0]],
+        wake=GroupWakePolicy.FIRST,
+        disposition=LoserPolicy.CANCEL,
+    )
+    assert [envelope_hash(c) for c in calls.children] == [
+        "0ca17bc75b8816811a72346474366c50390314c2f7d8e7c341ca4cb7e44af754",
+        "353fb3df511719b1141c425860060a4e09a28af384e72b3ca44f2172c5f73b45",
     ]
 
 

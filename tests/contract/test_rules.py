@@ -42,9 +42,8 @@ from lash_restate.contract import (
     describe_command,
     effective_disposition,
     error_from_wire,
-    require_resolver,
+    require_groups,
 )
-from lash_restate.testing import demo_tools
 
 KEY = "scope:group:batch:0"
 RTC, CANCEL = LoserPolicy.RUN_TO_COMPLETION, LoserPolicy.CANCEL
@@ -131,19 +130,18 @@ def test_the_shared_refusals_carry_their_messages() -> None:
 
 def test_no_resolver_means_no_groups() -> None:
     with pytest.raises(EffectGroupUnsupported) as caught:
-        require_resolver(None, group_key=KEY)
+        require_groups(False, group_key=KEY)
     assert caught.value.message == "no GroupExecutors resolver is registered"
     assert caught.value.group_key == KEY
-    resolver = demo_tools()
-    assert require_resolver(resolver, group_key=KEY) is resolver
+    require_groups(True, group_key=KEY)
 
 
 def test_check_await_refuses_in_order_no_handle_no_groups_no_rank_left() -> None:
-    resolver = demo_tools()
+    resolver = True
     with pytest.raises(InvalidHandle):
         check_await(KEY, resolver)  # type: ignore[arg-type]
     with pytest.raises(EffectGroupUnsupported):
-        check_await(GroupHandle(KEY, 2, 2), None)  # groups are refused before the cursor is looked at
+        check_await(GroupHandle(KEY, 2, 2), False)  # groups are refused before the cursor is looked at
     with pytest.raises(CursorOverrun) as caught:
         check_await(GroupHandle(KEY, 2, 2), resolver)
     assert caught.value.message == "all 2 settlements were already consumed"
@@ -151,7 +149,7 @@ def test_check_await_refuses_in_order_no_handle_no_groups_no_rank_left() -> None
 
 
 def test_check_close_returns_the_requested_disposition_typed() -> None:
-    resolver = demo_tools()
+    resolver = True
     handle = GroupHandle(KEY, 2, 2)  # an exhausted cursor may still close
     assert check_close(handle, None, resolver) is None
     assert check_close(handle, "cancel", resolver) is CANCEL  # type: ignore[arg-type]
@@ -160,7 +158,7 @@ def test_check_close_returns_the_requested_disposition_typed() -> None:
     with pytest.raises(InvalidHandle):
         check_close(None, None, resolver)  # type: ignore[arg-type]
     with pytest.raises(EffectGroupUnsupported):
-        check_close(handle, None, None)
+        check_close(handle, None, False)
 
 
 # -- one JSON body for an error -----------------------------------------------------------------

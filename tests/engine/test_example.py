@@ -1,13 +1,82 @@
-"""The README's example handler, served and invoked for real."""
+"""The examples under `examples/`, each served from its own module and invoked for real.
+
+Each imports only `lash_restate` (the front door) and the Restate SDK: what an application writes.
+"""
 
 from __future__ import annotations
 
+import ast
+import asyncio
 from pathlib import Path
 
+import pytest
+
+from lash_restate.inspection import sql
 from lash_restate.testing import LocalStack
 
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
-async def test_the_readme_checkout_example_races_a_payment_against_its_deadline(tmp_path: Path) -> None:
+
+@pytest.mark.parametrize("name", ["checkout", "fanout", "resume"])
+def test_an_example_imports_only_the_front_door(name: str) -> None:
+    tree = ast.parse((EXAMPLES / f"{name}.py").read_text())
+    imported = {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
+    imported |= {node.module or "" for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
+    assert {m for m in imported if m.startswith("lash_restate")} == {"lash_restate"}
+
+
+async def test_checkout_races_a_payment_call_against_its_deadline_and_cancels_the_loser(
+    tmp_path: Path,
+) -> None:
     with LocalStack.single(tmp_path, module="examples.checkout", endpoint_args=()).start() as stack:
-        answer = await stack.call("Checkout/pay", {"id": 7, "amount": 42})
-        assert answer == {"result": {"charged": 42}}
+        assert await stack.call("Checkout/pay", {"id": 7, "amount": 42}) == {"status": "paid", "charged": 42}
+        slow = {"id": 8, "amount": 5, "slow": True, "deadline_s": 1}
+        assert await stack.call("Checkout/pay", slow) == {"status": "timed out"}
+        # The hour-long payment lost, so it was cancelled: its invocation ends now.
+        async with asyncio.timeout(30):
+            while True:
+                query = "SELECT status FROM sys_invocation WHERE target_service_name = 'Payments'"
+                rows = await asyncio.to_thread(sql, stack.admin_url, query)
+                if len(rows) == 2 and all(r["status"] == "completed" for r in rows):
+                    break
+                await asyncio.sleep(0.1)
+
+
+async def test_fanout_reserves_twenty_items_through_one_group_in_input_order(tmp_path: Path) -> None:
+    skus = [f"sku-{i}" for i in range(20)]
+    with LocalStack.single(tmp_path, module="examples.fanout", endpoint_args=()).start() as stack:
+        first = await stack.call("Orders/place", skus)
+        assert first == [{"sku": sku, "reserved": 1} for sku in skus]
+        # Two identical fan-outs are two groups (another invocation, another key): reserved again.
+        assert [r["reserved"] for r in await stack.call("Orders/place", skus)] == [2] * 20
+
+
+async def test_resume_reads_the_same_ranks_from_a_fresh_invocation(tmp_path: Path) -> None:
+    with LocalStack.single(tmp_path, module="examples.resume", endpoint_args=()).start() as stack:
+        started = await stack.call("Review/start", "doc-1")
+        assert started["rank"] == 1 and started["first"] == "ana approves doc-1"
+        peek = {"doc": "doc-1", "saved": started["saved"], "close": False}
+        once = await stack.call("Review/resume", peek)
+        again = await stack.call("Review/resume", peek)
+        assert once == again  # a fresh invocation, the same cursor: the same settlements
+        assert [a["rank"] for a in once] == [2, 3]
+        assert sorted(a["answer"] for a in once) == ["bo approves doc-1", "cy approves doc-1"]
+        final = await stack.call("Review/resume", {**peek, "close": True})
+        assert final == once
+
+
+async def test_keys_are_derived_per_invocation_content_and_occurrence_and_survive_replay(
+    tmp_path: Path,
+) -> None:
+    """Decision 38: inside a handler the key is ``{invocation}:group:{content hash}:{occurrence}``;
+    two identical groups in one handler are two groups, and a replay (every suspension replays on
+    this server) derives the same keys again."""
+    replaying = {"RESTATE_WORKER__INVOKER__INACTIVITY_TIMEOUT": "0s"}
+    stack = LocalStack.single(
+        tmp_path, module="tests.engine.keys_app", endpoint_args=(), server_env=replaying
+    )
+    with stack.start():
+        first, second, invocation = await stack.call("Keys/twice", "v")
+    scope, _, batch, occurrence = first.rsplit(":", 3)
+    assert (scope, occurrence) == (invocation, "0")
+    assert second == f"{invocation}:group:{batch}:1"

@@ -265,7 +265,44 @@ CASES = [
         "invalid_input",
         lambda s: [[raw(b'{"steps": [{"type": "combine", "kind": "all", "group": {}, "stop_after": -1}]}')]],
     ),
+    Case(
+        "call-unknown-service",
+        "a call to a service nobody binds or declared",
+        "child_unroutable",
+        lambda s: [[open_(group_with(s, [child(call("Nowhere", "echo"), "r0")]))]],
+    ),
+    Case(
+        "call-unknown-handler",
+        "a call to a handler its service does not have",
+        "child_unroutable",
+        lambda s: [[open_(group_with(s, [child(call("DemoCalls", "launch"), "r0")]))]],
+    ),
+    Case(
+        "call-object-without-key",
+        "a call to a virtual object without a key",
+        "child_unroutable",
+        lambda s: [[open_(group_with(s, [child(call("DemoCounter", "add", 1), "r0")]))]],
+    ),
+    Case(
+        "call-service-with-key",
+        "a call to a plain service with a key",
+        "child_unroutable",
+        lambda s: [[open_(group_with(s, [child(call("DemoCalls", "echo", key="k"), "r0")]))]],
+    ),
+    Case(
+        "call-malformed",
+        "a call whose handler is not a string",
+        "invalid_envelope",
+        lambda s: [
+            [open_(group_with(s, [child({"type": "call", "service": "DemoCalls", "handler": 7}, "r0")]))]
+        ],
+    ),
 ]
+
+
+def call(service: str, handler: str, arg: Any = None, key: str | None = None) -> dict[str, Any]:
+    command: dict[str, Any] = {"type": "call", "service": service, "handler": handler, "arg": arg}
+    return command if key is None else {**command, "key": key}
 
 
 async def send_turn(stack: LocalStack, turn: list[Any]) -> list[dict[str, Any]]:

@@ -186,6 +186,11 @@ async def test_rejections_read_as_what_rejected() -> None:
     assert str(rejected.value) == "child 0 rejected: Err(message='card declined', code=None)"
     with pytest.raises(AggregateRejection) as aggregate:
         await any_(host, "s:group:r:1", [fail("one", "q0"), fail("two", "q1")])
-    assert str(aggregate.value) == "all 2 children rejected"
+    assert str(aggregate.value) == "all 2 children rejected (2 sub-exceptions)"
+    # An exception group of one `ChildRejected` per child, in input order (ECMA-262 AggregateError).
+    assert [(e.position, e.outcome) for e in aggregate.value.exceptions] == [
+        (0, Err(message="one")),
+        (1, Err(message="two")),
+    ]
     assert aggregate.value.errors == [Err(message="one"), Err(message="two")]
     await host.aclose()

@@ -16,13 +16,14 @@ from ._controller import (
     require_disposition,
     require_envelope,
     require_group,
+    require_groups,
     require_handle,
-    require_resolver,
     require_ungrouped,
     settlement_run,
 )
 from ._envelope import (
     AwaitEvent,
+    Call,
     Command,
     GroupMembership,
     RuntimeEffectEnvelope,
@@ -70,6 +71,7 @@ from ._struct import STRUCT_OPTIONS
 __all__ = [
     "AwaitCancelled",
     "AwaitEvent",
+    "Call",
     "Cancelled",
     "ChildUnroutable",
     "Command",
@@ -133,8 +135,8 @@ __all__ = [
     "require_disposition",
     "require_envelope",
     "require_group",
+    "require_groups",
     "require_handle",
-    "require_resolver",
     "require_ungrouped",
     "settlement_run",
 ]

@@ -45,7 +45,7 @@ __all__ = [
     "require_envelope",
     "require_group",
     "require_handle",
-    "require_resolver",
+    "require_groups",
     "require_ungrouped",
     "settlement_run",
 ]
@@ -216,28 +216,25 @@ def require_disposition(disposition: object) -> LoserPolicy | None:
         raise InvalidInput(f"disposition must be one of {allowed}; got {disposition!r}") from None
 
 
-def require_resolver(resolver: GroupExecutors | None, *, group_key: str) -> GroupExecutors:
+def require_groups(supported: bool, *, group_key: str) -> None:
     """A host does groups only once a resolver is registered (ADR: the answer is never a constant)."""
-    if resolver is None:
+    if not supported:
         raise EffectGroupUnsupported("no GroupExecutors resolver is registered", group_key=group_key)
-    return resolver
 
 
-def check_await(handle: GroupHandle, resolver: GroupExecutors | None) -> None:
+def check_await(handle: GroupHandle, supported: bool) -> None:
     """What every await checks before it asks the group anything: a handle, groups, a rank left."""
-    require_resolver(resolver, group_key=require_handle(handle).group_key)
+    require_groups(supported, group_key=require_handle(handle).group_key)
     handle.check_can_advance()  # ADR: exhaustion is the caller's arithmetic, not a host round trip
 
 
-def check_close(
-    handle: GroupHandle, disposition: LoserPolicy | None, resolver: GroupExecutors | None
-) -> LoserPolicy | None:
+def check_close(handle: GroupHandle, disposition: LoserPolicy | None, supported: bool) -> LoserPolicy | None:
     """What every close checks before it asks the group anything; returns the requested disposition.
 
     Arguments are checked at run time too (an untyped caller may pass anything). Whether the
     disposition narrows the declared one is the group's to decide: see `effective_disposition`.
     """
-    require_resolver(resolver, group_key=require_handle(handle).group_key)
+    require_groups(supported, group_key=require_handle(handle).group_key)
     return require_disposition(disposition)
 
 

@@ -21,6 +21,7 @@ from ._struct import STRUCT_OPTIONS
 
 __all__ = [
     "AwaitEvent",
+    "Call",
     "Command",
     "GroupMembership",
     "RuntimeEffectEnvelope",
@@ -96,13 +97,38 @@ class AwaitEvent(msgspec.Struct, tag="await_event", **_STRUCT):
         _check_key(self.name, "event name")
 
 
-Command = ToolCall | Sleep | AwaitEvent
+class Call(msgspec.Struct, tag="call", **_STRUCT):
+    """Invoke the handler ``service/handler`` with JSON ``arg``; ``key`` addresses a virtual object or
+    workflow. Settles Ok(the handler's output), or Err(message, code) when it ends in a terminal error.
+    """
+
+    service: str
+    handler: str
+    arg: Any = None
+    key: str | None = None
+
+    def __post_init__(self) -> None:
+        _check_key(self.service, "service name")
+        _check_key(self.handler, "handler name")
+        if self.key is not None:
+            _check_key(self.key, "call key")
+        validate_json_value(self.arg, "call arg")
+
+    @property
+    def target(self) -> str:
+        return f"{self.service}/{self.handler}"
+
+
+Command = ToolCall | Sleep | AwaitEvent | Call
 
 
 def describe_command(command: Command) -> str:
-    """How messages name a child's command: ``tool 'echo'``, ``event 'paid'``, ``sleep of 50 ms``."""
+    """How messages name a child's command: ``tool 'echo'``, ``event 'paid'``, ``sleep of 50 ms``,
+    ``call 'Payments/charge'``."""
     if isinstance(command, ToolCall):
         return f"tool {command.tool!r}"
+    if isinstance(command, Call):
+        return f"call {command.target!r}"
     if isinstance(command, AwaitEvent):
         return f"event {command.name!r}"
     return f"sleep of {command.duration_ms} ms"

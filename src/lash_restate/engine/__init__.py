@@ -1,7 +1,15 @@
 """The Restate tier: group virtual object, child invocations, durable waits, controller and endpoint."""
 
 from ._controller import RestateController
-from ._endpoint import BATCH_FROM, DeploymentError, build_app, lash_services, serve, validate_deployment
+from ._endpoint import (
+    BATCH_FROM,
+    DeploymentError,
+    build_app,
+    call_targets,
+    lash_services,
+    serve,
+    validate_deployment,
+)
 from ._mode import OutcomeStore, outcome_store
 from ._records import GroupMeta, SettlementMode
 from ._routes import CHILD, GROUP, PUMP, SIGNAL
@@ -18,6 +26,7 @@ __all__ = [
     "RestateController",
     "SettlementMode",
     "build_app",
+    "call_targets",
     "lash_services",
     "outcome_store",
     "serve",

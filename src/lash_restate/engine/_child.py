@@ -16,6 +16,7 @@ from restate.serde import BytesSerde
 
 from ..contract import (
     AwaitEvent,
+    Call,
     Cancelled,
     ChildUnroutable,
     Err,
@@ -43,16 +44,16 @@ from ._routes import (
     GROUP_SETTLE,
     SIGNAL_SUBSCRIBE,
 )
+from ._routing import Routing
 
 __all__ = ["DEFAULT_TOOL_ATTEMPTS", "child_object"]
 
 DEFAULT_TOOL_ATTEMPTS = 3
+_CANCELLED = {"cancelled", "canceled"}  # how Restate words a cancellation it propagated to a call
 _BYTES = BytesSerde()
 
 
-def child_object(
-    resolver: GroupExecutors, *, tool_attempts: int = DEFAULT_TOOL_ATTEMPTS
-) -> restate.VirtualObject:
+def child_object(routing: Routing, *, tool_attempts: int = DEFAULT_TOOL_ATTEMPTS) -> restate.VirtualObject:
     """`LashChild`: ``run`` (a child that settles itself), ``execute`` (one a pump calls), and the
     read and release of its outcome store."""
     child = restate.VirtualObject(CHILD, invocation_retry_policy=HANDLER_RETRY)
@@ -67,7 +68,7 @@ def child_object(
         store = child_store(req.incarnation)
         stored = await ctx.get(store, serde=_BYTES)
         if stored is None:
-            stored = encode(await _execute(ctx, envelope, resolver, tool_attempts))
+            stored = encode(await _execute(ctx, envelope, routing, tool_attempts))
             ctx.set(store, stored, serde=_BYTES)
         # Already settled (a re-dispatch after a reopen): settle again; the group dedups by position.
         ref = Ref(
@@ -82,7 +83,7 @@ def child_object(
     @terminal_errors
     async def execute(ctx: restate.ObjectContext, envelope: RuntimeEffectEnvelope) -> bytes:
         """A child the group's pump calls: run it and answer its outcome to the pump, which stores it."""
-        return encode(await _execute(ctx, envelope, resolver, tool_attempts))
+        return encode(await _execute(ctx, envelope, routing, tool_attempts))
 
     @child.handler(name=CHILD_OUTCOME.handler, kind="shared", ingress_private=True, output_serde=_BYTES)
     @terminal_errors
@@ -102,7 +103,7 @@ def child_object(
 
 
 async def _execute(
-    ctx: restate.ObjectContext, envelope: RuntimeEffectEnvelope, resolver: GroupExecutors, attempts: int
+    ctx: restate.ObjectContext, envelope: RuntimeEffectEnvelope, routing: Routing, attempts: int
 ) -> Outcome:
     command = envelope.command
     try:
@@ -118,7 +119,9 @@ async def _execute(
                 if is_cancellation(error):
                     raise
                 return Err(message=error.message, code="rejected")  # the signal was rejected
-        return await _run_tool(ctx, envelope, resolver, attempts)
+        if isinstance(command, Call):
+            return await _call(ctx, envelope, command, routing)
+        return await _run_tool(ctx, envelope, routing.resolver, attempts)
     except restate.TerminalError as error:
         if is_cancellation(error):
             return Cancelled()  # a Cancel loser's terminal still routes through the group for rank
@@ -134,6 +137,30 @@ def _unroutable(envelope: RuntimeEffectEnvelope) -> ChildUnroutable:
         position=membership.position,
         replay_key=envelope.replay_key,
     )
+
+
+async def _call(
+    ctx: restate.ObjectContext, envelope: RuntimeEffectEnvelope, call: Call, routing: Routing
+) -> Outcome:
+    """Invoke the target from this child's invocation: journaled here, so a retried child replays the
+    call instead of issuing it again, and cancelling this child cancels the call (decision 37)."""
+    if not routing.routes(envelope):
+        # Restate answers a call to a handler nobody binds with a retryable error, so the child would
+        # retry for ever; a target this endpoint no longer knows ends it as a terminal 404 (ADR).
+        raise lash_terminal(_unroutable(envelope))
+    try:
+        raw = await ctx.generic_call(call.service, call.handler, msgspec.json.encode(call.arg), key=call.key)
+    except restate.TerminalError as error:
+        if is_cancellation(error) and error.message.lower() in _CANCELLED:
+            raise  # this child (and so its call) was cancelled
+        # The handler's own terminal error, a 409 of its own included: a rejection, not a cancel.
+        return Err(message=error.message, code=str(error.status_code))
+    if len(raw) > MAX_OUTCOME_BYTES:
+        return Err(message=f"result of {len(raw)} bytes exceeds {MAX_OUTCOME_BYTES}", code="too_large")
+    try:
+        return Ok(value=msgspec.json.decode(raw) if raw else None)
+    except msgspec.DecodeError:
+        return Err(message=f"{call.target} answered {len(raw)} bytes that are not JSON", code="not_json")
 
 
 async def _run_tool(

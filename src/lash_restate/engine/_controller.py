@@ -17,10 +17,8 @@ from restate.serde import BytesSerde
 
 from ..contract import (
     AwaitCancelled,
-    AwaitEvent,
     EffectGroupDefaults,
     GroupExecutor,
-    GroupExecutors,
     GroupHandle,
     InvalidInput,
     LashError,
@@ -30,22 +28,19 @@ from ..contract import (
     RuntimeEffectGroup,
     Settlement,
     SettlementRun,
-    Sleep,
     canonical_bytes,
     check_await,
     check_child_count,
     check_close,
-    describe_command,
     effective_disposition,
     execute_outcome,
     require_group,
-    require_resolver,
+    require_groups,
     require_ungrouped,
 )
 from ._errors import raise_typed
 from ._messages import (
     CloseRequest,
-    Miss,
     OpenReply,
     OpenRequest,
     WaitReply,
@@ -79,9 +74,12 @@ class _Wakes:
 class RestateController(EffectGroupDefaults):
     """A `RuntimeEffectController` bound to one handler invocation's context."""
 
-    def __init__(self, ctx: restate.Context, resolver: GroupExecutors | None) -> None:
+    def __init__(self, ctx: restate.Context, *, groups: bool = True) -> None:
+        """A controller for the invocation ``ctx`` belongs to. Children are routed by the endpoint
+        that runs them, with the resolver it registered (decision 37): a caller passes none.
+        ``groups=False`` builds one that refuses the whole group surface."""
         self._ctx = ctx
-        self._resolver = resolver
+        self._groups = groups
         # Wakes this invocation registered, by group: each settle resolves its own.
         self._wakes: dict[str, _Wakes] = {}
         # Groups this invocation opened, with the recorded child count and declared disposition: a
@@ -92,8 +90,8 @@ class RestateController(EffectGroupDefaults):
         return True
 
     def supports_effect_groups(self) -> bool:
-        # ADR: the answer is "a resolver is registered", never a constant.
-        return self._resolver is not None
+        # ADR: "a resolver is registered"; on Restate that is the endpoint's, checked when it starts.
+        return self._groups
 
     async def execute_effect(self, envelope: RuntimeEffectEnvelope, executor: GroupExecutor) -> Outcome:
         require_ungrouped(envelope)
@@ -104,31 +102,21 @@ class RestateController(EffectGroupDefaults):
         options: restate.RunOptions[bytes] = restate.RunOptions(serde=_BYTES)
         return decode_outcome(await self._ctx.run_typed("execute_effect", once, options))
 
-    def _first_miss(self, resolver: GroupExecutors, group: RuntimeEffectGroup) -> Miss | None:
-        for position, child in enumerate(group.children):
-            command = child.command
-            if isinstance(command, Sleep | AwaitEvent):
-                continue  # durable waits run on the tier's own durable-wait services
-            if resolver.resolve(child) is None:
-                return Miss(position=position, replay_key=child.replay_key, what=describe_command(command))
-        return None
-
     async def _ask(self, route: Route[_I, _O], key: str, request: _I) -> _O:
         return await _typed(route.ask(self._ctx, key, request))
 
     async def open_effect_group(self, group: RuntimeEffectGroup) -> GroupHandle:
         key = str(require_group(group).key)
-        resolver = require_resolver(self._resolver, group_key=key)
+        require_groups(self._groups, group_key=key)
         # The open also registers wakes for the first ranks, saving those awaits a round trip each.
         window = self._window(0, len(group))
-        # ADR: resolve all N before recording. Whether a miss refuses is decided by whether the group
-        # is already recorded, which only the single writer knows, so the miss travels with the open.
+        # ADR: resolve all N before recording: the group object does, where the children run (decision
+        # 37), and only it knows whether the group is recorded already (a reopen refuses nothing).
         answer, opened = self._ctx.awakeable(serde=_BYTES)
         request = OpenRequest(
             reply_to=answer,
             shape=group.shape(),
             children=[canonical_bytes(c) for c in group.children],
-            miss=self._first_miss(resolver, group),
             caller=self._ctx.request().id,
             wakes=list(window),
         )
@@ -171,7 +159,7 @@ class RestateController(EffectGroupDefaults):
     ) -> Settlement:
         """Serve rank ``consumed + 1`` from ``held`` (what this await's run already read), else from
         the group: read first, and only otherwise wait on the rank's wake (ADR, "Restate satisfaction")."""
-        check_await(handle, self._resolver)
+        check_await(handle, self._groups)
         rank = handle.next_rank
         if rank not in held:
             wakes = self._wakes.get(handle.group_key)
@@ -261,7 +249,7 @@ class RestateController(EffectGroupDefaults):
         it is issued durably when this returns (ADR, "Close deletes…": issued, not awaited). Any
         other close is a call, so a refusal (widening, wrong handle) reaches the caller typed.
         """
-        disposition = check_close(handle, disposition, self._resolver)
+        disposition = check_close(handle, disposition, self._groups)
         key = handle.group_key
         request = CloseRequest(child_count=handle.child_count, disposition=disposition)
         if self._cannot_refuse(handle, disposition):

@@ -16,14 +16,24 @@ from typing import Any
 
 import restate
 
+from ..calls import CallTargets, Target
 from ..contract import GroupExecutors
 from ._child import DEFAULT_TOOL_ATTEMPTS, child_object
 from ._group import group_object
 from ._pump import pump_object
 from ._routes import CHILD, GROUP, PUMP, SIGNAL
+from ._routing import Routing
 from ._signal import signal_object
 
-__all__ = ["BATCH_FROM", "DeploymentError", "build_app", "lash_services", "serve", "validate_deployment"]
+__all__ = [
+    "BATCH_FROM",
+    "DeploymentError",
+    "build_app",
+    "call_targets",
+    "lash_services",
+    "serve",
+    "validate_deployment",
+]
 
 # From this many children a group settles in batches through one pump invocation (decision 20): the
 # single writer then runs once per batch instead of once per child. Below it a child settles itself:
@@ -37,21 +47,34 @@ class DeploymentError(RuntimeError):
     """The endpoint, as assembled, cannot run groups; the message says what to bind."""
 
 
+def call_targets(services: Iterable[Bindable], external: Iterable[Target] = ()) -> CallTargets:
+    """What `Call` children may reach: the handlers ``services`` bind, and the ``external`` services
+    declared by the application (served by other endpoints of the same Restate cluster)."""
+    targets = CallTargets(external)
+    for service in services:
+        keyed = not isinstance(service, restate.Service)  # virtual objects and workflows take a key
+        targets.add(Target(service.name, frozenset(service.handlers), keyed))
+    return targets
+
+
 def lash_services(
     resolver: GroupExecutors,
     *,
+    calls: CallTargets | None = None,
     tool_attempts: int = DEFAULT_TOOL_ATTEMPTS,
     batch_from: int = BATCH_FROM,
 ) -> list[Bindable]:
     """The group, child and pump objects and the durable-wait service.
 
-    Groups of ``batch_from`` children or more settle in batches through the pump.
+    Children run through ``resolver`` (tools) and may call the handlers of ``calls``. Groups of
+    ``batch_from`` children or more settle in batches through the pump.
     """
     if batch_from < 1:
         raise ValueError(f"batch_from must be at least 1, got {batch_from}")
+    routing = Routing(resolver, calls if calls is not None else CallTargets())
     services: list[Bindable] = [
-        group_object(batch_from),
-        child_object(resolver, tool_attempts=tool_attempts),
+        group_object(batch_from, routing),
+        child_object(routing, tool_attempts=tool_attempts),
         pump_object(),
         signal_object(),
     ]
@@ -85,13 +108,18 @@ def build_app(
     *,
     services: Sequence[Bindable] | None = None,
     extra_services: Sequence[Bindable] = (),
+    external: Sequence[Target] = (),
     identity_keys: Sequence[str] = (),
     batch_from: int = BATCH_FROM,
 ) -> Any:
-    """The ASGI app: lash's services (or ``services`` as given) plus yours, validated once assembled."""
+    """The ASGI app: lash's services (or ``services`` as given) plus yours, validated once assembled.
+
+    `Call` children may reach the handlers of ``extra_services`` and the ``external`` services.
+    """
     assembled = list(services) if services is not None else []
     if services is None and resolver is not None:
-        assembled = lash_services(resolver, batch_from=batch_from)
+        calls = call_targets(extra_services, external)
+        assembled = lash_services(resolver, calls=calls, batch_from=batch_from)
     assembled.extend(extra_services)
     validate_deployment(resolver, assembled)
     return restate.app(assembled, identity_keys=list(identity_keys) or None)

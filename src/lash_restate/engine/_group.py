@@ -45,6 +45,7 @@ from ._routes import (
     GROUP_WAIT,
     GROUP_WATCH,
 )
+from ._routing import Routing
 
 __all__ = ["group_object"]
 
@@ -52,8 +53,11 @@ _REPLY: MsgspecSerde[WaitReply] = MsgspecSerde(WaitReply)
 _OPENED: MsgspecSerde[OpenReply] = MsgspecSerde(OpenReply)
 
 
-def group_object(batch_from: int) -> restate.VirtualObject:
-    """`LashGroup`; a group of ``batch_from`` children or more settles through a pump (decision 20)."""
+def group_object(batch_from: int, routing: Routing) -> restate.VirtualObject:
+    """`LashGroup`; a group of ``batch_from`` children or more settles through a pump (decision 20).
+
+    A first open is routed here, where the children run, with ``routing`` (decision 37).
+    """
     group = restate.VirtualObject(GROUP, invocation_retry_policy=HANDLER_RETRY)
 
     @group.handler(name=GROUP_OPEN.handler, ingress_private=True)
@@ -66,7 +70,7 @@ def group_object(batch_from: int) -> restate.VirtualObject:
         """
         meta = await ctx.get("meta", serde=META)
         try:
-            meta, children = await _record(ctx, meta, req, batch_from)
+            meta, children = await _record(ctx, meta, req, batch_from, routing)
         except LashError as error:
             ctx.reject_awakeable(req.reply_to, error.to_wire(), terminal_status(error))
             return
@@ -173,7 +177,7 @@ def group_object(batch_from: int) -> restate.VirtualObject:
 
 
 async def _record(
-    ctx: restate.ObjectContext, meta: GroupMeta | None, req: OpenRequest, batch_from: int
+    ctx: restate.ObjectContext, meta: GroupMeta | None, req: OpenRequest, batch_from: int, routing: Routing
 ) -> tuple[GroupMeta, list[RuntimeEffectEnvelope]]:
     """The group's record after this open, and the children to dispatch (none on a reopen)."""
     if meta is not None:
@@ -184,10 +188,12 @@ async def _record(
         recorded.fence_reopen(req.shape, ctx.key())
         logs.event("group.reopened", ctx, group_key=ctx.key())
         return meta, []
-    if req.miss is not None:
+    children = [decode(child, RuntimeEffectEnvelope) for child in req.children]
+    miss = routing.first_miss(children)
+    if miss is not None:
         # ADR: a first open with a child nobody can run records nothing, group row included.
         raise ChildUnroutable.no_executor(
-            req.miss.what, group_key=ctx.key(), position=req.miss.position, replay_key=req.miss.replay_key
+            miss.what, group_key=ctx.key(), position=miss.position, replay_key=miss.replay_key
         )
     meta = GroupMeta(
         child_count=req.shape.child_count,
@@ -209,7 +215,7 @@ async def _record(
         disposition=req.shape.disposition.value,
         mode=meta.mode.value,
     )
-    return meta, [decode(child, RuntimeEffectEnvelope) for child in req.children]
+    return meta, children
 
 
 def _rank(ctx: restate.ObjectContext, meta: GroupMeta, refs: list[Ref]) -> None:

@@ -16,7 +16,6 @@ __all__ = [
     "CallerEnded",
     "ChildRun",
     "CloseRequest",
-    "Miss",
     "OpenReply",
     "OpenRequest",
     "PumpRun",
@@ -42,21 +41,12 @@ MAX_OUTCOME_BYTES = 30 * 1024 * 1024
 _T = TypeVar("_T")
 
 
-class Miss(msgspec.Struct, **STRUCT_OPTIONS):
-    """The first child the caller's resolver could not route (refuses a first open, ignored by a reopen)."""
-
-    position: int
-    replay_key: str
-    what: str
-
-
 class OpenRequest(msgspec.Struct, **STRUCT_OPTIONS):
     """Sent, not called (decision 25): the group answers on the caller's awakeable ``reply_to``."""
 
     reply_to: str
     shape: GroupShape
     children: list[bytes]  # canonical envelopes, stamped with membership
-    miss: Miss | None = None
     caller: str | None = None  # the opener's invocation id, watched under a declared Cancel
     wakes: list[str] = msgspec.field(default_factory=list)  # first open: awakeables for ranks 1, 2, …
 

@@ -43,7 +43,7 @@ from ..contract import (
     execute_once,
     execute_outcome,
     require_group,
-    require_resolver,
+    require_groups,
     require_ungrouped,
 )
 
@@ -201,7 +201,7 @@ class MemoryHost:
 
     async def open_effect_group(self, group: RuntimeEffectGroup) -> GroupHandle:
         key = str(require_group(group).key)
-        require_resolver(self._resolver, group_key=key)
+        require_groups(self._resolver is not None, group_key=key)
         record = self.store.groups.get(key)
         if record is None:
             # ADR: a first open resolves all N before recording; a miss refuses the whole open.
@@ -234,7 +234,7 @@ class MemoryHost:
     async def await_next_settlement(
         self, handle: GroupHandle, cancel: Awaitable[object] | None = None
     ) -> Settlement:
-        check_await(handle, self._resolver)
+        check_await(handle, self._resolver is not None)
         record = self._record(handle)
         rank = handle.next_rank
         cancel_task = asyncio.ensure_future(cancel) if cancel is not None else None
@@ -266,7 +266,7 @@ class MemoryHost:
         return settlement
 
     async def close_effect_group(self, handle: GroupHandle, disposition: LoserPolicy | None = None) -> None:
-        requested = check_close(handle, disposition, self._resolver)
+        requested = check_close(handle, disposition, self._resolver is not None)
         record = self.store.groups.get(handle.group_key)
         if record is None:
             return  # ADR: close is idempotent; a redriven close finds nothing to do

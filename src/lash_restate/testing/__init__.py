@@ -6,6 +6,7 @@
   execute), run by any host.
 - `driver` — `LashTurn`, the service that runs such a turn inside a real Restate handler.
 - `tools` — the demo tools (`echo`, `fail`, `blob`, `count`, `flaky`).
+- `targets` — the demo call targets (`DemoCalls`, `DemoCounter`), as services and in process.
 - `dev` — the body of ``lash-restate dev``.
 
 Nothing below this package in the layers (`inspection`, `engine`, `memory`, `combinators`,
@@ -15,6 +16,7 @@ Nothing below this package in the layers (`inspection`, `engine`, `memory`, `com
 from .driver import TURN, turn_service
 from .processes import Endpoint, RestateServer, StackError, free_port
 from .stack import LocalStack
+from .targets import demo_call_services, demo_calls
 from .tools import demo_tools
 from .turn import decode_turn, run_turn
 
@@ -25,6 +27,8 @@ __all__ = [
     "RestateServer",
     "StackError",
     "decode_turn",
+    "demo_call_services",
+    "demo_calls",
     "demo_tools",
     "free_port",
     "run_turn",

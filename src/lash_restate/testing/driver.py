@@ -82,7 +82,7 @@ def turn_service(resolver: GroupExecutors) -> restate.Service:
             turn_request = decode_turn(request)
         except LashError as error:
             return [error_json(error)]
-        controller = RestateController(ctx, resolver if turn_request.groups else None)
+        controller = RestateController(ctx, groups=turn_request.groups)
         steps = turn_request.steps
         return await run_turn(controller, steps, lambda ms: ctx.sleep(timedelta(milliseconds=ms)), resolver)
 
@@ -92,7 +92,7 @@ def turn_service(resolver: GroupExecutors) -> restate.Service:
             req = msgspec.json.decode(request, type=CombineRequest)
             key = str(GroupKey(scope_id=req.scope, batch_id=req.batch, occurrence=req.occurrence))
             saved = GroupHandle.from_bytes(req.handle) if req.handle is not None else None
-            controller = RestateController(ctx, resolver)
+            controller = RestateController(ctx)
             children = _children(req, key)
             result = await combinators.combine(
                 controller,

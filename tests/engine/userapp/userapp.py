@@ -7,16 +7,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+from datetime import timedelta
 from typing import Any
 
 import restate
 
-from lash_restate import LoserPolicy, RuntimeEffectEnvelope, Sleep, ToolCall
-from lash_restate.combinators import race
-from lash_restate.engine import RestateController, build_app, serve
-from lash_restate.tools import ToolRegistry
+import lash_restate as lash
 
-tools = ToolRegistry()
+tools = lash.ToolRegistry()
 
 
 @tools.tool("greet")
@@ -29,17 +27,13 @@ user = restate.Service("UserApp")
 
 @user.handler()
 async def hello(ctx: restate.Context, name: str) -> Any:
-    key = f"{name}:group:hello:0"
-    arms = [
-        RuntimeEffectEnvelope(command=ToolCall(tool="greet", args=name), replay_key=f"{key}/greet"),
-        RuntimeEffectEnvelope(command=Sleep(duration_ms=60_000), replay_key=f"{key}/later"),
-    ]
-    return await race(RestateController(ctx, tools), key, arms, losers=LoserPolicy.CANCEL)
+    arms = [lash.tool("greet", name), lash.sleep(timedelta(minutes=1))]
+    return await lash.race(ctx, arms, losers=lash.CANCEL)
 
 
-app = build_app(tools, extra_services=[user])
+app = lash.app(user, tools=tools)
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser()
     parser.add_argument("--port", type=int, required=True)
-    asyncio.run(serve(app, "127.0.0.1", parser.parse_args().port))
+    asyncio.run(lash.serve(app, "127.0.0.1", parser.parse_args().port))

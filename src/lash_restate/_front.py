@@ -1,0 +1,304 @@
+"""The front door: what a Restate application needs, from ``import lash_restate as lash``.
+
+Inside a handler, ``await lash.race(ctx, [lash.call("Payments", "charge", order), lash.sleep(...)])``
+opens a durable group of those children under a key derived the ADR's way, consumes it and closes
+it. The key is ``{invocation id}:group:{content hash}:{occurrence}`` (decision 38): the scope is the
+invocation, the batch is a hash of the children, and the occurrence counts the groups with the same
+children this invocation has opened before, in the order the handler runs (replay-stable).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Awaitable, Sequence
+from datetime import timedelta
+from typing import Any, TypeAlias
+from weakref import WeakKeyDictionary
+
+import msgspec
+import restate
+
+from . import combinators
+from .calls import Target
+from .contract import (
+    AwaitEvent,
+    Call,
+    Command,
+    GroupHandle,
+    GroupKey,
+    GroupWakePolicy,
+    InvalidInput,
+    LoserPolicy,
+    Outcome,
+    RuntimeEffectController,
+    RuntimeEffectEnvelope,
+    RuntimeEffectGroup,
+    Settlement,
+    Sleep,
+    ToolCall,
+    canonical_bytes,
+)
+from .engine import BATCH_FROM, RestateController, build_app, call_targets, lash_services
+from .engine import serve as _serve
+from .tools import ToolRegistry
+
+__all__ = [
+    "Child",
+    "Group",
+    "all",
+    "all_settled",
+    "any",
+    "app",
+    "call",
+    "controller",
+    "event",
+    "external",
+    "open",
+    "race",
+    "serve",
+    "services",
+    "sleep",
+    "tool",
+]
+
+Child: TypeAlias = Command | RuntimeEffectEnvelope
+"""A child as an application writes it: a command (its replay key follows from the group key and
+its position) or a whole envelope with a replay key of its own."""
+
+Bindable: TypeAlias = restate.Service | restate.VirtualObject | restate.Workflow
+Caller: TypeAlias = restate.Context | RuntimeEffectController
+
+
+# -- children --------------------------------------------------------------------------------------
+
+
+def call(service: str, handler: str, arg: Any = None, *, key: str | None = None) -> Call:
+    """A child that invokes the Restate handler ``service/handler`` with JSON ``arg`` (``key`` for a
+    virtual object or workflow); it settles with the handler's output or its terminal error."""
+    return Call(service=service, handler=handler, arg=arg, key=key)
+
+
+def tool(name: str, args: Any = None) -> ToolCall:
+    """A child that runs the tool ``name`` (registered in the endpoint's `ToolRegistry`) with ``args``."""
+    return ToolCall(tool=name, args=args)
+
+
+def sleep(duration: timedelta) -> Sleep:
+    """A child that is a durable timer: it fulfils with ``None`` after ``duration``."""
+    return Sleep(duration_ms=int(duration / timedelta(milliseconds=1)))
+
+
+def event(name: str) -> AwaitEvent:
+    """A child that waits for the durable event ``name`` and fulfils with its payload."""
+    return AwaitEvent(name=name)
+
+
+# -- keys ------------------------------------------------------------------------------------------
+
+
+class _Invocation:
+    """What one invocation keeps between its groups: its controller and its occurrence counts."""
+
+    __slots__ = ("controller", "opened")
+
+    def __init__(self, ctx: restate.Context) -> None:
+        self.controller = RestateController(ctx)
+        self.opened: dict[str, int] = {}
+
+
+# Keyed by the context object: it lives exactly as long as the invocation's attempt, and a retried
+# attempt counts again from zero in the same handler order (decision 38).
+_INVOCATIONS: WeakKeyDictionary[restate.Context, _Invocation] = WeakKeyDictionary()
+_ENCODER = msgspec.json.Encoder(order="sorted")
+
+
+def _invocation(ctx: restate.Context) -> _Invocation:
+    found = _INVOCATIONS.get(ctx)
+    if found is None:
+        found = _INVOCATIONS[ctx] = _Invocation(ctx)
+    return found
+
+
+def controller(ctx: Caller) -> RuntimeEffectController:
+    """The controller for ``ctx``'s invocation (one per invocation), or ``ctx`` if it is a controller."""
+    if isinstance(ctx, restate.Context):
+        return _invocation(ctx).controller
+    return ctx
+
+
+def _batch(children: Sequence[Child]) -> str:
+    """A content hash of the children: the batch id of the key they are grouped under."""
+    digest = hashlib.sha256()
+    for child in children:
+        if isinstance(child, RuntimeEffectEnvelope):
+            digest.update(canonical_bytes(child))
+        else:
+            digest.update(_ENCODER.encode(child))
+        digest.update(b"\n")
+    return digest.hexdigest()[:24]
+
+
+def _key(ctx: Caller, children: Sequence[Child], key: GroupKey | str | None) -> str:
+    if key is not None:
+        return str(key if isinstance(key, GroupKey) else GroupKey.parse(key))
+    if not isinstance(ctx, restate.Context):
+        raise InvalidInput("a group opened through a controller needs an explicit key=")
+    batch = _batch(children)
+    opened = _invocation(ctx).opened
+    occurrence = opened.get(batch, 0)
+    opened[batch] = occurrence + 1
+    return str(GroupKey(scope_id=ctx.request().id, batch_id=batch, occurrence=occurrence))
+
+
+def _envelopes(key: str, children: Sequence[Child]) -> list[RuntimeEffectEnvelope]:
+    """Each child as an envelope; a command's replay key is the group key and its position."""
+    envelopes = []
+    for position, child in enumerate(children):
+        if isinstance(child, RuntimeEffectEnvelope):
+            envelopes.append(child)
+        elif isinstance(child, ToolCall | Sleep | AwaitEvent | Call):
+            envelopes.append(RuntimeEffectEnvelope(command=child, replay_key=f"{key}/{position}"))
+        else:
+            raise InvalidInput(
+                f"child {position} is a {type(child).__name__}: "
+                "pass lash.call/tool/sleep/event or an envelope"
+            )
+    return envelopes
+
+
+# -- combinators -----------------------------------------------------------------------------------
+
+
+async def all(ctx: Caller, children: Sequence[Child], *, key: GroupKey | str | None = None) -> list[Any]:
+    """`Promise.all`: every value in input order, or `Rejected` at the first consumed rejection."""
+    group_key = _key(ctx, children, key)
+    return await combinators.all_(controller(ctx), group_key, _envelopes(group_key, children))
+
+
+async def all_settled(
+    ctx: Caller, children: Sequence[Child], *, key: GroupKey | str | None = None
+) -> list[Outcome]:
+    """`Promise.allSettled`: every outcome (`Ok`, `Err` or `Cancelled`) in input order."""
+    group_key = _key(ctx, children, key)
+    return await combinators.all_settled(controller(ctx), group_key, _envelopes(group_key, children))
+
+
+async def race(
+    ctx: Caller,
+    children: Sequence[Child],
+    *,
+    losers: LoserPolicy = LoserPolicy.RUN_TO_COMPLETION,
+    key: GroupKey | str | None = None,
+) -> Any:
+    """`Promise.race`: the first settlement's value, or `Rejected` if it rejected. ``losers=CANCEL``
+    cancels the children still running once it is decided."""
+    group_key = _key(ctx, children, key)
+    envelopes = _envelopes(group_key, children)
+    return await combinators.race(controller(ctx), group_key, envelopes, losers=losers)
+
+
+async def any(
+    ctx: Caller,
+    children: Sequence[Child],
+    *,
+    losers: LoserPolicy = LoserPolicy.RUN_TO_COMPLETION,
+    key: GroupKey | str | None = None,
+) -> Any:
+    """`Promise.any`: the first success, or `AggregateRejection` (an exception group of every
+    child's rejection, in input order)."""
+    group_key = _key(ctx, children, key)
+    envelopes = _envelopes(group_key, children)
+    return await combinators.any_(controller(ctx), group_key, envelopes, losers=losers)
+
+
+# -- a group by hand: open, consume, save, resume, close ------------------------------------------
+
+
+class Group:
+    """An open group and its cursor; `save` gives what a fresh invocation resumes from."""
+
+    def __init__(self, controller: RuntimeEffectController, handle: GroupHandle) -> None:
+        self._controller = controller
+        self._handle = handle
+
+    @property
+    def key(self) -> str:
+        return self._handle.group_key
+
+    @property
+    def consumed(self) -> int:
+        return self._handle.consumed
+
+    def __len__(self) -> int:
+        return self._handle.child_count
+
+    async def next(self, cancel: Awaitable[object] | None = None) -> Settlement:
+        """The next settlement in rank order (ADR: the cursor advances by exactly this one)."""
+        return await self._controller.await_next_settlement(self._handle, cancel)
+
+    def save(self) -> str:
+        """The cursor as text: keep it, and `open(..., resume=...)` in a fresh invocation."""
+        return self._handle.to_bytes().decode()
+
+    async def close(self, losers: LoserPolicy | None = None) -> None:
+        """Close the group; ``losers`` may narrow the declared disposition to `CANCEL`."""
+        await self._controller.close_effect_group(self._handle, losers)
+
+
+async def open(
+    ctx: Caller,
+    children: Sequence[Child],
+    *,
+    wake: GroupWakePolicy = GroupWakePolicy.ALL,
+    losers: LoserPolicy = LoserPolicy.RUN_TO_COMPLETION,
+    key: GroupKey | str | None = None,
+    resume: str | None = None,
+) -> Group:
+    """Open a group of ``children`` (or, with ``resume``, reopen the saved one and restore its cursor)."""
+    saved = GroupHandle.from_bytes(resume) if resume is not None else None
+    group_key = _key(ctx, children, saved.group_key if saved is not None else key)
+    group = RuntimeEffectGroup(group_key, _envelopes(group_key, children), wake=wake, disposition=losers)
+    owner = controller(ctx)
+    opened = await owner.open_effect_group(group)
+    return Group(owner, saved if saved is not None else opened)
+
+
+# -- the endpoint ----------------------------------------------------------------------------------
+
+
+def external(service: str, *handlers: str, keyed: bool = False) -> Target:
+    """Declare a service another endpoint of the cluster serves, so children may call it; without
+    ``handlers``, any handler of it."""
+    return Target(service, frozenset(handlers) if handlers else None, keyed)
+
+
+def services(
+    *yours: Bindable,
+    tools: ToolRegistry | None = None,
+    external: Sequence[Target] = (),
+    batch_from: int = BATCH_FROM,
+) -> list[Bindable]:
+    """lash's services, to bind next to ``yours`` in your own ``restate.app([...])``: children may call
+    the handlers of ``yours`` and of the ``external`` services, and run the ``tools``."""
+    calls = call_targets(yours, external)
+    return lash_services(tools if tools is not None else ToolRegistry(), calls=calls, batch_from=batch_from)
+
+
+def app(
+    *yours: Bindable,
+    tools: ToolRegistry | None = None,
+    external: Sequence[Target] = (),
+    identity_keys: Sequence[str] = (),
+) -> Any:
+    """The ASGI app serving ``yours`` and lash's services, checked once assembled."""
+    return build_app(
+        tools if tools is not None else ToolRegistry(),
+        extra_services=yours,
+        external=external,
+        identity_keys=identity_keys,
+    )
+
+
+async def serve(asgi: Any, host: str = "0.0.0.0", port: int = 9080) -> None:
+    """Serve an app (from `app`) over HTTP/2 cleartext until SIGTERM or SIGINT."""
+    await _serve(asgi, host, port)

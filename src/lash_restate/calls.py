@@ -1,0 +1,134 @@
+"""Restate handlers as children (`Call`): which handlers a child may call, and an in-process
+registry of handlers that runs them on the reference host.
+
+A `Call` child is routable when its target is known: its service binds the handler, and the call
+carries a key exactly when the service is keyed (a virtual object or a workflow). What is known is
+a deployment fact, so a miss refuses a first open (ADR, "resolve all N before recording") and is
+never turned into an outcome.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from .contract import Call, GroupExecutor, GroupExecutors, RuntimeEffectEnvelope
+
+__all__ = ["CallRegistry", "CallTargets", "Handler", "Target", "first_of"]
+
+Handler = Callable[[str | None, Any], Awaitable[Any]]
+"""``async def handler(key, arg) -> JSON``; raise `ToolFailure` to end the call in a terminal error
+(on Restate, a handler ends a call that way by raising `restate.TerminalError`)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """A service a child may call: its name, its handlers (None: any) and whether it is keyed."""
+
+    service: str
+    handlers: frozenset[str] | None = None
+    keyed: bool = False
+
+
+class CallTargets:
+    """The handlers children may call, by service."""
+
+    def __init__(self, targets: Iterable[Target] = ()) -> None:
+        self._by_service: dict[str, Target] = {}
+        for target in targets:
+            self.add(target)
+
+    def add(self, target: Target) -> None:
+        known = self._by_service.get(target.service)
+        if known is not None and known != target:
+            raise ValueError(f"service {target.service!r} is declared twice, differently")
+        self._by_service[target.service] = target
+
+    @property
+    def services(self) -> list[str]:
+        return sorted(self._by_service)
+
+    def miss(self, call: Call) -> str | None:
+        """Why ``call`` cannot be routed here, or None when it can."""
+        target = self._by_service.get(call.service)
+        if target is None:
+            return f"service {call.service!r} is not bound here and not declared"
+        if target.handlers is not None and call.handler not in target.handlers:
+            return f"service {call.service!r} has no handler {call.handler!r}"
+        if target.keyed and call.key is None:
+            return f"service {call.service!r} is keyed: the call needs a key"
+        if not target.keyed and call.key is not None:
+            return f"service {call.service!r} is not keyed: the call must not carry a key"
+        return None
+
+
+class _CallExecutor:
+    """Runs one call once (ADR: `execute` consumes the executor)."""
+
+    __slots__ = ("_arg", "_fn", "_key", "_spent")
+
+    def __init__(self, fn: Handler, key: str | None, arg: Any) -> None:
+        self._fn, self._key, self._arg = fn, key, arg
+        self._spent = False
+
+    async def execute(self) -> Any:
+        if self._spent:
+            raise RuntimeError("an executor runs once; resolve a fresh one to retry")
+        self._spent = True
+        return await self._fn(self._key, self._arg)
+
+
+class CallRegistry:
+    """In-process handlers a `Call` child reaches on the reference host; a `GroupExecutors` for calls.
+
+    ``@registry.handler("Cart", "add", keyed=True)`` registers ``async def add(key, arg)``.
+    """
+
+    def __init__(self) -> None:
+        self._handlers: dict[tuple[str, str], Handler] = {}
+        self._keyed: dict[str, bool] = {}
+
+    def register(self, service: str, name: str, fn: Handler, *, keyed: bool = False) -> None:
+        if self._keyed.setdefault(service, keyed) != keyed:
+            raise ValueError(f"service {service!r} is registered both keyed and not")
+        self._handlers[(service, name)] = fn
+
+    def handler(self, service: str, name: str, *, keyed: bool = False) -> Callable[[Handler], Handler]:
+        def decorate(fn: Handler) -> Handler:
+            self.register(service, name, fn, keyed=keyed)
+            return fn
+
+        return decorate
+
+    @property
+    def targets(self) -> CallTargets:
+        handlers: dict[str, set[str]] = {}
+        for service, name in self._handlers:
+            handlers.setdefault(service, set()).add(name)
+        return CallTargets(
+            Target(service, frozenset(names), self._keyed[service]) for service, names in handlers.items()
+        )
+
+    def resolve(self, envelope: RuntimeEffectEnvelope) -> GroupExecutor | None:
+        command = envelope.command
+        if not isinstance(command, Call) or self.targets.miss(command) is not None:
+            return None
+        return _CallExecutor(self._handlers[(command.service, command.handler)], command.key, command.arg)
+
+
+@dataclass(frozen=True, slots=True)
+class _FirstOf:
+    resolvers: tuple[GroupExecutors, ...]
+
+    def resolve(self, envelope: RuntimeEffectEnvelope) -> GroupExecutor | None:
+        for resolver in self.resolvers:
+            executor = resolver.resolve(envelope)
+            if executor is not None:
+                return executor
+        return None
+
+
+def first_of(*resolvers: GroupExecutors) -> GroupExecutors:
+    """One resolver over several (e.g. tools and calls): the first that routes an envelope runs it."""
+    return _FirstOf(resolvers)

@@ -1,0 +1,49 @@
+"""Where a child can run: the routing check of a first open and of every child run (decision 37).
+
+The check is made on the endpoint that runs the children, with the resolver it registered and the
+call targets it knows, so a caller needs only its context and every caller gets the same answer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from ..calls import CallTargets
+from ..contract import AwaitEvent, Call, GroupExecutors, RuntimeEffectEnvelope, Sleep, describe_command
+
+__all__ = ["Miss", "Routing"]
+
+
+@dataclass(frozen=True, slots=True)
+class Miss:
+    """The first child a first open cannot route: it refuses the open (a reopen refuses nothing)."""
+
+    position: int
+    replay_key: str
+    what: str
+
+
+@dataclass(frozen=True, slots=True)
+class Routing:
+    """The endpoint's resolver (tools and any other in-process executors) and its call targets."""
+
+    resolver: GroupExecutors
+    targets: CallTargets = field(default_factory=CallTargets)
+
+    def routes(self, envelope: RuntimeEffectEnvelope) -> bool:
+        command = envelope.command
+        if isinstance(command, Sleep | AwaitEvent):
+            return True  # durable waits run on the tier's own durable-wait services
+        if isinstance(command, Call):
+            return self.targets.miss(command) is None
+        return self.resolver.resolve(envelope) is not None
+
+    def first_miss(self, children: Sequence[RuntimeEffectEnvelope]) -> Miss | None:
+        """ADR: a first open resolves all N before recording; the first child nobody can run refuses it."""
+        for position, child in enumerate(children):
+            if not self.routes(child):
+                return Miss(
+                    position=position, replay_key=child.replay_key, what=describe_command(child.command)
+                )
+        return None

@@ -1,0 +1,112 @@
+"""Demo call targets: the same handlers as Restate services (bound by a ``--with-turn`` endpoint) and
+as an in-process `CallRegistry` (for the reference host), so `Call` children behave alike on every
+tier of the conformance suite.
+
+- ``DemoCalls/echo`` ``{"value": V, "delay_ms": N}`` → V after N ms (a durable timer on Restate).
+- ``DemoCalls/fail`` ``{"message": M, "status": S}`` → ends in a terminal error M with code S.
+- ``DemoCalls/count`` ``{"name": X, "value": V}`` → appends X to the count file, → V.
+- ``DemoCounter/add`` (keyed) ``N`` → the key's running total after adding N.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import restate
+
+from ..calls import CallRegistry
+from ..contract import ToolFailure
+
+__all__ = ["DEMO_OBJECT", "DEMO_SERVICE", "demo_call_services", "demo_calls"]
+
+DEMO_SERVICE = "DemoCalls"
+DEMO_OBJECT = "DemoCounter"
+
+
+def _arg(arg: Any, name: str, default: Any = None) -> Any:
+    return arg.get(name, default) if isinstance(arg, dict) else default
+
+
+def _count_path(count_file: str | Path | None) -> Path | None:
+    path = count_file if count_file is not None else os.environ.get("LASH_COUNT_FILE")
+    return Path(path) if path else None
+
+
+def _append_line(path: Path, line: str) -> None:
+    with path.open("a", encoding="utf-8") as f:
+        f.write(line + "\n")
+
+
+def demo_calls(count_file: str | Path | None = None) -> CallRegistry:
+    """The demo targets as in-process handlers, for the reference host."""
+    calls = CallRegistry()
+    path = _count_path(count_file)
+    totals: dict[str, int] = {}
+
+    @calls.handler(DEMO_SERVICE, "echo")
+    async def echo(key: str | None, arg: Any) -> Any:
+        await asyncio.sleep(int(_arg(arg, "delay_ms", 0)) / 1000)
+        return _arg(arg, "value")
+
+    @calls.handler(DEMO_SERVICE, "fail")
+    async def fail(key: str | None, arg: Any) -> Any:
+        raise ToolFailure(str(_arg(arg, "message", "failed")), code=str(int(_arg(arg, "status", 500))))
+
+    @calls.handler(DEMO_SERVICE, "count")
+    async def count(key: str | None, arg: Any) -> Any:
+        if path is not None:
+            await asyncio.to_thread(_append_line, path, str(_arg(arg, "name", "")))
+        return _arg(arg, "value")
+
+    @calls.handler(DEMO_OBJECT, "add", keyed=True)
+    async def add(key: str | None, arg: Any) -> Any:
+        assert key is not None  # keyed: routing refuses a call without one
+        totals[key] = totals.get(key, 0) + int(arg)
+        return totals[key]
+
+    return calls
+
+
+def demo_call_services(count_file: str | Path | None = None) -> list[restate.Service | restate.VirtualObject]:
+    """The demo targets as Restate services, bound next to lash's own by a ``--with-turn`` endpoint."""
+    service = restate.Service(DEMO_SERVICE)
+    counter = restate.VirtualObject(DEMO_OBJECT)
+    path = _count_path(count_file)
+
+    @service.handler()
+    async def echo(ctx: restate.Context, arg: Any) -> Any:
+        delay = int(_arg(arg, "delay_ms", 0))
+        if delay:
+            await ctx.sleep(timedelta(milliseconds=delay))  # cancelled with the call (decision 37)
+        return _arg(arg, "value")
+
+    @service.handler()
+    async def fail(ctx: restate.Context, arg: Any) -> Any:
+        raise restate.TerminalError(str(_arg(arg, "message", "failed")), int(_arg(arg, "status", 500)))
+
+    @service.handler()
+    async def count(ctx: restate.Context, arg: Any) -> Any:
+        if path is not None:
+            witness = path
+
+            async def append() -> str:
+                name = str(_arg(arg, "name", ""))
+                await asyncio.to_thread(_append_line, witness, name)
+                return name
+
+            await ctx.run_typed("count", append)
+        return _arg(arg, "value")
+
+    @counter.handler()
+    async def add(ctx: restate.ObjectContext, arg: Any) -> Any:
+        current = await ctx.get("total", type_hint=int)
+        total = (current or 0) + int(arg)
+        ctx.set("total", total)
+        return total
+
+    del echo, fail, count, add
+    return [service, counter]

@@ -1,0 +1,108 @@
+"""The front door, ``import lash_restate as lash``: its public names, pinned (as httpx pins its own),
+and what it does without a server: children, keys, refusals."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+
+import lash_restate as lash
+from lash_restate import _front
+from lash_restate.memory import MemoryHost
+from lash_restate.testing import demo_tools
+
+PUBLIC = {
+    # the combinators, a group by hand, and the children
+    "all", "all_settled", "race", "any", "open", "Group", "Child",
+    "call", "tool", "sleep", "event", "controller",
+    # the endpoint
+    "services", "app", "serve", "external", "Target", "RestateController", "ToolRegistry", "ToolFailure",
+    # policies, commands, outcomes
+    "CANCEL", "RUN_TO_COMPLETION", "LoserPolicy", "GroupWakePolicy",
+    "Call", "ToolCall", "Sleep", "AwaitEvent", "RuntimeEffectEnvelope", "GroupKey", "GroupHandle",
+    "Ok", "Err", "Cancelled", "Outcome", "Settlement",
+    # what it raises
+    "Rejected", "AggregateRejection", "ChildRejected", "LashError", "RuntimeErrorCode",
+    "AwaitCancelled", "ChildUnroutable", "CursorError", "CursorOverrun", "DispositionDrift",
+    "DispositionWidening", "DuplicateReplayKey", "EffectGroupUnsupported", "EmptyGroup",
+    "ForeignGroupKey", "GroupNotOpen", "GroupShapeError", "HandleMismatch", "InvalidEnvelope",
+    "InvalidGroupKey", "InvalidHandle", "InvalidInput", "InvalidSettlement", "MembershipUnsupported",
+    "PermutedPosition", "ReplayMismatch", "ShapeMismatch", "WakeRuleDrift",
+}  # fmt: skip
+
+
+def test_the_public_names_are_exactly_these() -> None:
+    assert set(lash.__all__) == PUBLIC
+    assert len(lash.__all__) == len(PUBLIC)  # no name twice
+    for name in lash.__all__:
+        assert getattr(lash, name) is not None
+    # Host-implementer helpers stay in `lash_restate.contract`.
+    assert not {"check_await", "require_groups", "canonical_bytes", "EffectGroupDefaults"} & set(dir(lash))
+
+
+def test_child_constructors_build_the_contracts_commands() -> None:
+    assert lash.call("Cart", "add", ["sku"], key="u1") == lash.Call(
+        service="Cart", handler="add", arg=["sku"], key="u1"
+    )
+    assert lash.tool("echo", {"value": 1}) == lash.ToolCall(tool="echo", args={"value": 1})
+    assert lash.sleep(timedelta(seconds=1.5)) == lash.Sleep(duration_ms=1500)
+    assert lash.event("paid") == lash.AwaitEvent(name="paid")
+    with pytest.raises(lash.InvalidEnvelope):
+        lash.call("", "add")
+
+
+def test_the_batch_id_is_a_content_hash_of_the_children() -> None:
+    a = [lash.tool("echo", 1), lash.sleep(timedelta(seconds=1))]
+    assert _front._batch(a) == _front._batch(list(a))
+    assert _front._batch(a) != _front._batch(a[::-1])  # positions are part of the content
+    assert _front._batch(a) != _front._batch([lash.tool("echo", 2), a[1]])
+
+
+async def test_through_a_controller_a_group_needs_an_explicit_key() -> None:
+    host = MemoryHost(resolver=demo_tools())
+    try:
+        with pytest.raises(lash.InvalidInput, match="explicit key"):
+            await lash.race(host, [lash.tool("echo", {"value": 1})])
+        assert await lash.all(host, [lash.tool("echo", {"value": v}) for v in "ab"], key="s:group:b:0") == [
+            "a",
+            "b",
+        ]
+        with pytest.raises(lash.InvalidInput, match="child 1 is a str"):
+            await lash.all(host, [lash.tool("echo"), "echo"], key="s:group:c:0")  # type: ignore[list-item]
+    finally:
+        await host.aclose()
+
+
+async def test_any_rejects_with_an_exception_group_in_input_order() -> None:
+    host = MemoryHost(resolver=demo_tools())
+    fails = [lash.tool("fail", {"message": m}) for m in ("one", "two")]
+    try:
+        with pytest.raises(ExceptionGroup) as caught:
+            await lash.any(host, fails, key="s:group:any:0")
+    finally:
+        await host.aclose()
+    assert isinstance(caught.value, lash.AggregateRejection)
+    assert [(e.position, e.outcome) for e in caught.value.exceptions] == [
+        (0, lash.Err(message="one")),
+        (1, lash.Err(message="two")),
+    ]
+    with pytest.raises(lash.AggregateRejection) as empty:
+        await lash.any(host, [], key="s:group:none:0")
+    assert empty.value.errors == []
+
+
+async def test_a_saved_group_resumes_under_its_own_key() -> None:
+    host = MemoryHost(resolver=demo_tools())
+    children = [lash.tool("echo", {"value": v}) for v in "abc"]
+    try:
+        group = await lash.open(host, children, key="s:group:g:0")
+        first = await group.next()
+        saved = group.save()
+        resumed = await lash.open(host, children, resume=saved)  # no key: the handle's
+        assert resumed.key == "s:group:g:0" and resumed.consumed == 1 and len(resumed) == 3
+        rest = [await resumed.next(), await resumed.next()]
+        assert [s.rank for s in (first, *rest)] == [1, 2, 3]
+        await resumed.close()
+    finally:
+        await host.aclose()
