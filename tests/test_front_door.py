@@ -106,3 +106,16 @@ async def test_a_saved_group_resumes_under_its_own_key() -> None:
         await resumed.close()
     finally:
         await host.aclose()
+
+
+def test_a_service_prefix_is_checked_and_chosen_once_per_process() -> None:
+    from lash_restate.engine import named
+
+    with pytest.raises(ValueError, match="uppercase letter"):
+        lash.services(prefix="lower")
+    with pytest.raises(ValueError, match="uppercase letter"):
+        lash.services(prefix="Bad-Name")
+    assert named("Group") == "LashGroup"
+    lash.services()  # the default prefix, as every other test in this process uses
+    with pytest.raises(ValueError, match="already names lash's services Lash"):
+        lash.services(prefix="Other")

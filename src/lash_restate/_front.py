@@ -38,7 +38,14 @@ from .contract import (
     ToolCall,
     canonical_bytes,
 )
-from .engine import BATCH_FROM, RestateController, build_app, call_targets, lash_services
+from .engine import (
+    BATCH_FROM,
+    DEFAULT_PREFIX,
+    RestateController,
+    build_app,
+    call_targets,
+    lash_services,
+)
 from .engine import serve as _serve
 from .tools import ToolRegistry
 
@@ -277,11 +284,15 @@ def services(
     tools: ToolRegistry | None = None,
     external: Sequence[Target] = (),
     batch_from: int = BATCH_FROM,
+    prefix: str = DEFAULT_PREFIX,
 ) -> list[Bindable]:
     """lash's services, to bind next to ``yours`` in your own ``restate.app([...])``: children may call
-    the handlers of ``yours`` and of the ``external`` services, and run the ``tools``."""
+    the handlers of ``yours`` and of the ``external`` services, and run the ``tools``. They are
+    named ``{prefix}Group``, ``{prefix}Child``, …, so two applications on one cluster can each have
+    their own (decision 40)."""
     calls = call_targets(yours, external)
-    return lash_services(tools if tools is not None else ToolRegistry(), calls=calls, batch_from=batch_from)
+    resolver = tools if tools is not None else ToolRegistry()
+    return lash_services(resolver, calls=calls, batch_from=batch_from, prefix=prefix)
 
 
 def app(
@@ -289,13 +300,16 @@ def app(
     tools: ToolRegistry | None = None,
     external: Sequence[Target] = (),
     identity_keys: Sequence[str] = (),
+    prefix: str = DEFAULT_PREFIX,
 ) -> Any:
-    """The ASGI app serving ``yours`` and lash's services, checked once assembled."""
+    """The ASGI app serving ``yours`` and lash's services (named with ``prefix``), checked once
+    assembled."""
     return build_app(
         tools if tools is not None else ToolRegistry(),
         extra_services=yours,
         external=external,
         identity_keys=identity_keys,
+        prefix=prefix,
     )
 
 

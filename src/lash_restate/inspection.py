@@ -1,7 +1,8 @@
 """Inspection of open groups through Restate's own surface: the admin API's SQL over the `state` table.
 
 ADR: there is no TTL on group state, so orphaned groups must be countable;
-the host exposes open group keys through its existing inspection surface.
+the host exposes open group keys through its existing inspection surface. Services are read
+under this process's prefix (`lash_restate.engine.use_prefix`; ``--prefix`` on the command line).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import msgspec
 
 from .admin import AdminApi, AdminError
 from .contract import GroupShape
-from .engine import CHILD, GROUP, GroupMeta, outcome_store
+from .engine import CHILD, GROUP, GroupMeta, named, outcome_store
 
 __all__ = [
     "ChildView",
@@ -137,7 +138,7 @@ def _metas(admin: Admin, where: str = "") -> list[tuple[str, GroupMeta]]:
     rows = sql(
         admin,
         "SELECT service_key, value_utf8 FROM state "
-        f"WHERE service_name = {quote(GROUP)} AND key = 'meta'{where}",
+        f"WHERE service_name = {quote(named(GROUP))} AND key = 'meta'{where}",
     )
     metas = [(row["service_key"], msgspec.json.decode(row["value_utf8"], type=GroupMeta)) for row in rows]
     return sorted(metas, key=lambda found: found[0])
@@ -173,7 +174,7 @@ def show_group(admin: Admin, group_key: str) -> GroupView | None:
     fences = sql(
         admin,
         "SELECT value_utf8 FROM state WHERE service_name = "
-        f"{quote(GROUP)} AND service_key = {quote(group_key)} AND key = 'fence'",
+        f"{quote(named(GROUP))} AND service_key = {quote(group_key)} AND key = 'fence'",
     )
     if not found or not fences:
         return None  # not open (or closed between the two reads)
@@ -185,7 +186,7 @@ def show_group(admin: Admin, group_key: str) -> GroupView | None:
     runs = _rows_in(
         admin,
         "SELECT id, status, target_service_key, created_at FROM sys_invocation WHERE "
-        f"target_service_name = {quote(CHILD)} AND target_handler_name IN ('run', 'execute') "
+        f"target_service_name = {quote(named(CHILD))} AND target_handler_name IN ('run', 'execute') "
         "AND target_service_key IN {values}",
         list(fence.replay_keys),
     )

@@ -80,3 +80,21 @@ async def test_keys_are_derived_per_invocation_content_and_occurrence_and_surviv
     scope, _, batch, occurrence = first.rsplit(":", 3)
     assert (scope, occurrence) == (invocation, "0")
     assert second == f"{invocation}:group:{batch}:1"
+
+
+async def test_two_applications_with_their_own_prefixes_share_one_server(tmp_path: Path) -> None:
+    """Decision 40: each application names lash's services with its own prefix; both run groups on
+    one server at once, and neither's registration replaced the other's services."""
+    with LocalStack(tmp_path) as stack:
+        stack.add_server()
+        for prefix in ("Alpha", "Beta"):
+            stack.add_endpoint(prefix, module="tests.engine.prefix_app", args=("--prefix", prefix))
+        stack.start()
+        alpha, beta = await asyncio.gather(
+            stack.call("AlphaFanout/run", "x"), stack.call("BetaFanout/run", "y")
+        )
+        assert (alpha, beta) == (["Alpha:x", "Alpha:xx"], ["Beta:y", "Beta:yy"])
+        query = "SELECT DISTINCT target_service_name AS s FROM sys_invocation"
+        services = {row["s"] for row in await asyncio.to_thread(sql, stack.admin_url, query)}
+    assert {"AlphaGroup", "AlphaChild", "BetaGroup", "BetaChild"} <= services
+    assert not any(s.startswith("Lash") for s in services)

@@ -12,11 +12,12 @@ from ._endpoint import (
 )
 from ._mode import OutcomeStore, outcome_store
 from ._records import GroupMeta, SettlementMode
-from ._routes import CHILD, GROUP, PUMP, SIGNAL
+from ._routes import CHILD, DEFAULT_PREFIX, GROUP, PUMP, SIGNAL, check_prefix, named, use_prefix
 
 __all__ = [
     "BATCH_FROM",
     "CHILD",
+    "DEFAULT_PREFIX",
     "GROUP",
     "PUMP",
     "SIGNAL",
@@ -27,8 +28,11 @@ __all__ = [
     "SettlementMode",
     "build_app",
     "call_targets",
+    "check_prefix",
     "lash_services",
+    "named",
     "outcome_store",
     "serve",
+    "use_prefix",
     "validate_deployment",
 ]

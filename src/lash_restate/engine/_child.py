@@ -43,6 +43,7 @@ from ._routes import (
     CHILD_RUN,
     GROUP_SETTLE,
     SIGNAL_SUBSCRIBE,
+    named,
 )
 from ._routing import Routing
 
@@ -56,7 +57,7 @@ _BYTES = BytesSerde()
 def child_object(routing: Routing, *, tool_attempts: int = DEFAULT_TOOL_ATTEMPTS) -> restate.VirtualObject:
     """`LashChild`: ``run`` (a child that settles itself), ``execute`` (one a pump calls), and the
     read and release of its outcome store."""
-    child = restate.VirtualObject(CHILD, invocation_retry_policy=HANDLER_RETRY)
+    child = restate.VirtualObject(named(CHILD), invocation_retry_policy=HANDLER_RETRY)
 
     @child.handler(name=CHILD_RUN.handler, ingress_private=True)
     @terminal_errors

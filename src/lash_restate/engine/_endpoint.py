@@ -21,7 +21,7 @@ from ..contract import GroupExecutors
 from ._child import DEFAULT_TOOL_ATTEMPTS, child_object
 from ._group import group_object
 from ._pump import pump_object
-from ._routes import CHILD, GROUP, PUMP, SIGNAL
+from ._routes import CHILD, DEFAULT_PREFIX, GROUP, PUMP, SIGNAL, named, use_prefix
 from ._routing import Routing
 from ._signal import signal_object
 
@@ -63,14 +63,17 @@ def lash_services(
     calls: CallTargets | None = None,
     tool_attempts: int = DEFAULT_TOOL_ATTEMPTS,
     batch_from: int = BATCH_FROM,
+    prefix: str = DEFAULT_PREFIX,
 ) -> list[Bindable]:
     """The group, child and pump objects and the durable-wait service.
 
     Children run through ``resolver`` (tools) and may call the handlers of ``calls``. Groups of
-    ``batch_from`` children or more settle in batches through the pump.
+    ``batch_from`` children or more settle in batches through the pump. The services are named
+    ``{prefix}Group``, ``{prefix}Child``, … (decision 40).
     """
     if batch_from < 1:
         raise ValueError(f"batch_from must be at least 1, got {batch_from}")
+    use_prefix(prefix)
     routing = Routing(resolver, calls if calls is not None else CallTargets())
     services: list[Bindable] = [
         group_object(batch_from, routing),
@@ -89,10 +92,10 @@ def validate_deployment(resolver: GroupExecutors | None, services: Iterable[Bind
         )
     bound = {s.name for s in services}
     required = {
-        GROUP: "the group object",
-        CHILD: "the child service",
-        PUMP: "the settlement pump",
-        SIGNAL: "the durable-wait service",
+        named(GROUP): "the group object",
+        named(CHILD): "the child service",
+        named(PUMP): "the settlement pump",
+        named(SIGNAL): "the durable-wait service",
     }
     missing = [f"{name} ({what})" for name, what in required.items() if name not in bound]
     if missing:
@@ -111,6 +114,7 @@ def build_app(
     external: Sequence[Target] = (),
     identity_keys: Sequence[str] = (),
     batch_from: int = BATCH_FROM,
+    prefix: str = DEFAULT_PREFIX,
 ) -> Any:
     """The ASGI app: lash's services (or ``services`` as given) plus yours, validated once assembled.
 
@@ -119,7 +123,7 @@ def build_app(
     assembled = list(services) if services is not None else []
     if services is None and resolver is not None:
         calls = call_targets(extra_services, external)
-        assembled = lash_services(resolver, calls=calls, batch_from=batch_from)
+        assembled = lash_services(resolver, calls=calls, batch_from=batch_from, prefix=prefix)
     assembled.extend(extra_services)
     validate_deployment(resolver, assembled)
     return restate.app(assembled, identity_keys=list(identity_keys) or None)

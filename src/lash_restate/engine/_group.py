@@ -44,6 +44,7 @@ from ._routes import (
     GROUP_SETTLE,
     GROUP_WAIT,
     GROUP_WATCH,
+    named,
 )
 from ._routing import Routing
 
@@ -58,7 +59,7 @@ def group_object(batch_from: int, routing: Routing) -> restate.VirtualObject:
 
     A first open is routed here, where the children run, with ``routing`` (decision 37).
     """
-    group = restate.VirtualObject(GROUP, invocation_retry_policy=HANDLER_RETRY)
+    group = restate.VirtualObject(named(GROUP), invocation_retry_policy=HANDLER_RETRY)
 
     @group.handler(name=GROUP_OPEN.handler, ingress_private=True)
     async def open(ctx: restate.ObjectContext, req: OpenRequest) -> None:

@@ -33,6 +33,7 @@ from ._routes import (
     PUMP_OUTCOMES,
     PUMP_RUN,
     Route,
+    named,
     pump_key,
 )
 
@@ -134,7 +135,7 @@ class _Direct:
         return [Release(CHILD_FORGET, ref.replay_key, batch.incarnation) for ref in batch.refs]
 
     def store(self, group_key: str, meta: GroupMeta, position: int, replay_key: str) -> OutcomeStore:
-        return OutcomeStore(CHILD, replay_key, child_store(meta.incarnation))
+        return OutcomeStore(named(CHILD), replay_key, child_store(meta.incarnation))
 
     async def read(self, ctx: restate.Context, group_key: str, reply: WaitReply) -> list[bytes]:
         calls = [CHILD_OUTCOME.call(ctx, ref.replay_key, reply.incarnation) for ref in _stored(reply)]
@@ -163,7 +164,7 @@ class _Pumped:
         return []  # the close already released the pump's whole store
 
     def store(self, group_key: str, meta: GroupMeta, position: int, replay_key: str) -> OutcomeStore:
-        return OutcomeStore(PUMP, pump_key(group_key, meta.incarnation), pump_store(position))
+        return OutcomeStore(named(PUMP), pump_key(group_key, meta.incarnation), pump_store(position))
 
     async def read(self, ctx: restate.Context, group_key: str, reply: WaitReply) -> list[bytes]:
         positions = [ref.position for ref in _stored(reply)]

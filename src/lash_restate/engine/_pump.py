@@ -27,7 +27,16 @@ from ._messages import (
 )
 from ._mode import pump_store
 from ._records import SettlementMode
-from ._routes import CHILD_EXECUTE, GROUP_SETTLE, PUMP, PUMP_FORGET, PUMP_OUTCOMES, PUMP_RUN, group_of_pump
+from ._routes import (
+    CHILD_EXECUTE,
+    GROUP_SETTLE,
+    PUMP,
+    PUMP_FORGET,
+    PUMP_OUTCOMES,
+    PUMP_RUN,
+    group_of_pump,
+    named,
+)
 
 __all__ = ["OUTCOMES_PER_READ", "pump_object"]
 
@@ -37,7 +46,7 @@ OUTCOMES_PER_READ = 256
 
 
 def pump_object() -> restate.VirtualObject:
-    pump = restate.VirtualObject(PUMP, invocation_retry_policy=HANDLER_RETRY)
+    pump = restate.VirtualObject(named(PUMP), invocation_retry_policy=HANDLER_RETRY)
 
     @pump.handler(name=PUMP_RUN.handler, ingress_private=True, state_preload=False)
     async def run(ctx: restate.ObjectContext, req: PumpRun) -> None:

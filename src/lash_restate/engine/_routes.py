@@ -9,6 +9,7 @@ every route is bound by `lash_services` with the route's input type.
 
 from __future__ import annotations
 
+import re
 from typing import Any, Generic, TypeVar
 
 import msgspec
@@ -44,20 +45,54 @@ __all__ = [
     "PUMP_FORGET",
     "PUMP_OUTCOMES",
     "PUMP_RUN",
+    "DEFAULT_PREFIX",
     "ROUTES",
     "SIGNAL",
     "SIGNAL_SUBSCRIBE",
     "Route",
+    "check_prefix",
     "group_of_pump",
+    "named",
     "pump_key",
+    "use_prefix",
 ]
 
-GROUP = "LashGroup"  # virtual object keyed by group key: the rank authority
-CHILD = "LashChild"  # virtual object keyed by replay key: child-as-invocation and its outcome store
-PUMP = (
-    "LashPump"  # virtual object keyed by incarnation and group key: one group's children, settled in batches
-)
-SIGNAL = "LashSignal"  # virtual object keyed by event name: the durable-wait service for AwaitEvent
+# The services' names are a prefix (`Lash` unless the application chooses another) and these roles,
+# so two applications can bind lash's objects on one Restate cluster side by side (decision 40).
+GROUP = "Group"  # virtual object keyed by group key: the rank authority
+CHILD = "Child"  # virtual object keyed by replay key: child-as-invocation and its outcome store
+PUMP = "Pump"  # virtual object keyed by incarnation and group key: one group's children, settled in batches
+SIGNAL = "Signal"  # virtual object keyed by event name: the durable-wait service for AwaitEvent
+
+DEFAULT_PREFIX = "Lash"
+_PREFIX = re.compile(r"[A-Z][A-Za-z0-9]{0,31}")
+
+
+class _Naming:
+    """This process's prefix: chosen once, before lash's services are bound or called."""
+
+    prefix = DEFAULT_PREFIX
+    chosen = False
+
+
+def check_prefix(prefix: str) -> str:
+    if not isinstance(prefix, str) or not _PREFIX.fullmatch(prefix):
+        raise ValueError(f"service prefix {prefix!r}: an uppercase letter, then up to 31 letters or digits")
+    return prefix
+
+
+def use_prefix(prefix: str) -> None:
+    """Name lash's services ``{prefix}Group``, ``{prefix}Child``, … in this process (decision 40)."""
+    check_prefix(prefix)
+    if _Naming.chosen and prefix != _Naming.prefix:
+        raise ValueError(f"this process already names lash's services {_Naming.prefix}*, not {prefix}*")
+    _Naming.prefix, _Naming.chosen = prefix, True
+
+
+def named(role: str, prefix: str | None = None) -> str:
+    """The service name of ``role`` (`GROUP`, `CHILD`, …) under ``prefix`` (default: this process's)."""
+    return f"{_Naming.prefix if prefix is None else check_prefix(prefix)}{role}"
+
 
 I = TypeVar("I")  # noqa: E741 - the SDK's own name for a handler's input type
 O = TypeVar("O")  # noqa: E741 - and for its output type
@@ -66,16 +101,20 @@ O = TypeVar("O")  # noqa: E741 - and for its output type
 class Route(Generic[I, O]):
     """One handler of one of our services: where it is, what it takes, what it answers."""
 
-    __slots__ = ("_decoder", "handler", "input", "output", "service")
+    __slots__ = ("_decoder", "handler", "input", "output", "role")
 
-    def __init__(self, service: str, handler: str, input: Any, output: type[O]) -> None:
-        self.service = service
+    def __init__(self, role: str, handler: str, input: Any, output: type[O]) -> None:
+        self.role = role
         self.handler = handler
         self.input = input
         self.output = output
         self._decoder: msgspec.json.Decoder[O] | None = (
             None if output in (bytes, type(None)) else msgspec.json.Decoder(output)
         )
+
+    @property
+    def service(self) -> str:
+        return named(self.role)
 
     def _encode(self, arg: I) -> bytes:
         return b"" if arg is None else msgspec.json.encode(arg)  # a handler taking nothing gets no body

@@ -15,7 +15,7 @@ from restate.serde import BytesSerde
 
 from ._errors import HANDLER_RETRY
 from ._records import STRINGS
-from ._routes import SIGNAL, SIGNAL_SUBSCRIBE
+from ._routes import SIGNAL, SIGNAL_SUBSCRIBE, named
 
 __all__ = ["signal_object"]
 
@@ -23,7 +23,7 @@ _BYTES = BytesSerde()
 
 
 def signal_object() -> restate.VirtualObject:
-    signal = restate.VirtualObject(SIGNAL, invocation_retry_policy=HANDLER_RETRY)
+    signal = restate.VirtualObject(named(SIGNAL), invocation_retry_policy=HANDLER_RETRY)
 
     @signal.handler(name=SIGNAL_SUBSCRIBE.handler, ingress_private=True)
     async def subscribe(ctx: restate.ObjectContext, awakeable: str) -> None:

@@ -27,7 +27,7 @@ from ..contract import (
     LoserPolicy,
     decode_envelope,
 )
-from ..engine import GROUP, RestateController
+from ..engine import GROUP, RestateController, named
 from .turn import combinator_result_json, decode_turn, error_json, run_turn
 
 __all__ = ["TURN", "CombineRequest", "Resettle", "turn_service"]
@@ -113,7 +113,7 @@ def turn_service(resolver: GroupExecutors) -> restate.Service:
     async def resettle(ctx: restate.Context, request: bytes) -> None:
         req = msgspec.json.decode(request, type=Resettle)
         # A call, so the test's request returns once the group has handled the settlement.
-        await ctx.generic_call(GROUP, "settle", bytes(req.batch), key=req.group_key)
+        await ctx.generic_call(named(GROUP), "settle", bytes(req.batch), key=req.group_key)
 
     del run, combine, resettle
     return turn

@@ -18,7 +18,7 @@ from urllib.parse import quote
 
 import httpx
 
-from ..engine import SIGNAL
+from ..engine import SIGNAL, named
 from ..registration import RegistrationError, register_deployment
 from .driver import TURN
 from .processes import Endpoint, RestateServer, StackError, free_port
@@ -245,8 +245,8 @@ class LocalStack:
 
     async def emit(self, name: str, value: Any = None, *, within: float = 60) -> None:
         """Fulfil every waiter of the durable event ``name`` with ``value``, now and later."""
-        await self.call(f"{SIGNAL}/{quote(name, safe='')}/emit", value, within=within)
+        await self.call(f"{named(SIGNAL)}/{quote(name, safe='')}/emit", value, within=within)
 
     async def reject(self, name: str, message: str, *, within: float = 60) -> None:
         """Reject every waiter of the durable event ``name`` with ``message``."""
-        await self.call(f"{SIGNAL}/{quote(name, safe='')}/reject", message, within=within)
+        await self.call(f"{named(SIGNAL)}/{quote(name, safe='')}/reject", message, within=within)
