@@ -61,7 +61,7 @@ def load_resolver(spec: str) -> GroupExecutors:
 
 def _serve(args: argparse.Namespace) -> int:
     from . import logs
-    from .engine import BATCH_FROM, DeploymentError, build_app, serve
+    from .engine import BATCH_FROM, DeploymentError, ServerUnavailable, build_app, serve
     from .settings import ServeSettings, SettingsError
 
     try:
@@ -74,6 +74,7 @@ def _serve(args: argparse.Namespace) -> int:
                 "identity_keys": args.identity_key,
                 "batch_from": args.batch_from,
                 "verbose": args.verbose or None,
+                "server": args.server,
             }
         )
     except SettingsError as exc:
@@ -100,8 +101,17 @@ def _serve(args: argparse.Namespace) -> int:
         )
     except DeploymentError as exc:
         return _fail(str(exc), 2)
-    logs.event("endpoint.serving", host=settings.host, port=settings.port, with_turn=settings.with_turn)
-    asyncio.run(serve(app, settings.host, settings.port))
+    logs.event(
+        "endpoint.serving",
+        host=settings.host,
+        port=settings.port,
+        with_turn=settings.with_turn,
+        server=settings.server,
+    )
+    try:
+        asyncio.run(serve(app, settings.host, settings.port, server=settings.server))
+    except ServerUnavailable as exc:
+        return _fail(str(exc), 2)
     return 0
 
 
@@ -186,7 +196,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     serve = sub.add_parser(
         "serve",
-        help="serve the deployment endpoint (hypercorn, HTTP/2 cleartext)",
+        help="serve the deployment endpoint (hypercorn or granian, HTTP/2 cleartext)",
         description="Serve the endpoint. Every flag also reads an environment variable (in brackets); "
         "flags win.",
     )
@@ -209,6 +219,12 @@ def build_parser() -> argparse.ArgumentParser:
         type=int,
         help="groups with at least this many children settle in batches through one pump invocation "
         "[LASH_BATCH_FROM] (default 3)",
+    )
+    serve.add_argument(
+        "--server",
+        choices=["hypercorn", "granian"],
+        help="the HTTP server, in this process either way [LASH_SERVER] (default hypercorn; granian needs "
+        "the granian extra: pip install 'lash-restate[granian]')",
     )
     serve.add_argument("-v", "--verbose", action="store_true", help="log every group event [LASH_VERBOSE]")
     serve.set_defaults(run=_serve)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -18,6 +18,7 @@ _ENV = {
     "identity_keys": "LASH_IDENTITY_KEYS",
     "batch_from": "LASH_BATCH_FROM",
     "verbose": "LASH_VERBOSE",
+    "server": "LASH_SERVER",
 }
 
 
@@ -39,6 +40,8 @@ class ServeSettings(BaseModel):
     # engine's own default, so the settings need not import the engine.
     batch_from: Annotated[int, Field(ge=1)] | None = None
     verbose: bool = False
+    # The HTTP server the endpoint runs under, in this process either way (decisions 11 and 33).
+    server: Literal["hypercorn", "granian"] = "hypercorn"
 
     @field_validator("identity_keys", mode="before")
     @classmethod

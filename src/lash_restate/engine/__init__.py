@@ -1,7 +1,16 @@
 """The Restate tier: group virtual object, child invocations, durable waits, controller and endpoint."""
 
 from ._controller import RestateController
-from ._endpoint import BATCH_FROM, DeploymentError, build_app, lash_services, serve, validate_deployment
+from ._endpoint import (
+    BATCH_FROM,
+    SERVERS,
+    DeploymentError,
+    ServerUnavailable,
+    build_app,
+    lash_services,
+    serve,
+    validate_deployment,
+)
 from ._mode import OutcomeStore, outcome_store
 from ._records import GroupMeta, SettlementMode
 from ._routes import CHILD, GROUP, PUMP, SIGNAL
@@ -11,11 +20,13 @@ __all__ = [
     "CHILD",
     "GROUP",
     "PUMP",
+    "SERVERS",
     "SIGNAL",
     "DeploymentError",
     "GroupMeta",
     "OutcomeStore",
     "RestateController",
+    "ServerUnavailable",
     "SettlementMode",
     "build_app",
     "lash_services",
