@@ -111,19 +111,22 @@ def _refused(port: int) -> bool:
 
 def _serving(tmp_path: Path, server: str) -> tuple[LocalStack, Endpoint]:
     stack = LocalStack(tmp_path)
-    endpoint = stack.add_endpoint(server=server)
-    stack.start_endpoints()
+    return stack, stack.add_endpoint(server=server)
+
+
+def _owns_its_port_alone(endpoint: Endpoint, server: str) -> None:
     answer = httpx.get(f"{endpoint.url}/health", timeout=5)
     assert answer.headers["server"].startswith(server)  # the server asked for is the one answering
     assert _listeners(endpoint.port) == {endpoint.pid}  # one pid owns the endpoint's port …
     assert _children(endpoint.pid) == set()  # … and it started no worker process
-    return stack, endpoint
 
 
 @pytest.mark.parametrize("server", SERVERS)
 def test_sigterm_stops_the_endpoint_gracefully_and_frees_its_port(tmp_path: Path, server: str) -> None:
     stack, endpoint = _serving(tmp_path, server)
     with stack:
+        stack.start_endpoints()
+        _owns_its_port_alone(endpoint, server)
         assert endpoint.process is not None
         endpoint.process.send_signal(signal.SIGTERM)
         assert endpoint.process.wait(30) == 0  # it stopped on its own, cleanly, not killed
@@ -136,6 +139,8 @@ def test_sigkill_of_the_endpoint_leaves_nothing_serving(tmp_path: Path, server: 
     """What every crash test relies on: the pid the harness kills is all there is of the endpoint."""
     stack, endpoint = _serving(tmp_path, server)
     with stack:
+        stack.start_endpoints()
+        _owns_its_port_alone(endpoint, server)
         endpoint.kill()
         assert _listeners(endpoint.port) == set()
         assert _refused(endpoint.port)

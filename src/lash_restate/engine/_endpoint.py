@@ -187,7 +187,8 @@ async def _serve_granian(app: Any, host: str, port: int, stop: asyncio.Event) ->
         # Granian's records go through the root logger, as JSON lines like ours, not to its stdout handler.
         log_dictconfig={"loggers": {name: {"handlers": [], "propagate": True} for name in _GRANIAN_LOGGERS}},
     )
-    logging.getLogger("_granian").addFilter(_known_experimental)
+    if _known_experimental not in logging.getLogger("_granian").filters:
+        logging.getLogger("_granian").addFilter(_known_experimental)
 
     async def stop_on_signal() -> None:
         await stop.wait()
