@@ -15,12 +15,12 @@ COPY src ./src
 RUN /opt/lash/bin/pip install --no-deps .
 
 FROM python:3.11.11-slim-bookworm
-# The application the endpoint serves: the example checkout's tools. Yours goes here instead: copy
-# your module into /opt/app and point LASH_RESOLVER at its GroupExecutors (module:attribute).
+# The application the endpoint serves: the example checkout (examples/checkout.py). Yours goes here
+# instead: copy your module into /opt/app and point LASH_APP at the app lash_restate.app(...) built.
 ENV PATH=/opt/lash/bin:$PATH \
     PYTHONUNBUFFERED=1 \
     PYTHONPATH=/opt/app \
-    LASH_RESOLVER=examples.checkout:tools \
+    LASH_APP=examples.checkout:app \
     LASH_HOST=0.0.0.0 \
     LASH_PORT=9080
 RUN useradd --system --uid 10001 --no-create-home --shell /usr/sbin/nologin lash

@@ -34,9 +34,11 @@ lint: setup
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
+# Ends with one JSON line (the ratios per server) whatever else fails: without the plotting extra
+# there is no plot, and without granian only hypercorn is measured.
 bench: setup
-	$(BIN)/pip install --quiet -e '.[dev,bench]'
-	$(BIN)/python -m bench $(ARGS)
+	-$(BIN)/pip install --quiet -e '.[dev,bench,granian]'
+	$(BIN)/python -m bench --json $(ARGS)
 
 # Not part of `make test`: mutants of contract/, memory/ and combinators.py judged by the fast tests
 # (no server); about half an hour on two cores. docs/mutation.md records a run and every survivor.

@@ -1,25 +1,32 @@
-"""`python -m bench [--quick] [--json]`: group path vs native Restate, in one run on one server.
+"""`python -m bench [--quick] [--json]`: group path vs native Restate, under each HTTP server, in one run.
 
-Starts its own restate-server and the bench endpoint (bench/app.py), measures round trips through
-the ingress, prints a table (median, p95, ratio to native), writes docs/bench-all.png, and with
---json prints one JSON object on its last line.
+Starts its own restate-server and one bench endpoint (bench/app.py) per HTTP server `serve`
+offers (hypercorn, and granian where it is installed), both running for the whole run. Scenario
+by scenario, each server's endpoint in turn is registered (force) and measured, native and group
+interleaved, then the server is drained so the next inherits no background work. Prints a table
+per server (median, p95, ratio to native) and the servers side by side, writes
+docs/bench-all.png (with the bench extra), and with --json prints one JSON object on its last
+line, whatever else failed: the ratios per server.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib.util
 import json
 import statistics
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 import httpx
 
-from lash_restate.testing import LocalStack
+from lash_restate.engine import SERVERS
+from lash_restate.inspection import sql
+from lash_restate.testing import Endpoint, LocalStack
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -64,34 +71,72 @@ class Bench:
         return best
 
 
-async def measure(quick: bool, progress: Callable[[str], None]) -> dict[str, Any]:
-    stack = LocalStack.single(
-        server_env={"RESTATE_DEFAULT_NUM_PARTITIONS": "4", "RESTATE_LOG_FILTER": "warn"},
-        module="bench.app",
-        endpoint_args=(),
-    )
-    results: dict[str, Any] = {"quick": quick}
-    with stack.start():
+def available_servers() -> list[str]:
+    """The servers this environment can run: granian only with its extra installed."""
+    return [s for s in SERVERS if s == "hypercorn" or importlib.util.find_spec(s) is not None]
+
+
+async def drain(admin_url: str, within: float = 180) -> None:
+    """Wait until the server has no unfinished invocation (a race's loser runs on for 2 s)."""
+    query = "SELECT count(*) AS n FROM sys_invocation WHERE status != 'completed'"
+    async with asyncio.timeout(within):
+        while True:
+            if not int((await asyncio.to_thread(sql, admin_url, query))[0]["n"]):
+                return
+            await asyncio.sleep(0.25)
+
+
+async def measure(quick: bool, servers: list[str], progress: Callable[[str], None]) -> dict[str, Any]:
+    """Each scenario under every server in turn (the order rotating), one restate-server throughout."""
+    stack = LocalStack()
+    stack.add_server(env={"RESTATE_DEFAULT_NUM_PARTITIONS": "4", "RESTATE_LOG_FILTER": "warn"})
+    endpoints: dict[str, Endpoint] = {
+        name: stack.add_endpoint(name, module="bench.app", args=(), server=name) for name in servers
+    }
+    results: dict[str, Any] = {name: {"all": {}} for name in servers}
+    with stack.start(register=False):
         limits = httpx.Limits(max_connections=200, max_keepalive_connections=200)
         async with httpx.AsyncClient(timeout=600, limits=limits) as client:
             b = Bench(client, stack.ingress_url)
-            progress("floor: no-op invocation")
-            floor = [await b.call("noop", {}) for _ in range(30 if quick else 200)]
-            results["floor"] = {"median": statistics.median(floor), "p95": _p95(floor)}
-            progress("race, 2 arms")
-            results["race"] = await b.pair("native_race", "group_race", {}, 20 if quick else 100)
-            results["all"] = {}
+            turn = 0
+
+            async def each_server(what: str, run: Callable[[str], Awaitable[Any]]) -> None:
+                nonlocal turn
+                order = servers[turn % len(servers) :] + servers[: turn % len(servers)]
+                turn += 1
+                for name in order:
+                    progress(f"{what} on {name}")
+                    stack.register(endpoints[name], force=True)
+                    await run(name)
+                    await drain(stack.admin_url)
+
+            async def floor(name: str) -> None:
+                samples = [await b.call("noop", {}) for _ in range(30 if quick else 200)]
+                results[name]["floor"] = {"median": statistics.median(samples), "p95": _p95(samples)}
+
+            async def race(name: str) -> None:
+                results[name]["race"] = await b.pair("native_race", "group_race", {}, 20 if quick else 100)
+
+            def all_of(n: int, runs: int) -> Callable[[str], Awaitable[None]]:
+                async def run(name: str) -> None:
+                    results[name]["all"][n] = await b.pair("native_all", "group_all", {"n": n}, runs)
+
+                return run
+
+            async def throughput(name: str) -> None:
+                rounds = 1 if quick else 3
+                await b.throughput("group_race", 10, 1)
+                results[name]["throughput"] = {
+                    "native": await b.throughput("native_race", 50, rounds),
+                    "group": await b.throughput("group_race", 50, rounds),
+                }
+
+            await each_server("floor: no-op invocation", floor)
+            await each_server("race, 2 arms", race)
             sizes = {1: (15, 50), 10: (10, 30), 100: (4, 10), 1000: (1, 3)}
             for n, (q, full) in sizes.items():
-                progress(f"all, N={n}")
-                results["all"][n] = await b.pair("native_all", "group_all", {"n": n}, q if quick else full)
-            progress("50 concurrent races")
-            rounds = 1 if quick else 3
-            await b.throughput("group_race", 10, 1)
-            results["throughput"] = {
-                "native": await b.throughput("native_race", 50, rounds),
-                "group": await b.throughput("group_race", 50, rounds),
-            }
+                await each_server(f"all, N={n}", all_of(n, q if quick else full))
+            await each_server("50 concurrent races", throughput)
     return results
 
 
@@ -143,25 +188,63 @@ def summarise(results: dict[str, Any]) -> tuple[list[list[str]], dict[str, float
     return rows, ratios
 
 
+def compare(results: dict[str, Any]) -> tuple[list[list[str]], dict[str, float]]:
+    """Each other server against hypercorn, path by path, in the same run: its median ÷ hypercorn's
+    (latency: lower is faster), and its races/s ÷ hypercorn's (throughput: higher is faster). The
+    native path runs on the bench endpoint too, so it moves with the server as the group path does."""
+    base = results["hypercorn"]
+    rows = [["scenario", "server", "native ÷ hypercorn", "group ÷ hypercorn"]]
+    out: dict[str, float] = {}
+    for name in [s for s in results if s != "hypercorn"]:
+        mine = results[name]
+        scenarios = [("race, 2 arms", "race", mine["race"], base["race"])]
+        scenarios += [(f"all, N={n}", f"all_{n}", mine["all"][n], base["all"][n]) for n in mine["all"]]
+        for label, key, pair, theirs in scenarios:
+            for path in ("native", "group"):
+                out[f"{key}_{path}"] = statistics.median(pair[path]) / statistics.median(theirs[path])
+            rows.append([label, name, f"{out[f'{key}_native']:.2f}x", f"{out[f'{key}_group']:.2f}x"])
+        for path in ("native", "group"):
+            out[f"throughput_{path}"] = mine["throughput"][path] / base["throughput"][path]
+        rows.append(
+            [
+                "50 concurrent races (races/s)",
+                name,
+                f"{out['throughput_native']:.2f}x",
+                f"{out['throughput_group']:.2f}x",
+            ]
+        )
+    return rows, out
+
+
+def print_table(rows: list[list[str]]) -> None:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    for row in rows:
+        print("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
+
+
 def plot(results: dict[str, Any], path: Path) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    sizes = sorted(results["all"])
     fig, ax = plt.subplots(figsize=(6, 4))
-    for path_name, label in (("native", "native restate.gather"), ("group", "durable group (all)")):
-        ax.plot(
-            sizes, [statistics.median(results["all"][n][path_name]) * 1e3 for n in sizes], "o-", label=label
-        )
+    for server, measured in results.items():
+        sizes = sorted(measured["all"])
+        for path_name, label in (("native", "native restate.gather"), ("group", "durable group (all)")):
+            ax.plot(
+                sizes,
+                [statistics.median(measured["all"][n][path_name]) * 1e3 for n in sizes],
+                "o-" if path_name == "group" else "s--",
+                label=f"{label}, {server}",
+            )
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("children (N)")
     ax.set_ylabel("median round trip (ms)")
     ax.set_title("all over N immediate children, one server, same run")
     ax.grid(True, which="both", alpha=0.3)
-    ax.legend()
+    ax.legend(fontsize="small")
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
@@ -169,7 +252,7 @@ def plot(results: dict[str, Any], path: Path) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
-    parser.add_argument("--quick", action="store_true", help="a reduced run, under two minutes")
+    parser.add_argument("--quick", action="store_true", help="a reduced run, a few minutes")
     parser.add_argument("--json", action="store_true", help="print one JSON object on the last line")
     parser.add_argument("--plot", type=Path, default=ROOT / "docs" / "bench-all.png")
     args = parser.parse_args(argv)
@@ -177,18 +260,32 @@ def main(argv: list[str] | None = None) -> int:
     def progress(text: str) -> None:
         print(f"bench: {text} …", file=sys.stderr, flush=True)
 
-    results = asyncio.run(measure(args.quick, progress))
-    rows, ratios = summarise(results)
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    for row in rows:
-        print("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
+    servers = available_servers()
+    if servers != list(SERVERS):
+        missing = ", ".join(s for s in SERVERS if s not in servers)
+        progress(f"not measuring {missing}: not installed (pip install -e '.[granian]')")
+    results = asyncio.run(measure(args.quick, servers, progress))
+    summary: dict[str, Any] = {"quick": args.quick}
+    for name in servers:
+        rows, ratios = summarise(results[name])
+        print(f"{name}: group path vs native, both served by {name}")
+        print_table(rows)
+        print()
+        summary[name] = {k: round(v, 3) for k, v in ratios.items()}
+    if len(servers) > 1:
+        rows, against = compare(results)
+        print("the servers side by side: each path's median (or races/s) over hypercorn's, same run")
+        print_table(rows)
+        summary["vs_hypercorn"] = {k: round(v, 3) for k, v in against.items()}
     try:
         plot(results, args.plot)
         print(f"plot: {args.plot}")
     except ImportError:  # the plotting extra is optional; the numbers never depend on it
         print("plot: skipped (install the bench extra: pip install -e '.[bench]')", file=sys.stderr)
+    except Exception as exc:  # nor on the plot being drawn: the JSON line still ends the run
+        print(f"plot: failed: {exc!r}", file=sys.stderr)
     if args.json:
-        print(json.dumps({k: round(v, 3) for k, v in ratios.items()}))
+        print(json.dumps(summary))
     return 0
 
 

@@ -91,7 +91,8 @@ def main() -> None:
     # LASH_BATCH_FROM moves the batching threshold, to compare both settlement paths at one width.
     batch_from = int(os.environ.get("LASH_BATCH_FROM", BATCH_FROM))
     app = build_app(TOOLS, extra_services=[bench, child], batch_from=batch_from)
-    asyncio.run(serve(app, "127.0.0.1", args.port))
+    # LASH_SERVER picks the HTTP server, as it does for `lash-restate serve`: the bench runs both.
+    asyncio.run(serve(app, "127.0.0.1", args.port, server=os.environ.get("LASH_SERVER", "hypercorn")))
 
 
 if __name__ == "__main__":

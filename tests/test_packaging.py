@@ -72,7 +72,7 @@ def test_the_image_recipe_installs_from_the_lock_and_serves_health(tmp_path: Pat
     image_env = {
         "PATH": os.environ["PATH"],
         "PYTHONPATH": str(app),
-        "LASH_RESOLVER": "examples.checkout:tools",
+        "LASH_APP": "examples.checkout:app",
     }
     process = subprocess.Popen(
         [str(venv / "bin" / "lash-restate"), "serve", "--host", "127.0.0.1", "--port", str(port)],

@@ -61,7 +61,7 @@ def load_resolver(spec: str) -> GroupExecutors:
 
 def _serve(args: argparse.Namespace) -> int:
     from . import logs
-    from .engine import BATCH_FROM, DeploymentError, build_app, serve
+    from .engine import BATCH_FROM, DeploymentError, build_app
     from .settings import ServeSettings, SettingsError
 
     try:
@@ -70,19 +70,27 @@ def _serve(args: argparse.Namespace) -> int:
                 "host": args.host,
                 "port": args.port,
                 "resolver": args.resolver,
+                "app": args.app,
                 "with_turn": args.with_turn or None,
                 "identity_keys": args.identity_key,
                 "batch_from": args.batch_from,
                 "verbose": args.verbose or None,
+                "server": args.server,
             }
         )
     except SettingsError as exc:
         return _fail(str(exc), 2)
     logs.configure(settings.verbose)
+    if settings.app is not None:
+        if settings.resolver is not None or settings.with_turn:
+            return _fail("--app serves an application as it is: it takes no --resolver or --with-turn", 2)
+        app = load_app(settings.app)
+        return _run_server(app, settings)
     if settings.resolver is None:
         return _fail(
-            "serve needs a resolver: pass --resolver module:attribute (or set LASH_RESOLVER) naming "
-            "your GroupExecutors, e.g. a ToolRegistry",
+            "serve needs a resolver or an app: pass --resolver module:attribute (or set LASH_RESOLVER) "
+            "naming your GroupExecutors, e.g. a ToolRegistry, or --app module:attribute (LASH_APP) "
+            "naming the app lash_restate.app(...) built",
             2,
         )
     resolver = load_resolver(settings.resolver)
@@ -101,9 +109,37 @@ def _serve(args: argparse.Namespace) -> int:
         )
     except DeploymentError as exc:
         return _fail(str(exc), 2)
-    logs.event("endpoint.serving", host=settings.host, port=settings.port, with_turn=settings.with_turn)
-    asyncio.run(serve(app, settings.host, settings.port))
+    return _run_server(app, settings)
+
+
+def _run_server(app: Any, settings: Any) -> int:
+    from . import logs
+    from .engine import ServerUnavailable, serve
+
+    logs.event(
+        "endpoint.serving",
+        host=settings.host,
+        port=settings.port,
+        with_turn=settings.with_turn,
+        server=settings.server,
+    )
+    try:
+        asyncio.run(serve(app, settings.host, settings.port, server=settings.server))
+    except ServerUnavailable as exc:
+        return _fail(str(exc), 2)
     return 0
+
+
+def load_app(spec: str) -> Any:
+    """``module:attribute`` naming an ASGI app (what `lash_restate.app(...)` returns)."""
+    module_name, _, attribute = spec.partition(":")
+    try:
+        app: Any = getattr(importlib.import_module(module_name), attribute)
+    except (ImportError, AttributeError) as exc:
+        raise SystemExit(f"lash-restate: cannot load app {spec!r}: {exc}") from None
+    if not callable(app):
+        raise SystemExit(f"lash-restate: {spec!r} is not an ASGI app (it is not callable)")
+    return app
 
 
 def _register(args: argparse.Namespace) -> int:
@@ -187,14 +223,18 @@ def build_parser() -> argparse.ArgumentParser:
 
     serve = sub.add_parser(
         "serve",
-        help="serve the deployment endpoint (hypercorn, HTTP/2 cleartext)",
+        help="serve the deployment endpoint (hypercorn or granian, HTTP/2 cleartext)",
         description="Serve the endpoint. Every flag also reads an environment variable (in brackets); "
         "flags win.",
     )
     serve.add_argument("--host", help="bind address [LASH_HOST] (default 0.0.0.0)")
     serve.add_argument("--port", type=int, help="port [LASH_PORT] (default 9080)")
     serve.add_argument(
-        "--resolver", help="module:attribute of your GroupExecutors [LASH_RESOLVER] (default: the demo tools)"
+        "--resolver", help="module:attribute of your GroupExecutors: lash's services and your tools [LASH_RESOLVER]"
+    )
+    serve.add_argument(
+        "--app",
+        help="module:attribute of an application built with lash_restate.app(...), served as it is [LASH_APP]",
     )
     serve.add_argument(
         "--with-turn",
@@ -212,6 +252,12 @@ def build_parser() -> argparse.ArgumentParser:
         type=int,
         help="groups with at least this many children settle in batches through one pump invocation "
         "[LASH_BATCH_FROM] (default 3)",
+    )
+    serve.add_argument(
+        "--server",
+        choices=["hypercorn", "granian"],
+        help="the HTTP server, in this process either way [LASH_SERVER] (default hypercorn; granian needs "
+        "the granian extra: pip install 'lash-restate[granian]')",
     )
     serve.add_argument("-v", "--verbose", action="store_true", help="log every group event [LASH_VERBOSE]")
     serve.set_defaults(run=_serve)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -14,10 +14,12 @@ _ENV = {
     "host": "LASH_HOST",
     "port": "LASH_PORT",
     "resolver": "LASH_RESOLVER",
+    "app": "LASH_APP",
     "with_turn": "LASH_WITH_TURN",
     "identity_keys": "LASH_IDENTITY_KEYS",
     "batch_from": "LASH_BATCH_FROM",
     "verbose": "LASH_VERBOSE",
+    "server": "LASH_SERVER",
 }
 
 
@@ -32,13 +34,16 @@ class ServeSettings(BaseModel):
 
     host: str = "0.0.0.0"
     port: Annotated[int, Field(ge=1, le=65535)] = 9080
-    resolver: str | None = None  # required by `serve`: production has no default tools
+    resolver: str | None = None  # `serve` needs this or `app`: production has no default tools
+    app: str | None = None  # an application's ASGI app (from `lash.app`), served as it is
     with_turn: bool = False
     identity_keys: list[str] = Field(default_factory=list)
     # Groups this wide settle in batches through one pump invocation (decision 20); None is the
     # engine's own default, so the settings need not import the engine.
     batch_from: Annotated[int, Field(ge=1)] | None = None
     verbose: bool = False
+    # The HTTP server the endpoint runs under, in this process either way (decisions 11 and 33).
+    server: Literal["hypercorn", "granian"] = "hypercorn"
 
     @field_validator("identity_keys", mode="before")
     @classmethod
@@ -55,7 +60,7 @@ class ServeSettings(BaseModel):
                 raise ValueError(f"{key!r} is not a Restate identity key (publickeyv1_…)")
         return keys
 
-    @field_validator("resolver")
+    @field_validator("resolver", "app")
     @classmethod
     def _resolver(cls, spec: str | None) -> str | None:
         if spec is None:

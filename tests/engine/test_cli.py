@@ -118,6 +118,21 @@ def test_serve_settings_are_validated_with_one_clear_line() -> None:
     no_batches = lash("serve", "--batch-from", "0")
     assert no_batches.returncode == 2
     assert "batch_from" in no_batches.stderr and "Traceback" not in no_batches.stderr
+    no_such_server = lash("serve", env={"LASH_SERVER": "uvicorn"})
+    assert no_such_server.returncode == 2
+    assert "LASH_SERVER" in no_such_server.stderr and "Traceback" not in no_such_server.stderr
+
+
+def test_serve_under_granian_without_the_extra_names_the_extra(tmp_path: Path) -> None:
+    """Decision 33: granian is optional; asking for it where it is missing says how to install it."""
+    (tmp_path / "granian").mkdir()  # shadows the installed granian: importing it fails
+    (tmp_path / "granian" / "__init__.py").write_text("raise ImportError('granian is not here')\n")
+    env = {"PYTHONPATH": str(tmp_path), "LASH_RESOLVER": "lash_restate.testing.tools:demo_tools"}
+    missing = lash("serve", "--server", "granian", "--port", str(free_port()), env=env)
+    assert missing.returncode == 2
+    assert missing.stderr.strip().splitlines()[-1] == (
+        "lash-restate: granian is not installed: pip install 'lash-restate[granian]'"
+    )
 
 
 def test_every_command_has_help() -> None:

@@ -3,7 +3,9 @@
 from ._controller import RestateController
 from ._endpoint import (
     BATCH_FROM,
+    SERVERS,
     DeploymentError,
+    ServerUnavailable,
     build_app,
     call_targets,
     lash_services,
@@ -20,11 +22,13 @@ __all__ = [
     "DEFAULT_PREFIX",
     "GROUP",
     "PUMP",
+    "SERVERS",
     "SIGNAL",
     "DeploymentError",
     "GroupMeta",
     "OutcomeStore",
     "RestateController",
+    "ServerUnavailable",
     "SettlementMode",
     "build_app",
     "call_targets",

@@ -243,16 +243,19 @@ class RestateServer(_OwnedProcess):
 
 @dataclass
 class Endpoint(_OwnedProcess):
-    """An endpoint served by hypercorn in a subprocess that owns its port (one pid).
+    """An endpoint in a subprocess that owns its port (one pid: its HTTP server runs inside it).
 
     ``module`` is what ``python -m`` runs: ``lash_restate`` runs ``serve`` with ``args``; any
-    other module must accept ``--port`` and serve there.
+    other module must accept ``--port`` and serve there. ``server`` (``hypercorn`` or
+    ``granian``) is passed as ``LASH_SERVER``; unset, the endpoint inherits this process's
+    ``$LASH_SERVER``, else serves under hypercorn.
     """
 
     port: int = field(default_factory=free_port)
     args: Sequence[str] = ("--with-turn",)
     module: str = "lash_restate"
     env: dict[str, str] = field(default_factory=dict)
+    server: str | None = None
     log_path: Path | None = None
     process: subprocess.Popen[bytes] | None = None
     _log: IO[bytes] | None = None
@@ -277,7 +280,7 @@ class Endpoint(_OwnedProcess):
         return [sys.executable, "-m", self.module, "--port", str(self.port), *self.args]
 
     def _env(self) -> dict[str, str]:
-        return {**os.environ, **self.env}
+        return {**os.environ, **({"LASH_SERVER": self.server} if self.server else {}), **self.env}
 
     def _fresh_ports(self) -> None:
         self.port = free_port()

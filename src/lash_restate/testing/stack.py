@@ -65,12 +65,13 @@ class LocalStack:
         module: str = "lash_restate",
         endpoint_args: Sequence[str] = ("--with-turn",),
         endpoint_env: dict[str, str] | None = None,
+        endpoint_server: str | None = None,
         keep: bool | None = None,
     ) -> LocalStack:
         """The common stack: one server and one endpoint (not started yet)."""
         stack = cls(base_dir, keep=keep)
         stack.add_server(env=server_env, config_file=config_file)
-        stack.add_endpoint(module=module, args=endpoint_args, env=endpoint_env)
+        stack.add_endpoint(module=module, args=endpoint_args, env=endpoint_env, server=endpoint_server)
         return stack
 
     @property
@@ -117,15 +118,18 @@ class LocalStack:
         args: Sequence[str] = ("--with-turn",),
         env: dict[str, str] | None = None,
         identity_keys: Sequence[str] = (),
+        server: str | None = None,
     ) -> Endpoint:
         """An endpoint logging to ``base_dir/{name}.log``; with ``identity_keys`` it serves only
-        requests signed by one of them."""
+        requests signed by one of them; ``server`` is its HTTP server (default: ``$LASH_SERVER``,
+        else hypercorn)."""
         keys = [arg for key in identity_keys for arg in ("--identity-key", key)]
         endpoint = Endpoint(
             module=module,
             args=(*args, *keys),
             # `serve` has no default resolver; a local stack serves the demo tools unless told otherwise.
             env={"LASH_COUNT_FILE": str(self.count_file), "LASH_RESOLVER": DEMO_RESOLVER, **(env or {})},
+            server=server,
             log_path=self.base_dir / f"{name}.log",
         )
         self.endpoints.append(endpoint)
