@@ -198,6 +198,17 @@ def test_serve_without_a_resolver_exits_with_one_clear_line() -> None:
     assert run.returncode == 2, run.stderr
     assert run.stderr.strip().count("\n") == 0, run.stderr  # one line
     assert "--resolver" in run.stderr and "LASH_RESOLVER" in run.stderr
+    assert "--app" in run.stderr and "LASH_APP" in run.stderr
+
+
+def test_serve_app_serves_an_application_as_it_is_and_refuses_extras(tmp_path: Path) -> None:
+    """`serve --app module:attribute` serves what `lash.app(...)` built (the image's way); it takes no
+    resolver or driver of its own, and a name that is no app is one clear line."""
+    both = lash("serve", "--app", "examples.checkout:app", "--resolver", "a:b")
+    assert both.returncode == 2 and "takes no --resolver" in both.stderr
+    missing = lash("serve", "--app", "examples.checkout:nothing", "--port", str(free_port()))
+    assert missing.returncode != 0 and "cannot load app 'examples.checkout:nothing'" in missing.stderr
+    assert "Traceback" not in missing.stderr
 
 
 def test_version_names_the_installed_distribution() -> None:
