@@ -230,11 +230,12 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--host", help="bind address [LASH_HOST] (default 0.0.0.0)")
     serve.add_argument("--port", type=int, help="port [LASH_PORT] (default 9080)")
     serve.add_argument(
-        "--resolver", help="module:attribute of your GroupExecutors: lash's services and your tools [LASH_RESOLVER]"
+        "--resolver",
+        help="module:attribute of your GroupExecutors: lash's services and your tools [LASH_RESOLVER]",
     )
     serve.add_argument(
         "--app",
-        help="module:attribute of an application built with lash_restate.app(...), served as it is [LASH_APP]",
+        help="module:attribute of an app built with lash_restate.app(...), served as it is [LASH_APP]",
     )
     serve.add_argument(
         "--with-turn",
