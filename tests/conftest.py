@@ -19,7 +19,8 @@ TIERS = ["memory", "restate", "restate-replay", "restate-batched"]
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
-        if "[restate" in item.name:
+        params = getattr(item, "callspec", None)
+        if params is not None and str(params.params.get("tier", "")).startswith("restate"):
             item.add_marker(pytest.mark.restate)
 
 

@@ -14,8 +14,18 @@ def fresh_scope() -> str:
     return f"t{uuid.uuid4().hex[:12]}"
 
 
+class Children:
+    """How `echo` children are written: ``"tools"`` (the demo tool) or ``"calls"`` (a `Call` to the
+    demo handler `DemoCalls/echo`, which answers the same), so the whole suite runs with each."""
+
+    echo_as = "tools"
+
+
 def echo(value: Any, delay_ms: int = 0) -> dict[str, Any]:
-    return {"type": "tool_call", "tool": "echo", "args": {"value": value, "delay_ms": delay_ms}}
+    args = {"value": value, "delay_ms": delay_ms}
+    if Children.echo_as == "calls":
+        return {"type": "call", "service": "DemoCalls", "handler": "echo", "arg": args}
+    return {"type": "tool_call", "tool": "echo", "args": args}
 
 
 def fail(message: str, code: str | None = None) -> dict[str, Any]:

@@ -180,6 +180,18 @@ class RestateTier:
             killed = await client.patch(f"{self.stack.admin_url}/invocations/{row['id']}/kill")
             assert killed.status_code in (200, 202), killed.text
             assert (await turn).status_code != 200  # the turn ended in failure
+        # Severed once the group has noted how its opener ended (and applied a declared Cancel), as
+        # the reference host's drain has when `sever` returns: a resumer reopening before that would
+        # be one more live opener, which keeps the losers running (decision 13).
+        async with asyncio.timeout(30):
+            while True:
+                [row] = await self.sql(
+                    "SELECT value_utf8 AS meta FROM state WHERE service_name = 'LashGroup' AND "
+                    f"service_key = {quote_sql(group_key)} AND key = 'meta'"
+                )
+                if all(o.get("ended") for o in json.loads(row["meta"]).get("openers", [])):
+                    break
+                await asyncio.sleep(0.05)
 
     async def wait_child_finished(self, replay_key: str) -> None:
         """The child's invocations all completed and its outcome store was released (or never written).

@@ -1,0 +1,68 @@
+"""Call children routed where the children run (decision 37), against real processes.
+
+Two endpoints: the first serves the `LashTurn` driver and the demo call targets; the second serves
+lash's own services without them. Once the second is registered, the group, child and pump objects
+run there, so the answer about a call target is the second endpoint's, whoever opened the group.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from lash_restate.testing import LocalStack
+from tests.conformance.builders import Scope, err, next_, ok, open_, use
+from tests.engine.test_engine import _wait_run_completed, _wait_run_started
+
+
+def demo_echo(value: str, delay_ms: int = 0) -> dict[str, object]:
+    return {
+        "type": "call",
+        "service": "DemoCalls",
+        "handler": "echo",
+        "arg": {"value": value, "delay_ms": delay_ms},
+    }
+
+
+def two_endpoints(tmp: Path) -> LocalStack:
+    stack = LocalStack(tmp)
+    stack.add_server(env={"RESTATE_DEFAULT_NUM_PARTITIONS": "4"})
+    stack.add_endpoint("callers")  # --with-turn: LashTurn, DemoCalls, DemoCounter and lash's services
+    stack.add_endpoint("children", args=())  # lash's services and the demo tools only
+    stack.start(register=False)
+    stack.register(stack.endpoints[0])
+    return stack
+
+
+async def test_a_first_open_is_routed_by_the_endpoint_that_runs_the_children(tmp_path: Path) -> None:
+    with two_endpoints(tmp_path) as stack:
+        s = Scope()
+        group = s.group([demo_echo("a")])
+        [opened] = await stack.turn(open_(group))
+        assert ok(opened)  # routed by the first endpoint, which binds DemoCalls
+        stack.register(stack.endpoints[1])  # lash's services now run on the second
+        other = Scope()
+        [refused] = await stack.turn(open_(other.group([demo_echo("a")])))
+        assert err(refused)["code"] == "child_unroutable"  # the second endpoint does not know DemoCalls
+        assert err(refused)["replay_key"] == f"{other.key()}/c0"
+
+
+async def test_a_call_whose_target_left_the_deployment_ends_with_a_terminal_404(tmp_path: Path) -> None:
+    """ADR: a target that disappears later ends the child as a terminal 404, never a retry: the
+    child resumes, after its call answered, on an endpoint that no longer knows the target."""
+    with two_endpoints(tmp_path) as stack:
+        s = Scope()
+        group = s.group(
+            [
+                demo_echo("late", delay_ms=2_000),
+                {"type": "tool_call", "tool": "echo", "args": {"value": "fine"}},
+            ]
+        )
+        [opened] = await stack.turn(open_(group))
+        await _wait_run_started(stack, f"{s.key()}/c0")
+        stack.register(stack.endpoints[1])  # the child's next run is on an endpoint without DemoCalls
+        [row] = await _wait_run_completed(stack, f"{s.key()}/c0")
+        assert "404" in row["completion_failure"] or "no executor" in row["completion_failure"]
+        # No outcome was invented for the call: only the tool holds a rank.
+        [_, served, last] = await stack.turn(use(ok(opened)), next_(), next_(cancel_after_ms=300))
+        assert ok(served)["position"] == 1
+        assert err(last)["code"] == "await_cancelled"
