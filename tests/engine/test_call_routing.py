@@ -47,21 +47,34 @@ async def test_a_first_open_is_routed_by_the_endpoint_that_runs_the_children(tmp
 
 
 async def test_a_call_whose_target_left_the_deployment_ends_with_a_terminal_404(tmp_path: Path) -> None:
-    """ADR: a target that disappears later ends the child as a terminal 404, never a retry: the
-    child resumes, after its call answered, on an endpoint that no longer knows the target."""
-    with two_endpoints(tmp_path) as stack:
+    """ADR: a target that disappears later ends the child as a terminal 404, never a retry.
+
+    The call child's invocation is queued behind a slow tool holding the same child key (a child
+    object runs one invocation per key at a time), and the endpoint is redeployed in place without
+    the target meanwhile: the call child first runs where its target is gone.
+    """
+    with LocalStack.single(tmp_path) as stack:
+        stack.start()
         s = Scope()
-        group = s.group(
-            [
-                demo_echo("late", delay_ms=2_000),
-                {"type": "tool_call", "tool": "echo", "args": {"value": "fine"}},
-            ]
+        shared = f"{s.id}/shared"  # both children's replay key: the same `LashChild` object
+        slow = s.group(
+            [{"type": "tool_call", "tool": "echo", "args": {"value": 1, "delay_ms": 2_000}}],
+            batch="slow",
+            replay_keys=[shared],
         )
-        [opened] = await stack.turn(open_(group))
-        await _wait_run_started(stack, f"{s.key()}/c0")
-        stack.register(stack.endpoints[1])  # the child's next run is on an endpoint without DemoCalls
-        [row] = await _wait_run_completed(stack, f"{s.key()}/c0")
-        assert "404" in row["completion_failure"] or "no executor" in row["completion_failure"]
+        [first] = await stack.turn(open_(slow))
+        assert ok(first)
+        await _wait_run_started(stack, shared)
+        late = s.group(
+            [demo_echo("late"), {"type": "tool_call", "tool": "echo", "args": {"value": "fine"}}],
+            batch="late",
+            replay_keys=[shared, f"{s.id}/fine"],
+        )
+        [opened] = await stack.turn(open_(late))  # routed: the target is bound at this open
+        stack.restart_endpoint(LASH_DEMO_CALLS_OFF="1")  # redeployed in place without DemoCalls
+        rows = await _wait_run_completed(stack, shared)
+        failures = [r.get("completion_failure") or "" for r in rows]
+        assert any("404" in f or "no executor" in f for f in failures), rows
         # No outcome was invented for the call: only the tool holds a rank.
         [_, served, last] = await stack.turn(use(ok(opened)), next_(), next_(cancel_after_ms=300))
         assert ok(served)["position"] == 1

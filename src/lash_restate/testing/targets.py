@@ -72,7 +72,12 @@ def demo_calls(count_file: str | Path | None = None) -> CallRegistry:
 
 
 def demo_call_services(count_file: str | Path | None = None) -> list[restate.Service | restate.VirtualObject]:
-    """The demo targets as Restate services, bound next to lash's own by a ``--with-turn`` endpoint."""
+    """The demo targets as Restate services, bound next to lash's own by a ``--with-turn`` endpoint.
+
+    With ``$LASH_DEMO_CALLS_OFF`` set, none (how tests model a deployment that dropped a target).
+    """
+    if os.environ.get("LASH_DEMO_CALLS_OFF"):
+        return []
     service = restate.Service(DEMO_SERVICE)
     counter = restate.VirtualObject(DEMO_OBJECT)
     path = _count_path(count_file)
