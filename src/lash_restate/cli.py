@@ -30,6 +30,9 @@ def _version() -> str:
         return "unknown"
 
 
+_PREFIX_HELP = "the prefix of lash's service names, {prefix}Group, … (default Lash)"
+
+
 def _fail(message: str, code: int = 1) -> int:
     print(f"lash-restate: {message}", file=sys.stderr)
     return code
@@ -73,6 +76,7 @@ def _serve(args: argparse.Namespace) -> int:
                 "app": args.app,
                 "with_turn": args.with_turn or None,
                 "identity_keys": args.identity_key,
+                "prefix": args.prefix,
                 "batch_from": args.batch_from,
                 "verbose": args.verbose or None,
                 "server": args.server,
@@ -106,8 +110,9 @@ def _serve(args: argparse.Namespace) -> int:
             extra_services=extra,
             identity_keys=settings.identity_keys,
             batch_from=BATCH_FROM if settings.batch_from is None else settings.batch_from,
+            prefix=settings.prefix,
         )
-    except DeploymentError as exc:
+    except (DeploymentError, ValueError) as exc:
         return _fail(str(exc), 2)
     return _run_server(app, settings)
 
@@ -168,9 +173,22 @@ _COLUMNS = ["group_key", "child_count", "settled", "wake", "disposition", "mode"
 _CHILD_COLUMNS = ["position", "replay_key", "rank", "outcome", "invocation_id", "status"]
 
 
+def _use_prefix(args: argparse.Namespace) -> int | None:
+    """Inspect lash's services under ``--prefix`` (decision 40); a bad prefix is one clear line."""
+    from .engine import use_prefix
+
+    try:
+        use_prefix(args.prefix)
+    except ValueError as exc:
+        return _fail(str(exc), 2)
+    return None
+
+
 def _groups_list(args: argparse.Namespace) -> int:
     from .inspection import InspectionError, list_open_groups
 
+    if (failed := _use_prefix(args)) is not None:
+        return failed
     try:
         admin = AdminApi.from_env(args.admin_url)
         groups = [g.as_dict() for g in list_open_groups(admin, orphaned=args.orphaned)]
@@ -188,6 +206,8 @@ def _groups_list(args: argparse.Namespace) -> int:
 def _groups_show(args: argparse.Namespace) -> int:
     from .inspection import InspectionError, show_group
 
+    if (failed := _use_prefix(args)) is not None:
+        return failed
     try:
         group = show_group(AdminApi.from_env(args.admin_url), args.key)
     except InspectionError as exc:
@@ -260,6 +280,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="the HTTP server, in this process either way [LASH_SERVER] (default hypercorn; granian needs "
         "the granian extra: pip install 'lash-restate[granian]')",
     )
+    serve.add_argument("--prefix", help=_PREFIX_HELP + " [LASH_PREFIX]")
     serve.add_argument("-v", "--verbose", action="store_true", help="log every group event [LASH_VERBOSE]")
     serve.set_defaults(run=_serve)
 
@@ -293,6 +314,7 @@ def build_parser() -> argparse.ArgumentParser:
             help=_ADMIN_HELP,
         )
         cmd.add_argument("--json", action="store_true", help="machine-readable output")
+        cmd.add_argument("--prefix", default="Lash", help=_PREFIX_HELP)
         cmd.set_defaults(run=run)
 
     dev = sub.add_parser("dev", help="start restate-server and the endpoint, register, run a demo race")

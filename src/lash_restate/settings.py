@@ -19,6 +19,7 @@ _ENV = {
     "identity_keys": "LASH_IDENTITY_KEYS",
     "batch_from": "LASH_BATCH_FROM",
     "verbose": "LASH_VERBOSE",
+    "prefix": "LASH_PREFIX",
     "server": "LASH_SERVER",
 }
 
@@ -42,6 +43,8 @@ class ServeSettings(BaseModel):
     # engine's own default, so the settings need not import the engine.
     batch_from: Annotated[int, Field(ge=1)] | None = None
     verbose: bool = False
+    # lash's service names, {prefix}Group, … (decision 40); checked where the services are named.
+    prefix: str = "Lash"
     # The HTTP server the endpoint runs under, in this process either way (decisions 11 and 33).
     server: Literal["hypercorn", "granian"] = "hypercorn"
 

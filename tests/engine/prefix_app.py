@@ -23,6 +23,13 @@ async def run(ctx: restate.Context, value: str) -> list[str]:
     return await lash.all(ctx, [lash.tool("tag", value), lash.tool("tag", value * 2)])
 
 
+@fanout.handler()
+async def hold(ctx: restate.Context, value: str) -> str:
+    """Open a group and return with it open (its child waits for an event nobody emits)."""
+    group = await lash.open(ctx, [lash.event(f"{args.prefix}-{value}")])
+    return group.key
+
+
 tools = lash.ToolRegistry()
 
 

@@ -7,6 +7,10 @@ from __future__ import annotations
 
 import ast
 import asyncio
+import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -96,5 +100,21 @@ async def test_two_applications_with_their_own_prefixes_share_one_server(tmp_pat
         assert (alpha, beta) == (["Alpha:x", "Alpha:xx"], ["Beta:y", "Beta:yy"])
         query = "SELECT DISTINCT target_service_name AS s FROM sys_invocation"
         services = {row["s"] for row in await asyncio.to_thread(sql, stack.admin_url, query)}
+        held = await stack.call("AlphaFanout/hold", "z")
+        listed = {prefix: _groups_listed(stack.admin_url, prefix) for prefix in ("Alpha", "Beta", "Lash")}
     assert {"AlphaGroup", "AlphaChild", "BetaGroup", "BetaChild"} <= services
     assert not any(s.startswith("Lash") for s in services)
+    # The command line follows the prefix: each application's open groups under its own.
+    assert listed == {"Alpha": [held], "Beta": [], "Lash": []}
+
+
+def _groups_listed(admin_url: str, prefix: str) -> list[str]:
+    run = subprocess.run(
+        [sys.executable, "-m", "lash_restate", "groups", "list", "--json", "--prefix", prefix],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "RESTATE_ADMIN_URL": admin_url},
+    )
+    assert run.returncode == 0, run.stderr
+    return [g["group_key"] for g in json.loads(run.stdout)]
