@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import json
 import asyncio
+import json
 from typing import Any
 
 from tests.conformance.builders import (
