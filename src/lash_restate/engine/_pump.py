@@ -94,13 +94,9 @@ def pump_object() -> restate.VirtualObject:
                 batch = SettleBatch(incarnation=req.incarnation, mode=SettlementMode.PUMPED, refs=refs)
                 await _forward(ctx, req.group_key, batch)
 
-    @pump.handler(
-        name=PUMP_OUTCOMES.handler,
-        kind="shared",
-        ingress_private=True,
-        state_preload=False,
-        output_serde=_BYTES,
-    )
+    # Eager state (decision 36): a pump keeps at most PUMP_SLICE outcomes, so loading them all costs
+    # less than a round trip to the server per outcome read.
+    @pump.handler(name=PUMP_OUTCOMES.handler, kind="shared", ingress_private=True, output_serde=_BYTES)
     @terminal_errors
     async def outcomes(ctx: restate.ObjectSharedContext, positions: list[int]) -> bytes:
         """The stored outcomes of ``positions``, one JSON array, cut short to stay under the size limit."""
