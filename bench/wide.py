@@ -38,7 +38,7 @@ PARTS = {
 
 # The largest state each kind of object held while a run went on, polled once a second.
 STATE = (
-    "SELECT service_name AS s, key AS k, count(*) AS n, sum(octet_length(value)) AS bytes FROM state "
+    "SELECT service_name AS s, key AS k, count(*) AS n, sum(length(value)) AS bytes FROM state "
     "WHERE service_name IN ('LashGroup', 'LashPump') GROUP BY service_name, key"
 )
 
