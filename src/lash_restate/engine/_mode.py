@@ -22,7 +22,7 @@ import restate
 from restate import SendHandle
 
 from ..contract import RuntimeEffectEnvelope as Envelope
-from ._messages import ChildRun, PumpRun, Ref, SettleBatch, WaitReply
+from ._messages import MAX_OUTCOME_BYTES, ChildRun, OutcomesRead, PumpRun, Ref, SettleBatch, WaitReply
 from ._records import SHAPE, STRINGS, GroupMeta, SettlementMode
 from ._routes import (
     CHILD,
@@ -203,8 +203,15 @@ class _Pumped:
         by_pump: dict[str, list[int]] = {}
         for position in positions:
             by_pump.setdefault(slice_key(group_key, reply.incarnation, position), []).append(position)
-        # One bulk read per pump the positions span, all at once.
-        calls = {key: PUMP_OUTCOMES.call(ctx, key, asked) for key, asked in by_pump.items()}
+        # One bulk read per pump the positions span, all at once, sharing one reply's size: only the
+        # pump of the first position answers its first outcome whatever its size (decision 35).
+        share = MAX_OUTCOME_BYTES // len(by_pump) if by_pump else 0
+        calls = {
+            key: PUMP_OUTCOMES.call(
+                ctx, key, OutcomesRead(positions=asked, budget=share, first=asked[0] == positions[0])
+            )
+            for key, asked in by_pump.items()
+        }
         if calls:
             await restate.gather(*calls.values())
         found: dict[int, bytes] = {}

@@ -25,7 +25,7 @@ from ._errors import HANDLER_RETRY, NOT_FOUND, is_cancellation, terminal_errors
 from ._messages import (
     BATCH_INLINE_BYTES,
     INLINE_OUTCOME_BYTES,
-    MAX_OUTCOME_BYTES,
+    OutcomesRead,
     PumpRun,
     Ref,
     SettleBatch,
@@ -39,6 +39,8 @@ __all__ = ["OUTCOMES_PER_READ", "pump_object"]
 
 _BYTES = BytesSerde()
 _KEYS: MsgspecSerde[list[str]] = MsgspecSerde(list[str])
+# The SDK's default serde leaves a union as plain JSON: decode a bulk read's request ourselves.
+_READ: MsgspecSerde[list[int] | OutcomesRead] = MsgspecSerde(list[int] | OutcomesRead)
 # The group's pump keeps the keys of the further slices' pumps here, for its forget (decision 35).
 SLICES = "slices"
 # A bulk read of the outcomes this pump keeps asks for at most this many at once.
@@ -96,26 +98,34 @@ def pump_object() -> restate.VirtualObject:
 
     # Eager state (decision 36): a pump keeps at most PUMP_SLICE outcomes, so loading them all costs
     # less than a round trip to the server per outcome read.
-    @pump.handler(name=PUMP_OUTCOMES.handler, kind="shared", ingress_private=True, output_serde=_BYTES)
+    @pump.handler(
+        name=PUMP_OUTCOMES.handler,
+        kind="shared",
+        ingress_private=True,
+        input_serde=_READ,
+        output_serde=_BYTES,
+    )
     @terminal_errors
-    async def outcomes(ctx: restate.ObjectSharedContext, positions: list[int]) -> bytes:
-        """The stored outcomes of ``positions``, one JSON array, cut short to stay under the size limit."""
+    async def outcomes(ctx: restate.ObjectSharedContext, asked: list[int] | OutcomesRead) -> bytes:
+        """The stored outcomes asked for, one JSON array, cut short to stay within the read's budget."""
+        read = asked if isinstance(asked, OutcomesRead) else OutcomesRead(positions=asked)
         reads = [
-            ctx.get(pump_store(int(position)), serde=_BYTES) for position in positions[:OUTCOMES_PER_READ]
+            ctx.get(pump_store(int(position)), serde=_BYTES)
+            for position in read.positions[:OUTCOMES_PER_READ]
         ]
         if reads:
             await restate.gather(*reads)
         found: list[bytes] = []
         size = 0
-        for read in reads:
-            outcome = await read
+        for state in reads:
+            outcome = await state
             if outcome is None:
                 if not found:  # ranked, so stored, unless the group was closed meanwhile
                     raise GroupNotOpen(
                         "the group was closed while reading", group_key=group_of_pump(ctx.key())
                     )
                 break
-            if found and size + len(outcome) > MAX_OUTCOME_BYTES:
+            if (found or not read.first) and size + len(outcome) > read.budget:
                 break
             found.append(outcome)
             size += len(outcome)
