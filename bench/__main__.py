@@ -31,6 +31,11 @@ from lash_restate.testing import Endpoint, LocalStack
 ROOT = Path(__file__).resolve().parents[1]
 
 
+# N -> (runs in a --quick run, runs in a full run); 0 skips. Issue #14: the full run reaches 10,000.
+SIZES = {1: (15, 50), 10: (10, 30), 100: (4, 10), 1000: (1, 3), 4000: (0, 1), 10000: (0, 1)}
+WIDE_FROM = 4000  # from this N a size runs once, without a warm-up
+
+
 def _p95(samples: list[float]) -> float:
     ordered = sorted(samples)
     return ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
@@ -100,11 +105,13 @@ async def measure(quick: bool, servers: list[str], progress: Callable[[str], Non
             b = Bench(client, stack.ingress_url)
             turn = 0
 
-            async def each_server(what: str, run: Callable[[str], Awaitable[Any]]) -> None:
+            async def each_server(
+                what: str, run: Callable[[str], Awaitable[Any]], only: list[str] | None = None
+            ) -> None:
                 nonlocal turn
                 order = servers[turn % len(servers) :] + servers[: turn % len(servers)]
                 turn += 1
-                for name in order:
+                for name in [s for s in order if only is None or s in only]:
                     progress(f"{what} on {name}")
                     stack.register(endpoints[name], force=True)
                     await run(name)
@@ -119,7 +126,9 @@ async def measure(quick: bool, servers: list[str], progress: Callable[[str], Non
 
             def all_of(n: int, runs: int) -> Callable[[str], Awaitable[None]]:
                 async def run(name: str) -> None:
-                    results[name]["all"][n] = await b.pair("native_all", "group_all", {"n": n}, runs)
+                    # The wide sizes run once, unwarmed: a warm-up would double minutes of native gather.
+                    pair = b.pair("native_all", "group_all", {"n": n}, runs, warm=n < WIDE_FROM)
+                    results[name]["all"][n] = await pair
 
                 return run
 
@@ -133,9 +142,12 @@ async def measure(quick: bool, servers: list[str], progress: Callable[[str], Non
 
             await each_server("floor: no-op invocation", floor)
             await each_server("race, 2 arms", race)
-            sizes = {1: (15, 50), 10: (10, 30), 100: (4, 10), 1000: (1, 3)}
-            for n, (q, full) in sizes.items():
-                await each_server(f"all, N={n}", all_of(n, q if quick else full))
+            for n, (q, full) in SIZES.items():
+                runs = q if quick else full
+                if runs:
+                    # The wide sizes (minutes of native gather each) run under the default server only.
+                    only = servers[:1] if n >= WIDE_FROM else None
+                    await each_server(f"all, N={n}", all_of(n, runs), only)
             await each_server("50 concurrent races", throughput)
     return results
 
@@ -172,6 +184,14 @@ def summarise(results: dict[str, Any]) -> tuple[list[list[str]], dict[str, float
     add("race, 2 arms", results["race"], "race_ratio")
     for n, pair in results["all"].items():
         add(f"all, N={n}", pair, f"all_{n}_ratio")
+        for path_name in ("native", "group"):
+            ratios[f"all_{n}_{path_name}_ms_per_child"] = statistics.median(pair[path_name]) * 1e3 / n
+    wide = [n for n in results["all"] if n >= 1000]
+    if len(wide) > 1:
+        # Linear means flat: the group path's ms per child at the widest N over N=1000's, same run.
+        ratios["group_ms_per_child_widest_over_1000"] = (
+            ratios[f"all_{max(wide)}_group_ms_per_child"] / ratios["all_1000_group_ms_per_child"]
+        )
     tp = results["throughput"]
     ratios["concurrent_race_throughput_ratio"] = tp["group"] / tp["native"]
     rows.append(
@@ -232,17 +252,13 @@ def plot(results: dict[str, Any], path: Path) -> None:
     for server, measured in results.items():
         sizes = sorted(measured["all"])
         for path_name, label in (("native", "native restate.gather"), ("group", "durable group (all)")):
-            ax.plot(
-                sizes,
-                [statistics.median(measured["all"][n][path_name]) * 1e3 for n in sizes],
-                "o-" if path_name == "group" else "s--",
-                label=f"{label}, {server}",
-            )
+            per_child = [statistics.median(measured["all"][n][path_name]) * 1e3 / n for n in sizes]
+            ax.plot(sizes, per_child, "o-" if path_name == "group" else "s--", label=f"{label}, {server}")
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("children (N)")
-    ax.set_ylabel("median round trip (ms)")
-    ax.set_title("all over N immediate children, one server, same run")
+    ax.set_ylabel("median round trip per child (ms)")
+    ax.set_title("all over N immediate children, one restate-server, same run")
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize="small")
     fig.tight_layout()
@@ -252,7 +268,7 @@ def plot(results: dict[str, Any], path: Path) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
-    parser.add_argument("--quick", action="store_true", help="a reduced run, a few minutes")
+    parser.add_argument("--quick", action="store_true", help="a reduced run, a few minutes (N up to 1000)")
     parser.add_argument("--json", action="store_true", help="print one JSON object on the last line")
     parser.add_argument("--plot", type=Path, default=ROOT / "docs" / "bench-all.png")
     args = parser.parse_args(argv)

@@ -12,6 +12,10 @@ once, except where the crash landed inside work: a tool whose process dies mid-c
 the retry (Restate's `ctx.run` is at-least-once until its result is journaled), so there it ran at
 least once.
 
+A wide case (`test_a_wide_group_keeps_its_ranks_across_an_endpoint_kill_mid_group`) SIGKILLs the
+endpoint while a group of `WIDE` children, settling through several pumps (decision 35), is half
+ranked.
+
 CI runs a seeded sample; ``LASH_CRASH_RUNS=300`` runs the full matrix. Each run appends a line
 to ``$LASH_CRASH_REPORT`` (if set) so the count of runs and divergences can be recorded.
 """
@@ -19,8 +23,10 @@ to ``$LASH_CRASH_REPORT`` (if set) so the count of runs and divergences can be r
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import os
+import struct
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -35,6 +41,8 @@ from tests.engine.conftest import Stack, private_stack
 from tests.engine.test_engine import _poll, _wait_run_completed, has_waiter, waiters_query
 
 RUNS = int(os.environ.get("LASH_CRASH_RUNS", "10"))
+# The wide case's children: more than two pump slices of 256 (decision 35).
+WIDE = int(os.environ.get("LASH_CRASH_WIDE", "600"))
 KINDS = {"all": "all", "all_settled": "all", "race": "first", "any": "first_success"}
 
 pytestmark = pytest.mark.crash
@@ -212,3 +220,62 @@ def test_crash_matrix(crash_stack: Stack, sc: dict[str, Any]) -> None:
         _report({"scenario": sc, "divergence": str(divergence)})
         raise
     _report({"scenario": sc, "divergence": None})
+
+
+def _ranked(rows: list[dict[str, Any]]) -> list[int]:
+    """The positions in rank order that the group's ``meta`` row records (4-byte little-endian each)."""
+    if not rows or not rows[0]["value_utf8"]:
+        return []
+    order = base64.b64decode(json.loads(rows[0]["value_utf8"]).get("order", ""))
+    return [position for (position,) in struct.iter_unpack("<I", order)]
+
+
+async def run_wide(stack: Stack, ranked: int) -> dict[str, Any]:
+    """An `all` over WIDE counting tools and one event, SIGKILLed once ``ranked`` ranks are recorded.
+
+    The event holds the group open until after the kill, so the kill lands mid-group whatever the
+    machine's speed: ranks recorded, others in flight or not yet run. The turn is an idempotent
+    request, so the caller's retry after the kill attaches to the same invocation.
+    """
+    s = Scope()
+    names = [f"{s.id}-w{i}" for i in range(WIDE)]
+    commands = [tool("count", {"name": name, "value": i}) for i, name in enumerate(names)]
+    group = s.group([*commands, event(s.event("gate"))], wake="all")
+    url = f"{stack.ingress_url}/LashTurn/run"
+    body, headers = {"steps": [combine("all", group)]}, {"idempotency-key": f"wide-{s.id}"}
+    async with httpx.AsyncClient(timeout=300) as client:
+        first = asyncio.create_task(client.post(url, json=body, headers=headers))
+        recorded = waiters_query(s.key())
+        rows = await _poll(stack, recorded, lambda rows: len(_ranked(rows)) >= ranked, within=240)
+        await asyncio.to_thread(stack.restart_endpoint)  # SIGKILL mid-group
+        before = _ranked(rows)
+        await stack.emit(s.event("gate"), "opened")
+        try:
+            response = await first
+        except httpx.TransportError:
+            response = await client.post(url, json=body, headers=headers)  # attach to the same turn
+    assert response.status_code == 200, response.text
+    [answer] = response.json()
+    after: dict[str, Any] = ok(answer)
+    order: list[int] = after["order"]
+    assert order[: len(before)] == before, "a rank changed across the crash"
+    assert sorted(order) == list(range(WIDE + 1)), "a settlement was lost or served twice"
+    assert after["status"] == "fulfilled"
+    assert after["value"] == [*range(WIDE), "opened"]
+    counts = stack.counts()
+    missing = [name for name in names if name not in counts]
+    assert not missing, f"a side effect was lost: {missing[:5]}"  # at-least-once: the kill was mid-call
+    return {"children": WIDE + 1, "ranked_before_kill": len(before)}
+
+
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize("ranked", [1, WIDE // 2], ids=["first-rank", "half-ranked"])
+def test_a_wide_group_keeps_its_ranks_across_an_endpoint_kill_mid_group(
+    crash_stack: Stack, ranked: int
+) -> None:
+    try:
+        line = asyncio.run(asyncio.wait_for(run_wide(crash_stack, ranked), 540))
+    except AssertionError as divergence:
+        _report({"scenario": {"wide": WIDE}, "divergence": str(divergence)})
+        raise
+    _report({"scenario": {"wide": WIDE, **line}, "divergence": None})

@@ -41,7 +41,8 @@ __all__ = [
     "validate_deployment",
 ]
 
-# From this many children a group settles in batches through one pump invocation (decision 20): the
+# From this many children a group settles in batches through a pump invocation, one per 256 children
+# (decisions 20, 35): the
 # single writer then runs once per batch instead of once per child. Below it a child settles itself:
 # two hops less, which is what a two-arm race or a signal/deadline select is measured by.
 BATCH_FROM = 3

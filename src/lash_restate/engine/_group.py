@@ -51,6 +51,9 @@ from ._routing import Routing
 __all__ = ["group_object"]
 
 _REPLY: MsgspecSerde[WaitReply] = MsgspecSerde(WaitReply)
+# Decision 36: a wait serves at most this many recorded ranks; the caller reads on with the next wait,
+# so a wide group's reply (and the caller's journal entry) stays bounded whatever the group's width.
+WAIT_REFS = 1024
 _OPENED: MsgspecSerde[OpenReply] = MsgspecSerde(OpenReply)
 
 
@@ -104,7 +107,8 @@ def group_object(batch_from: int, routing: Routing) -> restate.VirtualObject:
             # ADR: read rank consumed + 1 out of state first, and only otherwise wait.
             fence = await ctx.get("fence", serde=SHAPE)
             assert fence is not None
-            refs = [Ref(position=p, replay_key=fence.replay_keys[p]) for p in meta.positions(req.consumed)]
+            served = meta.positions(req.consumed, WAIT_REFS)
+            refs = [Ref(position=p, replay_key=fence.replay_keys[p]) for p in served]
             return WaitReply(refs=refs, mode=meta.mode, incarnation=meta.incarnation)
         waiters = [*meta.waiters, *meta.waiting(req.consumed, req.wakes)]
         ctx.set("meta", msgspec.structs.replace(meta, waiters=waiters), serde=META)
@@ -226,6 +230,8 @@ def _rank(ctx: restate.ObjectContext, meta: GroupMeta, refs: list[Ref]) -> None:
     ranked is skipped (idempotent on the child: one terminal, one rank, however often it is sent).
     """
     woken: dict[int, Ref] = {}
+    settled = meta.settled()  # once per batch: a lookup per ref, not a scan of every rank (decision 36)
+    fresh: list[int] = []
     for ref in refs:
         if not 0 <= ref.position < meta.child_count:
             raise InvalidSettlement(
@@ -234,13 +240,17 @@ def _rank(ctx: restate.ObjectContext, meta: GroupMeta, refs: list[Ref]) -> None:
                 position=ref.position,
                 replay_key=ref.replay_key,
             )
-        if meta.is_settled(ref.position):
+        if ref.position in settled:
             continue
-        meta = meta.ranked(ref.position)  # (1) strictly monotonic; (2) appends above every consumed rank
-        woken[meta.counter] = ref
-        logs.event("group.ranked", ctx, group_key=ctx.key(), rank=meta.counter, position=ref.position)
+        settled.add(ref.position)
+        fresh.append(ref.position)
+        # (1) strictly monotonic; (2) appends above every consumed rank
+        rank = meta.counter + len(fresh)
+        woken[rank] = ref
+        logs.event("group.ranked", ctx, group_key=ctx.key(), rank=rank, position=ref.position)
     if not woken:
         return  # all of them ranked already: nothing to write
+    meta = meta.ranked(fresh)
     waiting = []
     for waiter in meta.waiters:
         if waiter.rank not in woken:

@@ -18,6 +18,7 @@ __all__ = [
     "CloseRequest",
     "OpenReply",
     "OpenRequest",
+    "OutcomesRead",
     "PumpRun",
     "Ref",
     "SettleBatch",
@@ -77,6 +78,19 @@ class PumpRun(msgspec.Struct, **STRUCT_OPTIONS):
     group_key: str
     children: list[RuntimeEffectEnvelope]
     incarnation: str
+
+
+class OutcomesRead(msgspec.Struct, **STRUCT_OPTIONS):
+    """A bulk read of a pump's outcomes, in the order asked, within ``budget`` bytes in all.
+
+    Decision 35: a caller reads from every pump its ranks span at once, so each gets a share of one
+    reply's size; only the pump asked with ``first`` answers its first outcome whatever its size, so
+    the read always makes progress. (A bare list of positions is read with the whole budget.)
+    """
+
+    positions: list[int]
+    budget: int = MAX_OUTCOME_BYTES
+    first: bool = True
 
 
 class Ref(msgspec.Struct, **STRUCT_OPTIONS):

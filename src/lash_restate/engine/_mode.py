@@ -7,8 +7,9 @@ outcomes that did not ride the wake — is a method here; the group object and t
 `mode_for(...)` and never test the mode themselves.
 
 Direct: each child is its own `LashChild` invocation, stores its outcome in its own state (per group
-incarnation) and settles itself. Pumped: one `LashPump` invocation per group incarnation calls every
-child, stores the outcomes in its own state and settles them a batch at a time.
+incarnation) and settles itself. Pumped: one `LashPump` invocation per group incarnation calls the
+children, stores the outcomes in its own state and settles them a batch at a time; past
+`PUMP_SLICE` children it keeps the first slice and calls one pump per further slice (decision 35).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import restate
 from restate import SendHandle
 
 from ..contract import RuntimeEffectEnvelope as Envelope
-from ._messages import ChildRun, PumpRun, Ref, SettleBatch, WaitReply
+from ._messages import MAX_OUTCOME_BYTES, ChildRun, OutcomesRead, PumpRun, Ref, SettleBatch, WaitReply
 from ._records import SHAPE, STRINGS, GroupMeta, SettlementMode
 from ._routes import (
     CHILD,
@@ -37,10 +38,28 @@ from ._routes import (
     pump_key,
 )
 
-__all__ = ["INVOCATIONS", "Mode", "OutcomeStore", "Release", "mode_for", "outcome_store", "pump_store"]
+__all__ = [
+    "INVOCATIONS",
+    "PUMP_SLICE",
+    "Mode",
+    "OutcomeStore",
+    "Release",
+    "mode_for",
+    "outcome_store",
+    "pump_store",
+    "slice_key",
+]
 
 # The group's state key holding the invocation ids a Cancel needs (decision 4).
 INVOCATIONS = "invocations"
+
+# Decision 35: one pump waits on at most this many children. The SDK hands every pending handle of a
+# wait to its state machine again on each notification, so one pump over N children costs O(N) per
+# child; slices bound it. Part of the stored layout: position p is kept by the pump of p // PUMP_SLICE.
+PUMP_SLICE = 256
+
+# How many outcomes one caller's read asks the pumps for at once, over every slice they span.
+OUTCOMES_PER_CALLER_READ = 1024
 
 
 @dataclass(frozen=True)
@@ -99,6 +118,17 @@ def pump_store(position: int) -> str:
     return f"o{position}"
 
 
+def slice_key(group_key: str, incarnation: str, position: int) -> str:
+    """The key of the pump that runs (and keeps the outcome of) the child at ``position``.
+
+    Decision 35: the first slice is the group's own pump, the one the open sends; each further slice
+    has a pump of its own, called by that one. `group_of_pump` still finds the group key in every one
+    (the slice suffix holds no colon).
+    """
+    first = position // PUMP_SLICE
+    return pump_key(group_key, incarnation if first == 0 else f"{incarnation}.{first}")
+
+
 def _stored(reply: WaitReply) -> list[Ref]:
     return [ref for ref in reply.refs if ref.outcome is None]
 
@@ -148,30 +178,56 @@ class _Pumped:
     def dispatch(
         self, ctx: restate.ObjectContext, meta: GroupMeta, children: list[Envelope]
     ) -> list[SendHandle]:
+        # One send whatever the width: the group's pump calls the further slices' pumps (decision 35).
         run = PumpRun(group_key=ctx.key(), children=children, incarnation=meta.incarnation)
         return [PUMP_RUN.send(ctx, pump_key(ctx.key(), meta.incarnation), run)]
 
     async def to_cancel(self, ctx: restate.ObjectContext, meta: GroupMeta) -> list[str]:
-        # Cancelling the pump cancels the child calls it still awaits, i.e. the unsettled children
-        # (the SDK's implicit cancellation); their Cancelled terminals still settle through it.
+        # Cancelling the group's pump cancels the calls it still awaits: its unsettled children and
+        # the further slices' pumps, which cancel theirs (the SDK's implicit cancellation, decision 35);
+        # their Cancelled terminals still settle through the pumps.
         return await ctx.get(INVOCATIONS, serde=STRINGS) or []
 
     async def releases(self, ctx: restate.ObjectContext, meta: GroupMeta) -> list[Release]:
-        # The pump holds every outcome; its forget queues behind its run, so it clears last.
+        # The group's pump holds its slice's outcomes; its forget queues behind its run, which ends
+        # only after every further slice's pump has, and releases theirs too (decision 35).
         return [Release(PUMP_FORGET, pump_key(ctx.key(), meta.incarnation), None)]
 
     def late_releases(self, batch: SettleBatch) -> list[Release]:
-        return []  # the close already released the pump's whole store
+        return []  # the close already released every pump's whole store
 
     def store(self, group_key: str, meta: GroupMeta, position: int, replay_key: str) -> OutcomeStore:
-        return OutcomeStore(named(PUMP), pump_key(group_key, meta.incarnation), pump_store(position))
+        return OutcomeStore(
+            named(PUMP), slice_key(group_key, meta.incarnation, position), pump_store(position)
+        )
 
     async def read(self, ctx: restate.Context, group_key: str, reply: WaitReply) -> list[bytes]:
-        positions = [ref.position for ref in _stored(reply)]
-        if not positions:
-            return []
-        bulk = await PUMP_OUTCOMES.call(ctx, pump_key(group_key, reply.incarnation), positions)
-        return [bytes(raw) for raw in msgspec.json.decode(bulk, type=list[msgspec.Raw])]
+        positions = [ref.position for ref in _stored(reply)][:OUTCOMES_PER_CALLER_READ]
+        by_pump: dict[str, list[int]] = {}
+        for position in positions:
+            by_pump.setdefault(slice_key(group_key, reply.incarnation, position), []).append(position)
+        # One bulk read per pump the positions span, all at once, sharing one reply's size: only the
+        # pump of the first position answers its first outcome whatever its size (decision 35).
+        share = MAX_OUTCOME_BYTES // len(by_pump) if by_pump else 0
+        calls = {
+            key: PUMP_OUTCOMES.call(
+                ctx, key, OutcomesRead(positions=asked, budget=share, first=asked[0] == positions[0])
+            )
+            for key, asked in by_pump.items()
+        }
+        if calls:
+            await restate.gather(*calls.values())
+        found: dict[int, bytes] = {}
+        for key, call in calls.items():
+            answered = msgspec.json.decode(await call, type=list[msgspec.Raw])
+            found.update((p, bytes(raw)) for p, raw in zip(by_pump[key], answered, strict=False))
+        # A pump may answer fewer than asked (its size cut): stop at the first position it left out.
+        out: list[bytes] = []
+        for position in positions:
+            if position not in found:
+                break
+            out.append(found[position])
+        return out
 
 
 _MODES: dict[SettlementMode, Mode] = {SettlementMode.DIRECT: _Direct(), SettlementMode.PUMPED: _Pumped()}

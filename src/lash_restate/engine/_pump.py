@@ -4,12 +4,18 @@ Decision 20: ``run`` calls every child and, each time it wakes, stores what sett
 forwards it to the group in one settle: the single writer then runs once per batch, and while it does,
 the next batch gathers. The store is this object's state (``o{position}``), read in bulk by
 ``outcomes`` and released by one ``forget`` at close.
+
+Decision 35: a pump waits on at most `PUMP_SLICE` children. The group's pump (the one its open
+sends) runs the first slice and calls one pump per further slice; each settles its own batches into
+the group, which stays the single writer of ranks. Cancelling the group's pump cancels those calls,
+and its ``forget`` (queued behind its ``run``, which outlives theirs) releases their stores too.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+import msgspec
 import restate
 from restate.serde import BytesSerde
 
@@ -19,14 +25,14 @@ from ._errors import HANDLER_RETRY, NOT_FOUND, is_cancellation, terminal_errors
 from ._messages import (
     BATCH_INLINE_BYTES,
     INLINE_OUTCOME_BYTES,
-    MAX_OUTCOME_BYTES,
+    OutcomesRead,
     PumpRun,
     Ref,
     SettleBatch,
     encode,
 )
-from ._mode import pump_store
-from ._records import SettlementMode
+from ._mode import PUMP_SLICE, pump_store, slice_key
+from ._records import MsgspecSerde, SettlementMode
 from ._routes import (
     CHILD_EXECUTE,
     GROUP_SETTLE,
@@ -41,6 +47,11 @@ from ._routes import (
 __all__ = ["OUTCOMES_PER_READ", "pump_object"]
 
 _BYTES = BytesSerde()
+_KEYS: MsgspecSerde[list[str]] = MsgspecSerde(list[str])
+# The SDK's default serde leaves a union as plain JSON: decode a bulk read's request ourselves.
+_READ: MsgspecSerde[list[int] | OutcomesRead] = MsgspecSerde(list[int] | OutcomesRead)
+# The group's pump keeps the keys of the further slices' pumps here, for its forget (decision 35).
+SLICES = "slices"
 # A bulk read of the outcomes this pump keeps asks for at most this many at once.
 OUTCOMES_PER_READ = 256
 
@@ -50,9 +61,18 @@ def pump_object() -> restate.VirtualObject:
 
     @pump.handler(name=PUMP_RUN.handler, ingress_private=True, state_preload=False)
     async def run(ctx: restate.ObjectContext, req: PumpRun) -> None:
-        calls: dict[Any, RuntimeEffectEnvelope] = {
-            CHILD_EXECUTE.call(ctx, child.replay_key, child): child for child in req.children
+        own, further = req.children[:PUMP_SLICE], req.children[PUMP_SLICE:]
+        calls: dict[Any, RuntimeEffectEnvelope | None] = {
+            CHILD_EXECUTE.call(ctx, child.replay_key, child): child for child in own
         }
+        if further:
+            # Decision 35: each further slice of PUMP_SLICE children gets a pump of its own, called (not
+            # sent) so that cancelling this pump cancels it, and this run outlives it.
+            keys = [_slice_key(req, child) for child in further[::PUMP_SLICE]]
+            ctx.set(SLICES, keys, serde=_KEYS)
+            for key, first in zip(keys, range(0, len(further), PUMP_SLICE), strict=True):
+                part = msgspec.structs.replace(req, children=further[first : first + PUMP_SLICE])
+                calls[PUMP_RUN.call(ctx, key, part)] = None
         pending: list[Any] = list(calls)
         while pending:
             try:
@@ -66,6 +86,9 @@ def pump_object() -> restate.VirtualObject:
             refs, inline = [], 0
             for future in done:
                 child = calls[future]
+                if child is None:
+                    await _slice_ended(future)
+                    continue
                 outcome = await _child_outcome(future, child)
                 if outcome is None:
                     continue  # a routing miss: no terminal is synthesized, the rank stays unallocated
@@ -82,32 +105,36 @@ def pump_object() -> restate.VirtualObject:
                 batch = SettleBatch(incarnation=req.incarnation, mode=SettlementMode.PUMPED, refs=refs)
                 await _forward(ctx, req.group_key, batch)
 
+    # Eager state (decision 36): a pump keeps at most PUMP_SLICE outcomes, so loading them all costs
+    # less than a round trip to the server per outcome read.
     @pump.handler(
         name=PUMP_OUTCOMES.handler,
         kind="shared",
         ingress_private=True,
-        state_preload=False,
+        input_serde=_READ,
         output_serde=_BYTES,
     )
     @terminal_errors
-    async def outcomes(ctx: restate.ObjectSharedContext, positions: list[int]) -> bytes:
-        """The stored outcomes of ``positions``, one JSON array, cut short to stay under the size limit."""
+    async def outcomes(ctx: restate.ObjectSharedContext, asked: list[int] | OutcomesRead) -> bytes:
+        """The stored outcomes asked for, one JSON array, cut short to stay within the read's budget."""
+        read = asked if isinstance(asked, OutcomesRead) else OutcomesRead(positions=asked)
         reads = [
-            ctx.get(pump_store(int(position)), serde=_BYTES) for position in positions[:OUTCOMES_PER_READ]
+            ctx.get(pump_store(int(position)), serde=_BYTES)
+            for position in read.positions[:OUTCOMES_PER_READ]
         ]
         if reads:
             await restate.gather(*reads)
         found: list[bytes] = []
         size = 0
-        for read in reads:
-            outcome = await read
+        for state in reads:
+            outcome = await state
             if outcome is None:
                 if not found:  # ranked, so stored, unless the group was closed meanwhile
                     raise GroupNotOpen(
                         "the group was closed while reading", group_key=group_of_pump(ctx.key())
                     )
                 break
-            if found and size + len(outcome) > MAX_OUTCOME_BYTES:
+            if (found or not read.first) and size + len(outcome) > read.budget:
                 break
             found.append(outcome)
             size += len(outcome)
@@ -115,10 +142,26 @@ def pump_object() -> restate.VirtualObject:
 
     @pump.handler(name=PUMP_FORGET.handler, ingress_private=True, state_preload=False)
     async def forget(ctx: restate.ObjectContext) -> None:
+        for key in await ctx.get(SLICES, serde=_KEYS) or []:
+            PUMP_FORGET.send(ctx, key, None)  # each ran to its end before this pump's run did
         ctx.clear_all()
 
     del run, outcomes, forget
     return pump
+
+
+def _slice_key(req: PumpRun, first: RuntimeEffectEnvelope) -> str:
+    assert first.membership is not None  # the group stamped every child
+    return slice_key(req.group_key, req.incarnation, first.membership.position)
+
+
+async def _slice_ended(future: Any) -> None:
+    """A further slice's pump returned: its children were settled by it, not here."""
+    try:
+        await future
+    except restate.TerminalError as error:
+        if not is_cancellation(error):
+            logs.logger.warning("a slice's pump failed: %s", error.message)
 
 
 async def _child_outcome(future: Any, child: RuntimeEffectEnvelope) -> bytes | None:

@@ -89,16 +89,19 @@ class GroupMeta(msgspec.Struct, **STRUCT_OPTIONS):
         """How many ranks are recorded (the group's strictly monotonic counter)."""
         return len(self.order) // 4
 
-    def positions(self, after: int = 0) -> list[int]:
-        """Positions holding ranks ``after + 1`` … ``counter``, in rank order."""
-        return [position for (position,) in struct.iter_unpack("<I", self.order[4 * after :])]
+    def positions(self, after: int = 0, limit: int | None = None) -> list[int]:
+        """Positions holding ranks ``after + 1`` … ``counter`` (at most ``limit`` of them), in rank order."""
+        end = None if limit is None else 4 * (after + limit)
+        return [position for (position,) in struct.iter_unpack("<I", self.order[4 * after : end])]
 
-    def is_settled(self, position: int) -> bool:
-        return position in self.positions()
+    def settled(self) -> set[int]:
+        """The positions that hold a rank."""
+        return set(self.positions())
 
-    def ranked(self, position: int) -> GroupMeta:
-        """This record with ``position`` appended as the next rank (ADR: append-only, monotonic)."""
-        return msgspec.structs.replace(self, order=self.order + struct.pack("<I", position))
+    def ranked(self, positions: list[int]) -> GroupMeta:
+        """This record with ``positions`` appended as the next ranks (ADR: append-only, monotonic)."""
+        added = struct.pack(f"<{len(positions)}I", *positions)
+        return msgspec.structs.replace(self, order=self.order + added)
 
     def opener_ended(self, caller: str, failed: bool) -> GroupMeta:
         ended = [

@@ -22,6 +22,7 @@ from ._messages import (
     ChildRun,
     CloseRequest,
     OpenRequest,
+    OutcomesRead,
     PumpRun,
     SettleBatch,
     WaitReply,
@@ -153,7 +154,9 @@ CHILD_OUTCOME: Route[str, bytes] = Route(CHILD, "outcome", str, bytes)
 CHILD_FORGET: Route[str, None] = Route(CHILD, "forget", str, type(None))
 
 PUMP_RUN: Route[PumpRun, None] = Route(PUMP, "run", PumpRun, type(None))
-PUMP_OUTCOMES: Route[list[int], bytes] = Route(PUMP, "outcomes", list[int], bytes)
+PUMP_OUTCOMES: Route[list[int] | OutcomesRead, bytes] = Route(
+    PUMP, "outcomes", list[int] | OutcomesRead, bytes
+)
 PUMP_FORGET: Route[None, None] = Route(PUMP, "forget", None, type(None))
 
 SIGNAL_SUBSCRIBE: Route[str, None] = Route(SIGNAL, "subscribe", str, type(None))

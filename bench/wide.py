@@ -1,0 +1,173 @@
+"""`python -m bench.wide N[,N…] [--paths group_all,native_all] [--spy DIR]`: where a wide `all` spends.
+
+Starts its own restate-server and the bench endpoint, runs each path once per N (after a warm-up
+at N=10), and prints per run: the round trip, ms per child, the endpoint's peak RSS, and from
+Restate's own `sys_invocation` table the timeline of the group path's invocations (children,
+pumps, settles, waits, outcome reads: when created, first running, median and last completion,
+time queued and time running, in seconds from the caller's start). With ``--spy DIR`` it records
+the endpoint with py-spy (not a dependency: ``pip install py-spy``) into ``DIR/{path}-{n}.txt``
+(collapsed stacks) and prints the frames that hold the most samples. The table of the findings is
+in docs/performance.md. A measurement script, not part of the library.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import collections
+import shutil
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import httpx
+
+from lash_restate.inspection import sql
+from lash_restate.testing import LocalStack
+
+# The group path's invocations, by what they are, as `sys_invocation` filters.
+PARTS = {
+    "children": "target_service_name = 'LashChild'",
+    "pumps": "target_service_name = 'LashPump' AND target_handler_name = 'run'",
+    "settles": "target_service_name = 'LashGroup' AND target_handler_name = 'settle'",
+    "waits": "target_service_name = 'LashGroup' AND target_handler_name = 'wait'",
+    "reads": "target_service_name = 'LashPump' AND target_handler_name = 'outcomes'",
+}
+
+
+# The largest state each kind of object held while a run went on, polled once a second.
+STATE = (
+    "SELECT service_name AS s, key AS k, count(*) AS n, sum(length(value)) AS bytes FROM state "
+    "WHERE service_name IN ('LashGroup', 'LashPump') GROUP BY service_name, key"
+)
+
+
+async def _poll_state(admin: str, peak: dict[str, tuple[int, int]]) -> None:
+    """Keep, per object kind and state key class, the largest (entries, bytes) seen so far."""
+    while True:
+        rows = await asyncio.to_thread(sql, admin, STATE)
+        sizes: dict[str, tuple[int, int]] = {}
+        for row in rows:
+            kind = f"{row['s']}/{'o*' if row['s'] == 'LashPump' and row['k'].startswith('o') else row['k']}"
+            n, size = sizes.get(kind, (0, 0))
+            sizes[kind] = (n + row["n"], size + (row["bytes"] or 0))
+        for kind, (n, size) in sizes.items():
+            if size > peak.get(kind, (0, 0))[1]:
+                peak[kind] = (n, size)
+        await asyncio.sleep(1)
+
+
+def _record(pid: int, out: Path) -> subprocess.Popen[bytes]:
+    """py-spy recording the endpoint into ``out`` until it gets SIGINT."""
+    command = [shutil.which("py-spy") or "py-spy", "record", "--pid", str(pid), "--format", "raw"]
+    return subprocess.Popen([*command, "-r", "50", "-o", str(out)], stderr=subprocess.DEVNULL)
+
+
+def _peak_rss(pid: int) -> str:
+    status = Path(f"/proc/{pid}/status").read_text()
+    return status.split("VmHWM:")[1].split("\n")[0].strip()
+
+
+def timeline(admin: str, caller: str) -> list[str]:
+    """The group path's invocations since the latest ``caller`` handler started, by part."""
+    [row] = sql(
+        admin,
+        "SELECT to_unixtime(created_at) AS c, to_unixtime(completed_at) AS d, journal_size AS j "
+        f"FROM sys_invocation WHERE target_handler_name = '{caller}' ORDER BY created_at DESC LIMIT 1",
+    )
+    t0 = row["c"]
+    lines = [f"  caller: done at {row['d'] - t0:.2f} s, journal {row['j']} entries"]
+    for name, where in PARTS.items():
+        [r] = sql(
+            admin,
+            f"SELECT count(*) AS n, min(to_unixtime(created_at)) - {t0} AS c0, "
+            f"max(to_unixtime(created_at)) - {t0} AS c1, min(to_unixtime(running_at)) - {t0} AS r0, "
+            f"approx_percentile_cont(to_unixtime(completed_at) - {t0}, 0.5) AS dmed, "
+            f"max(to_unixtime(completed_at)) - {t0} AS d1, "
+            "sum(to_unixtime(running_at) - to_unixtime(created_at)) AS queued, "
+            "sum(to_unixtime(completed_at) - to_unixtime(running_at)) AS ran, "
+            "max(journal_size) AS jmax "
+            f"FROM sys_invocation WHERE {where} AND to_unixtime(created_at) >= {t0}",
+        )
+        if not r["n"]:
+            continue
+        lines.append(
+            f"  {name:8s} n={r['n']} created {r['c0']:.1f}..{r['c1']:.1f}, first running {r['r0']:.1f}, "
+            f"completed median {r['dmed']:.1f} last {r['d1']:.1f}; queued {r['queued']:.1f} s, "
+            f"running {r['ran']:.1f} s in all; longest journal {r['jmax']}"
+        )
+    return lines
+
+
+def hottest(path: Path, top: int = 25) -> list[str]:
+    """The frames present in the most samples of a py-spy raw (collapsed) profile."""
+    inclusive: collections.Counter[str] = collections.Counter()
+    total = 0
+    for line in path.read_text().splitlines():
+        stack, _, count = line.rpartition(" ")
+        total += int(count)
+        for frame in {f.split(" (")[0] + " " + f.rsplit("/", 1)[-1] for f in stack.split(";")}:
+            inclusive[frame] += int(count)
+    return [f"  {100 * n / total:5.1f}% {frame}" for frame, n in inclusive.most_common(top)]
+
+
+async def measure(sizes: list[int], paths: list[str], spy: Path | None) -> None:
+    stack = LocalStack.single(
+        server_env={"RESTATE_DEFAULT_NUM_PARTITIONS": "4", "RESTATE_LOG_FILTER": "warn"},
+        module="bench.app",
+        endpoint_args=(),
+    )
+    with stack.start():
+        pid = stack.endpoint.pid
+        assert pid is not None
+        async with httpx.AsyncClient(timeout=3600) as client:
+            for path in paths:
+                await client.post(f"{stack.ingress_url}/Bench/{path}", json={"n": 10})
+            for n in sizes:
+                for path in paths:
+                    recorder: subprocess.Popen[bytes] | None = None
+                    if spy is not None:
+                        recorder = _record(pid, spy / f"{path}-{n}.txt")
+                        await asyncio.sleep(1.5)  # py-spy attaches before the run starts
+                    peak: dict[str, tuple[int, int]] = {}
+                    poller = asyncio.create_task(_poll_state(stack.admin_url, peak))
+                    start = time.perf_counter()
+                    response = await client.post(f"{stack.ingress_url}/Bench/{path}", json={"n": n})
+                    elapsed = time.perf_counter() - start
+                    poller.cancel()
+                    if response.status_code != 200:
+                        raise RuntimeError(f"{path} failed: {response.text[:300]}")
+                    print(
+                        f"{path} N={n}: {elapsed:.2f} s, {elapsed / n * 1e3:.2f} ms/child, "
+                        f"endpoint peak RSS {_peak_rss(pid)}",
+                        flush=True,
+                    )
+                    if recorder is not None:
+                        recorder.send_signal(signal.SIGINT)
+                        recorder.wait()
+                    if path == "group_all":
+                        print("\n".join(timeline(stack.admin_url, path)), flush=True)
+                        for kind, (entries, size) in sorted(peak.items()):
+                            print(f"  peak state {kind}: {entries} entries, {size} bytes", flush=True)
+                    if spy is not None:
+                        print("\n".join(hottest(spy / f"{path}-{n}.txt")), flush=True)
+            await asyncio.sleep(2)  # the closes' releases are sent, not awaited
+            print(f"state left after the closes: {sql(stack.admin_url, STATE)}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.wide", description=__doc__)
+    parser.add_argument("sizes", help="comma-separated N, e.g. 1000,4000,10000")
+    parser.add_argument("--paths", default="group_all,native_all", help="Bench handlers to run")
+    parser.add_argument("--spy", type=Path, help="record the endpoint with py-spy into this directory")
+    args = parser.parse_args(argv)
+    sizes = [int(n) for n in args.sizes.split(",")]
+    if args.spy is not None:
+        args.spy.mkdir(parents=True, exist_ok=True)
+    asyncio.run(measure(sizes, args.paths.split(","), args.spy))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,70 @@
+"""Wide groups (issue #14): past `PUMP_SLICE` children a group settles through one pump per slice.
+
+Decision 35: the group's pump runs the first slice and calls a pump for each further one; every
+pump settles into the one group object. These tests check what that must not change: one rank per
+child, payloads kept by the pumps (each its own slice's), a `Cancel` close reaching the children
+of every slice, and every pump's store released by the close.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from lash_restate.engine._mode import PUMP_SLICE
+from lash_restate.inspection import quote
+from tests.conformance.builders import Scope, close, combine, echo, event, next_, ok, open_, save, use
+from tests.engine.conftest import Stack
+from tests.engine.test_engine import _handle, _poll
+
+WIDTH = 2 * PUMP_SLICE + 88  # three slices: the group's own pump and two more
+
+
+def _pump_rows(group_key: str) -> str:
+    return (
+        "SELECT service_key, key FROM state WHERE service_name = 'LashPump' "
+        f"AND ends_with(service_key, {quote(':' + group_key)})"
+    )
+
+
+def _running(group_key: str) -> str:
+    pumps = f"target_service_name = 'LashPump' AND ends_with(target_service_key, {quote(':' + group_key)})"
+    children = (
+        f"target_service_name = 'LashChild' AND starts_with(target_service_key, {quote(group_key + '/')})"
+    )
+    return (
+        "SELECT target_service_name AS s, status FROM sys_invocation "
+        f"WHERE status != 'completed' AND (({pumps}) OR ({children}))"
+    )
+
+
+def _slices_holding(rows: list[dict[str, Any]]) -> set[str]:
+    return {r["service_key"] for r in rows if r["key"].startswith("o")}
+
+
+async def test_a_wide_all_ranks_every_child_once_through_its_slices(stack: Stack) -> None:
+    s = Scope()
+    group = s.group([echo(i) for i in range(WIDTH)])
+    [result] = await stack.turn(combine("all", group), within=300)
+    done = ok(result)
+    assert done["status"] == "fulfilled" and done["value"] == list(range(WIDTH))
+    assert sorted(done["order"]) == list(range(WIDTH))  # one rank per child
+    # The close released every slice's store (the group's pump forgets the others after its run).
+    await _poll(stack, _pump_rows(s.key()), lambda rows: not rows, within=120)
+
+
+async def test_a_cancel_close_of_a_wide_group_reaches_every_slice_and_releases_every_store(
+    stack: Stack,
+) -> None:
+    s = Scope()
+    # A child that never settles on its own in the last slice, the rest immediate.
+    children = [echo(i) for i in range(WIDTH - 1)] + [event(s.event("never"))]
+    group = s.group(children)
+    [_, first, _] = await stack.turn(open_(group), next_(), save(), within=300)
+    assert ok(first)["rank"] == 1
+    # Every slice's pump keeps its own children's outcomes: three distinct pumps hold some.
+    await _poll(stack, _pump_rows(s.key()), lambda rows: len(_slices_holding(rows)) == 3, within=300)
+    [_, closed] = await stack.turn(use(_handle(s.key(), WIDTH, 1)), close("cancel"), within=120)
+    assert "error" not in closed
+    # The cancel reached the last slice's child through two pumps, and nothing of the group is left.
+    await _poll(stack, _running(s.key()), lambda rows: not rows, within=120)
+    await _poll(stack, _pump_rows(s.key()), lambda rows: not rows, within=120)
