@@ -1,7 +1,7 @@
 """The crash matrix: real processes SIGKILLed at chosen points, every rank served identically after.
 
-Hypothesis draws a combinator, its children (tools that settle on their own, some slowly, events
-the test emits or rejects), how far a first turn consumes, where the crash lands, and the order the
+Hypothesis draws a combinator, its children (tools and Restate calls that settle on their own, some
+slowly, events the test emits or rejects), how far a first turn consumes, where the crash lands, and the order the
 remaining events arrive in. A crash lands between work (the endpoint while a resumed turn is parked,
 the endpoint or the server between turns) or inside it: the endpoint or the server SIGKILLed a drawn
 number of milliseconds into the first turn, wherever that finds the group's open, a child's tool, a
@@ -54,7 +54,12 @@ def crash_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
         yield stack
 
 
-child_spec = st.sampled_from(["tool_ok", "tool_slow", "tool_fail", "event_ok", "event_reject"])
+# Tools, Restate calls (decision 37: `DemoCalls/count` witnesses its side effect as the `count` tool
+# does), and events the test emits or rejects.
+child_spec = st.sampled_from(
+    ["tool_ok", "tool_slow", "tool_fail", "call_ok", "call_fail", "event_ok", "event_reject"]
+)
+RUNS_ITSELF = ("tool", "call")  # children that settle on their own, without the test
 BETWEEN = ["endpoint_parked", "endpoint_idle", "server_idle"]
 INSIDE = ["endpoint_inflight", "server_inflight"]
 
@@ -94,7 +99,7 @@ def expected_verdict(kind: str, specs: list[str], order: list[int]) -> tuple[str
 async def run_scenario(stack: Stack, sc: dict[str, Any]) -> None:
     s = Scope()
     specs: list[str] = sc["children"]
-    names = {i: f"{s.id}-t{i}" for i, c in enumerate(specs) if c.startswith("tool")}
+    names = {i: f"{s.id}-t{i}" for i, c in enumerate(specs) if c in ("tool_ok", "tool_slow", "call_ok")}
     commands = []
     for i, spec in enumerate(specs):
         if spec == "tool_ok":
@@ -103,6 +108,10 @@ async def run_scenario(stack: Stack, sc: dict[str, Any]) -> None:
             commands.append(tool("count", {"name": names[i], "value": i, "delay_ms": 40}))
         elif spec == "tool_fail":
             commands.append(fail(f"fail-{i}"))
+        elif spec == "call_ok":
+            commands.append(_call("count", {"name": names[i], "value": i}))
+        elif spec == "call_fail":
+            commands.append(_call("fail", {"message": f"fail-{i}", "status": 409}))
         else:
             commands.append(event(s.event(f"e{i}")))
     group = s.group(commands, wake=KINDS[sc["kind"]])
@@ -114,7 +123,7 @@ async def run_scenario(stack: Stack, sc: dict[str, Any]) -> None:
         [first] = await stack.turn(first_turn)
         before = ok(first)
     for i, spec in enumerate(specs):
-        if spec.startswith("tool"):
+        if spec.startswith(RUNS_ITSELF):
             await _wait_run_completed(stack, f"{s.key()}/c{i}")
 
     async def deliver() -> None:
@@ -168,6 +177,10 @@ async def run_scenario(stack: Stack, sc: dict[str, Any]) -> None:
             assert ran >= (specs[i] != "tool_fail"), "a side effect was lost"  # at-least-once mid-call
         else:
             assert ran == (specs[i] != "tool_fail"), "a side effect was lost or ran twice"
+
+
+def _call(handler: str, arg: dict[str, Any]) -> dict[str, Any]:
+    return {"type": "call", "service": "DemoCalls", "handler": handler, "arg": arg}
 
 
 async def _crash_inside(stack: Stack, sc: dict[str, Any], step: dict[str, Any], key: str) -> dict[str, Any]:
