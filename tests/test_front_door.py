@@ -6,9 +6,11 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+import restate
 
 import lash_restate as lash
 from lash_restate import _front
+from lash_restate.engine import call_targets
 from lash_restate.memory import MemoryHost
 from lash_restate.testing import demo_tools
 
@@ -119,3 +121,33 @@ def test_a_service_prefix_is_checked_and_chosen_once_per_process() -> None:
     lash.services()  # the default prefix, as every other test in this process uses
     with pytest.raises(ValueError, match="already names lash's services Lash"):
         lash.services(prefix="Other")
+
+
+def test_call_targets_know_bound_and_declared_services() -> None:
+    """Decision 37: children may call the handlers bound beside lash's services and the services an
+    application declares; a keyed service needs a key, a plain one refuses one."""
+    payments = restate.Service("Payments")
+    cart = restate.VirtualObject("Cart")
+
+    @payments.handler()
+    async def charge(ctx: restate.Context, order: dict[str, int]) -> int:
+        return order["amount"]
+
+    @cart.handler()
+    async def add(ctx: restate.ObjectContext, sku: str) -> None:
+        return None
+
+    targets = call_targets([payments, cart], [lash.external("Billing", "invoice"), lash.external("Ledger")])
+    assert targets.services == ["Billing", "Cart", "Ledger", "Payments"]
+    assert targets.miss(lash.call("Payments", "charge", {"amount": 1})) is None
+    assert targets.miss(lash.call("Cart", "add", "sku", key="u1")) is None
+    assert targets.miss(lash.call("Billing", "invoice")) is None
+    assert targets.miss(lash.call("Ledger", "anything")) is None  # declared without handlers: any
+    assert targets.miss(lash.call("Billing", "refund")) == "service 'Billing' has no handler 'refund'"
+    assert targets.miss(lash.call("Cart", "add", "sku")) == "service 'Cart' is keyed: the call needs a key"
+    assert targets.miss(lash.call("Payments", "charge", key="k")) == (
+        "service 'Payments' is not keyed: the call must not carry a key"
+    )
+    assert targets.miss(lash.call("Nowhere", "x")) == "service 'Nowhere' is not bound here and not declared"
+    with pytest.raises(ValueError, match="declared twice"):
+        call_targets([payments], [lash.external("Payments", "other")])
