@@ -35,6 +35,12 @@ def asks(doc: str) -> list[lash.Child]:
     ]
 
 
+def answer(settlement: lash.Settlement) -> Any:
+    """A reviewer's answer, or what became of the review (a terminal error, a cancel)."""
+    outcome = settlement.outcome
+    return outcome.value if isinstance(outcome, lash.Ok) else {"failed": repr(outcome)}
+
+
 review_service = restate.Service("Review")
 
 
@@ -43,7 +49,7 @@ async def start(ctx: restate.Context, doc: str) -> dict[str, Any]:
     group = await lash.open(ctx, asks(doc))
     first = await group.next()
     # Ends with the group open: the other reviewers run on, and their answers take ranks meanwhile.
-    return {"first": first.outcome.value, "rank": first.rank, "saved": group.save()}
+    return {"first": answer(first), "rank": first.rank, "saved": group.save()}
 
 
 @review_service.handler()
@@ -52,7 +58,7 @@ async def resume(ctx: restate.Context, request: dict[str, Any]) -> list[dict[str
     answers = []
     while group.consumed < len(group):
         settlement = await group.next()
-        answers.append({"rank": settlement.rank, "answer": settlement.outcome.value})
+        answers.append({"rank": settlement.rank, "answer": answer(settlement)})
     if request.get("close", True):
         await group.close()
     return answers

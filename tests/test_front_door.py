@@ -3,6 +3,8 @@ and what it does without a server: children, keys, refusals."""
 
 from __future__ import annotations
 
+import copy
+import pickle
 from datetime import timedelta
 
 import pytest
@@ -16,8 +18,8 @@ from lash_restate.testing import demo_tools
 
 PUBLIC = {
     # the combinators, a group by hand, and the children
-    "all", "all_settled", "race", "any", "open", "Group", "Child",
-    "call", "tool", "sleep", "event", "controller",
+    "all_settled", "race", "Group", "Child",
+    "call", "tool", "sleep", "event", "controller", "use_prefix",
     # the endpoint
     "services", "app", "serve", "external", "Target", "RestateController", "ToolRegistry", "ToolFailure",
     # policies, commands, outcomes
@@ -39,6 +41,9 @@ def test_the_public_names_are_exactly_these() -> None:
     assert len(lash.__all__) == len(PUBLIC)  # no name twice
     for name in lash.__all__:
         assert getattr(lash, name) is not None
+    # Attributes, not star-imported: `from lash_restate import *` must not shadow the builtins.
+    assert all(callable(getattr(lash, name)) for name in ("all", "any", "open"))
+    assert not {"all", "any", "open"} & set(lash.__all__)
     # Host-implementer helpers stay in `lash_restate.contract`.
     assert not {"check_await", "require_groups", "canonical_bytes", "EffectGroupDefaults"} & set(dir(lash))
 
@@ -72,6 +77,9 @@ async def test_through_a_controller_a_group_needs_an_explicit_key() -> None:
         ]
         with pytest.raises(lash.InvalidInput, match="child 1 is a str"):
             await lash.all(host, [lash.tool("echo"), "echo"], key="s:group:c:0")  # type: ignore[list-item]
+        # A generator of children is read once, and its children all reach the group.
+        values = (lash.tool("echo", {"value": v}) for v in "xyz")
+        assert await lash.all(host, values, key="s:group:gen:0") == ["x", "y", "z"]
     finally:
         await host.aclose()
 
@@ -92,6 +100,12 @@ async def test_any_rejects_with_an_exception_group_in_input_order() -> None:
     with pytest.raises(lash.AggregateRejection) as empty:
         await lash.any(host, [], key="s:group:none:0")
     assert empty.value.errors == []
+    # `except*` splits keep the type; the group survives a copy and a pickle.
+    matched, rest = caught.value.split(lambda e: getattr(e, "position", None) == 1)
+    assert isinstance(matched, lash.AggregateRejection) and matched.errors == [lash.Err(message="two")]
+    assert isinstance(rest, lash.AggregateRejection) and rest.errors == [lash.Err(message="one")]
+    again = pickle.loads(pickle.dumps(caught.value))
+    assert again.errors == caught.value.errors and copy.copy(caught.value).errors == caught.value.errors
 
 
 async def test_a_saved_group_resumes_under_its_own_key() -> None:
@@ -106,6 +120,10 @@ async def test_a_saved_group_resumes_under_its_own_key() -> None:
         rest = [await resumed.next(), await resumed.next()]
         assert [s.rank for s in (first, *rest)] == [1, 2, 3]
         await resumed.close()
+        # Decision 41: resuming a closed group is refused; it never starts the group over.
+        with pytest.raises(lash.GroupNotOpen):
+            await lash.open(host, children, resume=saved)
+        assert "s:group:g:0" not in host.store.groups
     finally:
         await host.aclose()
 

@@ -4,25 +4,29 @@
 (`all`, `all_settled`, `race`, `any`), a group by hand (`open`, `Group`), the children (`call`,
 `tool`, `sleep`, `event`), the endpoint (`services`, `app`, `serve`, `external`), and the types
 its answers and errors come in. A host implementer's helpers live in `lash_restate.contract`.
+
+`all`, `any` and `open` are attributes (``lash.all``), not in ``__all__``: a star import must not
+shadow the builtins (decision 39).
 """
 
 from ._front import (
     Child,
     Group,
-    all,
+    all,  # noqa: F401  # an attribute, not star-imported (decision 39)
     all_settled,
-    any,
+    any,  # noqa: F401
     app,
     call,
     controller,
     event,
     external,
-    open,
+    open,  # noqa: F401
     race,
     serve,
     services,
     sleep,
     tool,
+    use_prefix,
 )
 from .calls import Target
 from .combinators import AggregateRejection, ChildRejected, Rejected
@@ -127,18 +131,16 @@ __all__ = [
     "ToolFailure",
     "ToolRegistry",
     "WakeRuleDrift",
-    "all",
     "all_settled",
-    "any",
     "app",
     "call",
     "controller",
     "event",
     "external",
-    "open",
     "race",
     "serve",
     "services",
     "sleep",
     "tool",
+    "use_prefix",
 ]

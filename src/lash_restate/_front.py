@@ -10,16 +10,17 @@ children this invocation has opened before, in the order the handler runs (repla
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Awaitable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from datetime import timedelta
-from typing import Any, TypeAlias
-from weakref import WeakKeyDictionary
+from functools import wraps
+from typing import Any, ParamSpec, TypeAlias, TypeVar
 
 import msgspec
 import restate
 
 from . import combinators
 from .calls import Target
+from .combinators import AggregateRejection, Rejected
 from .contract import (
     AwaitEvent,
     Call,
@@ -28,8 +29,10 @@ from .contract import (
     GroupKey,
     GroupWakePolicy,
     InvalidInput,
+    LashError,
     LoserPolicy,
     Outcome,
+    Reopens,
     RuntimeEffectController,
     RuntimeEffectEnvelope,
     RuntimeEffectGroup,
@@ -45,6 +48,7 @@ from .engine import (
     build_app,
     call_targets,
     lash_services,
+    use_prefix,
 )
 from .engine import serve as _serve
 from .tools import ToolRegistry
@@ -66,6 +70,7 @@ __all__ = [
     "services",
     "sleep",
     "tool",
+    "use_prefix",
 ]
 
 Child: TypeAlias = Command | RuntimeEffectEnvelope
@@ -113,16 +118,18 @@ class _Invocation:
         self.opened: dict[str, int] = {}
 
 
-# Keyed by the context object: it lives exactly as long as the invocation's attempt, and a retried
-# attempt counts again from zero in the same handler order (decision 38).
-_INVOCATIONS: WeakKeyDictionary[restate.Context, _Invocation] = WeakKeyDictionary()
 _ENCODER = msgspec.json.Encoder(order="sorted")
+_STATE = "_lash_invocation"  # the attribute of a context that holds its `_Invocation`
 
 
 def _invocation(ctx: restate.Context) -> _Invocation:
-    found = _INVOCATIONS.get(ctx)
+    # Kept on the context itself: it lives exactly as long as the invocation's attempt (a retried
+    # attempt gets a fresh context and counts again from zero, in the same handler order: decision
+    # 38), and nothing outside the attempt keeps it alive.
+    found: _Invocation | None = getattr(ctx, _STATE, None)
     if found is None:
-        found = _INVOCATIONS[ctx] = _Invocation(ctx)
+        found = _Invocation(ctx)
+        setattr(ctx, _STATE, found)
     return found
 
 
@@ -145,6 +152,18 @@ def _batch(children: Sequence[Child]) -> str:
     return digest.hexdigest()[:24]
 
 
+def _children(children: Iterable[Child]) -> list[Child]:
+    """The children as a list (a generator is read once), each a command or an envelope."""
+    listed = list(children)
+    for position, child in enumerate(listed):
+        if not isinstance(child, RuntimeEffectEnvelope | ToolCall | Sleep | AwaitEvent | Call):
+            raise InvalidInput(
+                f"child {position} is a {type(child).__name__}: "
+                "pass lash.call/tool/sleep/event or an envelope"
+            )
+    return listed
+
+
 def _key(ctx: Caller, children: Sequence[Child], key: GroupKey | str | None) -> str:
     if key is not None:
         return str(key if isinstance(key, GroupKey) else GroupKey.parse(key))
@@ -159,62 +178,87 @@ def _key(ctx: Caller, children: Sequence[Child], key: GroupKey | str | None) -> 
 
 def _envelopes(key: str, children: Sequence[Child]) -> list[RuntimeEffectEnvelope]:
     """Each child as an envelope; a command's replay key is the group key and its position."""
-    envelopes = []
-    for position, child in enumerate(children):
-        if isinstance(child, RuntimeEffectEnvelope):
-            envelopes.append(child)
-        elif isinstance(child, ToolCall | Sleep | AwaitEvent | Call):
-            envelopes.append(RuntimeEffectEnvelope(command=child, replay_key=f"{key}/{position}"))
-        else:
-            raise InvalidInput(
-                f"child {position} is a {type(child).__name__}: "
-                "pass lash.call/tool/sleep/event or an envelope"
-            )
-    return envelopes
+    return [
+        child
+        if isinstance(child, RuntimeEffectEnvelope)
+        else RuntimeEffectEnvelope(command=child, replay_key=f"{key}/{position}")
+        for position, child in enumerate(children)
+    ]
+
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+def _terminal(fn: Callable[_P, Awaitable[_R]]) -> Callable[_P, Awaitable[_R]]:
+    """A rejection or contract error left uncaught in a handler ends the invocation, not a retry.
+
+    Restate retries any exception but a `TerminalError` (or one caused by it); these are facts of
+    the journal that a retry would only meet again, so each is chained to one (ADR: typed errors).
+    """
+
+    @wraps(fn)
+    async def wrapper(*args: _P.args, **kwargs: _P.kwargs) -> _R:
+        try:
+            return await fn(*args, **kwargs)
+        except (LashError, Rejected, AggregateRejection) as error:
+            if not isinstance(error.__cause__, restate.TerminalError):
+                error.__cause__ = restate.TerminalError(str(error), 500)
+            raise
+
+    return wrapper
 
 
 # -- combinators -----------------------------------------------------------------------------------
 
 
-async def all(ctx: Caller, children: Sequence[Child], *, key: GroupKey | str | None = None) -> list[Any]:
+@_terminal
+async def all(ctx: Caller, children: Iterable[Child], *, key: GroupKey | str | None = None) -> list[Any]:
     """`Promise.all`: every value in input order, or `Rejected` at the first consumed rejection."""
-    group_key = _key(ctx, children, key)
-    return await combinators.all_(controller(ctx), group_key, _envelopes(group_key, children))
+    listed = _children(children)
+    group_key = _key(ctx, listed, key)
+    return await combinators.all_(controller(ctx), group_key, _envelopes(group_key, listed))
 
 
+@_terminal
 async def all_settled(
-    ctx: Caller, children: Sequence[Child], *, key: GroupKey | str | None = None
+    ctx: Caller, children: Iterable[Child], *, key: GroupKey | str | None = None
 ) -> list[Outcome]:
     """`Promise.allSettled`: every outcome (`Ok`, `Err` or `Cancelled`) in input order."""
-    group_key = _key(ctx, children, key)
-    return await combinators.all_settled(controller(ctx), group_key, _envelopes(group_key, children))
+    listed = _children(children)
+    group_key = _key(ctx, listed, key)
+    return await combinators.all_settled(controller(ctx), group_key, _envelopes(group_key, listed))
 
 
+@_terminal
 async def race(
     ctx: Caller,
-    children: Sequence[Child],
+    children: Iterable[Child],
     *,
     losers: LoserPolicy = LoserPolicy.RUN_TO_COMPLETION,
     key: GroupKey | str | None = None,
 ) -> Any:
     """`Promise.race`: the first settlement's value, or `Rejected` if it rejected. ``losers=CANCEL``
     cancels the children still running once it is decided."""
-    group_key = _key(ctx, children, key)
-    envelopes = _envelopes(group_key, children)
+    listed = _children(children)
+    group_key = _key(ctx, listed, key)
+    envelopes = _envelopes(group_key, listed)
     return await combinators.race(controller(ctx), group_key, envelopes, losers=losers)
 
 
+@_terminal
 async def any(
     ctx: Caller,
-    children: Sequence[Child],
+    children: Iterable[Child],
     *,
     losers: LoserPolicy = LoserPolicy.RUN_TO_COMPLETION,
     key: GroupKey | str | None = None,
 ) -> Any:
     """`Promise.any`: the first success, or `AggregateRejection` (an exception group of every
     child's rejection, in input order)."""
-    group_key = _key(ctx, children, key)
-    envelopes = _envelopes(group_key, children)
+    listed = _children(children)
+    group_key = _key(ctx, listed, key)
+    envelopes = _envelopes(group_key, listed)
     return await combinators.any_(controller(ctx), group_key, envelopes, losers=losers)
 
 
@@ -239,6 +283,7 @@ class Group:
     def __len__(self) -> int:
         return self._handle.child_count
 
+    @_terminal
     async def next(self, cancel: Awaitable[object] | None = None) -> Settlement:
         """The next settlement in rank order (ADR: the cursor advances by exactly this one)."""
         return await self._controller.await_next_settlement(self._handle, cancel)
@@ -247,14 +292,16 @@ class Group:
         """The cursor as text: keep it, and `open(..., resume=...)` in a fresh invocation."""
         return self._handle.to_bytes().decode()
 
+    @_terminal
     async def close(self, losers: LoserPolicy | None = None) -> None:
         """Close the group; ``losers`` may narrow the declared disposition to `CANCEL`."""
         await self._controller.close_effect_group(self._handle, losers)
 
 
+@_terminal
 async def open(
     ctx: Caller,
-    children: Sequence[Child],
+    children: Iterable[Child],
     *,
     wake: GroupWakePolicy = GroupWakePolicy.ALL,
     losers: LoserPolicy = LoserPolicy.RUN_TO_COMPLETION,
@@ -262,12 +309,17 @@ async def open(
     resume: str | None = None,
 ) -> Group:
     """Open a group of ``children`` (or, with ``resume``, reopen the saved one and restore its cursor)."""
+    listed = _children(children)
     saved = GroupHandle.from_bytes(resume) if resume is not None else None
-    group_key = _key(ctx, children, saved.group_key if saved is not None else key)
-    group = RuntimeEffectGroup(group_key, _envelopes(group_key, children), wake=wake, disposition=losers)
+    group_key = _key(ctx, listed, saved.group_key if saved is not None else key)
+    group = RuntimeEffectGroup(group_key, _envelopes(group_key, listed), wake=wake, disposition=losers)
     owner = controller(ctx)
-    opened = await owner.open_effect_group(group)
-    return Group(owner, saved if saved is not None else opened)
+    if saved is None:
+        return Group(owner, await owner.open_effect_group(group))
+    if not isinstance(owner, Reopens):
+        raise InvalidInput(f"{type(owner).__name__} cannot reopen a saved group (decision 41)")
+    await owner.reopen_effect_group(group)  # a closed group is refused, never started over
+    return Group(owner, saved)
 
 
 # -- the endpoint ----------------------------------------------------------------------------------

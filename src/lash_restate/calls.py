@@ -88,11 +88,13 @@ class CallRegistry:
     def __init__(self) -> None:
         self._handlers: dict[tuple[str, str], Handler] = {}
         self._keyed: dict[str, bool] = {}
+        self._targets: CallTargets | None = None  # built once per change, read by every resolve
 
     def register(self, service: str, name: str, fn: Handler, *, keyed: bool = False) -> None:
         if self._keyed.setdefault(service, keyed) != keyed:
             raise ValueError(f"service {service!r} is registered both keyed and not")
         self._handlers[(service, name)] = fn
+        self._targets = None
 
     def handler(self, service: str, name: str, *, keyed: bool = False) -> Callable[[Handler], Handler]:
         def decorate(fn: Handler) -> Handler:
@@ -103,12 +105,14 @@ class CallRegistry:
 
     @property
     def targets(self) -> CallTargets:
-        handlers: dict[str, set[str]] = {}
-        for service, name in self._handlers:
-            handlers.setdefault(service, set()).add(name)
-        return CallTargets(
-            Target(service, frozenset(names), self._keyed[service]) for service, names in handlers.items()
-        )
+        if self._targets is None:
+            handlers: dict[str, set[str]] = {}
+            for service, name in self._handlers:
+                handlers.setdefault(service, set()).add(name)
+            self._targets = CallTargets(
+                Target(service, frozenset(names), self._keyed[service]) for service, names in handlers.items()
+            )
+        return self._targets
 
     def resolve(self, envelope: RuntimeEffectEnvelope) -> GroupExecutor | None:
         command = envelope.command

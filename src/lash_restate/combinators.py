@@ -95,6 +95,9 @@ class ChildRejected(Exception):
         self.position = position
         self.outcome = outcome
 
+    def __reduce__(self) -> tuple[type[ChildRejected], tuple[int, Outcome]]:
+        return (ChildRejected, (self.position, self.outcome))
+
 
 class AggregateRejection(ExceptionGroup[ChildRejected]):
     """`any` found no success (ECMA-262 AggregateError): one `ChildRejected` per child, in input order.
@@ -116,8 +119,12 @@ class AggregateRejection(ExceptionGroup[ChildRejected]):
     def __init__(self, errors: list[Outcome]) -> None:
         super().__init__(self.message, [e for e in self.exceptions if isinstance(e, ChildRejected)])
 
-    def derive(self, excs: Sequence[ChildRejected]) -> ExceptionGroup[ChildRejected]:  # type: ignore[override]
-        return ExceptionGroup(self.message, list(excs))
+    def derive(self, excs: Sequence[ChildRejected]) -> AggregateRejection:  # type: ignore[override]
+        # `except*` splits keep the type and the outcomes of the children they keep.
+        return AggregateRejection([e.outcome for e in excs if e.position >= 0])
+
+    def __reduce__(self) -> tuple[type[AggregateRejection], tuple[list[Outcome]]]:
+        return (AggregateRejection, (self.errors,))
 
 
 @dataclass(frozen=True, kw_only=True)

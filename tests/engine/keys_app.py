@@ -27,7 +27,18 @@ async def twice(ctx: restate.Context, value: str) -> list[str]:
     return [first.key, second.key, ctx.request().id]
 
 
+@keys.handler()
+async def reject(ctx: restate.Context, message: str) -> str:
+    """A race whose only child rejects, left uncaught: the invocation must end, not retry."""
+    return str(await lash.race(ctx, [lash.tool("fail", message)]))
+
+
 tools = lash.ToolRegistry()
+
+
+@tools.tool("fail")
+async def fail(message: str) -> str:
+    raise lash.ToolFailure(message, code="declined")
 
 
 @tools.tool("echo")

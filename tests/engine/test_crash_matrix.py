@@ -1,16 +1,16 @@
 """The crash matrix: real processes SIGKILLed at chosen points, every rank served identically after.
 
 Hypothesis draws a combinator, its children (tools and Restate calls that settle on their own, some
-slowly, events the test emits or rejects), how far a first turn consumes, where the crash lands, and the order the
-remaining events arrive in. A crash lands between work (the endpoint while a resumed turn is parked,
-the endpoint or the server between turns) or inside it: the endpoint or the server SIGKILLed a drawn
-number of milliseconds into the first turn, wherever that finds the group's open, a child's tool, a
-settle, the pump or the caller. Every run checks: the ranks served before the crash are the ranks
-served after; no settlement lost or served twice; the verdict is the one ECMA-262 gives for the
-observed rank order (so `all`'s first-consumed rejection is stable). Each side effect ran exactly
-once, except where the crash landed inside work: a tool whose process dies mid-call runs again on
-the retry (Restate's `ctx.run` is at-least-once until its result is journaled), so there it ran at
-least once.
+slowly, events the test emits or rejects), how far a first turn consumes, where the crash lands, and
+the order the remaining events arrive in. A crash lands between work (the endpoint while a resumed
+turn is parked, the endpoint or the server between turns) or inside it: the endpoint or the server
+SIGKILLed a drawn number of milliseconds into the first turn, wherever that finds the group's open,
+a child's tool, a settle, the pump or the caller. Every run checks: the ranks served before the
+crash are the ranks served after; no settlement lost or served twice; the verdict is the one
+ECMA-262 gives for the observed rank order (so `all`'s first-consumed rejection is stable). Each
+side effect ran exactly once, except where the crash landed inside work: a tool whose process dies
+mid-call runs again on the retry (Restate's `ctx.run` is at-least-once until its result is
+journaled), so there it ran at least once.
 
 A wide case (`test_a_wide_group_keeps_its_ranks_across_an_endpoint_kill_mid_group`) SIGKILLs the
 endpoint while a group of `WIDE` children, settling through several pumps (decision 35), is half

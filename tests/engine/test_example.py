@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from lash_restate.inspection import sql
-from lash_restate.testing import LocalStack
+from lash_restate.testing import LocalStack, StackError
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
@@ -67,6 +67,13 @@ async def test_resume_reads_the_same_ranks_from_a_fresh_invocation(tmp_path: Pat
         assert sorted(a["answer"] for a in once) == ["bo approves doc-1", "cy approves doc-1"]
         final = await stack.call("Review/resume", {**peek, "close": True})
         assert final == once
+        # A client retrying the resume after the close is refused; the reviews do not run again.
+        with pytest.raises(StackError) as refused:
+            await stack.call("Review/resume", {**peek, "close": True}, within=30)
+        assert "group_not_open" in str(refused.value)
+        query = "SELECT count(*) AS n FROM sys_invocation WHERE target_service_name = 'Reviewer'"
+        [row] = await asyncio.to_thread(sql, stack.admin_url, query)
+        assert row["n"] == 3
 
 
 async def test_keys_are_derived_per_invocation_content_and_occurrence_and_survive_replay(
@@ -84,6 +91,18 @@ async def test_keys_are_derived_per_invocation_content_and_occurrence_and_surviv
     scope, _, batch, occurrence = first.rsplit(":", 3)
     assert (scope, occurrence) == (invocation, "0")
     assert second == f"{invocation}:group:{batch}:1"
+
+
+async def test_an_uncaught_rejection_ends_the_invocation_instead_of_retrying_it(tmp_path: Path) -> None:
+    """A rejection is a fact of the journal, which a retry would only meet again: left uncaught in a
+    handler it ends the invocation terminally (decision 39), and the caller gets the answer."""
+    with LocalStack.single(tmp_path, module="tests.engine.keys_app", endpoint_args=()).start() as stack:
+        with pytest.raises(StackError) as failed:
+            await stack.call("Keys/reject", "card declined", within=30)
+        assert "card declined" in str(failed.value)
+        query = "SELECT status, completion_failure FROM sys_invocation WHERE target = 'Keys/reject'"
+        [row] = await asyncio.to_thread(sql, stack.admin_url, query)
+    assert row["status"] == "completed" and "card declined" in row["completion_failure"]
 
 
 async def test_two_applications_with_their_own_prefixes_share_one_server(tmp_path: Path) -> None:

@@ -32,6 +32,7 @@ __all__ = [
     "EffectGroupDefaults",
     "GroupExecutor",
     "GroupExecutors",
+    "Reopens",
     "RuntimeEffectController",
     "ServesRuns",
     "SettlementRun",
@@ -121,6 +122,14 @@ class SettlementRun(Protocol):
     async def next(self, handle: GroupHandle) -> Settlement:
         """Serve rank ``handle.consumed + 1`` and advance ``handle``, as `await_next_settlement` does."""
         ...
+
+
+@runtime_checkable
+class Reopens(Protocol):
+    """A host that can reopen a recorded group and refuse one that is not (decision 41): how a
+    resume from a saved cursor avoids starting a closed group over."""
+
+    async def reopen_effect_group(self, group: RuntimeEffectGroup) -> GroupHandle: ...
 
 
 @runtime_checkable

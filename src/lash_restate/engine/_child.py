@@ -156,12 +156,14 @@ async def _call(
             raise  # this child (and so its call) was cancelled
         # The handler's own terminal error, a 409 of its own included: a rejection, not a cancel.
         return Err(message=error.message, code=str(error.status_code))
-    if len(raw) > MAX_OUTCOME_BYTES:
-        return Err(message=f"result of {len(raw)} bytes exceeds {MAX_OUTCOME_BYTES}", code="too_large")
     try:
-        return Ok(value=msgspec.json.decode(raw) if raw else None)
+        outcome: Outcome = Ok(value=msgspec.json.decode(raw) if raw else None)
     except msgspec.DecodeError:
         return Err(message=f"{call.target} answered {len(raw)} bytes that are not JSON", code="not_json")
+    stored = len(encode(outcome))  # what the store will hold, which may exceed what was answered
+    if stored > MAX_OUTCOME_BYTES:
+        return Err(message=f"result of {stored} bytes exceeds {MAX_OUTCOME_BYTES}", code="too_large")
+    return outcome
 
 
 async def _run_tool(

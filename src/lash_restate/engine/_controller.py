@@ -106,6 +106,13 @@ class RestateController(EffectGroupDefaults):
         return await _typed(route.ask(self._ctx, key, request))
 
     async def open_effect_group(self, group: RuntimeEffectGroup) -> GroupHandle:
+        return await self._open(group, reopen_only=False)
+
+    async def reopen_effect_group(self, group: RuntimeEffectGroup) -> GroupHandle:
+        """Reopen ``group``, refusing `GroupNotOpen` if it is not recorded (decision 41)."""
+        return await self._open(group, reopen_only=True)
+
+    async def _open(self, group: RuntimeEffectGroup, *, reopen_only: bool) -> GroupHandle:
         key = str(require_group(group).key)
         require_groups(self._groups, group_key=key)
         # The open also registers wakes for the first ranks, saving those awaits a round trip each.
@@ -119,6 +126,7 @@ class RestateController(EffectGroupDefaults):
             children=[canonical_bytes(c) for c in group.children],
             caller=self._ctx.request().id,
             wakes=list(window),
+            reopen_only=reopen_only,
         )
         # Sent, answered on an awakeable (decision 25): this invocation's cancellation cannot cut
         # the open short between dispatching the children and recording how to cancel them.

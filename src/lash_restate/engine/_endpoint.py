@@ -127,6 +127,7 @@ def build_app(
 
     `Call` children may reach the handlers of ``extra_services`` and the ``external`` services.
     """
+    use_prefix(prefix)  # also when ``services`` are given: validation checks the names under it
     assembled = list(services) if services is not None else []
     if services is None and resolver is not None:
         calls = call_targets(extra_services, external)

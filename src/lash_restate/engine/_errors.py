@@ -71,7 +71,8 @@ def raise_typed(error: TerminalError) -> None:
     """Re-raise a TerminalError from a call as the contract error it carries, if it carries one."""
     typed = error_from_wire(error.message)
     if typed is not None:
-        raise typed from None
+        # Chained to the TerminalError: uncaught in a handler, the SDK still ends it terminally.
+        raise typed from error
 
 
 def is_cancellation(error: TerminalError) -> bool:

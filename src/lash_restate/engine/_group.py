@@ -193,6 +193,9 @@ async def _record(
         recorded.fence_reopen(req.shape, ctx.key())
         logs.event("group.reopened", ctx, group_key=ctx.key())
         return meta, []
+    if req.reopen_only:
+        # Decision 41: a resume of a group that was closed (or never recorded) must not start it over.
+        raise GroupNotOpen.not_recorded(group_key=ctx.key())
     children = [decode(child, RuntimeEffectEnvelope) for child in req.children]
     miss = routing.first_miss(children)
     if miss is not None:

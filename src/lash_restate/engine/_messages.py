@@ -50,6 +50,7 @@ class OpenRequest(msgspec.Struct, **STRUCT_OPTIONS):
     children: list[bytes]  # canonical envelopes, stamped with membership
     caller: str | None = None  # the opener's invocation id, watched under a declared Cancel
     wakes: list[str] = msgspec.field(default_factory=list)  # first open: awakeables for ranks 1, 2, …
+    reopen_only: bool = False  # a resume: refuse rather than record a group that is not (decision 41)
 
 
 class OpenReply(msgspec.Struct, **STRUCT_OPTIONS):

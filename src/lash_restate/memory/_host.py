@@ -231,6 +231,14 @@ class MemoryHost:
                     self._dispatch(key, record, position, executor)
         return GroupHandle.opened(group)
 
+    async def reopen_effect_group(self, group: RuntimeEffectGroup) -> GroupHandle:
+        """Reopen ``group``, refusing `GroupNotOpen` if it is not recorded (decision 41)."""
+        key = str(require_group(group).key)
+        require_groups(self._resolver is not None, group_key=key)
+        if key not in self.store.groups:
+            raise GroupNotOpen.not_recorded(group_key=key)
+        return await self.open_effect_group(group)
+
     async def await_next_settlement(
         self, handle: GroupHandle, cancel: Awaitable[object] | None = None
     ) -> Settlement:
