@@ -183,3 +183,32 @@ def test_malformed_envelopes_are_refused_typed(raw: bytes) -> None:
 def test_non_json_args_are_refused(args: Any) -> None:
     with pytest.raises(InvalidEnvelope):
         ToolCall(tool="t", args=args)
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"service": "", "handler": "h"}, "service name must be 1..512 characters"),
+        ({"service": "s" * 513, "handler": "h"}, "service name must be 1..512 characters"),
+        ({"service": "S", "handler": ""}, "handler name must be 1..512 characters"),
+        ({"service": "S", "handler": "h\x00"}, "handler name contains a control character"),
+        ({"service": "S\x7f", "handler": "h"}, "service name contains a control character"),
+        ({"service": "S", "handler": "h", "key": ""}, "call key must be 1..512 characters"),
+        ({"service": "S", "handler": "h", "key": "k\n"}, "call key contains a control character"),
+        (
+            {"service": "S", "handler": "h", "arg": float("nan")},
+            "call arg holds a non-finite float, which JSON cannot carry",
+        ),
+        ({"service": "S", "handler": "h", "arg": {1: 2}}, "call arg has a non-string object key 1"),
+    ],
+)
+def test_a_call_is_refused_typed_naming_the_bad_field(fields: dict[str, Any], message: str) -> None:
+    with pytest.raises(InvalidEnvelope) as refused:
+        Call(**fields)
+    assert refused.value.message == message
+
+
+def test_a_call_names_its_target() -> None:
+    call = Call(service="Cart", handler="add", arg=[1], key="u")
+    assert call.target == "Cart/add"
+    assert Call(service="S", handler="h", key="x" * 512).key == "x" * 512  # the longest key allowed
