@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from lash_restate.inspection import quote
 from lash_restate.testing import LocalStack
 from tests.conformance.builders import Scope, err, next_, ok, open_, use
-from tests.engine.test_engine import _wait_run_completed, _wait_run_started
+from tests.engine.test_engine import _poll, _wait_run_completed, _wait_run_started
 
 
 def demo_echo(value: str, delay_ms: int = 0) -> dict[str, object]:
@@ -71,6 +72,15 @@ async def test_a_call_whose_target_left_the_deployment_ends_with_a_terminal_404(
             replay_keys=[shared, f"{s.id}/fine"],
         )
         [opened] = await stack.turn(open_(late))  # routed: the target is bound at this open
+        # Redeploying in place is safe only for invocations that are not running (Restate replays a
+        # running one on the new code): wait until the group's open has finished, as an operator
+        # would, so that only the queued child meets the new code.
+        await _poll(
+            stack,
+            "SELECT status FROM sys_invocation WHERE target_service_name = 'LashGroup' AND "
+            f"target_handler_name = 'open' AND target_service_key = {quote(s.key('late'))}",
+            lambda rows: bool(rows) and all(r["status"] == "completed" for r in rows),
+        )
         stack.restart_endpoint(LASH_DEMO_CALLS_OFF="1")  # redeployed in place without DemoCalls
         rows = await _wait_run_completed(stack, shared)
         failures = [r.get("completion_failure") or "" for r in rows]
