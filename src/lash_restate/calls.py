@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from .contract import Call, GroupExecutor, GroupExecutors, RuntimeEffectEnvelope
+from .contract import Call, ExplainsMisses, GroupExecutor, GroupExecutors, RuntimeEffectEnvelope
 
 __all__ = ["CallRegistry", "CallTargets", "Handler", "Target", "first_of"]
 
@@ -114,6 +114,10 @@ class CallRegistry:
             )
         return self._targets
 
+    def miss_reason(self, envelope: RuntimeEffectEnvelope) -> str | None:
+        command = envelope.command
+        return self.targets.miss(command) if isinstance(command, Call) else None
+
     def resolve(self, envelope: RuntimeEffectEnvelope) -> GroupExecutor | None:
         command = envelope.command
         if not isinstance(command, Call) or self.targets.miss(command) is not None:
@@ -131,6 +135,10 @@ class _FirstOf:
             if executor is not None:
                 return executor
         return None
+
+    def miss_reason(self, envelope: RuntimeEffectEnvelope) -> str | None:
+        reasons = (r.miss_reason(envelope) for r in self.resolvers if isinstance(r, ExplainsMisses))
+        return next((reason for reason in reasons if reason is not None), None)
 
 
 def first_of(*resolvers: GroupExecutors) -> GroupExecutors:

@@ -43,10 +43,22 @@ async def test_a_first_open_with_an_unroutable_call_is_refused_whole(tier: Any) 
     reach refuses the open, naming position and replay key, and records nothing."""
     s = Scope()
     unroutable = [
-        (call("NoSuchService", "echo", 1), "call 'NoSuchService/echo'"),
-        (call(ECHO_SERVICE, "no_such_handler", 1), "call 'DemoCalls/no_such_handler'"),
-        (call(COUNTER, "add", 1), "call 'DemoCounter/add'"),  # keyed: a call needs a key
-        (call(ECHO_SERVICE, "echo", 1, key="k"), "call 'DemoCalls/echo'"),  # not keyed
+        (
+            call("NoSuchService", "echo", 1),
+            "call 'NoSuchService/echo' (service 'NoSuchService' is not bound here and not declared)",
+        ),
+        (
+            call(ECHO_SERVICE, "no_such_handler", 1),
+            "call 'DemoCalls/no_such_handler' (service 'DemoCalls' has no handler 'no_such_handler')",
+        ),
+        (
+            call(COUNTER, "add", 1),
+            "call 'DemoCounter/add' (service 'DemoCounter' is keyed: the call needs a key)",
+        ),
+        (
+            call(ECHO_SERVICE, "echo", 1, key="k"),
+            "call 'DemoCalls/echo' (service 'DemoCalls' is not keyed: the call must not carry a key)",
+        ),
     ]
     for batch, (bad, what) in enumerate(unroutable):
         group = s.group([echo("fine"), bad], batch=f"b{batch}")

@@ -2,6 +2,7 @@
 
 from ._controller import (
     EffectGroupDefaults,
+    ExplainsMisses,
     GroupExecutor,
     GroupExecutors,
     Reopens,
@@ -12,6 +13,7 @@ from ._controller import (
     Transient,
     check_await,
     check_close,
+    describe_miss,
     execute_once,
     execute_outcome,
     require_disposition,
@@ -84,6 +86,7 @@ __all__ = [
     "EffectGroupDefaults",
     "EffectGroupUnsupported",
     "EmptyGroup",
+    "ExplainsMisses",
     "Err",
     "ForeignGroupKey",
     "GroupExecutor",
@@ -129,6 +132,7 @@ __all__ = [
     "check_close",
     "decode_envelope",
     "describe_command",
+    "describe_miss",
     "effective_disposition",
     "envelope_hash",
     "error_from_wire",

@@ -15,7 +15,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import msgspec
 
-from ._envelope import RuntimeEffectEnvelope
+from ._envelope import RuntimeEffectEnvelope, describe_command
 from ._errors import (
     EffectGroupUnsupported,
     InvalidEnvelope,
@@ -30,6 +30,7 @@ from ._settlement import Err, Ok, Outcome, Settlement
 
 __all__ = [
     "EffectGroupDefaults",
+    "ExplainsMisses",
     "GroupExecutor",
     "GroupExecutors",
     "Reopens",
@@ -40,6 +41,7 @@ __all__ = [
     "Transient",
     "check_await",
     "check_close",
+    "describe_miss",
     "execute_once",
     "execute_outcome",
     "require_disposition",
@@ -122,6 +124,20 @@ class SettlementRun(Protocol):
     async def next(self, handle: GroupHandle) -> Settlement:
         """Serve rank ``handle.consumed + 1`` and advance ``handle``, as `await_next_settlement` does."""
         ...
+
+
+@runtime_checkable
+class ExplainsMisses(Protocol):
+    """A resolver that can say why it routes no executor for an envelope (e.g. a call's target)."""
+
+    def miss_reason(self, envelope: RuntimeEffectEnvelope) -> str | None: ...
+
+
+def describe_miss(resolver: object, envelope: RuntimeEffectEnvelope) -> str:
+    """How a routing refusal names a child: its command, and the resolver's reason where it has one."""
+    what = describe_command(envelope.command)
+    reason = resolver.miss_reason(envelope) if isinstance(resolver, ExplainsMisses) else None
+    return what if reason is None else f"{what} ({reason})"
 
 
 @runtime_checkable

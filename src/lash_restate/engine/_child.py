@@ -28,7 +28,7 @@ from ..contract import (
     Sleep,
     ToolCall,
     Transient,
-    describe_command,
+    describe_miss,
     execute_once,
 )
 from ._errors import HANDLER_RETRY, NOT_FOUND, is_cancellation, lash_terminal, terminal_errors
@@ -129,11 +129,11 @@ async def _execute(
         raise
 
 
-def _unroutable(envelope: RuntimeEffectEnvelope) -> ChildUnroutable:
+def _unroutable(envelope: RuntimeEffectEnvelope, routing: Routing | None = None) -> ChildUnroutable:
     membership = envelope.membership
     assert membership is not None  # only grouped children are dispatched here
     return ChildUnroutable.no_executor(
-        describe_command(envelope.command),
+        describe_miss(routing, envelope),
         group_key=membership.group_key,
         position=membership.position,
         replay_key=envelope.replay_key,
@@ -148,7 +148,7 @@ async def _call(
     if not routing.routes(envelope):
         # Restate answers a call to a handler nobody binds with a retryable error, so the child would
         # retry for ever; a target this endpoint no longer knows ends it as a terminal 404 (ADR).
-        raise lash_terminal(_unroutable(envelope))
+        raise lash_terminal(_unroutable(envelope, routing))
     try:
         raw = await ctx.generic_call(call.service, call.handler, msgspec.json.encode(call.arg), key=call.key)
     except restate.TerminalError as error:

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from ..calls import CallTargets
-from ..contract import AwaitEvent, Call, GroupExecutors, RuntimeEffectEnvelope, Sleep, describe_command
+from ..contract import AwaitEvent, Call, GroupExecutors, RuntimeEffectEnvelope, Sleep, describe_miss
 
 __all__ = ["Miss", "Routing"]
 
@@ -39,11 +39,13 @@ class Routing:
             return self.targets.miss(command) is None
         return self.resolver.resolve(envelope) is not None
 
+    def miss_reason(self, envelope: RuntimeEffectEnvelope) -> str | None:
+        command = envelope.command
+        return self.targets.miss(command) if isinstance(command, Call) else None
+
     def first_miss(self, children: Sequence[RuntimeEffectEnvelope]) -> Miss | None:
         """ADR: a first open resolves all N before recording; the first child nobody can run refuses it."""
         for position, child in enumerate(children):
             if not self.routes(child):
-                return Miss(
-                    position=position, replay_key=child.replay_key, what=describe_command(child.command)
-                )
+                return Miss(position=position, replay_key=child.replay_key, what=describe_miss(self, child))
         return None

@@ -38,7 +38,7 @@ from ..contract import (
     check_await,
     check_child_count,
     check_close,
-    describe_command,
+    describe_miss,
     effective_disposition,
     execute_once,
     execute_outcome,
@@ -210,7 +210,7 @@ class MemoryHost:
                 executor = self._resolve(child)
                 if executor is None:
                     raise ChildUnroutable.no_executor(
-                        describe_command(child.command),
+                        describe_miss(self._resolver, child),
                         group_key=key,
                         position=position,
                         replay_key=child.replay_key,
