@@ -152,18 +152,6 @@ def _batch(children: Sequence[Child]) -> str:
     return digest.hexdigest()[:24]
 
 
-def _children(children: Iterable[Child]) -> list[Child]:
-    """The children as a list (a generator is read once), each a command or an envelope."""
-    listed = list(children)
-    for position, child in enumerate(listed):
-        if not isinstance(child, RuntimeEffectEnvelope | ToolCall | Sleep | AwaitEvent | Call):
-            raise InvalidInput(
-                f"child {position} is a {type(child).__name__}: "
-                "pass lash.call/tool/sleep/event or an envelope"
-            )
-    return listed
-
-
 def _key(ctx: Caller, children: Sequence[Child], key: GroupKey | str | None) -> str:
     if key is not None:
         return str(key if isinstance(key, GroupKey) else GroupKey.parse(key))
@@ -176,14 +164,27 @@ def _key(ctx: Caller, children: Sequence[Child], key: GroupKey | str | None) -> 
     return str(GroupKey(scope_id=ctx.request().id, batch_id=batch, occurrence=occurrence))
 
 
-def _envelopes(key: str, children: Sequence[Child]) -> list[RuntimeEffectEnvelope]:
-    """Each child as an envelope; a command's replay key is the group key and its position."""
-    return [
+def _grouped(
+    ctx: Caller, children: Iterable[Child], key: GroupKey | str | None
+) -> tuple[str, list[RuntimeEffectEnvelope]]:
+    """The group key and the children as envelopes, a command's replay key being the group key and
+    its position. ``children`` is read once (a generator will do), each checked before anything is
+    hashed or sent."""
+    listed = list(children)
+    for position, child in enumerate(listed):
+        if not isinstance(child, RuntimeEffectEnvelope | ToolCall | Sleep | AwaitEvent | Call):
+            raise InvalidInput(
+                f"child {position} is a {type(child).__name__}: "
+                "pass lash.call/tool/sleep/event or an envelope"
+            )
+    group_key = _key(ctx, listed, key)
+    envelopes = [
         child
         if isinstance(child, RuntimeEffectEnvelope)
-        else RuntimeEffectEnvelope(command=child, replay_key=f"{key}/{position}")
-        for position, child in enumerate(children)
+        else RuntimeEffectEnvelope(command=child, replay_key=f"{group_key}/{position}")
+        for position, child in enumerate(listed)
     ]
+    return group_key, envelopes
 
 
 _P = ParamSpec("_P")
@@ -215,9 +216,8 @@ def _terminal(fn: Callable[_P, Awaitable[_R]]) -> Callable[_P, Awaitable[_R]]:
 @_terminal
 async def all(ctx: Caller, children: Iterable[Child], *, key: GroupKey | str | None = None) -> list[Any]:
     """`Promise.all`: every value in input order, or `Rejected` at the first consumed rejection."""
-    listed = _children(children)
-    group_key = _key(ctx, listed, key)
-    return await combinators.all_(controller(ctx), group_key, _envelopes(group_key, listed))
+    group_key, envelopes = _grouped(ctx, children, key)
+    return await combinators.all_(controller(ctx), group_key, envelopes)
 
 
 @_terminal
@@ -225,9 +225,8 @@ async def all_settled(
     ctx: Caller, children: Iterable[Child], *, key: GroupKey | str | None = None
 ) -> list[Outcome]:
     """`Promise.allSettled`: every outcome (`Ok`, `Err` or `Cancelled`) in input order."""
-    listed = _children(children)
-    group_key = _key(ctx, listed, key)
-    return await combinators.all_settled(controller(ctx), group_key, _envelopes(group_key, listed))
+    group_key, envelopes = _grouped(ctx, children, key)
+    return await combinators.all_settled(controller(ctx), group_key, envelopes)
 
 
 @_terminal
@@ -240,9 +239,7 @@ async def race(
 ) -> Any:
     """`Promise.race`: the first settlement's value, or `Rejected` if it rejected. ``losers=CANCEL``
     cancels the children still running once it is decided."""
-    listed = _children(children)
-    group_key = _key(ctx, listed, key)
-    envelopes = _envelopes(group_key, listed)
+    group_key, envelopes = _grouped(ctx, children, key)
     return await combinators.race(controller(ctx), group_key, envelopes, losers=losers)
 
 
@@ -256,9 +253,7 @@ async def any(
 ) -> Any:
     """`Promise.any`: the first success, or `AggregateRejection` (an exception group of every
     child's rejection, in input order)."""
-    listed = _children(children)
-    group_key = _key(ctx, listed, key)
-    envelopes = _envelopes(group_key, listed)
+    group_key, envelopes = _grouped(ctx, children, key)
     return await combinators.any_(controller(ctx), group_key, envelopes, losers=losers)
 
 
@@ -309,10 +304,9 @@ async def open(
     resume: str | None = None,
 ) -> Group:
     """Open a group of ``children`` (or, with ``resume``, reopen the saved one and restore its cursor)."""
-    listed = _children(children)
     saved = GroupHandle.from_bytes(resume) if resume is not None else None
-    group_key = _key(ctx, listed, saved.group_key if saved is not None else key)
-    group = RuntimeEffectGroup(group_key, _envelopes(group_key, listed), wake=wake, disposition=losers)
+    group_key, envelopes = _grouped(ctx, children, saved.group_key if saved is not None else key)
+    group = RuntimeEffectGroup(group_key, envelopes, wake=wake, disposition=losers)
     owner = controller(ctx)
     if saved is None:
         return Group(owner, await owner.open_effect_group(group))
