@@ -140,6 +140,11 @@ def _unroutable(envelope: RuntimeEffectEnvelope, routing: Routing | None = None)
     )
 
 
+def _too_large(size: int) -> Err:
+    """The terminal error of a result past Restate's message limit (decision 19)."""
+    return Err(message=f"result of {size} bytes exceeds {MAX_OUTCOME_BYTES}", code="too_large")
+
+
 async def _call(
     ctx: restate.ObjectContext, envelope: RuntimeEffectEnvelope, call: Call, routing: Routing
 ) -> Outcome:
@@ -161,9 +166,7 @@ async def _call(
     except msgspec.DecodeError:
         return Err(message=f"{call.target} answered {len(raw)} bytes that are not JSON", code="not_json")
     stored = len(encode(outcome))  # what the store will hold, which may exceed what was answered
-    if stored > MAX_OUTCOME_BYTES:
-        return Err(message=f"result of {stored} bytes exceeds {MAX_OUTCOME_BYTES}", code="too_large")
-    return outcome
+    return _too_large(stored) if stored > MAX_OUTCOME_BYTES else outcome
 
 
 async def _run_tool(
@@ -185,10 +188,7 @@ async def _run_tool(
         if len(encoded) > MAX_OUTCOME_BYTES:
             # Past Restate's message limit the journal entry could never be written and the child
             # would retry forever; the oversized result becomes a terminal error instead (decision 19).
-            too_large = Err(
-                message=f"result of {len(encoded)} bytes exceeds {MAX_OUTCOME_BYTES}", code="too_large"
-            )
-            return encode(too_large)
+            return encode(_too_large(len(encoded)))
         return encoded
 
     options: restate.RunOptions[bytes] = restate.RunOptions(serde=_BYTES, max_attempts=attempts)
