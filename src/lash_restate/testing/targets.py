@@ -20,6 +20,7 @@ import restate
 
 from ..calls import CallRegistry
 from ..contract import ToolFailure
+from .tools import append_line, arg_of, count_path
 
 __all__ = ["DEMO_OBJECT", "DEMO_SERVICE", "demo_call_services", "demo_calls"]
 
@@ -27,40 +28,26 @@ DEMO_SERVICE = "DemoCalls"
 DEMO_OBJECT = "DemoCounter"
 
 
-def _arg(arg: Any, name: str, default: Any = None) -> Any:
-    return arg.get(name, default) if isinstance(arg, dict) else default
-
-
-def _count_path(count_file: str | Path | None) -> Path | None:
-    path = count_file if count_file is not None else os.environ.get("LASH_COUNT_FILE")
-    return Path(path) if path else None
-
-
-def _append_line(path: Path, line: str) -> None:
-    with path.open("a", encoding="utf-8") as f:
-        f.write(line + "\n")
-
-
 def demo_calls(count_file: str | Path | None = None) -> CallRegistry:
     """The demo targets as in-process handlers, for the reference host."""
     calls = CallRegistry()
-    path = _count_path(count_file)
+    path = count_path(count_file)
     totals: dict[str, int] = {}
 
     @calls.handler(DEMO_SERVICE, "echo")
     async def echo(key: str | None, arg: Any) -> Any:
-        await asyncio.sleep(int(_arg(arg, "delay_ms", 0)) / 1000)
-        return _arg(arg, "value")
+        await asyncio.sleep(int(arg_of(arg, "delay_ms", 0)) / 1000)
+        return arg_of(arg, "value")
 
     @calls.handler(DEMO_SERVICE, "fail")
     async def fail(key: str | None, arg: Any) -> Any:
-        raise ToolFailure(str(_arg(arg, "message", "failed")), code=str(int(_arg(arg, "status", 500))))
+        raise ToolFailure(str(arg_of(arg, "message", "failed")), code=str(int(arg_of(arg, "status", 500))))
 
     @calls.handler(DEMO_SERVICE, "count")
     async def count(key: str | None, arg: Any) -> Any:
         if path is not None:
-            await asyncio.to_thread(_append_line, path, str(_arg(arg, "name", "")))
-        return _arg(arg, "value")
+            await asyncio.to_thread(append_line, path, str(arg_of(arg, "name", "")))
+        return arg_of(arg, "value")
 
     @calls.handler(DEMO_OBJECT, "add", keyed=True)
     async def add(key: str | None, arg: Any) -> Any:
@@ -80,18 +67,18 @@ def demo_call_services(count_file: str | Path | None = None) -> list[restate.Ser
         return []
     service = restate.Service(DEMO_SERVICE)
     counter = restate.VirtualObject(DEMO_OBJECT)
-    path = _count_path(count_file)
+    path = count_path(count_file)
 
     @service.handler()
     async def echo(ctx: restate.Context, arg: Any) -> Any:
-        delay = int(_arg(arg, "delay_ms", 0))
+        delay = int(arg_of(arg, "delay_ms", 0))
         if delay:
             await ctx.sleep(timedelta(milliseconds=delay))  # cancelled with the call (decision 37)
-        return _arg(arg, "value")
+        return arg_of(arg, "value")
 
     @service.handler()
     async def fail(ctx: restate.Context, arg: Any) -> Any:
-        raise restate.TerminalError(str(_arg(arg, "message", "failed")), int(_arg(arg, "status", 500)))
+        raise restate.TerminalError(str(arg_of(arg, "message", "failed")), int(arg_of(arg, "status", 500)))
 
     @service.handler()
     async def count(ctx: restate.Context, arg: Any) -> Any:
@@ -99,12 +86,12 @@ def demo_call_services(count_file: str | Path | None = None) -> list[restate.Ser
             witness = path
 
             async def append() -> str:
-                name = str(_arg(arg, "name", ""))
-                await asyncio.to_thread(_append_line, witness, name)
+                name = str(arg_of(arg, "name", ""))
+                await asyncio.to_thread(append_line, witness, name)
                 return name
 
             await ctx.run_typed("count", append)
-        return _arg(arg, "value")
+        return arg_of(arg, "value")
 
     @counter.handler()
     async def add(ctx: restate.ObjectContext, arg: Any) -> Any:

@@ -10,28 +10,28 @@ from typing import Any
 from ..contract import ToolFailure
 from ..tools import Tool, ToolRegistry
 
-__all__ = ["demo_tools"]
+__all__ = ["append_line", "arg_of", "count_path", "demo_tools"]
 
 
-def _arg(args: Any, name: str, default: Any = None) -> Any:
+def arg_of(args: Any, name: str, default: Any = None) -> Any:
     return args.get(name, default) if isinstance(args, dict) else default
 
 
 async def _echo(args: Any) -> Any:
     """``{"value": V, "delay_ms": N}`` → V after N ms."""
-    await asyncio.sleep(int(_arg(args, "delay_ms", 0)) / 1000)
-    return _arg(args, "value")
+    await asyncio.sleep(int(arg_of(args, "delay_ms", 0)) / 1000)
+    return arg_of(args, "value")
 
 
 async def _fail(args: Any) -> Any:
     """``{"message": M, "delay_ms": N}`` → rejects with M after N ms."""
-    await asyncio.sleep(int(_arg(args, "delay_ms", 0)) / 1000)
-    raise ToolFailure(str(_arg(args, "message", "failed")), code=_arg(args, "code"))
+    await asyncio.sleep(int(arg_of(args, "delay_ms", 0)) / 1000)
+    raise ToolFailure(str(arg_of(args, "message", "failed")), code=arg_of(args, "code"))
 
 
 async def _blob(args: Any) -> Any:
     """``{"size": N}`` → a string of N characters (for payload-size tests)."""
-    return "x" * int(_arg(args, "size", 0))
+    return "x" * int(arg_of(args, "size", 0))
 
 
 def _counter(path: Path | None) -> Tool:
@@ -40,10 +40,10 @@ def _counter(path: Path | None) -> Tool:
 
         The count file is the side-effect witness: a child that must run once shows up once.
         """
-        await asyncio.sleep(int(_arg(args, "delay_ms", 0)) / 1000)
+        await asyncio.sleep(int(arg_of(args, "delay_ms", 0)) / 1000)
         if path is not None:
-            await asyncio.to_thread(_append_line, path, str(_arg(args, "name", "")))
-        return _arg(args, "value")
+            await asyncio.to_thread(append_line, path, str(arg_of(args, "name", "")))
+        return arg_of(args, "value")
 
     return count
 
@@ -58,21 +58,27 @@ def _flaky(path: Path | None) -> Tool:
         Each attempt appends X to the count file first, so the attempts are counted across processes
         (an endpoint restart included) and a test can see how many ran.
         """
-        name = str(_arg(args, "name", ""))
-        failures = int(_arg(args, "failures", 0))
+        name = str(arg_of(args, "name", ""))
+        failures = int(arg_of(args, "failures", 0))
         if path is not None:
-            await asyncio.to_thread(_append_line, path, name)
+            await asyncio.to_thread(append_line, path, name)
             attempt = (await asyncio.to_thread(path.read_text, "utf-8")).splitlines().count(name)
         else:
             attempt = attempts[name] = attempts.get(name, 0) + 1
         if attempt <= failures:
             raise RuntimeError(f"transient fault {attempt} of {failures}")
-        return _arg(args, "value")
+        return arg_of(args, "value")
 
     return flaky
 
 
-def _append_line(path: Path, line: str) -> None:
+def count_path(count_file: str | Path | None) -> Path | None:
+    """The side-effect witness file: ``count_file``, else ``$LASH_COUNT_FILE``, else none."""
+    path = count_file if count_file is not None else os.environ.get("LASH_COUNT_FILE")
+    return Path(path) if path else None
+
+
+def append_line(path: Path, line: str) -> None:
     with path.open("a", encoding="utf-8") as f:
         f.write(line + "\n")
 
@@ -83,8 +89,7 @@ def demo_tools(count_file: str | Path | None = None) -> ToolRegistry:
     ``count_file`` defaults to ``$LASH_COUNT_FILE``; without either, `count` only returns and
     `flaky` counts its attempts in memory.
     """
-    path = count_file if count_file is not None else os.environ.get("LASH_COUNT_FILE")
-    file = Path(path) if path else None
+    file = count_path(count_file)
     tools = {"echo": _echo, "fail": _fail, "blob": _blob, "count": _counter(file), "flaky": _flaky(file)}
     # $LASH_DEMO_TOOLS_OFF names tools this deployment no longer has (how tests model a deployment change).
     for name in os.environ.get("LASH_DEMO_TOOLS_OFF", "").split(","):
