@@ -199,10 +199,22 @@ async def _crash_inside(stack: Stack, sc: dict[str, Any], step: dict[str, Any], 
             await asyncio.to_thread(stack.restart_server)
         else:
             await asyncio.to_thread(stack.restart_endpoint)
-        try:
-            response = await first
-        except httpx.TransportError:
-            response = await client.post(url, json=body, headers=headers)  # attach to the same turn
+        return await _answer(client, first, url, body, headers)
+
+
+async def _answer(
+    client: httpx.AsyncClient,
+    first: asyncio.Task[httpx.Response],
+    url: str,
+    body: dict[str, Any],
+    headers: dict[str, str],
+) -> dict[str, Any]:
+    """The turn's one answer: from the request made before the crash, or, if the crash cut it off,
+    by sending the same idempotent request again, which attaches to the same turn."""
+    try:
+        response = await first
+    except httpx.TransportError:
+        response = await client.post(url, json=body, headers=headers)
     assert response.status_code == 200, response.text
     [answer] = response.json()
     result: dict[str, Any] = ok(answer)
@@ -263,13 +275,7 @@ async def run_wide(stack: Stack, ranked: int) -> dict[str, Any]:
         await asyncio.to_thread(stack.restart_endpoint)  # SIGKILL mid-group
         before = _ranked(rows)
         await stack.emit(s.event("gate"), "opened")
-        try:
-            response = await first
-        except httpx.TransportError:
-            response = await client.post(url, json=body, headers=headers)  # attach to the same turn
-    assert response.status_code == 200, response.text
-    [answer] = response.json()
-    after: dict[str, Any] = ok(answer)
+        after = await _answer(client, first, url, body, headers)
     order: list[int] = after["order"]
     assert order[: len(before)] == before, "a rank changed across the crash"
     assert sorted(order) == list(range(WIDE + 1)), "a settlement was lost or served twice"
