@@ -12,19 +12,24 @@ from ._endpoint import (
     serve,
     validate_deployment,
 )
+from ._formats import BASELINE, FORMAT, FORMATS, Format
 from ._mode import OutcomeStore, outcome_store
 from ._records import GroupMeta, SettlementMode
 from ._routes import CHILD, DEFAULT_PREFIX, GROUP, PUMP, SIGNAL, check_prefix, named, use_prefix
 
 __all__ = [
+    "BASELINE",
     "BATCH_FROM",
     "CHILD",
     "DEFAULT_PREFIX",
+    "FORMAT",
+    "FORMATS",
     "GROUP",
     "PUMP",
     "SERVERS",
     "SIGNAL",
     "DeploymentError",
+    "Format",
     "GroupMeta",
     "OutcomeStore",
     "RestateController",

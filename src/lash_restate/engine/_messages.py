@@ -6,8 +6,8 @@ from typing import Any, TypeVar
 
 import msgspec
 
-from ..contract import STRUCT_OPTIONS, GroupShape, LoserPolicy, Outcome, RuntimeEffectEnvelope
-from ._records import SettlementMode
+from ..contract import GroupShape, LoserPolicy, Outcome, RuntimeEffectEnvelope
+from ._records import RECORD_OPTIONS, SettlementMode
 
 __all__ = [
     "BATCH_INLINE_BYTES",
@@ -42,7 +42,7 @@ MAX_OUTCOME_BYTES = 30 * 1024 * 1024
 _T = TypeVar("_T")
 
 
-class OpenRequest(msgspec.Struct, **STRUCT_OPTIONS):
+class OpenRequest(msgspec.Struct, **RECORD_OPTIONS):
     """Sent, not called (decision 25): the group answers on the caller's awakeable ``reply_to``."""
 
     reply_to: str
@@ -53,12 +53,12 @@ class OpenRequest(msgspec.Struct, **STRUCT_OPTIONS):
     reopen_only: bool = False  # a resume: refuse rather than record a group that is not (decision 41)
 
 
-class OpenReply(msgspec.Struct, **STRUCT_OPTIONS):
+class OpenReply(msgspec.Struct, **RECORD_OPTIONS):
     reopened: bool
     incarnation: str = ""  # the wakes an open registers belong to this incarnation (decision 32)
 
 
-class CallerEnded(msgspec.Struct, **STRUCT_OPTIONS):
+class CallerEnded(msgspec.Struct, **RECORD_OPTIONS):
     """An opener's invocation ended; ``failed`` if in failure, killed or cancelled (decision 13)."""
 
     caller: str
@@ -66,14 +66,14 @@ class CallerEnded(msgspec.Struct, **STRUCT_OPTIONS):
     failed: bool = True
 
 
-class ChildRun(msgspec.Struct, **STRUCT_OPTIONS):
+class ChildRun(msgspec.Struct, **RECORD_OPTIONS):
     """What `LashChild/run` receives: the stamped envelope and the group incarnation it settles into."""
 
     envelope: RuntimeEffectEnvelope
     incarnation: str
 
 
-class PumpRun(msgspec.Struct, **STRUCT_OPTIONS):
+class PumpRun(msgspec.Struct, **RECORD_OPTIONS):
     """What `LashPump/run` receives: the group's stamped envelopes and the incarnation they settle into."""
 
     group_key: str
@@ -81,7 +81,7 @@ class PumpRun(msgspec.Struct, **STRUCT_OPTIONS):
     incarnation: str
 
 
-class OutcomesRead(msgspec.Struct, **STRUCT_OPTIONS):
+class OutcomesRead(msgspec.Struct, **RECORD_OPTIONS):
     """A bulk read of a pump's outcomes, in the order asked, within ``budget`` bytes in all.
 
     Decision 35: a caller reads from every pump its ranks span at once, so each gets a share of one
@@ -94,7 +94,7 @@ class OutcomesRead(msgspec.Struct, **STRUCT_OPTIONS):
     first: bool = True
 
 
-class Ref(msgspec.Struct, **STRUCT_OPTIONS):
+class Ref(msgspec.Struct, **RECORD_OPTIONS):
     """A settled child: which one, and its outcome when small enough to ride the message."""
 
     position: int
@@ -102,7 +102,7 @@ class Ref(msgspec.Struct, **STRUCT_OPTIONS):
     outcome: bytes | None = None  # at most INLINE_OUTCOME_BYTES; never stored by the group
 
 
-class SettleBatch(msgspec.Struct, **STRUCT_OPTIONS):
+class SettleBatch(msgspec.Struct, **RECORD_OPTIONS):
     """Settlements in the order their sender saw them: one from a direct child, many from a pump.
 
     ``mode`` says who sent it, so a settlement that finds its group closed can release its store.
@@ -113,7 +113,7 @@ class SettleBatch(msgspec.Struct, **STRUCT_OPTIONS):
     refs: list[Ref]
 
 
-class WaitRequest(msgspec.Struct, **STRUCT_OPTIONS):
+class WaitRequest(msgspec.Struct, **RECORD_OPTIONS):
     """Serve ranks after ``consumed``; if none is recorded yet, register ``wakes`` for the next ranks."""
 
     consumed: int
@@ -121,7 +121,7 @@ class WaitRequest(msgspec.Struct, **STRUCT_OPTIONS):
     wakes: list[str] = msgspec.field(default_factory=list)  # awakeables for ranks consumed + 1, + 2, …
 
 
-class WaitReply(msgspec.Struct, **STRUCT_OPTIONS):
+class WaitReply(msgspec.Struct, **RECORD_OPTIONS):
     """References for ranks ``consumed + 1``, ``consumed + 2``, … as recorded right now.
 
     ``mode`` and ``incarnation`` say where the outcomes not carried inline are stored.
@@ -132,7 +132,7 @@ class WaitReply(msgspec.Struct, **STRUCT_OPTIONS):
     incarnation: str = ""
 
 
-class CloseRequest(msgspec.Struct, **STRUCT_OPTIONS):
+class CloseRequest(msgspec.Struct, **RECORD_OPTIONS):
     child_count: int
     disposition: LoserPolicy | None = None  # None keeps the declared one
 

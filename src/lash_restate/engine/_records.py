@@ -9,16 +9,19 @@ with every replay key) is a separate, cold record; payload bytes are in neither.
 from __future__ import annotations
 
 import struct
+from collections.abc import Mapping
 from enum import StrEnum
-from typing import Any, TypeVar
+from types import MappingProxyType
+from typing import Any, Final, TypeVar
 
 import msgspec
 from restate.serde import Serde
 
-from ..contract import STRUCT_OPTIONS, GroupShape, GroupWakePolicy, LoserPolicy
+from ..contract import GroupShape, GroupWakePolicy, LoserPolicy
 
 __all__ = [
     "META",
+    "RECORD_OPTIONS",
     "SHAPE",
     "STRINGS",
     "GroupMeta",
@@ -29,6 +32,14 @@ __all__ = [
 ]
 
 _T = TypeVar("_T")
+
+RECORD_OPTIONS: Final[Mapping[str, bool]] = MappingProxyType({"frozen": True, "kw_only": True})
+"""The contract's struct options less ``forbid_unknown_fields``, for every engine record and message.
+
+Decision 42: a reader ignores a field it does not know, so the next release may add one that this
+release can do without (docs/compatibility.md). The contract's own records (envelope, shape,
+outcome) stay strict: their bytes are identity and their hashes fence replays.
+"""
 
 
 class SettlementMode(StrEnum):
@@ -47,14 +58,14 @@ class SettlementMode(StrEnum):
         return cls.PUMPED if child_count >= batch_from else cls.DIRECT
 
 
-class Waiter(msgspec.Struct, **STRUCT_OPTIONS):
+class Waiter(msgspec.Struct, **RECORD_OPTIONS):
     """Resolve ``awakeable`` with the reference (and small outcome) of ``rank`` when it is recorded."""
 
     awakeable: str
     rank: int
 
 
-class Opener(msgspec.Struct, **STRUCT_OPTIONS):
+class Opener(msgspec.Struct, **RECORD_OPTIONS):
     """An invocation that opened (or reopened) the group; under a declared `Cancel`, how it ended.
 
     Every opener is recorded, so an operator can tell an orphaned group (no opener alive) from a
@@ -67,7 +78,7 @@ class Opener(msgspec.Struct, **STRUCT_OPTIONS):
     failed: bool = False  # ended in failure, or was killed or cancelled
 
 
-class GroupMeta(msgspec.Struct, **STRUCT_OPTIONS):
+class GroupMeta(msgspec.Struct, **RECORD_OPTIONS):
     """The group's small, hot record: read by every settle and wait (the big fence is read only by open).
 
     ``order`` is the rank -> position map (rank r is the r-th 4-byte little-endian position); a

@@ -1,0 +1,67 @@
+"""Every state record and message the tier writes, and the format version it is written in.
+
+docs/compatibility.md is the promise this table keeps: a release reads every format any release
+since the baseline wrote, and writes only what the release before it reads. Format 1 is the
+baseline's (commit 0450b4d); no format-1 record carries a version field, so its version is
+implied by its place (the state key, or the handler it is sent to). A later format that the release
+before it could not read arrives under a new state key or a new handler, never in place of an old
+one; an additive field that a reader may ignore needs no new version (decision 42).
+
+`tests/formats/` holds the bytes format 1 writes, one fixture per row of `FORMATS` and more, and
+fails when an encoding changes without a new version.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final
+
+__all__ = ["FORMAT", "FORMATS", "BASELINE", "Format"]
+
+BASELINE: Final = "0450b4d"  # the release whose groups every later release resumes (format 1)
+FORMAT: Final = 1  # the newest format this release writes anywhere
+
+
+@dataclass(frozen=True)
+class Format:
+    """One record or message: where it lives, and the version this release writes there."""
+
+    name: str  # what `tests/formats` calls its fixtures: "{name}" or "{name}.{variant}"
+    where: str  # the state key or handler that implies its version
+    version: int = 1
+
+
+FORMATS: Final[tuple[Format, ...]] = (
+    # State, by service.
+    Format("state.group.meta", "{prefix}Group state `meta`: GroupMeta"),
+    Format("state.group.fence", "{prefix}Group state `fence`: GroupShape"),
+    Format("state.group.invocations", "{prefix}Group state `invocations`: list of invocation ids"),
+    Format("state.child.outcome", "{prefix}Child state `outcome:{incarnation}`: Outcome"),
+    Format("state.pump.outcome", "{prefix}Pump state `o{position}`: Outcome"),
+    Format("state.pump.slices", "{prefix}Pump state `slices`: list of pump keys"),
+    Format("state.signal.payload", "{prefix}Signal state `payload`: the emitted JSON"),
+    Format("state.signal.rejection", "{prefix}Signal state `rejection`: the message, UTF-8"),
+    Format("state.signal.waiters", "{prefix}Signal state `waiters`: list of awakeable ids"),
+    # Messages between lash's services, by the handler that receives them.
+    Format("msg.group.open", "{prefix}Group/open input: OpenRequest"),
+    Format("msg.group.open_reply", "the opener's awakeable: OpenReply, or an error line"),
+    Format("msg.group.settle", "{prefix}Group/settle input: SettleBatch"),
+    Format("msg.group.wait", "{prefix}Group/wait input: WaitRequest"),
+    Format("msg.group.wait_reply", "{prefix}Group/wait output and each wake's awakeable: WaitReply"),
+    Format("msg.group.close", "{prefix}Group/close input: CloseRequest"),
+    Format("msg.group.watch", "{prefix}Group/watch and {prefix}Group/caller_ended input: CallerEnded"),
+    Format("msg.child.run", "{prefix}Child/run input: ChildRun"),
+    Format("msg.child.execute", "{prefix}Child/execute input: RuntimeEffectEnvelope"),
+    Format("msg.child.execute_reply", "{prefix}Child/execute output: Outcome"),
+    Format("msg.child.outcome", "{prefix}Child/outcome input: the incarnation, a JSON string"),
+    Format("msg.child.forget", "{prefix}Child/forget input: the incarnation, a JSON string"),
+    Format("msg.pump.run", "{prefix}Pump/run input: PumpRun"),
+    Format("msg.pump.outcomes", "{prefix}Pump/outcomes input: OutcomesRead, or a list of positions"),
+    Format("msg.pump.outcomes_reply", "{prefix}Pump/outcomes output: a JSON array of Outcomes"),
+    Format("msg.signal.subscribe", "{prefix}Signal/subscribe input: an awakeable id, a JSON string"),
+    Format("msg.error", "an awakeable's rejection or a TerminalError's message: `lash-error:{json}`"),
+    # What a caller keeps: its saved cursor, and what its own journal holds.
+    Format("caller.handle", "GroupHandle.to_bytes() and Group.save(): the saved cursor"),
+    Format("caller.execute_effect", "the caller's `execute_effect` run entry: Outcome"),
+    Format("contract.envelope", "canonical envelope bytes (their hash is each child's identity)"),
+)

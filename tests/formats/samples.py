@@ -1,0 +1,266 @@
+"""One sample value of every record and message the tier writes, with how it is written and read.
+
+Each sample's name is ``{format}.{variant}``, where ``{format}`` is a row of
+`lash_restate.engine.FORMATS`. `format1.json` holds the bytes format 1 wrote for each sample (made
+once, by `make_fixtures.py`, from the baseline's code, and never rewritten).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import msgspec
+
+from lash_restate.contract import (
+    AwaitEvent,
+    Call,
+    Cancelled,
+    Err,
+    GroupHandle,
+    GroupMembership,
+    GroupNotOpen,
+    GroupShape,
+    GroupWakePolicy,
+    LoserPolicy,
+    Ok,
+    Outcome,
+    RuntimeEffectEnvelope,
+    ShapeMismatch,
+    Sleep,
+    ToolCall,
+    canonical_bytes,
+    decode_envelope,
+    error_from_wire,
+)
+from lash_restate.engine._messages import (
+    CallerEnded,
+    ChildRun,
+    CloseRequest,
+    OpenReply,
+    OpenRequest,
+    OutcomesRead,
+    PumpRun,
+    Ref,
+    SettleBatch,
+    WaitReply,
+    WaitRequest,
+)
+from lash_restate.engine._records import GroupMeta, Opener, SettlementMode, Waiter
+
+__all__ = ["SAMPLES", "Sample"]
+
+
+@dataclass(frozen=True)
+class Sample:
+    name: str
+    value: Any
+    encode: Callable[[Any], bytes]
+    decode: Callable[[bytes], Any]
+
+
+def _json(kind: Any) -> tuple[Callable[[Any], bytes], Callable[[bytes], Any]]:
+    """Written with msgspec JSON, read as ``kind``: how every engine record and message is kept."""
+    return msgspec.json.encode, lambda data: msgspec.json.decode(data, type=kind)
+
+
+def _raw() -> tuple[Callable[[Any], bytes], Callable[[bytes], Any]]:
+    """Kept as the bytes themselves (the signal's payload and rejection)."""
+    return bytes, bytes
+
+
+def _outcomes_reply() -> tuple[Callable[[Any], bytes], Callable[[bytes], Any]]:
+    """A pump's bulk read answer: its stored outcome bytes joined into one JSON array."""
+    return (
+        lambda outcomes: b"[" + b",".join(msgspec.json.encode(o) for o in outcomes) + b"]",
+        lambda data: msgspec.json.decode(data, type=list[Outcome]),
+    )
+
+
+def _error() -> tuple[Callable[[Any], bytes], Callable[[bytes], Any]]:
+    def decode(data: bytes) -> Any:
+        error = error_from_wire(data.decode())
+        assert error is not None, data
+        return error
+
+    return lambda error: error.to_wire().encode(), decode
+
+
+def _handle() -> tuple[Callable[[Any], bytes], Callable[[bytes], Any]]:
+    return lambda handle: handle.to_bytes(), GroupHandle.from_bytes
+
+
+def _envelope() -> tuple[Callable[[Any], bytes], Callable[[bytes], Any]]:
+    return canonical_bytes, decode_envelope
+
+
+KEY = "inv_1abc:group:5f1c9a:0"
+INCARNATION = "0b6c2f4e-3d1a-4c8e-9f70-2a5b8e1d4c37"
+_KEYS = ("inv_1abc:5f1c9a:0:0", "inv_1abc:5f1c9a:0:1", "inv_1abc:5f1c9a:0:2")
+_HASHES = tuple(f"{i:x}" * 64 for i in range(10, 13))
+
+
+def _member(position: int, wake: GroupWakePolicy, disposition: LoserPolicy) -> GroupMembership:
+    return GroupMembership(group_key=KEY, position=position, wake=wake, disposition=disposition)
+
+
+_FIRST, _CANCEL = GroupWakePolicy.FIRST, LoserPolicy.CANCEL
+TOOL = RuntimeEffectEnvelope(
+    command=ToolCall(tool="echo", args={"text": "ä ☃", "n": [1, 2.5, None, True]}),
+    replay_key=_KEYS[0],
+    membership=_member(0, _FIRST, _CANCEL),
+)
+SLEEP = RuntimeEffectEnvelope(
+    command=Sleep(duration_ms=1500), replay_key=_KEYS[1], membership=_member(1, _FIRST, _CANCEL)
+)
+EVENT = RuntimeEffectEnvelope(
+    command=AwaitEvent(name="paid"), replay_key=_KEYS[2], membership=_member(2, _FIRST, _CANCEL)
+)
+CALL = RuntimeEffectEnvelope(
+    command=Call(service="Payments", handler="charge", arg={"amount": 12}, key="order-7"),
+    replay_key=_KEYS[0],
+    membership=_member(0, GroupWakePolicy.ALL, LoserPolicy.RUN_TO_COMPLETION),
+)
+CALL_PLAIN = RuntimeEffectEnvelope(
+    command=Call(service="Thin", handler="instant"),
+    replay_key=_KEYS[1],
+    membership=_member(1, GroupWakePolicy.FIRST_SUCCESS, LoserPolicy.RUN_TO_COMPLETION),
+)
+UNGROUPED = RuntimeEffectEnvelope(command=ToolCall(tool="count"), replay_key="inv_1abc:effect:3")
+
+SHAPE = GroupShape(child_count=3, wake=_FIRST, disposition=_CANCEL, replay_keys=_KEYS, hashes=_HASHES)
+
+OUTCOMES: dict[str, Outcome] = {
+    "ok": Ok(value={"charged": 12, "items": ["a", "b"]}),
+    "ok_none": Ok(value=None),
+    "err": Err(message="carrier b refuses", code="409"),
+    "err_plain": Err(message="gave up after 3 attempts: RuntimeError: transient fault 3 of 99"),
+    "cancelled": Cancelled(),
+}
+
+_ORDER = b"\x02\x00\x00\x00\x00\x00\x00\x00"  # ranks 1, 2 = positions 2, 0
+
+META: dict[str, GroupMeta] = {
+    "fresh": GroupMeta(child_count=2, wake=_FIRST, disposition=_CANCEL, incarnation=INCARNATION),
+    "pumped": GroupMeta(
+        child_count=3,
+        wake=GroupWakePolicy.ALL,
+        disposition=LoserPolicy.RUN_TO_COMPLETION,
+        incarnation=INCARNATION,
+        mode=SettlementMode.PUMPED,
+        order=_ORDER,
+        waiters=[Waiter(awakeable="sign_1waiter", rank=3)],
+        openers=[Opener(caller="inv_1abc")],
+        opened_at_ms=1_796_017_814_041,
+    ),
+    "watched": GroupMeta(
+        child_count=3,
+        wake=GroupWakePolicy.FIRST_SUCCESS,
+        disposition=_CANCEL,
+        incarnation=INCARNATION,
+        order=_ORDER[:4],
+        openers=[
+            Opener(caller="inv_1abc", watcher="inv_1watch", ended=True, failed=False),
+            Opener(caller="inv_1def", watcher="inv_1watch2", ended=True, failed=True),
+            Opener(caller="inv_1ghi", watcher="inv_1watch3"),
+        ],
+        opened_at_ms=1_796_017_814_041,
+    ),
+}
+
+_INLINE = msgspec.json.encode(OUTCOMES["ok"])
+
+
+def _samples() -> list[Sample]:
+    samples: list[Sample] = []
+
+    def add(name: str, value: Any, codec: tuple[Callable[[Any], bytes], Callable[[bytes], Any]]) -> None:
+        samples.append(Sample(name, value, *codec))
+
+    for variant, meta in META.items():
+        add(f"state.group.meta.{variant}", meta, _json(GroupMeta))
+    add("state.group.fence.three", SHAPE, _json(GroupShape))
+    add("state.group.invocations.three", ["inv_1c0", "inv_1c1", "inv_1c2"], _json(list[str]))
+    for variant, outcome in OUTCOMES.items():
+        add(f"state.child.outcome.{variant}", outcome, _json(Outcome))
+        add(f"state.pump.outcome.{variant}", outcome, _json(Outcome))
+        add(f"msg.child.execute_reply.{variant}", outcome, _json(Outcome))
+        add(f"caller.execute_effect.{variant}", outcome, _json(Outcome))
+    add("state.pump.slices.two", [f"{INCARNATION}.1:{KEY}", f"{INCARNATION}.2:{KEY}"], _json(list[str]))
+    add("state.signal.payload.object", b'{"paid": true, "amount": 12}', _raw())
+    add("state.signal.rejection.text", "card declined ☹".encode(), _raw())
+    add("state.signal.waiters.two", ["sign_1a", "sign_1b"], _json(list[str]))
+
+    open_first = OpenRequest(
+        reply_to="sign_1reply",
+        shape=SHAPE,
+        children=[canonical_bytes(c) for c in (TOOL, SLEEP, EVENT)],
+        caller="inv_1abc",
+        wakes=["sign_1w1", "sign_1w2"],
+    )
+    add("msg.group.open.first", open_first, _json(OpenRequest))
+    resume = msgspec.structs.replace(open_first, wakes=[], reopen_only=True, caller="inv_1def")
+    add("msg.group.open.resume", resume, _json(OpenRequest))
+    add("msg.group.open_reply.opened", OpenReply(reopened=False, incarnation=INCARNATION), _json(OpenReply))
+    add("msg.group.open_reply.reopened", OpenReply(reopened=True, incarnation=INCARNATION), _json(OpenReply))
+    refs = [
+        Ref(position=2, replay_key=_KEYS[2], outcome=_INLINE),
+        Ref(position=0, replay_key=_KEYS[0]),
+    ]
+    add(
+        "msg.group.settle.direct",
+        SettleBatch(incarnation=INCARNATION, mode=SettlementMode.DIRECT, refs=refs[:1]),
+        _json(SettleBatch),
+    )
+    add(
+        "msg.group.settle.pumped",
+        SettleBatch(incarnation=INCARNATION, mode=SettlementMode.PUMPED, refs=refs),
+        _json(SettleBatch),
+    )
+    add("msg.group.wait.read", WaitRequest(consumed=1, child_count=3), _json(WaitRequest))
+    add(
+        "msg.group.wait.wakes", WaitRequest(consumed=0, child_count=3, wakes=["sign_1w1"]), _json(WaitRequest)
+    )
+    add(
+        "msg.group.wait_reply.refs",
+        WaitReply(refs=refs, mode=SettlementMode.PUMPED, incarnation=INCARNATION),
+        _json(WaitReply),
+    )
+    add("msg.group.wait_reply.empty", WaitReply(refs=[], incarnation=INCARNATION), _json(WaitReply))
+    add("msg.group.close.declared", CloseRequest(child_count=3), _json(CloseRequest))
+    add("msg.group.close.cancel", CloseRequest(child_count=3, disposition=_CANCEL), _json(CloseRequest))
+    add("msg.group.watch.new", CallerEnded(caller="inv_1abc", incarnation=INCARNATION), _json(CallerEnded))
+    add(
+        "msg.group.watch.returned",
+        CallerEnded(caller="inv_1abc", incarnation=INCARNATION, failed=False),
+        _json(CallerEnded),
+    )
+    for variant, envelope in {"tool": TOOL, "sleep": SLEEP, "event": EVENT, "call": CALL}.items():
+        add(f"msg.child.run.{variant}", ChildRun(envelope=envelope, incarnation=INCARNATION), _json(ChildRun))
+    add("msg.child.execute.call", CALL_PLAIN, _json(RuntimeEffectEnvelope))
+    add("msg.child.outcome.incarnation", INCARNATION, _json(str))
+    add("msg.child.forget.incarnation", INCARNATION, _json(str))
+    pump = PumpRun(group_key=KEY, children=[TOOL, SLEEP, EVENT], incarnation=INCARNATION)
+    add("msg.pump.run.three", pump, _json(PumpRun))
+    add(
+        "msg.pump.outcomes.read",
+        OutcomesRead(positions=[3, 4], budget=1_000_000, first=False),
+        _json(list[int] | OutcomesRead),
+    )
+    add("msg.pump.outcomes.positions", [0, 1, 2], _json(list[int] | OutcomesRead))
+    add("msg.pump.outcomes_reply.two", [OUTCOMES["ok"], OUTCOMES["cancelled"]], _outcomes_reply())
+    add("msg.signal.subscribe.awakeable", "sign_1sub", _json(str))
+    add("msg.error.not_open", GroupNotOpen.closed_while_awaiting(group_key=KEY), _error())
+    add(
+        "msg.error.shape",
+        ShapeMismatch("recorded child count is 3, reopen passed 2", group_key=KEY),
+        _error(),
+    )
+    add("caller.handle.consumed", GroupHandle(KEY, 3, 1), _handle())
+    for variant, envelope in {"tool": TOOL, "call": CALL, "ungrouped": UNGROUPED}.items():
+        add(f"contract.envelope.{variant}", envelope, _envelope())
+    return samples
+
+
+SAMPLES: dict[str, Sample] = {sample.name: sample for sample in _samples()}

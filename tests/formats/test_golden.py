@@ -1,0 +1,112 @@
+"""Format 1, as the baseline release wrote it: read by this release, and written byte for byte.
+
+docs/compatibility.md: a release reads every format written since the baseline, and during a rolling
+upgrade writes only what the release before it reads. The baseline decodes every record with
+``forbid_unknown_fields``, so "what it reads" is exactly the bytes it would write itself.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import json
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import pytest
+
+from lash_restate.contract import GroupHandle, LashError
+from lash_restate.engine import FORMAT, FORMATS
+from lash_restate.engine._routes import ROUTES
+
+from .samples import SAMPLES, Sample
+
+FIXTURES: dict[str, str] = json.loads(Path(__file__).with_name("format1.json").read_text())
+_VERSION = {row.name: row.version for row in FORMATS}
+
+
+def _format(name: str) -> str:
+    return name.rsplit(".", 1)[0]
+
+
+def _comparable(value: Any) -> Any:
+    if isinstance(value, LashError):
+        return (type(value), value.wire_body())
+    if isinstance(value, GroupHandle):
+        return ("handle", value.to_bytes())
+    return value
+
+
+@pytest.mark.parametrize("name", sorted(FIXTURES))
+def test_every_format_1_fixture_reads_as_its_sample(name: str) -> None:
+    sample = SAMPLES[name]
+    assert _comparable(sample.decode(FIXTURES[name].encode())) == _comparable(sample.value)
+
+
+@pytest.mark.parametrize("name", sorted(n for n in FIXTURES if _VERSION[_format(n)] == 1))
+def test_what_is_still_format_1_is_written_byte_for_byte(name: str) -> None:
+    """A change here is a format change: give the record a new version (a new state key or handler,
+    docs/compatibility.md) instead of altering what the release before reads."""
+    sample = SAMPLES[name]
+    assert sample.encode(sample.value).decode() == FIXTURES[name]
+
+
+def test_every_sample_has_its_fixture_and_every_format_its_samples() -> None:
+    # A new sample gets its fixture from `python -m tests.formats.make_fixtures`, which never rewrites.
+    assert sorted(SAMPLES) == sorted(FIXTURES)
+    rows = {row.name for row in FORMATS}
+    assert {_format(name) for name in SAMPLES} == rows
+    assert all(row.version <= FORMAT for row in FORMATS)
+
+
+def test_every_engine_record_and_message_has_a_sample() -> None:
+    reached: set[type] = set()
+
+    def walk(value: Any) -> None:
+        reached.add(type(value))
+        if isinstance(value, msgspec.Struct):
+            for field in msgspec.structs.fields(value):
+                walk(getattr(value, field.name))
+        elif isinstance(value, list | tuple):
+            for item in value:
+                walk(item)
+
+    for sample in SAMPLES.values():
+        walk(sample.value)
+    for module in ("lash_restate.engine._records", "lash_restate.engine._messages"):
+        structs = {
+            cls
+            for _, cls in inspect.getmembers(importlib.import_module(module), inspect.isclass)
+            if issubclass(cls, msgspec.Struct) and cls.__module__ == module
+        }
+        assert structs <= reached, structs - reached
+
+
+def test_every_route_taking_a_message_has_a_format_row() -> None:
+    wheres = " ".join(row.where for row in FORMATS)
+    for route in ROUTES:
+        if route.input is not None:
+            assert f"{{prefix}}{route.role}/{route.handler}" in wheres, route
+
+
+def _with_unknown_field(sample: Sample) -> bytes | None:
+    data = FIXTURES[sample.name].encode()
+    decoded = msgspec.json.decode(data)
+    if not isinstance(decoded, dict) or not isinstance(sample.value, msgspec.Struct):
+        return None
+    return msgspec.json.encode({**decoded, "added_by_a_later_release": [1, {"x": None}]})
+
+
+_ENGINE = ("state.group.meta", "msg.group", "msg.child.run", "msg.pump")
+
+
+@pytest.mark.parametrize(
+    "name", sorted(n for n in SAMPLES if n.startswith(_ENGINE) and _with_unknown_field(SAMPLES[n]))
+)
+def test_an_engine_record_reads_past_a_field_a_later_release_added(name: str) -> None:
+    """What lets the next release add a field this one can do without (docs/compatibility.md)."""
+    sample = SAMPLES[name]
+    data = _with_unknown_field(sample)
+    assert data is not None
+    assert sample.decode(data) == sample.value
