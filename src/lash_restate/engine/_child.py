@@ -12,6 +12,7 @@ from datetime import timedelta
 
 import msgspec
 import restate
+from restate.exceptions import RetryableError
 from restate.serde import BytesSerde
 
 from ..contract import (
@@ -183,7 +184,9 @@ async def _run_tool(
             raise lash_terminal(_unroutable(envelope))
         result = await execute_once(executor)
         if isinstance(result, Transient):
-            raise RuntimeError(result.message)  # retried by ctx.run, bounded by max_attempts
+            # Retried by ctx.run, bounded by max_attempts; the SDK keeps a RetryableError's message as
+            # it is (any other exception's as its repr), so the give-up reads alike on every tier.
+            raise RetryableError(result.message)
         encoded = encode(result)
         if len(encoded) > MAX_OUTCOME_BYTES:
             # Past Restate's message limit the journal entry could never be written and the child
