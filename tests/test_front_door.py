@@ -6,12 +6,14 @@ from __future__ import annotations
 import copy
 import pickle
 from datetime import timedelta
+from typing import Any
 
 import pytest
 import restate
 
 import lash_restate as lash
 from lash_restate import _front
+from lash_restate.contract import RuntimeEffectGroup
 from lash_restate.engine import call_targets
 from lash_restate.memory import MemoryHost
 from lash_restate.testing import demo_tools
@@ -82,6 +84,41 @@ async def test_through_a_controller_a_group_needs_an_explicit_key() -> None:
         assert await lash.all(host, values, key="s:group:gen:0") == ["x", "y", "z"]
     finally:
         await host.aclose()
+
+
+@pytest.mark.parametrize("ctx", [None, "ctx", object()], ids=["None", "str", "object"])
+async def test_a_ctx_that_is_neither_a_context_nor_a_controller_is_refused_by_name(ctx: object) -> None:
+    for attempt in (
+        lash.race(ctx, [lash.tool("echo")]),  # type: ignore[arg-type]
+        lash.race(ctx, [lash.tool("echo")], key="s:group:b:0"),  # type: ignore[arg-type]
+        lash.open(ctx, [lash.tool("echo")], key="s:group:b:0"),  # type: ignore[arg-type]
+    ):
+        with pytest.raises(lash.InvalidInput, match=f"ctx is a {type(ctx).__name__}: pass the handler's"):
+            await attempt
+
+
+class _Declared(MemoryHost):
+    """A reference host that notes the disposition each group declared at open."""
+
+    declared: list[lash.LoserPolicy]
+
+    async def open_effect_group(self, group: RuntimeEffectGroup) -> lash.GroupHandle:
+        self.declared.append(group.disposition)
+        return await super().open_effect_group(group)
+
+
+@pytest.mark.parametrize("combinator", [lash.race, lash.any], ids=["race", "any"])
+async def test_race_and_any_declare_run_to_completion_unless_told(combinator: Any) -> None:
+    """ADR: `RunToCompletion` is the default for race/any because it is what ECMA-262 specifies."""
+    host = _Declared(resolver=demo_tools())
+    host.declared = []
+    kids = [lash.tool("echo", {"value": 1}), lash.tool("echo", {"value": 2})]
+    try:
+        await combinator(host, kids, key="s:group:default:0")
+        await combinator(host, kids, key="s:group:told:0", losers=lash.CANCEL)
+    finally:
+        await host.aclose()
+    assert host.declared == [lash.RUN_TO_COMPLETION, lash.CANCEL]
 
 
 async def test_any_rejects_with_an_exception_group_in_input_order() -> None:

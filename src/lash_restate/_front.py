@@ -137,6 +137,12 @@ def controller(ctx: Caller) -> RuntimeEffectController:
     """The controller for ``ctx``'s invocation (one per invocation), or ``ctx`` if it is a controller."""
     if isinstance(ctx, restate.Context):
         return _invocation(ctx).controller
+    if not callable(getattr(ctx, "open_effect_group", None)):
+        # Checked here, before any key is derived: a wrong ctx is the caller's mistake to name.
+        raise InvalidInput(
+            f"ctx is a {type(ctx).__name__}: pass the handler's restate.Context (lash's groups run "
+            "inside a Restate handler), or a RuntimeEffectController such as a MemoryHost"
+        )
     return ctx
 
 
@@ -170,6 +176,7 @@ def _grouped(
     """The group key and the children as envelopes, a command's replay key being the group key and
     its position. ``children`` is read once (a generator will do), each checked before anything is
     hashed or sent."""
+    controller(ctx)  # a ctx that is neither a context nor a controller is refused first, by name
     listed = list(children)
     for position, child in enumerate(listed):
         if not isinstance(child, RuntimeEffectEnvelope | ToolCall | Sleep | AwaitEvent | Call):
