@@ -13,8 +13,9 @@ from tests.conformance.tiers import MemoryTier, RestateTier
 
 # Every conformance test runs on each tier; "restate-replay" forces every suspension to replay
 # (inactivity timeout 0, as the SDK's own harness does), the cheapest way to find non-determinism;
-# "restate-batched" settles every group, however small, through the batch pump (decision 20).
-TIERS = ["memory", "restate", "restate-replay", "restate-batched"]
+# "restate-batched" settles every group, however small, through the batch pump (decision 20);
+# "restate-v7" turns on the server's newest service protocol (server-side combinator evaluation).
+TIERS = ["memory", "restate", "restate-replay", "restate-batched", "restate-v7"]
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -34,10 +35,14 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
     return None
 
 
-def _stack(tmp: Path, replay: bool, batch_from: int | None = None) -> Iterator[LocalStack]:
+def _stack(
+    tmp: Path, replay: bool, batch_from: int | None = None, *, v7: bool = False
+) -> Iterator[LocalStack]:
     env = {
         "RESTATE_DEFAULT_NUM_PARTITIONS": "4",
         "RESTATE_WORKER__INVOKER__INACTIVITY_TIMEOUT": "0s" if replay else "1m",
+        # One-way for a cluster, so only this tier's own fresh server gets it.
+        **({"RESTATE_EXPERIMENTAL_ENABLE_PROTOCOL_V7": "true"} if v7 else {}),
     }
     endpoint_env = {} if batch_from is None else {"LASH_BATCH_FROM": str(batch_from)}
     with LocalStack.single(tmp, server_env=env, endpoint_env=endpoint_env).start() as stack:
@@ -59,6 +64,11 @@ def restate_batched_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[
     yield from _stack(tmp_path_factory.mktemp("stack-batched"), replay=False, batch_from=1)
 
 
+@pytest.fixture(scope="session")
+def restate_v7_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
+    yield from _stack(tmp_path_factory.mktemp("stack-v7"), replay=False, v7=True)
+
+
 @pytest.fixture(params=TIERS)
 def tier(request: pytest.FixtureRequest) -> Iterator[Any]:
     """Every conformance test runs once per tier; the test id carries the tier name."""
@@ -70,5 +80,6 @@ def tier(request: pytest.FixtureRequest) -> Iterator[Any]:
         "restate": "restate_stack",
         "restate-replay": "restate_replay_stack",
         "restate-batched": "restate_batched_stack",
+        "restate-v7": "restate_v7_stack",
     }[request.param]
     yield RestateTier(request.param, request.getfixturevalue(fixture))
