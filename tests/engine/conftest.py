@@ -10,9 +10,10 @@ from lash_restate.testing import LocalStack
 Stack = LocalStack  # the engine tests' name for the stack they get
 
 
-def private_stack(tmp: Path) -> Stack:
+def private_stack(tmp: Path, server_env: dict[str, str] | None = None) -> Stack:
     """A server and endpoint of one test's own, for tests that kill or reconfigure processes."""
-    return LocalStack.single(tmp, server_env={"RESTATE_DEFAULT_NUM_PARTITIONS": "4"}).start()
+    env = {"RESTATE_DEFAULT_NUM_PARTITIONS": "4", **(server_env or {})}
+    return LocalStack.single(tmp, server_env=env).start()
 
 
 @pytest.fixture

@@ -54,6 +54,14 @@ def crash_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
         yield stack
 
 
+@pytest.fixture(scope="module")
+def crash_stack_v7(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    """The same, on a server with the newest service protocol (`experimental-enable-protocol-v7`)."""
+    v7 = {"RESTATE_EXPERIMENTAL_ENABLE_PROTOCOL_V7": "true"}
+    with private_stack(tmp_path_factory.mktemp("crash-v7"), server_env=v7) as stack:
+        yield stack
+
+
 # Tools, Restate calls (decision 37: `DemoCalls/count` witnesses its side effect as the `count` tool
 # does), and events the test emits or rejects.
 child_spec = st.sampled_from(
@@ -239,8 +247,29 @@ def _report(line: dict[str, Any]) -> None:
 )
 @given(sc=scenarios())
 def test_crash_matrix(crash_stack: Stack, sc: dict[str, Any]) -> None:
+    _run(crash_stack, sc)
+
+
+V7_RUNS = max(1, RUNS // 2)
+
+
+@pytest.mark.timeout(60 + 30 * V7_RUNS)
+@seed(20261201)
+@settings(
+    max_examples=V7_RUNS,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+    database=None,
+    phases=[Phase.explicit, Phase.generate],
+)
+@given(sc=scenarios())
+def test_crash_matrix_on_protocol_v7(crash_stack_v7: Stack, sc: dict[str, Any]) -> None:
+    _run(crash_stack_v7, {**sc, "protocol": "v7"})
+
+
+def _run(stack: Stack, sc: dict[str, Any]) -> None:
     try:
-        asyncio.run(asyncio.wait_for(run_scenario(crash_stack, sc), 120))
+        asyncio.run(asyncio.wait_for(run_scenario(stack, sc), 120))
     except AssertionError as divergence:
         _report({"scenario": sc, "divergence": str(divergence)})
         raise
