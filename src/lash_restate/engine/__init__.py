@@ -2,14 +2,18 @@
 
 from ._controller import RestateController
 from ._endpoint import (
+    APP_METADATA,
     BATCH_FROM,
     SERVERS,
     DeploymentError,
+    ServedApplication,
     ServerUnavailable,
     build_app,
     call_targets,
+    check_app_name,
     lash_services,
     serve,
+    served_application,
     validate_deployment,
 )
 from ._mode import OutcomeStore, outcome_store
@@ -17,6 +21,7 @@ from ._records import GroupMeta, SettlementMode
 from ._routes import CHILD, DEFAULT_PREFIX, GROUP, PUMP, SIGNAL, check_prefix, named, use_prefix
 
 __all__ = [
+    "APP_METADATA",
     "BATCH_FROM",
     "CHILD",
     "DEFAULT_PREFIX",
@@ -28,15 +33,18 @@ __all__ = [
     "GroupMeta",
     "OutcomeStore",
     "RestateController",
+    "ServedApplication",
     "ServerUnavailable",
     "SettlementMode",
     "build_app",
     "call_targets",
+    "check_app_name",
     "check_prefix",
     "lash_services",
     "named",
     "outcome_store",
     "serve",
+    "served_application",
     "use_prefix",
     "validate_deployment",
 ]
