@@ -131,7 +131,7 @@ def _check_prefix_at_start(settings: Any) -> int | None:
     pinned to it, and says so) or ``take_over`` (decision 42). An unreachable admin API is a warning."""
     from . import logs
     from .engine import served_application
-    from .registration import Application, PrefixTaken, RegistrationError, check_at_start
+    from .registration import Application, PrefixTaken, RegistrationError, check_at_start, taken_over
 
     served = served_application()
     if settings.admin_url is None or served is None:
@@ -146,14 +146,10 @@ def _check_prefix_at_start(settings: Any) -> int | None:
     if found.ours or found.holder is None:
         return None
     mine = Application.served(served)
-    problem = str(PrefixTaken("this endpoint", mine, found.holder))
     if found.held_before:
-        logs.logger.warning(
-            "this application served lash's services before; another has taken them over: %s",
-            problem,
-            extra={"event": "endpoint.prefix_taken"},
-        )
+        logs.logger.warning(taken_over(found.holder, mine), extra={"event": "endpoint.prefix_taken"})
         return None
+    problem = str(PrefixTaken("this endpoint", mine, found.holder))
     if settings.take_over:
         logs.logger.warning("taking over: %s", problem, extra={"event": "endpoint.prefix_take_over"})
         return None

@@ -25,6 +25,7 @@ __all__ = [
     "check_at_start",
     "prefix_holders",
     "register_deployment",
+    "taken_over",
 ]
 
 _ROLES = (GROUP, CHILD, PUMP, SIGNAL)
@@ -110,15 +111,30 @@ class PrefixTaken(RegistrationError):
 
     def __init__(self, endpoint_url: str, new: Application, holder: Application) -> None:
         self.endpoint_url, self.new, self.holder = endpoint_url, new, holder
-        prefix = holder.prefix or new.prefix
-        services = ", ".join(f"{prefix}{role}" for role in _ROLES)
         super().__init__(
-            f"{services} are served by deployment {holder.deployment_id} at {holder.uri}, of "
-            f"{holder.describe()}; registering {endpoint_url} ({new.describe()}) would move them there "
+            f"{_held(holder, new)}; registering {endpoint_url} ({new.describe()}) would move them there "
             "and break that application's groups: choose another prefix for this one "
-            "(lash-restate serve --prefix P, lash.app(..., prefix=P) or LASH_PREFIX), "
-            "or take them over on purpose with --take-over"
+            f"({_CHOOSE}), or take them over on purpose with --take-over"
         )
+
+
+_CHOOSE = "lash-restate serve --prefix P, lash.app(..., prefix=P) or LASH_PREFIX"
+
+
+def _held(holder: Application, new: Application) -> str:
+    services = ", ".join(f"{holder.prefix or new.prefix}{role}" for role in _ROLES)
+    return (
+        f"{services} are served by deployment {holder.deployment_id} at {holder.uri}, of {holder.describe()}"
+    )
+
+
+def taken_over(holder: Application, mine: Application) -> str:
+    """One line for an endpoint whose application served lash's services before another took them."""
+    return (
+        f"{_held(holder, mine)}, which took them over from this application ({mine.describe()}): this "
+        f"application's groups fail until one of the two chooses another prefix ({_CHOOSE}) and is "
+        "registered again"
+    )
 
 
 def _answer(admin: AdminApi, body: dict[str, Any], endpoint_url: str, timeout: float) -> Any:
