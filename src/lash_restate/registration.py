@@ -161,7 +161,10 @@ def _get(admin: AdminApi, path: str, timeout: float) -> Any | None:
         raise RegistrationError(
             f"the admin API answered GET {path} with {response.status_code}: {response.text}"
         )
-    return response.json()
+    try:
+        return response.json()
+    except ValueError:
+        raise RegistrationError(f"the admin API answered GET {path} with no JSON: {response.text}") from None
 
 
 def prefix_holders(admin: AdminApi, prefix: str, *, timeout: float = 30) -> list[Application]:

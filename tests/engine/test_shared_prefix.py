@@ -114,6 +114,9 @@ async def test_a_take_over_on_purpose_strands_the_first_and_each_endpoint_says_s
         assert registered["id"] in refused.stderr and first.url in refused.stderr
         assert "--prefix" in refused.stderr and "--take-over" in refused.stderr
 
+        # Told to take over, the newcomer starts, and says what it is about to do.
+        stack.restart_endpoint(second, LASH_ADMIN_URL=stack.admin_url, LASH_TAKE_OVER="1")
+        assert second.log_path is not None and "endpoint.prefix_take_over" in second.log_path.read_text()
         cli = lash(
             "register",
             "--endpoint-url",
