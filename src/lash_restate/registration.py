@@ -221,7 +221,7 @@ def check_at_start(admin: AdminApi, served: ServedApplication, *, timeout: float
     holders = prefix_holders(admin, served.prefix, timeout=timeout)
     stranger = next((h for h in holders if not h.same_as(mine)), None)
     if stranger is None:
-        return StartCheck(holders[0] if holders else None, True, bool(holders))
+        return StartCheck(holders[0] if holders else None, True, False)
     listed = _get(admin, "/deployments", timeout)
     earlier = [
         str(d["id"])
