@@ -338,14 +338,15 @@ def services(
     external: Sequence[Target] = (),
     batch_from: int = BATCH_FROM,
     prefix: str = DEFAULT_PREFIX,
+    name: str | None = None,
 ) -> list[Bindable]:
     """lash's services, to bind next to ``yours`` in your own ``restate.app([...])``: children may call
     the handlers of ``yours`` and of the ``external`` services, and run the ``tools``. They are
     named ``{prefix}Group``, ``{prefix}Child``, …, so two applications on one cluster can each have
-    their own (decision 40)."""
+    their own (decision 40); ``name`` names your application on them (see `app`)."""
     calls = call_targets(yours, external)
     resolver = tools if tools is not None else ToolRegistry()
-    return lash_services(resolver, calls=calls, batch_from=batch_from, prefix=prefix)
+    return lash_services(resolver, calls=calls, batch_from=batch_from, prefix=prefix, name=name)
 
 
 def app(
@@ -354,15 +355,23 @@ def app(
     external: Sequence[Target] = (),
     identity_keys: Sequence[str] = (),
     prefix: str = DEFAULT_PREFIX,
+    name: str | None = None,
 ) -> Any:
     """The ASGI app serving ``yours`` and lash's services (named with ``prefix``), checked once
-    assembled."""
+    assembled.
+
+    Registering it where another application's lash services already have the same names is
+    refused by `lash-restate register`. Two deployments are taken for the same application (an
+    upgrade) when both carry the same ``name``, or, when either has none, when they serve a service
+    of their own in common, or the same services; give ``name`` to keep one identity across an
+    upgrade that renames every service."""
     return build_app(
         tools if tools is not None else ToolRegistry(),
         extra_services=yours,
         external=external,
         identity_keys=identity_keys,
         prefix=prefix,
+        name=name,
     )
 
 

@@ -31,12 +31,20 @@ class AdminApi:
         return cls(url or DEFAULT_ADMIN_URL, os.environ.get("RESTATE_AUTH_TOKEN") or None)
 
     def post(self, path: str, body: Any, *, timeout: float = 30, accept_json: bool = False) -> httpx.Response:
+        return self._send("POST", path, body, timeout=timeout, accept_json=accept_json)
+
+    def get(self, path: str, *, timeout: float = 30) -> httpx.Response:
+        return self._send("GET", path, None, timeout=timeout, accept_json=True)
+
+    def _send(
+        self, method: str, path: str, body: Any, *, timeout: float, accept_json: bool
+    ) -> httpx.Response:
         headers = {"authorization": f"Bearer {self.token}"} if self.token else {}
         if accept_json:
             headers["accept"] = "application/json"
         try:
-            response = httpx.post(
-                f"{self.url.rstrip('/')}{path}", json=body, headers=headers, timeout=timeout
+            response = httpx.request(
+                method, f"{self.url.rstrip('/')}{path}", json=body, headers=headers, timeout=timeout
             )
         except httpx.HTTPError as exc:
             raise AdminError(f"cannot reach the Restate admin API at {self.url} ({exc})") from None

@@ -80,14 +80,21 @@ def _serve(args: argparse.Namespace) -> int:
                 "batch_from": args.batch_from,
                 "verbose": args.verbose or None,
                 "server": args.server,
+                "admin_url": args.admin_url,
+                "app_name": args.app_name,
+                "take_over": args.take_over or None,
             }
         )
     except SettingsError as exc:
         return _fail(str(exc), 2)
     logs.configure(settings.verbose)
     if settings.app is not None:
-        if settings.resolver is not None or settings.with_turn:
-            return _fail("--app serves an application as it is: it takes no --resolver or --with-turn", 2)
+        if settings.resolver is not None or settings.with_turn or settings.app_name is not None:
+            return _fail(
+                "--app serves an application as it is: it takes no --resolver, --with-turn or --app-name "
+                "(name it with lash.app(..., name=...))",
+                2,
+            )
         app = load_app(settings.app)
         return _run_server(app, settings)
     if settings.resolver is None:
@@ -111,16 +118,50 @@ def _serve(args: argparse.Namespace) -> int:
             identity_keys=settings.identity_keys,
             batch_from=BATCH_FROM if settings.batch_from is None else settings.batch_from,
             prefix=settings.prefix,
+            name=settings.app_name,
         )
     except (DeploymentError, ValueError) as exc:
         return _fail(str(exc), 2)
     return _run_server(app, settings)
 
 
+def _check_prefix_at_start(settings: Any) -> int | None:
+    """With an admin URL, refuse to start an endpoint whose lash services another application serves
+    now, unless it served them itself before (then it is the one taken over: it keeps serving what is
+    pinned to it, and says so) or ``take_over`` (decision 43). An unreachable admin API is a warning."""
+    from . import logs
+    from .engine import served_application
+    from .registration import Application, PrefixTaken, RegistrationError, check_at_start, taken_over
+
+    served = served_application()
+    if settings.admin_url is None or served is None:
+        return None
+    try:
+        found = check_at_start(AdminApi.from_env(settings.admin_url), served)
+    except RegistrationError as exc:
+        logs.logger.warning(
+            "cannot check who serves lash's services: %s", exc, extra={"event": "endpoint.prefix_unchecked"}
+        )
+        return None
+    if found.ours or found.holder is None:
+        return None
+    mine = Application.served(served)
+    if found.held_before:
+        logs.logger.warning(taken_over(found.holder, mine), extra={"event": "endpoint.prefix_taken"})
+        return None
+    problem = str(PrefixTaken("this endpoint", mine, found.holder))
+    if settings.take_over:
+        logs.logger.warning("taking over: %s", problem, extra={"event": "endpoint.prefix_take_over"})
+        return None
+    return _fail(problem, 4)
+
+
 def _run_server(app: Any, settings: Any) -> int:
     from . import logs
     from .engine import ServerUnavailable, serve
 
+    if (refused := _check_prefix_at_start(settings)) is not None:
+        return refused
     logs.event(
         "endpoint.serving",
         host=settings.host,
@@ -148,10 +189,14 @@ def load_app(spec: str) -> Any:
 
 
 def _register(args: argparse.Namespace) -> int:
-    from .registration import RegistrationError, register_deployment
+    from .registration import PrefixTaken, RegistrationError, register_deployment
 
     try:
-        answer = register_deployment(AdminApi.from_env(args.admin_url), args.endpoint_url, force=args.force)
+        answer = register_deployment(
+            AdminApi.from_env(args.admin_url), args.endpoint_url, force=args.force, take_over=args.take_over
+        )
+    except PrefixTaken as exc:
+        return _fail(str(exc), 4)
     except RegistrationError as exc:
         return _fail(str(exc))
     if args.json:
@@ -281,6 +326,22 @@ def build_parser() -> argparse.ArgumentParser:
         "the granian extra: pip install 'lash-restate[granian]')",
     )
     serve.add_argument("--prefix", help=_PREFIX_HELP + " [LASH_PREFIX]")
+    serve.add_argument(
+        "--app-name",
+        help="name this application on lash's services, so an upgrade keeps its identity whatever "
+        "services it adds, removes or renames [LASH_APP_NAME] (with --app: lash.app(..., name=...))",
+    )
+    serve.add_argument(
+        "--admin-url",
+        help="check at start, through this admin API, that no other application serves lash's services "
+        "under this prefix; refuse to start (exit 4) if one does [LASH_ADMIN_URL] (default: no check)",
+    )
+    serve.add_argument(
+        "--take-over",
+        action="store_true",
+        help="start even though another application serves lash's services under this prefix "
+        "[LASH_TAKE_OVER]",
+    )
     serve.add_argument("-v", "--verbose", action="store_true", help="log every group event [LASH_VERBOSE]")
     serve.set_defaults(run=_serve)
 
@@ -289,6 +350,12 @@ def build_parser() -> argparse.ArgumentParser:
     register.add_argument("--json", action="store_true", help="print the admin API's answer as JSON")
     register.add_argument("--endpoint-url", default="http://127.0.0.1:9080")
     register.add_argument("--force", action="store_true", help="overwrite an existing deployment")
+    register.add_argument(
+        "--take-over",
+        action="store_true",
+        help="register even though lash's services under its prefix belong to another application's "
+        "deployment (refused otherwise, exit 4)",
+    )
     register.set_defaults(run=_register)
 
     groups = sub.add_parser("groups", help="inspect open groups through the admin API")

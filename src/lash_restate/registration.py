@@ -1,25 +1,145 @@
-"""Registering a deployment with a Restate admin API: what `lash-restate register` and the local stack do."""
+"""Registering a deployment with a Restate admin API: what `lash-restate register` and the local stack do.
+
+Restate takes a deployment that serves a service another deployment serves for that service's new
+version: it cannot tell an upgrade from another application reusing the name. So before it
+registers, `register_deployment` asks the admin API what the new deployment serves (a dry run of the
+registration) and which deployment serves lash's services under the same prefix now, and refuses to
+move them from another application's deployment (`PrefixTaken`, decision 43).
+"""
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
+from urllib.parse import quote
 
 from .admin import AdminApi, AdminError
+from .engine import APP_METADATA, CHILD, GROUP, PUMP, SIGNAL, ServedApplication, check_prefix
 
-__all__ = ["RegistrationError", "register_deployment"]
+__all__ = [
+    "Application",
+    "PrefixTaken",
+    "RegistrationError",
+    "StartCheck",
+    "check_at_start",
+    "prefix_holders",
+    "register_deployment",
+    "taken_over",
+]
+
+_ROLES = (GROUP, CHILD, PUMP, SIGNAL)
 
 
 class RegistrationError(RuntimeError):
     """The admin API could not be reached or refused the deployment; the message is one line."""
 
 
-def register_deployment(
-    admin: AdminApi | str, endpoint_url: str, *, force: bool = True, timeout: float = 30
-) -> Any:
-    """Register (or, with ``force``, re-register) ``endpoint_url``; returns the admin API's answer."""
-    admin = AdminApi(admin) if isinstance(admin, str) else admin
+@dataclass(frozen=True)
+class Application:
+    """A deployment's application, as the admin API shows it: lash's prefix there (None if it serves
+    no lash services), the name it gave itself (the ``lash.app`` metadata on lash's services, if
+    any) and its own services (every service it serves but lash's four)."""
+
+    deployment_id: str
+    uri: str
+    prefix: str | None
+    name: str | None
+    services: frozenset[str]
+
+    @classmethod
+    def of(cls, deployment: Mapping[str, Any], uri: str | None = None) -> Application:
+        """From a deployment as the admin API describes it (``GET /deployments/{id}``, or the answer
+        to ``POST /deployments``)."""
+        services: dict[str, Mapping[str, Any]] = {
+            str(s["name"]): s for s in deployment.get("services", []) if isinstance(s, Mapping)
+        }
+        prefix = _lash_prefix(services)
+        lash = {f"{prefix}{role}" for role in _ROLES} if prefix is not None else set()
+        named = services[f"{prefix}{GROUP}"].get("metadata") if prefix is not None else None
+        name = named.get(APP_METADATA) if isinstance(named, Mapping) else None
+        return cls(
+            deployment_id=str(deployment.get("id", "")),
+            uri=uri if uri is not None else str(deployment.get("uri", "")),
+            prefix=prefix,
+            name=str(name) if name is not None else None,
+            services=frozenset(services) - lash,
+        )
+
+    @classmethod
+    def served(cls, served: ServedApplication) -> Application:
+        """This process's own endpoint, as `lash.app` assembled it."""
+        return cls("", "", served.prefix, served.name, served.services)
+
+    def same_as(self, other: Application) -> bool:
+        """Whether ``other`` is this application (an upgrade of it, or it again).
+
+        Two names decide alone; otherwise two deployments are one application when they serve a
+        service of their own in common (Restate would move that service too), or the same services.
+        """
+        if self.name is not None and other.name is not None:
+            return self.name == other.name
+        return bool(self.services & other.services) or self.services == other.services
+
+    def describe(self) -> str:
+        if self.name is not None:
+            return f"application {self.name!r}"
+        if self.services:
+            return f"the application serving {', '.join(sorted(self.services))}"
+        return "an application serving lash's services alone"
+
+
+def _lash_prefix(services: Iterable[str]) -> str | None:
+    names = set(services)
+    for service in sorted(names):
+        prefix = service.removesuffix(GROUP)
+        if prefix == service or not all(f"{prefix}{role}" in names for role in _ROLES):
+            continue
+        try:
+            return check_prefix(prefix)
+        except ValueError:
+            continue
+    return None
+
+
+class PrefixTaken(RegistrationError):
+    """Registering the deployment would move lash's services from another application's deployment:
+    that application's groups would then run where its own services are unknown. The message names
+    the other deployment and says how to choose another prefix."""
+
+    code = "prefix_taken"
+
+    def __init__(self, endpoint_url: str, new: Application, holder: Application) -> None:
+        self.endpoint_url, self.new, self.holder = endpoint_url, new, holder
+        super().__init__(
+            f"{_held(holder, new)}; registering {endpoint_url} ({new.describe()}) would move them there "
+            "and break that application's groups: choose another prefix for this one "
+            f"({_CHOOSE}), or take them over on purpose with --take-over"
+        )
+
+
+_CHOOSE = "lash-restate serve --prefix P, lash.app(..., prefix=P) or LASH_PREFIX"
+
+
+def _held(holder: Application, new: Application) -> str:
+    services = ", ".join(f"{holder.prefix or new.prefix}{role}" for role in _ROLES)
+    return (
+        f"{services} are served by deployment {holder.deployment_id} at {holder.uri}, of {holder.describe()}"
+    )
+
+
+def taken_over(holder: Application, mine: Application) -> str:
+    """One line for an endpoint whose application served lash's services before another took them."""
+    return (
+        f"{_held(holder, mine)}, which took them over from this application ({mine.describe()}): this "
+        f"application's groups fail until one of the two chooses another prefix ({_CHOOSE}) and is "
+        "registered again"
+    )
+
+
+def _answer(admin: AdminApi, body: dict[str, Any], endpoint_url: str, timeout: float) -> Any:
     try:
-        response = admin.post("/deployments", {"uri": endpoint_url, "force": force}, timeout=timeout)
+        response = admin.post("/deployments", body, timeout=timeout)
     except AdminError as exc:
         raise RegistrationError(str(exc)) from None
     if response.status_code >= 300:
@@ -27,3 +147,90 @@ def register_deployment(
             f"registering {endpoint_url} failed ({response.status_code}): {response.text}"
         )
     return response.json()
+
+
+def _get(admin: AdminApi, path: str, timeout: float) -> Any | None:
+    """The admin API's answer to ``GET path``, or None where it has no such thing (404)."""
+    try:
+        response = admin.get(path, timeout=timeout)
+    except AdminError as exc:
+        raise RegistrationError(str(exc)) from None
+    if response.status_code == 404:
+        return None
+    if response.status_code >= 300:
+        raise RegistrationError(
+            f"the admin API answered GET {path} with {response.status_code}: {response.text}"
+        )
+    try:
+        return response.json()
+    except ValueError:
+        raise RegistrationError(f"the admin API answered GET {path} with no JSON: {response.text}") from None
+
+
+def prefix_holders(admin: AdminApi, prefix: str, *, timeout: float = 30) -> list[Application]:
+    """The deployments that serve lash's services under ``prefix`` now (normally one; none before the
+    first registration)."""
+    ids: list[str] = []
+    for role in _ROLES:
+        service = _get(admin, f"/services/{quote(prefix + role, safe='')}", timeout)
+        if isinstance(service, Mapping) and (found := service.get("deployment_id")) and found not in ids:
+            ids.append(str(found))
+    deployments = [_get(admin, f"/deployments/{quote(i, safe='')}", timeout) for i in ids]
+    return [Application.of(d) for d in deployments if isinstance(d, Mapping)]
+
+
+def register_deployment(
+    admin: AdminApi | str,
+    endpoint_url: str,
+    *,
+    force: bool = True,
+    take_over: bool = False,
+    timeout: float = 30,
+) -> Any:
+    """Register (or, with ``force``, re-register) ``endpoint_url``; returns the admin API's answer.
+
+    Refused with `PrefixTaken`, before anything is registered, when the deployment's lash services
+    are served now by another application's deployment, unless ``take_over``: an upgrade of the same
+    application (another URL, or the same with ``force``) is registered.
+    """
+    admin = AdminApi(admin) if isinstance(admin, str) else admin
+    if not take_over:
+        dry = _answer(admin, {"uri": endpoint_url, "force": force, "dry_run": True}, endpoint_url, timeout)
+        new = Application.of(dry, uri=endpoint_url)
+        if new.prefix is not None:
+            for holder in prefix_holders(admin, new.prefix, timeout=timeout):
+                if not holder.same_as(new):
+                    raise PrefixTaken(endpoint_url, new, holder)
+    return _answer(admin, {"uri": endpoint_url, "force": force}, endpoint_url, timeout)
+
+
+@dataclass(frozen=True)
+class StartCheck:
+    """What an endpoint starting with an admin URL learns: who serves lash's services under its
+    prefix now (None: nobody), whether that is this application, and whether this application
+    served them before (then another took them over from it)."""
+
+    holder: Application | None
+    ours: bool
+    held_before: bool
+
+
+def check_at_start(admin: AdminApi, served: ServedApplication, *, timeout: float = 10) -> StartCheck:
+    """Where lash's services under ``served.prefix`` stand, for an endpoint about to serve ``served``."""
+    mine = Application.served(served)
+    holders = prefix_holders(admin, served.prefix, timeout=timeout)
+    stranger = next((h for h in holders if not h.same_as(mine)), None)
+    if stranger is None:
+        return StartCheck(holders[0] if holders else None, True, False)
+    listed = _get(admin, "/deployments", timeout)
+    earlier = [
+        str(d["id"])
+        for d in (listed or {}).get("deployments", [])
+        if d.get("id") not in {h.deployment_id for h in holders}
+        and any(s.get("name") == f"{served.prefix}{GROUP}" for s in d.get("services", []))
+    ]
+    for deployment_id in earlier:
+        described = _get(admin, f"/deployments/{quote(deployment_id, safe='')}", timeout)
+        if isinstance(described, Mapping) and Application.of(described).same_as(mine):
+            return StartCheck(stranger, False, True)
+    return StartCheck(stranger, False, False)

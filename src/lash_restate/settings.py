@@ -21,6 +21,9 @@ _ENV = {
     "verbose": "LASH_VERBOSE",
     "prefix": "LASH_PREFIX",
     "server": "LASH_SERVER",
+    "admin_url": "LASH_ADMIN_URL",
+    "app_name": "LASH_APP_NAME",
+    "take_over": "LASH_TAKE_OVER",
 }
 
 
@@ -47,6 +50,11 @@ class ServeSettings(BaseModel):
     prefix: str = "Lash"
     # The HTTP server the endpoint runs under, in this process either way (decisions 11 and 33).
     server: Literal["hypercorn", "granian"] = "hypercorn"
+    # With an admin URL the endpoint checks at start that no other application serves lash's services
+    # under its prefix (decision 43); `take_over` starts it anyway.
+    admin_url: str | None = None
+    app_name: str | None = None  # the application's name on lash's services (`lash.app(..., name=)`)
+    take_over: bool = False
 
     @field_validator("identity_keys", mode="before")
     @classmethod

@@ -40,7 +40,9 @@ async def test_a_first_open_is_routed_by_the_endpoint_that_runs_the_children(tmp
         group = s.group([demo_echo("a")])
         [opened] = await stack.turn(open_(group))
         assert ok(opened)  # routed by the first endpoint, which binds DemoCalls
-        stack.register(stack.endpoints[1])  # lash's services now run on the second
+        # lash's services now run on the second; it serves none of the first's services, so it is
+        # taken for another application: registered on purpose (decision 43).
+        stack.register(stack.endpoints[1], take_over=True)
         other = Scope()
         [refused] = await stack.turn(open_(other.group([demo_echo("a")])))
         assert err(refused)["code"] == "child_unroutable"  # the second endpoint does not know DemoCalls

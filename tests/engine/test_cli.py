@@ -274,6 +274,9 @@ class _TokenProxy:
         expected = f"Bearer {token}"
 
         class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                self.do_POST()
+
             def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers.get("content-length") or 0))
                 if self.headers.get("authorization") != expected:
@@ -282,7 +285,9 @@ class _TokenProxy:
                     headers = {
                         k: v for k, v in self.headers.items() if k.lower() in ("content-type", "accept")
                     }
-                    answer = httpx.post(f"{upstream}{self.path}", content=body, headers=headers, timeout=30)
+                    answer = httpx.request(
+                        self.command, f"{upstream}{self.path}", content=body, headers=headers, timeout=30
+                    )
                 self.send_response(answer.status_code)
                 self.send_header("content-type", answer.headers.get("content-type", "application/json"))
                 self.send_header("content-length", str(len(answer.content)))

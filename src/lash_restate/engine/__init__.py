@@ -2,14 +2,18 @@
 
 from ._controller import RestateController
 from ._endpoint import (
+    APP_METADATA,
     BATCH_FROM,
     SERVERS,
     DeploymentError,
+    ServedApplication,
     ServerUnavailable,
     build_app,
     call_targets,
+    check_app_name,
     lash_services,
     serve,
+    served_application,
     validate_deployment,
 )
 from ._formats import BASELINE, FORMAT, FORMATS, Format
@@ -18,6 +22,7 @@ from ._records import GroupMeta, SettlementMode
 from ._routes import CHILD, DEFAULT_PREFIX, GROUP, PUMP, SIGNAL, check_prefix, named, use_prefix
 
 __all__ = [
+    "APP_METADATA",
     "BASELINE",
     "BATCH_FROM",
     "CHILD",
@@ -33,15 +38,18 @@ __all__ = [
     "GroupMeta",
     "OutcomeStore",
     "RestateController",
+    "ServedApplication",
     "ServerUnavailable",
     "SettlementMode",
     "build_app",
     "call_targets",
+    "check_app_name",
     "check_prefix",
     "lash_services",
     "named",
     "outcome_store",
     "serve",
+    "served_application",
     "use_prefix",
     "validate_deployment",
 ]

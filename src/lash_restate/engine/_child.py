@@ -55,10 +55,12 @@ _CANCELLED = {"cancelled", "canceled"}  # how Restate words a cancellation it pr
 _BYTES = BytesSerde()
 
 
-def child_object(routing: Routing, *, tool_attempts: int = DEFAULT_TOOL_ATTEMPTS) -> restate.VirtualObject:
+def child_object(
+    routing: Routing, *, tool_attempts: int = DEFAULT_TOOL_ATTEMPTS, metadata: dict[str, str] | None = None
+) -> restate.VirtualObject:
     """`LashChild`: ``run`` (a child that settles itself), ``execute`` (one a pump calls), and the
     read and release of its outcome store."""
-    child = restate.VirtualObject(named(CHILD), invocation_retry_policy=HANDLER_RETRY)
+    child = restate.VirtualObject(named(CHILD), invocation_retry_policy=HANDLER_RETRY, metadata=metadata)
 
     @child.handler(name=CHILD_RUN.handler, ingress_private=True)
     @terminal_errors

@@ -12,9 +12,11 @@ import asyncio
 import contextlib
 import logging
 import os
+import re
 import signal
 import threading
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import restate
@@ -29,15 +31,19 @@ from ._routing import Routing
 from ._signal import signal_object
 
 __all__ = [
+    "APP_METADATA",
     "BATCH_FROM",
     "GRACE_S",
     "SERVERS",
     "DeploymentError",
+    "ServedApplication",
     "ServerUnavailable",
     "build_app",
     "call_targets",
+    "check_app_name",
     "lash_services",
     "serve",
+    "served_application",
     "validate_deployment",
 ]
 
@@ -52,6 +58,40 @@ Bindable = restate.Service | restate.VirtualObject | restate.Workflow
 
 class DeploymentError(RuntimeError):
     """The endpoint, as assembled, cannot run groups; the message says what to bind."""
+
+
+# The service metadata key, on each of lash's four services, naming the application that serves them
+# when it names itself (`lash.app(..., name=...)`): what `lash-restate register` reads, through the
+# admin API, to tell an upgrade of an application from another taking over its prefix (decision 43).
+APP_METADATA = "lash.app"
+_APP_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:/-]{0,63}")
+
+
+def check_app_name(name: str) -> str:
+    if not isinstance(name, str) or not _APP_NAME.fullmatch(name):
+        raise ValueError(
+            f"application name {name!r}: a letter or digit, then up to 63 letters, digits or . _ : / -"
+        )
+    return name
+
+
+@dataclass(frozen=True)
+class ServedApplication:
+    """What this process's endpoint serves, as `lash-restate serve` checks it at start: its name (if it
+    gave one), its own services (the services bound beside lash's) and lash's prefix."""
+
+    name: str | None
+    services: frozenset[str]
+    prefix: str
+
+
+class _Served:
+    application: ServedApplication | None = None
+
+
+def served_application() -> ServedApplication | None:
+    """The application `build_app` (so `lash.app`) last assembled in this process, if any."""
+    return _Served.application
 
 
 def call_targets(services: Iterable[Bindable], external: Iterable[Target] = ()) -> CallTargets:
@@ -71,22 +111,26 @@ def lash_services(
     tool_attempts: int = DEFAULT_TOOL_ATTEMPTS,
     batch_from: int = BATCH_FROM,
     prefix: str = DEFAULT_PREFIX,
+    name: str | None = None,
 ) -> list[Bindable]:
     """The group, child and pump objects and the durable-wait service.
 
     Children run through ``resolver`` (tools) and may call the handlers of ``calls``. Groups of
     ``batch_from`` children or more settle in batches through the pump. The services are named
-    ``{prefix}Group``, ``{prefix}Child``, … (decision 40).
+    ``{prefix}Group``, ``{prefix}Child``, … (decision 40); with ``name``, each carries it as the
+    service metadata ``lash.app``, which registration reads to tell an upgrade of this application
+    from another application taking its prefix over (decision 43).
     """
     if batch_from < 1:
         raise ValueError(f"batch_from must be at least 1, got {batch_from}")
     use_prefix(prefix)
+    metadata = {APP_METADATA: check_app_name(name)} if name is not None else None
     routing = Routing(resolver, calls if calls is not None else CallTargets())
     services: list[Bindable] = [
-        group_object(batch_from, routing),
-        child_object(routing, tool_attempts=tool_attempts),
-        pump_object(),
-        signal_object(),
+        group_object(batch_from, routing, metadata=metadata),
+        child_object(routing, tool_attempts=tool_attempts, metadata=metadata),
+        pump_object(metadata=metadata),
+        signal_object(metadata=metadata),
     ]
     return services
 
@@ -122,18 +166,22 @@ def build_app(
     identity_keys: Sequence[str] = (),
     batch_from: int = BATCH_FROM,
     prefix: str = DEFAULT_PREFIX,
+    name: str | None = None,
 ) -> Any:
     """The ASGI app: lash's services (or ``services`` as given) plus yours, validated once assembled.
 
     `Call` children may reach the handlers of ``extra_services`` and the ``external`` services.
+    ``name`` names the application on lash's services (see `lash_services`).
     """
     use_prefix(prefix)  # also when ``services`` are given: validation checks the names under it
     assembled = list(services) if services is not None else []
     if services is None and resolver is not None:
         calls = call_targets(extra_services, external)
-        assembled = lash_services(resolver, calls=calls, batch_from=batch_from, prefix=prefix)
+        assembled = lash_services(resolver, calls=calls, batch_from=batch_from, prefix=prefix, name=name)
     assembled.extend(extra_services)
     validate_deployment(resolver, assembled)
+    own = frozenset(s.name for s in assembled) - {named(role) for role in (GROUP, CHILD, PUMP, SIGNAL)}
+    _Served.application = ServedApplication(name, own, prefix)
     return restate.app(assembled, identity_keys=list(identity_keys) or None)
 
 

@@ -57,12 +57,14 @@ WAIT_REFS = 1024
 _OPENED: MsgspecSerde[OpenReply] = MsgspecSerde(OpenReply)
 
 
-def group_object(batch_from: int, routing: Routing) -> restate.VirtualObject:
+def group_object(
+    batch_from: int, routing: Routing, *, metadata: dict[str, str] | None = None
+) -> restate.VirtualObject:
     """`LashGroup`; a group of ``batch_from`` children or more settles through a pump (decision 20).
 
     A first open is routed here, where the children run, with ``routing`` (decision 37).
     """
-    group = restate.VirtualObject(named(GROUP), invocation_retry_policy=HANDLER_RETRY)
+    group = restate.VirtualObject(named(GROUP), invocation_retry_policy=HANDLER_RETRY, metadata=metadata)
 
     @group.handler(name=GROUP_OPEN.handler, ingress_private=True)
     async def open(ctx: restate.ObjectContext, req: OpenRequest) -> None:

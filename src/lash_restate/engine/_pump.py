@@ -56,8 +56,8 @@ SLICES = "slices"
 OUTCOMES_PER_READ = 256
 
 
-def pump_object() -> restate.VirtualObject:
-    pump = restate.VirtualObject(named(PUMP), invocation_retry_policy=HANDLER_RETRY)
+def pump_object(*, metadata: dict[str, str] | None = None) -> restate.VirtualObject:
+    pump = restate.VirtualObject(named(PUMP), invocation_retry_policy=HANDLER_RETRY, metadata=metadata)
 
     @pump.handler(name=PUMP_RUN.handler, ingress_private=True, state_preload=False)
     async def run(ctx: restate.ObjectContext, req: PumpRun) -> None:

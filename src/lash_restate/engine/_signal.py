@@ -22,8 +22,8 @@ __all__ = ["signal_object"]
 _BYTES = BytesSerde()
 
 
-def signal_object() -> restate.VirtualObject:
-    signal = restate.VirtualObject(named(SIGNAL), invocation_retry_policy=HANDLER_RETRY)
+def signal_object(*, metadata: dict[str, str] | None = None) -> restate.VirtualObject:
+    signal = restate.VirtualObject(named(SIGNAL), invocation_retry_policy=HANDLER_RETRY, metadata=metadata)
 
     @signal.handler(name=SIGNAL_SUBSCRIBE.handler, ingress_private=True)
     async def subscribe(ctx: restate.ObjectContext, awakeable: str) -> None:

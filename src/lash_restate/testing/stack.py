@@ -19,7 +19,7 @@ from urllib.parse import quote
 import httpx
 
 from ..engine import SIGNAL, named
-from ..registration import RegistrationError, register_deployment
+from ..registration import PrefixTaken, RegistrationError, register_deployment
 from .driver import TURN
 from .processes import Endpoint, RestateServer, StackError, free_port
 
@@ -173,16 +173,24 @@ class LocalStack:
             endpoint.start()
 
     def register(
-        self, endpoint: Endpoint | None = None, *, at: Sequence[Target] = (), force: bool = True
+        self,
+        endpoint: Endpoint | None = None,
+        *,
+        at: Sequence[Target] = (),
+        force: bool = True,
+        take_over: bool = False,
     ) -> list[Any]:
         """Register ``endpoint`` (default: the first) with each of ``at`` (default: the first server).
 
-        Returns each admin API's answer, in order.
+        Returns each admin API's answer, in order. Refused (`PrefixTaken`) where another application
+        serves lash's services under the endpoint's prefix, unless ``take_over``.
         """
         endpoint = endpoint or self.endpoint
         urls = [t.admin_url if isinstance(t, RestateServer) else t for t in (at or [self.server])]
         try:
-            return [register_deployment(url, endpoint.url, force=force) for url in urls]
+            return [register_deployment(url, endpoint.url, force=force, take_over=take_over) for url in urls]
+        except PrefixTaken:
+            raise  # typed: the tests of the refusal catch it as it is
         except RegistrationError as exc:
             raise StackError(str(exc)) from None
 
