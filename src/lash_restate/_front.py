@@ -318,7 +318,10 @@ async def open(
     if saved is None:
         return Group(owner, await owner.open_effect_group(group))
     if not isinstance(owner, Reopens):
-        raise InvalidInput(f"{type(owner).__name__} cannot reopen a saved group (decision 41)")
+        raise InvalidInput(  # decision 41
+            f"{type(owner).__name__} cannot reopen a saved group: it has no reopen_effect_group, and a "
+            "resume must never start a closed group over"
+        )
     await owner.reopen_effect_group(group)  # a closed group is refused, never started over
     return Group(owner, saved)
 
