@@ -14,6 +14,7 @@ a pin the baseline cannot run with would need ``pip install`` of the archived tr
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -44,15 +45,25 @@ class Baseline:
     def python(self) -> str:
         return str(self.root / "venv" / "bin" / "python")
 
-    def imported_from(self) -> Path:
-        """Where the baseline interpreter imports `lash_restate` from (its package directory)."""
-        probe = "import lash_restate, pathlib; print(pathlib.Path(lash_restate.__file__).parent.resolve())"
-        out = subprocess.run([self.python, "-c", probe], capture_output=True, text=True, check=True)
+    def imported_from(self, module: str = "lash_restate", env: dict[str, str] | None = None) -> Path:
+        """Where the baseline interpreter, run with ``env`` added, takes `lash_restate` from (its package
+        directory) once it has imported ``module``."""
+        probe = (
+            f"import importlib, pathlib; importlib.import_module({module!r}); import lash_restate; "
+            "print(pathlib.Path(lash_restate.__file__).parent.resolve())"
+        )
+        out = subprocess.run(
+            [self.python, "-c", probe],
+            capture_output=True,
+            text=True,
+            check=True,
+            env={**os.environ, **(env or {})},
+        )
         return Path(out.stdout.strip())
 
 
-def _git(*args: str, **kwargs: object) -> subprocess.CompletedProcess[bytes]:
-    return subprocess.run(["git", "-C", str(REPO), *args], capture_output=True, check=False, **kwargs)  # type: ignore[call-overload,no-any-return]
+def _git(*args: str) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run(["git", "-C", str(REPO), *args], capture_output=True, check=False)
 
 
 def materialise(commit: str, cache: Path | None = None) -> Baseline:

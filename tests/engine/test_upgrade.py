@@ -51,6 +51,8 @@ NEVER_MS = 600_000  # a timer that only a Cancel close ends
 WIDE = 300  # wider than one pump slice (256): two pumps, the first calling the second
 LASH = ("LashGroup", "LashChild", "LashPump", "LashSignal")
 WAKE = {"all": "all", "all_settled": "all", "race": "first", "any": "first_success"}
+# Both releases serve the demo tools and `gate` (tests/engine/upgrade_tools.py, imported from this checkout).
+TOOLS_ENV = {"LASH_RESOLVER": RESOLVER, "PYTHONPATH": str(REPO)}
 
 
 @pytest.fixture(scope="session")
@@ -59,9 +61,10 @@ def baseline() -> Baseline:
         release = materialise(BASELINE)
     except BaselineError as exc:
         pytest.fail(str(exc))
-    where = release.imported_from()
+    # What the baseline endpoint will run: its interpreter, with the tools module both releases serve.
+    where = release.imported_from(RESOLVER.partition(":")[0], TOOLS_ENV)
     assert where == (release.source / "lash_restate").resolve(), (
-        f"the baseline imports lash_restate from {where}"
+        f"the baseline runs lash_restate from {where}"
     )
     return release
 
@@ -393,10 +396,6 @@ def ran_on(stack: LocalStack) -> dict[tuple[str, str], set[str]]:
     for row in sql(stack.admin_url, query):
         ran.setdefault((row["s"], row["h"]), set()).add(row["d"])
     return ran
-
-
-# Both releases serve the demo tools and `gate` (tests/engine/upgrade_tools.py, imported from this checkout).
-TOOLS_ENV = {"LASH_RESOLVER": RESOLVER, "PYTHONPATH": str(REPO)}
 
 
 def baseline_stack(tmp: Path, baseline: Baseline) -> tuple[LocalStack, Endpoint]:
