@@ -5,7 +5,6 @@
 from __future__ import annotations
 
 import asyncio
-import time
 from pathlib import Path
 from typing import Any
 
@@ -23,13 +22,11 @@ async def _gate(args: Any) -> Any:
     witness = count_path(None)
     if witness is not None:
         await asyncio.to_thread(append_line, witness, f"gate:{args['name']}")
-    await asyncio.to_thread(_until_exists, Path(args["gate"]))  # the tool's own wait, inside its run
-    return args.get("value")
-
-
-def _until_exists(path: Path) -> None:
-    while not path.exists():
-        time.sleep(0.02)
+    gate = Path(args["gate"])
+    while True:  # the tool's own wait, inside its run (an endpoint that stops cancels it at once)
+        if await asyncio.to_thread(gate.exists):
+            return args.get("value")
+        await asyncio.sleep(0.02)
 
 
 def upgrade_tools() -> ToolRegistry:
