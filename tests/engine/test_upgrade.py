@@ -3,9 +3,9 @@
 The baseline release is materialised from this repository's own history (`tests.engine.baseline`)
 and served with its own interpreter; the current checkout is the upgrade. Groups cover both
 settlement paths (direct and pumped), one wider than a pump slice, every wake rule, both
-dispositions, children still running at the upgrade (tools mid-call, durable timers, a Restate call
-child sleeping), event children pending, and cursors saved after some ranks by a turn that returned
-normally.
+dispositions, children still running at the upgrade (tools held mid-call, durable timers, a Restate
+call whose callee is itself a parked caller), event children pending, cursors saved after some ranks
+by a turn that returned normally, and baseline callers parked on every group across the upgrade.
 
 - Side by side (Restate's rolling upgrade): the current code registered as a new deployment beside
   the baseline's, which stays up, so invocations pinned to it keep running baseline code while they
@@ -438,9 +438,9 @@ async def upgrade_with_groups_in_flight(
     running = {
         (r["service"], r["handler"]) for r in await asyncio.to_thread(sql, stack.admin_url, UNFINISHED)
     }
-    old_id, new_id = await upgrade()
     for pinned in [("LashChild", "run"), ("LashChild", "execute"), ("LashPump", "run"), ("LashTurn", "run")]:
-        assert pinned in running, f"no {pinned} was running on the baseline at the upgrade"
+        assert pinned in running, f"no {pinned} is running on the baseline before the upgrade"
+    old_id, new_id = await upgrade()
 
     orders = await settle_pending(stack, groups, gate)
     for case in groups:
