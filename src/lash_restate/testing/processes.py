@@ -248,7 +248,9 @@ class Endpoint(_OwnedProcess):
     ``module`` is what ``python -m`` runs: ``lash_restate`` runs ``serve`` with ``args``; any
     other module must accept ``--port`` and serve there. ``server`` (``hypercorn`` or
     ``granian``) is passed as ``LASH_SERVER``; unset, the endpoint inherits this process's
-    ``$LASH_SERVER``, else serves under hypercorn.
+    ``$LASH_SERVER``, else serves under hypercorn. ``python`` is the interpreter that runs it
+    (default: this one); another environment's interpreter serves that environment's
+    ``lash_restate``, e.g. an earlier release beside the current one.
     """
 
     port: int = field(default_factory=free_port)
@@ -256,6 +258,7 @@ class Endpoint(_OwnedProcess):
     module: str = "lash_restate"
     env: dict[str, str] = field(default_factory=dict)
     server: str | None = None
+    python: str = sys.executable
     log_path: Path | None = None
     process: subprocess.Popen[bytes] | None = None
     _log: IO[bytes] | None = None
@@ -276,8 +279,8 @@ class Endpoint(_OwnedProcess):
     def _command(self) -> list[str]:
         if self.module == "lash_restate":
             serve = ["serve", "--host", "127.0.0.1", "--port", str(self.port)]
-            return [sys.executable, "-m", "lash_restate", *serve, *self.args]
-        return [sys.executable, "-m", self.module, "--port", str(self.port), *self.args]
+            return [self.python, "-m", "lash_restate", *serve, *self.args]
+        return [self.python, "-m", self.module, "--port", str(self.port), *self.args]
 
     def _env(self) -> dict[str, str]:
         return {**os.environ, **({"LASH_SERVER": self.server} if self.server else {}), **self.env}

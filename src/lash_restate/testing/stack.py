@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 import tempfile
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -119,10 +120,11 @@ class LocalStack:
         env: dict[str, str] | None = None,
         identity_keys: Sequence[str] = (),
         server: str | None = None,
+        python: str | None = None,
     ) -> Endpoint:
         """An endpoint logging to ``base_dir/{name}.log``; with ``identity_keys`` it serves only
         requests signed by one of them; ``server`` is its HTTP server (default: ``$LASH_SERVER``,
-        else hypercorn)."""
+        else hypercorn); ``python`` the interpreter that runs it (default: this one)."""
         keys = [arg for key in identity_keys for arg in ("--identity-key", key)]
         endpoint = Endpoint(
             module=module,
@@ -131,6 +133,7 @@ class LocalStack:
             env={"LASH_COUNT_FILE": str(self.count_file), "LASH_RESOLVER": DEMO_RESOLVER, **(env or {})},
             server=server,
             log_path=self.base_dir / f"{name}.log",
+            python=python or sys.executable,
         )
         self.endpoints.append(endpoint)
         return endpoint

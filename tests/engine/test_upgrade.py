@@ -1,0 +1,544 @@
+"""Upgrades with groups in flight: groups opened by the previous release, resumed and closed by this one.
+
+The baseline release is materialised from this repository's own history (`tests.engine.baseline`)
+and served with its own interpreter; the current checkout is the upgrade. Groups cover both
+settlement paths (direct and pumped), one wider than a pump slice, every wake rule, both
+dispositions, children still running at the upgrade (tools held mid-call, durable timers, a Restate
+call whose callee is itself a parked caller), event children pending, cursors saved after some ranks
+by a turn that returned normally, and baseline callers parked on every group across the upgrade.
+
+- Side by side (Restate's rolling upgrade): the current code registered as a new deployment beside
+  the baseline's, which stays up, so invocations pinned to it keep running baseline code while they
+  settle into group objects whose new invocations run the current code.
+- In place: the baseline endpoint stopped and the current code started on the same URL, registered
+  again with ``force``; invocations pinned to that deployment then replay their journals on the
+  current code.
+
+After the upgrade every group is re-read from a cursor saved at 0 and resumed from its saved handle on
+the current code: every rank's position and payload must be what the baseline served and what the
+group's durable order says, the verdict the one ECMA-262 gives for that order, and the close must
+leave no lash state and no unfinished invocation.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import struct
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote as url_quote
+
+import httpx
+import pytest
+
+from lash_restate.inspection import quote, sql
+from lash_restate.testing import LocalStack
+from lash_restate.testing.processes import Endpoint, StackError
+from tests.conformance.builders import Scope, combine, event, fail, next_, ok, open_, sleep, tool, use
+from tests.engine.baseline import REPO, Baseline, BaselineError, materialise
+from tests.engine.upgrade_tools import RESOLVER
+
+BASELINE = "0450b4d"  # the release whose groups every later one must resume (format 1); a release moves it
+
+pytestmark = pytest.mark.restate
+
+SLEEP_MS = 3000  # a durable timer that usually fires after the upgrade
+NEVER_MS = 600_000  # a timer that only a Cancel close ends
+WIDE = 300  # wider than one pump slice (256): two pumps, the first calling the second
+LASH = ("LashGroup", "LashChild", "LashPump", "LashSignal")
+WAKE = {"all": "all", "all_settled": "all", "race": "first", "any": "first_success"}
+# Both releases serve the demo tools and `gate` (tests/engine/upgrade_tools.py, imported from this checkout).
+TOOLS_ENV = {"LASH_RESOLVER": RESOLVER, "PYTHONPATH": str(REPO)}
+
+
+@pytest.fixture(scope="session")
+def baseline() -> Baseline:
+    try:
+        release = materialise(BASELINE)
+    except BaselineError as exc:
+        pytest.fail(str(exc))
+    # What the baseline endpoint will run: its interpreter, with the tools module both releases serve.
+    where = release.imported_from(RESOLVER.partition(":")[0], TOOLS_ENV)
+    assert where == (release.source / "lash_restate").resolve(), (
+        f"the baseline runs lash_restate from {where}"
+    )
+    return release
+
+
+# -- the groups ----------------------------------------------------------------------------------
+
+# A child spec says what the child is and how it settles. Held across the upgrade by the test:
+# "slow" (the `gate` tool, mid-call until the test opens its gate), "event" / "reject" (until the test
+# emits or rejects it), "call_wait" (a Restate call to `LashTurn/run`, itself a caller racing a group
+# over one event, until the test emits that), "never" (a 10-minute timer: only a Cancel close ends it).
+# "sleep" is a durable timer that usually fires after the upgrade; the rest settle at once.
+
+
+@dataclass
+class Case:
+    name: str
+    kind: str
+    specs: list[str]
+    stop_after: int
+    disposition: str = "run_to_completion"
+    gate: str = ""  # the file whose creation releases the group's "slow" children
+    scope: Scope = field(default_factory=Scope)
+    # Filled in on the baseline:
+    handle0: str = ""  # the cursor saved at 0, right after the open
+    saved: dict[str, Any] = field(default_factory=dict)  # the suspended result, with its handle
+    served: list[dict[str, Any]] = field(default_factory=list)  # the ranks the baseline served
+
+    @property
+    def key(self) -> str:
+        return self.scope.key()
+
+    def event_name(self, i: int) -> str:
+        return self.scope.event(f"e{i}")
+
+    def value(self, i: int) -> str:
+        return f"{self.name}-{i}"
+
+    def inner(self, i: int) -> dict[str, Any]:
+        """The group a "call_wait" child's callee races: one event, under this case's scope."""
+        return self.scope.group([event(self.scope.event(f"w{i}"))], wake="first", batch=f"inner{i}")
+
+    @property
+    def events(self) -> list[tuple[str, str]]:
+        """Every event the test emits (value ``ev-…``) or rejects (message ``no-…``) for this group."""
+        named = []
+        for i, spec in enumerate(self.specs):
+            if spec == "event":
+                named.append((self.event_name(i), "emit"))
+            elif spec == "reject":
+                named.append((self.event_name(i), "reject"))
+            elif spec == "call_wait":
+                named.append((self.scope.event(f"w{i}"), "emit"))
+        return named
+
+    def event_value(self, name: str) -> str:
+        return f"ev-{name}"
+
+    def command(self, i: int) -> dict[str, Any]:
+        spec, value = self.specs[i], self.value(i)
+        if spec == "ok":
+            return tool("echo", {"value": value})
+        if spec == "slow":
+            return tool("gate", {"name": value, "value": value, "gate": self.gate})
+        if spec == "fail":
+            return fail(value, code="boom")
+        if spec == "sleep":
+            return sleep(SLEEP_MS)
+        if spec == "never":
+            return sleep(NEVER_MS)
+        if spec == "call_ok":
+            return _call("DemoCalls", "echo", {"value": value})
+        if spec == "call_fail":
+            return _call("DemoCalls", "fail", {"message": value, "status": 409})
+        if spec == "call_wait":
+            return _call("LashTurn", "run", {"steps": [combine("race", self.inner(i))]})
+        return event(self.event_name(i))
+
+    @property
+    def group(self) -> dict[str, Any]:
+        commands = [self.command(i) for i in range(len(self.specs))]
+        return self.scope.group(commands, wake=WAKE[self.kind], disposition=self.disposition)
+
+    def outcome(self, i: int) -> dict[str, Any]:
+        """How child ``i`` settles (a "never" child never does before the close)."""
+        spec, value = self.specs[i], self.value(i)
+        if spec == "fail":
+            return {"type": "err", "message": value, "code": "boom"}
+        if spec == "call_fail":
+            return {"type": "err", "message": value, "code": "409"}
+        if spec == "reject":
+            return {"type": "err", "message": f"no-{self.event_name(i)}", "code": "rejected"}
+        if spec == "event":
+            return {"type": "ok", "value": self.event_value(self.event_name(i))}
+        if spec == "call_wait":
+            inner = self.inner(i)["key"]
+            won = self.event_value(self.scope.event(f"w{i}"))
+            answer = {"status": "fulfilled", "group_key": inner, "order": [0], "value": won}
+            return {"type": "ok", "value": [{"ok": answer}]}
+        return {"type": "ok", "value": None if spec == "sleep" else value}
+
+    @property
+    def settling(self) -> int:
+        """How many ranks the group records before its close: every child but the "never" ones."""
+        return sum(spec != "never" for spec in self.specs)
+
+    def settlement(self, rank: int, position: int) -> dict[str, Any]:
+        return {
+            "rank": rank,
+            "position": position,
+            "replay_key": f"{self.key}/c{position}",
+            "outcome": self.outcome(position),
+        }
+
+    def verdict(self, order: list[int]) -> dict[str, Any]:
+        """ECMA-262 over the durable rank ``order`` (the oracle): the combinator's whole answer."""
+        n, outcomes = len(self.specs), [self.outcome(p) for p in range(len(self.specs))]
+        failed = [outcomes[p]["type"] != "ok" for p in order]
+        base = {"group_key": self.key}
+        if self.kind == "all":
+            for rank, (position, bad) in enumerate(zip(order, failed, strict=True), 1):
+                if bad:
+                    reason = self.settlement(rank, position)
+                    return {**base, "status": "rejected", "order": order[:rank], "reason": reason}
+            values = [o["value"] for o in outcomes]
+            return {**base, "status": "fulfilled", "order": order[:n], "value": values}
+        if self.kind == "all_settled":
+            return {**base, "status": "fulfilled", "order": order[:n], "value": outcomes}
+        if self.kind == "race":
+            first = order[0]
+            if failed[0]:
+                return {**base, "status": "rejected", "order": [first], "reason": self.settlement(1, first)}
+            return {**base, "status": "fulfilled", "order": [first], "value": outcomes[first]["value"]}
+        for rank, (position, bad) in enumerate(zip(order, failed, strict=True), 1):
+            if not bad:
+                value = outcomes[position]["value"]
+                return {**base, "status": "fulfilled", "order": order[:rank], "value": value}
+        return {**base, "status": "rejected", "order": order[:n], "reason": outcomes}
+
+
+def _call(service: str, handler: str, arg: Any) -> dict[str, Any]:
+    return {"type": "call", "service": service, "handler": handler, "arg": arg}
+
+
+def in_flight_cases(gate: Path) -> list[Case]:
+    """Groups with children still running at the upgrade, covering every path the upgrade must carry:
+    at most two children settle directly, three or more through pumps (one group through two)."""
+    cases = [
+        # direct
+        Case("race-direct", "race", ["event", "never"], 0, "cancel"),
+        Case("any-direct", "any", ["fail", "slow"], 1),
+        Case("all-direct", "all", ["ok", "event"], 1),
+        Case("settled-direct", "all_settled", ["sleep", "reject"], 0),
+        # pumped
+        Case("settled-pumped", "all_settled", ["ok", "fail", "event", "sleep", "slow", "call_wait"], 2),
+        Case("race-pumped", "race", ["never", "slow", "call_ok", "event"], 0, "cancel"),
+        Case("any-pumped", "any", ["fail", "call_fail", "event", "never"], 2, "cancel"),
+        Case("all-pumped", "all", ["ok", "ok", "reject", "slow"], 2),
+        # wider than a pump slice, its last child an event in the second slice
+        Case("all-wide", "all", ["ok"] * WIDE + ["event"], 10),
+    ]
+    for case in cases:
+        case.gate = str(gate)
+    return cases
+
+
+def settled_cases() -> list[Case]:
+    """Groups whose children all settle on their own at once: nothing of theirs runs at the upgrade."""
+    return [
+        Case("all-direct-settled", "all", ["ok", "call_ok"], 1),
+        Case("race-direct-settled", "race", ["fail", "ok"], 0, "cancel"),
+        Case("settled-pumped-settled", "all_settled", ["ok", "fail", "call_ok", "call_fail"], 3),
+        Case("any-pumped-settled", "any", ["fail", "call_fail", "fail"], 2, "cancel"),
+        Case("all-wide-settled", "all", ["ok"] * WIDE, 10),
+    ]
+
+
+# -- driving them --------------------------------------------------------------------------------
+
+
+async def open_on_baseline(stack: LocalStack, case: Case) -> None:
+    """Open, keep the cursor at 0, consume ``stop_after`` ranks and return normally with the handle."""
+    [opened, suspended] = await turn(
+        stack, open_(case.group), combine(case.kind, case.group, stop_after=case.stop_after)
+    )
+    case.handle0 = ok(opened)
+    case.saved = ok(suspended)
+    assert case.saved["status"] == "suspended", (case.name, case.saved)
+    assert len(case.saved["order"]) == case.stop_after
+
+
+async def read_served(stack: LocalStack, case: Case) -> None:
+    """The ranks the baseline serves for the consumed prefix, read on the baseline before the upgrade."""
+    if case.stop_after:
+        results = await turn(stack, use(case.handle0), *[next_() for _ in range(case.stop_after)])
+        case.served = [ok(r) for r in results[1:]]
+
+
+def lash_state(scope_ids: list[str]) -> str:
+    """Every state row a lash service keeps for these scopes (pump keys end with the group's key)."""
+    match = " OR ".join(f"strpos(service_key, {quote(s)}) > 0" for s in scope_ids)
+    services = ", ".join(quote(s) for s in LASH)
+    return (
+        f"SELECT service_name, service_key, key FROM state WHERE service_name IN ({services}) AND ({match})"
+    )
+
+
+UNFINISHED = (
+    "SELECT id, target_service_name AS service, target_handler_name AS handler, status, "
+    "pinned_deployment_id FROM sys_invocation WHERE status != 'completed'"
+)
+FAILING = (
+    "SELECT target_service_name AS service, target_handler_name AS handler, pinned_deployment_id, "
+    "retry_count, last_failure FROM sys_invocation WHERE status != 'completed' AND last_failure IS NOT NULL"
+)
+
+
+async def turn(stack: LocalStack, *steps: dict[str, Any], within: float = 45) -> list[dict[str, Any]]:
+    """`LocalStack.turn`, and if it does not answer, the failures Restate keeps retrying: an upgrade
+    that breaks a format shows as a handler failing to decode what the other release wrote."""
+    try:
+        return await stack.turn(*steps, within=within)
+    except (httpx.HTTPError, StackError) as exc:
+        raise AssertionError(f"a turn did not answer ({exc!r}); {await failing(stack)}") from None
+
+
+async def failing(stack: LocalStack) -> str:
+    rows = await asyncio.to_thread(sql, stack.admin_url, FAILING)
+    seen = {(r["service"], r["handler"], r["pinned_deployment_id"], r["last_failure"]) for r in rows}
+    lines = [f"{s}/{h} on {d}: {str(f).splitlines()[0][:300]}" for s, h, d, f in sorted(seen, key=str)]
+    return "invocations retrying:\n" + "\n".join(lines) if lines else "no invocation is retrying"
+
+
+async def poll(
+    stack: LocalStack, query: str, done: Any, what: str, within: float = 60
+) -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]] = []
+    try:
+        async with asyncio.timeout(within):
+            while True:
+                rows = await asyncio.to_thread(sql, stack.admin_url, query)
+                if done(rows):
+                    return rows
+                await asyncio.sleep(0.05)
+    except TimeoutError:
+        raise AssertionError(
+            f"{what}: not after {within:.0f}s; last rows: {rows[:10]}; {await failing(stack)}"
+        ) from None
+
+
+def durable_order(rows: list[dict[str, Any]]) -> list[int]:
+    """The group's rank -> position map from its `meta` state row (empty if the group is gone)."""
+    if not rows:
+        return []
+    packed = base64.b64decode(json.loads(rows[0]["value_utf8"])["order"])
+    return [position for (position,) in struct.iter_unpack("<I", packed)]
+
+
+def meta_query(case: Case) -> str:
+    return (
+        "SELECT value_utf8 FROM state WHERE service_name = 'LashGroup' "
+        f"AND service_key = {quote(case.key)} AND key = 'meta'"
+    )
+
+
+async def settle_pending(stack: LocalStack, cases: list[Case], gate: Path | None) -> dict[str, list[int]]:
+    """Emit or reject every event and open the gate, then await every group's durable order reaching
+    its settling count."""
+    for case in cases:
+        for name, how in case.events:
+            if how == "emit":
+                await stack.emit(name, case.event_value(name))
+            else:
+                await stack.reject(name, f"no-{name}")
+    if gate is not None:
+        await asyncio.to_thread(gate.touch)
+    orders = {}
+    for case in cases:
+        rows = await poll(
+            stack,
+            meta_query(case),
+            lambda rows, c=case: len(durable_order(rows)) == c.settling,
+            f"{case.name}: every child but the never-ending ones ranked",
+        )
+        orders[case.name] = durable_order(rows)
+    return orders
+
+
+async def read_all(stack: LocalStack, case: Case) -> list[dict[str, Any]]:
+    """Every rank the group will record before its close, read from the cursor saved at 0."""
+    results = await turn(stack, use(case.handle0), *[next_() for _ in range(case.settling)])
+    return [ok(r) for r in results[1:]]
+
+
+def check_ranks(case: Case, reread: list[dict[str, Any]], order: list[int], who: str) -> None:
+    where = f"{case.name}, read by {who}"
+    assert [s["position"] for s in reread] == order, f"{where}: the ranks differ from the durable order"
+    assert reread[: len(case.served)] == case.served, f"{where}: a rank the baseline served changed"
+    assert reread == [case.settlement(r, p) for r, p in enumerate(order, 1)], f"{where}: a payload differs"
+
+
+async def resume_on_current(stack: LocalStack, case: Case, order: list[int]) -> None:
+    """Re-read every rank from the cursor saved at 0, then resume from the saved handle and close."""
+    check_ranks(case, await read_all(stack, case), order, "the current code")
+    [resumed] = await turn(stack, combine(case.kind, case.group, handle=case.saved["handle"]))
+    answer = ok(resumed)
+    assert answer["order"][: case.stop_after] == case.saved["order"], f"{case.name}: consumed ranks moved"
+    assert answer == case.verdict(order), f"{case.name}: the verdict is not ECMA-262's for {order}"
+
+
+async def clear_events(stack: LocalStack, cases: list[Case]) -> None:
+    for case in cases:
+        for name, _ in case.events:
+            await stack.call(f"LashSignal/{url_quote(name, safe='')}/clear")
+
+
+async def nothing_left(stack: LocalStack, cases: list[Case]) -> None:
+    scopes = [case.scope.id for case in cases]
+    await poll(stack, lash_state(scopes), lambda rows: not rows, "no lash state left after every close")
+    await poll(stack, UNFINISHED, lambda rows: not rows, "no unfinished invocation after every close")
+
+
+def ran_on(stack: LocalStack) -> dict[tuple[str, str], set[str]]:
+    """The deployments each (service, handler) ran on: who ran what, old code or new."""
+    query = (
+        "SELECT target_service_name AS s, target_handler_name AS h, pinned_deployment_id AS d "
+        "FROM sys_invocation"
+    )
+    ran: dict[tuple[str, str], set[str]] = {}
+    for row in sql(stack.admin_url, query):
+        ran.setdefault((row["s"], row["h"]), set()).add(row["d"])
+    return ran
+
+
+def baseline_stack(tmp: Path, baseline: Baseline) -> tuple[LocalStack, Endpoint]:
+    stack = LocalStack(tmp)
+    stack.add_server(env={"RESTATE_DEFAULT_NUM_PARTITIONS": "4"})
+    return stack, stack.add_endpoint("baseline", python=baseline.python, env=TOOLS_ENV)
+
+
+def current_endpoint(stack: LocalStack) -> Endpoint:
+    return stack.add_endpoint("current", env=TOOLS_ENV)
+
+
+# -- the tests -----------------------------------------------------------------------------------
+
+Upgrade = Callable[[], Awaitable[tuple[str, str]]]  # performs the upgrade; the old and new deployment ids
+
+
+async def upgrade_with_groups_in_flight(
+    stack: LocalStack, groups: list[Case], upgrade: Upgrade, gate: Path | None
+) -> tuple[str, str]:
+    """Open ``groups`` on the baseline, park a baseline caller on each, upgrade, settle what is pending,
+    then check every rank and verdict on the current code and that the closes leave nothing."""
+    await asyncio.gather(*(open_on_baseline(stack, c) for c in groups))
+    await asyncio.gather(*(read_served(stack, c) for c in groups))
+    # Callers parked across the upgrade: baseline turns reading every rank from 0, which then
+    # decode what the current code's group objects answer them and wake them with. None can finish
+    # before the test releases its group's held children.
+    parked = {c.name: asyncio.create_task(read_all(stack, c)) for c in groups}
+    waiting_calls = sum(c.specs.count("call_wait") for c in groups)
+    await poll(
+        stack,
+        f"{UNFINISHED} AND target_service_name = 'LashTurn'",
+        lambda rows: (
+            len(rows) == len(groups) + waiting_calls and all(r.get("pinned_deployment_id") for r in rows)
+        ),
+        "every parked caller (and every call child's callee) runs on the baseline",
+    )
+    gates = [f"gate:{c.value(i)}" for c in groups for i, spec in enumerate(c.specs) if spec == "slow"]
+    await poll_counts(stack, lambda seen: all(g in seen for g in gates), "every gate tool is mid-call")
+    running = {
+        (r["service"], r["handler"]) for r in await asyncio.to_thread(sql, stack.admin_url, UNFINISHED)
+    }
+    for pinned in [("LashChild", "run"), ("LashChild", "execute"), ("LashPump", "run"), ("LashTurn", "run")]:
+        assert pinned in running, f"no {pinned} is running on the baseline before the upgrade"
+    old_id, new_id = await upgrade()
+
+    orders = await settle_pending(stack, groups, gate)
+    for case in groups:
+        check_ranks(case, await parked[case.name], orders[case.name], "a caller parked on the baseline")
+    await asyncio.gather(*(resume_on_current(stack, c, orders[c.name]) for c in groups))
+    await clear_events(stack, groups)
+    await nothing_left(stack, groups)
+    return old_id, new_id
+
+
+async def poll_counts(
+    stack: LocalStack, done: Callable[[list[str]], bool], what: str, within: float = 30
+) -> None:
+    try:
+        async with asyncio.timeout(within):
+            while True:
+                if done(stack.counts()):
+                    return
+                await asyncio.sleep(0.05)
+    except TimeoutError:
+        raise AssertionError(f"{what}: not after {within:.0f}s; {await failing(stack)}") from None
+
+
+async def test_groups_opened_by_the_baseline_resume_and_close_on_the_current_code_side_by_side(
+    baseline: Baseline, tmp_path: Path
+) -> None:
+    """Restate's rolling upgrade: the current code registered as a new deployment beside the baseline's,
+    which stays up for the invocations pinned to it."""
+    stack, old = baseline_stack(tmp_path, baseline)
+    new = current_endpoint(stack)
+    with stack:
+        stack.start(register=False)
+        [registered] = stack.register(old, force=False)
+
+        async def side_by_side() -> tuple[str, str]:
+            [upgraded] = stack.register(new, force=False)  # a new deployment; the baseline's stays up
+            assert upgraded["id"] != registered["id"]
+            return registered["id"], upgraded["id"]
+
+        old_id, new_id = await upgrade_with_groups_in_flight(
+            stack, in_flight_cases(tmp_path / "gate"), side_by_side, tmp_path / "gate"
+        )
+        # Children, pumps and parked callers ran on the baseline only; what the resumes asked of the
+        # groups and the pumps' stores ran on the current code, while baseline children and pumps still
+        # settled into them.
+        ran = ran_on(stack)
+        for handler in [("LashChild", "run"), ("LashChild", "execute"), ("LashPump", "run")]:
+            assert ran[handler] == {old_id}, (handler, ran[handler])
+        for handler in [("LashGroup", "wait"), ("LashGroup", "close"), ("LashPump", "outcomes")]:
+            assert new_id in ran[handler], (handler, ran[handler])
+        assert ran["LashGroup", "settle"] == {old_id, new_id}
+        assert ran["LashTurn", "run"] == {old_id, new_id}
+
+
+def in_place(stack: LocalStack, old: Endpoint) -> Upgrade:
+    """Stop the baseline endpoint, serve the current code on its URL, register it again with force."""
+
+    async def replace() -> tuple[str, str]:
+        [deployment] = await asyncio.to_thread(sql, stack.admin_url, "SELECT id FROM sys_deployment")
+        old.stop()
+        new = current_endpoint(stack)
+        new.port = old.port
+        new.start(repick_port=False)
+        [replaced] = stack.register(new, force=True)
+        assert replaced["id"] == deployment["id"]  # the same deployment, now served by the current code
+        return deployment["id"], replaced["id"]
+
+    return replace
+
+
+async def test_groups_whose_children_all_settled_survive_an_in_place_replacement(
+    baseline: Baseline, tmp_path: Path
+) -> None:
+    """What an in-place replacement must keep: every group with no child still running."""
+    stack, old = baseline_stack(tmp_path, baseline)
+    with stack:
+        stack.start()
+        groups = settled_cases()
+        await asyncio.gather(*(open_on_baseline(stack, c) for c in groups))
+        await asyncio.gather(*(read_served(stack, c) for c in groups))
+        orders = await settle_pending(stack, groups, None)
+        await poll(stack, UNFINISHED, lambda rows: not rows, "every baseline invocation finished")
+        await in_place(stack, old)()
+        await asyncio.gather(*(resume_on_current(stack, c, orders[c.name]) for c in groups))
+        await nothing_left(stack, groups)
+
+
+async def test_groups_with_children_in_flight_survive_an_in_place_replacement_of_identical_handlers(
+    baseline: Baseline, tmp_path: Path
+) -> None:
+    """Children, pumps, calls and callers still running when the endpoint is replaced replay their
+    journals on the current code: that holds while lash's handlers journal the same steps as the
+    baseline's. A tool mid-call at the replacement runs again on the current code."""
+    stack, old = baseline_stack(tmp_path, baseline)
+    with stack:
+        stack.start()
+        groups = in_flight_cases(tmp_path / "gate")
+        await upgrade_with_groups_in_flight(stack, groups, in_place(stack, old), tmp_path / "gate")
+        gates = [f"gate:{c.value(i)}" for c in groups for i, spec in enumerate(c.specs) if spec == "slow"]
+        counts = stack.counts()
+        assert all(counts.count(g) >= 2 for g in gates), "a gate tool mid-call was not run again"
