@@ -35,14 +35,13 @@ from urllib.parse import quote as url_quote
 import httpx
 import pytest
 
+from lash_restate.engine import BASELINE  # the release whose groups every later one resumes (format 1)
 from lash_restate.inspection import quote, sql
 from lash_restate.testing import LocalStack
 from lash_restate.testing.processes import Endpoint, StackError
 from tests.conformance.builders import Scope, combine, event, fail, next_, ok, open_, sleep, tool, use
 from tests.engine.baseline import REPO, Baseline, BaselineError, materialise
 from tests.engine.upgrade_tools import RESOLVER
-
-BASELINE = "0450b4d"  # the release whose groups every later one must resume (format 1); a release moves it
 
 pytestmark = pytest.mark.restate
 
