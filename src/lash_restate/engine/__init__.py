@@ -12,20 +12,36 @@ from ._endpoint import (
     serve,
     validate_deployment,
 )
+from ._messages import OperatorClose, OperatorClosed
 from ._mode import OutcomeStore, outcome_store
-from ._records import GroupMeta, SettlementMode
-from ._routes import CHILD, DEFAULT_PREFIX, GROUP, PUMP, SIGNAL, check_prefix, named, use_prefix
+from ._records import OPENER_ENDS, GroupMeta, OpenerEnd, SettlementMode
+from ._routes import (
+    CHILD,
+    DEFAULT_PREFIX,
+    GROUP,
+    GROUP_OPERATOR_CLOSE,
+    PUMP,
+    SIGNAL,
+    check_prefix,
+    named,
+    use_prefix,
+)
 
 __all__ = [
     "BATCH_FROM",
     "CHILD",
     "DEFAULT_PREFIX",
     "GROUP",
+    "GROUP_OPERATOR_CLOSE",
+    "OPENER_ENDS",
     "PUMP",
     "SERVERS",
     "SIGNAL",
     "DeploymentError",
     "GroupMeta",
+    "OpenerEnd",
+    "OperatorClose",
+    "OperatorClosed",
     "OutcomeStore",
     "RestateController",
     "ServerUnavailable",

@@ -18,6 +18,8 @@ __all__ = [
     "CloseRequest",
     "OpenReply",
     "OpenRequest",
+    "OperatorClose",
+    "OperatorClosed",
     "OutcomesRead",
     "PumpRun",
     "Ref",
@@ -130,6 +132,26 @@ class WaitReply(msgspec.Struct, **STRUCT_OPTIONS):
     refs: list[Ref]
     mode: SettlementMode = SettlementMode.DIRECT
     incarnation: str = ""
+
+
+class OperatorClose(msgspec.Struct, **STRUCT_OPTIONS):
+    """An operator's close through the ingress (decision 42), answered with `OperatorClosed`.
+
+    ``incarnation`` is the capability: it is read from the group's state through the admin API, so
+    only someone who can read that state can close, and only the incarnation they looked at.
+    ``openers`` is how many openers they saw: a group reopened since is refused, to be looked at again.
+    """
+
+    incarnation: str
+    openers: int
+    cancel: bool = False  # narrow a RunToCompletion group to Cancel (a declared Cancel stays Cancel)
+
+
+class OperatorClosed(msgspec.Struct, **STRUCT_OPTIONS):
+    closed: bool  # False: nothing was closed (``refused`` says why, or the group was not open)
+    disposition: LoserPolicy | None = None  # the disposition the close applied
+    cancelled: int = 0  # cancels sent: one per unsettled child, or the one pump
+    refused: str | None = None
 
 
 class CloseRequest(msgspec.Struct, **STRUCT_OPTIONS):

@@ -18,12 +18,15 @@ from restate.serde import Serde
 from ..contract import STRUCT_OPTIONS, GroupShape, GroupWakePolicy, LoserPolicy
 
 __all__ = [
+    "ENDS",
     "META",
+    "OPENER_ENDS",
     "SHAPE",
     "STRINGS",
     "GroupMeta",
     "MsgspecSerde",
     "Opener",
+    "OpenerEnd",
     "SettlementMode",
     "Waiter",
 ]
@@ -65,6 +68,21 @@ class Opener(msgspec.Struct, **STRUCT_OPTIONS):
     watcher: str | None = None  # the invocation id of the watch attached to it (Cancel only)
     ended: bool = False
     failed: bool = False  # ended in failure, or was killed or cancelled
+
+
+class OpenerEnd(msgspec.Struct, **STRUCT_OPTIONS):
+    """How an invocation that saved the group's handle ended (decision 42), kept under `OPENER_ENDS`.
+
+    ``failed``: it ended in failure, or was killed or cancelled; otherwise it returned normally, so a
+    continuation holds the cursor it saved: the group is parked, not leaked.
+    """
+
+    caller: str  # its invocation id
+    failed: bool
+
+
+# A newer key than the group's format-1 records (decision 42): absent on a group no saver has ended in.
+OPENER_ENDS = "opener_ends"
 
 
 class GroupMeta(msgspec.Struct, **STRUCT_OPTIONS):
@@ -141,3 +159,4 @@ class MsgspecSerde(Serde[_T]):
 META: MsgspecSerde[GroupMeta] = MsgspecSerde(GroupMeta)
 SHAPE: MsgspecSerde[GroupShape] = MsgspecSerde(GroupShape)
 STRINGS: MsgspecSerde[list[str]] = MsgspecSerde(list[str])
+ENDS: MsgspecSerde[list[OpenerEnd]] = MsgspecSerde(list[OpenerEnd])
