@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 import httpx
 import pytest
 
-from lash_restate.inspection import OpenGroup, list_open_groups, quote, show_group, sql
+from lash_restate.inspection import GroupView, OpenGroup, list_open_groups, quote, show_group, sql
 from lash_restate.testing import LocalStack
 from tests.conformance.builders import Scope, echo, event, next_, ok, open_, save
 
@@ -113,14 +113,31 @@ def stall(message: str) -> dict[str, Any]:
     return {"type": "call", "service": "DemoCalls", "handler": "stall", "arg": {"message": message}}
 
 
-async def parked_group(stack: LocalStack, *children: dict[str, Any]) -> Scope:
-    """A group whose opener read rank 1, saved its handle and returned normally."""
+async def parked_group(
+    stack: LocalStack, *children: dict[str, Any], disposition: str = "run_to_completion"
+) -> Scope:
+    """A group whose opener read rank 1, saved its handle and returned normally, as the group recorded."""
     s = Scope()
-    group = s.group([echo("won"), *children], wake="first")
+    group = s.group([echo("won"), *children], wake="first", disposition=disposition)
     [_, won, saved] = await stack.turn(open_(group), next_(), save())
     assert ok(won)["position"] == 0 and ok(saved)
-    await until(lambda: listed(stack, s.key(), "parked"))
+    await until(lambda: recorded_parked(stack, s.key()))
     return s
+
+
+async def recorded_parked(stack: LocalStack, key: str) -> GroupView | None:
+    """The group's view once it is parked by its own record, not by what Restate still remembers."""
+    view = await asyncio.to_thread(show_group, stack.server.admin_url, key)
+    if view is None or view.state != "parked" or "Restate still remembers" in view.reason:
+        return None
+    return view
+
+
+async def purge(stack: LocalStack, invocation: str) -> None:
+    """Make Restate forget a completed invocation, as its completion retention (24 h) would."""
+    async with httpx.AsyncClient(timeout=30) as client:
+        purged = await client.patch(f"{stack.server.admin_url}/invocations/{invocation}/purge")
+    assert purged.status_code in (200, 202), purged.text
 
 
 async def orphaned_group(stack: LocalStack, disposition: str = "run_to_completion") -> Scope:
@@ -170,9 +187,12 @@ async def test_list_and_show_tell_open_parked_and_orphaned_apart(stack: LocalSta
     assert table.stdout.splitlines()[0].split()[-3:] == ["STATE", "AGE", "PAUSED"]
 
     shown = json.loads(lash(stack, "groups", "show", parked.key(), "--json").stdout)
-    assert shown["state"] == "parked" and "returned normally" in shown["reason"]
+    assert shown["state"] == "parked" and "saved its handle and returned normally" in shown["reason"]
     assert [o["ended"] for o in shown["openers"]] == ["returned"]
     assert shown["opened_at"] and shown["age_s"] >= 0
+    # Weeks later Restate has forgotten the opener; the group's own record still says it is parked.
+    await purge(stack, shown["openers"][0]["invocation_id"])
+    assert await recorded_parked(stack, parked.key())
     gone = json.loads(lash(stack, "groups", "show", orphaned.key(), "--json").stdout)
     assert gone["state"] == "orphaned" and "killed" in gone["reason"]
     human = lash(stack, "groups", "show", running.key()).stdout
@@ -302,15 +322,65 @@ async def test_a_group_with_no_saved_handle_is_classified_by_what_restate_rememb
     view = await asyncio.to_thread(show_group, stack.server.admin_url, s.key())
     assert view is not None and "Restate still remembers" in view.reason
     [opener] = view.openers
-    async with httpx.AsyncClient(timeout=30) as client:
-        purged = await client.patch(f"{stack.server.admin_url}/invocations/{opener.invocation_id}/purge")
-    assert purged.status_code in (200, 202), purged.text
+    await purge(stack, opener.invocation_id)
     row = await until(lambda: listed(stack, s.key(), "orphaned"))
     view = await asyncio.to_thread(show_group, stack.server.admin_url, s.key())
     assert view is not None and "not known" in view.reason
     await stack.emit(s.event("later"), "late")
     assert lash(stack, "groups", "close", s.key()).returncode == 0
     await until(lambda: _nothing_left(stack, s.key()))
+
+
+async def test_a_cancel_group_is_parked_or_orphaned_by_its_own_watch(stack: LocalStack) -> None:
+    """A `Cancel` group watches its openers anyway: no second watch on save, and the same answers."""
+    parked = await parked_group(stack, event(Scope().event("later")), disposition="cancel")
+    view = await recorded_parked(stack, parked.key())
+    assert view is not None
+    holds = (
+        "SELECT id FROM sys_invocation WHERE target_service_name = 'LashGroup' "
+        f"AND target_service_key = {quote(parked.key())} AND target_handler_name = 'hold'"
+    )
+    assert await asyncio.to_thread(sql, stack.server.admin_url, holds) == []
+    await purge(stack, view.openers[0].invocation_id)
+    assert await recorded_parked(stack, parked.key())
+
+    orphaned = await orphaned_group(stack, disposition="cancel")
+    await until(lambda: listed(stack, orphaned.key(), "orphaned"))
+    gone = await asyncio.to_thread(show_group, stack.server.admin_url, orphaned.key())
+    assert gone is not None and "cancelled" in gone.reason
+    await purge(stack, gone.openers[0].invocation_id)
+    assert await listed(stack, orphaned.key(), "orphaned")
+    for s in (parked, orphaned):
+        assert lash(stack, "groups", "close", s.key(), "--force").returncode == 0
+        await until(lambda s=s: _nothing_left(stack, s.key()))
+
+
+async def test_a_forged_close_without_the_incarnation_is_refused(stack: LocalStack) -> None:
+    """The public handler closes only for someone who read the group's incarnation via the admin API."""
+    s, opener = await open_group(stack)
+    forged = {"incarnation": "00000000-0000-0000-0000-000000000000", "openers": 1, "cancel": True}
+    answer = await stack.call(f"LashGroup/{s.key()}/operator_close", forged)
+    assert answer["closed"] is False and "closed and opened again" in answer["refused"]
+    assert await listed(stack, s.key(), "open")
+    assert lash(stack, "groups", "close", s.key(), "--force", "--cancel").returncode == 0
+    await opener
+    await until(lambda: _nothing_left(stack, s.key()))
+
+
+async def test_the_front_doors_save_parks_the_group(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """`Group.save()` in an application's handler records the park, beyond Restate's retention."""
+    app = LocalStack.single(
+        tmp_path_factory.mktemp("front"), module="tests.engine.keys_app", endpoint_args=()
+    )
+    with app.start():
+        handle = await app.call("Keys/park", "v")
+        key = json.loads(handle)["group_key"]
+        view = await until(lambda: recorded_parked(app, key))
+        await purge(app, view.openers[0].invocation_id)
+        assert await recorded_parked(app, key)
+        closed = lash(app, "groups", "close", key, "--force", "--cancel", "--json")
+        assert json.loads(closed.stdout)["cancelled"] == 1, closed.stderr  # the hour-long sleep
+        await until(lambda: _nothing_left(app, key))
 
 
 def test_closing_a_group_that_is_not_open_is_a_no_op(stack: LocalStack) -> None:
