@@ -99,12 +99,16 @@ async def state_rows(stack: LocalStack, key: str) -> list[dict[str, Any]]:
 
 
 async def unfinished(stack: LocalStack, key: str) -> list[dict[str, Any]]:
-    """Invocations of the group's children (and their calls) that have not ended."""
+    """Invocations of the group, its children and the calls they made that have not ended."""
+    children = (
+        "SELECT id FROM sys_invocation WHERE target_service_name = 'LashChild' "
+        f"AND starts_with(target_service_key, {quote(key + '/')})"
+    )
     query = (
         "SELECT id, target, status FROM sys_invocation WHERE status != 'completed' AND ("
-        f"(target_service_name = 'LashChild' AND starts_with(target_service_key, {quote(key)})) "
-        f"OR target_service_name = 'DemoCalls' OR (target_service_name = 'LashGroup' "
-        f"AND target_service_key = {quote(key)}))"
+        f"(target_service_name = 'LashChild' AND starts_with(target_service_key, {quote(key + '/')})) "
+        f"OR invoked_by_id IN ({children}) "
+        f"OR (target_service_name = 'LashGroup' AND target_service_key = {quote(key)}))"
     )
     return await asyncio.to_thread(sql, stack.server.admin_url, query)
 
@@ -218,6 +222,7 @@ async def test_a_paused_child_is_shown_with_its_last_failure(stack: LocalStack) 
     assert "which Restate paused" in human.stdout and "the warehouse is down" in human.stdout
     assert "restate invocations resume" in human.stdout
 
+    assert any(r["target"].startswith("DemoCalls/stall") for r in await unfinished(stack, s.key()))
     # What the README says to do: kill the paused call; the child then settles, and the group closes.
     async with httpx.AsyncClient(timeout=30) as client:
         killed = await client.patch(f"{stack.server.admin_url}/invocations/{child.paused.invocation_id}/kill")
