@@ -20,7 +20,7 @@ import pytest
 
 from lash_restate.inspection import GroupView, OpenGroup, list_open_groups, quote, show_group, sql
 from lash_restate.testing import LocalStack
-from tests.conformance.builders import Scope, echo, event, next_, ok, open_, save
+from tests.conformance.builders import Scope, close, echo, event, next_, ok, open_, save
 
 PAUSE_FAST = {
     "RESTATE_DEFAULT_NUM_PARTITIONS": "4",
@@ -386,6 +386,27 @@ async def test_the_front_doors_save_parks_the_group(tmp_path_factory: pytest.Tem
         closed = lash(app, "groups", "close", key, "--force", "--cancel", "--json")
         assert json.loads(closed.stdout)["cancelled"] == 1, closed.stderr  # the hour-long sleep
         await until(lambda: _nothing_left(app, key))
+
+
+async def test_a_savers_watch_ends_when_it_closes_the_group(stack: LocalStack) -> None:
+    """A caller that saves a handle, then closes the group and lives on, leaves no watch attached."""
+    s = Scope()
+    group = s.group([echo("won"), event(s.event("later"))], wake="first")
+    blocker = s.group([event(s.event("never"))], batch="blocker")
+    holds = (
+        "SELECT status FROM sys_invocation WHERE target_service_name = 'LashGroup' "
+        f"AND target_service_key = {quote(s.key())} AND target_handler_name = 'hold'"
+    )
+
+    async def ended() -> bool:
+        rows = await asyncio.to_thread(sql, stack.server.admin_url, holds)
+        return bool(rows) and all(r["status"] == "completed" for r in rows)
+
+    steps = [open_(group), next_(), save(), close("cancel"), open_(blocker), next_(cancel_after_ms=10_000)]
+    caller = turn_in_background(stack, s, *steps)
+    await until(ended)
+    assert not caller.done()  # the close ended the watch, not the caller's end
+    assert (await caller).status_code == 200
 
 
 def test_closing_a_group_that_is_not_open_is_a_no_op(stack: LocalStack) -> None:

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import restate
+from restate import SendHandle
 from restate.serde import BytesSerde
 
 from ..contract import (
@@ -86,8 +87,8 @@ class RestateController(EffectGroupDefaults):
         # Groups this invocation opened, with the recorded child count and declared disposition: a
         # close that can be checked against them cannot be refused, so it need not wait for the object.
         self._declared: dict[str, tuple[int, LoserPolicy]] = {}
-        # Groups whose handle this invocation saved, and so asked the group to watch it (decision 42).
-        self._saved: set[str] = set()
+        # Groups whose handle this invocation saved, with the watch it asked the group for (decision 42).
+        self._saved: dict[str, SendHandle] = {}
 
     def supports_concurrent_effects(self) -> bool:
         return True
@@ -155,10 +156,9 @@ class RestateController(EffectGroupDefaults):
         declared = self._declared.get(key)
         if key in self._saved or (declared is not None and declared[1] is LoserPolicy.CANCEL):
             return
-        self._saved.add(key)
         wakes = self._wakes.get(key)
         saver = CallerEnded(caller=self._ctx.request().id, incarnation=wakes.incarnation if wakes else "")
-        GROUP_HOLD.send(self._ctx, key, saver)
+        self._saved[key] = GROUP_HOLD.send(self._ctx, key, saver)
 
     def _window(self, consumed: int, child_count: int) -> dict[str, Any]:
         """Fresh awakeables for ranks ``consumed + 1`` … (at most WAKE_WINDOW), by awakeable id."""
@@ -285,6 +285,10 @@ class RestateController(EffectGroupDefaults):
         else:
             await self._ask(GROUP_CLOSE, key, request)
         self._wakes.pop(key, None)
+        if (hold := self._saved.pop(key, None)) is not None:
+            # Closed: how this invocation ends no longer matters to the group, so its watch ends now
+            # instead of staying attached for the rest of this invocation (as decision 13's do).
+            self._ctx.cancel_invocation(await hold.invocation_id())
 
     def _cannot_refuse(self, handle: GroupHandle, disposition: LoserPolicy | None) -> bool:
         """Whether the group this invocation opened would accept this close (decision 21)."""
