@@ -19,7 +19,7 @@ import httpx
 import pytest
 
 from lash_restate.inspection import GroupView, OpenGroup, list_open_groups, quote, show_group, sql
-from lash_restate.testing import LocalStack
+from lash_restate.testing import LocalStack, StackError
 from tests.conformance.builders import Scope, close, echo, event, next_, ok, open_, save
 
 PAUSE_FAST = {
@@ -366,6 +366,8 @@ async def test_a_forged_close_without_the_incarnation_is_refused(stack: LocalSta
     forged = {"incarnation": "00000000-0000-0000-0000-000000000000", "openers": 1, "cancel": True}
     answer = await stack.call(f"LashGroup/{s.key()}/operator_close", forged)
     assert answer["closed"] is False and "closed and opened again" in answer["refused"]
+    with pytest.raises(StackError):  # ends at once (a terminal failure), never retried on the group
+        await stack.call(f"LashGroup/{s.key()}/operator_close", {"settle": [0]})
     assert await listed(stack, s.key(), "open")
     assert lash(stack, "groups", "close", s.key(), "--force", "--cancel").returncode == 0
     await opener
