@@ -291,7 +291,13 @@ class Group:
         return await self._controller.await_next_settlement(self._handle, cancel)
 
     def save(self) -> str:
-        """The cursor as text: keep it, and `open(..., resume=...)` in a fresh invocation."""
+        """The cursor as text: keep it, and `open(..., resume=...)` in a fresh invocation.
+
+        On Restate the group also learns that a continuation holds it, so once this invocation returns
+        normally an operator sees the group as parked, not orphaned (`lash-restate groups list`).
+        """
+        if isinstance(self._controller, RestateController):
+            self._controller.handle_saved(self._handle)
         return self._handle.to_bytes().decode()
 
     @_terminal

@@ -214,8 +214,20 @@ def _table(rows: list[dict[str, Any]], columns: list[str]) -> str:
     return "\n".join(line.rstrip() for line in lines)
 
 
-_COLUMNS = ["group_key", "child_count", "settled", "wake", "disposition", "mode", "orphaned"]
+_COLUMNS = ["group_key", "child_count", "settled", "wake", "disposition", "mode", "state", "age", "paused"]
 _CHILD_COLUMNS = ["position", "replay_key", "rank", "outcome", "invocation_id", "status"]
+
+
+def _age(seconds: int | None) -> str:
+    """``3d4h``, ``5m12s``: how long a group has been open, to the two largest units."""
+    if seconds is None:
+        return "-"
+    parts: list[str] = []
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60), ("s", 1)):
+        if seconds >= size or (unit == "s" and not parts):
+            parts.append(f"{seconds // size}{unit}")
+            seconds %= size
+    return "".join(parts[:2])
 
 
 def _use_prefix(args: argparse.Namespace) -> int | None:
@@ -236,13 +248,13 @@ def _groups_list(args: argparse.Namespace) -> int:
         return failed
     try:
         admin = AdminApi.from_env(args.admin_url)
-        groups = [g.as_dict() for g in list_open_groups(admin, orphaned=args.orphaned)]
+        groups = [g.as_dict() for g in list_open_groups(admin, orphaned=args.orphaned, state=args.state)]
     except InspectionError as exc:
         return _fail(str(exc))
     if args.json:
         print(json.dumps(groups))
     elif groups:
-        print(_table(groups, _COLUMNS))
+        print(_table([{**g, "age": _age(g["age_s"])} for g in groups], _COLUMNS))
     else:
         print("no open groups")
     return 0
@@ -266,12 +278,58 @@ def _groups_show(args: argparse.Namespace) -> int:
         print(json.dumps(shown))
         return 0
     children, openers = shown.pop("children"), shown.pop("openers")
+    shown["age"] = _age(shown.pop("age_s"))
     for name, value in shown.items():
         print(f"{name + ':':<13} {value}")
     for opener in openers:
-        print(f"{'opener:':<13} {opener['invocation_id']} ({'alive' if opener['alive'] else 'ended'})")
+        how = "running" if opener["alive"] else (opener["ended"] or "ended: how is not known")
+        print(f"{'opener:':<13} {opener['invocation_id']} ({how})")
     print()
-    print(_table([{k: "-" if v is None else v for k, v in c.items()} for c in children], _CHILD_COLUMNS))
+    rows = [{k: "-" if v is None else v for k, v in c.items() if k != "paused"} for c in children]
+    print(_table(rows, _CHILD_COLUMNS))
+    paused = [c for c in children if c["paused"] is not None]
+    for child in paused:
+        p = child["paused"]
+        print()
+        print(
+            f"child {child['position']} is waiting on {p['target']} ({p['invocation_id']}), which Restate "
+            "paused when its retries ran out; last failure"
+            + (f" [{p['last_failure_error_code']}]" if p["last_failure_error_code"] else "")
+            + f": {p['last_failure']}"
+        )
+    if paused:
+        print()
+        print(
+            "fix the cause, then resume it (restate invocations resume ID, or PATCH /invocations/ID/resume "
+            "on the admin API), or kill it (restate invocations kill ID): the child then settles as failed"
+        )
+    return 0
+
+
+def _groups_close(args: argparse.Namespace) -> int:
+    from .inspection import CloseRefused, InspectionError, close_group
+
+    if (failed := _use_prefix(args)) is not None:
+        return failed
+    try:
+        result = close_group(
+            AdminApi.from_env(args.admin_url),
+            args.key,
+            cancel=args.cancel,
+            force=args.force,
+            ingress=args.ingress_url,
+        )
+    except CloseRefused as exc:
+        return _fail(str(exc), 4)
+    except InspectionError as exc:
+        return _fail(str(exc))
+    if args.json:
+        print(json.dumps(result.as_dict()))
+    elif result.closed:
+        cancels = f", {result.cancelled} cancel(s) sent" if result.cancelled else ""
+        print(f"closed {args.key} (it was {result.was}; losers: {result.disposition}{cancels})")
+    else:
+        print(f"{args.key} is not open (closed already, or never opened): nothing to close")
     return 0
 
 
@@ -358,23 +416,56 @@ def build_parser() -> argparse.ArgumentParser:
     )
     register.set_defaults(run=_register)
 
-    groups = sub.add_parser("groups", help="inspect open groups through the admin API")
+    groups = sub.add_parser("groups", help="inspect open groups through the admin API, and close one")
     groups_sub = groups.add_subparsers(dest="groups_command", required=True, metavar="SUBCOMMAND")
     for name, helptext, run in (
         (
             "list",
             "every open group with its child count, settled count, wake rule, disposition, settlement "
-            "mode and whether it is orphaned (no opener alive)",
+            "mode, state (open: an opener runs; parked: its latest opener returned normally, so a "
+            "continuation holds it; orphaned: nobody does), age and paused children",
             _groups_list,
         ),
-        ("show", "one open group: its openers, when it was opened, and every child", _groups_show),
+        (
+            "show",
+            "one open group: its state and why, its openers, when it was opened, and every child "
+            "(with what Restate paused on its path and the last failure)",
+            _groups_show,
+        ),
+        (
+            "close",
+            "close one group as its caller would: cancel its unsettled children if its losers are "
+            "Cancel (or with --cancel), release its outcomes, delete its state. Refuses a parked or "
+            "open group unless --force; a group that is not open is left alone (exit 0)",
+            _groups_close,
+        ),
     ):
-        cmd = groups_sub.add_parser(name, help=helptext)
-        if name == "show":
+        cmd = groups_sub.add_parser(name, help=helptext, description=helptext)
+        if name in ("show", "close"):
             cmd.add_argument("key", help="the group key, {scope_id}:group:{batch_id}:{occurrence}")
         else:
             cmd.add_argument(
-                "--orphaned", action="store_true", help="only groups none of whose openers is alive"
+                "--orphaned", action="store_true", help="only groups none of whose openers holds them"
+            )
+            cmd.add_argument(
+                "--state", choices=["open", "parked", "orphaned"], help="only groups in this state"
+            )
+        if name == "close":
+            cmd.add_argument(
+                "--cancel",
+                action="store_true",
+                help="cancel the unsettled children of a RunToCompletion group too (a Cancel group's are)",
+            )
+            cmd.add_argument(
+                "--force",
+                action="store_true",
+                help="close a parked group (a continuation that resumes it then finds it closed) or an "
+                "open one (its running opener's next read fails)",
+            )
+            cmd.add_argument(
+                "--ingress-url",
+                help="Restate ingress, where the close is sent [RESTATE_INGRESS_URL, then LASH_INGRESS_URL; "
+                "default http://127.0.0.1:8080]",
             )
         cmd.add_argument(
             "--admin-url",

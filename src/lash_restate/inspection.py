@@ -3,36 +3,66 @@
 ADR: there is no TTL on group state, so orphaned groups must be countable;
 the host exposes open group keys through its existing inspection surface. Services are read
 under this process's prefix (`lash_restate.engine.use_prefix`; ``--prefix`` on the command line).
+
+A group is *open* while one of its openers runs, *parked* once the latest of them returned normally
+(a continuation holds its cursor) and *orphaned* otherwise: its latest opener failed or was killed,
+or how it ended is not known (decision 45). `close_group` is the operator's close; no clock closes
+a group.
 """
 
 from __future__ import annotations
 
+import os
 import re
 import time
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
+from urllib.parse import quote as url_quote
 
+import httpx
 import msgspec
 
 from .admin import AdminApi, AdminError
-from .contract import GroupShape
-from .engine import CHILD, GROUP, GroupMeta, named, outcome_store
+from .contract import GroupShape, LoserPolicy
+from .engine import (
+    CHILD,
+    GROUP,
+    GROUP_OPERATOR_CLOSE,
+    OPENER_ENDS,
+    GroupMeta,
+    OpenerEnd,
+    OperatorClose,
+    OperatorClosed,
+    named,
+    outcome_store,
+)
 
 __all__ = [
+    "DEFAULT_INGRESS_URL",
     "ChildView",
+    "CloseRefused",
+    "CloseResult",
     "GroupView",
     "InspectionError",
     "OpenGroup",
     "OpenerView",
+    "PausedView",
+    "close_group",
+    "ingress_url",
     "list_open_groups",
     "quote",
     "show_group",
     "sql",
 ]
 
-# Invocation statuses in `sys_invocation` of an invocation that has not ended.
+# The `sys_invocation` status of an invocation that has ended, and of one Restate paused after its
+# retries ran out (`on-max-attempts = "pause"`): it waits for an operator's resume or kill.
 _ENDED = "completed"
+_PAUSED = "paused"
+DEFAULT_INGRESS_URL = "http://127.0.0.1:8080"
+
+OPEN, PARKED, ORPHANED = "open", "parked", "orphaned"
 # How many literals one IN (...) list carries; a wide group is looked up in slices.
 _SLICE = 500
 
@@ -49,7 +79,10 @@ class OpenGroup:
     wake: str
     disposition: str
     mode: str  # how its children settle: "direct", or in batches through one pump (decision 20)
-    orphaned: bool  # no opener is alive: nobody holds it (the ADR's leak, countable until severance)
+    state: str  # "open" (an opener runs), "parked" (a continuation holds it) or "orphaned" (nobody does)
+    orphaned: bool  # state == "orphaned": the ADR's leak, countable (and closable) by an operator
+    age_s: int | None  # seconds since it was first opened (None: its open is not timed)
+    paused: int  # children Restate paused (or whose calls it paused) after their retries ran out
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -57,10 +90,22 @@ class OpenGroup:
 
 @dataclass(frozen=True)
 class OpenerView:
-    """An invocation that opened the group, and whether it is still running."""
+    """An invocation that opened the group, whether it is still running, and how it ended if known."""
 
     invocation_id: str
     alive: bool
+    ended: str | None = None  # "returned" | "failed" | None (running, or its end is not known)
+
+
+@dataclass(frozen=True)
+class PausedView:
+    """An invocation Restate paused: the child's own, or the call it made. It waits for an operator."""
+
+    invocation_id: str
+    target: str  # service/handler (and key) as Restate shows it
+    retry_count: int | None
+    last_failure: str | None
+    last_failure_error_code: str | None
 
 
 @dataclass(frozen=True)
@@ -73,12 +118,14 @@ class ChildView:
     outcome: str | None  # "ok" | "err" | "cancelled", while its outcome is stored
     invocation_id: str | None
     status: str | None  # the invocation's status in sys_invocation
+    paused: PausedView | None = None  # what Restate paused on this child's path, and its last failure
 
 
 @dataclass(frozen=True)
 class GroupView(OpenGroup):
-    """`groups show`: the group, who opened it and when, and every child."""
+    """`groups show`: the group, its state and why, who opened it and when, and every child."""
 
+    reason: str = ""  # why it is open, parked or orphaned
     opened_at: str | None = None  # UTC, ISO 8601
     openers: list[OpenerView] = field(default_factory=list)
     children: list[ChildView] = field(default_factory=list)
@@ -128,41 +175,157 @@ def _rows_in(admin: Admin, query: str, values: list[str]) -> list[dict[str, Any]
     return rows
 
 
-def _alive(admin: Admin, invocation_ids: list[str]) -> set[str]:
-    """Which of ``invocation_ids`` have not ended (a purged invocation has ended long ago)."""
-    rows = _rows_in(admin, "SELECT id, status FROM sys_invocation WHERE id IN {values}", invocation_ids)
-    return {row["id"] for row in rows if row.get("status") != _ENDED}
+def _invocations(admin: Admin, invocation_ids: list[str]) -> dict[str, dict[str, Any]]:
+    """What Restate still knows of ``invocation_ids``, by id (a purged invocation is absent)."""
+    rows = _rows_in(
+        admin,
+        "SELECT id, status, completion_result, completion_failure FROM sys_invocation WHERE id IN {values}",
+        invocation_ids,
+    )
+    return {row["id"]: row for row in rows}
 
 
-def _metas(admin: Admin, where: str = "") -> list[tuple[str, GroupMeta]]:
+def _alive(known: dict[str, dict[str, Any]]) -> set[str]:
+    """Which invocations have not ended (a purged one has ended long ago)."""
+    return {id_ for id_, row in known.items() if row.get("status") != _ENDED}
+
+
+@dataclass(frozen=True)
+class _Group:
+    key: str
+    meta: GroupMeta
+    ends: dict[str, bool]  # how the callers that saved its handle ended: caller -> failed (decision 45)
+
+
+_ENDS = msgspec.json.Decoder(list[OpenerEnd])
+
+
+def _groups(admin: Admin, where: str = "") -> list[_Group]:
     rows = sql(
         admin,
-        "SELECT service_key, value_utf8 FROM state "
-        f"WHERE service_name = {quote(named(GROUP))} AND key = 'meta'{where}",
+        "SELECT service_key, key, value_utf8 FROM state "
+        f"WHERE service_name = {quote(named(GROUP))} AND key IN ('meta', {quote(OPENER_ENDS)}){where}",
     )
-    metas = [(row["service_key"], msgspec.json.decode(row["value_utf8"], type=GroupMeta)) for row in rows]
-    return sorted(metas, key=lambda found: found[0])
+    metas = {r["service_key"]: r["value_utf8"] for r in rows if r["key"] == "meta"}
+    ends = {r["service_key"]: r["value_utf8"] for r in rows if r["key"] == OPENER_ENDS}
+    found = []
+    for key in sorted(metas):
+        meta = msgspec.json.decode(metas[key], type=GroupMeta)
+        recorded = _ENDS.decode(ends[key]) if key in ends else []  # absent on a format-1 group
+        found.append(_Group(key, meta, {end.caller: end.failed for end in recorded}))
+    return found
 
 
-def _open_group(key: str, meta: GroupMeta, alive: set[str]) -> dict[str, Any]:
+def _classify(group: _Group, known: dict[str, dict[str, Any]]) -> tuple[str, str]:
+    """The group's state and why (decision 45): the latest opener, by open order, decides."""
+    openers = group.meta.openers
+    running = [o.caller for o in openers if o.caller in _alive(known)]
+    if running:
+        return OPEN, f"its opener {running[-1]} is running"
+    if not openers:
+        return ORPHANED, "no opener is recorded"
+    latest = openers[-1]
+    if latest.caller in group.ends:
+        if group.ends[latest.caller]:
+            return ORPHANED, "its latest opener saved its handle, then failed or was killed"
+        return PARKED, "its latest opener saved its handle and returned normally: a continuation holds it"
+    if latest.ended:  # a Cancel group's watch reported it (decision 13)
+        if latest.failed:
+            return ORPHANED, "its latest opener failed or was killed; its unsettled children were cancelled"
+        return PARKED, "its latest opener returned normally: a continuation holds it"
+    row = known.get(latest.caller)
+    if row is not None and row.get("completion_result") == "success":
+        return PARKED, "its latest opener returned normally (Restate still remembers how it ended)"
+    if row is not None:
+        failure = (row.get("completion_failure") or "").strip()
+        return ORPHANED, "its latest opener failed or was killed" + (f": {failure}" if failure else "")
+    return ORPHANED, (
+        "how its latest opener ended is not known: it saved no handle, and Restate no longer remembers it"
+    )
+
+
+def _age(meta: GroupMeta, now_ms: int) -> int | None:
+    return max(0, (now_ms - meta.opened_at_ms) // 1000) if meta.opened_at_ms else None
+
+
+def _open_group(group: _Group, state: str, now_ms: int, paused: int) -> dict[str, Any]:
+    meta = group.meta
     return {
-        "group_key": key,
+        "group_key": group.key,
         "child_count": meta.child_count,
         "settled": meta.counter,
         "wake": meta.wake.value,
         "disposition": meta.disposition.value,
         "mode": meta.mode.value,
-        "orphaned": not any(o.caller in alive for o in meta.openers),
+        "state": state,
+        "orphaned": state == ORPHANED,
+        "age_s": _age(meta, now_ms),
+        "paused": paused,
     }
 
 
-def list_open_groups(admin: Admin, *, orphaned: bool = False) -> list[OpenGroup]:
-    """Every group the group object holds state for (opened and not yet closed); with ``orphaned``,
-    only those none of whose openers is alive."""
-    metas = _metas(admin)
-    alive = _alive(admin, sorted({o.caller for _, meta in metas for o in meta.openers}))
-    groups = [OpenGroup(**_open_group(key, meta, alive)) for key, meta in metas]
-    return [g for g in groups if g.orphaned] if orphaned else groups
+def _paused_rows(admin: Admin, where: str = "") -> list[dict[str, Any]]:
+    return sql(
+        admin,
+        "SELECT id, target, target_service_name, target_service_key, invoked_by_id, retry_count, "
+        f"last_failure, last_failure_error_code FROM sys_invocation WHERE status = {quote(_PAUSED)}{where}",
+    )
+
+
+def _paused_replay_keys(admin: Admin) -> dict[str, int]:
+    """How many paused invocations lie on each child's path, by replay key: the child's own, or a call
+    it made. One query when nothing is paused (the usual case)."""
+    paused = _paused_rows(admin)
+    child = named(CHILD)
+    keys = [row["target_service_key"] for row in paused if row.get("target_service_name") == child]
+    callers = sorted({row["invoked_by_id"] for row in paused if row.get("target_service_name") != child})
+    callers = [c for c in callers if c]
+    if callers:
+        rows = _rows_in(
+            admin,
+            f"SELECT target_service_key FROM sys_invocation WHERE target_service_name = {quote(child)} "
+            "AND id IN {values}",
+            callers,
+        )
+        keys += [row["target_service_key"] for row in rows]
+    counts: dict[str, int] = {}
+    for key in keys:
+        if key is not None:
+            counts[key] = counts.get(key, 0) + 1
+    return counts
+
+
+def _paused_by_group(admin: Admin) -> dict[str, int]:
+    """Paused invocations on each group's children, by group key (read only when any is paused)."""
+    counts = _paused_replay_keys(admin)
+    if not counts:
+        return {}
+    by_group: dict[str, int] = {}
+    for replay_key, count in counts.items():
+        needle = msgspec.json.encode(replay_key).decode()
+        rows = sql(
+            admin,
+            f"SELECT service_key, value_utf8 FROM state WHERE service_name = {quote(named(GROUP))} "
+            f"AND key = 'fence' AND strpos(value_utf8, {quote(needle)}) > 0",
+        )
+        for row in rows:
+            if replay_key in msgspec.json.decode(row["value_utf8"], type=GroupShape).replay_keys:
+                by_group[row["service_key"]] = by_group.get(row["service_key"], 0) + count
+    return by_group
+
+
+def list_open_groups(admin: Admin, *, orphaned: bool = False, state: str | None = None) -> list[OpenGroup]:
+    """Every group the group object holds state for (opened and not yet closed), with its state;
+    with ``orphaned`` (or ``state``), only those in that state."""
+    groups = _groups(admin)
+    known = _invocations(admin, sorted({o.caller for g in groups for o in g.meta.openers}))
+    paused = _paused_by_group(admin)
+    now_ms = int(time.time() * 1000)
+    listed = [
+        OpenGroup(**_open_group(g, _classify(g, known)[0], now_ms, paused.get(g.key, 0))) for g in groups
+    ]
+    wanted = ORPHANED if orphaned else state
+    return [g for g in listed if g.state == wanted] if wanted else listed
 
 
 _KIND = re.compile(r'"type":"(\w+)"')
@@ -170,7 +333,7 @@ _KIND = re.compile(r'"type":"(\w+)"')
 
 def show_group(admin: Admin, group_key: str) -> GroupView | None:
     """One open group, opener by opener and child by child; None if it is not open."""
-    found = _metas(admin, f" AND service_key = {quote(group_key)}")
+    found = _groups(admin, f" AND service_key = {quote(group_key)}")
     fences = sql(
         admin,
         "SELECT value_utf8 FROM state WHERE service_name = "
@@ -178,10 +341,13 @@ def show_group(admin: Admin, group_key: str) -> GroupView | None:
     )
     if not found or not fences:
         return None  # not open (or closed between the two reads)
-    [(_, meta)] = found
+    [group] = found
+    meta = group.meta
     fence = msgspec.json.decode(fences[0]["value_utf8"], type=GroupShape)
     ranks = {position: rank for rank, position in enumerate(meta.positions(), start=1)}
-    alive = _alive(admin, [o.caller for o in meta.openers])
+    known = _invocations(admin, [o.caller for o in meta.openers])
+    alive = _alive(known)
+    state, reason = _classify(group, known)
     kinds = _outcome_kinds(admin, group_key, meta, fence, ranks)
     runs = _rows_in(
         admin,
@@ -194,6 +360,7 @@ def show_group(admin: Admin, group_key: str) -> GroupView | None:
     invocations = {
         row["target_service_key"]: row for row in sorted(runs, key=lambda r: str(r.get("created_at")))
     }
+    paused = _paused_on(admin, [row["id"] for row in invocations.values()])
     children = []
     for position, replay_key in enumerate(fence.replay_keys):
         invocation = invocations.get(replay_key, {})
@@ -205,15 +372,177 @@ def show_group(admin: Admin, group_key: str) -> GroupView | None:
                 outcome=kinds.get(position),
                 invocation_id=invocation.get("id"),
                 status=invocation.get("status"),
+                paused=paused.get(invocation.get("id", "")),
             )
         )
     opened = meta.opened_at_ms / 1000
+    openers = [
+        OpenerView(invocation_id=o.caller, alive=o.caller in alive, ended=_ended(group, o.caller, known))
+        for o in meta.openers
+    ]
+    count = sum(1 for child in children if child.paused is not None)
     return GroupView(
-        **_open_group(group_key, meta, alive),
+        **_open_group(group, state, int(time.time() * 1000), count),
+        reason=reason,
         opened_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(opened)) if opened else None,
-        openers=[OpenerView(invocation_id=o.caller, alive=o.caller in alive) for o in meta.openers],
+        openers=openers,
         children=children,
     )
+
+
+def _ended(group: _Group, caller: str, known: dict[str, dict[str, Any]]) -> str | None:
+    """How an opener ended, from what the group recorded or, failing that, from what Restate remembers."""
+    if caller in group.ends:
+        return "failed" if group.ends[caller] else "returned"
+    opener = next(o for o in group.meta.openers if o.caller == caller)
+    if opener.ended:
+        return "failed" if opener.failed else "returned"
+    row = known.get(caller)
+    if row is None or row.get("status") != _ENDED:
+        return None
+    return "returned" if row.get("completion_result") == "success" else "failed"
+
+
+def _paused_on(admin: Admin, child_ids: list[str]) -> dict[str, PausedView]:
+    """By child invocation: the invocation Restate paused on its path (its own, or a call it made)."""
+    if not child_ids:
+        return {}
+    rows: list[dict[str, Any]] = []
+    for start in range(0, len(child_ids), _SLICE):
+        values = _in(child_ids[start : start + _SLICE])
+        rows += _paused_rows(admin, f" AND (id IN {values} OR invoked_by_id IN {values})")
+    wanted = set(child_ids)
+    failures = _pause_failures(admin, [row["id"] for row in rows])
+    paused: dict[str, PausedView] = {}
+    for row in rows:
+        child = row["id"] if row["id"] in wanted else row.get("invoked_by_id")
+        if child is None or (child in paused and row["id"] != child):
+            continue  # the child's own pause wins over a call's
+        retries = row.get("retry_count")
+        message, code = failures.get(row["id"], (None, None))
+        paused[child] = PausedView(
+            invocation_id=row["id"],
+            target=str(row.get("target")),
+            retry_count=int(retries) if retries is not None else None,
+            last_failure=row.get("last_failure") or message,
+            last_failure_error_code=row.get("last_failure_error_code") or code,
+        )
+    return paused
+
+
+_PAUSED_EVENT = msgspec.json.Decoder(dict[str, Any])
+
+
+def _pause_failures(admin: Admin, invocation_ids: list[str]) -> dict[str, tuple[str | None, str | None]]:
+    """The last failure of each paused invocation, from the journal event Restate wrote when it paused
+    (`sys_invocation` keeps its ``last_failure`` columns only while it is backing off)."""
+    if not invocation_ids:
+        return {}
+    rows = _rows_in(
+        admin,
+        "SELECT id, appended_at, event_json FROM sys_journal_events WHERE event_type = 'Paused' "
+        "AND id IN {values}",
+        invocation_ids,
+    )
+    failures: dict[str, tuple[str | None, str | None]] = {}
+    for row in sorted(rows, key=lambda r: str(r.get("appended_at"))):  # the latest pause wins
+        try:
+            failure = _PAUSED_EVENT.decode(row.get("event_json") or "{}").get("last_failure") or {}
+        except msgspec.DecodeError:
+            continue  # a form this release does not know: the columns alone are shown
+        code = failure.get("error_code")
+        failures[row["id"]] = (failure.get("error_message"), None if code is None else str(code))
+    return failures
+
+
+class CloseRefused(InspectionError):
+    """`close_group` would not close: the group is parked or open (and not forced), or changed meanwhile."""
+
+
+@dataclass(frozen=True)
+class CloseResult:
+    group_key: str
+    closed: bool  # False: it was not open (closed already, or never): nothing to do
+    was: str | None  # its state before the close: "open", "parked" or "orphaned"; None if not open
+    disposition: str | None = None  # the disposition the close applied
+    cancelled: int = 0  # cancels sent: one per unsettled child, or the one pump
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+_WHY = {
+    PARKED: "it is parked: its latest opener returned normally and saved its handle, so a continuation "
+    "may resume it (and would then find it closed); pass --force to close it anyway",
+    OPEN: "it is open: its opener is running and still reads it; pass --force to close it anyway",
+}
+
+
+def ingress_url(url: str | None = None) -> str:
+    """``url``, else ``$RESTATE_INGRESS_URL``, else ``$LASH_INGRESS_URL``, else the local default."""
+    return (
+        url
+        or os.environ.get("RESTATE_INGRESS_URL")
+        or os.environ.get("LASH_INGRESS_URL")
+        or DEFAULT_INGRESS_URL
+    )
+
+
+def close_group(
+    admin: Admin,
+    group_key: str,
+    *,
+    cancel: bool = False,
+    force: bool = False,
+    ingress: str | None = None,
+) -> CloseResult:
+    """The operator's close of one group: the ADR's close, as its caller's would be (decision 45).
+
+    Idempotent (a group that is not open is left alone); narrowing only (``cancel`` narrows
+    RunToCompletion to Cancel, which cancels its unsettled children; a declared Cancel stays Cancel);
+    it deletes the group's state. A parked or open group is refused unless ``force``.
+    """
+    found = _groups(admin, f" AND service_key = {quote(group_key)}")
+    if not found:
+        return CloseResult(group_key=group_key, closed=False, was=None)
+    [group] = found
+    known = _invocations(admin, [o.caller for o in group.meta.openers])
+    state, _ = _classify(group, known)
+    if state in _WHY and not force:
+        raise CloseRefused(f"not closing {group_key}: {_WHY[state]}")
+    request = OperatorClose(
+        incarnation=group.meta.incarnation, openers=len(group.meta.openers), cancel=cancel
+    )
+    answer = _operator_close(_api(admin), ingress_url(ingress), group_key, request)
+    if answer.refused is not None:
+        raise CloseRefused(f"not closing {group_key}: {answer.refused}")
+    return CloseResult(
+        group_key=group_key,
+        closed=answer.closed,
+        was=state if answer.closed else None,
+        disposition=answer.disposition.value if isinstance(answer.disposition, LoserPolicy) else None,
+        cancelled=answer.cancelled,
+    )
+
+
+def _operator_close(api: AdminApi, ingress: str, group_key: str, request: OperatorClose) -> OperatorClosed:
+    route = GROUP_OPERATOR_CLOSE
+    url = f"{ingress.rstrip('/')}/{route.service}/{url_quote(group_key, safe='')}/{route.handler}"
+    headers = {"content-type": "application/json"}
+    if api.token:
+        headers["authorization"] = f"Bearer {api.token}"
+    try:
+        response = httpx.post(url, content=msgspec.json.encode(request), headers=headers, timeout=60)
+    except httpx.HTTPError as exc:
+        raise InspectionError(f"cannot reach the Restate ingress at {ingress} ({exc})") from None
+    if response.status_code != 200:
+        raise InspectionError(
+            f"the ingress at {ingress} answered {response.status_code} to the close: {response.text[:200]}"
+        )
+    try:
+        return msgspec.json.decode(response.content, type=OperatorClosed)
+    except msgspec.DecodeError as exc:
+        raise InspectionError(f"{ingress} is not serving {route.service}/{route.handler} ({exc})") from None
 
 
 def _outcome_kinds(

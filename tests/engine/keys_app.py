@@ -1,4 +1,5 @@
-"""An application for the key-derivation tests: one handler opening two identical groups."""
+"""An application for the front door's tests: one handler opening two identical groups, one whose
+only child rejects, and one that parks a group (reads its winner, saves its handle, returns)."""
 
 from __future__ import annotations
 
@@ -31,6 +32,15 @@ async def twice(ctx: restate.Context, value: str) -> list[str]:
 async def reject(ctx: restate.Context, message: str) -> str:
     """A race whose only child rejects, left uncaught: the invocation must end, not retry."""
     return str(await lash.race(ctx, [lash.tool("fail", message)]))
+
+
+@keys.handler()
+async def park(ctx: restate.Context, value: str) -> str:
+    """Read the winner of a RunToCompletion race by hand and return its saved handle, the group open."""
+    children = [lash.tool("echo", {"value": value}), lash.sleep(timedelta(hours=1))]
+    group = await lash.open(ctx, children, wake=lash.GroupWakePolicy.FIRST)
+    await group.next()
+    return group.save()
 
 
 tools = lash.ToolRegistry()

@@ -63,17 +63,19 @@ async def test_groups_list_and_show_against_a_running_stack(stack: LocalStack) -
 
     listed = lash("groups", "list", "--json", "--admin-url", admin)
     assert listed.returncode == 0, listed.stderr
-    assert json.loads(listed.stdout) == [
-        {
-            "group_key": s.key(),
-            "child_count": 2,
-            "settled": 1,
-            "wake": "first",
-            "disposition": "run_to_completion",
-            "mode": "direct",
-            "orphaned": True,  # its only opener, the turn, has ended
-        }
-    ]
+    [row] = json.loads(listed.stdout)
+    assert isinstance(row.pop("age_s"), int)
+    assert row == {
+        "group_key": s.key(),
+        "child_count": 2,
+        "settled": 1,
+        "wake": "first",
+        "disposition": "run_to_completion",
+        "mode": "direct",
+        "state": "parked",  # its only opener, the turn, returned normally with the group open
+        "orphaned": False,
+        "paused": 0,
+    }
     table = lash("groups", "list", "--admin-url", admin)
     assert table.stdout.splitlines()[0].split() == [
         "GROUP_KEY",
@@ -82,7 +84,9 @@ async def test_groups_list_and_show_against_a_running_stack(stack: LocalStack) -
         "WAKE",
         "DISPOSITION",
         "MODE",
-        "ORPHANED",
+        "STATE",
+        "AGE",
+        "PAUSED",
     ]
     assert s.key() in table.stdout
 
@@ -142,6 +146,7 @@ def test_every_command_has_help() -> None:
         ["register", "--help"],
         ["groups", "list", "--help"],
         ["groups", "show", "--help"],
+        ["groups", "close", "--help"],
         ["dev", "--help"],
     ):
         shown = lash(*command)
@@ -219,11 +224,11 @@ def test_version_names_the_installed_distribution() -> None:
     assert run.stdout.strip() == f"lash-restate {version('lash-restate')}"
 
 
-async def test_groups_show_lists_every_child_and_list_orphaned_finds_exactly_the_orphans(
+async def test_groups_show_lists_every_child_and_list_by_state_finds_exactly_those(
     stack: LocalStack,
 ) -> None:
     """An operator's view: per child its rank, outcome kind and invocation; per group its openers and
-    whether any is alive. A group whose opener is parked is held; one whose opener ended is orphaned."""
+    whether any is alive. A group whose opener still waits is open; one whose opener returned is parked."""
     s = Scope()
     orphan = s.group([echo("a"), event(s.event("never"))], wake="first", batch="orphan")
     held = s.group([event(s.event("gate")), echo("b"), echo("c")], batch="held")  # pumped (3 children)
@@ -237,10 +242,12 @@ async def test_groups_show_lists_every_child_and_list_orphaned_finds_exactly_the
                 if found.returncode == 0 and json.loads(found.stdout)["settled"] == 2:
                     break
                 await asyncio.sleep(0.05)
-        orphans = json.loads(lash("groups", "list", "--orphaned", "--json", "--admin-url", admin).stdout)
-        assert [g["group_key"] for g in orphans] == [s.key(batch="orphan")]
+        parked_ = lash("groups", "list", "--state", "parked", "--json", "--admin-url", admin)
+        assert [g["group_key"] for g in json.loads(parked_.stdout)] == [s.key(batch="orphan")]
+        running = lash("groups", "list", "--state", "open", "--json", "--admin-url", admin)
+        assert [g["group_key"] for g in json.loads(running.stdout)] == [s.key(batch="held")]
         view = json.loads(lash("groups", "show", s.key(batch="held"), "--json", "--admin-url", admin).stdout)
-        assert view["orphaned"] is False and view["mode"] == "pumped"
+        assert view["state"] == "open" and view["mode"] == "pumped"
         assert [o["alive"] for o in view["openers"]] == [True]
         assert view["opened_at"] is not None
         by_position = {c["position"]: c for c in view["children"]}
@@ -253,7 +260,7 @@ async def test_groups_show_lists_every_child_and_list_orphaned_finds_exactly_the
             f"{s.key(batch='held')}/c{i}" for i in range(3)
         ]
         human = lash("groups", "show", s.key(batch="held"), "--admin-url", admin)
-        assert "REPLAY_KEY" in human.stdout and "(alive)" in human.stdout
+        assert "REPLAY_KEY" in human.stdout and "(running)" in human.stdout
         await stack.emit(s.event("gate"), "open")
     assert len(parked.result()) == 4
     shown = json.loads(lash("groups", "show", s.key(batch="orphan"), "--json", "--admin-url", admin).stdout)

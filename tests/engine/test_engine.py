@@ -250,7 +250,8 @@ async def _assert_group_state_is_references_only(stack: Stack, group_key: str, p
         "SELECT key, value_utf8 FROM state "
         f"WHERE service_name = 'LashGroup' AND service_key = {quote(group_key)}",
     )
-    assert {r["key"] for r in rows} <= {"meta", "fence", "invocations"}
+    # `opener_ends`: how the callers that saved its handle ended (decision 45), invocation ids only.
+    assert {r["key"] for r in rows} <= {"meta", "fence", "invocations", "opener_ends"}
     assert not any(payload in (r["value_utf8"] or "") for r in rows)
 
 

@@ -1,8 +1,9 @@
 """One sample value of every record and message the tier writes, with how it is written and read.
 
 Each sample's name is ``{format}.{variant}``, where ``{format}`` is a row of
-`lash_restate.engine.FORMATS`. `format1.json` holds the bytes format 1 wrote for each sample (made
-once, by `make_fixtures.py`, from the baseline's code, and never rewritten).
+`lash_restate.engine.FORMATS`. `format1.json` holds the bytes of each sample as first written (the
+baseline's records by the baseline's code, a later record by the release that introduced it), made
+by `make_fixtures.py` and never rewritten.
 """
 
 from __future__ import annotations
@@ -40,6 +41,8 @@ from lash_restate.engine._messages import (
     CloseRequest,
     OpenReply,
     OpenRequest,
+    OperatorClose,
+    OperatorClosed,
     OutcomesRead,
     PumpRun,
     Ref,
@@ -47,7 +50,7 @@ from lash_restate.engine._messages import (
     WaitReply,
     WaitRequest,
 )
-from lash_restate.engine._records import GroupMeta, Opener, SettlementMode, Waiter
+from lash_restate.engine._records import GroupMeta, Opener, OpenerEnd, SettlementMode, Waiter
 
 __all__ = ["SAMPLES", "Sample"]
 
@@ -182,6 +185,22 @@ def _samples() -> list[Sample]:
         add(f"state.group.meta.{variant}", meta, _json(GroupMeta))
     add("state.group.fence.three", SHAPE, _json(GroupShape))
     add("state.group.invocations.three", ["inv_1c0", "inv_1c1", "inv_1c2"], _json(list[str]))
+    ends = [OpenerEnd(caller="inv_1abc", failed=False), OpenerEnd(caller="inv_1def", failed=True)]
+    add("state.group.opener_ends.two", ends, _json(list[OpenerEnd]))
+    returned = CallerEnded(caller="inv_1abc", incarnation=INCARNATION, failed=False)
+    add("msg.group.hold.saved", CallerEnded(caller="inv_1abc", incarnation=INCARNATION), _json(CallerEnded))
+    add("msg.group.hold.returned", returned, _json(CallerEnded))
+    close = OperatorClose(incarnation=INCARNATION, openers=2, cancel=True)
+    add("msg.group.operator_close.cancel", close, _json(OperatorClose))
+    add(
+        "msg.group.operator_close.declared",
+        OperatorClose(incarnation=INCARNATION, openers=1),
+        _json(OperatorClose),
+    )
+    closed = OperatorClosed(closed=True, disposition=_CANCEL, cancelled=1)
+    add("msg.group.operator_closed.closed", closed, _json(OperatorClosed))
+    refused = OperatorClosed(closed=False, refused="the group was reopened since")
+    add("msg.group.operator_closed.refused", refused, _json(OperatorClosed))
     for variant, outcome in OUTCOMES.items():
         add(f"state.child.outcome.{variant}", outcome, _json(Outcome))
         add(f"state.pump.outcome.{variant}", outcome, _json(Outcome))

@@ -17,9 +17,20 @@ from ._endpoint import (
     validate_deployment,
 )
 from ._formats import BASELINE, FORMAT, FORMATS, Format
+from ._messages import OperatorClose, OperatorClosed
 from ._mode import OutcomeStore, outcome_store
-from ._records import GroupMeta, SettlementMode
-from ._routes import CHILD, DEFAULT_PREFIX, GROUP, PUMP, SIGNAL, check_prefix, named, use_prefix
+from ._records import OPENER_ENDS, GroupMeta, OpenerEnd, SettlementMode
+from ._routes import (
+    CHILD,
+    DEFAULT_PREFIX,
+    GROUP,
+    GROUP_OPERATOR_CLOSE,
+    PUMP,
+    SIGNAL,
+    check_prefix,
+    named,
+    use_prefix,
+)
 
 __all__ = [
     "APP_METADATA",
@@ -30,12 +41,17 @@ __all__ = [
     "FORMAT",
     "FORMATS",
     "GROUP",
+    "GROUP_OPERATOR_CLOSE",
+    "OPENER_ENDS",
     "PUMP",
     "SERVERS",
     "SIGNAL",
     "DeploymentError",
     "Format",
     "GroupMeta",
+    "OpenerEnd",
+    "OperatorClose",
+    "OperatorClosed",
     "OutcomeStore",
     "RestateController",
     "ServedApplication",

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import restate
+from restate import SendHandle
 from restate.serde import BytesSerde
 
 from ..contract import (
@@ -40,6 +41,7 @@ from ..contract import (
 )
 from ._errors import raise_typed
 from ._messages import (
+    CallerEnded,
     CloseRequest,
     OpenReply,
     OpenRequest,
@@ -50,7 +52,7 @@ from ._messages import (
     encode,
 )
 from ._mode import mode_for
-from ._routes import GROUP_CLOSE, GROUP_OPEN, GROUP_WAIT, Route
+from ._routes import GROUP_CLOSE, GROUP_HOLD, GROUP_OPEN, GROUP_WAIT, Route
 
 __all__ = ["RestateController"]
 
@@ -85,6 +87,8 @@ class RestateController(EffectGroupDefaults):
         # Groups this invocation opened, with the recorded child count and declared disposition: a
         # close that can be checked against them cannot be refused, so it need not wait for the object.
         self._declared: dict[str, tuple[int, LoserPolicy]] = {}
+        # Groups whose handle this invocation saved, with the watch it asked the group for (decision 45).
+        self._saved: dict[str, SendHandle] = {}
 
     def supports_concurrent_effects(self) -> bool:
         return True
@@ -139,6 +143,22 @@ class RestateController(EffectGroupDefaults):
         # Open or reopen, the recorded shape is this group's (the reopen was fenced on it).
         self._declared[key] = (len(group), group.disposition)
         return GroupHandle.opened(group)
+
+    def handle_saved(self, handle: GroupHandle) -> None:
+        """This invocation saved ``handle`` for a continuation: have the group learn how it ends.
+
+        Decision 42: once it has returned normally, the group is parked (a continuation holds its
+        cursor), not orphaned; an operator can tell the two apart however long ago that was. One
+        one-way message per group and invocation, on the save path only (a combinator that closes
+        its group never saves); a `Cancel` group watches its openers already (decision 13).
+        """
+        key = handle.group_key
+        declared = self._declared.get(key)
+        if key in self._saved or (declared is not None and declared[1] is LoserPolicy.CANCEL):
+            return
+        wakes = self._wakes.get(key)
+        saver = CallerEnded(caller=self._ctx.request().id, incarnation=wakes.incarnation if wakes else "")
+        self._saved[key] = GROUP_HOLD.send(self._ctx, key, saver)
 
     def _window(self, consumed: int, child_count: int) -> dict[str, Any]:
         """Fresh awakeables for ranks ``consumed + 1`` … (at most WAKE_WINDOW), by awakeable id."""
@@ -265,6 +285,10 @@ class RestateController(EffectGroupDefaults):
         else:
             await self._ask(GROUP_CLOSE, key, request)
         self._wakes.pop(key, None)
+        if (hold := self._saved.pop(key, None)) is not None:
+            # Closed: how this invocation ends no longer matters to the group, so its watch ends now
+            # instead of staying attached for the rest of this invocation (as decision 13's do).
+            self._ctx.cancel_invocation(await hold.invocation_id())
 
     def _cannot_refuse(self, handle: GroupHandle, disposition: LoserPolicy | None) -> bool:
         """Whether the group this invocation opened would accept this close (decision 21)."""

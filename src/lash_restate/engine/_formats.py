@@ -26,9 +26,10 @@ FORMAT: Final = 1  # the newest format this release writes anywhere
 class Format:
     """One record or message: where it lives, and the version this release writes there."""
 
-    name: str  # what `tests/formats` calls its fixtures: "{name}" or "{name}.{variant}"
+    name: str  # what `tests/formats` calls its fixtures: "{name}.{variant}"
     where: str  # the state key or handler that implies its version
     version: int = 1
+    since: str = BASELINE  # the release that first wrote it ("unreleased" until the next release)
 
 
 FORMATS: Final[tuple[Format, ...]] = (
@@ -36,6 +37,11 @@ FORMATS: Final[tuple[Format, ...]] = (
     Format("state.group.meta", "{prefix}Group state `meta`: GroupMeta"),
     Format("state.group.fence", "{prefix}Group state `fence`: GroupShape"),
     Format("state.group.invocations", "{prefix}Group state `invocations`: list of invocation ids"),
+    Format(
+        "state.group.opener_ends",
+        "{prefix}Group state `opener_ends`: list of OpenerEnd (how each caller that saved a handle ended)",
+        since="unreleased",
+    ),
     Format("state.child.outcome", "{prefix}Child state `outcome:{incarnation}`: Outcome"),
     Format("state.pump.outcome", "{prefix}Pump state `o{position}`: Outcome"),
     Format("state.pump.slices", "{prefix}Pump state `slices`: list of pump keys"),
@@ -50,6 +56,21 @@ FORMATS: Final[tuple[Format, ...]] = (
     Format("msg.group.wait_reply", "{prefix}Group/wait output and each wake's awakeable: WaitReply"),
     Format("msg.group.close", "{prefix}Group/close input: CloseRequest"),
     Format("msg.group.watch", "{prefix}Group/watch and {prefix}Group/caller_ended input: CallerEnded"),
+    Format(
+        "msg.group.hold",
+        "{prefix}Group/hold and {prefix}Group/held input: CallerEnded (a caller that saved a handle)",
+        since="unreleased",
+    ),
+    Format(
+        "msg.group.operator_close",
+        "{prefix}Group/operator_close input, from `groups close` through the ingress: OperatorClose",
+        since="unreleased",
+    ),
+    Format(
+        "msg.group.operator_closed",
+        "{prefix}Group/operator_close output: OperatorClosed",
+        since="unreleased",
+    ),
     Format("msg.child.run", "{prefix}Child/run input: ChildRun"),
     Format("msg.child.execute", "{prefix}Child/execute input: RuntimeEffectEnvelope"),
     Format("msg.child.execute_reply", "{prefix}Child/execute output: Outcome"),

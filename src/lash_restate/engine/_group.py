@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import msgspec
 import restate
+from restate.serde import BytesSerde
 
 from .. import logs
 from ..contract import (
@@ -28,6 +29,8 @@ from ._messages import (
     CloseRequest,
     OpenReply,
     OpenRequest,
+    OperatorClose,
+    OperatorClosed,
     Ref,
     SettleBatch,
     WaitReply,
@@ -35,12 +38,26 @@ from ._messages import (
     decode,
 )
 from ._mode import INVOCATIONS, mode_for
-from ._records import META, SHAPE, STRINGS, GroupMeta, MsgspecSerde, Opener, SettlementMode
+from ._records import (
+    ENDS,
+    META,
+    OPENER_ENDS,
+    SHAPE,
+    STRINGS,
+    GroupMeta,
+    MsgspecSerde,
+    Opener,
+    OpenerEnd,
+    SettlementMode,
+)
 from ._routes import (
     GROUP,
     GROUP_CALLER_ENDED,
     GROUP_CLOSE,
+    GROUP_HELD,
+    GROUP_HOLD,
     GROUP_OPEN,
+    GROUP_OPERATOR_CLOSE,
     GROUP_SETTLE,
     GROUP_WAIT,
     GROUP_WATCH,
@@ -55,6 +72,7 @@ _REPLY: MsgspecSerde[WaitReply] = MsgspecSerde(WaitReply)
 # so a wide group's reply (and the caller's journal entry) stays bounded whatever the group's width.
 WAIT_REFS = 1024
 _OPENED: MsgspecSerde[OpenReply] = MsgspecSerde(OpenReply)
+_RAW = BytesSerde()  # an attached caller's answer is not read, whatever it is
 
 
 def group_object(
@@ -124,27 +142,29 @@ def group_object(
             return  # ADR: close is idempotent, and so is the delete
         check_child_count(meta.child_count, req.child_count, group_key=ctx.key())
         effective = effective_disposition(meta.disposition, req.disposition, group_key=ctx.key())
-        mode = mode_for(meta.mode)
-        # Every read before the first effect (decision 22): the closing caller's own cancellation
-        # surfaces only at an await, so a close is never cut off half done.
-        cancels = await mode.to_cancel(ctx, meta) if effective is LoserPolicy.CANCEL else []
-        releases = await mode.releases(ctx, meta)
-        # One cancel per unsettled child, not awaiting termination (ADR, "Close deletes…").
-        _cancel(ctx, cancels, meta)
-        for release in releases:
-            release.send(ctx)
-        for waiter in meta.waiters:
-            gone = GroupNotOpen.closed_while_awaiting(group_key=ctx.key())
-            ctx.reject_awakeable(waiter.awakeable, gone.to_wire(), NOT_FOUND)
-        for watcher in (o.watcher for o in meta.openers if o.watcher is not None and not o.ended):
-            # Closed: nothing is left to apply when the callers end, so their watches end now
-            # instead of staying attached for the callers' whole lives.
-            ctx.cancel_invocation(watcher)
-        # ADR: retirement is group-atomic; close deletes the object's state.
-        ctx.clear_all()
-        logs.event(
-            "group.closed", ctx, group_key=ctx.key(), disposition=effective.value, settled=meta.counter
-        )
+        await _close(ctx, meta, effective)
+
+    @group.handler(name=GROUP_OPERATOR_CLOSE.handler, state_preload=False)
+    @terminal_errors
+    async def operator_close(ctx: restate.ObjectContext, req: OperatorClose) -> OperatorClosed:
+        """The operator's close (decision 45): a caller's close, nothing else, reached through the ingress.
+
+        It can only close: it records no rank and settles nothing. It closes only the incarnation the
+        operator read through the admin API (which is the capability: the ingress does not show it),
+        and only if no opener arrived since they looked. Narrowing only, like any close.
+        """
+        meta = await ctx.get("meta", serde=META)
+        if meta is None:
+            return OperatorClosed(closed=False)  # idempotent: not open (closed already, or never)
+        if meta.incarnation != req.incarnation:
+            return OperatorClosed(closed=False, refused="the group was closed and opened again since")
+        if len(meta.openers) != req.openers:
+            return OperatorClosed(closed=False, refused="the group was reopened since: look at it again")
+        requested = LoserPolicy.CANCEL if req.cancel else None
+        effective = effective_disposition(meta.disposition, requested, group_key=ctx.key())
+        cancelled = await _close(ctx, meta, effective)
+        logs.event("group.operator_closed", ctx, group_key=ctx.key())
+        return OperatorClosed(closed=True, disposition=effective, cancelled=cancelled)
 
     @group.handler(name=GROUP_WATCH.handler, kind="shared", ingress_private=True)
     async def watch(ctx: restate.ObjectSharedContext, ended: CallerEnded) -> None:
@@ -179,8 +199,63 @@ def group_object(
             logs.event("group.caller_gone_cancel", ctx, group_key=ctx.key())
         _cancel(ctx, cancels, meta)
 
-    del open, settle, wait, close, watch, caller_ended
+    @group.handler(name=GROUP_HOLD.handler, kind="shared", ingress_private=True)
+    async def hold(ctx: restate.ObjectSharedContext, saver: CallerEnded) -> None:
+        """Decision 42: a caller saved its handle; wait for it to end, then report how to the writer.
+
+        A `Cancel` group's openers are watched already (decision 13), so it needs no second watch.
+        """
+        meta = await ctx.get("meta", serde=META)
+        if meta is None or meta.disposition is LoserPolicy.CANCEL:
+            return
+        if saver.incarnation and saver.incarnation != meta.incarnation:
+            return  # saved from a closed namesake
+        ends = await ctx.get(OPENER_ENDS, serde=ENDS) or []
+        if any(end.caller == saver.caller for end in ends):
+            return  # its end is recorded already
+        try:
+            await ctx.attach_invocation(saver.caller, serde=_RAW)
+            failed = False
+        except restate.TerminalError:
+            failed = True  # failed, killed or cancelled
+        report = CallerEnded(caller=saver.caller, incarnation=meta.incarnation, failed=failed)
+        GROUP_HELD.send(ctx, ctx.key(), report)
+
+    @group.handler(name=GROUP_HELD.handler, ingress_private=True, state_preload=False)
+    async def held(ctx: restate.ObjectContext, ended: CallerEnded) -> None:
+        """Record how a saver ended, under a key of its own: `GroupMeta` keeps its format-1 bytes."""
+        meta = await ctx.get("meta", serde=META)
+        if meta is None or meta.incarnation != ended.incarnation:
+            return  # closed already (or a namesake): nothing to record
+        ends = [end for end in await ctx.get(OPENER_ENDS, serde=ENDS) or [] if end.caller != ended.caller]
+        ctx.set(OPENER_ENDS, [*ends, OpenerEnd(caller=ended.caller, failed=ended.failed)], serde=ENDS)
+
+    del open, settle, wait, close, operator_close, watch, caller_ended, hold, held
     return group
+
+
+async def _close(ctx: restate.ObjectContext, meta: GroupMeta, effective: LoserPolicy) -> int:
+    """The ADR's close under ``effective``; how many cancels it sent."""
+    mode = mode_for(meta.mode)
+    # Every read before the first effect (decision 22): the closing caller's own cancellation
+    # surfaces only at an await, so a close is never cut off half done.
+    cancels = await mode.to_cancel(ctx, meta) if effective is LoserPolicy.CANCEL else []
+    releases = await mode.releases(ctx, meta)
+    # One cancel per unsettled child, not awaiting termination (ADR, "Close deletes…").
+    _cancel(ctx, cancels, meta)
+    for release in releases:
+        release.send(ctx)
+    for waiter in meta.waiters:
+        gone = GroupNotOpen.closed_while_awaiting(group_key=ctx.key())
+        ctx.reject_awakeable(waiter.awakeable, gone.to_wire(), NOT_FOUND)
+    for watcher in (o.watcher for o in meta.openers if o.watcher is not None and not o.ended):
+        # Closed: nothing is left to apply when the callers end, so their watches end now
+        # instead of staying attached for the callers' whole lives.
+        ctx.cancel_invocation(watcher)
+    # ADR: retirement is group-atomic; close deletes the object's state.
+    ctx.clear_all()
+    logs.event("group.closed", ctx, group_key=ctx.key(), disposition=effective.value, settled=meta.counter)
+    return len(cancels)
 
 
 async def _record(

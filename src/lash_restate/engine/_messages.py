@@ -6,6 +6,7 @@ from typing import Any, TypeVar
 
 import msgspec
 
+from ..contract import STRUCT_OPTIONS as STRICT_OPTIONS
 from ..contract import GroupShape, LoserPolicy, Outcome, RuntimeEffectEnvelope
 from ._records import RECORD_OPTIONS, SettlementMode
 
@@ -18,6 +19,8 @@ __all__ = [
     "CloseRequest",
     "OpenReply",
     "OpenRequest",
+    "OperatorClose",
+    "OperatorClosed",
     "OutcomesRead",
     "PumpRun",
     "Ref",
@@ -130,6 +133,28 @@ class WaitReply(msgspec.Struct, **RECORD_OPTIONS):
     refs: list[Ref]
     mode: SettlementMode = SettlementMode.DIRECT
     incarnation: str = ""
+
+
+class OperatorClose(msgspec.Struct, **STRICT_OPTIONS):
+    """An operator's close through the ingress (decision 45), answered with `OperatorClosed`.
+
+    ``incarnation`` is the capability: it is read from the group's state through the admin API, so
+    only someone who can read that state can close, and only the incarnation they looked at.
+    ``openers`` is how many openers they saw: a group reopened since is refused, to be looked at again.
+
+    Strict, unlike the engine's other messages: a close must never act on a request it half read.
+    """
+
+    incarnation: str
+    openers: int
+    cancel: bool = False  # narrow a RunToCompletion group to Cancel (a declared Cancel stays Cancel)
+
+
+class OperatorClosed(msgspec.Struct, **RECORD_OPTIONS):
+    closed: bool  # False: nothing was closed (``refused`` says why, or the group was not open)
+    disposition: LoserPolicy | None = None  # the disposition the close applied
+    cancelled: int = 0  # cancels sent: one per unsettled child, or the one pump
+    refused: str | None = None
 
 
 class CloseRequest(msgspec.Struct, **RECORD_OPTIONS):

@@ -20,13 +20,16 @@ from restate.serde import Serde
 from ..contract import GroupShape, GroupWakePolicy, LoserPolicy
 
 __all__ = [
+    "ENDS",
     "META",
+    "OPENER_ENDS",
     "RECORD_OPTIONS",
     "SHAPE",
     "STRINGS",
     "GroupMeta",
     "MsgspecSerde",
     "Opener",
+    "OpenerEnd",
     "SettlementMode",
     "Waiter",
 ]
@@ -76,6 +79,21 @@ class Opener(msgspec.Struct, **RECORD_OPTIONS):
     watcher: str | None = None  # the invocation id of the watch attached to it (Cancel only)
     ended: bool = False
     failed: bool = False  # ended in failure, or was killed or cancelled
+
+
+class OpenerEnd(msgspec.Struct, **RECORD_OPTIONS):
+    """How an invocation that saved the group's handle ended (decision 45), kept under `OPENER_ENDS`.
+
+    ``failed``: it ended in failure, or was killed or cancelled; otherwise it returned normally, so a
+    continuation holds the cursor it saved: the group is parked, not leaked.
+    """
+
+    caller: str  # its invocation id
+    failed: bool
+
+
+# A newer key than the group's format-1 records (decision 45): absent on a group no saver has ended in.
+OPENER_ENDS = "opener_ends"
 
 
 class GroupMeta(msgspec.Struct, **RECORD_OPTIONS):
@@ -152,3 +170,4 @@ class MsgspecSerde(Serde[_T]):
 META: MsgspecSerde[GroupMeta] = MsgspecSerde(GroupMeta)
 SHAPE: MsgspecSerde[GroupShape] = MsgspecSerde(GroupShape)
 STRINGS: MsgspecSerde[list[str]] = MsgspecSerde(list[str])
+ENDS: MsgspecSerde[list[OpenerEnd]] = MsgspecSerde(list[OpenerEnd])

@@ -22,6 +22,8 @@ from ._messages import (
     ChildRun,
     CloseRequest,
     OpenRequest,
+    OperatorClose,
+    OperatorClosed,
     OutcomesRead,
     PumpRun,
     SettleBatch,
@@ -38,7 +40,10 @@ __all__ = [
     "GROUP",
     "GROUP_CALLER_ENDED",
     "GROUP_CLOSE",
+    "GROUP_HELD",
+    "GROUP_HOLD",
     "GROUP_OPEN",
+    "GROUP_OPERATOR_CLOSE",
     "GROUP_SETTLE",
     "GROUP_WAIT",
     "GROUP_WATCH",
@@ -147,6 +152,14 @@ GROUP_WAIT: Route[WaitRequest, WaitReply] = Route(GROUP, "wait", WaitRequest, Wa
 GROUP_CLOSE: Route[CloseRequest, None] = Route(GROUP, "close", CloseRequest, type(None))
 GROUP_WATCH: Route[CallerEnded, None] = Route(GROUP, "watch", CallerEnded, type(None))
 GROUP_CALLER_ENDED: Route[CallerEnded, None] = Route(GROUP, "caller_ended", CallerEnded, type(None))
+# Decision 45: a caller that saved a handle is watched until it ends, and how it ended is recorded.
+GROUP_HOLD: Route[CallerEnded, None] = Route(GROUP, "hold", CallerEnded, type(None))
+GROUP_HELD: Route[CallerEnded, None] = Route(GROUP, "held", CallerEnded, type(None))
+# The operator's close: the one public handler of the group object, reached through the ingress by
+# `lash-restate groups close`; never called between lash's own services (so not in ROUTES).
+GROUP_OPERATOR_CLOSE: Route[OperatorClose, OperatorClosed] = Route(
+    GROUP, "operator_close", OperatorClose, OperatorClosed
+)
 
 CHILD_RUN: Route[ChildRun, None] = Route(CHILD, "run", ChildRun, type(None))
 CHILD_EXECUTE: Route[RuntimeEffectEnvelope, bytes] = Route(CHILD, "execute", RuntimeEffectEnvelope, bytes)
@@ -168,6 +181,8 @@ ROUTES: tuple[Route[Any, Any], ...] = (
     GROUP_CLOSE,
     GROUP_WATCH,
     GROUP_CALLER_ENDED,
+    GROUP_HOLD,
+    GROUP_HELD,
     CHILD_RUN,
     CHILD_EXECUTE,
     CHILD_OUTCOME,

@@ -5,6 +5,8 @@ tier of the conformance suite.
 - ``DemoCalls/echo`` ``{"value": V, "delay_ms": N}`` → V after N ms (a durable timer on Restate).
 - ``DemoCalls/fail`` ``{"message": M, "status": S}`` → ends in a terminal error M with code S.
 - ``DemoCalls/count`` ``{"name": X, "value": V}`` → appends X to the count file, → V.
+- ``DemoCalls/stall`` ``{"message": M}`` → a plain exception M: a fault Restate retries under its retry
+  policy and, on a server that pauses when retries run out, pauses (Restate tier only).
 - ``DemoCounter/add`` (keyed) ``N`` → the key's running total after adding N.
 """
 
@@ -81,6 +83,10 @@ def demo_call_services(count_file: str | Path | None = None) -> list[restate.Ser
         raise restate.TerminalError(str(arg_of(arg, "message", "failed")), int(arg_of(arg, "status", 500)))
 
     @service.handler()
+    async def stall(ctx: restate.Context, arg: Any) -> Any:
+        raise RuntimeError(str(arg_of(arg, "message", "stalled")))  # retryable: never a terminal error
+
+    @service.handler()
     async def count(ctx: restate.Context, arg: Any) -> Any:
         if path is not None:
             witness = path
@@ -100,5 +106,5 @@ def demo_call_services(count_file: str | Path | None = None) -> list[restate.Ser
         ctx.set("total", total)
         return total
 
-    del echo, fail, count, add
+    del echo, fail, stall, count, add
     return [service, counter]

@@ -28,6 +28,7 @@ from ..contract import (
     decode_envelope,
     describe_command,
 )
+from ..engine import RestateController
 
 __all__ = [
     "CloseStep",
@@ -188,6 +189,8 @@ async def run_turn(
                 await controller.close_effect_group(_current(handle), step.disposition)
                 results.append({"ok": None})
             elif isinstance(step, SaveStep):
+                if isinstance(controller, RestateController):
+                    controller.handle_saved(_current(handle))  # a continuation holds it: parked
                 results.append({"ok": _current(handle).to_bytes().decode()})
             elif isinstance(step, UseStep):
                 handle = GroupHandle.from_bytes(step.handle)
@@ -213,6 +216,8 @@ async def run_turn(
                         controller, step.kind, group, handle=saved, stop_after=step.stop_after
                     )
                 handle = result.handle if result.status == "suspended" else None
+                if handle is not None and isinstance(controller, RestateController):
+                    controller.handle_saved(handle)  # the turn answers the handle: a continuation holds it
                 results.append({"ok": combinator_result_json(result)})
         except LashError as error:
             results.append(error_json(error))

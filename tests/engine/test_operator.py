@@ -1,0 +1,422 @@
+"""The operator's view and lever: `groups list/show` tell open, parked and orphaned groups apart and
+show what Restate paused; `groups close` is the caller's close, through the group object (decision 45).
+
+Every case runs against a real restate-server whose default retry policy pauses an invocation after
+two attempts, so a call child whose target keeps failing is paused within a second or so.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Awaitable, Callable, Iterator
+from typing import Any, TypeVar
+
+import httpx
+import pytest
+
+from lash_restate.inspection import GroupView, OpenGroup, list_open_groups, quote, show_group, sql
+from lash_restate.testing import LocalStack, StackError
+from tests.conformance.builders import Scope, close, echo, event, next_, ok, open_, save
+
+PAUSE_FAST = {
+    "RESTATE_DEFAULT_NUM_PARTITIONS": "4",
+    "RESTATE_DEFAULT_RETRY_POLICY__MAX_ATTEMPTS": "2",
+    "RESTATE_DEFAULT_RETRY_POLICY__INITIAL_INTERVAL": "50ms",
+    "RESTATE_DEFAULT_RETRY_POLICY__ON_MAX_ATTEMPTS": "pause",
+}
+
+T = TypeVar("T")
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
+    with LocalStack.single(tmp_path_factory.mktemp("operator"), server_env=PAUSE_FAST).start() as s:
+        yield s
+
+
+def lash(stack: LocalStack, *args: str) -> subprocess.CompletedProcess[str]:
+    urls = ["--admin-url", stack.server.admin_url]
+    if args[:2] == ("groups", "close"):
+        urls += ["--ingress-url", stack.server.ingress_url]
+    return subprocess.run(
+        [sys.executable, "-m", "lash_restate", *args, *urls],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=dict(os.environ),
+    )
+
+
+async def until(probe: Callable[[], Awaitable[T | None]], within: float = 60) -> T:
+    """``probe``'s first answer that is not None (or falsy), polled until ``within`` seconds pass."""
+    async with asyncio.timeout(within):
+        while True:
+            found = await probe()
+            if found:
+                return found
+            await asyncio.sleep(0.05)
+
+
+async def listed(stack: LocalStack, key: str, state: str | None = None) -> OpenGroup | None:
+    """The listing's row for ``key`` once it is in ``state`` (None until then)."""
+    groups = await asyncio.to_thread(list_open_groups, stack.server.admin_url)
+    row = next((g for g in groups if g.group_key == key), None)
+    return row if row is not None and (state is None or row.state == state) else None
+
+
+def turn_in_background(stack: LocalStack, scope: Scope, *steps: dict[str, Any]) -> asyncio.Task[Any]:
+    """A `LashTurn/run` left running (its steps wait on an event nobody emits), keyed to find it."""
+    body = {"steps": list(steps)}
+    headers = {"idempotency-key": scope.id}
+
+    async def post() -> httpx.Response:
+        async with httpx.AsyncClient(timeout=120) as client:
+            return await client.post(f"{stack.server.ingress_url}/LashTurn/run", json=body, headers=headers)
+
+    return asyncio.create_task(post())
+
+
+async def turn_id(stack: LocalStack, scope: Scope) -> str:
+    query = (
+        "SELECT id FROM sys_invocation WHERE target_service_name = 'LashTurn' "
+        f"AND idempotency_key = {quote(scope.id)}"
+    )
+
+    async def found() -> str | None:
+        rows = await asyncio.to_thread(sql, stack.server.admin_url, query)
+        return str(rows[0]["id"]) if rows else None
+
+    return await until(found)
+
+
+async def state_rows(stack: LocalStack, key: str) -> list[dict[str, Any]]:
+    query = f"SELECT key FROM state WHERE service_name = 'LashGroup' AND service_key = {quote(key)}"
+    return await asyncio.to_thread(sql, stack.server.admin_url, query)
+
+
+async def unfinished(stack: LocalStack, key: str) -> list[dict[str, Any]]:
+    """Invocations of the group, its children and the calls they made that have not ended."""
+    children = (
+        "SELECT id FROM sys_invocation WHERE target_service_name = 'LashChild' "
+        f"AND starts_with(target_service_key, {quote(key + '/')})"
+    )
+    query = (
+        "SELECT id, target, status FROM sys_invocation WHERE status != 'completed' AND ("
+        f"(target_service_name = 'LashChild' AND starts_with(target_service_key, {quote(key + '/')})) "
+        f"OR invoked_by_id IN ({children}) "
+        f"OR (target_service_name = 'LashGroup' AND target_service_key = {quote(key)}))"
+    )
+    return await asyncio.to_thread(sql, stack.server.admin_url, query)
+
+
+def stall(message: str) -> dict[str, Any]:
+    return {"type": "call", "service": "DemoCalls", "handler": "stall", "arg": {"message": message}}
+
+
+async def parked_group(
+    stack: LocalStack, *children: dict[str, Any], disposition: str = "run_to_completion"
+) -> Scope:
+    """A group whose opener read rank 1, saved its handle and returned normally, as the group recorded."""
+    s = Scope()
+    group = s.group([echo("won"), *children], wake="first", disposition=disposition)
+    [_, won, saved] = await stack.turn(open_(group), next_(), save())
+    assert ok(won)["position"] == 0 and ok(saved)
+    await until(lambda: recorded_parked(stack, s.key()))
+    return s
+
+
+async def recorded_parked(stack: LocalStack, key: str) -> GroupView | None:
+    """The group's view once it is parked by its own record, not by what Restate still remembers."""
+    view = await asyncio.to_thread(show_group, stack.server.admin_url, key)
+    if view is None or view.state != "parked" or "Restate still remembers" in view.reason:
+        return None
+    return view
+
+
+async def purge(stack: LocalStack, invocation: str) -> None:
+    """Make Restate forget a completed invocation, as its completion retention (24 h) would."""
+    async with httpx.AsyncClient(timeout=30) as client:
+        purged = await client.patch(f"{stack.server.admin_url}/invocations/{invocation}/purge")
+    assert purged.status_code in (200, 202), purged.text
+
+
+async def orphaned_group(stack: LocalStack, disposition: str = "run_to_completion") -> Scope:
+    """A group whose opener was killed through the admin API while it waited for rank 2."""
+    s = Scope()
+    group = s.group([echo("won"), event(s.event("never"))], wake="first", disposition=disposition)
+    opener = turn_in_background(stack, s, open_(group), next_(), next_())
+    invocation = await turn_id(stack, s)
+    await until(lambda: listed(stack, s.key(), "open"))
+    async with httpx.AsyncClient(timeout=30) as client:
+        killed = await client.patch(f"{stack.server.admin_url}/invocations/{invocation}/kill")
+    assert killed.status_code in (200, 202), killed.text
+    assert (await opener).status_code != 200
+    return s
+
+
+async def open_group(stack: LocalStack) -> tuple[Scope, asyncio.Task[Any]]:
+    """A group whose opener still runs, waiting for rank 2."""
+    s = Scope()
+    group = s.group([echo("won"), event(s.event("never"))], wake="first")
+    opener = turn_in_background(stack, s, open_(group), next_(), next_())
+    await until(lambda: listed(stack, s.key(), "open"))
+    return s, opener
+
+
+async def test_list_and_show_tell_open_parked_and_orphaned_apart(stack: LocalStack) -> None:
+    parked = await parked_group(stack, event(Scope().event("later")))
+    orphaned = await orphaned_group(stack)
+    running, opener = await open_group(stack)
+
+    # Each is classified as the turn left it, the orphan after its kill, whatever came first.
+    await until(lambda: listed(stack, orphaned.key(), "orphaned"))
+    out = lash(stack, "groups", "list", "--json")
+    assert out.returncode == 0, out.stderr
+    rows = {row["group_key"]: row for row in json.loads(out.stdout)}
+    assert rows[parked.key()]["state"] == "parked" and not rows[parked.key()]["orphaned"]
+    assert rows[orphaned.key()]["state"] == "orphaned" and rows[orphaned.key()]["orphaned"]
+    assert rows[running.key()]["state"] == "open"
+    for key in (parked.key(), orphaned.key(), running.key()):
+        assert isinstance(rows[key]["age_s"], int) and rows[key]["age_s"] >= 0
+        assert rows[key]["paused"] == 0
+
+    only = lash(stack, "groups", "list", "--orphaned", "--json")
+    assert orphaned.key() in {row["group_key"] for row in json.loads(only.stdout)}
+    assert parked.key() not in {row["group_key"] for row in json.loads(only.stdout)}
+    table = lash(stack, "groups", "list")
+    assert table.stdout.splitlines()[0].split()[-3:] == ["STATE", "AGE", "PAUSED"]
+
+    shown = json.loads(lash(stack, "groups", "show", parked.key(), "--json").stdout)
+    assert shown["state"] == "parked" and "saved its handle and returned normally" in shown["reason"]
+    assert [o["ended"] for o in shown["openers"]] == ["returned"]
+    assert shown["opened_at"] and shown["age_s"] >= 0
+    # Weeks later Restate has forgotten the opener; the group's own record still says it is parked.
+    await purge(stack, shown["openers"][0]["invocation_id"])
+    assert await recorded_parked(stack, parked.key())
+    gone = json.loads(lash(stack, "groups", "show", orphaned.key(), "--json").stdout)
+    assert gone["state"] == "orphaned" and "killed" in gone["reason"]
+    human = lash(stack, "groups", "show", running.key()).stdout
+    assert "state:        open" in human and "(running)" in human
+
+    opener.cancel()
+
+
+async def test_a_paused_child_is_shown_with_its_last_failure(stack: LocalStack) -> None:
+    s = await parked_group(stack, stall("the warehouse is down"))
+    row = await until(lambda: _with_paused(stack, s.key()))
+    assert row.paused == 1 and row.state == "parked"
+
+    view = await asyncio.to_thread(show_group, stack.server.admin_url, s.key())
+    assert view is not None
+    [child] = [c for c in view.children if c.paused is not None]
+    assert child.position == 1 and child.rank is None
+    assert child.paused is not None
+    assert child.paused.target.startswith("DemoCalls/stall")
+    assert "the warehouse is down" in (child.paused.last_failure or "")
+    assert child.paused.last_failure_error_code == "500"
+    human = lash(stack, "groups", "show", s.key())
+    assert "which Restate paused" in human.stdout and "the warehouse is down" in human.stdout
+    assert "restate invocations resume" in human.stdout
+
+    assert any(r["target"].startswith("DemoCalls/stall") for r in await unfinished(stack, s.key()))
+    # What the README says to do: kill the paused call; the child then settles, and the group closes.
+    async with httpx.AsyncClient(timeout=30) as client:
+        killed = await client.patch(f"{stack.server.admin_url}/invocations/{child.paused.invocation_id}/kill")
+    assert killed.status_code in (200, 202), killed.text
+    await until(lambda: _settled(stack, s.key(), 2))
+    closed = lash(stack, "groups", "close", s.key(), "--force", "--json")
+    assert closed.returncode == 0, closed.stderr
+    assert json.loads(closed.stdout)["closed"] is True
+    await until(lambda: _nothing_left(stack, s.key()))
+
+
+async def _with_paused(stack: LocalStack, key: str) -> OpenGroup | None:
+    row = await listed(stack, key)
+    return row if row is not None and row.paused else None
+
+
+async def _settled(stack: LocalStack, key: str, count: int) -> OpenGroup | None:
+    row = await listed(stack, key)
+    return row if row is not None and row.settled == count else None
+
+
+async def _nothing_left(stack: LocalStack, key: str) -> bool:
+    return not await state_rows(stack, key) and not await unfinished(stack, key)
+
+
+async def test_close_refuses_a_parked_group_unless_forced_and_is_idempotent(stack: LocalStack) -> None:
+    s = await parked_group(stack, event(Scope().event("later")))
+    refused = lash(stack, "groups", "close", s.key())
+    assert refused.returncode == 4
+    assert "parked" in refused.stderr and "--force" in refused.stderr and "continuation" in refused.stderr
+    assert await listed(stack, s.key(), "parked")  # nothing was closed
+
+    forced = lash(stack, "groups", "close", s.key(), "--force", "--cancel", "--json")
+    assert forced.returncode == 0, forced.stderr
+    answer = json.loads(forced.stdout)
+    assert answer == {
+        "group_key": s.key(),
+        "closed": True,
+        "was": "parked",
+        "disposition": "cancel",
+        "cancelled": 1,  # the event child still waiting
+    }
+    await until(lambda: _nothing_left(stack, s.key()))
+
+    again = lash(stack, "groups", "close", s.key())
+    assert again.returncode == 0, again.stderr
+    assert "not open" in again.stdout
+    assert json.loads(lash(stack, "groups", "close", s.key(), "--json").stdout)["closed"] is False
+
+
+async def test_close_of_an_orphaned_group_cancels_its_loser_only_when_asked(stack: LocalStack) -> None:
+    kept = await orphaned_group(stack)
+    await until(lambda: listed(stack, kept.key(), "orphaned"))
+    closed = lash(stack, "groups", "close", kept.key(), "--json")
+    assert closed.returncode == 0, closed.stderr
+    assert json.loads(closed.stdout) | {"group_key": ""} == {
+        "group_key": "",
+        "closed": True,
+        "was": "orphaned",
+        "disposition": "run_to_completion",
+        "cancelled": 0,
+    }
+    assert not await state_rows(stack, kept.key())
+    # RunToCompletion: the loser runs on (it waits for its event), released of its group.
+    [loser] = await unfinished(stack, kept.key())
+    assert "LashChild" in loser["target"]
+
+    cancelled = await orphaned_group(stack)
+    await until(lambda: listed(stack, cancelled.key(), "orphaned"))
+    human = lash(stack, "groups", "close", cancelled.key(), "--cancel")
+    assert human.returncode == 0, human.stderr
+    assert "it was orphaned" in human.stdout and "1 cancel(s) sent" in human.stdout
+    await until(lambda: _nothing_left(stack, cancelled.key()))
+    await stack.emit(kept.event("never"), "late")  # lets the first group's loser end too
+    await until(lambda: _nothing_left(stack, kept.key()))
+
+
+async def test_close_of_an_open_group_needs_force_and_ends_its_openers_read(stack: LocalStack) -> None:
+    s, opener = await open_group(stack)
+    refused = lash(stack, "groups", "close", s.key())
+    assert refused.returncode == 4 and "open" in refused.stderr
+    forced = lash(stack, "groups", "close", s.key(), "--force", "--cancel")
+    assert forced.returncode == 0, forced.stderr
+    answer = await opener
+    assert answer.status_code == 200
+    [_, _, waited] = answer.json()
+    assert waited["error"]["code"] == "group_not_open"  # its read was ended by the close
+    await until(lambda: _nothing_left(stack, s.key()))
+
+
+async def test_a_group_with_no_saved_handle_is_classified_by_what_restate_remembers(
+    stack: LocalStack,
+) -> None:
+    """A group opened without a save (as format 1 did): parked while Restate remembers that its opener
+    returned normally; once that is purged, orphaned, saying its end is not known."""
+    s = Scope()
+    group = s.group([echo("won"), event(s.event("later"))], wake="first")
+    [_, won] = await stack.turn(open_(group), next_())
+    assert ok(won)["position"] == 0
+    row = await until(lambda: listed(stack, s.key(), "parked"))
+    assert row.state == "parked"
+    view = await asyncio.to_thread(show_group, stack.server.admin_url, s.key())
+    assert view is not None and "Restate still remembers" in view.reason
+    [opener] = view.openers
+    await purge(stack, opener.invocation_id)
+    row = await until(lambda: listed(stack, s.key(), "orphaned"))
+    view = await asyncio.to_thread(show_group, stack.server.admin_url, s.key())
+    assert view is not None and "not known" in view.reason
+    await stack.emit(s.event("later"), "late")
+    assert lash(stack, "groups", "close", s.key()).returncode == 0
+    await until(lambda: _nothing_left(stack, s.key()))
+
+
+async def test_a_cancel_group_is_parked_or_orphaned_by_its_own_watch(stack: LocalStack) -> None:
+    """A `Cancel` group watches its openers anyway: no second watch on save, and the same answers."""
+    parked = await parked_group(stack, event(Scope().event("later")), disposition="cancel")
+    view = await recorded_parked(stack, parked.key())
+    assert view is not None
+    holds = (
+        "SELECT id FROM sys_invocation WHERE target_service_name = 'LashGroup' "
+        f"AND target_service_key = {quote(parked.key())} AND target_handler_name = 'hold'"
+    )
+    assert await asyncio.to_thread(sql, stack.server.admin_url, holds) == []
+    await purge(stack, view.openers[0].invocation_id)
+    assert await recorded_parked(stack, parked.key())
+
+    orphaned = await orphaned_group(stack, disposition="cancel")
+    await until(lambda: listed(stack, orphaned.key(), "orphaned"))
+    gone = await asyncio.to_thread(show_group, stack.server.admin_url, orphaned.key())
+    assert gone is not None and "cancelled" in gone.reason
+    await purge(stack, gone.openers[0].invocation_id)
+    assert await listed(stack, orphaned.key(), "orphaned")
+    for s in (parked, orphaned):
+        assert lash(stack, "groups", "close", s.key(), "--force").returncode == 0
+        await until(lambda s=s: _nothing_left(stack, s.key()))
+
+
+async def test_a_forged_close_without_the_incarnation_is_refused(stack: LocalStack) -> None:
+    """The public handler closes only for someone who read the group's incarnation via the admin API."""
+    s, opener = await open_group(stack)
+    forged = {"incarnation": "00000000-0000-0000-0000-000000000000", "openers": 1, "cancel": True}
+    answer = await stack.call(f"LashGroup/{s.key()}/operator_close", forged)
+    assert answer["closed"] is False and "closed and opened again" in answer["refused"]
+    with pytest.raises(StackError):  # ends at once (a terminal failure), never retried on the group
+        await stack.call(f"LashGroup/{s.key()}/operator_close", {"settle": [0]})
+    assert await listed(stack, s.key(), "open")
+    assert lash(stack, "groups", "close", s.key(), "--force", "--cancel").returncode == 0
+    await opener
+    await until(lambda: _nothing_left(stack, s.key()))
+
+
+async def test_the_front_doors_save_parks_the_group(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """`Group.save()` in an application's handler records the park, beyond Restate's retention."""
+    app = LocalStack.single(
+        tmp_path_factory.mktemp("front"), module="tests.engine.keys_app", endpoint_args=()
+    )
+    with app.start():
+        handle = await app.call("Keys/park", "v")
+        key = json.loads(handle)["group_key"]
+        view = await until(lambda: recorded_parked(app, key))
+        await purge(app, view.openers[0].invocation_id)
+        assert await recorded_parked(app, key)
+        closed = lash(app, "groups", "close", key, "--force", "--cancel", "--json")
+        assert json.loads(closed.stdout)["cancelled"] == 1, closed.stderr  # the hour-long sleep
+        await until(lambda: _nothing_left(app, key))
+
+
+async def test_a_savers_watch_ends_when_it_closes_the_group(stack: LocalStack) -> None:
+    """A caller that saves a handle, then closes the group and lives on, leaves no watch attached."""
+    s = Scope()
+    group = s.group([echo("won"), event(s.event("later"))], wake="first")
+    blocker = s.group([event(s.event("never"))], batch="blocker")
+    holds = (
+        "SELECT status FROM sys_invocation WHERE target_service_name = 'LashGroup' "
+        f"AND target_service_key = {quote(s.key())} AND target_handler_name = 'hold'"
+    )
+
+    async def ended() -> bool:
+        rows = await asyncio.to_thread(sql, stack.server.admin_url, holds)
+        return bool(rows) and all(r["status"] == "completed" for r in rows)
+
+    steps = [open_(group), next_(), save(), close("cancel"), open_(blocker), next_(cancel_after_ms=10_000)]
+    caller = turn_in_background(stack, s, *steps)
+    await until(ended)
+    assert not caller.done()  # the close ended the watch, not the caller's end
+    assert (await caller).status_code == 200
+
+
+def test_closing_a_group_that_is_not_open_is_a_no_op(stack: LocalStack) -> None:
+    missing = subprocess.run(
+        [sys.executable, "-m", "lash_restate", "groups", "close", "nokey:group:b:0"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "RESTATE_ADMIN_URL": stack.server.admin_url},
+    )
+    assert missing.returncode == 0 and "not open" in missing.stdout  # nothing to close: no ingress needed
