@@ -32,6 +32,7 @@ from ..contract import (
     check_await,
     check_child_count,
     check_close,
+    check_open_size,
     effective_disposition,
     execute_outcome,
     require_group,
@@ -115,6 +116,10 @@ class RestateController(EffectGroupDefaults):
     async def _open(self, group: RuntimeEffectGroup, *, reopen_only: bool) -> GroupHandle:
         key = str(require_group(group).key)
         require_groups(self._groups, group_key=key)
+        # The open request carries every child: one past Restate's message limit would be refused
+        # by the server at every retry of this invocation, so it is refused here, before anything
+        # is journaled (no awakeable, no send).
+        check_open_size(group)
         # The open also registers wakes for the first ranks, saving those awaits a round trip each.
         window = self._window(0, len(group))
         # ADR: resolve all N before recording: the group object does, where the children run (decision

@@ -28,6 +28,7 @@ from ._messages import (
     CloseRequest,
     OpenReply,
     OpenRequest,
+    OpenRequestSerde,
     Ref,
     SettleBatch,
     WaitReply,
@@ -64,7 +65,8 @@ def group_object(batch_from: int, routing: Routing) -> restate.VirtualObject:
     """
     group = restate.VirtualObject(named(GROUP), invocation_retry_policy=HANDLER_RETRY)
 
-    @group.handler(name=GROUP_OPEN.handler, ingress_private=True)
+    # Reads children in either format (decision 42); this release writes format 1.
+    @group.handler(name=GROUP_OPEN.handler, ingress_private=True, input_serde=OpenRequestSerde())
     async def open(ctx: restate.ObjectContext, req: OpenRequest) -> None:
         """Record (or fence a reopen of) the group and dispatch its children; answer on ``reply_to``.
 
@@ -197,6 +199,10 @@ async def _record(
         # Decision 41: a resume of a group that was closed (or never recorded) must not start it over.
         raise GroupNotOpen.not_recorded(group_key=ctx.key())
     children = [decode(child, RuntimeEffectEnvelope) for child in req.children]
+    mode = SettlementMode.for_width(req.shape.child_count, batch_from)
+    # A caller of this release refused an open too large to send; a request that arrived may still
+    # hold children that would not fit the messages that dispatch them: refused, recording nothing.
+    mode_for(mode).check_fits(ctx.key(), children, [len(child) for child in req.children])
     miss = routing.first_miss(children)
     if miss is not None:
         # ADR: a first open with a child nobody can run records nothing, group row included.
@@ -208,7 +214,7 @@ async def _record(
         wake=req.shape.wake,
         disposition=req.shape.disposition,
         incarnation=str(ctx.uuid()),
-        mode=SettlementMode.for_width(req.shape.child_count, batch_from),
+        mode=mode,
     )
     meta = msgspec.structs.replace(meta, waiters=meta.waiting(0, req.wakes))
     # Recorded and dispatched in one handler run: a group is never recorded without its children.
