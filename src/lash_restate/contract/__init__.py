@@ -67,6 +67,7 @@ from ._errors import (
     error_from_wire,
 )
 from ._group import GroupKey, GroupShape, RuntimeEffectGroup
+from ._handle import GroupHandle, check_child_count
 from ._limits import (
     BODY_LIMIT,
     MESSAGE_LIMIT,
@@ -77,7 +78,6 @@ from ._limits import (
     ok_size,
     outcome_size,
 )
-from ._handle import GroupHandle, check_child_count
 from ._policies import GroupWakePolicy, LoserPolicy, effective_disposition
 from ._settlement import Cancelled, Err, Ok, Outcome, Settlement
 from ._struct import STRUCT_OPTIONS

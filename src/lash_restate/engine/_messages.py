@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any, TypeVar
 
 import msgspec
-
 from restate.serde import Serde
 
 from ..contract import (
@@ -54,7 +53,8 @@ BATCH_INLINE_BYTES = 1024 * 1024
 READ_BUDGET = 30 * 1024 * 1024
 # A bulk read's commas and brackets over its budget: at most 256 outcomes per read.
 OUTCOMES_READ_SLACK = 512
-assert READ_BUDGET + OUTCOMES_READ_SLACK <= BODY_LIMIT and OUTCOME_LIMIT + 2 <= BODY_LIMIT
+assert READ_BUDGET + OUTCOMES_READ_SLACK <= BODY_LIMIT
+assert OUTCOME_LIMIT + 2 <= BODY_LIMIT
 
 _T = TypeVar("_T")
 

@@ -1,4 +1,4 @@
-"""The demo tools: `echo`, `fail`, `blob`, `echo_size`, `count` and `flaky`, for the dev stack, the demo and the tests."""
+"""The demo tools `echo`, `fail`, `blob`, `echo_size`, `count` and `flaky`, for the dev stack and tests."""
 
 from __future__ import annotations
 
@@ -97,7 +97,7 @@ def append_line(path: Path, line: str) -> None:
 
 
 def demo_tools(count_file: str | Path | None = None) -> ToolRegistry:
-    """`echo`, `fail`, `blob`, `echo_size`, `count` and `flaky`: the tools the dev stack, the demo and the tests use.
+    """`echo`, `fail`, `blob`, `echo_size`, `count` and `flaky`: the dev stack's and the tests' tools.
 
     ``count_file`` defaults to ``$LASH_COUNT_FILE``; without either, `count` only returns and
     `flaky` counts its attempts in memory.
