@@ -7,6 +7,7 @@ import argparse
 import asyncio
 from typing import Any
 
+import msgspec
 import restate
 
 import lash_restate as lash
@@ -45,6 +46,13 @@ async def results(ctx: restate.Context, spec: dict[str, Any]) -> list[dict[str, 
     """``{"kind": "call"|"tool", "sizes": [N, …]}``: children answering N-character strings."""
     children = [_child(spec["kind"], "blob", {"size": n}) for n in spec["sizes"]]
     return [_summary(o) for o in await lash.all_settled(ctx, children)]
+
+
+@sizes.handler()
+async def native(ctx: restate.Context, size: int) -> int:
+    """The same call as a ``results`` call child, made natively: how many characters it answered."""
+    answer = await ctx.generic_call("DemoCalls", "blob", msgspec.json.encode({"size": size}))
+    return len(msgspec.json.decode(answer))
 
 
 app = lash.app(sizes, *demo_call_services(), tools=demo_tools())

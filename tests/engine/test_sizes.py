@@ -14,6 +14,7 @@ import uuid
 from collections.abc import Iterator
 from typing import Any
 
+import httpx
 import msgspec
 import pytest
 
@@ -265,3 +266,42 @@ async def test_an_outcome_at_the_limit_is_served_and_one_byte_past_it_settles_to
         assert {k: answered[1][k] for k in ("type", "code")} == too_large
         assert f"result of {OUTCOME_LIMIT + 1} bytes" in answered[1]["message"]
     assert tools[2] == {"type": "ok", "size": 12 * MiB}
+
+
+async def _poll(stack: LocalStack, query: str, done: Any, within: float = 90) -> list[dict[str, Any]]:
+    async with asyncio.timeout(within):
+        while True:
+            rows = await asyncio.to_thread(sql, stack.admin_url, query)
+            if done(rows):
+                return rows
+            await asyncio.sleep(0.2)
+
+
+async def test_a_callee_whose_own_result_is_over_the_limit_is_retried_by_restate_not_by_lash(
+    sizes_stack: LocalStack,
+) -> None:
+    """As for a native caller: the callee's output is refused by the server (RT0003) and Restate retries
+    the callee (pausing it once its retry policy gives up); the child waits on its call, retrying
+    nothing, and settles the callee's end once an operator kills it."""
+    stack = sizes_stack
+    answer = asyncio.create_task(
+        stack.call("Sizes/results", {"kind": "call", "sizes": [33 * MiB]}, within=120)
+    )
+    [callee] = await _poll(
+        stack,
+        "SELECT id, last_failure_error_code AS code FROM sys_invocation "
+        "WHERE target = 'DemoCalls/blob' AND status != 'completed' AND retry_count >= 3",
+        lambda rows: len(rows) == 1,
+    )
+    assert callee["code"] == "RT0003"  # the server's "hit message size limit"
+    children = await asyncio.to_thread(
+        sql,
+        stack.admin_url,
+        "SELECT retry_count FROM sys_invocation WHERE target_service_name = 'LashChild' "
+        "AND status != 'completed'",
+    )
+    assert [int(c["retry_count"] or 0) for c in children] == [1]  # its first attempt, never retried
+    async with httpx.AsyncClient() as client:
+        killed = await client.patch(f"{stack.server.admin_url}/invocations/{callee['id']}/kill")
+        assert killed.status_code in (200, 202), killed.text
+    assert await answer == [{"type": "err", "code": "409", "message": "killed"}]
