@@ -43,8 +43,13 @@ async def arguments(ctx: restate.Context, spec: dict[str, Any]) -> dict[str, Any
 
 @sizes.handler()
 async def results(ctx: restate.Context, spec: dict[str, Any]) -> list[dict[str, Any]]:
-    """``{"kind": "call"|"tool", "sizes": [N, …]}``: children answering N-character strings."""
-    children = [_child(spec["kind"], "blob", {"size": n}) for n in spec["sizes"]]
+    """``{"kind": "call"|"tool", "sizes": [N, …], "delay_ms": D}``: children answering N-character
+    strings, the last after D ms."""
+    sizes = spec["sizes"]
+    delays = [0] * (len(sizes) - 1) + [spec.get("delay_ms", 0)]
+    children = [
+        _child(spec["kind"], "blob", {"size": n, "delay_ms": d}) for n, d in zip(sizes, delays, strict=True)
+    ]
     return [_summary(o) for o in await lash.all_settled(ctx, children)]
 
 

@@ -231,10 +231,8 @@ async def test_a_28_mib_argument_is_refused_at_open_instead_of_retried_forever(
     spec = {"kind": "call", "sizes": [28 * MiB], "key": key}
     refused = (await sizes_stack.call("Sizes/arguments", spec, within=60))["refused"]
     assert (refused["code"], refused["position"]) == ("too_large", 0)
-    assert (
-        f"child 0 is {len(canonical_bytes(_envelope('call', key, 0, 'x' * 28 * MiB)))} bytes"
-        in refused["message"]
-    )
+    [stamped] = _group(key, [_envelope("call", key, 0, "x" * 28 * MiB)]).children  # as the open carries it
+    assert f"child 0 is {len(canonical_bytes(stamped))} bytes encoded" in refused["message"]
     assert await _recorded(sizes_stack, key) == []
 
 
@@ -254,11 +252,15 @@ async def test_an_outcome_at_the_limit_is_served_and_one_byte_past_it_settles_to
 ) -> None:
     """Tools through a pump (three children), calls direct (two): lash's `Ok` wrapping and the bulk
     read's array are sized, so an answer near the limit never becomes a message over it. The pump
-    then keeps 44 MiB of outcomes, more than Restate lets one invocation load as eager state."""
+    then keeps 44 MiB of outcomes, more than Restate lets one invocation load as eager state. (The
+    third tool answers later: an invocation that has more than 32 MiB of results in flight at once
+    may stall on Restate 1.7, natively too, which is not what this test is about.)"""
     at = OUTCOME_LIMIT - ok_size(2)  # a string of `at` characters is an Ok of OUTCOME_LIMIT bytes
     too_large = {"type": "err", "code": "too_large"}
     tools, calls = await asyncio.gather(
-        sizes_stack.call("Sizes/results", {"kind": "tool", "sizes": [at, at + 1, 12 * MiB]}, within=300),
+        sizes_stack.call(
+            "Sizes/results", {"kind": "tool", "sizes": [at, at + 1, 12 * MiB], "delay_ms": 3000}, within=300
+        ),
         sizes_stack.call("Sizes/results", {"kind": "call", "sizes": [at, at + 1]}, within=300),
     )
     for answered in (tools, calls):

@@ -40,6 +40,8 @@ def size_of(arg: Any) -> int:
 
 
 async def _blob(args: Any) -> Any:
+    """``{"size": N, "delay_ms": D}`` → a string of N characters after D ms."""
+    await asyncio.sleep(int(arg_of(args, "delay_ms", 0)) / 1000)
     return blob(args)
 
 
