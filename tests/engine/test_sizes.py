@@ -34,6 +34,7 @@ from lash_restate.contract import (
 )
 from lash_restate.contract._limits import open_size
 from lash_restate.engine._controller import WAKE_WINDOW
+from lash_restate.engine._errors import terminal_status
 from lash_restate.engine._group import WAIT_REFS
 from lash_restate.engine._messages import (
     BATCH_INLINE_BYTES,
@@ -161,6 +162,7 @@ def test_the_group_refuses_a_raw_child_its_dispatch_could_not_carry() -> None:
         mode_for(SettlementMode.PUMPED).check_fits(key, [small] * 3, [12 * MiB] * 3)
     assert pumped.value.position == 2
     mode_for(SettlementMode.PUMPED).check_fits(key, [small] * 2, [12 * MiB] * 2)
+    assert terminal_status(direct.value) == 413  # how the group's refusal reaches the opener
 
 
 def test_settle_batches_and_wait_replies_stay_under_the_limit_at_their_worst() -> None:
