@@ -34,7 +34,7 @@ PUBLIC = {
     "DispositionWidening", "DuplicateReplayKey", "EffectGroupUnsupported", "EmptyGroup",
     "ForeignGroupKey", "GroupNotOpen", "GroupShapeError", "HandleMismatch", "InvalidEnvelope",
     "InvalidGroupKey", "InvalidHandle", "InvalidInput", "InvalidSettlement", "MembershipUnsupported",
-    "PermutedPosition", "ReplayMismatch", "ShapeMismatch", "WakeRuleDrift",
+    "PayloadTooLarge", "PermutedPosition", "ReplayMismatch", "ShapeMismatch", "WakeRuleDrift",
 }  # fmt: skip
 
 

@@ -60,6 +60,7 @@ def test_codes_are_stable_strings() -> None:
         "disposition_widening",
         "await_cancelled",
         "membership_unsupported",
+        "too_large",
     }
 
 

@@ -16,6 +16,7 @@ from typing import Any
 import httpx
 import pytest
 
+from lash_restate.contract import OUTCOME_LIMIT
 from lash_restate.inspection import list_open_groups, quote, show_group, sql
 from lash_restate.testing import TURN, LocalStack
 from tests.conformance.builders import Scope, close, combine, echo, event, next_, open_, tool, use
@@ -364,10 +365,11 @@ async def test_payloads_near_the_message_limit_pass_and_over_it_settle_as_too_la
     [_, fits] = await send_turn(stack, [open_(s.group([tool("blob", {"size": near})])), next_()])
     assert len(fits["ok"]["outcome"]["value"]) == near
     s2 = Scope()
-    over = 31 * 1024 * 1024
+    over = 33 * 1024 * 1024  # past Restate's own limit: a run journaling it would be retried for ever
     [_, refused] = await send_turn(stack, [open_(s2.group([tool("blob", {"size": over})])), next_()])
     assert refused["ok"]["outcome"]["type"] == "err"
     assert refused["ok"]["outcome"]["code"] == "too_large"
+    assert f"limit of {OUTCOME_LIMIT} bytes" in refused["ok"]["outcome"]["message"]
 
 
 async def test_a_request_over_the_ingress_limit_is_refused_and_records_nothing(

@@ -49,6 +49,7 @@ from lash_restate.engine._messages import (
     SettleBatch,
     WaitReply,
     WaitRequest,
+    decode_open,
 )
 from lash_restate.engine._records import GroupMeta, Opener, OpenerEnd, SettlementMode, Waiter
 
@@ -88,6 +89,19 @@ def _error() -> tuple[Callable[[Any], bytes], Callable[[bytes], Any]]:
         return error
 
     return lambda error: error.to_wire().encode(), decode
+
+
+def _open(raw: bool = False) -> tuple[Callable[[Any], bytes], Callable[[bytes], Any]]:
+    """The group's open request, read as `LashGroup/open` reads it (either child format)."""
+
+    def encode(request: OpenRequest) -> bytes:
+        if not raw:
+            return msgspec.json.encode(request)
+        fields = msgspec.to_builtins(request)
+        fields["children"] = [msgspec.Raw(child) for child in request.children]
+        return msgspec.json.encode(fields)
+
+    return encode, decode_open
 
 
 def _handle() -> tuple[Callable[[Any], bytes], Callable[[bytes], Any]]:
@@ -218,9 +232,12 @@ def _samples() -> list[Sample]:
         caller="inv_1abc",
         wakes=["sign_1w1", "sign_1w2"],
     )
-    add("msg.group.open.first", open_first, _json(OpenRequest))
+    add("msg.group.open.first", open_first, _open())
     resume = msgspec.structs.replace(open_first, wakes=[], reopen_only=True, caller="inv_1def")
-    add("msg.group.open.resume", resume, _json(OpenRequest))
+    add("msg.group.open.resume", resume, _open())
+    # Format 2 of the same message, read by this release and written by none yet: each child is its
+    # canonical envelope as raw JSON, not the base64 of it.
+    add("msg.group.open.raw_children", open_first, _open(raw=True))
     add("msg.group.open_reply.opened", OpenReply(reopened=False, incarnation=INCARNATION), _json(OpenReply))
     add("msg.group.open_reply.reopened", OpenReply(reopened=True, incarnation=INCARNATION), _json(OpenReply))
     refs = [

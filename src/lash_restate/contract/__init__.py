@@ -58,6 +58,7 @@ from ._errors import (
     InvalidSettlement,
     LashError,
     MembershipUnsupported,
+    PayloadTooLarge,
     PermutedPosition,
     ReplayMismatch,
     RuntimeErrorCode,
@@ -67,11 +68,25 @@ from ._errors import (
 )
 from ._group import GroupKey, GroupShape, RuntimeEffectGroup
 from ._handle import GroupHandle, check_child_count
+from ._limits import (
+    BODY_LIMIT,
+    MESSAGE_LIMIT,
+    OUTCOME_LIMIT,
+    TOO_LARGE,
+    check_open_size,
+    fit_outcome,
+    ok_size,
+    outcome_size,
+)
 from ._policies import GroupWakePolicy, LoserPolicy, effective_disposition
 from ._settlement import Cancelled, Err, Ok, Outcome, Settlement
 from ._struct import STRUCT_OPTIONS
 
 __all__ = [
+    "BODY_LIMIT",
+    "MESSAGE_LIMIT",
+    "OUTCOME_LIMIT",
+    "TOO_LARGE",
     "AwaitCancelled",
     "AwaitEvent",
     "Call",
@@ -109,6 +124,7 @@ __all__ = [
     "MembershipUnsupported",
     "Ok",
     "Outcome",
+    "PayloadTooLarge",
     "PermutedPosition",
     "Reopens",
     "ReplayMismatch",
@@ -130,6 +146,7 @@ __all__ = [
     "check_await",
     "check_child_count",
     "check_close",
+    "check_open_size",
     "decode_envelope",
     "describe_command",
     "describe_miss",
@@ -138,6 +155,9 @@ __all__ = [
     "error_from_wire",
     "execute_once",
     "execute_outcome",
+    "fit_outcome",
+    "ok_size",
+    "outcome_size",
     "require_disposition",
     "require_envelope",
     "require_group",

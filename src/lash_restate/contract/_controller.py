@@ -25,6 +25,7 @@ from ._errors import (
 )
 from ._group import RuntimeEffectGroup
 from ._handle import GroupHandle
+from ._limits import OUTCOME_LIMIT, fit_outcome, ok_size, too_large
 from ._policies import LoserPolicy
 from ._settlement import Err, Ok, Outcome, Settlement
 
@@ -279,13 +280,17 @@ async def execute_once(executor: GroupExecutor) -> Outcome | Transient:
     try:
         value = await executor.execute()
     except ToolFailure as failure:
-        return Err(message=failure.message, code=failure.code)
+        # A rejection's message is stored and served like a value: past the limit it is `too_large`.
+        return fit_outcome(Err(message=failure.message, code=failure.code))
     except Exception as exc:
         return Transient(message=f"{type(exc).__name__}: {exc}")
     try:
         encoded = msgspec.json.encode(value)
     except (TypeError, msgspec.EncodeError) as exc:
         return Err(message=f"tool returned a value that is not JSON: {exc}", code="bad_value")
+    size = ok_size(len(encoded))
+    if size > OUTCOME_LIMIT:
+        return too_large(size)  # no host could store or serve it: a terminal, never a retry loop
     # The outcome holds the value's JSON form, as a journal gives it back (a tuple is a list, NaN
     # is null), so the reference host serves what a Restate tier serves (ADR, "Tier split").
     return Ok(value=msgspec.json.decode(encoded))

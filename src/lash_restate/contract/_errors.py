@@ -9,7 +9,8 @@ The exception tree (every class carries ``code``, and ``group_key``,
     │   ├── InvalidGroupKey
     │   ├── InvalidEnvelope
     │   ├── InvalidHandle
-    │   └── InvalidSettlement
+    │   ├── InvalidSettlement
+    │   └── PayloadTooLarge         a child's open would not fit one of Restate's messages
     ├── GroupShapeError             the group, as built or as reopened, is refused whole
     │   ├── EmptyGroup
     │   ├── ForeignGroupKey
@@ -60,6 +61,7 @@ __all__ = [
     "InvalidSettlement",
     "LashError",
     "MembershipUnsupported",
+    "PayloadTooLarge",
     "PermutedPosition",
     "ReplayMismatch",
     "RuntimeErrorCode",
@@ -95,6 +97,7 @@ class RuntimeErrorCode(StrEnum):
     DISPOSITION_WIDENING = "disposition_widening"
     AWAIT_CANCELLED = "await_cancelled"
     MEMBERSHIP_UNSUPPORTED = "membership_unsupported"
+    TOO_LARGE = "too_large"
 
 
 class LashError(Exception):
@@ -183,6 +186,13 @@ class InvalidSettlement(InvalidInput):
     """A settlement names a child the group does not hold (forged, or for another group)."""
 
     code = RuntimeErrorCode.INVALID_SETTLEMENT
+
+
+class PayloadTooLarge(InvalidInput):
+    """A child (or a group's children together) would not fit one message under Restate's message
+    limit; refused before anything was sent or recorded. The message says the size and the limit."""
+
+    code = RuntimeErrorCode.TOO_LARGE
 
 
 class GroupShapeError(LashError, ValueError):

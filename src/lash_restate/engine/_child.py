@@ -31,9 +31,10 @@ from ..contract import (
     Transient,
     describe_miss,
     execute_once,
+    fit_outcome,
 )
 from ._errors import HANDLER_RETRY, NOT_FOUND, is_cancellation, lash_terminal, terminal_errors
-from ._messages import INLINE_OUTCOME_BYTES, MAX_OUTCOME_BYTES, ChildRun, Ref, SettleBatch, encode
+from ._messages import INLINE_OUTCOME_BYTES, ChildRun, Ref, SettleBatch, encode
 from ._mode import child_store
 from ._records import SettlementMode
 from ._routes import (
@@ -72,7 +73,7 @@ def child_object(
         store = child_store(req.incarnation)
         stored = await ctx.get(store, serde=_BYTES)
         if stored is None:
-            stored = encode(await _execute(ctx, envelope, routing, tool_attempts))
+            stored = _stored(await _execute(ctx, envelope, routing, tool_attempts))
             ctx.set(store, stored, serde=_BYTES)
         # Already settled (a re-dispatch after a reopen): settle again; the group dedups by position.
         ref = Ref(
@@ -87,7 +88,7 @@ def child_object(
     @terminal_errors
     async def execute(ctx: restate.ObjectContext, envelope: RuntimeEffectEnvelope) -> bytes:
         """A child the group's pump calls: run it and answer its outcome to the pump, which stores it."""
-        return encode(await _execute(ctx, envelope, routing, tool_attempts))
+        return _stored(await _execute(ctx, envelope, routing, tool_attempts))
 
     @child.handler(name=CHILD_OUTCOME.handler, kind="shared", ingress_private=True, output_serde=_BYTES)
     @terminal_errors
@@ -143,9 +144,13 @@ def _unroutable(envelope: RuntimeEffectEnvelope, routing: Routing | None = None)
     )
 
 
-def _too_large(size: int) -> Err:
-    """The terminal error of a result past Restate's message limit (decision 19)."""
-    return Err(message=f"result of {size} bytes exceeds {MAX_OUTCOME_BYTES}", code="too_large")
+def _stored(outcome: Outcome) -> bytes:
+    """The bytes a child stores (and a pump serves) for ``outcome``: past the limit for one message
+    (decision 19) a call's answer, a rejection's message or an event's payload could never be stored
+    or served, so the child would retry for ever; it settles ``too_large`` instead."""
+    encoded = encode(outcome)
+    fitted = fit_outcome(outcome, len(encoded))
+    return encoded if fitted is outcome else encode(fitted)
 
 
 async def _call(
@@ -165,11 +170,11 @@ async def _call(
         # The handler's own terminal error, a 409 of its own included: a rejection, not a cancel.
         return Err(message=error.message, code=str(error.status_code))
     try:
-        outcome: Outcome = Ok(value=msgspec.json.decode(raw) if raw else None)
+        # What the store holds (the answer wrapped in an `Ok`) may exceed what was answered: `_stored`
+        # sizes the wrapped form, so an answer near the limit settles `too_large`, never a retry loop.
+        return Ok(value=msgspec.json.decode(raw) if raw else None)
     except msgspec.DecodeError:
         return Err(message=f"{call.target} answered {len(raw)} bytes that are not JSON", code="not_json")
-    stored = len(encode(outcome))  # what the store will hold, which may exceed what was answered
-    return _too_large(stored) if stored > MAX_OUTCOME_BYTES else outcome
 
 
 async def _run_tool(
@@ -189,12 +194,9 @@ async def _run_tool(
             # Retried by ctx.run, bounded by max_attempts; the SDK keeps a RetryableError's message as
             # it is (any other exception's as its repr), so the give-up reads alike on every tier.
             raise RetryableError(result.message)
-        encoded = encode(result)
-        if len(encoded) > MAX_OUTCOME_BYTES:
-            # Past Restate's message limit the journal entry could never be written and the child
-            # would retry forever; the oversized result becomes a terminal error instead (decision 19).
-            return encode(_too_large(len(encoded)))
-        return encoded
+        # Past the message limit the run's journal entry could never be written and the child would
+        # retry for ever; execute_once settled it `too_large` already (decision 19).
+        return _stored(result)
 
     options: restate.RunOptions[bytes] = restate.RunOptions(serde=_BYTES, max_attempts=attempts)
     try:

@@ -33,6 +33,7 @@ from ..contract import (
     check_await,
     check_child_count,
     check_close,
+    check_open_size,
     effective_disposition,
     execute_outcome,
     require_group,
@@ -119,6 +120,10 @@ class RestateController(EffectGroupDefaults):
     async def _open(self, group: RuntimeEffectGroup, *, reopen_only: bool) -> GroupHandle:
         key = str(require_group(group).key)
         require_groups(self._groups, group_key=key)
+        # The open request carries every child: one past Restate's message limit would be refused
+        # by the server at every retry of this invocation, so it is refused here, before anything
+        # is journaled (no awakeable, no send).
+        check_open_size(group)
         # The open also registers wakes for the first ranks, saving those awaits a round trip each.
         window = self._window(0, len(group))
         # ADR: resolve all N before recording: the group object does, where the children run (decision
@@ -147,7 +152,7 @@ class RestateController(EffectGroupDefaults):
     def handle_saved(self, handle: GroupHandle) -> None:
         """This invocation saved ``handle`` for a continuation: have the group learn how it ends.
 
-        Decision 42: once it has returned normally, the group is parked (a continuation holds its
+        Decision 45: once it has returned normally, the group is parked (a continuation holds its
         cursor), not orphaned; an operator can tell the two apart however long ago that was. One
         one-way message per group and invocation, on the save path only (a combinator that closes
         its group never saves); a `Cancel` group watches its openers already (decision 13).

@@ -20,6 +20,7 @@ from ..contract import (
     EffectGroupUnsupported,
     GroupNotOpen,
     LashError,
+    PayloadTooLarge,
     error_from_wire,
 )
 
@@ -59,6 +60,8 @@ def terminal_status(error: LashError) -> int:
         return NOT_FOUND
     if isinstance(error, EffectGroupUnsupported):
         return 501
+    if isinstance(error, PayloadTooLarge):
+        return 413
     return 400
 
 

@@ -29,6 +29,7 @@ from ._messages import (
     CloseRequest,
     OpenReply,
     OpenRequest,
+    OpenRequestSerde,
     OperatorClose,
     OperatorClosed,
     Ref,
@@ -84,7 +85,8 @@ def group_object(
     """
     group = restate.VirtualObject(named(GROUP), invocation_retry_policy=HANDLER_RETRY, metadata=metadata)
 
-    @group.handler(name=GROUP_OPEN.handler, ingress_private=True)
+    # Reads children in either format (decision 46); this release writes format 1.
+    @group.handler(name=GROUP_OPEN.handler, ingress_private=True, input_serde=OpenRequestSerde())
     async def open(ctx: restate.ObjectContext, req: OpenRequest) -> None:
         """Record (or fence a reopen of) the group and dispatch its children; answer on ``reply_to``.
 
@@ -201,7 +203,7 @@ def group_object(
 
     @group.handler(name=GROUP_HOLD.handler, kind="shared", ingress_private=True)
     async def hold(ctx: restate.ObjectSharedContext, saver: CallerEnded) -> None:
-        """Decision 42: a caller saved its handle; wait for it to end, then report how to the writer.
+        """Decision 45: a caller saved its handle; wait for it to end, then report how to the writer.
 
         A `Cancel` group's openers are watched already (decision 13), so it needs no second watch.
         """
@@ -274,6 +276,10 @@ async def _record(
         # Decision 41: a resume of a group that was closed (or never recorded) must not start it over.
         raise GroupNotOpen.not_recorded(group_key=ctx.key())
     children = [decode(child, RuntimeEffectEnvelope) for child in req.children]
+    mode = SettlementMode.for_width(req.shape.child_count, batch_from)
+    # A caller of this release refused an open too large to send; a request that arrived may still
+    # hold children that would not fit the messages that dispatch them: refused, recording nothing.
+    mode_for(mode).check_fits(ctx.key(), children, [len(child) for child in req.children])
     miss = routing.first_miss(children)
     if miss is not None:
         # ADR: a first open with a child nobody can run records nothing, group row included.
@@ -285,7 +291,7 @@ async def _record(
         wake=req.shape.wake,
         disposition=req.shape.disposition,
         incarnation=str(ctx.uuid()),
-        mode=SettlementMode.for_width(req.shape.child_count, batch_from),
+        mode=mode,
     )
     meta = msgspec.structs.replace(meta, waiters=meta.waiting(0, req.wakes))
     # Recorded and dispatched in one handler run: a group is never recorded without its children.

@@ -5,15 +5,23 @@ from __future__ import annotations
 from typing import Any, TypeVar
 
 import msgspec
+from restate.serde import Serde
 
+from ..contract import (
+    BODY_LIMIT,
+    OUTCOME_LIMIT,
+    GroupShape,
+    LoserPolicy,
+    Outcome,
+    RuntimeEffectEnvelope,
+)
 from ..contract import STRUCT_OPTIONS as STRICT_OPTIONS
-from ..contract import GroupShape, LoserPolicy, Outcome, RuntimeEffectEnvelope
 from ._records import RECORD_OPTIONS, SettlementMode
 
 __all__ = [
     "BATCH_INLINE_BYTES",
     "INLINE_OUTCOME_BYTES",
-    "MAX_OUTCOME_BYTES",
+    "READ_BUDGET",
     "CallerEnded",
     "ChildRun",
     "CloseRequest",
@@ -27,7 +35,9 @@ __all__ = [
     "SettleBatch",
     "WaitReply",
     "WaitRequest",
+    "OpenRequestSerde",
     "decode",
+    "decode_open",
     "decode_outcome",
     "encode",
 ]
@@ -39,8 +49,14 @@ INLINE_OUTCOME_BYTES = 16 * 1024
 # A batch carries outcomes inline up to this many bytes in all; the rest are read from the store.
 BATCH_INLINE_BYTES = 1024 * 1024
 
-# Restate caps a message at 32 MiB (worker.invoker.message-size-limit); leave room for the envelope.
-MAX_OUTCOME_BYTES = 30 * 1024 * 1024
+# A bulk read of outcomes answers at most this many bytes past its first outcome (which it answers
+# whatever its size, up to OUTCOME_LIMIT): its reply stays under the limit for one message. Format 1
+# writes this value; it stays.
+READ_BUDGET = 30 * 1024 * 1024
+# A bulk read's commas and brackets over its budget: at most 256 outcomes per read.
+OUTCOMES_READ_SLACK = 512
+assert READ_BUDGET + OUTCOMES_READ_SLACK <= BODY_LIMIT
+assert OUTCOME_LIMIT + 2 <= BODY_LIMIT
 
 _T = TypeVar("_T")
 
@@ -54,6 +70,52 @@ class OpenRequest(msgspec.Struct, **RECORD_OPTIONS):
     caller: str | None = None  # the opener's invocation id, watched under a declared Cancel
     wakes: list[str] = msgspec.field(default_factory=list)  # first open: awakeables for ranks 1, 2, …
     reopen_only: bool = False  # a resume: refuse rather than record a group that is not (decision 41)
+
+
+class _OpenRequestIn(msgspec.Struct, **RECORD_OPTIONS):
+    """How `LashGroup/open` reads an `OpenRequest`: its children either as format 1 writes them (a
+    JSON string, the base64 of the canonical envelope) or as the envelope itself, raw JSON (format 2,
+    which a later release may write once every reader takes it: no base64, so no third over the
+    argument's size). This release writes format 1 only."""
+
+    reply_to: str
+    shape: GroupShape
+    children: list[msgspec.Raw]
+    caller: str | None = None
+    wakes: list[str] = msgspec.field(default_factory=list)
+    reopen_only: bool = False
+
+
+_OPEN_IN = msgspec.json.Decoder(_OpenRequestIn)
+_BASE64 = msgspec.json.Decoder(bytes)
+
+
+def decode_open(data: bytes) -> OpenRequest:
+    """An `OpenRequest` from either format: each child becomes its canonical envelope's bytes."""
+    read = _OPEN_IN.decode(data)
+    children = [_child_bytes(bytes(raw)) for raw in read.children]
+    return OpenRequest(
+        reply_to=read.reply_to,
+        shape=read.shape,
+        children=children,
+        caller=read.caller,
+        wakes=read.wakes,
+        reopen_only=read.reopen_only,
+    )
+
+
+def _child_bytes(raw: bytes) -> bytes:
+    return _BASE64.decode(raw) if raw[:1] == b'"' else raw  # format 1: a base64 string; 2: the envelope
+
+
+class OpenRequestSerde(Serde[OpenRequest]):
+    """The open handler's input: both child formats read, format 1 written."""
+
+    def deserialize(self, buf: bytes) -> OpenRequest | None:
+        return decode_open(buf) if buf else None
+
+    def serialize(self, obj: OpenRequest | None) -> bytes:
+        return msgspec.json.encode(obj) if obj is not None else b""
 
 
 class OpenReply(msgspec.Struct, **RECORD_OPTIONS):
@@ -93,7 +155,7 @@ class OutcomesRead(msgspec.Struct, **RECORD_OPTIONS):
     """
 
     positions: list[int]
-    budget: int = MAX_OUTCOME_BYTES
+    budget: int = READ_BUDGET
     first: bool = True
 
 

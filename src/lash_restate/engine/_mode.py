@@ -21,8 +21,9 @@ import msgspec
 import restate
 from restate import SendHandle
 
+from ..contract import BODY_LIMIT, PayloadTooLarge
 from ..contract import RuntimeEffectEnvelope as Envelope
-from ._messages import MAX_OUTCOME_BYTES, ChildRun, OutcomesRead, PumpRun, Ref, SettleBatch, WaitReply
+from ._messages import READ_BUDGET, ChildRun, OutcomesRead, PumpRun, Ref, SettleBatch, WaitReply
 from ._records import SHAPE, STRINGS, GroupMeta, SettlementMode
 from ._routes import (
     CHILD,
@@ -83,6 +84,11 @@ class Mode(Protocol):
         """Start the children; the returned sends' invocation ids are what `to_cancel` cancels."""
         ...
 
+    def check_fits(self, group_key: str, children: list[Envelope], sizes: list[int]) -> None:
+        """Refuse (`PayloadTooLarge`) children whose dispatch would not fit one message; ``sizes``
+        are their encoded sizes. Called before anything is recorded."""
+        ...
+
     async def to_cancel(self, ctx: restate.ObjectContext, meta: GroupMeta) -> list[str]:
         """The invocations whose cancellation cancels exactly the group's unsettled children."""
         ...
@@ -139,7 +145,25 @@ def child_store(incarnation: str) -> str:
     return f"outcome:{incarnation}"
 
 
+def _too_large(group_key: str, child: Envelope, position: int, what: str) -> PayloadTooLarge:
+    return PayloadTooLarge(
+        f"{what}, over the limit of {BODY_LIMIT} bytes for one message",
+        group_key=group_key,
+        position=position,
+        replay_key=child.replay_key,
+    )
+
+
+# A dispatch message's fields besides its envelopes: the incarnation (a UUID), the group key, names.
+_DISPATCH_ALLOWANCE = 2 * 1024
+
+
 class _Direct:
+    def check_fits(self, group_key: str, children: list[Envelope], sizes: list[int]) -> None:
+        for position, (child, size) in enumerate(zip(children, sizes, strict=True)):
+            if size + _DISPATCH_ALLOWANCE > BODY_LIMIT:  # its ChildRun
+                raise _too_large(group_key, child, position, f"child {position} is {size} bytes encoded")
+
     def dispatch(
         self, ctx: restate.ObjectContext, meta: GroupMeta, children: list[Envelope]
     ) -> list[SendHandle]:
@@ -175,6 +199,14 @@ class _Direct:
 
 
 class _Pumped:
+    def check_fits(self, group_key: str, children: list[Envelope], sizes: list[int]) -> None:
+        total = len(group_key) + _DISPATCH_ALLOWANCE  # the PumpRun carries every child
+        for position, (child, size) in enumerate(zip(children, sizes, strict=True)):
+            total += size + 1
+            if total > BODY_LIMIT:
+                what = f"the pump's run is over {total} bytes from child {position} on"
+                raise _too_large(group_key, child, position, what)
+
     def dispatch(
         self, ctx: restate.ObjectContext, meta: GroupMeta, children: list[Envelope]
     ) -> list[SendHandle]:
@@ -208,7 +240,7 @@ class _Pumped:
             by_pump.setdefault(slice_key(group_key, reply.incarnation, position), []).append(position)
         # One bulk read per pump the positions span, all at once, sharing one reply's size: only the
         # pump of the first position answers its first outcome whatever its size (decision 35).
-        share = MAX_OUTCOME_BYTES // len(by_pump) if by_pump else 0
+        share = READ_BUDGET // len(by_pump) if by_pump else 0
         calls = {
             key: PUMP_OUTCOMES.call(
                 ctx, key, OutcomesRead(positions=asked, budget=share, first=asked[0] == positions[0])

@@ -105,12 +105,14 @@ def pump_object(*, metadata: dict[str, str] | None = None) -> restate.VirtualObj
                 batch = SettleBatch(incarnation=req.incarnation, mode=SettlementMode.PUMPED, refs=refs)
                 await _forward(ctx, req.group_key, batch)
 
-    # Eager state (decision 36): a pump keeps at most PUMP_SLICE outcomes, so loading them all costs
-    # less than a round trip to the server per outcome read.
+    # Lazy state (decision 46): Restate 1.7 pauses an invocation whose eager state is over its
+    # per-invocation memory limit (the message limit, 32 MiB, by default), and a pump may keep up to
+    # PUMP_SLICE outcomes of up to that size each: a read must load only what it asks for.
     @pump.handler(
         name=PUMP_OUTCOMES.handler,
         kind="shared",
         ingress_private=True,
+        state_preload=False,
         input_serde=_READ,
         output_serde=_BYTES,
     )

@@ -38,6 +38,7 @@ from ..contract import (
     check_await,
     check_child_count,
     check_close,
+    check_open_size,
     describe_miss,
     effective_disposition,
     execute_once,
@@ -202,6 +203,9 @@ class MemoryHost:
     async def open_effect_group(self, group: RuntimeEffectGroup) -> GroupHandle:
         key = str(require_group(group).key)
         require_groups(self._resolver is not None, group_key=key)
+        # Restate's open carries every child in one message: one past its limit is refused here too,
+        # recording nothing, so the tiers accept the same groups.
+        check_open_size(group)
         record = self.store.groups.get(key)
         if record is None:
             # ADR: a first open resolves all N before recording; a miss refuses the whole open.

@@ -7,6 +7,8 @@ tier of the conformance suite.
 - ``DemoCalls/count`` ``{"name": X, "value": V}`` → appends X to the count file, → V.
 - ``DemoCalls/stall`` ``{"message": M}`` → a plain exception M: a fault Restate retries under its retry
   policy and, on a server that pauses when retries run out, pauses (Restate tier only).
+- ``DemoCalls/echo_size`` ``V`` → how many characters the string V has (for argument-size tests).
+- ``DemoCalls/blob`` ``{"size": N}`` → a string of N characters (for result-size tests).
 - ``DemoCounter/add`` (keyed) ``N`` → the key's running total after adding N.
 """
 
@@ -22,7 +24,7 @@ import restate
 
 from ..calls import CallRegistry
 from ..contract import ToolFailure
-from .tools import append_line, arg_of, count_path
+from .tools import append_line, arg_of, blob, count_path, size_of
 
 __all__ = ["DEMO_OBJECT", "DEMO_SERVICE", "demo_call_services", "demo_calls"]
 
@@ -50,6 +52,14 @@ def demo_calls(count_file: str | Path | None = None) -> CallRegistry:
         if path is not None:
             await asyncio.to_thread(append_line, path, str(arg_of(arg, "name", "")))
         return arg_of(arg, "value")
+
+    @calls.handler(DEMO_SERVICE, "echo_size")
+    async def echo_size(key: str | None, arg: Any) -> Any:
+        return size_of(arg)
+
+    @calls.handler(DEMO_SERVICE, "blob")
+    async def blob_(key: str | None, arg: Any) -> Any:
+        return blob(arg)
 
     @calls.handler(DEMO_OBJECT, "add", keyed=True)
     async def add(key: str | None, arg: Any) -> Any:
@@ -99,6 +109,14 @@ def demo_call_services(count_file: str | Path | None = None) -> list[restate.Ser
             await ctx.run_typed("count", append)
         return arg_of(arg, "value")
 
+    @service.handler(name="echo_size")
+    async def echo_size_(ctx: restate.Context, arg: Any) -> Any:
+        return size_of(arg)
+
+    @service.handler(name="blob")
+    async def blob_(ctx: restate.Context, arg: Any) -> Any:
+        return blob(arg)
+
     @counter.handler()
     async def add(ctx: restate.ObjectContext, arg: Any) -> Any:
         current = await ctx.get("total", type_hint=int)
@@ -106,5 +124,5 @@ def demo_call_services(count_file: str | Path | None = None) -> list[restate.Ser
         ctx.set("total", total)
         return total
 
-    del echo, fail, stall, count, add
+    del echo, fail, stall, count, echo_size_, blob_, add
     return [service, counter]

@@ -1,4 +1,4 @@
-"""The demo tools: `echo`, `fail`, `blob`, `count` and `flaky`, for the dev stack, the demo and the tests."""
+"""The demo tools `echo`, `fail`, `blob`, `echo_size`, `count` and `flaky`, for the dev stack and tests."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Any
 from ..contract import ToolFailure
 from ..tools import Tool, ToolRegistry
 
-__all__ = ["append_line", "arg_of", "count_path", "demo_tools"]
+__all__ = ["append_line", "arg_of", "blob", "count_path", "demo_tools", "size_of"]
 
 
 def arg_of(args: Any, name: str, default: Any = None) -> Any:
@@ -29,9 +29,24 @@ async def _fail(args: Any) -> Any:
     raise ToolFailure(str(arg_of(args, "message", "failed")), code=arg_of(args, "code"))
 
 
-async def _blob(args: Any) -> Any:
+def blob(args: Any) -> str:
     """``{"size": N}`` → a string of N characters (for payload-size tests)."""
     return "x" * int(arg_of(args, "size", 0))
+
+
+def size_of(arg: Any) -> int:
+    """How many characters the string ``arg`` (or ``arg["value"]``) has (for argument-size tests)."""
+    return len(arg if isinstance(arg, str) else str(arg_of(arg, "value", "")))
+
+
+async def _blob(args: Any) -> Any:
+    """``{"size": N, "delay_ms": D}`` → a string of N characters after D ms."""
+    await asyncio.sleep(int(arg_of(args, "delay_ms", 0)) / 1000)
+    return blob(args)
+
+
+async def _echo_size(args: Any) -> Any:
+    return size_of(args)
 
 
 def _counter(path: Path | None) -> Tool:
@@ -84,13 +99,20 @@ def append_line(path: Path, line: str) -> None:
 
 
 def demo_tools(count_file: str | Path | None = None) -> ToolRegistry:
-    """`echo`, `fail`, `blob`, `count` and `flaky`: the tools the dev stack, the demo and the tests use.
+    """`echo`, `fail`, `blob`, `echo_size`, `count` and `flaky`: the dev stack's and the tests' tools.
 
     ``count_file`` defaults to ``$LASH_COUNT_FILE``; without either, `count` only returns and
     `flaky` counts its attempts in memory.
     """
     file = count_path(count_file)
-    tools = {"echo": _echo, "fail": _fail, "blob": _blob, "count": _counter(file), "flaky": _flaky(file)}
+    tools = {
+        "echo": _echo,
+        "fail": _fail,
+        "blob": _blob,
+        "echo_size": _echo_size,
+        "count": _counter(file),
+        "flaky": _flaky(file),
+    }
     # $LASH_DEMO_TOOLS_OFF names tools this deployment no longer has (how tests model a deployment change).
     for name in os.environ.get("LASH_DEMO_TOOLS_OFF", "").split(","):
         tools.pop(name.strip(), None)

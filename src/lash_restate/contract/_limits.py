@@ -1,0 +1,138 @@
+"""How large a message may be, and how large each one a host builds will be: the one place that knows.
+
+Restate refuses any protocol message an invocation sends whose encoded body reaches its
+``worker.invoker.message-size-limit`` (32 MiB by default; the server counts the protobuf message
+after the 8-byte frame header, and allows a quarter of its 1 MiB internal overhead on top, so the
+default's effective bound is 33816576 bytes). A handler whose message is refused is retried, and
+meets the same refusal every time: an oversized argument or result is an endless retry loop unless
+it is refused where it is built. So every message lash builds is sized here first:
+
+- a group's open carries every child, each as the base64 of its canonical envelope (format 1), with
+  the group's shape (replay keys and hashes) and a few awakeable ids: `check_open_size` refuses a
+  child that could not ride it even alone, and a group whose children together would not;
+- an outcome (a tool's result or rejection, a call's answer, an event's payload, wrapped as the
+  `Outcome` a host stores) is stored and served in messages of its own: `fit_outcome` turns one past
+  `OUTCOME_LIMIT` into ``Err(code="too_large")``.
+
+Both tiers apply the same checks, so a child the reference host accepts is one Restate accepts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import msgspec
+
+from ._envelope import canonical_bytes
+from ._errors import PayloadTooLarge
+from ._group import RuntimeEffectGroup
+from ._settlement import Err, Ok, Outcome
+
+__all__ = [
+    "BODY_LIMIT",
+    "FRAMING",
+    "MESSAGE_LIMIT",
+    "OPEN_ALLOWANCE",
+    "OUTCOME_LIMIT",
+    "TOO_LARGE",
+    "carried_size",
+    "check_open_size",
+    "fit_outcome",
+    "ok_size",
+    "open_size",
+    "outcome_size",
+    "too_large",
+]
+
+# Restate's default `worker.invoker.message-size-limit` (= `networking.message-size-limit`).
+MESSAGE_LIMIT = 32 * 1024 * 1024
+# Headroom for the protocol message around a body lash builds: the command's protobuf tags and
+# lengths, service and handler names, the target key (at most 512 characters), headers. A few KiB
+# at most; 64 KiB leaves room without relying on the server's own slack above its limit.
+FRAMING = 64 * 1024
+# The largest body (a call's argument, a handler's output, a state value) lash builds.
+BODY_LIMIT = MESSAGE_LIMIT - FRAMING
+# The largest encoded outcome: a bulk read of a pump's store answers it inside a JSON array.
+OUTCOME_LIMIT = BODY_LIMIT - 16
+# An open request's fields besides its children and shape: the reply awakeable, the opener's
+# invocation id and the wakes for the first ranks (at most 32 ids of well under 100 characters).
+OPEN_ALLOWANCE = 8 * 1024
+
+TOO_LARGE = "too_large"  # the `Err` code of an outcome past OUTCOME_LIMIT (stable)
+
+_ENCODER = msgspec.json.Encoder()
+_OK_WRAP = len(_ENCODER.encode(Ok(value=None))) - len(b"null")  # {"type":"ok","value":…}
+# A child's entry in the shape: its replay key and 64-hex hash, each quoted, each followed by a comma.
+_SHAPE_ENTRY = 64 + 6
+
+
+def carried_size(canonical: int) -> int:
+    """Bytes a child of ``canonical`` encoded bytes takes in an open request: base64, quoted, a comma."""
+    return 4 * ((canonical + 2) // 3) + 3
+
+
+def open_size(group_shape: bytes, carried: Sequence[int]) -> int:
+    """An upper bound of an open request's encoded size, from its shape and its children's shares."""
+    return len(group_shape) + sum(carried) + OPEN_ALLOWANCE
+
+
+def check_open_size(group: RuntimeEffectGroup) -> None:
+    """Refuse, before anything is sent or recorded, a group whose open would not fit one message.
+
+    A child that could not ride the open even alone is named with its encoded size; otherwise a
+    group whose children together do not fit is refused naming the first position past the limit.
+    """
+    group_key, children = str(group.key), group.children
+    sizes = [len(canonical_bytes(child)) for child in children]
+    carried = [carried_size(size) for size in sizes]
+    for position, (child, size, share) in enumerate(zip(children, sizes, carried, strict=True)):
+        alone = share + OPEN_ALLOWANCE + len(child.replay_key) + _SHAPE_ENTRY
+        if alone > BODY_LIMIT:
+            raise PayloadTooLarge(
+                f"child {position} is {size} bytes encoded, {share} as the open request carries it "
+                f"(base64), over the limit of {BODY_LIMIT} bytes for one message",
+                group_key=group_key,
+                position=position,
+                replay_key=child.replay_key,
+            )
+    total = open_size(_ENCODER.encode(group.shape()), carried)
+    if total <= BODY_LIMIT:
+        return
+    running = total - sum(carried)
+    for position, share in enumerate(carried):
+        running += share
+        if running > BODY_LIMIT:
+            raise PayloadTooLarge(
+                f"the open request is {total} bytes, over the limit of {BODY_LIMIT} bytes for one "
+                f"message; child {position} is the first past it",
+                group_key=group_key,
+                position=position,
+                replay_key=children[position].replay_key,
+            )
+    raise PayloadTooLarge(  # the shape alone is past it (a very wide group of very long keys)
+        f"the open request is {total} bytes, over the limit of {BODY_LIMIT} bytes for one message",
+        group_key=group_key,
+    )
+
+
+def ok_size(value_bytes: int) -> int:
+    """The encoded size of ``Ok(value)`` for a value of ``value_bytes`` encoded bytes."""
+    return value_bytes + _OK_WRAP
+
+
+def outcome_size(outcome: Outcome) -> int:
+    return len(_ENCODER.encode(outcome))
+
+
+def too_large(size: int) -> Err:
+    """The terminal of an outcome of ``size`` encoded bytes past `OUTCOME_LIMIT`."""
+    return Err(
+        message=f"result of {size} bytes encoded exceeds the limit of {OUTCOME_LIMIT} bytes for one message",
+        code=TOO_LARGE,
+    )
+
+
+def fit_outcome(outcome: Outcome, size: int | None = None) -> Outcome:
+    """``outcome``, or `too_large` if its encoding (``size``, when known) is past `OUTCOME_LIMIT`."""
+    size = outcome_size(outcome) if size is None else size
+    return too_large(size) if size > OUTCOME_LIMIT else outcome

@@ -1,0 +1,68 @@
+"""An application for the size-limit tests: groups of large arguments and large results, answering
+only sizes and verdicts (a caller that returned the payloads would hit the limit itself)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+from typing import Any
+
+import msgspec
+import restate
+
+import lash_restate as lash
+from lash_restate.testing import demo_call_services, demo_tools
+
+sizes = restate.Service("Sizes")
+
+
+def _summary(outcome: lash.Outcome) -> dict[str, Any]:
+    if isinstance(outcome, lash.Ok):
+        value = outcome.value
+        return {"type": "ok", "size": len(value) if isinstance(value, str) else value}
+    if isinstance(outcome, lash.Err):
+        return {"type": "err", "code": outcome.code, "message": outcome.message[:500]}
+    return {"type": "cancelled"}
+
+
+def _child(kind: str, handler: str, arg: Any) -> lash.Child:
+    return lash.call("DemoCalls", handler, arg) if kind == "call" else lash.tool(handler, arg)
+
+
+@sizes.handler()
+async def arguments(ctx: restate.Context, spec: dict[str, Any]) -> dict[str, Any]:
+    """``{"kind": "call"|"tool", "sizes": [N, …], "key": K}``: children echoing the size of an N-character
+    argument, under group key K; answers their outcomes, or the refusal of the open."""
+    children = [_child(spec["kind"], "echo_size", "x" * n) for n in spec["sizes"]]
+    try:
+        outcomes = await lash.all_settled(ctx, children, key=spec["key"])
+    except lash.PayloadTooLarge as refused:
+        return {"refused": refused.wire_body()}
+    return {"outcomes": [_summary(o) for o in outcomes]}
+
+
+@sizes.handler()
+async def results(ctx: restate.Context, spec: dict[str, Any]) -> list[dict[str, Any]]:
+    """``{"kind": "call"|"tool", "sizes": [N, …], "delay_ms": D}``: children answering N-character
+    strings, the last after D ms."""
+    sizes = spec["sizes"]
+    delays = [0] * (len(sizes) - 1) + [spec.get("delay_ms", 0)]
+    children = [
+        _child(spec["kind"], "blob", {"size": n, "delay_ms": d}) for n, d in zip(sizes, delays, strict=True)
+    ]
+    return [_summary(o) for o in await lash.all_settled(ctx, children)]
+
+
+@sizes.handler()
+async def native(ctx: restate.Context, size: int) -> int:
+    """The same call as a ``results`` call child, made natively: how many characters it answered."""
+    answer = await ctx.generic_call("DemoCalls", "blob", msgspec.json.encode({"size": size}))
+    return len(msgspec.json.decode(answer))
+
+
+app = lash.app(sizes, *demo_call_services(), tools=demo_tools())
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--port", type=int, required=True)
+    asyncio.run(lash.serve(app, "127.0.0.1", parser.parse_args().port))
