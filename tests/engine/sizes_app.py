@@ -43,14 +43,14 @@ async def arguments(ctx: restate.Context, spec: dict[str, Any]) -> dict[str, Any
 
 @sizes.handler()
 async def results(ctx: restate.Context, spec: dict[str, Any]) -> list[dict[str, Any]]:
-    """``{"kind": "call"|"tool", "sizes": [N, …], "delay_ms": D}``: children answering N-character
-    strings, the last after D ms."""
+    """``{"kind": "call"|"tool", "sizes": [N, …], "key": K, "after": PATH}``: children answering
+    N-character strings under group key K, the last (a tool) only once the file PATH exists."""
     sizes = spec["sizes"]
-    delays = [0] * (len(sizes) - 1) + [spec.get("delay_ms", 0)]
-    children = [
-        _child(spec["kind"], "blob", {"size": n, "delay_ms": d}) for n, d in zip(sizes, delays, strict=True)
-    ]
-    return [_summary(o) for o in await lash.all_settled(ctx, children)]
+    args: list[dict[str, Any]] = [{"size": n} for n in sizes]
+    if spec.get("after") is not None:
+        args[-1]["after"] = spec["after"]
+    children = [_child(spec["kind"], "blob", arg) for arg in args]
+    return [_summary(o) for o in await lash.all_settled(ctx, children, key=spec.get("key"))]
 
 
 @sizes.handler()

@@ -50,7 +50,7 @@ from lash_restate.engine._messages import (
 )
 from lash_restate.engine._mode import PUMP_SLICE, mode_for
 from lash_restate.engine._records import SettlementMode
-from lash_restate.inspection import show_group, sql
+from lash_restate.inspection import list_open_groups, show_group, sql
 from lash_restate.testing import LocalStack
 
 MiB = 1024 * 1024
@@ -249,27 +249,40 @@ async def test_children_that_fit_alone_but_not_together_are_refused_naming_the_f
     assert await _recorded(sizes_stack, key) == []
 
 
+@pytest.mark.timeout(300)  # four messages of 32 MiB through one server, sharing two cores
 async def test_an_outcome_at_the_limit_is_served_and_one_byte_past_it_settles_too_large(
     sizes_stack: LocalStack,
 ) -> None:
     """Tools through a pump (three children), calls direct (two): lash's `Ok` wrapping and the bulk
     read's array are sized, so an answer near the limit never becomes a message over it. The pump
     then keeps 44 MiB of outcomes, more than Restate lets one invocation load as eager state. (The
-    third tool answers later: an invocation that has more than 32 MiB of results in flight at once
-    may stall on Restate 1.7, natively too, which is not what this test is about.)"""
+    third tool answers only once the first two are ranked: an invocation that has more than 32 MiB
+    of results in flight at once may stall on Restate 1.7, natively too, which is not what this test
+    is about.)"""
     at = OUTCOME_LIMIT - ok_size(2)  # a string of `at` characters is an Ok of OUTCOME_LIMIT bytes
     too_large = {"type": "err", "code": "too_large"}
-    tools, calls = await asyncio.gather(
-        sizes_stack.call(
-            "Sizes/results", {"kind": "tool", "sizes": [at, at + 1, 12 * MiB], "delay_ms": 3000}, within=300
-        ),
-        sizes_stack.call("Sizes/results", {"kind": "call", "sizes": [at, at + 1]}, within=300),
-    )
+    key = f"{uuid.uuid4()}:group:results:0"
+    gate = sizes_stack.base_dir / f"gate-{uuid.uuid4()}"
+    spec = {"kind": "tool", "sizes": [at, at + 1, 12 * MiB], "key": key, "after": str(gate)}
+    tools_answer = asyncio.create_task(sizes_stack.call("Sizes/results", spec, within=300))
+    async with asyncio.timeout(240):
+        while True:
+            if await asyncio.to_thread(_ranked, sizes_stack, key) >= 2:
+                break
+            await asyncio.sleep(0.2)  # the admin API is polled: it has nothing to await
+    gate.touch()
+    tools = await tools_answer
+    calls = await sizes_stack.call("Sizes/results", {"kind": "call", "sizes": [at, at + 1]}, within=300)
     for answered in (tools, calls):
         assert answered[0] == {"type": "ok", "size": at}
         assert {k: answered[1][k] for k in ("type", "code")} == too_large
         assert f"result of {OUTCOME_LIMIT + 1} bytes" in answered[1]["message"]
     assert tools[2] == {"type": "ok", "size": 12 * MiB}
+
+
+def _ranked(stack: LocalStack, key: str) -> int:
+    """How many ranks the open group ``key`` holds (0 while it is not recorded)."""
+    return next((g.settled for g in list_open_groups(stack.admin_url) if g.group_key == key), 0)
 
 
 async def _poll(stack: LocalStack, query: str, done: Any, within: float = 90) -> list[dict[str, Any]]:

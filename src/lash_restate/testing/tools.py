@@ -40,8 +40,14 @@ def size_of(arg: Any) -> int:
 
 
 async def _blob(args: Any) -> Any:
-    """``{"size": N, "delay_ms": D}`` → a string of N characters after D ms."""
+    """``{"size": N, "delay_ms": D, "after": PATH}`` → a string of N characters after D ms, and once
+    the file PATH exists if one is named (a test opens the gate when it is ready for the answer)."""
     await asyncio.sleep(int(arg_of(args, "delay_ms", 0)) / 1000)
+    gate = arg_of(args, "after")
+    while gate is not None:
+        if await asyncio.to_thread(Path(str(gate)).exists):
+            break
+        await asyncio.sleep(0.05)  # a file another process creates: there is nothing to await
     return blob(args)
 
 
