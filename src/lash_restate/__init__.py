@@ -12,15 +12,12 @@ shadow the builtins (decision 39).
 from ._front import (
     Child,
     Group,
-    all,  # noqa: F401  # an attribute, not star-imported (decision 39)
     all_settled,
-    any,  # noqa: F401
     app,
     call,
     controller,
     event,
     external,
-    open,  # noqa: F401
     race,
     serve,
     services,
@@ -28,6 +25,11 @@ from ._front import (
     tool,
     use_prefix,
 )
+
+# Attributes, not star-imported (they would shadow the builtins); `x as x` exports them to type checkers.
+from ._front import all as all
+from ._front import any as any
+from ._front import open as open
 from .calls import Target
 from .combinators import AggregateRejection, ChildRejected, Rejected
 from .contract import (
