@@ -97,7 +97,7 @@ def served_application() -> ServedApplication | None:
 def call_targets(services: Iterable[Bindable], external: Iterable[Target] = ()) -> CallTargets:
     """What `Call` children may reach: the handlers ``services`` bind, and the ``external`` services
     declared by the application (served by other endpoints of the same Restate cluster)."""
-    targets = CallTargets(external)
+    targets = CallTargets(external=external)
     for service in services:
         keyed = not isinstance(service, restate.Service)  # virtual objects and workflows take a key
         targets.add(Target(service.name, frozenset(service.handlers), keyed))
