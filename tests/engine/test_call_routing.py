@@ -160,3 +160,44 @@ async def test_a_declared_target_nobody_registered_ends_a_pumped_child_with_a_te
             "SELECT status, completion_failure FROM sys_invocation WHERE target_service_name = 'LashPump'",
             lambda rows: bool(rows) and all(r["status"] == "completed" for r in rows),
         )
+
+
+async def test_a_declared_target_served_by_another_deployment_is_called_and_a_missing_handler_is_404(
+    tmp_path: Path,
+) -> None:
+    """The admin API's answer is per handler: a handler another deployment serves is called; one of
+    the same service that nobody serves ends the child as a terminal 404."""
+    stack = LocalStack(tmp_path)
+    server = stack.add_server()
+    stack.add_endpoint("callers")  # serves DemoCalls
+    # lash's services and the driver, DemoCalls only declared: served by the other deployment.
+    env = {"LASH_DEMO_CALLS_OFF": "1", "LASH_DEMO_EXTERNAL": "DemoCalls", "LASH_ADMIN_URL": server.admin_url}
+    stack.add_endpoint("children", env=env)
+    stack.start(register=False)
+    with stack:
+        stack.register(stack.endpoints[0])
+        stack.register(stack.endpoints[1], take_over=True)  # lash's services now run here
+        s = Scope()
+        missing = {"type": "call", "service": "DemoCalls", "handler": "nope", "arg": {}}
+        group = s.group([demo_echo("served elsewhere"), missing])
+        [opened] = await stack.turn(open_(group))
+        assert ok(opened)
+        row = await _child_ended_or_retried(stack, f"{s.key()}/c1", "run")
+        assert row["status"] == "completed" and "404" in str(row["completion_failure"]), row
+        [_, served, last] = await stack.turn(use(ok(opened)), next_(), next_(cancel_after_ms=300))
+        assert ok(served)["position"] == 0 and ok(served)["outcome"] == {
+            "type": "ok",
+            "value": "served elsewhere",
+        }
+        assert err(last)["code"] == "await_cancelled"
+
+
+async def test_without_an_admin_url_a_declared_target_nobody_registered_is_retried(tmp_path: Path) -> None:
+    """Without the admin API's address the declaration is trusted: Restate retries the child under
+    lash's retry policy (it pauses when the attempts run out), as the README says."""
+    with with_ghost_declared(tmp_path, admin=False) as stack:
+        s = Scope()
+        [opened] = await stack.turn(open_(s.group([ghost()])))
+        assert ok(opened)
+        row = await _child_ended_or_retried(stack, f"{s.key()}/c0", "run")
+        assert row["status"] == "backing-off", row
