@@ -30,6 +30,7 @@ from ._routes import (
     SIGNAL,
     check_prefix,
     named,
+    use_groups_served_elsewhere,
     use_prefix,
 )
 
@@ -68,6 +69,7 @@ __all__ = [
     "outcome_store",
     "serve",
     "served_application",
+    "use_groups_served_elsewhere",
     "use_prefix",
     "validate_deployment",
 ]
