@@ -200,4 +200,4 @@ async def test_without_an_admin_url_a_declared_target_nobody_registered_is_retri
         [opened] = await stack.turn(open_(s.group([ghost()])))
         assert ok(opened)
         row = await _child_ended_or_retried(stack, f"{s.key()}/c0", "run")
-        assert row["status"] == "backing-off", row
+        assert row["status"] in ("running", "backing-off"), row  # retried, between attempts or in one
