@@ -48,7 +48,7 @@ from .engine import (
     build_app,
     call_targets,
     lash_services,
-    use_prefix,
+    use_groups_served_elsewhere,
 )
 from .engine import serve as _serve
 from .tools import ToolRegistry
@@ -131,6 +131,14 @@ def _invocation(ctx: restate.Context) -> _Invocation:
         found = _Invocation(ctx)
         setattr(ctx, _STATE, found)
     return found
+
+
+def use_prefix(prefix: str = DEFAULT_PREFIX) -> None:
+    """In a process that only calls lash: another deployment of this Restate cluster serves lash's
+    services, named ``{prefix}Group``, ``{prefix}Child``, … (``Lash…`` by default). Without this (or
+    `app` / `services` in the same process) a handler here cannot open groups: its controller answers
+    `supports_effect_groups()` false and refuses them with `EffectGroupUnsupported`."""
+    use_groups_served_elsewhere(prefix)
 
 
 def controller(ctx: Caller) -> RuntimeEffectController:

@@ -34,16 +34,28 @@ class Target:
 class CallTargets:
     """The handlers children may call, by service."""
 
-    def __init__(self, targets: Iterable[Target] = ()) -> None:
+    def __init__(self, targets: Iterable[Target] = (), *, external: Iterable[Target] = ()) -> None:
         self._by_service: dict[str, Target] = {}
+        self._external: set[str] = set()
         for target in targets:
             self.add(target)
+        for target in external:
+            self.add(target, external=True)
 
-    def add(self, target: Target) -> None:
+    def add(self, target: Target, *, external: bool = False) -> None:
+        """Add a target; ``external``: declared, served by another deployment (not bound here)."""
         known = self._by_service.get(target.service)
         if known is not None and known != target:
             raise ValueError(f"service {target.service!r} is declared twice, differently")
         self._by_service[target.service] = target
+        if external and known is None:
+            self._external.add(target.service)
+        elif not external:
+            self._external.discard(target.service)  # bound here after all
+
+    def is_external(self, service: str) -> bool:
+        """Whether ``service`` is only declared (served elsewhere, if anywhere), not bound here."""
+        return service in self._external
 
     @property
     def services(self) -> list[str]:

@@ -106,15 +106,18 @@ def _serve(args: argparse.Namespace) -> int:
         )
     resolver = load_resolver(settings.resolver)
     extra: list[Any] = []
+    external: list[Any] = []
     if settings.with_turn:
-        from .testing import demo_call_services, turn_service  # test tooling: only when asked for
+        from .testing import demo_call_services, demo_external, turn_service  # test tooling: only when asked
 
         extra.append(turn_service(resolver))
         extra.extend(demo_call_services())  # what the turn's `Call` children reach
+        external.extend(demo_external())
     try:
         app = build_app(
             resolver,
             extra_services=extra,
+            external=external,
             identity_keys=settings.identity_keys,
             batch_from=BATCH_FROM if settings.batch_from is None else settings.batch_from,
             prefix=settings.prefix,
@@ -158,10 +161,12 @@ def _check_prefix_at_start(settings: Any) -> int | None:
 
 def _run_server(app: Any, settings: Any) -> int:
     from . import logs
-    from .engine import ServerUnavailable, serve
+    from .engine import ServerUnavailable, configure_admin, serve
 
     if (refused := _check_prefix_at_start(settings)) is not None:
         return refused
+    # Children ask the admin API whether a declared external call target is registered (decision 47).
+    configure_admin(settings.admin_url)
     logs.event(
         "endpoint.serving",
         host=settings.host,

@@ -91,3 +91,113 @@ async def test_a_call_whose_target_left_the_deployment_ends_with_a_terminal_404(
         [_, served, last] = await stack.turn(use(ok(opened)), next_(), next_(cancel_after_ms=300))
         assert ok(served)["position"] == 1
         assert err(last)["code"] == "await_cancelled"
+
+
+def ghost(handler: str = "hello") -> dict[str, object]:
+    """A call to `Ghost`, which the endpoint declares external and no deployment registers."""
+    return {"type": "call", "service": "Ghost", "handler": handler, "arg": {}}
+
+
+def with_ghost_declared(tmp: Path, *, admin: bool = True) -> LocalStack:
+    """One server and a `--with-turn` endpoint declaring `Ghost` external; with ``admin``, the endpoint
+    knows the admin API's address (``LASH_ADMIN_URL``), so its children can ask who serves `Ghost`."""
+    stack = LocalStack(tmp)
+    server = stack.add_server()
+    env = {"LASH_DEMO_EXTERNAL": "Ghost", **({"LASH_ADMIN_URL": server.admin_url} if admin else {})}
+    stack.add_endpoint(env=env)
+    return stack.start()
+
+
+async def _child_ended_or_retried(stack: LocalStack, replay_key: str, handler: str) -> dict[str, object]:
+    """The child's invocation once it completed, or once Restate retried it three times (no timing)."""
+    [row] = await _poll(
+        stack,
+        "SELECT status, completion_failure, retry_count FROM sys_invocation WHERE target_service_name = "
+        f"'LashChild' AND target_handler_name = '{handler}' AND target_service_key = {quote(replay_key)}",
+        lambda rows: bool(rows) and (rows[0]["status"] == "completed" or (rows[0]["retry_count"] or 0) >= 3),
+    )
+    return row
+
+
+async def test_a_declared_target_nobody_registered_ends_a_direct_child_with_a_terminal_404(
+    tmp_path: Path,
+) -> None:
+    """ADR: a call no registered deployment binds is a routing fact, a terminal 404, never a retry."""
+    with with_ghost_declared(tmp_path) as stack:
+        s = Scope()
+        group = s.group([ghost(), {"type": "tool_call", "tool": "echo", "args": {"value": "fine"}}])
+        [opened] = await stack.turn(open_(group))
+        assert ok(opened)  # the declaration routes it at the open
+        row = await _child_ended_or_retried(stack, f"{s.key()}/c0", "run")
+        assert row["status"] == "completed", row  # not backing off on RT0018
+        failure = str(row["completion_failure"])
+        assert "404" in failure and "Ghost" in failure and "no executor" in failure, row
+        # No outcome was invented for the call: only the tool holds a rank, the call's stays unallocated.
+        [_, served, last] = await stack.turn(use(ok(opened)), next_(), next_(cancel_after_ms=300))
+        assert ok(served)["position"] == 1
+        assert err(last)["code"] == "await_cancelled"
+
+
+async def test_a_declared_target_nobody_registered_ends_a_pumped_child_with_a_terminal_404(
+    tmp_path: Path,
+) -> None:
+    """The same on the pumped path: `LashChild/execute` ends 404 and the pump settles the others."""
+    with with_ghost_declared(tmp_path) as stack:
+        s = Scope()
+        echo = {"type": "tool_call", "tool": "echo", "args": {"value": "fine"}}
+        group = s.group([echo, ghost(), echo])  # three children: settled through a pump
+        [opened] = await stack.turn(open_(group))
+        assert ok(opened)
+        row = await _child_ended_or_retried(stack, f"{s.key()}/c1", "execute")
+        assert row["status"] == "completed", row
+        failure = str(row["completion_failure"])
+        assert "404" in failure and "Ghost" in failure, row
+        steps = await stack.turn(use(ok(opened)), next_(), next_(), next_(cancel_after_ms=300))
+        assert sorted(ok(step)["position"] for step in steps[1:3]) == [0, 2]
+        assert err(steps[3])["code"] == "await_cancelled"
+        await _poll(  # the pump ended normally: a 404 child is no fault of the pump's
+            stack,
+            "SELECT status, completion_failure FROM sys_invocation WHERE target_service_name = 'LashPump'",
+            lambda rows: bool(rows) and all(r["status"] == "completed" for r in rows),
+        )
+
+
+async def test_a_declared_target_served_by_another_deployment_is_called_and_a_missing_handler_is_404(
+    tmp_path: Path,
+) -> None:
+    """The admin API's answer is per handler: a handler another deployment serves is called; one of
+    the same service that nobody serves ends the child as a terminal 404."""
+    stack = LocalStack(tmp_path)
+    server = stack.add_server()
+    stack.add_endpoint("callers")  # serves DemoCalls
+    # lash's services and the driver, DemoCalls only declared: served by the other deployment.
+    env = {"LASH_DEMO_CALLS_OFF": "1", "LASH_DEMO_EXTERNAL": "DemoCalls", "LASH_ADMIN_URL": server.admin_url}
+    stack.add_endpoint("children", env=env)
+    stack.start(register=False)
+    with stack:
+        stack.register(stack.endpoints[0])
+        stack.register(stack.endpoints[1], take_over=True)  # lash's services now run here
+        s = Scope()
+        missing = {"type": "call", "service": "DemoCalls", "handler": "nope", "arg": {}}
+        group = s.group([demo_echo("served elsewhere"), missing])
+        [opened] = await stack.turn(open_(group))
+        assert ok(opened)
+        row = await _child_ended_or_retried(stack, f"{s.key()}/c1", "run")
+        assert row["status"] == "completed" and "404" in str(row["completion_failure"]), row
+        [_, served, last] = await stack.turn(use(ok(opened)), next_(), next_(cancel_after_ms=300))
+        assert ok(served)["position"] == 0 and ok(served)["outcome"] == {
+            "type": "ok",
+            "value": "served elsewhere",
+        }
+        assert err(last)["code"] == "await_cancelled"
+
+
+async def test_without_an_admin_url_a_declared_target_nobody_registered_is_retried(tmp_path: Path) -> None:
+    """Without the admin API's address the declaration is trusted: Restate retries the child under
+    lash's retry policy (it pauses when the attempts run out), as the README says."""
+    with with_ghost_declared(tmp_path, admin=False) as stack:
+        s = Scope()
+        [opened] = await stack.turn(open_(s.group([ghost()])))
+        assert ok(opened)
+        row = await _child_ended_or_retried(stack, f"{s.key()}/c0", "run")
+        assert row["status"] in ("running", "backing-off"), row  # retried, between attempts or in one

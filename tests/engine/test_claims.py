@@ -367,3 +367,27 @@ async def test_the_combine_handler_refuses_all_with_cancel_losers(restate_stack:
     assert await _sql(stack, _group_state(s.key())) == []
     raced = await stack.call(f"{TURN}/combine", {**body, "kind": "race"})
     assert raced["status"] == "fulfilled" and raced["value"] == 1
+
+
+async def test_supports_effect_groups_is_the_answer_of_the_process_the_caller_runs_in(tmp_path: Any) -> None:
+    """ADR: the answer is "a resolver is registered", a per-deployment fact established at wiring.
+
+    On Restate a `RestateController(ctx)` answers true where its process bound lash's services with a
+    validated resolver (the `LashTurn` endpoint: `supports` above), or declared that another
+    deployment of the cluster serves them (`lash.use_prefix()`); a process that did neither answers
+    false and refuses the open with `effect_group_unsupported`, though lash's services are served
+    beside it. Both callers are real endpoints of one server, next to a lash deployment.
+    """
+    stack = LocalStack(tmp_path)
+    stack.add_server()
+    stack.add_endpoint()  # lash's services, with the demo tools
+    unwired = stack.add_endpoint("unwired", module="tests.engine.caller_app", args=())
+    declared = stack.add_endpoint("declared", module="tests.engine.caller_app", args=("--served-elsewhere",))
+    stack.start(register=False)
+    with stack:
+        stack.register(stack.endpoint)
+        stack.register(unwired)
+        refused = await stack.call("Caller/race", "v")
+        assert refused == {"supports": False, "refused": "effect_group_unsupported"}
+        stack.register(declared)  # the next `Caller` invocations run here
+        assert await stack.call("Caller/race", "v") == {"supports": True, "value": "v"}

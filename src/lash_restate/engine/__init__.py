@@ -17,6 +17,7 @@ from ._endpoint import (
     validate_deployment,
 )
 from ._formats import BASELINE, FORMAT, FORMATS, Format
+from ._lookup import configure_admin
 from ._messages import OperatorClose, OperatorClosed
 from ._mode import OutcomeStore, outcome_store
 from ._records import OPENER_ENDS, GroupMeta, OpenerEnd, SettlementMode
@@ -29,6 +30,7 @@ from ._routes import (
     SIGNAL,
     check_prefix,
     named,
+    use_groups_served_elsewhere,
     use_prefix,
 )
 
@@ -61,11 +63,13 @@ __all__ = [
     "call_targets",
     "check_app_name",
     "check_prefix",
+    "configure_admin",
     "lash_services",
     "named",
     "outcome_store",
     "serve",
     "served_application",
+    "use_groups_served_elsewhere",
     "use_prefix",
     "validate_deployment",
 ]

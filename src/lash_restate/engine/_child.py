@@ -34,6 +34,7 @@ from ..contract import (
     fit_outcome,
 )
 from ._errors import HANDLER_RETRY, NOT_FOUND, is_cancellation, lash_terminal, terminal_errors
+from ._lookup import unregistered
 from ._messages import INLINE_OUTCOME_BYTES, ChildRun, Ref, SettleBatch, encode
 from ._mode import child_store
 from ._records import SettlementMode
@@ -133,15 +134,25 @@ async def _execute(
         raise
 
 
-def _unroutable(envelope: RuntimeEffectEnvelope, routing: Routing | None = None) -> ChildUnroutable:
+def _unroutable(
+    envelope: RuntimeEffectEnvelope, routing: Routing | None = None, reason: str | None = None
+) -> ChildUnroutable:
     membership = envelope.membership
     assert membership is not None  # only grouped children are dispatched here
+    what = describe_miss(routing, envelope)
     return ChildUnroutable.no_executor(
-        describe_miss(routing, envelope),
+        what if reason is None else f"{what} ({reason})",
         group_key=membership.group_key,
         position=membership.position,
         replay_key=envelope.replay_key,
     )
+
+
+def _replaying(ctx: restate.ObjectContext) -> bool:
+    """Whether the handler is replaying its journal (restate-sdk 1.3 keeps that on its context's VM)."""
+    vm = getattr(ctx, "vm", None)
+    replaying = getattr(vm, "is_replaying", None)
+    return bool(replaying()) if callable(replaying) else False
 
 
 def _stored(outcome: Outcome) -> bytes:
@@ -162,6 +173,13 @@ async def _call(
         # Restate answers a call to a handler nobody binds with a retryable error, so the child would
         # retry for ever; a target this endpoint no longer knows ends it as a terminal 404 (ADR).
         raise lash_terminal(_unroutable(envelope, routing))
+    if routing.targets.is_external(call.service) and not _replaying(ctx):
+        # A declared target nobody registered: Restate fails the call with a retryable RT0018 that
+        # this handler never sees, so ask the admin API first (decision 47). Not journaled, and not
+        # asked once the call is in the journal (a replay): a call that was made stays made.
+        reason = await unregistered(call)
+        if reason is not None:
+            raise lash_terminal(_unroutable(envelope, routing, reason))
     try:
         raw = await ctx.generic_call(call.service, call.handler, msgspec.json.encode(call.arg), key=call.key)
     except restate.TerminalError as error:

@@ -53,7 +53,7 @@ from ._messages import (
     encode,
 )
 from ._mode import mode_for
-from ._routes import GROUP_CLOSE, GROUP_HOLD, GROUP_OPEN, GROUP_WAIT, Route
+from ._routes import GROUP_CLOSE, GROUP_HOLD, GROUP_OPEN, GROUP_WAIT, Route, groups_wired
 
 __all__ = ["RestateController"]
 
@@ -77,10 +77,14 @@ class _Wakes:
 class RestateController(EffectGroupDefaults):
     """A `RuntimeEffectController` bound to one handler invocation's context."""
 
-    def __init__(self, ctx: restate.Context, *, groups: bool = True) -> None:
+    def __init__(self, ctx: restate.Context, *, groups: bool | None = None) -> None:
         """A controller for the invocation ``ctx`` belongs to. Children are routed by the endpoint
         that runs them, with the resolver it registered (decision 37): a caller passes none.
-        ``groups=False`` builds one that refuses the whole group surface."""
+
+        It does groups (`supports_effect_groups()`) when this process bound lash's services with a
+        resolver (`lash.app`, `lash.services`), or declared that another deployment of its cluster
+        serves them (`lash.use_prefix`); otherwise it refuses the whole group surface. ``groups``
+        overrides that answer (``False``: one that refuses the whole surface)."""
         self._ctx = ctx
         self._groups = groups
         # Wakes this invocation registered, by group: each settle resolves its own.
@@ -95,8 +99,8 @@ class RestateController(EffectGroupDefaults):
         return True
 
     def supports_effect_groups(self) -> bool:
-        # ADR: "a resolver is registered"; on Restate that is the endpoint's, checked when it starts.
-        return self._groups
+        # ADR: "a resolver is registered", a per-deployment fact established at wiring (decision 47).
+        return self._groups if self._groups is not None else groups_wired()
 
     async def execute_effect(self, envelope: RuntimeEffectEnvelope, executor: GroupExecutor) -> Outcome:
         require_ungrouped(envelope)
@@ -119,7 +123,7 @@ class RestateController(EffectGroupDefaults):
 
     async def _open(self, group: RuntimeEffectGroup, *, reopen_only: bool) -> GroupHandle:
         key = str(require_group(group).key)
-        require_groups(self._groups, group_key=key)
+        require_groups(self.supports_effect_groups(), group_key=key)
         # The open request carries every child: one past Restate's message limit would be refused
         # by the server at every retry of this invocation, so it is refused here, before anything
         # is journaled (no awakeable, no send).
@@ -192,7 +196,7 @@ class RestateController(EffectGroupDefaults):
     ) -> Settlement:
         """Serve rank ``consumed + 1`` from ``held`` (what this await's run already read), else from
         the group: read first, and only otherwise wait on the rank's wake (ADR, "Restate satisfaction")."""
-        check_await(handle, self._groups)
+        check_await(handle, self.supports_effect_groups())
         rank = handle.next_rank
         if rank not in held:
             wakes = self._wakes.get(handle.group_key)
@@ -282,7 +286,7 @@ class RestateController(EffectGroupDefaults):
         it is issued durably when this returns (ADR, "Close deletes…": issued, not awaited). Any
         other close is a call, so a refusal (widening, wrong handle) reaches the caller typed.
         """
-        disposition = check_close(handle, disposition, self._groups)
+        disposition = check_close(handle, disposition, self.supports_effect_groups())
         key = handle.group_key
         request = CloseRequest(child_count=handle.child_count, disposition=disposition)
         if self._cannot_refuse(handle, disposition):

@@ -26,7 +26,7 @@ from ..contract import GroupExecutors
 from ._child import DEFAULT_TOOL_ATTEMPTS, child_object
 from ._group import group_object
 from ._pump import pump_object
-from ._routes import CHILD, DEFAULT_PREFIX, GROUP, PUMP, SIGNAL, named, use_prefix
+from ._routes import CHILD, DEFAULT_PREFIX, GROUP, PUMP, SIGNAL, named, use_prefix, wire_groups
 from ._routing import Routing
 from ._signal import signal_object
 
@@ -97,7 +97,7 @@ def served_application() -> ServedApplication | None:
 def call_targets(services: Iterable[Bindable], external: Iterable[Target] = ()) -> CallTargets:
     """What `Call` children may reach: the handlers ``services`` bind, and the ``external`` services
     declared by the application (served by other endpoints of the same Restate cluster)."""
-    targets = CallTargets(external)
+    targets = CallTargets(external=external)
     for service in services:
         keyed = not isinstance(service, restate.Service)  # virtual objects and workflows take a key
         targets.add(Target(service.name, frozenset(service.handlers), keyed))
@@ -132,6 +132,8 @@ def lash_services(
         pump_object(metadata=metadata),
         signal_object(metadata=metadata),
     ]
+    validate_deployment(resolver, services)
+    wire_groups()  # this process's controllers answer `supports_effect_groups()` true (decision 47)
     return services
 
 

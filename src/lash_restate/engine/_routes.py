@@ -60,7 +60,10 @@ __all__ = [
     "group_of_pump",
     "named",
     "pump_key",
+    "groups_wired",
+    "use_groups_served_elsewhere",
     "use_prefix",
+    "wire_groups",
 ]
 
 # The services' names are a prefix (`Lash` unless the application chooses another) and these roles,
@@ -93,6 +96,31 @@ def use_prefix(prefix: str) -> None:
     if _Naming.chosen and prefix != _Naming.prefix:
         raise ValueError(f"this process already names lash's services {_Naming.prefix}*, not {prefix}*")
     _Naming.prefix, _Naming.chosen = prefix, True
+
+
+class _Wiring:
+    """Whether this process can open groups (decision 47): it bound lash's services with a resolver
+    (`lash_services`, validated), or it declared that another deployment serves them."""
+
+    resolver = False
+    elsewhere = False
+
+
+def wire_groups() -> None:
+    """Called once lash's services are assembled with a validated resolver in this process."""
+    _Wiring.resolver = True
+
+
+def use_groups_served_elsewhere(prefix: str) -> None:
+    """A process that only calls lash: another deployment of its cluster serves lash's services under
+    ``prefix`` (and that deployment cannot start without a resolver)."""
+    use_prefix(prefix)
+    _Wiring.elsewhere = True
+
+
+def groups_wired() -> bool:
+    """What a controller's `supports_effect_groups()` answers in this process, unless told."""
+    return _Wiring.resolver or _Wiring.elsewhere
 
 
 def named(role: str, prefix: str | None = None) -> str:

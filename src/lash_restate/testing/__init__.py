@@ -16,7 +16,7 @@ Nothing below this package in the layers (`inspection`, `engine`, `memory`, `com
 from .driver import TURN, turn_service
 from .processes import Endpoint, RestateServer, StackError, free_port
 from .stack import LocalStack
-from .targets import demo_call_services, demo_calls
+from .targets import demo_call_services, demo_calls, demo_external
 from .tools import demo_tools
 from .turn import decode_turn, run_turn
 
@@ -29,6 +29,7 @@ __all__ = [
     "decode_turn",
     "demo_call_services",
     "demo_calls",
+    "demo_external",
     "demo_tools",
     "free_port",
     "run_turn",

@@ -82,7 +82,8 @@ def turn_service(resolver: GroupExecutors) -> restate.Service:
             turn_request = decode_turn(request)
         except LashError as error:
             return [error_json(error)]
-        controller = RestateController(ctx, groups=turn_request.groups)
+        # groups=False: a controller told it does no groups; otherwise this deployment's answer.
+        controller = RestateController(ctx, groups=None if turn_request.groups else False)
         steps = turn_request.steps
         return await run_turn(controller, steps, lambda ms: ctx.sleep(timedelta(milliseconds=ms)), resolver)
 

@@ -22,11 +22,11 @@ from typing import Any
 
 import restate
 
-from ..calls import CallRegistry
+from ..calls import CallRegistry, Target
 from ..contract import ToolFailure
 from .tools import append_line, arg_of, blob, count_path, size_of
 
-__all__ = ["DEMO_OBJECT", "DEMO_SERVICE", "demo_call_services", "demo_calls"]
+__all__ = ["DEMO_OBJECT", "DEMO_SERVICE", "demo_call_services", "demo_calls", "demo_external"]
 
 DEMO_SERVICE = "DemoCalls"
 DEMO_OBJECT = "DemoCounter"
@@ -68,6 +68,13 @@ def demo_calls(count_file: str | Path | None = None) -> CallRegistry:
         return totals[key]
 
     return calls
+
+
+def demo_external() -> list[Target]:
+    """Services a ``--with-turn`` endpoint declares external (served elsewhere, if anywhere): the
+    comma-separated names in ``$LASH_DEMO_EXTERNAL``, any handler, unkeyed."""
+    names = os.environ.get("LASH_DEMO_EXTERNAL", "")
+    return [Target(name.strip()) for name in names.split(",") if name.strip()]
 
 
 def demo_call_services(count_file: str | Path | None = None) -> list[restate.Service | restate.VirtualObject]:
