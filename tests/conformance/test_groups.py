@@ -371,6 +371,24 @@ async def test_a_cancel_group_whose_holder_returned_keeps_its_losers_for_a_resum
     assert ok(loser)["outcome"] == {"type": "ok", "value": "payload"}
 
 
+async def test_a_parked_cancel_group_keeps_its_losers_across_a_restart(tier: Any) -> None:
+    """Decision 13 across a restart: the process that ran the turn (and the children) dies after the
+    turn returned normally with its group open. The turn parked a continuation, it did not crash, so
+    the restarted process's drain does not apply the declared `Cancel`: the loser runs on and a
+    resumer receives the event's payload."""
+    s = Scope()
+    gate = s.event("gate")
+    group = s.group([echo("won"), event(gate)], wake="first", disposition="cancel")
+    [_, won, saved] = await tier.turn(open_(group), next_(), save())  # ends normally, no close
+    assert ok(won)["position"] == 0
+    await tier.restart()
+    assert s.key() in await tier.open_groups()
+    await tier.emit(gate, "payload")
+    [_, _, loser, _] = await tier.turn(open_(group), use(ok(saved)), next_(), close())
+    assert ok(loser)["position"] == 1
+    assert ok(loser)["outcome"] == {"type": "ok", "value": "payload"}
+
+
 async def test_a_cancel_group_whose_holder_is_severed_cancels_its_losers(tier: Any) -> None:
     """ADR, "Loser disposition is declared at open": a caller that crashes before its close still
     has its `Cancel` losers cancelled (decision 13); they rank as Cancelled and none is left waiting."""
