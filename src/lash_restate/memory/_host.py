@@ -366,8 +366,8 @@ class MemoryHost:
     async def crash(self) -> None:
         """Model this host's process dying: its runners vanish and record nothing."""
         self._crashed = True
-        for record in self.store.groups.values():
-            for opener in record.openers:
+        for held in self.store.groups.values():
+            for opener in held.openers:
                 if opener.host == self._id and not opener.task.done():
                     opener.end(failed=True)  # a caller still running dies with its process
         owned = list(self._tasks.items())
