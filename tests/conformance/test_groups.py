@@ -395,6 +395,19 @@ async def test_a_child_whose_tool_was_missing_for_a_while_settles_once_a_reopen_
     assert [n for n in await tier.counts() if n == name] == [name]
 
 
+async def test_a_reopen_while_a_child_runs_does_not_run_it_twice(tier: Any) -> None:
+    """Decision 48: a reopen dispatches every unsettled child again, and the dispatch runs a child
+    only if nothing left an outcome for it: one still running settles once, its side effect once."""
+    s = Scope()
+    name = f"{s.id}-once"
+    group = s.group([tool("count", {"name": name, "value": "once", "delay_ms": 1000}), echo("fast")])
+    [_, _, first, second, _] = await tier.turn(open_(group), open_(group), next_(), next_(), close())
+    assert {ok(first)["position"], ok(second)["position"]} == {0, 1}
+    await tier.wait_closed(s.key())
+    await tier.wait_child_finished(f"{s.key()}/c0")  # every run of it, and the pump's, has ended
+    assert [n for n in await tier.counts() if n == name] == [name]
+
+
 async def test_a_parked_cancel_group_keeps_its_losers_across_a_restart(tier: Any) -> None:
     """Decision 13 across a restart: the process that ran the turn (and the children) dies after the
     turn returned normally with its group open. The turn parked a continuation, it did not crash, so
