@@ -371,6 +371,61 @@ async def test_a_cancel_group_whose_holder_returned_keeps_its_losers_for_a_resum
     assert ok(loser)["outcome"] == {"type": "ok", "value": "payload"}
 
 
+async def test_a_child_whose_tool_was_missing_for_a_while_settles_once_a_reopen_finds_it(tier: Any) -> None:
+    """Decision 48: a child whose runner went missing and came back. The process restarts without the
+    `count` tool while that child runs: its run ends with no outcome (a miss is a routing fact, never
+    an outcome), the group stays listed and the rank stays unallocated. The tool is restored; a
+    reopen (which resolves what it dispatches and refuses nothing) runs the child again, and the
+    resumed group finishes with the tool's real outcome, the side effect done once."""
+    s = Scope()
+    name = f"{s.id}-slow"
+    group = s.group([tool("count", {"name": name, "value": "slow", "delay_ms": 4000}), echo("fast")])
+    [opened] = await tier.turn(open_(group))
+    await tier.restart(without="count")  # the deployment lost the tool while the child ran
+    await tier.wait_child_ended(f"{s.key()}/c0")
+    [_, fast, gone] = await tier.turn(use(ok(opened)), next_(), next_(cancel_after_ms=300))
+    assert ok(fast)["position"] == 1
+    assert err(gone)["code"] == "await_cancelled"  # no outcome invented while the tool was gone
+    assert s.key() in await tier.open_groups()
+    await tier.restart()  # the tool is back
+    [_, _, first, second] = await tier.turn(open_(group), use(ok(opened)), next_(), next_())
+    assert (ok(first)["rank"], ok(first)["position"]) == (1, 1)
+    assert (ok(second)["rank"], ok(second)["position"]) == (2, 0)
+    assert ok(second)["outcome"] == {"type": "ok", "value": "slow"}
+    assert [n for n in await tier.counts() if n == name] == [name]
+
+
+async def test_a_reopen_while_a_child_runs_does_not_run_it_twice(tier: Any) -> None:
+    """Decision 48: a reopen dispatches every unsettled child again, and the dispatch runs a child
+    only if nothing left an outcome for it: one still running settles once, its side effect once."""
+    s = Scope()
+    name = f"{s.id}-once"
+    group = s.group([tool("count", {"name": name, "value": "once", "delay_ms": 1000}), echo("fast")])
+    [_, _, first, second, _] = await tier.turn(open_(group), open_(group), next_(), next_(), close())
+    assert {ok(first)["position"], ok(second)["position"]} == {0, 1}
+    await tier.wait_closed(s.key())
+    await tier.wait_child_finished(f"{s.key()}/c0")  # every run of it, and the pump's, has ended
+    assert [n for n in await tier.counts() if n == name] == [name]
+
+
+async def test_a_parked_cancel_group_keeps_its_losers_across_a_restart(tier: Any) -> None:
+    """Decision 13 across a restart: the process that ran the turn (and the children) dies after the
+    turn returned normally with its group open. The turn parked a continuation, it did not crash, so
+    the restarted process's drain does not apply the declared `Cancel`: the loser runs on and a
+    resumer receives the event's payload."""
+    s = Scope()
+    gate = s.event("gate")
+    group = s.group([echo("won"), event(gate)], wake="first", disposition="cancel")
+    [_, won, saved] = await tier.turn(open_(group), next_(), save())  # ends normally, no close
+    assert ok(won)["position"] == 0
+    await tier.restart()
+    assert s.key() in await tier.open_groups()
+    await tier.emit(gate, "payload")
+    [_, _, loser, _] = await tier.turn(open_(group), use(ok(saved)), next_(), close())
+    assert ok(loser)["position"] == 1
+    assert ok(loser)["outcome"] == {"type": "ok", "value": "payload"}
+
+
 async def test_a_cancel_group_whose_holder_is_severed_cancels_its_losers(tier: Any) -> None:
     """ADR, "Loser disposition is declared at open": a caller that crashes before its close still
     has its `Cancel` losers cancelled (decision 13); they rank as Cancelled and none is left waiting."""

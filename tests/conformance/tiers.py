@@ -18,7 +18,7 @@ import httpx
 import msgspec
 
 from lash_restate.calls import first_of
-from lash_restate.contract import GroupExecutors
+from lash_restate.contract import GroupExecutor, GroupExecutors, RuntimeEffectEnvelope, ToolCall
 from lash_restate.inspection import list_open_groups, sql
 from lash_restate.inspection import quote as quote_sql
 from lash_restate.memory import MemoryHost, MemoryStore
@@ -44,7 +44,13 @@ class Tier(Protocol):
         """
         ...
 
-    async def restart(self) -> None: ...
+    async def restart(self, without: str = "") -> None:
+        """Restart the process that runs children and callers; ``without`` names a tool it lacks then."""
+        ...
+
+    async def wait_child_ended(self, replay_key: str) -> None:
+        """Return once every run of the child ``replay_key`` has ended, settled or not."""
+        ...
 
     async def sever(self, group_key: str, *steps: dict[str, Any]) -> None:
         """Run ``steps`` as a turn and sever it once rank 1 of ``group_key`` is recorded.
@@ -63,6 +69,19 @@ class Tier(Protocol):
         ...
 
 
+class _Without:
+    """A resolver that has lost the tools ``names`` (a deployment that briefly lacks them)."""
+
+    def __init__(self, resolver: GroupExecutors, names: set[str]) -> None:
+        self.resolver, self.names = resolver, names
+
+    def resolve(self, envelope: RuntimeEffectEnvelope) -> GroupExecutor | None:
+        command = envelope.command
+        if isinstance(command, ToolCall) and command.tool in self.names:
+            return None
+        return self.resolver.resolve(envelope)
+
+
 class MemoryTier:
     """The reference host; a restart is a new host over the same store (the runtime's life)."""
 
@@ -73,13 +92,17 @@ class MemoryTier:
         self.store = MemoryStore()
         self.host = MemoryHost(self.store, self.resolver())
 
-    def resolver(self) -> GroupExecutors:
+    def resolver(self, without: str = "") -> GroupExecutors:
         """The demo tools and the demo call targets, as a ``--with-turn`` endpoint serves them."""
-        return first_of(demo_tools(self.count_file), demo_calls(self.count_file))
+        resolver = first_of(demo_tools(self.count_file), demo_calls(self.count_file))
+        return _Without(resolver, set(without.split(","))) if without else resolver
 
     async def turn(self, *steps: dict[str, Any]) -> list[dict[str, Any]]:
+        """One turn is one caller, in a task of its own: how it ends is how its caller ended."""
         request = decode_turn(msgspec.json.encode({"steps": list(steps)}))
-        return await run_turn(self.host, request.steps, lambda ms: asyncio.sleep(ms / 1000))
+        return await asyncio.create_task(
+            run_turn(self.host, request.steps, lambda ms: asyncio.sleep(ms / 1000))
+        )
 
     async def emit(self, name: str, value: Any = None) -> None:
         self.store.emit_event(name, value)
@@ -93,9 +116,14 @@ class MemoryTier:
     async def wait_closed(self, group_key: str) -> None:
         assert group_key not in await self.open_groups()
 
-    async def restart(self) -> None:
+    async def restart(self, without: str = "") -> None:
+        """The process dies (its runners and running callers with it); the next one runs the drain."""
         await self.host.crash()
-        self.host = MemoryHost(self.store, self.resolver())
+        self.host = MemoryHost(self.store, self.resolver(without))
+        self.host.drain()
+
+    async def wait_child_ended(self, replay_key: str) -> None:
+        await self.host.join_child(replay_key)
 
     async def counts(self) -> list[str]:
         return self.count_file.read_text().splitlines() if self.count_file.exists() else []
@@ -116,7 +144,6 @@ class MemoryTier:
         with contextlib.suppress(asyncio.CancelledError):
             await turn
         await self.restart()
-        self.host.drain()
 
 
 class RestateTier:
@@ -151,8 +178,20 @@ class RestateTier:
     async def sql(self, query: str) -> list[dict[str, Any]]:
         return await asyncio.to_thread(sql, self.stack.admin_url, query)
 
-    async def restart(self) -> None:
-        await asyncio.to_thread(self.stack.restart_endpoint)
+    async def restart(self, without: str = "") -> None:
+        await asyncio.to_thread(self.stack.restart_endpoint, LASH_DEMO_TOOLS_OFF=without)
+
+    async def wait_child_ended(self, replay_key: str) -> None:
+        key = quote_sql(replay_key)
+        async with asyncio.timeout(60):
+            while True:
+                rows = await self.sql(
+                    "SELECT status FROM sys_invocation WHERE target_service_name = 'LashChild' AND "
+                    f"target_handler_name IN ('run', 'execute') AND target_service_key = {key}"
+                )
+                if rows and all(row["status"] == "completed" for row in rows):
+                    return
+                await asyncio.sleep(0.05)
 
     async def sever(self, group_key: str, *steps: dict[str, Any]) -> None:
         marker = f"sever-{uuid.uuid4()}"  # the turn's idempotency key: how its invocation is found

@@ -201,6 +201,7 @@ def _samples() -> list[Sample]:
     add("state.group.invocations.three", ["inv_1c0", "inv_1c1", "inv_1c2"], _json(list[str]))
     ends = [OpenerEnd(caller="inv_1abc", failed=False), OpenerEnd(caller="inv_1def", failed=True)]
     add("state.group.opener_ends.two", ends, _json(list[OpenerEnd]))
+    add("state.group.redispatched.two", ["inv_1r0", "inv_1r1"], _json(list[str]))
     returned = CallerEnded(caller="inv_1abc", incarnation=INCARNATION, failed=False)
     add("msg.group.hold.saved", CallerEnded(caller="inv_1abc", incarnation=INCARNATION), _json(CallerEnded))
     add("msg.group.hold.returned", returned, _json(CallerEnded))
@@ -279,6 +280,8 @@ def _samples() -> list[Sample]:
     add("msg.child.forget.incarnation", INCARNATION, _json(str))
     pump = PumpRun(group_key=KEY, children=[TOOL, SLEEP, EVENT], incarnation=INCARNATION)
     add("msg.pump.run.three", pump, _json(PumpRun))
+    redrive = PumpRun(group_key=KEY, children=[EVENT], incarnation=INCARNATION)
+    add("msg.pump.redrive.one", redrive, _json(PumpRun))
     add(
         "msg.pump.outcomes.read",
         OutcomesRead(positions=[3, 4], budget=1_000_000, first=False),

@@ -42,6 +42,11 @@ FORMATS: Final[tuple[Format, ...]] = (
         "{prefix}Group state `opener_ends`: list of OpenerEnd (how each caller that saved a handle ended)",
         since="unreleased",
     ),
+    Format(
+        "state.group.redispatched",
+        "{prefix}Group state `redispatched`: list of invocation ids (what reopens dispatched again)",
+        since="unreleased",
+    ),
     Format("state.child.outcome", "{prefix}Child state `outcome:{incarnation}`: Outcome"),
     Format("state.pump.outcome", "{prefix}Pump state `o{position}`: Outcome"),
     Format("state.pump.slices", "{prefix}Pump state `slices`: list of pump keys"),
@@ -79,6 +84,11 @@ FORMATS: Final[tuple[Format, ...]] = (
     Format("msg.pump.run", "{prefix}Pump/run input: PumpRun"),
     Format("msg.pump.outcomes", "{prefix}Pump/outcomes input: OutcomesRead, or a list of positions"),
     Format("msg.pump.outcomes_reply", "{prefix}Pump/outcomes output: a JSON array of Outcomes"),
+    Format(
+        "msg.pump.redrive",
+        "{prefix}Pump/redrive input: PumpRun (a reopen's children that had no outcome)",
+        since="unreleased",
+    ),
     Format("msg.signal.subscribe", "{prefix}Signal/subscribe input: an awakeable id, a JSON string"),
     Format("msg.error", "an awakeable's rejection or a TerminalError's message: `lash-error:{json}`"),
     # What a caller keeps: its saved cursor, and what its own journal holds.

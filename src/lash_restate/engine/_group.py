@@ -38,7 +38,7 @@ from ._messages import (
     WaitRequest,
     decode,
 )
-from ._mode import INVOCATIONS, mode_for
+from ._mode import INVOCATIONS, REDISPATCHED, mode_for
 from ._records import (
     ENDS,
     META,
@@ -108,6 +108,10 @@ def group_object(
             ctx.set(INVOCATIONS, [await h.invocation_id() for h in handles], serde=STRINGS)
             meta = msgspec.structs.replace(meta, opened_at_ms=int(await ctx.time() * 1000))
         await _note_opener(ctx, meta, req.caller, changed=bool(handles))
+        if not children:
+            # After everything a format-1 open journals, so a reopen in flight when the code was
+            # replaced in place replays its journal as a prefix of this one (decision 48).
+            await _redispatch(ctx, meta, req, routing)
 
     @group.handler(name=GROUP_SETTLE.handler, ingress_private=True, state_preload=False)
     @terminal_errors
@@ -307,6 +311,28 @@ async def _record(
         mode=meta.mode.value,
     )
     return meta, children
+
+
+async def _redispatch(
+    ctx: restate.ObjectContext, meta: GroupMeta, req: OpenRequest, routing: Routing
+) -> None:
+    """ADR: a reopen resolves only what it dispatches and refuses nothing (decision 48).
+
+    A child whose runner was missing ended without an outcome (the engine's terminal 404); once the
+    endpoint can route it again, a reopen dispatches it again, as the reference host's reopen does.
+    Every unsettled child it can route is dispatched: the dispatch queues behind whatever still
+    runs it, and runs the child only if that left no outcome, so no child runs twice.
+    """
+    settled = meta.settled()
+    unsettled = [position for position in range(meta.child_count) if position not in settled]
+    children = [decode(req.children[position], RuntimeEffectEnvelope) for position in unsettled]
+    routable = [child for child in children if routing.routes(child)]
+    if not routable:
+        return
+    handles = mode_for(meta.mode).redispatch(ctx, meta, routable)
+    known = await ctx.get(REDISPATCHED, serde=STRINGS) or []
+    ctx.set(REDISPATCHED, [*known, *[await h.invocation_id() for h in handles]], serde=STRINGS)
+    logs.event("group.redispatched", ctx, group_key=ctx.key(), children=len(routable))
 
 
 def _rank(ctx: restate.ObjectContext, meta: GroupMeta, refs: list[Ref]) -> None:

@@ -33,6 +33,7 @@ from ._routes import (
     PUMP,
     PUMP_FORGET,
     PUMP_OUTCOMES,
+    PUMP_REDRIVE,
     PUMP_RUN,
     Route,
     named,
@@ -42,6 +43,7 @@ from ._routes import (
 __all__ = [
     "INVOCATIONS",
     "PUMP_SLICE",
+    "REDISPATCHED",
     "Mode",
     "OutcomeStore",
     "Release",
@@ -53,6 +55,9 @@ __all__ = [
 
 # The group's state key holding the invocation ids a Cancel needs (decision 4).
 INVOCATIONS = "invocations"
+# A newer key (decision 48): the invocations a reopen re-dispatched, which a Cancel cancels too.
+# Absent on a group no reopen has re-dispatched anything for (every format-1 group).
+REDISPATCHED = "redispatched"
 
 # Decision 35: one pump waits on at most this many children. The SDK hands every pending handle of a
 # wait to its state machine again on each notification, so one pump over N children costs O(N) per
@@ -82,6 +87,13 @@ class Mode(Protocol):
         self, ctx: restate.ObjectContext, meta: GroupMeta, children: list[Envelope]
     ) -> list[SendHandle]:
         """Start the children; the returned sends' invocation ids are what `to_cancel` cancels."""
+        ...
+
+    def redispatch(
+        self, ctx: restate.ObjectContext, meta: GroupMeta, children: list[Envelope]
+    ) -> list[SendHandle]:
+        """A reopen's dispatch of ``children``, unsettled: each runs again only if it ended without an
+        outcome (its runner was missing), once whatever runs it already has ended (decision 48)."""
         ...
 
     def check_fits(self, group_key: str, children: list[Envelope], sizes: list[int]) -> None:
@@ -172,10 +184,19 @@ class _Direct:
             for child in children
         ]
 
+    def redispatch(
+        self, ctx: restate.ObjectContext, meta: GroupMeta, children: list[Envelope]
+    ) -> list[SendHandle]:
+        # Queued behind a run still going on the child's key (both exclusive): a child that stored its
+        # outcome meanwhile only settles again, and the group dedups by position.
+        return self.dispatch(ctx, meta, children)
+
     async def to_cancel(self, ctx: restate.ObjectContext, meta: GroupMeta) -> list[str]:
         settled = set(meta.positions())
         invocations = await ctx.get(INVOCATIONS, serde=STRINGS) or []  # one per child, by position
-        return [invocation for position, invocation in enumerate(invocations) if position not in settled]
+        unsettled = [invocation for position, invocation in enumerate(invocations) if position not in settled]
+        # A re-dispatched run of a child settled since only settles again, cancelled or not.
+        return unsettled + (await ctx.get(REDISPATCHED, serde=STRINGS) or [])
 
     async def releases(self, ctx: restate.ObjectContext, meta: GroupMeta) -> list[Release]:
         if not meta.counter:
@@ -214,11 +235,20 @@ class _Pumped:
         run = PumpRun(group_key=ctx.key(), children=children, incarnation=meta.incarnation)
         return [PUMP_RUN.send(ctx, pump_key(ctx.key(), meta.incarnation), run)]
 
+    def redispatch(
+        self, ctx: restate.ObjectContext, meta: GroupMeta, children: list[Envelope]
+    ) -> list[SendHandle]:
+        # To the group's pump, queued behind its run (which outlives every further slice's): it runs
+        # only the children no pump stored an outcome for.
+        run = PumpRun(group_key=ctx.key(), children=children, incarnation=meta.incarnation)
+        return [PUMP_REDRIVE.send(ctx, pump_key(ctx.key(), meta.incarnation), run)]
+
     async def to_cancel(self, ctx: restate.ObjectContext, meta: GroupMeta) -> list[str]:
         # Cancelling the group's pump cancels the calls it still awaits: its unsettled children and
         # the further slices' pumps, which cancel theirs (the SDK's implicit cancellation, decision 35);
-        # their Cancelled terminals still settle through the pumps.
-        return await ctx.get(INVOCATIONS, serde=STRINGS) or []
+        # their Cancelled terminals still settle through the pumps. A reopen's redrive likewise.
+        invocations = await ctx.get(INVOCATIONS, serde=STRINGS) or []
+        return invocations + (await ctx.get(REDISPATCHED, serde=STRINGS) or [])
 
     async def releases(self, ctx: restate.ObjectContext, meta: GroupMeta) -> list[Release]:
         # The group's pump holds its slice's outcomes; its forget queues behind its run, which ends

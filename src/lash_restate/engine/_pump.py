@@ -39,6 +39,7 @@ from ._routes import (
     PUMP,
     PUMP_FORGET,
     PUMP_OUTCOMES,
+    PUMP_REDRIVE,
     PUMP_RUN,
     group_of_pump,
     named,
@@ -73,37 +74,33 @@ def pump_object(*, metadata: dict[str, str] | None = None) -> restate.VirtualObj
             for key, first in zip(keys, range(0, len(further), PUMP_SLICE), strict=True):
                 part = msgspec.structs.replace(req, children=further[first : first + PUMP_SLICE])
                 calls[PUMP_RUN.call(ctx, key, part)] = None
-        pending: list[Any] = list(calls)
-        while pending:
-            try:
-                done, pending = await restate.wait_completed(*pending)
-            except restate.TerminalError as error:
-                if not is_cancellation(error):
-                    raise
-                # Cancelled (a Cancel close, or its caller ended): the SDK has cancelled the calls
-                # still pending, and their Cancelled terminals still rank (ADR, "Close deletes…").
-                continue
-            refs, inline = [], 0
-            for future in done:
-                child = calls[future]
-                if child is None:
-                    await _slice_ended(future)
-                    continue
-                outcome = await _child_outcome(future, child)
-                if outcome is None:
-                    continue  # a routing miss: no terminal is synthesized, the rank stays unallocated
-                assert child.membership is not None  # the group stamped every child
-                position = child.membership.position
-                # Stored before the batch is sent, so a rank is never readable before its outcome.
-                ctx.set(pump_store(position), outcome, serde=_BYTES)
-                carry = len(outcome) <= INLINE_OUTCOME_BYTES and inline + len(outcome) <= BATCH_INLINE_BYTES
-                inline += len(outcome) if carry else 0
-                refs.append(
-                    Ref(position=position, replay_key=child.replay_key, outcome=outcome if carry else None)
-                )
-            if refs:
-                batch = SettleBatch(incarnation=req.incarnation, mode=SettlementMode.PUMPED, refs=refs)
-                await _forward(ctx, req.group_key, batch)
+        await _settle_as_they_finish(ctx, req, calls)
+
+    @pump.handler(name=PUMP_REDRIVE.handler, ingress_private=True, state_preload=False)
+    async def redrive(ctx: restate.ObjectContext, req: PumpRun) -> None:
+        """Decision 48: a reopen's re-dispatch of children that had no outcome when it reopened.
+
+        Sent to the group's pump, it queues behind that pump's run (both exclusive on its key), which
+        ends only after every further slice's run has: so every child some run could still settle has
+        settled or ended by now, and a child runs again only if no outcome is stored for it (its runner
+        was missing: a routing miss ended it). The further slices' children are redriven by their
+        own pumps, called (so that cancelling this one cancels them), where their outcomes live.
+        """
+        mine: list[RuntimeEffectEnvelope] = []
+        theirs: dict[str, list[RuntimeEffectEnvelope]] = {}
+        for child in req.children:
+            key = _slice_key(req, child)
+            if key == ctx.key():
+                mine.append(child)
+            else:
+                theirs.setdefault(key, []).append(child)
+        calls: dict[Any, RuntimeEffectEnvelope | None] = {}
+        for child in mine:
+            if await ctx.get(pump_store(_position(child)), serde=_BYTES) is None:
+                calls[CHILD_EXECUTE.call(ctx, child.replay_key, child)] = child
+        for key, part in theirs.items():
+            calls[PUMP_REDRIVE.call(ctx, key, msgspec.structs.replace(req, children=part))] = None
+        await _settle_as_they_finish(ctx, req, calls)
 
     # Lazy state (decision 46): Restate 1.7 pauses an invocation whose eager state is over its
     # per-invocation memory limit (the message limit, 32 MiB, by default), and a pump may keep up to
@@ -148,8 +145,50 @@ def pump_object(*, metadata: dict[str, str] | None = None) -> restate.VirtualObj
             PUMP_FORGET.send(ctx, key, None)  # each ran to its end before this pump's run did
         ctx.clear_all()
 
-    del run, outcomes, forget
+    del run, redrive, outcomes, forget
     return pump
+
+
+async def _settle_as_they_finish(
+    ctx: restate.ObjectContext, req: PumpRun, calls: dict[Any, RuntimeEffectEnvelope | None]
+) -> None:
+    """Wait on ``calls`` (children, and further slices' pumps: None); each time some finish, store the
+    children's outcomes and settle them into the group in one batch."""
+    pending: list[Any] = list(calls)
+    while pending:
+        try:
+            done, pending = await restate.wait_completed(*pending)
+        except restate.TerminalError as error:
+            if not is_cancellation(error):
+                raise
+            # Cancelled (a Cancel close, or its caller ended): the SDK has cancelled the calls
+            # still pending, and their Cancelled terminals still rank (ADR, "Close deletes…").
+            continue
+        refs, inline = [], 0
+        for future in done:
+            child = calls[future]
+            if child is None:
+                await _slice_ended(future)
+                continue
+            outcome = await _child_outcome(future, child)
+            if outcome is None:
+                continue  # a routing miss: no terminal is synthesized, the rank stays unallocated
+            position = _position(child)
+            # Stored before the batch is sent, so a rank is never readable before its outcome.
+            ctx.set(pump_store(position), outcome, serde=_BYTES)
+            carry = len(outcome) <= INLINE_OUTCOME_BYTES and inline + len(outcome) <= BATCH_INLINE_BYTES
+            inline += len(outcome) if carry else 0
+            refs.append(
+                Ref(position=position, replay_key=child.replay_key, outcome=outcome if carry else None)
+            )
+        if refs:
+            batch = SettleBatch(incarnation=req.incarnation, mode=SettlementMode.PUMPED, refs=refs)
+            await _forward(ctx, req.group_key, batch)
+
+
+def _position(child: RuntimeEffectEnvelope) -> int:
+    assert child.membership is not None  # the group stamped every child
+    return child.membership.position
 
 
 def _slice_key(req: PumpRun, first: RuntimeEffectEnvelope) -> str:

@@ -50,6 +50,7 @@ __all__ = [
     "PUMP",
     "PUMP_FORGET",
     "PUMP_OUTCOMES",
+    "PUMP_REDRIVE",
     "PUMP_RUN",
     "DEFAULT_PREFIX",
     "ROUTES",
@@ -199,6 +200,8 @@ PUMP_OUTCOMES: Route[list[int] | OutcomesRead, bytes] = Route(
     PUMP, "outcomes", list[int] | OutcomesRead, bytes
 )
 PUMP_FORGET: Route[None, None] = Route(PUMP, "forget", None, type(None))
+# Decision 48: a reopen runs again the children of a pumped group that ended without an outcome.
+PUMP_REDRIVE: Route[PumpRun, None] = Route(PUMP, "redrive", PumpRun, type(None))
 
 SIGNAL_SUBSCRIBE: Route[str, None] = Route(SIGNAL, "subscribe", str, type(None))
 
@@ -218,6 +221,7 @@ ROUTES: tuple[Route[Any, Any], ...] = (
     PUMP_RUN,
     PUMP_OUTCOMES,
     PUMP_FORGET,
+    PUMP_REDRIVE,
     SIGNAL_SUBSCRIBE,
 )
 

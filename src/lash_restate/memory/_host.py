@@ -54,6 +54,23 @@ DEFAULT_MAX_ATTEMPTS = 3
 
 
 @dataclass
+class _Opener:
+    """A caller (the task that opened or reopened the group) and how it ended (decision 13).
+
+    ``host`` is the host it opened through: a crash of that host's process ends it in failure.
+    """
+
+    task: asyncio.Task[Any]
+    host: int
+    ended: bool = False
+    failed: bool = False  # ended in failure, was cancelled, or died with its process
+
+    def end(self, failed: bool) -> None:
+        if not self.ended:  # the first end counts: a task outliving its crashed host changes nothing
+            self.ended, self.failed = True, failed
+
+
+@dataclass
 class _GroupRecord:
     """One recorded group: shape fence, strictly monotonic counter, and rank order."""
 
@@ -65,6 +82,22 @@ class _GroupRecord:
     order: list[int] = field(default_factory=list)  # positions in rank order (sorted by sequence)
     live: set[int] = field(default_factory=set)  # positions with a runner in some live host
     changed: asyncio.Event = field(default_factory=asyncio.Event)
+    openers: list[_Opener] = field(default_factory=list)  # in the order they opened
+
+    def severed(self) -> bool:
+        """Every opener has ended, and the latest to open ended in failure (decision 13).
+
+        An opener that returned normally parked a continuation: its losers run on for a resumer.
+        """
+        for opener in self.openers:
+            if opener.task.done():
+                opener.end(opener.task.cancelled() or opener.task.exception() is not None)
+        return bool(self.openers) and all(o.ended for o in self.openers) and self.openers[-1].failed
+
+    def note_opener(self, host: int) -> None:
+        task = asyncio.current_task()
+        if task is not None and all(o.task is not task for o in self.openers):
+            self.openers.append(_Opener(task=task, host=host))
 
     def allocate(self) -> int:
         # ADR "The settlement obligation" (1): every allocation exceeds every earlier one.
@@ -171,6 +204,7 @@ class MemoryHost:
         self._tasks: dict[tuple[str, int], asyncio.Task[None]] = {}
         self._runners: dict[asyncio.Task[None], str] = {}
         self._crashed = False
+        self._id = next(self._ids)
         if resolver is not None:
             self.register_executors(resolver)
 
@@ -233,6 +267,7 @@ class MemoryHost:
                 executor = self._resolve(child)
                 if executor is not None:
                     self._dispatch(key, record, position, executor)
+        record.note_opener(self._id)
         return GroupHandle.opened(group)
 
     async def reopen_effect_group(self, group: RuntimeEffectGroup) -> GroupHandle:
@@ -306,14 +341,17 @@ class MemoryHost:
         """One pass of the loser drain over children that no live runner owns.
 
         It applies the disposition declared on the group record and never invents
-        one (ADR, "Loser disposition is declared at open").
+        one (ADR, "Loser disposition is declared at open"). A declared `Cancel` applies once
+        the group's callers are gone, the latest of them in failure (it crashed, or was
+        cancelled); one that returned normally parked a continuation, so its losers run on
+        for whoever resumes it, as under `RunToCompletion` (decision 13).
         """
         report = DrainReport()
         for key, record in list(self.store.groups.items()):
             for position, child in enumerate(record.children):
                 if position in record.sequences or position in record.live:
                     continue
-                if record.shape.disposition is LoserPolicy.CANCEL:
+                if record.shape.disposition is LoserPolicy.CANCEL and record.severed():
                     record.settle(position, Cancelled())
                     report.cancelled.append((key, position))
                     continue
@@ -328,6 +366,10 @@ class MemoryHost:
     async def crash(self) -> None:
         """Model this host's process dying: its runners vanish and record nothing."""
         self._crashed = True
+        for held in self.store.groups.values():
+            for opener in held.openers:
+                if opener.host == self._id and not opener.task.done():
+                    opener.end(failed=True)  # a caller still running dies with its process
         owned = list(self._tasks.items())
         for _, task in owned:
             task.cancel()
