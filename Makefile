@@ -40,7 +40,8 @@ bench: setup
 	-$(BIN)/pip install --quiet -e '.[dev,bench,granian]'
 	$(BIN)/python -m bench --json $(ARGS)
 
-# Not part of `make test`: mutants of contract/, memory/ and combinators.py judged by the fast tests
+# Not part of `make test`: mutants of contract/, memory/, combinators.py and the engine's records and
+# messages, judged by the fast tests
 # (no server); about half an hour on two cores. docs/mutation.md records a run and every survivor.
 MUTATION_JOBS ?= 2
 

@@ -4,9 +4,29 @@ from __future__ import annotations
 
 import itertools
 
-from lash_restate.contract import GroupWakePolicy, LoserPolicy
+import msgspec
+import pytest
+
+from lash_restate.contract import Cancelled, GroupShape, GroupWakePolicy, LoserPolicy, Ok
 from lash_restate.engine import GroupMeta
-from lash_restate.engine._records import Opener
+from lash_restate.engine._messages import (
+    OpenRequest,
+    OpenRequestSerde,
+    Ref,
+    WaitReply,
+    decode,
+    decode_outcome,
+    encode,
+)
+from lash_restate.engine._records import META, STRINGS, MsgspecSerde, Opener, SettlementMode, Waiter
+
+SAMPLE_SHAPE = GroupShape(
+    child_count=1,
+    wake=GroupWakePolicy.FIRST,
+    disposition=LoserPolicy.CANCEL,
+    replay_keys=("k",),
+    hashes=("h",),
+)
 
 
 def _meta(*callers: str) -> GroupMeta:
@@ -40,3 +60,76 @@ def test_severance_does_not_depend_on_the_order_the_ends_are_reported_in() -> No
         for caller, failed in ends:
             meta = meta.opener_ended(caller, failed)
         assert not meta.severed, ends
+
+
+# -- the rank order, the wake window and the serdes (the pure parts of the group's records) ---------
+
+
+def _ranked_meta(*positions: int, child_count: int = 5) -> GroupMeta:
+    meta = GroupMeta(
+        child_count=child_count, wake=GroupWakePolicy.ALL, disposition=LoserPolicy.CANCEL, incarnation="i"
+    )
+    return meta.ranked(list(positions)) if positions else meta
+
+
+def test_ranks_append_in_order_and_are_read_back_by_rank() -> None:
+    meta = _ranked_meta(3, 0).ranked([4])
+    assert meta.order == bytes([3, 0, 0, 0, 0, 0, 0, 0, 4, 0, 0, 0])  # 4-byte little-endian positions
+    assert meta.counter == 3
+    assert meta.positions() == [3, 0, 4]
+    assert meta.positions(1) == [0, 4]  # ranks after the first
+    assert meta.positions(1, 1) == [0]  # at most one of them
+    assert meta.positions(0, 2) == [3, 0]
+    assert meta.positions(3) == []
+    assert meta.settled() == {0, 3, 4}
+    assert _ranked_meta().positions() == [] and _ranked_meta().counter == 0
+    assert _ranked_meta().ranked([]).order == b""
+    big = _ranked_meta(70_000, 2**31, child_count=2**31 + 1)  # past one byte, and past a signed int
+    assert big.positions() == [70_000, 2**31]
+
+
+def test_the_wake_window_covers_the_next_ranks_and_never_passes_the_last_child() -> None:
+    meta = _ranked_meta(child_count=3)
+    assert meta.waiting(0, ["a", "b"]) == [Waiter(awakeable="a", rank=1), Waiter(awakeable="b", rank=2)]
+    assert meta.waiting(1, ["a", "b", "c"]) == [Waiter(awakeable="a", rank=2), Waiter(awakeable="b", rank=3)]
+    assert meta.waiting(2, ["a"]) == [Waiter(awakeable="a", rank=3)]
+    assert meta.waiting(3, ["a"]) == []
+    assert meta.waiting(0, []) == []
+
+
+def test_a_group_settles_through_a_pump_from_batch_from_children_on() -> None:
+    assert SettlementMode.for_width(3, 3) is SettlementMode.PUMPED
+    assert SettlementMode.for_width(2, 3) is SettlementMode.DIRECT
+    assert SettlementMode.for_width(4, 3) is SettlementMode.PUMPED
+    assert SettlementMode.for_width(1, 1) is SettlementMode.PUMPED
+
+
+def test_the_serdes_write_msgspec_json_and_read_nothing_as_none() -> None:
+    meta = _ranked_meta(1)
+    assert META.serialize(meta) == msgspec.json.encode(meta)
+    assert META.deserialize(META.serialize(meta)) == meta
+    assert META.serialize(None) == b"" and META.deserialize(b"") is None
+    assert STRINGS.deserialize(b'["a","b"]') == ["a", "b"]
+    with pytest.raises(msgspec.ValidationError):
+        STRINGS.deserialize(b"[1]")  # read as the declared type, not as any JSON
+    ints: MsgspecSerde[list[int]] = MsgspecSerde(list[int])  # built here, not at import
+    assert ints.deserialize(b"[1, 2]") == [1, 2]
+    with pytest.raises(msgspec.ValidationError):
+        ints.deserialize(b'["x"]')
+    request = OpenRequest(reply_to="r", shape=SAMPLE_SHAPE, children=[b'{"x":1}'])
+    serde = OpenRequestSerde()
+    assert serde.serialize(request) == msgspec.json.encode(request)
+    assert serde.deserialize(serde.serialize(request)) == request
+    assert serde.serialize(None) == b"" and serde.deserialize(b"") is None
+
+
+def test_the_message_codecs_are_msgspec_json_of_the_declared_type() -> None:
+    reply = WaitReply(refs=[Ref(position=1, replay_key="k")], incarnation="i")
+    assert encode(reply) == msgspec.json.encode(reply)
+    assert decode(encode(reply), WaitReply) == reply
+    with pytest.raises(msgspec.ValidationError):
+        decode(b'{"refs": 1}', WaitReply)
+    assert decode_outcome(b'{"type":"ok","value":[1]}') == Ok(value=[1])
+    assert decode_outcome(b'{"type":"cancelled"}') == Cancelled()
+    with pytest.raises(msgspec.ValidationError):
+        decode_outcome(b'{"type":"maybe"}')
