@@ -41,8 +41,7 @@ bench: setup
 	$(BIN)/python -m bench --json $(ARGS)
 
 # Not part of `make test`: mutants of contract/, memory/, combinators.py and the engine's records and
-# messages, judged by the fast tests
-# (no server); about half an hour on two cores. docs/mutation.md records a run and every survivor.
+# messages, judged by the fast tests (no server); about half an hour on two cores. docs/mutation.md records a run and every survivor.
 MUTATION_JOBS ?= 2
 
 $(VENV)/.mutation: $(VENV)/.installed
