@@ -233,6 +233,49 @@ async def test_close_cancel_stops_a_running_tool() -> None:
     assert KEY not in host.store.groups
 
 
+async def test_close_cancel_does_not_await_the_losers_termination() -> None:
+    """ADR: `close_effect_group(Cancel)` returns once the cancels are issued and does not await the
+    losers' termination. The loser here winds down only when the test lets it: the close must have
+    returned (and retired the group) while it is still running."""
+    started, cancelled, release, stopped = asyncio.Event(), asyncio.Event(), asyncio.Event(), []
+    registry = ToolRegistry()
+
+    @registry.tool("fast")
+    async def fast(args: Any) -> Any:
+        return "fast"
+
+    @registry.tool("stubborn")
+    async def stubborn(args: Any) -> Any:
+        started.set()
+        try:
+            await asyncio.sleep(3600)
+        except asyncio.CancelledError:
+            cancelled.set()
+            await release.wait()  # ignores the cancel until released
+            stopped.append(args)
+            raise
+
+    host = MemoryHost(resolver=registry)
+    g = RuntimeEffectGroup(
+        KEY,
+        [tool("fast", "r0"), tool("stubborn", "r1")],
+        wake=GroupWakePolicy.FIRST,
+        disposition=LoserPolicy.CANCEL,
+    )
+    handle = await host.open_effect_group(g)
+    await started.wait()
+    assert (await host.await_next_settlement(handle)).position == 0
+    # A close that awaited the loser would never return here: the loser is released only after it.
+    async with asyncio.timeout(10):
+        await host.close_effect_group(handle)
+    assert KEY not in host.store.groups
+    await cancelled.wait()  # the cancel was issued and reached the loser...
+    assert stopped == []  # ...which is still running: the close did not wait for it
+    release.set()
+    await host.join_child("r1")
+    assert stopped == [None]
+
+
 def test_executor_runs_once() -> None:
     executor = demo_tools().resolve(tool("echo", "r", {"value": 1}))
     assert executor is not None
