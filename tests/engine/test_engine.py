@@ -301,6 +301,43 @@ async def test_group_state_holds_references_never_payload_bytes(stack: Stack) ->
     assert ok(opened)
 
 
+@pytest.mark.parametrize("width", [2, 3], ids=["direct", "batched"])
+async def test_each_child_is_an_invocation_of_its_own_sent_by_the_group_or_its_pump(
+    stack: Stack, width: int
+) -> None:
+    """ADR, tier split: a Restate child is a full invocation, dispatched from outside any recorded body.
+
+    Each child is its own `LashChild` invocation, sent by a lash handler as a Restate call (never
+    from a side effect's body through the ingress): by the group's `open` on the direct path, by the
+    group's pump (itself an invocation the group's `open` sent) on the batched one (decision 20)."""
+    s = Scope()
+    group = s.group([echo(i) for i in range(width)])
+    [_, *served, _] = await stack.turn(open_(group), *[next_() for _ in range(width)], close())
+    assert sorted(ok(r)["position"] for r in served) == list(range(width))
+    keys = ", ".join(quote(f"{s.key()}/c{i}") for i in range(width))
+    rows = await asyncio.to_thread(
+        sql,
+        stack.server.admin_url,
+        "SELECT c.target_service_key AS key, c.target_handler_name AS handler, c.invoked_by AS kind, "
+        "p.target_service_name AS by_service, p.target_handler_name AS by_handler, "
+        "p.invoked_by AS by_kind, p.invoked_by_service_name AS by_by "
+        "FROM sys_invocation c LEFT JOIN sys_invocation p ON c.invoked_by_id = p.id "
+        f"WHERE c.target_service_name = 'LashChild' AND c.target_service_key IN ({keys}) "
+        "AND c.target_handler_name IN ('run', 'execute')",  # not the close's `forget` of a store
+    )
+    assert sorted(r["key"] for r in rows) == sorted(f"{s.key()}/c{i}" for i in range(width)), rows  # one each
+    for row in rows:
+        assert row["kind"] == "service", row  # a call from a handler, not a request at the ingress
+        if width == 2:
+            assert (row["handler"], row["by_service"], row["by_handler"]) == ("run", "LashGroup", "open"), row
+        else:
+            assert (row["handler"], row["by_service"], row["by_by"]) == (
+                "execute",
+                "LashPump",
+                "LashGroup",
+            ), row
+
+
 async def test_a_batched_group_keeps_payloads_in_its_pump_and_releases_them_at_close(stack: Stack) -> None:
     """Decision 20: a group of BATCH_FROM children or more settles through one pump, which holds the
     outcomes (never the group object); close releases that store in one step."""
