@@ -87,32 +87,94 @@ def test_every_source_file_and_name_cited_in_the_docs_exists() -> None:
     assert cited > 20
 
 
-def _cited_tests(cell: str) -> list[str]:
-    """The test files a table cell cites, following `::name` shorthand back to the last file named."""
-    files, current = [], None
-    for file, _name in re.findall(r"`?([\w/]+\.py)?::(test_\w+)`?", cell):
-        current = file or current
-        if current:
-            files.append(current)
-    return files
+TIERS = {"M", "R", "RR", "RB", "V7", "C"}  # docs/conformance.md's tier letters
+
+# Where each directory's tests run: conformance/ through the `tier` fixture on every tier, engine/ on
+# one Restate stack (R), memory/ and the front door on the reference host, contract/ on no host.
+RUNS_ON = {
+    "conformance": {"M", "R", "RR", "RB", "V7"},
+    "engine": {"R"},
+    "memory": {"M"},
+    "contract": {"C"},
+    "test_front_door.py": {"M"},
+}
+
+_CITATION = re.compile(r"`([\w/]+\.py)?::(test_\w+)|`([\w/]+/test_\w+\.py)`")
+
+
+def _conformance_rows() -> list[tuple[str, str, str]]:
+    """Every table row of docs/conformance.md as (label, proved-by cell, tiers cell).
+
+    A cell's `::name` shorthand names a test of the last file cited before it in the same table, in
+    that row or an earlier one (as the combinator table writes it).
+    """
+    rows, current = [], None
+    for line in (ROOT / "docs/conformance.md").read_text().splitlines():
+        if not line.startswith("|"):
+            current = None  # a new table
+            continue
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if set("".join(cells)) <= {"-", " "} or cells[-1] in ("tiers", "tier"):
+            continue  # a header or its rule
+        files = []
+        for file, name, bare in _CITATION.findall(cells[-2]):
+            if bare:
+                files.append(bare)
+            elif name:
+                current = file or current
+                if current:
+                    files.append(current)
+        rows.append((cells[0], " ".join(files) + " " + cells[-2], cells[-1]))
+    return rows
+
+
+def _proven(cell: str) -> set[str]:
+    """The tiers that the tests a proved-by cell cites run on."""
+    proven: set[str] = set()
+    for file in re.findall(r"(?:^|\s)([\w/]+\.py)(?=\s)", cell):
+        proven |= RUNS_ON.get(file.split("/", 1)[0], set())
+    if "the whole suite" in cell or "`tests/conformance/` test" in cell:
+        proven |= RUNS_ON["conformance"]
+    return proven
+
+
+def test_every_conformance_row_uses_only_known_tier_letters() -> None:
+    """A tiers cell is a list of tier letters (or `n/a`), then perhaps a note in brackets; any
+    capitalised word in it is a tier letter, a row's number, or SQL (the ADR's tier we do not have)."""
+    rows = _conformance_rows()
+    ids = {label for label, _, _ in rows if re.fullmatch(r"[A-Z]+\d+", label)}
+    for label, _, tiers in rows:
+        head = tiers.split("(", 1)[0].strip()
+        listed = [t.strip() for t in head.split(",")]
+        assert head == "n/a" or set(listed) <= TIERS, f"row {label!r}: tiers {tiers!r} lists an unknown tier"
+        for word in re.findall(r"\b[A-Z][A-Z0-9]*\b", tiers):
+            assert word in TIERS | ids | {"SQL"}, f"row {label!r}: {word!r} in its tiers is not a tier letter"
+    assert len(rows) > 60
 
 
 def test_every_conformance_row_claims_only_the_tiers_its_tests_run_on() -> None:
-    """A row claims a tier only if one of its cited tests runs there: conformance/ runs on every tier
-    (M, R, RR, RB), engine/ on R, memory/ on M, contract/ on C."""
-    runs_on = {"conformance": {"M", "R", "RR", "RB"}, "engine": {"R"}, "memory": {"M"}, "contract": {"C"}}
+    """A row claims a tier (anywhere in its tiers cell, notes included) only if one of its cited tests
+    runs there: a row citing only engine/ tests claims no M; one claiming M cites a conformance/,
+    memory/ or front-door test; one claiming C a contract/ test."""
     checked = 0
-    for line in (ROOT / "docs/conformance.md").read_text().splitlines():
-        cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if len(cells) != 5 or not re.fullmatch(r"[A-Z]+\d+", cells[0]):
-            continue
-        # "M (R: see R4)" claims M; "n/a" claims nothing.
-        claimed = {m.group(1) for t in cells[4].split(",") if (m := re.match(r"\s*(RR|RB|R|M|C)\b", t))}
-        proven: set[str] = set()
-        for file in _cited_tests(cells[3]):
-            proven |= runs_on.get(file.split("/", 1)[0], set())
-        if "the whole suite" in cells[3] or "`tests/conformance/` test" in cells[3]:
-            proven |= runs_on["conformance"]
-        assert claimed <= proven, f"row {cells[0]} claims {sorted(claimed - proven)} without a test there"
+    for label, cited, tiers in _conformance_rows():
+        claimed = set(re.findall(r"\b[A-Z][A-Z0-9]*\b", tiers)) & TIERS
+        proven = _proven(cited)
+        assert claimed <= proven, f"row {label!r} claims {sorted(claimed - proven)} without a test there"
         checked += 1
-    assert checked > 40
+    assert checked > 60
+
+
+def test_the_tier_letters_are_the_ones_the_conformance_suite_runs_on() -> None:
+    """docs/conformance.md's tiers for conformance/ are the `tier` fixture's, one for one."""
+    from tests.conftest import TIERS as FIXTURE_TIERS
+
+    letters = {
+        "memory": "M",
+        "restate": "R",
+        "restate-replay": "RR",
+        "restate-batched": "RB",
+        "restate-v7": "V7",
+    }
+    assert {letters[t] for t in FIXTURE_TIERS} == RUNS_ON["conformance"]
+    assert len(FIXTURE_TIERS) == len(RUNS_ON["conformance"])

@@ -6,6 +6,8 @@ import asyncio
 import json
 from typing import Any
 
+import pytest
+
 from tests.conformance.builders import (
     Scope,
     close,
@@ -439,3 +441,39 @@ async def test_a_cancel_group_whose_holder_is_severed_cancels_its_losers(tier: A
     assert ok(second)["outcome"] == {"type": "cancelled"}
     await tier.wait_closed(s.key())
     await tier.wait_child_finished(f"{s.key()}/c1")
+
+
+@pytest.mark.parametrize("width", [2, 3], ids=["two", "three"])
+async def test_a_run_to_completion_group_whose_holder_is_severed_keeps_its_losers_for_a_resumer(
+    tier: Any, width: int
+) -> None:
+    """ADR, "Loser disposition is declared at open": a caller that crashes before its close leaves its
+    `RunToCompletion` losers running (decision 13 applies a declared `Cancel` only). They settle with
+    their real outcomes, with no caller alive, and take ranks that a resumer reading from rank 1 is
+    served. Two children settle directly on R, RR and V7 (through the pump on RB); three, through the
+    pump on every Restate tier (decision 20)."""
+    s = Scope()
+    gate = s.event("gate")
+    counted = f"{s.id}-loser"
+    losers = [event(gate)] + [tool("count", {"name": counted, "value": "ran", "delay_ms": 200})] * (width - 2)
+    group = s.group([echo("won"), *losers], wake="first")
+    # Killed once rank 1 is recorded, while parked on the event's rank (which only comes after).
+    await tier.sever(s.key(), open_(group), next_(), save(), *[next_() for _ in losers])
+    assert s.key() in await tier.open_groups()
+    if width == 3:  # the tool loser runs to its end with nobody waiting on the group
+        async with asyncio.timeout(30):
+            while True:
+                if counted in await tier.counts():
+                    break
+                await asyncio.sleep(0.05)
+    await tier.emit(gate, "late")
+    restored = json.dumps({"group_key": s.key(), "child_count": width, "consumed": 0})
+    steps = [next_() for _ in range(width)]
+    [_, _, first, *rest, _] = await tier.turn(open_(group), use(restored), *steps, close())
+    assert ok(first)["outcome"] == {"type": "ok", "value": "won"}
+    assert [ok(r)["rank"] for r in rest] == list(range(2, width + 1))
+    expected = {1: {"type": "ok", "value": "late"}, 2: {"type": "ok", "value": "ran"}}
+    assert {ok(r)["position"]: ok(r)["outcome"] for r in rest} == {p: expected[p] for p in range(1, width)}
+    await tier.wait_closed(s.key())
+    for position in range(1, width):
+        await tier.wait_child_finished(f"{s.key()}/c{position}")

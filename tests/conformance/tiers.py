@@ -221,14 +221,16 @@ class RestateTier:
             assert (await turn).status_code != 200  # the turn ended in failure
         # Severed once the group has noted how its opener ended (and applied a declared Cancel), as
         # the reference host's drain has when `sever` returns: a resumer reopening before that would
-        # be one more live opener, which keeps the losers running (decision 13).
+        # be one more live opener, which keeps the losers running (decision 13). A `RunToCompletion`
+        # group watches no opener (nothing applies when one ends): the kill itself severs it.
         async with asyncio.timeout(30):
             while True:
                 [row] = await self.sql(
                     "SELECT value_utf8 AS meta FROM state WHERE service_name = 'LashGroup' AND "
                     f"service_key = {quote_sql(group_key)} AND key = 'meta'"
                 )
-                if all(o.get("ended") for o in json.loads(row["meta"]).get("openers", [])):
+                openers = json.loads(row["meta"]).get("openers", [])
+                if all(o.get("ended") or not o.get("watcher") for o in openers):
                     break
                 await asyncio.sleep(0.05)
 

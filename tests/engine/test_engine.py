@@ -14,7 +14,7 @@ import restate
 
 from lash_restate.engine import DeploymentError, build_app, lash_services, validate_deployment
 from lash_restate.engine._routes import ROUTES
-from lash_restate.inspection import list_open_groups, quote, sql
+from lash_restate.inspection import list_open_groups, quote, show_group, sql
 from lash_restate.testing import demo_tools
 from tests.conformance.builders import (
     Scope,
@@ -152,6 +152,35 @@ async def test_a_child_whose_tool_left_the_deployment_ends_with_a_terminal_404(
     assert err(last)["code"] == "await_cancelled"
 
 
+@pytest.mark.parametrize("routable", [1, 2], ids=["direct", "batched"])
+async def test_a_reopen_whose_resolver_lost_a_child_refuses_nothing_and_leaves_it_visible(
+    stack: Stack, routable: int
+) -> None:
+    """ADR: a reopen resolves only what it dispatches and refuses nothing. A recorded group is reopened
+    on an endpoint restarted without the tool one of its children needs: the reopen is not refused,
+    every recorded rank is served again, and the child nobody can run stays visible, unsettled, in an
+    open group (a routing miss is never an outcome). On both settlement paths."""
+    s = Scope()
+    fine = [echo(f"fine{i}") for i in range(routable)]
+    group = s.group([tool("count", {"name": f"{s.id}-slow", "delay_ms": 60_000}), *fine])
+    [opened, *served] = await stack.turn(open_(group), *[next_() for _ in fine])
+    assert sorted(ok(r)["position"] for r in served) == list(range(1, routable + 1))
+    await _wait_run_started(stack, f"{s.key()}/c0")
+    stack.restart_endpoint(LASH_DEMO_TOOLS_OFF="count")  # the resolver can no longer route child 0
+    await _wait_run_completed(stack, f"{s.key()}/c0")
+    steps = [next_() for _ in fine]
+    [reopened, *again, last] = await stack.turn(open_(group), *steps, next_(cancel_after_ms=300))
+    assert json.loads(ok(reopened))["consumed"] == 0  # a reopen, refused nothing
+    assert [ok(r) for r in again] == [ok(r) for r in served]
+    assert err(last)["code"] == "await_cancelled"  # child 0 holds no rank: nothing was invented
+    view = await asyncio.to_thread(show_group, stack.server.admin_url, s.key())
+    assert view is not None and view.settled == routable  # still listed, child 0 unsettled
+    [lost] = [c for c in view.children if c.position == 0]
+    assert lost.rank is None and lost.outcome is None
+    assert s.key() in {g.group_key for g in await asyncio.to_thread(list_open_groups, stack.server.admin_url)}
+    assert "ok" in opened
+
+
 async def test_unroutable_first_open_is_refused_through_the_engine(stack: Stack) -> None:
     s = Scope()
     bad = s.group([echo(1), tool("gone")])
@@ -270,6 +299,43 @@ async def test_group_state_holds_references_never_payload_bytes(stack: Stack) ->
     )
     assert any(payload in (r["value_utf8"] or "") for r in child_rows)  # it lives with the child
     assert ok(opened)
+
+
+@pytest.mark.parametrize("width", [2, 3], ids=["direct", "batched"])
+async def test_each_child_is_an_invocation_of_its_own_sent_by_the_group_or_its_pump(
+    stack: Stack, width: int
+) -> None:
+    """ADR, tier split: a Restate child is a full invocation, dispatched from outside any recorded body.
+
+    Each child is its own `LashChild` invocation, sent by a lash handler as a Restate call (never
+    from a side effect's body through the ingress): by the group's `open` on the direct path, by the
+    group's pump (itself an invocation the group's `open` sent) on the batched one (decision 20)."""
+    s = Scope()
+    group = s.group([echo(i) for i in range(width)])
+    [_, *served, _] = await stack.turn(open_(group), *[next_() for _ in range(width)], close())
+    assert sorted(ok(r)["position"] for r in served) == list(range(width))
+    keys = ", ".join(quote(f"{s.key()}/c{i}") for i in range(width))
+    rows = await asyncio.to_thread(
+        sql,
+        stack.server.admin_url,
+        "SELECT c.target_service_key AS key, c.target_handler_name AS handler, c.invoked_by AS kind, "
+        "p.target_service_name AS by_service, p.target_handler_name AS by_handler, "
+        "p.invoked_by AS by_kind, p.invoked_by_service_name AS by_by "
+        "FROM sys_invocation c LEFT JOIN sys_invocation p ON c.invoked_by_id = p.id "
+        f"WHERE c.target_service_name = 'LashChild' AND c.target_service_key IN ({keys}) "
+        "AND c.target_handler_name IN ('run', 'execute')",  # not the close's `forget` of a store
+    )
+    assert sorted(r["key"] for r in rows) == sorted(f"{s.key()}/c{i}" for i in range(width)), rows  # one each
+    for row in rows:
+        assert row["kind"] == "service", row  # a call from a handler, not a request at the ingress
+        if width == 2:
+            assert (row["handler"], row["by_service"], row["by_handler"]) == ("run", "LashGroup", "open"), row
+        else:
+            assert (row["handler"], row["by_service"], row["by_by"]) == (
+                "execute",
+                "LashPump",
+                "LashGroup",
+            ), row
 
 
 async def test_a_batched_group_keeps_payloads_in_its_pump_and_releases_them_at_close(stack: Stack) -> None:

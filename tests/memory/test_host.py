@@ -122,6 +122,27 @@ async def test_a_resuming_process_reopens_and_redispatches_only_unsettled_childr
     assert runs == ["a"]  # the settled child was not run again
 
 
+async def test_a_reopen_on_a_host_that_cannot_route_a_child_refuses_nothing_and_leaves_it_visible() -> None:
+    """ADR: a reopen resolves only what it dispatches and refuses nothing. After a crash, a host
+    whose resolver no longer routes one unsettled child reopens the group: it is not refused, every
+    recorded rank is served again, and that child stays unsettled in a group still listed open."""
+    store = MemoryStore()
+    first = MemoryHost(store, demo_tools())
+    g = group(tool("echo", "r0", {"value": "a"}), tool("echo", "r1", {"value": 1, "delay_ms": 60_000}))
+    handle = await first.open_effect_group(g)
+    rank1 = await first.await_next_settlement(handle)
+    await first.crash()  # r1 was running and is gone with the process
+
+    narrow = MemoryHost(store, ToolRegistry())  # routes nothing any more
+    reopened = await narrow.open_effect_group(g)
+    assert reopened.consumed == 0
+    assert await narrow.await_next_settlement(reopened) == rank1
+    assert KEY in store.open_group_keys()
+    assert 1 not in store.groups[KEY].outcomes and 1 not in store.groups[KEY].live  # unsettled, unowned
+    assert narrow.drain().no_executor == [NoExecutor(KEY, 1, "r1")]
+    await narrow.aclose()
+
+
 async def test_drain_applies_the_declared_cancel_to_an_abandoned_group() -> None:
     store = MemoryStore()
     first = MemoryHost(store, demo_tools())
@@ -231,6 +252,49 @@ async def test_close_cancel_stops_a_running_tool() -> None:
     await host.join_child("r1")
     assert finished == []
     assert KEY not in host.store.groups
+
+
+async def test_close_cancel_does_not_await_the_losers_termination() -> None:
+    """ADR: `close_effect_group(Cancel)` returns once the cancels are issued and does not await the
+    losers' termination. The loser here winds down only when the test lets it: the close must have
+    returned (and retired the group) while it is still running."""
+    started, cancelled, release, stopped = asyncio.Event(), asyncio.Event(), asyncio.Event(), []
+    registry = ToolRegistry()
+
+    @registry.tool("fast")
+    async def fast(args: Any) -> Any:
+        return "fast"
+
+    @registry.tool("stubborn")
+    async def stubborn(args: Any) -> Any:
+        started.set()
+        try:
+            await asyncio.sleep(3600)
+        except asyncio.CancelledError:
+            cancelled.set()
+            await release.wait()  # ignores the cancel until released
+            stopped.append(args)
+            raise
+
+    host = MemoryHost(resolver=registry)
+    g = RuntimeEffectGroup(
+        KEY,
+        [tool("fast", "r0"), tool("stubborn", "r1")],
+        wake=GroupWakePolicy.FIRST,
+        disposition=LoserPolicy.CANCEL,
+    )
+    handle = await host.open_effect_group(g)
+    await started.wait()
+    assert (await host.await_next_settlement(handle)).position == 0
+    # A close that awaited the loser would never return here: the loser is released only after it.
+    async with asyncio.timeout(10):
+        await host.close_effect_group(handle)
+    assert KEY not in host.store.groups
+    await cancelled.wait()  # the cancel was issued and reached the loser...
+    assert stopped == []  # ...which is still running: the close did not wait for it
+    release.set()
+    await host.join_child("r1")
+    assert stopped == [None]
 
 
 def test_executor_runs_once() -> None:
