@@ -178,13 +178,21 @@ def _key(ctx: Caller, children: Sequence[Child], key: GroupKey | str | None) -> 
     return str(GroupKey(scope_id=ctx.request().id, batch_id=batch, occurrence=occurrence))
 
 
+def _outside_run(owner: RuntimeEffectController, what: str) -> None:
+    """Refuse a call made inside a ``ctx.run`` action, before anything is derived, sent or journaled."""
+    if isinstance(owner, RestateController):
+        owner.outside_run(what)
+
+
 def _grouped(
-    ctx: Caller, children: Iterable[Child], key: GroupKey | str | None
+    ctx: Caller, children: Iterable[Child], key: GroupKey | str | None, what: str
 ) -> tuple[str, list[RuntimeEffectEnvelope]]:
     """The group key and the children as envelopes, a command's replay key being the group key and
     its position. ``children`` is read once (a generator will do), each checked before anything is
-    hashed or sent."""
-    controller(ctx)  # a ctx that is neither a context nor a controller is refused first, by name
+    hashed or sent; ``what`` names the entry point called, for a refusal."""
+    # A ctx that is neither a context nor a controller is refused first, by name; then a call from
+    # inside a ctx.run action.
+    _outside_run(controller(ctx), what)
     listed = list(children)
     for position, child in enumerate(listed):
         if not isinstance(child, RuntimeEffectEnvelope | ToolCall | Sleep | AwaitEvent | Call):
@@ -231,7 +239,7 @@ def _terminal(fn: Callable[_P, Awaitable[_R]]) -> Callable[_P, Awaitable[_R]]:
 @_terminal
 async def all(ctx: Caller, children: Iterable[Child], *, key: GroupKey | str | None = None) -> list[Any]:
     """`Promise.all`: every value in input order, or `Rejected` at the first consumed rejection."""
-    group_key, envelopes = _grouped(ctx, children, key)
+    group_key, envelopes = _grouped(ctx, children, key, "lash.all")
     return await combinators.all_(controller(ctx), group_key, envelopes)
 
 
@@ -240,7 +248,7 @@ async def all_settled(
     ctx: Caller, children: Iterable[Child], *, key: GroupKey | str | None = None
 ) -> list[Outcome]:
     """`Promise.allSettled`: every outcome (`Ok`, `Err` or `Cancelled`) in input order."""
-    group_key, envelopes = _grouped(ctx, children, key)
+    group_key, envelopes = _grouped(ctx, children, key, "lash.all_settled")
     return await combinators.all_settled(controller(ctx), group_key, envelopes)
 
 
@@ -254,7 +262,7 @@ async def race(
 ) -> Any:
     """`Promise.race`: the first settlement's value, or `Rejected` if it rejected. ``losers=CANCEL``
     cancels the children still running once it is decided."""
-    group_key, envelopes = _grouped(ctx, children, key)
+    group_key, envelopes = _grouped(ctx, children, key, "lash.race")
     return await combinators.race(controller(ctx), group_key, envelopes, losers=losers)
 
 
@@ -268,7 +276,7 @@ async def any(
 ) -> Any:
     """`Promise.any`: the first success, or `AggregateRejection` (an exception group of every
     child's rejection, in input order)."""
-    group_key, envelopes = _grouped(ctx, children, key)
+    group_key, envelopes = _grouped(ctx, children, key, "lash.any")
     return await combinators.any_(controller(ctx), group_key, envelopes, losers=losers)
 
 
@@ -296,6 +304,7 @@ class Group:
     @_terminal
     async def next(self, cancel: Awaitable[object] | None = None) -> Settlement:
         """The next settlement in rank order (ADR: the cursor advances by exactly this one)."""
+        _outside_run(self._controller, "Group.next")
         return await self._controller.await_next_settlement(self._handle, cancel)
 
     def save(self) -> str:
@@ -305,12 +314,14 @@ class Group:
         normally an operator sees the group as parked, not orphaned (`lash-restate groups list`).
         """
         if isinstance(self._controller, RestateController):
+            self._controller.outside_run("Group.save")
             self._controller.handle_saved(self._handle)
         return self._handle.to_bytes().decode()
 
     @_terminal
     async def close(self, losers: LoserPolicy | None = None) -> None:
         """Close the group; ``losers`` may narrow the declared disposition to `CANCEL`."""
+        _outside_run(self._controller, "Group.close")
         await self._controller.close_effect_group(self._handle, losers)
 
 
@@ -325,8 +336,9 @@ async def open(
     resume: str | None = None,
 ) -> Group:
     """Open a group of ``children`` (or, with ``resume``, reopen the saved one and restore its cursor)."""
+    _outside_run(controller(ctx), "lash.open")
     saved = GroupHandle.from_bytes(resume) if resume is not None else None
-    group_key, envelopes = _grouped(ctx, children, saved.group_key if saved is not None else key)
+    group_key, envelopes = _grouped(ctx, children, saved.group_key if saved is not None else key, "lash.open")
     group = RuntimeEffectGroup(group_key, envelopes, wake=wake, disposition=losers)
     owner = controller(ctx)
     if saved is None:

@@ -1,6 +1,6 @@
 """The Restate tier: group virtual object, child invocations, durable waits, controller and endpoint."""
 
-from ._controller import RestateController
+from ._controller import RestateController, inside_run
 from ._endpoint import (
     APP_METADATA,
     BATCH_FROM,
@@ -64,6 +64,7 @@ __all__ = [
     "check_app_name",
     "check_prefix",
     "configure_admin",
+    "inside_run",
     "lash_services",
     "named",
     "outcome_store",

@@ -8,6 +8,7 @@ is the rank authority (ADR, "Restate satisfaction").
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -15,6 +16,7 @@ from typing import Any, TypeVar
 import restate
 from restate import SendHandle
 from restate.serde import BytesSerde
+from restate.server_context import ServerInvocationContext
 
 from ..contract import (
     AwaitCancelled,
@@ -40,7 +42,7 @@ from ..contract import (
     require_groups,
     require_ungrouped,
 )
-from ._errors import raise_typed
+from ._errors import CalledInsideRun, raise_typed
 from ._messages import (
     CallerEnded,
     CloseRequest,
@@ -74,6 +76,31 @@ class _Wakes:
     by_rank: dict[int, Any]
 
 
+def inside_run(ctx: restate.Context) -> bool:
+    """Whether this code runs inside the action of one of ``ctx``'s own ``ctx.run``.
+
+    The SDK runs each run action it executes in a task of its own, and keeps that task (with a sync
+    action, the future of the executor thread running it) in ``ctx.tasks`` until the action ends; it
+    sets no flag or context variable of its own while an action runs. So the code is inside an action
+    when its task is one of those (an async action awaits in it, on every attempt that runs the
+    action), or when it runs on another event loop, or none, while an action of ``ctx`` runs (a
+    sync action runs in a thread: whatever event loop drives lash there is not the handler's). A
+    handler body, and anything it gathers, runs in other tasks of the handler's loop: never refused.
+    """
+    # Decision 49: how the SDK (1.3) runs an action is the only signal there is.
+    if not isinstance(ctx, ServerInvocationContext):
+        return False
+    actions = list(ctx.tasks.tasks)  # one C-level copy, safe to take from a sync action's thread
+    if not actions:
+        return False
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        return True  # no event loop in this thread: a sync action's executor thread
+    current = asyncio.current_task(loop)
+    return any(action is current or action.get_loop() is not loop for action in actions)
+
+
 class RestateController(EffectGroupDefaults):
     """A `RuntimeEffectController` bound to one handler invocation's context."""
 
@@ -94,6 +121,13 @@ class RestateController(EffectGroupDefaults):
         self._declared: dict[str, tuple[int, LoserPolicy]] = {}
         # Groups whose handle this invocation saved, with the watch it asked the group for (decision 45).
         self._saved: dict[str, SendHandle] = {}
+
+    def outside_run(self, what: str) -> None:
+        """Refuse `CalledInsideRun` if this is called inside the action of a ``ctx.run`` of this
+        invocation: lash dispatches and awaits a group's children from the handler body only (ADR:
+        "from outside any recorded body"). ``what`` names what was called, for the message."""
+        if inside_run(self._ctx):
+            raise CalledInsideRun(what)
 
     def supports_concurrent_effects(self) -> bool:
         return True
@@ -122,6 +156,7 @@ class RestateController(EffectGroupDefaults):
         return await self._open(group, reopen_only=True)
 
     async def _open(self, group: RuntimeEffectGroup, *, reopen_only: bool) -> GroupHandle:
+        self.outside_run("reopen_effect_group" if reopen_only else "open_effect_group")
         key = str(require_group(group).key)
         require_groups(self.supports_effect_groups(), group_key=key)
         # The open request carries every child: one past Restate's message limit would be refused
@@ -161,6 +196,7 @@ class RestateController(EffectGroupDefaults):
         one-way message per group and invocation, on the save path only (a combinator that closes
         its group never saves); a `Cancel` group watches its openers already (decision 13).
         """
+        self.outside_run("handle_saved")
         key = handle.group_key
         declared = self._declared.get(key)
         if key in self._saved or (declared is not None and declared[1] is LoserPolicy.CANCEL):
@@ -196,6 +232,7 @@ class RestateController(EffectGroupDefaults):
     ) -> Settlement:
         """Serve rank ``consumed + 1`` from ``held`` (what this await's run already read), else from
         the group: read first, and only otherwise wait on the rank's wake (ADR, "Restate satisfaction")."""
+        self.outside_run("await_next_settlement")
         check_await(handle, self.supports_effect_groups())
         rank = handle.next_rank
         if rank not in held:
@@ -286,6 +323,7 @@ class RestateController(EffectGroupDefaults):
         it is issued durably when this returns (ADR, "Close deletes…": issued, not awaited). Any
         other close is a call, so a refusal (widening, wrong handle) reaches the caller typed.
         """
+        self.outside_run("close_effect_group")
         disposition = check_close(handle, disposition, self.supports_effect_groups())
         key = handle.group_key
         request = CloseRequest(child_count=handle.child_count, disposition=disposition)

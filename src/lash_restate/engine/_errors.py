@@ -19,6 +19,7 @@ from ..contract import (
     ChildUnroutable,
     EffectGroupUnsupported,
     GroupNotOpen,
+    InvalidInput,
     LashError,
     PayloadTooLarge,
     error_from_wire,
@@ -26,6 +27,7 @@ from ..contract import (
 
 __all__ = [
     "CANCELLED_STATUS",
+    "CalledInsideRun",
     "HANDLER_RETRY",
     "NOT_FOUND",
     "is_cancellation",
@@ -68,6 +70,37 @@ def terminal_status(error: LashError) -> int:
 def lash_terminal(error: LashError) -> TerminalError:
     """The TerminalError a handler raises for a contract error."""
     return TerminalError(error.to_wire(), status_code=terminal_status(error))
+
+
+class CalledInsideRun(InvalidInput, TerminalError):
+    """`InvalidInput` for lash called inside the action of a ``ctx.run``: refused before anything
+    was sent or journaled.
+
+    It is a `TerminalError` too, because the SDK ends a run action terminally only when the action
+    raises a `TerminalError` itself (it does not look at causes): anything else fails the run
+    transiently, and the run is retried into the same refusal forever. As a TerminalError its
+    ``message`` is its wire form, as every TerminalError lash raises (`lash_terminal`), so the run's
+    recorded failure, and the invocation's when the handler does not catch it, decode to
+    `InvalidInput` (`error_from_wire`); `text` is the message itself.
+    """
+
+    def __init__(self, what: str) -> None:
+        self.text = (
+            f"{what} was called inside a ctx.run action: a group's children are dispatched and "
+            "awaited as steps of the handler's own journal, which a run's action (recorded as one "
+            f"result, and not run again on replay) cannot hold. Call {what} in the handler body, "
+            "outside ctx.run, and pass its result into a run if the run needs it"
+        )
+        super().__init__(self.text)
+        self.message = self.to_wire()
+        self.status_code = terminal_status(self)
+        self.metadata: dict[str, str] | None = None
+
+    def wire_body(self) -> dict[str, str | int]:
+        return {**super().wire_body(), "message": self.text}
+
+    def __str__(self) -> str:
+        return f"[{self.code}] {self.text}"
 
 
 def raise_typed(error: TerminalError) -> None:
