@@ -16,12 +16,18 @@ from lash_restate.contract import (
 
 
 def _all_errors() -> list[type[LashError]]:
-    """Every concrete error (LashError itself is only the base and is never raised)."""
+    """Every concrete error of the contract (LashError itself is only the base and is never raised).
+
+    A host may subclass one to carry it through its engine (the Restate tier's `CalledInsideRun` is
+    an `InvalidInput` that is also a `TerminalError`); such a subclass keeps its parent's code and
+    reads back as its parent, so only the contract's own classes are the codes' classes.
+    """
     found: list[type[LashError]] = []
     stack: list[type[LashError]] = list(LashError.__subclasses__())
     while stack:
         cls = stack.pop()
-        found.append(cls)
+        if cls.__module__.startswith("lash_restate.contract"):
+            found.append(cls)
         stack.extend(cls.__subclasses__())
     return found
 
