@@ -48,7 +48,7 @@ from ._routes import (
     SIGNAL_SUBSCRIBE,
     named,
 )
-from ._routing import Routing
+from ._routing import Routing, replaying
 
 __all__ = ["DEFAULT_TOOL_ATTEMPTS", "child_object"]
 
@@ -148,13 +148,6 @@ def _unroutable(
     )
 
 
-def _replaying(ctx: restate.ObjectContext) -> bool:
-    """Whether the handler is replaying its journal (restate-sdk 1.3 keeps that on its context's VM)."""
-    vm = getattr(ctx, "vm", None)
-    replaying = getattr(vm, "is_replaying", None)
-    return bool(replaying()) if callable(replaying) else False
-
-
 def _stored(outcome: Outcome) -> bytes:
     """The bytes a child stores (and a pump serves) for ``outcome``: past the limit for one message
     (decision 19) a call's answer, a rejection's message or an event's payload could never be stored
@@ -173,7 +166,7 @@ async def _call(
         # Restate answers a call to a handler nobody binds with a retryable error, so the child would
         # retry for ever; a target this endpoint no longer knows ends it as a terminal 404 (ADR).
         raise lash_terminal(_unroutable(envelope, routing))
-    if routing.targets.is_external(call.service) and not _replaying(ctx):
+    if routing.targets.is_external(call.service) and not replaying(ctx):
         # A declared target nobody registered: Restate fails the call with a retryable RT0018 that
         # this handler never sees, so ask the admin API first (decision 47). Not journaled, and not
         # asked once the call is in the journal (a replay): a call that was made stays made.

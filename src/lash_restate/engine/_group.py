@@ -64,7 +64,7 @@ from ._routes import (
     GROUP_WATCH,
     named,
 )
-from ._routing import Routing
+from ._routing import Routing, replaying
 
 __all__ = ["group_object"]
 
@@ -284,7 +284,10 @@ async def _record(
     # A caller of this release refused an open too large to send; a request that arrived may still
     # hold children that would not fit the messages that dispatch them: refused, recording nothing.
     mode_for(mode).check_fits(ctx.key(), children, [len(child) for child in req.children])
-    miss = routing.first_miss(children)
+    # Decision 50: decided once, by the execution that records the group. An open that suspends after
+    # answering and resumes on a process that routes differently replays past this point: asked
+    # again, it would refuse a group it already recorded and fail its replay for ever.
+    miss = None if replaying(ctx) else routing.first_miss(children)
     if miss is not None:
         # ADR: a first open with a child nobody can run records nothing, group row included.
         raise ChildUnroutable.no_executor(

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from ..calls import CallTargets
 from ..contract import AwaitEvent, Call, GroupExecutors, RuntimeEffectEnvelope, Sleep, describe_miss
 
-__all__ = ["Miss", "Routing"]
+__all__ = ["Miss", "Routing", "replaying"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,3 +50,14 @@ class Routing:
             if not self.routes(child):
                 return Miss(position=position, replay_key=child.replay_key, what=describe_miss(self, child))
         return None
+
+
+def replaying(ctx: Any) -> bool:
+    """Whether the handler is replaying its journal (restate-sdk 1.3 keeps that on its context's VM).
+
+    A routing answer is the endpoint's, not the journal's: a handler that suspended after acting on
+    one and resumed on a process that routes differently must follow what it journaled, not ask again.
+    """
+    vm = getattr(ctx, "vm", None)
+    answer = getattr(vm, "is_replaying", None)
+    return bool(answer()) if callable(answer) else False
