@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import time
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 
@@ -62,7 +63,7 @@ async def unregistered(call: Call) -> str | None:
     headers = {"accept": "application/json"}
     if admin.token:
         headers["authorization"] = f"Bearer {admin.token}"
-    url = f"{admin.url.rstrip('/')}/services/{call.service}"
+    url = f"{admin.url.rstrip('/')}/services/{quote(call.service, safe='')}"  # a name is user input
     try:
         async with httpx.AsyncClient(timeout=_TIMEOUT_S) as client:
             response = await client.get(url, headers=headers)
