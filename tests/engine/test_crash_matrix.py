@@ -236,15 +236,19 @@ def _report(line: dict[str, Any]) -> None:
             f.write(json.dumps(line) + "\n")
 
 
+def _matrix(runs: int) -> settings:
+    return settings(
+        max_examples=runs,
+        deadline=None,
+        suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+        database=None,
+        phases=[Phase.explicit, Phase.generate],  # no shrinking: a failing scenario is reported as drawn
+    )
+
+
 @pytest.mark.timeout(60 + 30 * RUNS)
 @seed(20261130)
-@settings(
-    max_examples=RUNS,
-    deadline=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
-    database=None,
-    phases=[Phase.explicit, Phase.generate],  # no shrinking: a failing scenario is reported as drawn
-)
+@_matrix(RUNS)
 @given(sc=scenarios())
 def test_crash_matrix(crash_stack: Stack, sc: dict[str, Any]) -> None:
     _run(crash_stack, sc)
@@ -255,13 +259,7 @@ V7_RUNS = max(1, RUNS // 2)
 
 @pytest.mark.timeout(60 + 30 * V7_RUNS)
 @seed(20261201)
-@settings(
-    max_examples=V7_RUNS,
-    deadline=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
-    database=None,
-    phases=[Phase.explicit, Phase.generate],
-)
+@_matrix(V7_RUNS)
 @given(sc=scenarios())
 def test_crash_matrix_on_protocol_v7(crash_stack_v7: Stack, sc: dict[str, Any]) -> None:
     _run(crash_stack_v7, {**sc, "protocol": "v7"})
