@@ -52,6 +52,7 @@ from lash_restate.engine._mode import PUMP_SLICE, mode_for
 from lash_restate.engine._records import SettlementMode
 from lash_restate.inspection import list_open_groups, show_group, sql
 from lash_restate.testing import LocalStack
+from tests.engine.test_engine import _poll
 
 MiB = 1024 * 1024
 LONGEST_KEY = "k" * 512  # the longest replay key an envelope takes
@@ -285,15 +286,6 @@ def _ranked(stack: LocalStack, key: str) -> int:
     return next((g.settled for g in list_open_groups(stack.admin_url) if g.group_key == key), 0)
 
 
-async def _poll(stack: LocalStack, query: str, done: Any, within: float = 90) -> list[dict[str, Any]]:
-    async with asyncio.timeout(within):
-        while True:
-            rows = await asyncio.to_thread(sql, stack.admin_url, query)
-            if done(rows):
-                return rows
-            await asyncio.sleep(0.2)
-
-
 async def test_a_callee_whose_own_result_is_over_the_limit_is_retried_by_restate_not_by_lash(
     sizes_stack: LocalStack,
 ) -> None:
@@ -309,6 +301,7 @@ async def test_a_callee_whose_own_result_is_over_the_limit_is_retried_by_restate
         "SELECT id, last_failure_error_code AS code FROM sys_invocation "
         "WHERE target = 'DemoCalls/blob' AND status != 'completed' AND retry_count >= 3",
         lambda rows: len(rows) == 1,
+        within=90,
     )
     assert callee["code"] == "RT0003"  # the server's "hit message size limit"
     children = await asyncio.to_thread(
