@@ -12,7 +12,7 @@ import pytest
 import restate
 
 import lash_restate as lash
-from lash_restate import _front
+from lash_restate._front import _invocation
 from lash_restate.contract import RuntimeEffectGroup
 from lash_restate.engine import call_targets
 from lash_restate.memory import MemoryHost
@@ -63,9 +63,9 @@ def test_child_constructors_build_the_contracts_commands() -> None:
 
 def test_the_batch_id_is_a_content_hash_of_the_children() -> None:
     a = [lash.tool("echo", 1), lash.sleep(timedelta(seconds=1))]
-    assert _front._batch(a) == _front._batch(list(a))
-    assert _front._batch(a) != _front._batch(a[::-1])  # positions are part of the content
-    assert _front._batch(a) != _front._batch([lash.tool("echo", 2), a[1]])
+    assert _invocation._batch(a) == _invocation._batch(list(a))
+    assert _invocation._batch(a) != _invocation._batch(a[::-1])  # positions are part of the content
+    assert _invocation._batch(a) != _invocation._batch([lash.tool("echo", 2), a[1]])
 
 
 async def test_through_a_controller_a_group_needs_an_explicit_key() -> None:

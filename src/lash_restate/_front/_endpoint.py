@@ -1,0 +1,85 @@
+"""The endpoint: lash's services beside the application's, and serving them."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, TypeAlias
+
+import restate
+
+from ..calls import Target
+from ..engine import (
+    BATCH_FROM,
+    DEFAULT_PREFIX,
+    build_app,
+    call_targets,
+    lash_services,
+    use_groups_served_elsewhere,
+)
+from ..engine import serve as _serve
+from ..tools import ToolRegistry
+
+Bindable: TypeAlias = restate.Service | restate.VirtualObject | restate.Workflow
+
+
+def use_prefix(prefix: str = DEFAULT_PREFIX) -> None:
+    """In a process that only calls lash: another deployment of this Restate cluster serves lash's
+    services, named ``{prefix}Group``, ``{prefix}Child``, … (``Lash…`` by default). Without this (or
+    `app` / `services` in the same process) a handler here cannot open groups: its controller answers
+    `supports_effect_groups()` false and refuses them with `EffectGroupUnsupported`."""
+    use_groups_served_elsewhere(prefix)
+
+
+def external(service: str, *handlers: str, keyed: bool = False) -> Target:
+    """Declare a service another endpoint of the cluster serves, so children may call it; without
+    ``handlers``, any handler of it."""
+    return Target(service, frozenset(handlers) if handlers else None, keyed)
+
+
+def services(
+    *yours: Bindable,
+    tools: ToolRegistry | None = None,
+    external: Sequence[Target] = (),
+    batch_from: int = BATCH_FROM,
+    prefix: str = DEFAULT_PREFIX,
+    name: str | None = None,
+) -> list[Bindable]:
+    """lash's services, to bind next to ``yours`` in your own ``restate.app([...])``: children may call
+    the handlers of ``yours`` and of the ``external`` services, and run the ``tools``. They are
+    named ``{prefix}Group``, ``{prefix}Child``, …, so two applications on one cluster can each have
+    their own (decision 40); ``name`` names your application on them (see `app`)."""
+    calls = call_targets(yours, external)
+    resolver = tools if tools is not None else ToolRegistry()
+    return lash_services(resolver, calls=calls, batch_from=batch_from, prefix=prefix, name=name)
+
+
+def app(
+    *yours: Bindable,
+    tools: ToolRegistry | None = None,
+    external: Sequence[Target] = (),
+    identity_keys: Sequence[str] = (),
+    prefix: str = DEFAULT_PREFIX,
+    name: str | None = None,
+) -> Any:
+    """The ASGI app serving ``yours`` and lash's services (named with ``prefix``), checked once
+    assembled.
+
+    Registering it where another application's lash services already have the same names is
+    refused by `lash-restate register`. Two deployments are taken for the same application (an
+    upgrade) when both carry the same ``name``, or, when either has none, when they serve a service
+    of their own in common, or the same services; give ``name`` to keep one identity across an
+    upgrade that renames every service."""
+    return build_app(
+        tools if tools is not None else ToolRegistry(),
+        extra_services=yours,
+        external=external,
+        identity_keys=identity_keys,
+        prefix=prefix,
+        name=name,
+    )
+
+
+async def serve(asgi: Any, host: str = "0.0.0.0", port: int = 9080, *, server: str = "hypercorn") -> None:
+    """Serve an app (from `app`) over HTTP/2 cleartext until SIGTERM or SIGINT, under hypercorn or
+    (with the ``granian`` extra) granian, in this process either way (decision 33)."""
+    await _serve(asgi, host, port, server=server)

@@ -1,0 +1,92 @@
+"""A group by hand: open, consume, save, resume, close."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Iterable
+
+from ..contract import (
+    GroupHandle,
+    GroupKey,
+    GroupWakePolicy,
+    InvalidInput,
+    LoserPolicy,
+    Reopens,
+    RuntimeEffectController,
+    RuntimeEffectGroup,
+    Settlement,
+)
+from ..engine import (
+    RestateController,
+)
+from ._children import Child
+from ._invocation import Caller, controller, grouped, outside_run
+from ._terminal import terminal
+
+
+class Group:
+    """An open group and its cursor; `save` gives what a fresh invocation resumes from."""
+
+    def __init__(self, controller: RuntimeEffectController, handle: GroupHandle) -> None:
+        self._controller = controller
+        self._handle = handle
+
+    @property
+    def key(self) -> str:
+        return self._handle.group_key
+
+    @property
+    def consumed(self) -> int:
+        return self._handle.consumed
+
+    def __len__(self) -> int:
+        return self._handle.child_count
+
+    @terminal
+    async def next(self, cancel: Awaitable[object] | None = None) -> Settlement:
+        """The next settlement in rank order (ADR: the cursor advances by exactly this one)."""
+        outside_run(self._controller, "Group.next")
+        return await self._controller.await_next_settlement(self._handle, cancel)
+
+    def save(self) -> str:
+        """The cursor as text: keep it, and `open(..., resume=...)` in a fresh invocation.
+
+        On Restate the group also learns that a continuation holds it, so once this invocation returns
+        normally an operator sees the group as parked, not orphaned (`lash-restate groups list`).
+        """
+        if isinstance(self._controller, RestateController):
+            self._controller.outside_run("Group.save")
+            self._controller.handle_saved(self._handle)
+        return self._handle.to_bytes().decode()
+
+    @terminal
+    async def close(self, losers: LoserPolicy | None = None) -> None:
+        """Close the group; ``losers`` may narrow the declared disposition to `CANCEL`."""
+        outside_run(self._controller, "Group.close")
+        await self._controller.close_effect_group(self._handle, losers)
+
+
+@terminal
+async def open(
+    ctx: Caller,
+    children: Iterable[Child],
+    *,
+    wake: GroupWakePolicy = GroupWakePolicy.ALL,
+    losers: LoserPolicy = LoserPolicy.RUN_TO_COMPLETION,
+    key: GroupKey | str | None = None,
+    resume: str | None = None,
+) -> Group:
+    """Open a group of ``children`` (or, with ``resume``, reopen the saved one and restore its cursor)."""
+    outside_run(controller(ctx), "lash.open")
+    saved = GroupHandle.from_bytes(resume) if resume is not None else None
+    group_key, envelopes = grouped(ctx, children, saved.group_key if saved is not None else key, "lash.open")
+    group = RuntimeEffectGroup(group_key, envelopes, wake=wake, disposition=losers)
+    owner = controller(ctx)
+    if saved is None:
+        return Group(owner, await owner.open_effect_group(group))
+    if not isinstance(owner, Reopens):
+        raise InvalidInput(  # decision 41
+            f"{type(owner).__name__} cannot reopen a saved group: it has no reopen_effect_group, and a "
+            "resume must never start a closed group over"
+        )
+    await owner.reopen_effect_group(group)  # a closed group is refused, never started over
+    return Group(owner, saved)
