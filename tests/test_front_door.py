@@ -20,7 +20,7 @@ from lash_restate.testing import demo_tools
 
 PUBLIC = {
     # the combinators, a group by hand, and the children
-    "all_settled", "race", "Group", "Child",
+    "all_settled", "race", "Group", "Opening", "Child",
     "call", "tool", "sleep", "event", "controller", "use_prefix",
     # the endpoint
     "services", "app", "serve", "external", "Target", "RestateController", "ToolRegistry", "ToolFailure",
@@ -163,6 +163,33 @@ async def test_a_saved_group_resumes_under_its_own_key() -> None:
         assert "s:group:g:0" not in host.store.groups
     finally:
         await host.aclose()
+
+
+async def test_all_fails_fast_only_when_told_and_declares_run_to_completion_either_way() -> None:
+    """``on_reject=CANCEL``: the open still declares `RunToCompletion`; the close narrows it."""
+    closed: list[lash.LoserPolicy | None] = []
+
+    class Closing(_Declared):
+        async def close_effect_group(
+            self, handle: lash.GroupHandle, disposition: lash.LoserPolicy | None = None
+        ) -> None:
+            closed.append(disposition)
+            await super().close_effect_group(handle, disposition)
+
+    host = Closing(resolver=demo_tools())
+    host.declared = []
+    kids = [lash.event("never"), lash.tool("fail", {"message": "no"})]
+    try:
+        for on_reject in (lash.RUN_TO_COMPLETION, lash.CANCEL):
+            with pytest.raises(lash.Rejected):
+                await lash.all(host, kids, key=f"s:group:{on_reject.value}:0", on_reject=on_reject)
+        assert await lash.all(
+            host, [lash.tool("echo", {"value": 1})], key="s:group:ok:0", on_reject=lash.CANCEL
+        )
+    finally:
+        await host.aclose()
+    assert host.declared == [lash.RUN_TO_COMPLETION] * 3
+    assert closed == [None, lash.CANCEL, None]  # narrowed only where a rejection decided it
 
 
 def test_a_service_prefix_is_checked_and_chosen_once_per_process() -> None:

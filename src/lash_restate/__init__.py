@@ -12,6 +12,7 @@ shadow the builtins (decision 39).
 from ._front import (
     Child,
     Group,
+    Opening,
     all_settled,
     app,
     call,
@@ -104,6 +105,7 @@ __all__ = [
     "Err",
     "ForeignGroupKey",
     "Group",
+    "Opening",
     "GroupHandle",
     "GroupKey",
     "GroupNotOpen",
