@@ -4,10 +4,14 @@ and what it does without a server: children, keys, refusals."""
 from __future__ import annotations
 
 import copy
+import dataclasses
+import inspect
 import pickle
+import typing
 from datetime import timedelta
 from typing import Any
 
+import msgspec
 import pytest
 import restate
 
@@ -48,6 +52,24 @@ def test_the_public_names_are_exactly_these() -> None:
     assert not {"all", "any", "open"} & set(lash.__all__)
     # Host-implementer helpers stay in `lash_restate.contract`.
     assert not {"check_await", "require_groups", "canonical_bytes", "EffectGroupDefaults"} & set(dir(lash))
+
+
+def test_public_names_report_the_front_door_as_their_module() -> None:
+    named = [getattr(lash, n) for n in (*lash.__all__, "all", "any", "open")]
+    records = [
+        v
+        for v in named
+        if isinstance(v, type) and (issubclass(v, msgspec.Struct) or dataclasses.is_dataclass(v))
+    ]
+    defined = [v for v in named if (isinstance(v, type) or inspect.isfunction(v)) and v not in records]
+    assert len(defined) > 40 and len(records) > 10
+    assert {v.__qualname__: v.__module__ for v in defined if v.__module__ != "lash_restate"} == {}
+    assert repr(lash.GroupNotOpen) == "<class 'lash_restate.GroupNotOpen'>"
+    # A record keeps the module its annotations resolve in: a user's model may hold one.
+    assert {v.__module__.split(".")[1] for v in records} <= {"contract", "calls"}
+    assert typing.get_type_hints(lash.Settlement)["outcome"] == lash.Outcome
+    ok = lash.Ok(value=[1])
+    assert pickle.loads(pickle.dumps(ok)) == ok
 
 
 def test_child_constructors_build_the_contracts_commands() -> None:
