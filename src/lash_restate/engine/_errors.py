@@ -27,9 +27,9 @@ from ..contract import (
 
 __all__ = [
     "CANCELLED_STATUS",
-    "CalledInsideRun",
     "HANDLER_RETRY",
     "NOT_FOUND",
+    "CalledInsideRun",
     "is_cancellation",
     "lash_terminal",
     "raise_typed",
