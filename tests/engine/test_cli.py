@@ -8,7 +8,10 @@ import os
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
+
+import httpx
 
 from lash_restate.inspection import list_open_groups
 from lash_restate.testing import LocalStack, free_port
@@ -330,3 +333,88 @@ def test_register_and_groups_honour_restate_admin_url_and_auth_token(stack: Loca
         assert isinstance(json.loads(listed.stdout), list)
     finally:
         proxy.close()
+
+
+SHOP = """
+import restate
+
+import lash_restate as lash
+
+shop = restate.Service("Shop")
+
+
+@shop.handler()
+async def ping(ctx: restate.Context, value: str) -> str:
+    return value
+
+
+app = lash.app(shop)
+
+
+def other():
+    return lash.app(shop, prefix="Other")
+"""
+
+
+def _discovered(cwd: Path, *args: str, env: dict[str, str] | None = None) -> list[str]:
+    """Serve ``lash-restate serve ARGS`` (the installed command, as a user runs it) in ``cwd``; the
+    names of the services it tells Restate it serves, from its discovery manifest."""
+    command = Path(sys.executable).with_name("lash-restate")
+    port = free_port()
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("LASH_")}
+    log = cwd / f"serve-{port}.log"
+    with log.open("wb") as out:
+        process = subprocess.Popen(
+            [str(command), "serve", "--host", "127.0.0.1", "--port", str(port), *args],
+            cwd=cwd,
+            env={**clean, **(env or {})},
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        manifest = "application/vnd.restate.endpointmanifest.v4+json"
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            assert process.poll() is None, log.read_text()
+            try:
+                answer = httpx.get(f"http://127.0.0.1:{port}/discover", headers={"accept": manifest})
+            except httpx.HTTPError:
+                time.sleep(0.05)
+                continue
+            return sorted(service["name"] for service in answer.json()["services"])
+        raise AssertionError("the endpoint did not answer within 30 s")
+    finally:
+        process.terminate()
+        process.wait(15)
+
+
+def test_serve_app_finds_the_module_in_the_current_directory(tmp_path: Path) -> None:
+    """As hypercorn and uvicorn do: ``lash-restate serve --app shop:app`` run where shop.py is."""
+    (tmp_path / "shop.py").write_text(SHOP)
+    assert _discovered(tmp_path, "--app", "shop:app") == [
+        "LashChild", "LashGroup", "LashPump", "LashSignal", "Shop"
+    ]  # fmt: skip
+
+
+def test_serve_app_honours_prefix_from_the_flag_and_the_environment(tmp_path: Path) -> None:
+    """The app's own ``lash.app(shop)`` names no prefix, so it takes the one ``--prefix`` chose."""
+    (tmp_path / "shop.py").write_text(SHOP)
+    shop = ["Shop", "ShopChild", "ShopGroup", "ShopPump", "ShopSignal"]
+    assert _discovered(tmp_path, "--app", "shop:app", "--prefix", "Shop") == shop
+    assert _discovered(tmp_path, "--app", "shop:app", env={"LASH_PREFIX": "Shop"}) == shop
+
+
+def test_serve_app_with_a_prefix_its_app_contradicts_is_one_clear_line(tmp_path: Path) -> None:
+    (tmp_path / "shop.py").write_text(SHOP + "\nother()\n")
+    run = subprocess.run(
+        [sys.executable, "-m", "lash_restate", "serve", "--app", "shop:app", "--prefix", "Shop"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert run.returncode == 2, run.stderr
+    assert run.stderr == (
+        "lash-restate: cannot load app 'shop:app': "
+        "this process already names lash's services Shop*, not Other*\n"
+    )
