@@ -367,7 +367,7 @@ def _groups_close(args: argparse.Namespace) -> int:
 def _dev(args: argparse.Namespace) -> int:
     from .testing.dev import run_dev
 
-    return run_dev(once=args.once)
+    return run_dev(once=args.once, keep=args.keep)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -508,6 +508,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     dev = sub.add_parser("dev", help="start restate-server and the endpoint, register, run a demo race")
     dev.add_argument("--once", action="store_true", help="exit after the demo instead of serving")
+    dev.add_argument(
+        "--keep",
+        action="store_true",
+        help="keep the server's data and the logs after it stops (default: removed, unless it failed)",
+    )
     dev.set_defaults(run=_dev)
     return parser
 
