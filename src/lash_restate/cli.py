@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import importlib
 import json
+import os
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -31,11 +32,24 @@ def _version() -> str:
 
 
 _PREFIX_HELP = "the prefix of lash's service names, {prefix}Group, … (default Lash)"
+_SERVE_PREFIX_HELP = (
+    "the prefix of lash's service names, {prefix}Group, …; with --app, the prefix its lash.app(...) takes "
+    "when it names none (default Lash) [LASH_PREFIX]"
+)
 
 
 def _fail(message: str, code: int = 1) -> int:
     print(f"lash-restate: {message}", file=sys.stderr)
     return code
+
+
+def _import(module_name: str) -> Any:
+    """Import a module the user named, finding it in the current directory first, as hypercorn and
+    uvicorn do (the installed ``lash-restate`` command has its own directory on the path, not it)."""
+    here = os.getcwd()
+    if here not in sys.path:
+        sys.path.insert(0, here)
+    return importlib.import_module(module_name)
 
 
 def load_resolver(spec: str) -> GroupExecutors:
@@ -44,7 +58,7 @@ def load_resolver(spec: str) -> GroupExecutors:
     if not module_name or not attribute:
         raise SystemExit(f"lash-restate: --resolver must be 'module:attribute', got {spec!r}")
     try:
-        target: Any = getattr(importlib.import_module(module_name), attribute)
+        target: Any = getattr(_import(module_name), attribute)
     except (ImportError, AttributeError) as exc:
         raise SystemExit(f"lash-restate: cannot load resolver {spec!r}: {exc}") from None
     resolver = target
@@ -64,7 +78,7 @@ def load_resolver(spec: str) -> GroupExecutors:
 
 def _serve(args: argparse.Namespace) -> int:
     from . import logs
-    from .engine import BATCH_FROM, DeploymentError, build_app
+    from .engine import BATCH_FROM, DeploymentError, build_app, use_prefix
     from .settings import ServeSettings, SettingsError
 
     try:
@@ -95,7 +109,17 @@ def _serve(args: argparse.Namespace) -> int:
                 "(name it with lash.app(..., name=...))",
                 2,
             )
-        app = load_app(settings.app)
+        if settings.prefix is not None:
+            # Chosen before the app is imported: its `lash.app(...)` naming no prefix takes this one
+            # (decision 54), and one naming another is refused as it loads.
+            try:
+                use_prefix(settings.prefix)
+            except ValueError as exc:
+                return _fail(str(exc), 2)
+        try:
+            app = load_app(settings.app)
+        except SystemExit as exc:
+            return _fail(str(exc).removeprefix("lash-restate: "), 2)
         return _run_server(app, settings)
     if settings.resolver is None:
         return _fail(
@@ -183,10 +207,12 @@ def _run_server(app: Any, settings: Any) -> int:
 
 def load_app(spec: str) -> Any:
     """``module:attribute`` naming an ASGI app (what `lash_restate.app(...)` returns)."""
+    from .engine import PrefixChosen
+
     module_name, _, attribute = spec.partition(":")
     try:
-        app: Any = getattr(importlib.import_module(module_name), attribute)
-    except (ImportError, AttributeError) as exc:
+        app: Any = getattr(_import(module_name), attribute)
+    except (ImportError, AttributeError, PrefixChosen) as exc:
         raise SystemExit(f"lash-restate: cannot load app {spec!r}: {exc}") from None
     if not callable(app):
         raise SystemExit(f"lash-restate: {spec!r} is not an ASGI app (it is not callable)")
@@ -341,7 +367,7 @@ def _groups_close(args: argparse.Namespace) -> int:
 def _dev(args: argparse.Namespace) -> int:
     from .testing.dev import run_dev
 
-    return run_dev(once=args.once)
+    return run_dev(once=args.once, keep=args.keep)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -388,7 +414,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="the HTTP server, in this process either way [LASH_SERVER] (default hypercorn; granian needs "
         "the granian extra: pip install 'lash-restate[granian]')",
     )
-    serve.add_argument("--prefix", help=_PREFIX_HELP + " [LASH_PREFIX]")
+    serve.add_argument("--prefix", help=_SERVE_PREFIX_HELP)
     serve.add_argument(
         "--app-name",
         help="name this application on lash's services, so an upgrade keeps its identity whatever "
@@ -482,6 +508,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     dev = sub.add_parser("dev", help="start restate-server and the endpoint, register, run a demo race")
     dev.add_argument("--once", action="store_true", help="exit after the demo instead of serving")
+    dev.add_argument(
+        "--keep",
+        action="store_true",
+        help="keep the server's data and the logs after it stops (default: removed, unless it failed)",
+    )
     dev.set_defaults(run=_dev)
     return parser
 

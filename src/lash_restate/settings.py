@@ -46,8 +46,9 @@ class ServeSettings(BaseModel):
     # engine's own default, so the settings need not import the engine.
     batch_from: Annotated[int, Field(ge=1)] | None = None
     verbose: bool = False
-    # lash's service names, {prefix}Group, … (decision 40); checked where the services are named.
-    prefix: str = "Lash"
+    # lash's service names, {prefix}Group, … (decision 40); checked where the services are named. None
+    # is the process's (decision 54): Lash, or with `app` what its own `lash.app(prefix=...)` names.
+    prefix: str | None = None
     # The HTTP server the endpoint runs under, in this process either way (decisions 11 and 33).
     server: Literal["hypercorn", "granian"] = "hypercorn"
     # With an admin URL the endpoint checks at start that no other application serves lash's services

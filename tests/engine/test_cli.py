@@ -8,8 +8,11 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
+import time
 from pathlib import Path
 
+import httpx
 import pytest
 
 from lash_restate.inspection import list_open_groups
@@ -21,12 +24,15 @@ from tests.conformance.builders import Scope, close, echo, event, next_, open_
 def test_dev_once_runs_the_stack_and_a_demo_race_then_cleans_up(tmp_path: Path) -> None:
     repo = Path(__file__).resolve().parents[2]
     (tmp_path / "restate.toml").write_text((repo / "restate.toml").read_text())
+    temporary = tmp_path / "tmp"  # where its stack lives while it runs
+    temporary.mkdir()
     run = subprocess.run(
         [sys.executable, "-m", "lash_restate", "dev", "--once"],
         cwd=tmp_path,
         capture_output=True,
         text=True,
         timeout=120,
+        env={**os.environ, "TMPDIR": str(temporary)},
     )
     assert run.returncode == 0, run.stderr
     out = run.stdout
@@ -36,8 +42,43 @@ def test_dev_once_runs_the_stack_and_a_demo_race_then_cleans_up(tmp_path: Path) 
     assert [r for r, _ in ranks] == ["1", "2", "3"]
     assert sorted(arm for _, arm in ranks) == ["0", "1", "2"]
     assert f"winner: arm {ranks[0][1]} (" in out
-    assert "stopped restate-server and the endpoint" in out
-    assert (tmp_path / ".lash").is_dir()
+    assert "stopped restate-server and the endpoint\n" in out
+    # Nothing is left behind: not the server's data, not the logs.
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["restate.toml", "tmp"]
+    assert list(temporary.iterdir()) == []
+
+
+def test_dev_without_a_restate_server_says_how_to_get_one_and_leaves_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A pip user has no node_modules and no `make setup`: dev names the pinned server and each way
+    to get it, before it starts or writes anything."""
+    from lash_restate import cli
+    from lash_restate.testing import processes
+
+    temporary = tmp_path / "tmp"
+    temporary.mkdir()
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("LASH_RESTATE_SERVER", raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path / "bin"))  # no restate-server on it
+    monkeypatch.setattr(processes, "_HERE", tmp_path)  # installed where no node_modules are above
+    monkeypatch.setattr(tempfile, "tempdir", str(temporary))
+    assert cli.main(["dev", "--once"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(
+        "lash-restate dev: restate-server not found. lash runs the pinned restate-server 1.7.12"
+    )
+    assert "npm install @restatedev/restate-server@1.7.12" in err
+    assert "https://github.com/restatedev/restate/releases/download/v1.7.12/restate-server-" in err
+    assert "LASH_RESTATE_SERVER" in err and "make setup" not in err
+    assert list(tmp_path.iterdir()) == [temporary] and list(temporary.iterdir()) == []
+
+
+def test_the_pinned_server_version_is_the_one_package_json_installs() -> None:
+    from lash_restate.testing.processes import SERVER_PACKAGE, SERVER_VERSION
+
+    repo = Path(__file__).resolve().parents[2]
+    assert json.loads((repo / "package.json").read_text())["dependencies"][SERVER_PACKAGE] == SERVER_VERSION
 
 
 def lash(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -333,3 +374,88 @@ def test_register_and_groups_honour_restate_admin_url_and_auth_token(stack: Loca
         assert isinstance(json.loads(listed.stdout), list)
     finally:
         proxy.close()
+
+
+SHOP = """
+import restate
+
+import lash_restate as lash
+
+shop = restate.Service("Shop")
+
+
+@shop.handler()
+async def ping(ctx: restate.Context, value: str) -> str:
+    return value
+
+
+app = lash.app(shop)
+
+
+def other():
+    return lash.app(shop, prefix="Other")
+"""
+
+
+def _discovered(cwd: Path, *args: str, env: dict[str, str] | None = None) -> list[str]:
+    """Serve ``lash-restate serve ARGS`` (the installed command, as a user runs it) in ``cwd``; the
+    names of the services it tells Restate it serves, from its discovery manifest."""
+    command = Path(sys.executable).with_name("lash-restate")
+    port = free_port()
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("LASH_")}
+    log = cwd / f"serve-{port}.log"
+    with log.open("wb") as out:
+        process = subprocess.Popen(
+            [str(command), "serve", "--host", "127.0.0.1", "--port", str(port), *args],
+            cwd=cwd,
+            env={**clean, **(env or {})},
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        manifest = "application/vnd.restate.endpointmanifest.v4+json"
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            assert process.poll() is None, log.read_text()
+            try:
+                answer = httpx.get(f"http://127.0.0.1:{port}/discover", headers={"accept": manifest})
+            except httpx.HTTPError:
+                time.sleep(0.05)
+                continue
+            return sorted(service["name"] for service in answer.json()["services"])
+        raise AssertionError("the endpoint did not answer within 30 s")
+    finally:
+        process.terminate()
+        process.wait(15)
+
+
+def test_serve_app_finds_the_module_in_the_current_directory(tmp_path: Path) -> None:
+    """As hypercorn and uvicorn do: ``lash-restate serve --app shop:app`` run where shop.py is."""
+    (tmp_path / "shop.py").write_text(SHOP)
+    assert _discovered(tmp_path, "--app", "shop:app") == [
+        "LashChild", "LashGroup", "LashPump", "LashSignal", "Shop"
+    ]  # fmt: skip
+
+
+def test_serve_app_honours_prefix_from_the_flag_and_the_environment(tmp_path: Path) -> None:
+    """The app's own ``lash.app(shop)`` names no prefix, so it takes the one ``--prefix`` chose."""
+    (tmp_path / "shop.py").write_text(SHOP)
+    shop = ["Shop", "ShopChild", "ShopGroup", "ShopPump", "ShopSignal"]
+    assert _discovered(tmp_path, "--app", "shop:app", "--prefix", "Shop") == shop
+    assert _discovered(tmp_path, "--app", "shop:app", env={"LASH_PREFIX": "Shop"}) == shop
+
+
+def test_serve_app_with_a_prefix_its_app_contradicts_is_one_clear_line(tmp_path: Path) -> None:
+    (tmp_path / "shop.py").write_text(SHOP + "\nother()\n")
+    run = subprocess.run(
+        [sys.executable, "-m", "lash_restate", "serve", "--app", "shop:app", "--prefix", "Shop"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert run.returncode == 2, run.stderr
+    assert run.stderr == (
+        "lash-restate: cannot load app 'shop:app': "
+        "this process already names lash's services Shop*, not Other*\n"
+    )

@@ -2,22 +2,28 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import httpx
+import pytest
 
 from lash_restate.registration import register_deployment
 from lash_restate.testing import LocalStack, free_port
+from lash_restate.testing.processes import restate_server_binary
 
 ROOT = Path(__file__).resolve().parents[2]
 # The user pins another patch version of a dependency lash-restate shares (the lock has httpx 0.28.1).
 USER_PIN = "httpx==0.28.0"
 
 
-def test_the_wheel_installs_beside_an_application_pinning_its_own_patch_version(tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def user_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A fresh virtualenv with the built wheel installed next to the user's own pin: its python."""
+    tmp_path = tmp_path_factory.mktemp("wheel")
     dist = tmp_path / "dist"
     build = subprocess.run(
         [sys.executable, "-m", "build", "--wheel", "--sdist", "--outdir", str(dist), str(ROOT)],
@@ -39,6 +45,13 @@ def test_the_wheel_installs_beside_an_application_pinning_its_own_patch_version(
         timeout=600,
     )
     assert install.returncode == 0, install.stderr[-3000:]
+    return python
+
+
+def test_the_wheel_installs_beside_an_application_pinning_its_own_patch_version(
+    user_venv: Path, tmp_path: Path
+) -> None:
+    python = user_venv
     check = subprocess.run([str(python), "-m", "pip", "check"], capture_output=True, text=True)
     assert check.returncode == 0, check.stdout
     version = subprocess.run(
@@ -75,3 +88,28 @@ def test_the_wheel_installs_beside_an_application_pinning_its_own_patch_version(
         finally:
             app.terminate()
             app.wait(30)
+
+
+def test_dev_works_for_a_pip_user_with_a_server_on_path_and_says_how_to_get_one_without(
+    user_venv: Path, tmp_path: Path
+) -> None:
+    """No checkout, no node_modules, no restate.toml: `lash-restate dev` from the wheel runs the
+    restate-server on PATH, and without one names the pinned version and how to get it."""
+    dev = [str(user_venv.with_name("lash-restate")), "dev", "--once"]
+    clean = {k: v for k, v in os.environ.items() if k not in ("LASH_RESTATE_SERVER", "PATH")}
+    temporary = tmp_path / "tmp"
+    temporary.mkdir()
+    without = subprocess.run(
+        dev, cwd=tmp_path, capture_output=True, text=True, timeout=60, env={**clean, "PATH": "/usr/bin:/bin"}
+    )
+    assert without.returncode == 1
+    assert "npm install @restatedev/restate-server@1.7.12" in without.stderr, without.stderr
+    assert "Traceback" not in without.stderr
+
+    server = restate_server_binary()  # this checkout's pinned one, put on the user's PATH
+    path = f"{server.parent}:/usr/bin:/bin"
+    env = {**clean, "PATH": path, "TMPDIR": str(temporary)}
+    ran = subprocess.run(dev, cwd=tmp_path, capture_output=True, text=True, timeout=120, env=env)
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    assert "winner: arm" in ran.stdout
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["tmp"] and list(temporary.iterdir()) == []

@@ -10,7 +10,6 @@ import restate
 from ..calls import Target
 from ..engine import (
     BATCH_FROM,
-    DEFAULT_PREFIX,
     build_app,
     call_targets,
     lash_services,
@@ -22,11 +21,16 @@ from ..tools import ToolRegistry
 Bindable: TypeAlias = restate.Service | restate.VirtualObject | restate.Workflow
 
 
-def use_prefix(prefix: str = DEFAULT_PREFIX) -> None:
+def use_prefix(prefix: str | None = None) -> None:
     """In a process that only calls lash: another deployment of this Restate cluster serves lash's
-    services, named ``{prefix}Group``, ``{prefix}Child``, … (``Lash…`` by default). Without this (or
-    `app` / `services` in the same process) a handler here cannot open groups: its controller answers
-    `supports_effect_groups()` false and refuses them with `EffectGroupUnsupported`."""
+    services, named ``{prefix}Group``, ``{prefix}Child``, …. Without this (or `app` / `services` in
+    the same process) a handler here cannot open groups: its controller answers
+    `supports_effect_groups()` false and refuses them with `EffectGroupUnsupported`.
+
+    The prefix is the process's, fixed by the first of `use_prefix`, `app` and `services` to run: the
+    prefix it names, or ``Lash`` if it names none. Each of them without ``prefix`` takes the process's
+    (so ``use_prefix("Shop")`` first makes a later ``app()`` bind ``ShopGroup``, …); naming another
+    prefix afterwards raises `ValueError`."""
     use_groups_served_elsewhere(prefix)
 
 
@@ -41,13 +45,15 @@ def services(
     tools: ToolRegistry | None = None,
     external: Sequence[Target] = (),
     batch_from: int = BATCH_FROM,
-    prefix: str = DEFAULT_PREFIX,
+    prefix: str | None = None,
     name: str | None = None,
 ) -> list[Bindable]:
     """lash's services, to bind next to ``yours`` in your own ``restate.app([...])``: children may call
-    the handlers of ``yours`` and of the ``external`` services, and run the ``tools``. They are
-    named ``{prefix}Group``, ``{prefix}Child``, …, so two applications on one cluster can each have
-    their own (decision 40); ``name`` names your application on them (see `app`)."""
+    the handlers of ``yours`` and of the ``external`` services, and run the ``tools``; groups of
+    ``batch_from`` children or more settle in batches. They are named ``{prefix}Group``,
+    ``{prefix}Child``, …, so two applications on one cluster can each have their own; without
+    ``prefix``, the process's (see `use_prefix`). ``name`` names your application on them (see
+    `app`). `app` takes the same keywords."""
     calls = call_targets(yours, external)
     resolver = tools if tools is not None else ToolRegistry()
     return lash_services(resolver, calls=calls, batch_from=batch_from, prefix=prefix, name=name)
@@ -57,12 +63,13 @@ def app(
     *yours: Bindable,
     tools: ToolRegistry | None = None,
     external: Sequence[Target] = (),
-    identity_keys: Sequence[str] = (),
-    prefix: str = DEFAULT_PREFIX,
+    batch_from: int = BATCH_FROM,
+    prefix: str | None = None,
     name: str | None = None,
+    identity_keys: Sequence[str] = (),
 ) -> Any:
-    """The ASGI app serving ``yours`` and lash's services (named with ``prefix``), checked once
-    assembled.
+    """The ASGI app serving ``yours`` and lash's services, checked once assembled: the keywords of
+    `services`, and ``identity_keys``, the Restate keys whose signed requests alone it serves.
 
     Registering it where another application's lash services already have the same names is
     refused by `lash-restate register`. Two deployments are taken for the same application (an
@@ -74,6 +81,7 @@ def app(
         extra_services=yours,
         external=external,
         identity_keys=identity_keys,
+        batch_from=batch_from,
         prefix=prefix,
         name=name,
     )

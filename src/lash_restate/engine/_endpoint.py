@@ -26,7 +26,7 @@ from ..contract import GroupExecutors
 from ._child import DEFAULT_TOOL_ATTEMPTS, child_object
 from ._group import group_object
 from ._pump import pump_object
-from ._routes import CHILD, DEFAULT_PREFIX, GROUP, PUMP, SIGNAL, named, use_prefix, wire_groups
+from ._routes import CHILD, GROUP, PUMP, SIGNAL, named, use_prefix, wire_groups
 from ._routing import Routing
 from ._signal import signal_object
 
@@ -110,20 +110,21 @@ def lash_services(
     calls: CallTargets | None = None,
     tool_attempts: int = DEFAULT_TOOL_ATTEMPTS,
     batch_from: int = BATCH_FROM,
-    prefix: str = DEFAULT_PREFIX,
+    prefix: str | None = None,
     name: str | None = None,
 ) -> list[Bindable]:
     """The group, child and pump objects and the durable-wait service.
 
     Children run through ``resolver`` (tools) and may call the handlers of ``calls``. Groups of
     ``batch_from`` children or more settle in batches through the pump. The services are named
-    ``{prefix}Group``, ``{prefix}Child``, … (decision 40); with ``name``, each carries it as the
+    ``{prefix}Group``, ``{prefix}Child``, … (decision 40; ``None``: this process's prefix, decision
+    54); with ``name``, each carries it as the
     service metadata ``lash.app``, which registration reads to tell an upgrade of this application
     from another application taking its prefix over (decision 43).
     """
     if batch_from < 1:
         raise ValueError(f"batch_from must be at least 1, got {batch_from}")
-    use_prefix(prefix)
+    prefix = use_prefix(prefix)
     metadata = {APP_METADATA: check_app_name(name)} if name is not None else None
     routing = Routing(resolver, calls if calls is not None else CallTargets())
     services: list[Bindable] = [
@@ -167,7 +168,7 @@ def build_app(
     external: Sequence[Target] = (),
     identity_keys: Sequence[str] = (),
     batch_from: int = BATCH_FROM,
-    prefix: str = DEFAULT_PREFIX,
+    prefix: str | None = None,
     name: str | None = None,
 ) -> Any:
     """The ASGI app: lash's services (or ``services`` as given) plus yours, validated once assembled.
@@ -175,7 +176,7 @@ def build_app(
     `Call` children may reach the handlers of ``extra_services`` and the ``external`` services.
     ``name`` names the application on lash's services (see `lash_services`).
     """
-    use_prefix(prefix)  # also when ``services`` are given: validation checks the names under it
+    prefix = use_prefix(prefix)  # also when ``services`` are given: validation checks the names under it
     assembled = list(services) if services is not None else []
     if services is None and resolver is not None:
         calls = call_targets(extra_services, external)

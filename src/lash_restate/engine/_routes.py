@@ -56,6 +56,7 @@ __all__ = [
     "ROUTES",
     "SIGNAL",
     "SIGNAL_SUBSCRIBE",
+    "PrefixChosen",
     "Route",
     "check_prefix",
     "group_of_pump",
@@ -91,12 +92,21 @@ def check_prefix(prefix: str) -> str:
     return prefix
 
 
-def use_prefix(prefix: str) -> None:
-    """Name lash's services ``{prefix}Group``, ``{prefix}Child``, … in this process (decision 40)."""
+class PrefixChosen(ValueError):
+    """This process already names lash's services with another prefix: a prefix is chosen once."""
+
+
+def use_prefix(prefix: str | None = None) -> str:
+    """Name lash's services ``{prefix}Group``, ``{prefix}Child``, … in this process (decision 40), and
+    answer the prefix. ``None`` keeps the one already chosen (`DEFAULT_PREFIX` if none was) and fixes
+    it: a default never changes the process's prefix, it takes it (decision 54)."""
+    if prefix is None:
+        prefix = _Naming.prefix
     check_prefix(prefix)
     if _Naming.chosen and prefix != _Naming.prefix:
-        raise ValueError(f"this process already names lash's services {_Naming.prefix}*, not {prefix}*")
+        raise PrefixChosen(f"this process already names lash's services {_Naming.prefix}*, not {prefix}*")
     _Naming.prefix, _Naming.chosen = prefix, True
+    return prefix
 
 
 class _Wiring:
@@ -112,9 +122,9 @@ def wire_groups() -> None:
     _Wiring.resolver = True
 
 
-def use_groups_served_elsewhere(prefix: str) -> None:
+def use_groups_served_elsewhere(prefix: str | None = None) -> None:
     """A process that only calls lash: another deployment of its cluster serves lash's services under
-    ``prefix`` (and that deployment cannot start without a resolver)."""
+    ``prefix`` (default: this process's; and that deployment cannot start without a resolver)."""
     use_prefix(prefix)
     _Wiring.elsewhere = True
 

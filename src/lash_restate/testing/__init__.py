@@ -8,6 +8,8 @@
 - `tools` — the demo tools (`echo`, `fail`, `blob`, `count`, `flaky`).
 - `targets` — the demo call targets (`DemoCalls`, `DemoCounter`), as services and in process.
 - `dev` — the body of ``lash-restate dev``.
+- `pytest` — the pytest plugin (``-p lash_restate.testing.pytest``): an application's own tests
+  against a real restate-server, built on `LocalStack`. Nothing here imports it.
 
 Nothing below this package in the layers (`inspection`, `engine`, `memory`, `combinators`,
 `tools`, `contract`) imports it; ``make lint`` checks that with import-linter.

@@ -14,7 +14,7 @@ from typing import Any
 
 import httpx
 
-from .processes import StackError
+from .processes import StackError, restate_server_binary
 from .stack import LocalStack
 
 __all__ = ["DEMO_RACE", "run_dev"]
@@ -64,12 +64,19 @@ def _describe(outcome: dict[str, Any]) -> str:
     return "cancelled"
 
 
-def run_dev(*, once: bool) -> int:
-    # The stack stays in .lash/ after it stops (keep): its logs and the server's data can be read.
-    stack = LocalStack.single(
-        Path(".lash") / f"dev-{int(time.time())}", config_file=_config_file(), keep=True
-    )
-    server, endpoint = stack.server, stack.endpoint
+def run_dev(*, once: bool, keep: bool = False) -> int:
+    """Start, register, race, serve until Ctrl-C (or ``once``: exit after the race), then stop.
+
+    The stack lives in a temporary directory, removed when it stops: kept (and named) with ``keep``
+    or when something failed, for its logs."""
+    try:
+        restate_server_binary()  # before anything is started or written: say how to get one
+    except StackError as exc:
+        print(f"lash-restate dev: {exc}", file=sys.stderr)
+        return 1
+    stack = LocalStack(keep=keep)  # a temporary directory of its own: it goes when the stack stops
+    server = stack.add_server(config_file=_config_file())
+    endpoint = stack.add_endpoint()
     try:
         _say(f"starting restate-server (logs: {server.log_path}) …")
         stack.start_servers()
@@ -100,7 +107,9 @@ def run_dev(*, once: bool) -> int:
         return 0
     except (StackError, httpx.HTTPError) as exc:
         print(f"lash-restate dev: {exc}", file=sys.stderr)
+        stack.keep = True  # what failed is in the logs
         return 1
     finally:
         stack.stop()
-        _say("stopped restate-server and the endpoint")
+        kept = f"; its logs and data are in {stack.base_dir}" if stack.keep else ""
+        _say(f"stopped restate-server and the endpoint{kept}")

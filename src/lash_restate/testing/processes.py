@@ -24,7 +24,16 @@ from typing import IO, Any
 
 import httpx
 
-__all__ = ["Endpoint", "RestateServer", "StackError", "free_port", "restate_server_binary"]
+__all__ = [
+    "SERVER_ENV",
+    "SERVER_VERSION",
+    "Endpoint",
+    "RestateServer",
+    "StackError",
+    "free_port",
+    "how_to_get_the_server",
+    "restate_server_binary",
+]
 
 SERVER_PACKAGE = "@restatedev/restate-server"
 
@@ -39,22 +48,62 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _platform_package() -> str:
+SERVER_VERSION = "1.7.12"  # the pinned restate-server: package.json's, which a test holds to this
+SERVER_ENV = "LASH_RESTATE_SERVER"  # a restate-server binary to run instead of looking for one
+_HERE = Path(__file__).resolve().parent  # where the package is installed: a source checkout's node_modules
+
+
+def _platform() -> tuple[str, str]:
     system = {"Linux": "linux", "Darwin": "darwin"}.get(platform.system(), platform.system().lower())
     machine = {"x86_64": "x64", "AMD64": "x64", "aarch64": "arm64", "arm64": "arm64"}.get(
         platform.machine(), platform.machine()
     )
+    return system, machine
+
+
+def _platform_package() -> str:
+    system, machine = _platform()
     return f"restate-server-{system}-{machine}"
 
 
-def restate_server_binary() -> Path:
-    """The pinned binary installed by ``make setup`` (npm), or ``$LASH_RESTATE_SERVER``."""
-    override = os.environ.get("LASH_RESTATE_SERVER")
-    if override:
-        return Path(override)
+def _release_archive() -> str:
+    """The binary archive of the pinned release for this machine, on GitHub."""
+    system, machine = _platform()
+    arch = {"x64": "x86_64", "arm64": "aarch64"}.get(machine, machine)
+    target = "apple-darwin" if system == "darwin" else "unknown-linux-musl"
+    return (
+        f"https://github.com/restatedev/restate/releases/download/v{SERVER_VERSION}/"
+        f"restate-server-{arch}-{target}.tar.xz"
+    )
+
+
+def how_to_get_the_server() -> str:
+    """Every way lash finds a restate-server, each as what to do: for a message that none was found."""
+    return (
+        f"lash runs the pinned restate-server {SERVER_VERSION}; get it one of these ways:\n"
+        f"  npm install {SERVER_PACKAGE}@{SERVER_VERSION}   (here or in a parent directory: lash finds "
+        "node_modules/)\n"
+        f"  download and unpack {_release_archive()}, then put its restate-server on PATH\n"
+        f"  or point {SERVER_ENV} at a restate-server binary"
+    )
+
+
+def restate_server_binary(explicit: str | os.PathLike[str] | None = None) -> Path:
+    """The restate-server to run: ``explicit``, else ``$LASH_RESTATE_SERVER``, else the npm package's
+    binary in a ``node_modules`` of the current directory or a parent (``make setup`` installs the
+    pinned one there), or of the directories above this package, else one on ``PATH``.
+
+    A binary named but missing, and none found, are `StackError`s that say how to get one."""
+    for named, source in ((explicit, "the restate-server given"), (os.environ.get(SERVER_ENV), SERVER_ENV)):
+        if named:
+            path = Path(named).expanduser()
+            if not (path.is_file() and os.access(path, os.X_OK)):
+                raise StackError(
+                    f"{source} is {path}, which is not an executable file. {how_to_get_the_server()}"
+                )
+            return path
     relative = Path("node_modules/@restatedev") / _platform_package() / "bin/restate-server"
-    starts = [Path.cwd(), Path(__file__).resolve()]
-    for start in starts:
+    for start in (Path.cwd(), _HERE):
         for folder in [start, *start.parents]:
             candidate = folder / relative
             if candidate.is_file():
@@ -62,10 +111,7 @@ def restate_server_binary() -> Path:
     found = shutil.which("restate-server")
     if found:
         return Path(found)
-    raise StackError(
-        f"restate-server not found: run `make setup` (installs {SERVER_PACKAGE} into node_modules) "
-        "or set LASH_RESTATE_SERVER to the binary"
-    )
+    raise StackError(f"restate-server not found. {how_to_get_the_server()}")
 
 
 _BIND_ATTEMPTS = 3
@@ -126,6 +172,9 @@ class _OwnedProcess(abc.ABC):
     @abc.abstractmethod
     def _fresh_ports(self) -> None: ...
 
+    def _cwd(self) -> Path | None:
+        return None  # this process's directory
+
     def _start(self, what: str, timeout: float, *, repick_ports: bool) -> None:
         """Spawn and wait until ready; a start that lost its ports is retried on fresh ones."""
         for attempt in range(_BIND_ATTEMPTS):
@@ -152,6 +201,7 @@ class _OwnedProcess(abc.ABC):
         self.process = subprocess.Popen(
             list(args),
             env=env,
+            cwd=self._cwd(),
             stdout=self._log or subprocess.DEVNULL,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
@@ -185,6 +235,7 @@ class RestateServer(_OwnedProcess):
     config_file: Path | None = None
     node_name: str = "lash-dev"
     extra_env: dict[str, str] = field(default_factory=dict)
+    binary: Path | None = None  # the restate-server to run; None: `restate_server_binary()` finds one
     log_path: Path | None = None
     process: subprocess.Popen[bytes] | None = None
     _log: IO[bytes] | None = None
@@ -204,7 +255,13 @@ class RestateServer(_OwnedProcess):
         return self
 
     def _command(self) -> list[str]:
-        args = [str(restate_server_binary()), "--base-dir", str(self.base_dir), "--listen-mode", "tcp"]
+        args = [
+            str(restate_server_binary(self.binary)),
+            "--base-dir",
+            str(self.base_dir),
+            "--listen-mode",
+            "tcp",
+        ]
         args += ["--no-logo", "--node-name", self.node_name]
         if self.config_file is not None:
             args += ["--config-file", str(self.config_file)]
@@ -219,8 +276,16 @@ class RestateServer(_OwnedProcess):
             "RESTATE_ADVERTISED_ADDRESS": f"http://127.0.0.1:{self.fabric_port}",
             "RESTATE_DISABLE_TELEMETRY": "true",
             "RESTATE_LOG_FORMAT": "compact",
+            # Its invoker makes a directory in TMPDIR per partition and leaves it when it stops: inside
+            # the base directory, they go with it.
+            "TMPDIR": str(self._tmp_dir()),
             **self.extra_env,
         }
+
+    def _tmp_dir(self) -> Path:
+        tmp = self.base_dir / "tmp"
+        tmp.mkdir(parents=True, exist_ok=True)
+        return tmp
 
     def _fresh_ports(self) -> None:
         self.ingress_port, self.admin_port, self.fabric_port = free_port(), free_port(), free_port()
@@ -259,6 +324,7 @@ class Endpoint(_OwnedProcess):
     env: dict[str, str] = field(default_factory=dict)
     server: str | None = None
     python: str = sys.executable
+    cwd: Path | None = None  # where it runs (default: this process's directory)
     log_path: Path | None = None
     process: subprocess.Popen[bytes] | None = None
     _log: IO[bytes] | None = None
@@ -284,6 +350,9 @@ class Endpoint(_OwnedProcess):
 
     def _env(self) -> dict[str, str]:
         return {**os.environ, **({"LASH_SERVER": self.server} if self.server else {}), **self.env}
+
+    def _cwd(self) -> Path | None:
+        return self.cwd
 
     def _fresh_ports(self) -> None:
         self.port = free_port()

@@ -20,6 +20,7 @@ from urllib.parse import quote
 import httpx
 
 from ..engine import SIGNAL, named
+from ..inspection import sql
 from ..registration import PrefixTaken, RegistrationError, register_deployment
 from .driver import TURN
 from .processes import Endpoint, RestateServer, StackError, free_port
@@ -90,10 +91,12 @@ class LocalStack:
         ingress_port: int | None = None,
         admin_port: int | None = None,
         fabric_port: int | None = None,
+        binary: Path | None = None,
     ) -> RestateServer:
         """A server keeping its data in ``base_dir/name`` and its log in ``base_dir/{name}.log``.
 
-        With ``signing_key`` (an ed25519 private key PEM file) it signs every request to an endpoint.
+        With ``signing_key`` (an ed25519 private key PEM file) it signs every request to an endpoint;
+        ``binary`` is the restate-server it runs (default: `restate_server_binary` finds one).
         """
         base = self.base_dir / name
         base.mkdir(parents=True, exist_ok=True)
@@ -106,6 +109,7 @@ class LocalStack:
             config_file=config_file,
             node_name=node_name,
             extra_env=extra_env,
+            binary=binary,
             log_path=self.base_dir / f"{name}.log",
         )
         self.servers.append(server)
@@ -116,24 +120,35 @@ class LocalStack:
         name: str = "endpoint",
         *,
         module: str = "lash_restate",
-        args: Sequence[str] = ("--with-turn",),
+        args: Sequence[str] | None = None,
         env: dict[str, str] | None = None,
         identity_keys: Sequence[str] = (),
         server: str | None = None,
         python: str | None = None,
+        app: str | None = None,
+        cwd: Path | None = None,
     ) -> Endpoint:
         """An endpoint logging to ``base_dir/{name}.log``; with ``identity_keys`` it serves only
         requests signed by one of them; ``server`` is its HTTP server (default: ``$LASH_SERVER``,
-        else hypercorn); ``python`` the interpreter that runs it (default: this one)."""
+        else hypercorn); ``python`` the interpreter that runs it (default: this one).
+
+        With ``app`` (``module:attribute``, an application built with ``lash.app``) it is
+        ``lash-restate serve --app app ARGS``, run in ``cwd`` (default: this process's directory),
+        where ``module`` is found; otherwise ``module`` with ``args`` (default: ``--with-turn``,
+        with the demo tools)."""
+        if args is None:
+            args = () if app is not None else ("--with-turn",)
         keys = [arg for key in identity_keys for arg in ("--identity-key", key)]
+        # `serve` has no default resolver; a local stack serves the demo tools unless told otherwise.
+        resolver = {} if app is not None else {"LASH_RESOLVER": DEMO_RESOLVER}
         endpoint = Endpoint(
-            module=module,
-            args=(*args, *keys),
-            # `serve` has no default resolver; a local stack serves the demo tools unless told otherwise.
-            env={"LASH_COUNT_FILE": str(self.count_file), "LASH_RESOLVER": DEMO_RESOLVER, **(env or {})},
+            module="lash_restate" if app is not None else module,
+            args=("--app", app, *args, *keys) if app is not None else (*args, *keys),
+            env={"LASH_COUNT_FILE": str(self.count_file), **resolver, **(env or {})},
             server=server,
             log_path=self.base_dir / f"{name}.log",
             python=python or sys.executable,
+            cwd=cwd,
         )
         self.endpoints.append(endpoint)
         return endpoint
@@ -229,6 +244,10 @@ class LocalStack:
         self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
     ) -> None:
         self.stop()
+
+    def sql(self, query: str) -> list[dict[str, Any]]:
+        """The rows of ``query`` over the first server's admin SQL (``sys_invocation``, ``state``, …)."""
+        return sql(self.admin_url, query)
 
     def counts(self) -> list[str]:
         """Every name the demo tools' `count` has written: the side-effect witness."""

@@ -1,0 +1,187 @@
+"""lash's pytest plugin: your handlers, served in a subprocess, against a real restate-server. No Docker.
+
+Load it where your tests are configured (it is not loaded by merely installing lash-restate)::
+
+    [tool.pytest.ini_options]
+    addopts = "-p lash_restate.testing.pytest"
+    lash_app = "shop:app"            # module:attribute of what lash.app(...) built
+
+or ``pytest_plugins = ["lash_restate.testing.pytest"]`` in your root ``conftest.py``. Then::
+
+    def test_checkout(lash_ingress):
+        assert lash_ingress.post("/Checkout/pay", json={...}).json() == {...}
+
+Fixtures:
+
+- `lash_app`: the application under test, ``module:attribute``: the ``lash_app`` marker's argument
+  (``@pytest.mark.lash_app("shop:app")`` on a test, class or module), else ``--lash-app``, else the
+  ``lash_app`` ini setting. Override the fixture to compute it.
+- `lash_stack`: a `LocalStack` serving it: a restate-server on free loopback ports, the app in a
+  subprocess (``lash-restate serve --app``, run in pytest's rootdir, so ``shop`` is found there),
+  registered. ``lash_stack.restart_endpoint()`` SIGKILLs the endpoint and serves it again on its port;
+  ``lash_stack.endpoint.kill()`` only kills it (the next test gets it back);
+  ``lash_stack.restart_server()`` does the same to the server, whose data survives. One stack per
+  application for the whole session: give each test keys of its own.
+- `lash_ingress`: an ``httpx.Client`` on the server's ingress (``lash_stack.ingress_url``).
+
+The restate-server is ``--lash-restate-server PATH`` (ini ``lash_restate_server``), else the one
+``LASH_RESTATE_SERVER`` names, else the pinned npm package's in a ``node_modules`` here or above, else
+one on ``PATH``; when there is none, the test fails saying how to get it.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from .processes import Endpoint, RestateServer, StackError, restate_server_binary
+from .stack import LocalStack
+
+__all__ = ["lash_app", "lash_ingress", "lash_stack"]
+
+_MARKER = "lash_app"
+_NAME_IT = (
+    "name the application under test, module:attribute of what lash.app(...) built: mark the test "
+    '(@pytest.mark.lash_app("shop:app"), or pytestmark in its module), pass --lash-app shop:app, set '
+    "lash_app = shop:app in your pytest configuration, or override the lash_app fixture"
+)
+_SERVER_OPTION = "or pass --lash-restate-server PATH (ini lash_restate_server)"
+# What our own tests give restate-server: fewer partitions than its default start and elect faster.
+_SERVER_ENV = {"RESTATE_DEFAULT_NUM_PARTITIONS": "4"}
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("lash", "lash-restate: handlers against a real restate-server")
+    group.addoption(
+        "--lash-app",
+        dest="lash_app",
+        metavar="MODULE:ATTRIBUTE",
+        help="the application the lash_stack fixture serves (ini: lash_app)",
+    )
+    group.addoption(
+        "--lash-restate-server",
+        dest="lash_restate_server",
+        metavar="PATH",
+        help="the restate-server binary to run (ini: lash_restate_server; env: LASH_RESTATE_SERVER)",
+    )
+    parser.addini("lash_app", "the application the lash_stack fixture serves, module:attribute")
+    parser.addini("lash_restate_server", "the restate-server binary lash's fixtures run")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", f"{_MARKER}(spec): the application (module:attribute) the lash_stack fixture serves"
+    )
+
+
+def _alive(process: RestateServer | Endpoint) -> bool:
+    return process.process is not None and process.process.poll() is None
+
+
+class _Stacks:
+    """The session's stacks, one per application, each started when a test first asks for it."""
+
+    def __init__(self, config: pytest.Config, base_dir: Path) -> None:
+        self._config = config
+        self._base_dir = base_dir
+        self._stacks: dict[str, LocalStack] = {}
+        self._failed: dict[str, str] = {}
+
+    def _binary(self) -> Path:
+        given = self._config.getoption("lash_restate_server") or self._config.getini("lash_restate_server")
+        try:
+            return restate_server_binary(str(given) if given else None)
+        except StackError as exc:
+            missing = f"{exc}\n  {_SERVER_OPTION}"
+        pytest.fail(missing, pytrace=False)  # outside the except: the message alone, no chained error
+
+    def get(self, app: str) -> LocalStack:
+        if app in self._failed:
+            pytest.fail(self._failed[app], pytrace=False)
+        stack = self._stacks.get(app)
+        if stack is None:
+            stack = self._start(app)
+        else:  # an earlier test may have killed a process without starting it again
+            if not _alive(stack.server):
+                stack.server.start()
+            if not _alive(stack.endpoint):
+                stack.endpoint.start(repick_port=False)
+        return stack
+
+    def _start(self, app: str) -> LocalStack:
+        binary = self._binary()
+        stack = LocalStack(self._base_dir / f"stack-{len(self._stacks) + len(self._failed)}", keep=False)
+        stack.add_server(env=_SERVER_ENV, binary=binary)
+        endpoint = stack.add_endpoint(app=app, cwd=self._config.rootpath, env=self._pythonpath())
+        try:
+            stack.start()
+        except StackError as exc:
+            log = endpoint.log_path.read_text(errors="replace") if endpoint.log_path else ""
+            tail = "\n".join(log.strip().splitlines()[-15:])
+            self._failed[app] = f"cannot serve {app!r}: {exc}" + (
+                f"\n  its log, {endpoint.log_path}, ends:\n{tail}" if tail else ""
+            )
+        if app in self._failed:
+            pytest.fail(self._failed[app], pytrace=False)  # outside the except: no chained error
+        self._stacks[app] = stack
+        return stack
+
+    def _pythonpath(self) -> dict[str, str]:
+        """pytest's ``pythonpath`` setting reaches the endpoint's interpreter too."""
+        paths = [str(p) for p in self._config.getini("pythonpath")]
+        if os.environ.get("PYTHONPATH"):
+            paths.append(os.environ["PYTHONPATH"])
+        return {"PYTHONPATH": os.pathsep.join(paths)} if paths else {}
+
+    def stop(self) -> None:
+        for stack in self._stacks.values():
+            stack.stop()
+
+
+@pytest.fixture(scope="session")
+def _lash_stacks(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[_Stacks]:
+    stacks = _Stacks(request.config, tmp_path_factory.mktemp("lash"))
+    try:
+        yield stacks
+    finally:
+        stacks.stop()
+
+
+@pytest.fixture
+def lash_app(request: pytest.FixtureRequest) -> str:
+    """The application under test, ``module:attribute``."""
+    marker = request.node.get_closest_marker(_MARKER)
+    if marker is not None:
+        if len(marker.args) != 1 or not isinstance(marker.args[0], str):
+            pytest.fail(
+                f'@pytest.mark.lash_app takes one "module:attribute", got {marker.args!r}', pytrace=False
+            )
+        spec: Any = marker.args[0]
+    else:
+        spec = request.config.getoption("lash_app") or request.config.getini("lash_app")
+    if not spec:
+        pytest.fail(_NAME_IT, pytrace=False)
+    module, _, attribute = str(spec).partition(":")
+    if not module or not attribute:
+        pytest.fail(f"lash_app must be module:attribute, got {spec!r}", pytrace=False)
+    return str(spec)
+
+
+@pytest.fixture
+def lash_stack(lash_app: str, _lash_stacks: _Stacks) -> LocalStack:
+    """A restate-server and the application under test, served in a subprocess and registered."""
+    return _lash_stacks.get(lash_app)
+
+
+@pytest.fixture
+def lash_ingress(lash_stack: LocalStack) -> Iterator[httpx.Client]:
+    """An HTTP client on the restate-server's ingress: ``lash_ingress.post("/Service/handler", json=...)``."""
+    with httpx.Client(base_url=lash_stack.ingress_url, timeout=60) as client:
+        yield client

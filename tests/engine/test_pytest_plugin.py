@@ -1,0 +1,148 @@
+"""lash's pytest plugin as a user meets it: a project of their own, run by pytest in a subprocess."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+INI = """
+[pytest]
+addopts = -p lash_restate.testing.pytest -p no:cacheprovider
+filterwarnings = error
+{extra}
+"""
+
+SHOP = """
+import restate
+
+import lash_restate as lash
+
+shop = restate.Service("Shop")
+tools = lash.ToolRegistry()
+
+
+@tools.tool("double")
+async def double(value: int) -> int:
+    return 2 * value
+
+
+@shop.handler()
+async def doubles(ctx: restate.Context, value: int) -> list[int]:
+    return await lash.all(ctx, [lash.tool("double", value), lash.tool("double", value + 1)])
+
+
+app = lash.app(shop, tools=tools)
+"""
+
+TESTS = """
+import httpx
+import pytest
+
+
+def test_a_handler_runs_its_group_through_the_ingress(lash_ingress: httpx.Client) -> None:
+    assert lash_ingress.post("/Shop/doubles", json=3).json() == [6, 8]
+
+
+def test_killing_the_endpoint(lash_stack) -> None:
+    lash_stack.endpoint.kill()
+    with pytest.raises(httpx.HTTPError):
+        httpx.get(f"{lash_stack.endpoint.url}/health", timeout=1)
+
+
+def test_the_next_test_gets_the_endpoint_back(lash_ingress: httpx.Client) -> None:
+    assert lash_ingress.post("/Shop/doubles", json=5).json() == [10, 12]
+
+
+def test_a_restarted_endpoint_serves_again(lash_stack, lash_ingress: httpx.Client) -> None:
+    killed = lash_stack.endpoint.pid
+    lash_stack.restart_endpoint()
+    assert lash_stack.endpoint.pid != killed
+    assert lash_ingress.post("/Shop/doubles", json=0).json() == [0, 2]
+
+
+@pytest.mark.lash_app("broken:app")
+def test_an_application_that_cannot_be_served(lash_ingress: httpx.Client) -> None:
+    pass
+"""
+
+
+def pytest_in(
+    project: Path, *args: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("LASH_", "PYTEST_"))}
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "-rA", *args],
+        cwd=project,
+        capture_output=True,
+        text=True,
+        timeout=110,
+        env={**clean, **(env or {})},
+    )
+
+
+def project(tmp_path: Path, tests: str, *, ini: str = "", files: dict[str, str] | None = None) -> Path:
+    (tmp_path / "pytest.ini").write_text(INI.format(extra=ini))
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_it.py").write_text(textwrap.dedent(tests))
+    for name, text in (files or {}).items():
+        (tmp_path / name).write_text(text)
+    return tmp_path
+
+
+def test_the_plugin_serves_the_users_application_kills_and_restarts_it(tmp_path: Path) -> None:
+    """The application is found in the project's directory (pytest's rootdir, wherever pytest runs)
+    and named by the ini setting or a marker; an application that cannot be served fails its tests
+    with its own error."""
+    files = {"shop.py": SHOP, "broken.py": "import no_such_module\n"}
+    root = project(tmp_path, TESTS, ini="lash_app = shop:app", files=files)
+    run = pytest_in(root / "tests")  # run from below the rootdir: shop.py is found in the rootdir
+    outcomes = {
+        line.split()[1].rpartition("::")[2]: line.split()[0]
+        for line in run.stdout.splitlines()
+        if line.startswith(("PASSED ", "FAILED ", "ERROR "))
+    }
+    assert outcomes == {
+        "test_a_handler_runs_its_group_through_the_ingress": "PASSED",
+        "test_killing_the_endpoint": "PASSED",
+        "test_the_next_test_gets_the_endpoint_back": "PASSED",
+        "test_a_restarted_endpoint_serves_again": "PASSED",
+        "test_an_application_that_cannot_be_served": "ERROR",
+    }, run.stdout + run.stderr
+    assert "cannot serve 'broken:app'" in run.stdout
+    assert "No module named 'no_such_module'" in run.stdout  # from the endpoint's own log
+
+
+def test_unused_it_starts_nothing_and_unnamed_it_says_how_to_name_the_application(tmp_path: Path) -> None:
+    tests = """
+    def test_without_lash() -> None:
+        pass
+
+    def test_without_an_application(lash_ingress) -> None:
+        pass
+    """
+    # A server that cannot exist: a test that asks for none must not look for one.
+    run = pytest_in(project(tmp_path, tests), "--lash-restate-server", str(tmp_path / "nowhere"))
+    assert "PASSED tests/test_it.py::test_without_lash" in run.stdout, run.stdout
+    assert "ERROR tests/test_it.py::test_without_an_application" in run.stdout, run.stdout
+    assert '@pytest.mark.lash_app("shop:app")' in run.stdout
+    assert "--lash-app shop:app" in run.stdout
+    assert "Traceback" not in run.stdout
+
+
+def test_without_a_restate_server_it_says_how_to_get_one(tmp_path: Path) -> None:
+    tests = """
+    def test_it(lash_ingress) -> None:
+        pass
+    """
+    missing = tmp_path / "bin" / "restate-server"
+    run = pytest_in(
+        project(tmp_path, tests, ini="lash_app = shop:app"), env={"LASH_RESTATE_SERVER": str(missing)}
+    )
+    assert "ERROR tests/test_it.py::test_it" in run.stdout, run.stdout
+    assert f"LASH_RESTATE_SERVER is {missing}, which is not an executable file" in run.stdout
+    assert "npm install @restatedev/restate-server@1.7.12" in run.stdout
+    assert "--lash-restate-server PATH" in run.stdout
+    assert "Traceback" not in run.stdout
