@@ -75,7 +75,7 @@ from .contract import (
     ToolFailure,
     WakeRuleDrift,
 )
-from .engine import RestateController
+from .engine import DeploymentError, RestateController, ServerUnavailable
 from .tools import ToolRegistry
 
 CANCEL = LoserPolicy.CANCEL
@@ -96,6 +96,7 @@ __all__ = [
     "ChildUnroutable",
     "CursorError",
     "CursorOverrun",
+    "DeploymentError",
     "DispositionDrift",
     "DispositionWidening",
     "DuplicateReplayKey",
@@ -127,6 +128,7 @@ __all__ = [
     "RestateController",
     "RuntimeEffectEnvelope",
     "RuntimeErrorCode",
+    "ServerUnavailable",
     "Settlement",
     "ShapeMismatch",
     "Sleep",

@@ -65,6 +65,7 @@ from ._errors import (
     ShapeMismatch,
     WakeRuleDrift,
     error_from_wire,
+    without_wire,
 )
 from ._group import GroupKey, GroupShape, RuntimeEffectGroup
 from ._handle import GroupHandle, check_child_count
@@ -153,6 +154,7 @@ __all__ = [
     "effective_disposition",
     "envelope_hash",
     "error_from_wire",
+    "without_wire",
     "execute_once",
     "execute_outcome",
     "fit_outcome",

@@ -16,6 +16,7 @@ from ._endpoint import (
     served_application,
     validate_deployment,
 )
+from ._errors import terminal_status
 from ._formats import BASELINE, FORMAT, FORMATS, Format
 from ._lookup import configure_admin
 from ._messages import OperatorClose, OperatorClosed
@@ -35,6 +36,7 @@ from ._routes import (
 )
 
 __all__ = [
+    "terminal_status",
     "APP_METADATA",
     "BASELINE",
     "BATCH_FROM",

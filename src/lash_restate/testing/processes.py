@@ -24,13 +24,20 @@ from typing import IO, Any
 
 import httpx
 
+from ..contract import LashError, RuntimeErrorCode
+
 __all__ = ["Endpoint", "RestateServer", "StackError", "free_port", "restate_server_binary"]
 
 SERVER_PACKAGE = "@restatedev/restate-server"
 
 
-class StackError(RuntimeError):
+class StackError(LashError, RuntimeError):
     """A part of the local stack could not be found, started or reached; the message says which."""
+
+    code = RuntimeErrorCode.STACK
+
+    def __str__(self) -> str:
+        return self.message
 
 
 def free_port() -> int:
