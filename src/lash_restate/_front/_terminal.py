@@ -4,7 +4,7 @@ Uncaught in a handler, a rejection ends the invocation as its child ended: a cal
 and message (a callee's ``TerminalError("carrier b refuses", 409)`` reaches the caller's client as
 409 ``carrier b refuses``), as if the caller had awaited the call itself. An error of the contract
 ends it with its own status (404 for a group or a child that is not there) and ``str(error)``. Never
-with lash's wire form, which is between lash's own handlers (decision 53).
+with lash's wire form, which is between lash's own handlers.
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ from ..engine import terminal_status
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
 
-# A child whose rejection carries no HTTP status (a tool's, an event's, lash's own `too_large`…) ends
-# its caller as a terminal failure of a `ctx.run` action does natively: TerminalError's default, 500.
+# Why each status: decision 53. A child whose rejection carries no HTTP status (a tool's, an event's,
+# lash's own `too_large`…) ends its caller as a failed `ctx.run` action does natively: 500.
 NO_STATUS = 500
 # A cancelled child ends its caller as Restate ends an invocation it cancelled: 409.
 CANCELLED = 409

@@ -5,7 +5,7 @@ handler as `TerminalError` carrying the error's wire form, and come back out of
 a call as the same typed exception (the Temporal-style converter pair).
 
 The wire form is between lash's own handlers: where a failure leaves lash (the caller's handler, a
-handler the ingress calls), it is a plain message and the error's status (decision 53).
+handler the ingress calls), it is a plain message and the error's status.
 """
 
 from __future__ import annotations
@@ -84,7 +84,7 @@ class CalledInsideRun(InvalidInput, TerminalError):
     raises a `TerminalError` itself (it does not look at causes): anything else fails the run
     transiently, and the run is retried into the same refusal forever. The run's recorded failure,
     and the invocation's when the handler does not catch it, are what a client sees: status 400 and
-    the message itself (``text``), never lash's wire form (decision 53).
+    the message itself (``text``), never lash's wire form.
     """
 
     def __init__(self, what: str) -> None:
