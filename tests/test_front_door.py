@@ -144,6 +144,11 @@ async def test_any_rejects_with_an_exception_group_in_input_order() -> None:
     assert isinstance(matched, lash.AggregateRejection) and matched.errors == [lash.Err(message="two")]
     assert isinstance(rest, lash.AggregateRejection) and rest.errors == [lash.Err(message="one")]
     assert matched.group_key == rest.group_key == "s:group:any:0"
+    # ... and the positions of the children they keep, through a pickle too.
+    assert [e.position for e in matched.exceptions] == [1] and str(matched.exceptions[0]).startswith(
+        "child 1 "
+    )
+    assert [e.position for e in pickle.loads(pickle.dumps(matched)).exceptions] == [1]
     again = pickle.loads(pickle.dumps(caught.value))
     assert again.errors == caught.value.errors and copy.copy(caught.value).errors == caught.value.errors
     assert again.group_key == "s:group:any:0"

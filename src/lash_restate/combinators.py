@@ -147,27 +147,62 @@ class AggregateRejection(ExceptionGroup[ChildRejected], LashError):  # type: ign
     code = RuntimeErrorCode.AGGREGATE_REJECTION
     errors: list[Outcome]
 
-    def __new__(cls, errors: Sequence[Outcome], *, group_key: str | None = None) -> AggregateRejection:
+    def __new__(
+        cls,
+        errors: Sequence[Outcome],
+        *,
+        group_key: str | None = None,
+        positions: Sequence[int] | None = None,
+    ) -> AggregateRejection:
+        """``positions``: the children's input positions when they are not ``0, 1, …`` (a split keeps
+        its children's own)."""
         if not errors:
             raise EmptyGroup(
                 "an AggregateRejection holds at least one rejected child: any([]) is refused instead",
                 group_key=group_key,
             )
-        members = [ChildRejected(i, e) for i, e in enumerate(errors)]
-        group = super().__new__(cls, f"all {len(errors)} children rejected", members)
+        at = list(range(len(errors))) if positions is None else list(positions)
+        if len(at) != len(errors):
+            raise ValueError(f"{len(errors)} errors at {len(at)} positions")
+        members = [ChildRejected(i, e) for i, e in zip(at, errors, strict=True)]
+        if positions is None:
+            message = f"all {len(errors)} children rejected"
+        else:
+            message = f"child{'ren' if len(at) > 1 else ''} {', '.join(map(str, at))} rejected"
+        group = super().__new__(cls, message, members)
         group.errors = list(errors)
         group.group_key = group_key
         return group
 
-    def __init__(self, errors: Sequence[Outcome], *, group_key: str | None = None) -> None:
-        super().__init__(self.message, [e for e in self.exceptions if isinstance(e, ChildRejected)])
+    def __init__(
+        self,
+        errors: Sequence[Outcome],
+        *,
+        group_key: str | None = None,
+        positions: Sequence[int] | None = None,
+    ) -> None:
+        super().__init__(self.message, list(self.exceptions))
+
+    @property
+    def exceptions(self) -> tuple[ChildRejected, ...]:
+        """One `ChildRejected` per child, in input order (never a nested group)."""
+        members: tuple[ChildRejected, ...] = ExceptionGroup.exceptions.__get__(self)
+        return members
 
     def derive(self, excs: Sequence[ChildRejected]) -> AggregateRejection:  # type: ignore[override]
-        # `except*` splits keep the type, the group's key and the outcomes of the children they keep.
-        return AggregateRejection([e.outcome for e in excs], group_key=self.group_key)
+        # `except*` splits keep the type, the group's key, and the positions and outcomes of the
+        # children they keep.
+        return AggregateRejection(
+            [e.outcome for e in excs], group_key=self.group_key, positions=[e.position for e in excs]
+        )
 
-    def __reduce__(self) -> tuple[type[AggregateRejection], tuple[list[Outcome]], dict[str, Any]]:
-        return (AggregateRejection, (self.errors,), {"group_key": self.group_key})
+    def __reduce__(self) -> tuple[Any, tuple[list[Outcome], str | None, list[int]]]:
+        return (_aggregate, (self.errors, self.group_key, [e.position for e in self.exceptions]))
+
+
+def _aggregate(errors: list[Outcome], group_key: str | None, positions: list[int]) -> AggregateRejection:
+    whole = positions == list(range(len(errors)))
+    return AggregateRejection(errors, group_key=group_key, positions=None if whole else positions)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -65,12 +65,12 @@ def ending(error: LashError) -> restate.TerminalError:
         )
         return _Ending(_child_message(position, outcome), child_status(outcome))
     if isinstance(error, AggregateRejection):
-        statuses = {child_status(outcome) for outcome in error.errors}
+        statuses = {child_status(child.outcome) for child in error.exceptions}
         named = [
-            f"child {i}: {describe_rejection(outcome)[:_EACH]}"
-            for i, outcome in enumerate(error.errors[:_NAMED])
+            f"child {child.position}: {describe_rejection(child.outcome)[:_EACH]}"
+            for child in error.exceptions[:_NAMED]
         ]
-        more = len(error.errors) - _NAMED
+        more = len(error.exceptions) - _NAMED
         message = f"{error.message}: {'; '.join(named)}" + (f"; and {more} more" if more > 0 else "")
         # One status when every child ended alike; children that disagree have nothing better than 500.
         return _Ending(message, statuses.pop() if len(statuses) == 1 else NO_STATUS)
