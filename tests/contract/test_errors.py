@@ -4,6 +4,7 @@ docs is the code's, every error names where it happened, and errors survive thei
 from __future__ import annotations
 
 import importlib
+import pickle
 import pkgutil
 import re
 from pathlib import Path
@@ -91,6 +92,30 @@ def test_the_errors_keep_what_they_were_besides() -> None:
     # A line for a person, as before: an error outside the contract has no code in its str.
     assert str(ServerUnavailable("granian is not installed")) == "granian is not installed"
     assert ServerUnavailable("x").code == "server_unavailable"
+
+
+def test_the_errors_outside_the_contract_survive_a_pickle() -> None:
+    from lash_restate.combinators import ChildRejected, Rejected
+    from lash_restate.contract import Err, Settlement
+    from lash_restate.engine import DeploymentError
+    from lash_restate.registration import Application, PrefixTaken
+
+    settlement = Settlement(rank=1, position=1, replay_key="k/c1", outcome=Err(message="no", code="409"))
+    mine = Application("", "", "Lash", "shop", frozenset({"Shop"}))
+    theirs = Application("dp_1", "http://other:9080", "Lash", "books", frozenset({"Books"}))
+    for error in (
+        Rejected(settlement, group_key="s:group:b:0"),
+        ChildRejected(2, Err(message="no")),
+        DeploymentError("bind LashGroup"),
+        PrefixTaken("http://me:9080", mine, theirs),
+    ):
+        again = pickle.loads(pickle.dumps(error))
+        assert type(again) is type(error) and str(again) == str(error) and again.code == error.code
+        assert (again.group_key, again.position, again.replay_key) == (
+            error.group_key,
+            error.position,
+            error.replay_key,
+        )
 
 
 def test_every_error_class_has_its_own_code_and_docstring() -> None:
