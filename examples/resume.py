@@ -54,13 +54,13 @@ async def start(ctx: restate.Context, doc: str) -> dict[str, Any]:
 
 @review_service.handler()
 async def resume(ctx: restate.Context, request: dict[str, Any]) -> list[dict[str, Any]]:
-    group = await lash.open(ctx, asks(request["doc"]), resume=request["saved"])
     answers = []
-    while group.consumed < len(group):
-        settlement = await group.next()
-        answers.append({"rank": settlement.rank, "answer": answer(settlement)})
-    if request.get("close", True):
-        await group.close()
+    # The block closes the group when it ends, unless it was saved for a later invocation.
+    async with lash.open(ctx, asks(request["doc"]), resume=request["saved"]) as group:
+        async for settlement in group:
+            answers.append({"rank": settlement.rank, "answer": answer(settlement)})
+        if not request.get("close", True):
+            group.save()
     return answers
 
 

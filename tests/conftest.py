@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import types
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,10 +19,46 @@ from tests.conformance.tiers import MemoryTier, RestateTier
 TIERS = ["memory", "restate", "restate-replay", "restate-batched", "restate-v7"]
 
 
+# What starts a real restate-server. A test that reaches one of these, through a fixture or a call
+# (its own, or a helper's of the same module), gets the `restate` mark: `pytest -m "not restate"`
+# then runs everything a machine without a server can.
+STARTS_A_SERVER = frozenset({"LocalStack", "private_stack", "RestateServer", "start_server"})
+
+
+def _names(code: types.CodeType) -> set[str]:
+    """The global names ``code`` and the functions nested in it refer to."""
+    found = set(code.co_names)
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            found |= _names(const)
+    return found
+
+
+def _starts_a_server(fn: Any, seen: set[Any]) -> bool:
+    code = getattr(inspect.unwrap(fn), "__code__", None)
+    if code is None or fn in seen:
+        return False
+    seen.add(fn)
+    names = _names(code)
+    if names & STARTS_A_SERVER:
+        return True
+    module = inspect.getmodule(fn)
+    helpers = (getattr(module, name, None) for name in names)
+    return any(
+        inspect.isfunction(h) and inspect.getmodule(h) is module and _starts_a_server(h, seen)
+        for h in helpers
+    )
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         params = getattr(item, "callspec", None)
-        if params is not None and str(params.params.get("tier", "")).startswith("restate"):
+        on_restate = params is not None and str(params.params.get("tier", "")).startswith("restate")
+        if not on_restate and isinstance(item, pytest.Function):
+            seen: set[Any] = set()
+            fixtures = [d.func for defs in item._fixtureinfo.name2fixturedefs.values() for d in defs]
+            on_restate = any(_starts_a_server(fn, seen) for fn in (item.function, *fixtures))
+        if on_restate:
             item.add_marker(pytest.mark.restate)
 
 

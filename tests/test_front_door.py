@@ -4,10 +4,14 @@ and what it does without a server: children, keys, refusals."""
 from __future__ import annotations
 
 import copy
+import dataclasses
+import inspect
 import pickle
+import typing
 from datetime import timedelta
 from typing import Any
 
+import msgspec
 import pytest
 import restate
 
@@ -20,7 +24,7 @@ from lash_restate.testing import demo_tools
 
 PUBLIC = {
     # the combinators, a group by hand, and the children
-    "all_settled", "race", "Group", "Child",
+    "all_settled", "race", "Group", "Opening", "Child",
     "call", "tool", "sleep", "event", "controller", "use_prefix",
     # the endpoint
     "services", "app", "serve", "external", "Target", "RestateController", "ToolRegistry", "ToolFailure",
@@ -49,6 +53,24 @@ def test_the_public_names_are_exactly_these() -> None:
     assert not {"all", "any", "open"} & set(lash.__all__)
     # Host-implementer helpers stay in `lash_restate.contract`.
     assert not {"check_await", "require_groups", "canonical_bytes", "EffectGroupDefaults"} & set(dir(lash))
+
+
+def test_public_names_report_the_front_door_as_their_module() -> None:
+    named = [getattr(lash, n) for n in (*lash.__all__, "all", "any", "open")]
+    records = [
+        v
+        for v in named
+        if isinstance(v, type) and (issubclass(v, msgspec.Struct) or dataclasses.is_dataclass(v))
+    ]
+    defined = [v for v in named if (isinstance(v, type) or inspect.isfunction(v)) and v not in records]
+    assert len(defined) > 40 and len(records) > 10
+    assert {v.__qualname__: v.__module__ for v in defined if v.__module__ != "lash_restate"} == {}
+    assert repr(lash.GroupNotOpen) == "<class 'lash_restate.GroupNotOpen'>"
+    # A record keeps the module its annotations resolve in: a user's model may hold one.
+    assert {v.__module__.split(".")[1] for v in records} <= {"contract", "calls"}
+    assert typing.get_type_hints(lash.Settlement)["outcome"] == lash.Outcome
+    ok = lash.Ok(value=[1])
+    assert pickle.loads(pickle.dumps(ok)) == ok
 
 
 def test_child_constructors_build_the_contracts_commands() -> None:
@@ -178,6 +200,33 @@ async def test_a_saved_group_resumes_under_its_own_key() -> None:
         assert "s:group:g:0" not in host.store.groups
     finally:
         await host.aclose()
+
+
+async def test_all_fails_fast_only_when_told_and_declares_run_to_completion_either_way() -> None:
+    """``on_reject=CANCEL``: the open still declares `RunToCompletion`; the close narrows it."""
+    closed: list[lash.LoserPolicy | None] = []
+
+    class Closing(_Declared):
+        async def close_effect_group(
+            self, handle: lash.GroupHandle, disposition: lash.LoserPolicy | None = None
+        ) -> None:
+            closed.append(disposition)
+            await super().close_effect_group(handle, disposition)
+
+    host = Closing(resolver=demo_tools())
+    host.declared = []
+    kids = [lash.event("never"), lash.tool("fail", {"message": "no"})]
+    try:
+        for on_reject in (lash.RUN_TO_COMPLETION, lash.CANCEL):
+            with pytest.raises(lash.Rejected):
+                await lash.all(host, kids, key=f"s:group:{on_reject.value}:0", on_reject=on_reject)
+        assert await lash.all(
+            host, [lash.tool("echo", {"value": 1})], key="s:group:ok:0", on_reject=lash.CANCEL
+        )
+    finally:
+        await host.aclose()
+    assert host.declared == [lash.RUN_TO_COMPLETION] * 3
+    assert closed == [None, lash.CANCEL, None]  # narrowed only where a rejection decided it
 
 
 def test_a_service_prefix_is_checked_and_chosen_once_per_process() -> None:

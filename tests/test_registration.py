@@ -23,7 +23,7 @@ def deployment(*own: str, prefix: str = "Lash", name: str | None = None) -> dict
 def test_a_deployment_is_read_as_its_prefix_name_and_own_services() -> None:
     app = Application.of(deployment("Inventory", "LashTurn", prefix="Shop", name="shop"))
     assert (app.deployment_id, app.uri) == ("dp_1", "http://e:9080/")
-    assert (app.prefix, app.name, app.services) == ("Shop", "shop", {"Inventory", "LashTurn"})
+    assert (app.prefix, app.name, set(app.services)) == ("Shop", "shop", {"Inventory", "LashTurn"})
     # Format 1 (the baseline release) carries no metadata: no name, the same services.
     assert Application.of(deployment("Inventory")).name is None
     # Not a lash deployment: no prefix (a lone `FooGroup` is not lash's).

@@ -9,9 +9,15 @@ its answers and errors come in. A host implementer's helpers live in `lash_resta
 shadow the builtins (decision 39).
 """
 
+import dataclasses
+import inspect
+
+import msgspec
+
 from ._front import (
     Child,
     Group,
+    Opening,
     all_settled,
     app,
     call,
@@ -120,6 +126,7 @@ __all__ = [
     "LoserPolicy",
     "MembershipUnsupported",
     "Ok",
+    "Opening",
     "Outcome",
     "PayloadTooLarge",
     "PermutedPosition",
@@ -150,3 +157,22 @@ __all__ = [
     "tool",
     "use_prefix",
 ]
+
+
+def _at_the_front_door() -> None:
+    """Public names report ``lash_restate`` as their module (as httpx's do), so tracebacks, reprs and
+    the reference name what an application imports, not the private module that defines them.
+
+    Records (msgspec structs, dataclasses) keep theirs: msgspec, pydantic and ``get_type_hints``
+    resolve a record's field annotations in the module it names (decision 59).
+    """
+    for name in (*__all__, "all", "any", "open"):
+        value = globals()[name]
+        record = isinstance(value, type) and (
+            issubclass(value, msgspec.Struct) or dataclasses.is_dataclass(value)
+        )
+        if (isinstance(value, type) and not record) or inspect.isfunction(value):
+            value.__module__ = __name__
+
+
+_at_the_front_door()

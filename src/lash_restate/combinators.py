@@ -45,11 +45,11 @@ __all__ = [
     "RejectedResult",
     "SuspendedResult",
     "all_",
-    "combine",
-    "empty_result",
     "all_settled",
     "any_",
+    "combine",
     "describe_rejection",
+    "empty_result",
     "race",
     "run_combinator",
     "select",
@@ -304,8 +304,13 @@ async def run_combinator(
     *,
     handle: GroupHandle | None = None,
     stop_after: int | None = None,
+    on_reject: LoserPolicy | None = None,
 ) -> CombinatorResult:
     """Open (or reopen) ``group`` and consume it until ``kind`` decides, or ``stop_after`` settlements.
+
+    ``on_reject=CANCEL`` closes a group that rejected with `Cancel`: the disposition declared at open
+    narrows once the rejection is consumed, so the children still running are cancelled (ADR: close
+    may only narrow); a group that fulfils is closed as declared.
 
     With a saved ``handle`` this is a resume: the ranks it already consumed are
     re-read (they are durable facts) to rebuild the fold, then consumption
@@ -340,8 +345,11 @@ async def run_combinator(
             return SuspendedResult(group_key=cursor.group_key, order=_order(seen), handle=cursor)
         seen.append(await run.next(cursor))
         verdict = _verdict(kind, cursor.group_key, len(group), seen, since=len(seen) - 1)
-    # The declared disposition applies to the losers: RunToCompletion lets them run on (ECMA-262).
-    await controller.close_effect_group(cursor)
+    # The declared disposition applies to the losers: RunToCompletion lets them run on (ECMA-262),
+    # unless the caller asked to narrow it once a rejection decided the combinator.
+    # Only a change is passed: a close as declared stays the call earlier releases journaled.
+    narrows = isinstance(verdict, RejectedResult) and on_reject not in (None, group.disposition)
+    await controller.close_effect_group(cursor, on_reject if narrows else None)
     return verdict
 
 
@@ -369,12 +377,15 @@ async def combine(
     losers: LoserPolicy = LoserPolicy.RUN_TO_COMPLETION,
     handle: GroupHandle | None = None,
     stop_after: int | None = None,
+    on_reject: LoserPolicy | None = None,
 ) -> CombinatorResult:
     """`run_combinator` over ``children`` as a group of ``kind``'s wake rule; no children: `empty_result`."""
     if not children:
         return empty_result(kind, key)
     group = RuntimeEffectGroup(key, children, wake=kind.wake, disposition=losers)
-    return await run_combinator(controller, kind, group, handle=handle, stop_after=stop_after)
+    return await run_combinator(
+        controller, kind, group, handle=handle, stop_after=stop_after, on_reject=on_reject
+    )
 
 
 async def _settle(
@@ -383,8 +394,9 @@ async def _settle(
     key: GroupKey | str,
     children: Sequence[RuntimeEffectEnvelope],
     disposition: LoserPolicy,
+    on_reject: LoserPolicy | None = None,
 ) -> Any:
-    result = await combine(controller, kind, key, children, losers=disposition)
+    result = await combine(controller, kind, key, children, losers=disposition, on_reject=on_reject)
     if isinstance(result, FulfilledResult):
         return result.value
     assert isinstance(result, RejectedResult)  # without stop_after a combinator always decides
@@ -401,10 +413,19 @@ async def _settle(
 
 
 async def all_(
-    controller: RuntimeEffectController, key: GroupKey | str, children: Sequence[RuntimeEffectEnvelope]
+    controller: RuntimeEffectController,
+    key: GroupKey | str,
+    children: Sequence[RuntimeEffectEnvelope],
+    *,
+    on_reject: LoserPolicy = LoserPolicy.RUN_TO_COMPLETION,
 ) -> list[Any]:
-    """`Promise.all`: values in input order, or `Rejected` at the first consumed rejection."""
-    return list(await _settle(controller, Combinator.ALL, key, children, LoserPolicy.RUN_TO_COMPLETION))
+    """`Promise.all`: values in input order, or `Rejected` at the first consumed rejection.
+
+    The group declares `RunToCompletion`; ``on_reject=CANCEL`` narrows it to `Cancel` at the close
+    once a rejection is consumed, so the rest are cancelled (fail fast).
+    """
+    disposition = LoserPolicy.RUN_TO_COMPLETION
+    return list(await _settle(controller, Combinator.ALL, key, children, disposition, on_reject))
 
 
 async def all_settled(

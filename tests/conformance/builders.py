@@ -112,9 +112,16 @@ def supports() -> dict[str, Any]:
 
 
 def combine(
-    kind: str, group: dict[str, Any], *, stop_after: int | None = None, handle: str | None = None
+    kind: str,
+    group: dict[str, Any],
+    *,
+    stop_after: int | None = None,
+    handle: str | None = None,
+    on_reject: str | None = None,
 ) -> dict[str, Any]:
     step: dict[str, Any] = {"type": "combine", "kind": kind, "group": group}
+    if on_reject is not None:
+        step["on_reject"] = on_reject
     if stop_after is not None:
         step["stop_after"] = stop_after
     if handle is not None:
@@ -130,3 +137,19 @@ def ok(result: dict[str, Any]) -> Any:
 def err(result: dict[str, Any]) -> dict[str, Any]:
     assert "error" in result, f"expected an error, got {result}"
     return result["error"]  # type: ignore[no-any-return]
+
+
+def iterate(
+    group: dict[str, Any],
+    *,
+    resume: bool = False,
+    save_after: int | None = None,
+    raise_after: int | None = None,
+) -> dict[str, Any]:
+    """``async with lash.open(group) as g: async for s in g`` (see `IterateStep`)."""
+    step: dict[str, Any] = {"type": "iterate", "group": group, "resume": resume}
+    if save_after is not None:
+        step["save_after"] = save_after
+    if raise_after is not None:
+        step["raise_after"] = raise_after
+    return step

@@ -20,7 +20,20 @@ from lash_restate.contract import (
 )
 from lash_restate.memory import MemoryHost
 from lash_restate.testing import demo_tools
-from tests.conformance.builders import Scope, close, combine, echo, err, event, next_, ok, open_, sleep, use
+from tests.conformance.builders import (
+    Scope,
+    close,
+    combine,
+    echo,
+    err,
+    event,
+    fail,
+    next_,
+    ok,
+    open_,
+    sleep,
+    use,
+)
 
 # How long a loser may take to end once cancelled before the test calls it left running; a loser
 # that is not cancelled would run for minutes (a long timer) or forever (an event never emitted).
@@ -46,6 +59,7 @@ async def test_the_combinators_declare_the_adrs_dispositions() -> None:
     host = Recording(resolver=demo_tools())
     try:
         await all_(host, "s:group:all:0", arms("all"))
+        await all_(host, "s:group:all_fail_fast:0", arms("all_fail_fast"), on_reject=LoserPolicy.CANCEL)
         await all_settled(host, "s:group:all_settled:0", arms("all_settled"))
         await race(host, "s:group:race:0", arms("race"))
         await any_(host, "s:group:any:0", arms("any"))
@@ -57,6 +71,7 @@ async def test_the_combinators_declare_the_adrs_dispositions() -> None:
     rtc, cancel = LoserPolicy.RUN_TO_COMPLETION, LoserPolicy.CANCEL
     assert declared == {
         "all": ("all", rtc),
+        "all_fail_fast": ("all", rtc),  # fail fast narrows at the close, never at the open
         "all_settled": ("all", rtc),
         "race": ("first", rtc),
         "any": ("first_success", rtc),
@@ -64,6 +79,24 @@ async def test_the_combinators_declare_the_adrs_dispositions() -> None:
         "any_cancel": ("first_success", cancel),
         "select": ("first", cancel),
     }
+
+
+async def test_all_failing_fast_cancels_the_rest_once_a_rejection_is_consumed(tier: Any) -> None:
+    """`all(on_reject=Cancel)`: the group declares `RunToCompletion` at open (above), and the close
+    narrows it to `Cancel` once the first rejection is consumed (ADR: close may only narrow), so a
+    child still running ends now instead of running on; a group that fulfils is closed as declared."""
+    s = Scope()
+    group = s.group([sleep(600_000), fail("bad"), event(s.event("never"))])
+    [result] = await tier.turn(combine("all", group, on_reject="cancel"))
+    assert ok(result)["status"] == "rejected"
+    assert ok(result)["reason"]["position"] == 1
+    await tier.wait_closed(s.key())
+    await tier.wait_child_finished(f"{s.key()}/c0")  # bounded wait: fails if the timer runs on
+    await tier.wait_child_finished(f"{s.key()}/c2")  # and if the event wait does
+
+    s2 = Scope()
+    [fulfilled] = await tier.turn(combine("all", s2.group([echo("a"), echo("b")]), on_reject="cancel"))
+    assert ok(fulfilled)["value"] == ["a", "b"]
 
 
 async def test_all_and_all_settled_refuse_a_group_declaring_cancel(tier: Any) -> None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
 from datetime import timedelta
 from typing import Any
 
@@ -33,7 +33,9 @@ async def _opened(ctx: restate.Context) -> lash.Group:
     return await lash.open(ctx, _children(), wake=lash.GroupWakePolicy.FIRST, losers=lash.CANCEL)
 
 
-def _entry(ctx: restate.Context, entry: str, group: lash.Group | None) -> Callable[[], Awaitable[Any]]:
+def _entry(
+    ctx: restate.Context, entry: str, group: lash.Group | None
+) -> Callable[[], Coroutine[Any, Any, Any]]:
     """The lash call named ``entry``, as a thunk (each call makes a fresh coroutine)."""
 
     async def call() -> Any:

@@ -10,11 +10,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from lash_restate.inspection import list_open_groups
 from lash_restate.testing import LocalStack, free_port
 from tests.conformance.builders import Scope, close, echo, event, next_, open_
 
 
+@pytest.mark.restate  # `lash-restate dev` starts a server in its own process
 def test_dev_once_runs_the_stack_and_a_demo_race_then_cleans_up(tmp_path: Path) -> None:
     repo = Path(__file__).resolve().parents[2]
     (tmp_path / "restate.toml").write_text((repo / "restate.toml").read_text())

@@ -8,6 +8,7 @@ two attempts, so a call child whose target keeps failing is paused within a seco
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import os
 import subprocess
@@ -357,7 +358,7 @@ async def test_a_cancel_group_is_parked_or_orphaned_by_its_own_watch(stack: Loca
     assert await listed(stack, orphaned.key(), "orphaned")
     for s in (parked, orphaned):
         assert lash(stack, "groups", "close", s.key(), "--force").returncode == 0
-        await until(lambda s=s: _nothing_left(stack, s.key()))
+        await until(functools.partial(_nothing_left, stack, s.key()))
 
 
 async def test_a_forged_close_without_the_incarnation_is_refused(stack: LocalStack) -> None:

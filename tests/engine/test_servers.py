@@ -118,7 +118,7 @@ def _owns_its_port_alone(endpoint: Endpoint, server: str) -> None:
     answer = httpx.get(f"{endpoint.url}/health", timeout=5)
     assert answer.headers["server"].startswith(server)  # the server asked for is the one answering
     assert _listeners(endpoint.port) == {endpoint.pid}  # one pid owns the endpoint's port …
-    assert _children(endpoint.pid) == set()  # … and it started no worker process
+    assert endpoint.pid is not None and _children(endpoint.pid) == set()  # … and it started no worker process
 
 
 @pytest.mark.parametrize("server", SERVERS)

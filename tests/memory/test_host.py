@@ -240,11 +240,7 @@ async def test_close_cancel_stops_a_running_tool() -> None:
         wake=GroupWakePolicy.FIRST,
         disposition=LoserPolicy.RUN_TO_COMPLETION,
     )
-    registry.register(
-        "echo",
-        demo_tools().resolve  # type: ignore[arg-type]
-        and (lambda a: asyncio.sleep(0, "fast")),
-    )
+    registry.register("echo", fast)
     handle = await host.open_effect_group(g)
     await started.wait()
     assert (await host.await_next_settlement(handle)).position == 0

@@ -291,7 +291,11 @@ async def test_a_tool_value_settles_as_its_json_form_or_as_an_error() -> None:
     registry = ToolRegistry()
     values: dict[str, Any] = {"pair": (1, "a"), "nan": float("nan"), "odd": object()}
     for name, value in values.items():
-        registry.register(name, lambda args, value=value: asyncio.sleep(0, value))
+
+        async def constant(args: Any, value: Any = value) -> Any:
+            return value
+
+        registry.register(name, constant)
 
     host = MemoryHost(resolver=registry)
     handle = await host.open_effect_group(group(*(tool(name, name) for name in values)))

@@ -12,12 +12,13 @@ from __future__ import annotations
 from ._children import Child, call, event, sleep, tool
 from ._combinators import all, all_settled, any, race
 from ._endpoint import app, external, serve, services, use_prefix
-from ._group import Group, open
+from ._group import Group, Opening, open
 from ._invocation import controller
 
 __all__ = [
     "Child",
     "Group",
+    "Opening",
     "all",
     "all_settled",
     "any",

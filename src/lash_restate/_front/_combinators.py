@@ -17,10 +17,21 @@ from ._terminal import terminal
 
 
 @terminal
-async def all(ctx: Caller, children: Iterable[Child], *, key: GroupKey | str | None = None) -> list[Any]:
-    """`Promise.all`: every value in input order, or `Rejected` at the first consumed rejection."""
+async def all(
+    ctx: Caller,
+    children: Iterable[Child],
+    *,
+    on_reject: LoserPolicy = LoserPolicy.RUN_TO_COMPLETION,
+    key: GroupKey | str | None = None,
+) -> list[Any]:
+    """`Promise.all`: every value in input order, or `Rejected` at the first consumed rejection.
+
+    The others run on to completion, as in ECMA-262; ``on_reject=CANCEL`` fails fast instead: once a
+    rejection is consumed the children still running are cancelled (the group declares
+    `RunToCompletion` at open and the close narrows it to `Cancel`).
+    """
     group_key, envelopes = grouped(ctx, children, key, "lash.all")
-    return await combinators.all_(controller(ctx), group_key, envelopes)
+    return await combinators.all_(controller(ctx), group_key, envelopes, on_reject=on_reject)
 
 
 @terminal

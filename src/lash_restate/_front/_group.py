@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Generator, Iterable
+from types import TracebackType
+from typing import Any
 
 from ..contract import (
     GroupHandle,
@@ -24,11 +26,17 @@ from ._terminal import terminal
 
 
 class Group:
-    """An open group and its cursor; `save` gives what a fresh invocation resumes from."""
+    """An open group and its cursor; `save` gives what a fresh invocation resumes from.
+
+    ``async with`` closes the group when the block ends, unless it was saved (a continuation holds
+    it) or closed already; ``async for settlement in group`` yields the settlements still to consume,
+    in rank order.
+    """
 
     def __init__(self, controller: RuntimeEffectController, handle: GroupHandle) -> None:
         self._controller = controller
         self._handle = handle
+        self._held = False  # saved or closed: the end of an ``async with`` leaves it alone
 
     @property
     def key(self) -> str:
@@ -47,6 +55,14 @@ class Group:
         outside_run(self._controller, "Group.next")
         return await self._controller.await_next_settlement(self._handle, cancel)
 
+    def __aiter__(self) -> AsyncIterator[Settlement]:
+        """The settlements not consumed yet, in rank order, each advancing the cursor by one."""
+        return self._remaining()
+
+    async def _remaining(self) -> AsyncIterator[Settlement]:
+        while self.consumed < len(self):
+            yield await self.next()
+
     def save(self) -> str:
         """The cursor as text: keep it, and `open(..., resume=...)` in a fresh invocation.
 
@@ -56,6 +72,7 @@ class Group:
         if isinstance(self._controller, RestateController):
             self._controller.outside_run("Group.save")
             self._controller.handle_saved(self._handle)
+        self._held = True
         return self._handle.to_bytes().decode()
 
     @terminal
@@ -63,10 +80,43 @@ class Group:
         """Close the group; ``losers`` may narrow the declared disposition to `CANCEL`."""
         outside_run(self._controller, "Group.close")
         await self._controller.close_effect_group(self._handle, losers)
+        self._held = True
+
+    async def __aenter__(self) -> Group:
+        return self
+
+    async def __aexit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        # An SDK suspension or a cancellation is a BaseException, not the block's end: the attempt
+        # stops where it is, and its replay runs the block again.
+        if not self._held and (error is None or isinstance(error, Exception)):
+            await self.close()
 
 
-@terminal
-async def open(
+class Opening(Awaitable[Group]):
+    """What `open` returns: await it for the `Group`, or ``async with`` it to close the group when
+    the block ends (unless it was saved)."""
+
+    def __init__(self, opening: Awaitable[Group]) -> None:
+        self._opening = opening
+        self._group: Group | None = None
+
+    def __await__(self) -> Generator[Any, None, Group]:
+        return self._opening.__await__()
+
+    async def __aenter__(self) -> Group:
+        self._group = await self._opening
+        return self._group
+
+    async def __aexit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        assert self._group is not None  # __aenter__ returned it
+        await self._group.__aexit__(kind, error, tb)
+
+
+def open(
     ctx: Caller,
     children: Iterable[Child],
     *,
@@ -74,8 +124,25 @@ async def open(
     losers: LoserPolicy = LoserPolicy.RUN_TO_COMPLETION,
     key: GroupKey | str | None = None,
     resume: str | None = None,
+) -> Opening:
+    """Open a group of ``children`` (or, with ``resume``, reopen the saved one and restore its cursor).
+
+    ``group = await lash.open(...)``, or ``async with lash.open(...) as group:`` to have it closed
+    when the block ends (a saved group is left open for the invocation that resumes it).
+    """
+    return Opening(_open(ctx, children, wake=wake, losers=losers, key=key, resume=resume))
+
+
+@terminal
+async def _open(
+    ctx: Caller,
+    children: Iterable[Child],
+    *,
+    wake: GroupWakePolicy,
+    losers: LoserPolicy,
+    key: GroupKey | str | None,
+    resume: str | None,
 ) -> Group:
-    """Open a group of ``children`` (or, with ``resume``, reopen the saved one and restore its cursor)."""
     outside_run(controller(ctx), "lash.open")
     saved = GroupHandle.from_bytes(resume) if resume is not None else None
     group_key, envelopes = grouped(ctx, children, saved.group_key if saved is not None else key, "lash.open")

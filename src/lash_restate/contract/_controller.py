@@ -48,8 +48,8 @@ __all__ = [
     "require_disposition",
     "require_envelope",
     "require_group",
-    "require_handle",
     "require_groups",
+    "require_handle",
     "require_ungrouped",
     "settlement_run",
 ]

@@ -36,7 +36,6 @@ from ._routes import (
 )
 
 __all__ = [
-    "terminal_status",
     "APP_METADATA",
     "BASELINE",
     "BATCH_FROM",
@@ -72,6 +71,7 @@ __all__ = [
     "outcome_store",
     "serve",
     "served_application",
+    "terminal_status",
     "use_groups_served_elsewhere",
     "use_prefix",
     "validate_deployment",

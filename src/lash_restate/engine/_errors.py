@@ -30,10 +30,10 @@ from ..contract import (
 
 __all__ = [
     "CANCELLED_STATUS",
-    "CalledInsideRun",
     "HANDLER_RETRY",
-    "client_errors",
     "NOT_FOUND",
+    "CalledInsideRun",
+    "client_errors",
     "is_cancellation",
     "lash_terminal",
     "raise_typed",

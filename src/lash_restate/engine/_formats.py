@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
-__all__ = ["FORMAT", "FORMATS", "BASELINE", "Format"]
+__all__ = ["BASELINE", "FORMAT", "FORMATS", "Format"]
 
 BASELINE: Final = "0450b4d"  # the release whose groups every later release resumes (format 1)
 FORMAT: Final = 1  # the newest format this release writes anywhere

@@ -13,6 +13,7 @@ from typing import Annotated, Any
 
 import msgspec
 
+from .._front import open as open_group
 from ..combinators import Combinator, CombinatorResult, Rejected, empty_result, run_combinator, select
 from ..contract import (
     STRUCT_OPTIONS,
@@ -34,6 +35,7 @@ __all__ = [
     "CloseStep",
     "CombineStep",
     "ExecuteStep",
+    "IterateStep",
     "NextStep",
     "OpenStep",
     "SaveStep",
@@ -82,12 +84,14 @@ class SupportsStep(msgspec.Struct, tag="supports", **STRUCT_OPTIONS):
 
 
 class CombineStep(msgspec.Struct, tag="combine", **STRUCT_OPTIONS):
-    """Run a combinator over ``group``; optionally stop after k settlements, or resume from a handle."""
+    """Run a combinator over ``group``; optionally stop after k settlements, or resume from a handle,
+    or close with ``on_reject`` once it rejected (`all`'s fail fast)."""
 
     kind: Combinator
     group: dict[str, Any]
     stop_after: Annotated[int, msgspec.Meta(ge=0)] | None = None
     handle: str | None = None
+    on_reject: LoserPolicy | None = None
 
 
 class SelectStep(msgspec.Struct, tag="select", **STRUCT_OPTIONS):
@@ -101,6 +105,21 @@ class SelectStep(msgspec.Struct, tag="select", **STRUCT_OPTIONS):
     event: str
     deadline_ms: Annotated[int, msgspec.Meta(ge=0)]
     replay_key_prefix: str
+
+
+class IterateStep(msgspec.Struct, tag="iterate", **STRUCT_OPTIONS):
+    """The front door's protocols over ``group``: ``async with lash.open(...)`` (resumed from the
+    turn's current handle when ``resume``) and ``async for`` its settlements.
+
+    After ``save_after`` settlements the group is saved and the block left (the turn's current
+    handle becomes the saved one); after ``raise_after`` an error is raised inside the block. Gives
+    ``{"settlements": [...], "saved": handle | None}``.
+    """
+
+    group: dict[str, Any]
+    resume: bool = False
+    save_after: Annotated[int, msgspec.Meta(ge=0)] | None = None
+    raise_after: Annotated[int, msgspec.Meta(ge=0)] | None = None
 
 
 class ExecuteStep(msgspec.Struct, tag="execute", **STRUCT_OPTIONS):
@@ -118,6 +137,7 @@ Step = (
     | SupportsStep
     | CombineStep
     | SelectStep
+    | IterateStep
     | ExecuteStep
 )
 
@@ -199,6 +219,10 @@ async def run_turn(
                 results.append({"ok": controller.supports_effect_groups()})
             elif isinstance(step, SelectStep):
                 results.append({"ok": await _select(controller, step)})
+            elif isinstance(step, IterateStep):
+                body, saved = await _iterate(controller, step, handle)
+                handle = saved if saved is not None else handle
+                results.append({"ok": body})
             elif isinstance(step, ExecuteStep):
                 envelope = decode_envelope(msgspec.json.encode(step.envelope))
                 executor = executors.resolve(envelope) if executors is not None else None
@@ -213,7 +237,12 @@ async def run_turn(
                 else:
                     group = RuntimeEffectGroup.from_wire(step.group)
                     result = await run_combinator(
-                        controller, step.kind, group, handle=saved, stop_after=step.stop_after
+                        controller,
+                        step.kind,
+                        group,
+                        handle=saved,
+                        stop_after=step.stop_after,
+                        on_reject=step.on_reject,
                     )
                 handle = result.handle if result.status == "suspended" else None
                 if handle is not None and isinstance(controller, RestateController):
@@ -222,6 +251,28 @@ async def run_turn(
         except LashError as error:
             results.append(error_json(error))
     return results
+
+
+async def _iterate(
+    controller: RuntimeEffectController, step: IterateStep, current: GroupHandle | None
+) -> tuple[dict[str, Any], GroupHandle | None]:
+    group = RuntimeEffectGroup.from_wire(step.group)
+    resume = _current(current).to_bytes().decode() if step.resume else None
+    settlements: list[dict[str, Any]] = []
+    saved: str | None = None
+    opening = open_group(
+        controller, group.children, wake=group.wake, losers=group.disposition, key=group.key, resume=resume
+    )
+    async with opening as opened:
+        async for settlement in opened:
+            settlements.append(settlement_json(settlement))
+            if step.raise_after is not None and len(settlements) >= step.raise_after:
+                raise InvalidInput(f"raised inside the block after {len(settlements)} settlements")
+            if step.save_after is not None and len(settlements) >= step.save_after:
+                saved = opened.save()
+                break
+    handle = GroupHandle.from_bytes(saved) if saved is not None else None
+    return {"settlements": settlements, "saved": saved}, handle
 
 
 async def _select(controller: RuntimeEffectController, step: SelectStep) -> dict[str, Any]:
