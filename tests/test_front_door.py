@@ -39,6 +39,7 @@ PUBLIC = {
     "ForeignGroupKey", "GroupNotOpen", "GroupShapeError", "HandleMismatch", "InvalidEnvelope",
     "InvalidGroupKey", "InvalidHandle", "InvalidInput", "InvalidSettlement", "MembershipUnsupported",
     "PayloadTooLarge", "PermutedPosition", "ReplayMismatch", "ShapeMismatch", "WakeRuleDrift",
+    "DeploymentError", "ServerUnavailable",
 }  # fmt: skip
 
 
@@ -156,15 +157,29 @@ async def test_any_rejects_with_an_exception_group_in_input_order() -> None:
         (0, lash.Err(message="one")),
         (1, lash.Err(message="two")),
     ]
-    with pytest.raises(lash.AggregateRejection) as empty:
+    assert caught.value.group_key == "s:group:any:0" and isinstance(caught.value, lash.LashError)
+    # any([]) would hold no member: refused typed, not an exception group around a made-up child.
+    with pytest.raises(lash.EmptyGroup):
         await lash.any(host, [], key="s:group:none:0")
-    assert empty.value.errors == []
     # `except*` splits keep the type; the group survives a copy and a pickle.
     matched, rest = caught.value.split(lambda e: getattr(e, "position", None) == 1)
     assert isinstance(matched, lash.AggregateRejection) and matched.errors == [lash.Err(message="two")]
     assert isinstance(rest, lash.AggregateRejection) and rest.errors == [lash.Err(message="one")]
+    assert matched.group_key == rest.group_key == "s:group:any:0"
+    # ... and the positions of the children they keep, through a pickle too.
+    assert [e.position for e in matched.exceptions] == [1] and str(matched.exceptions[0]).startswith(
+        "child 1 "
+    )
+    assert [e.position for e in pickle.loads(pickle.dumps(matched)).exceptions] == [1]
     again = pickle.loads(pickle.dumps(caught.value))
     assert again.errors == caught.value.errors and copy.copy(caught.value).errors == caught.value.errors
+    assert again.group_key == "s:group:any:0"
+    picked: list[BaseExceptionGroup[Any]] = []
+    try:
+        raise caught.value
+    except* lash.ChildRejected as group:
+        picked.append(group)
+    assert isinstance(picked[0], lash.AggregateRejection) and picked[0].errors == caught.value.errors
 
 
 async def test_a_saved_group_resumes_under_its_own_key() -> None:

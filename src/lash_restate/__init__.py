@@ -81,7 +81,7 @@ from .contract import (
     ToolFailure,
     WakeRuleDrift,
 )
-from .engine import RestateController
+from .engine import DeploymentError, RestateController, ServerUnavailable
 from .tools import ToolRegistry
 
 CANCEL = LoserPolicy.CANCEL
@@ -102,6 +102,7 @@ __all__ = [
     "ChildUnroutable",
     "CursorError",
     "CursorOverrun",
+    "DeploymentError",
     "DispositionDrift",
     "DispositionWidening",
     "DuplicateReplayKey",
@@ -134,6 +135,7 @@ __all__ = [
     "RestateController",
     "RuntimeEffectEnvelope",
     "RuntimeErrorCode",
+    "ServerUnavailable",
     "Settlement",
     "ShapeMismatch",
     "Sleep",

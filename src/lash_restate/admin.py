@@ -9,13 +9,20 @@ from typing import Any
 
 import httpx
 
+from .contract import LashError, RuntimeErrorCode
+
 __all__ = ["DEFAULT_ADMIN_URL", "AdminApi", "AdminError"]
 
 DEFAULT_ADMIN_URL = "http://127.0.0.1:9070"
 
 
-class AdminError(RuntimeError):
+class AdminError(LashError, RuntimeError):
     """The admin API could not be reached or refused the request; the message is one line."""
+
+    code = RuntimeErrorCode.ADMIN
+
+    def __str__(self) -> str:
+        return self.message
 
 
 @dataclass(frozen=True)

@@ -13,13 +13,20 @@ from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from .contract import Call, ExplainsMisses, GroupExecutor, GroupExecutors, RuntimeEffectEnvelope
+import restate
+
+from .contract import Call, ExplainsMisses, GroupExecutor, GroupExecutors, RuntimeEffectEnvelope, ToolFailure
 
 __all__ = ["CallRegistry", "CallTargets", "Handler", "Target", "first_of"]
 
 Handler = Callable[[str | None, Any], Awaitable[Any]]
-"""``async def handler(key, arg) -> JSON``; raise `ToolFailure` to end the call in a terminal error
-(on Restate, a handler ends a call that way by raising `restate.TerminalError`)."""
+"""``async def handler(key, arg) -> JSON``; raise ``restate.TerminalError(message, status)``, as a
+Restate handler does, to end the call in a terminal error: the child settles ``Err(message, code)``
+with the status as its code, as on Restate (``"500"``, TerminalError's default, when none is given).
+A `ToolFailure` works too; its code is kept, ``"500"`` if it has none."""
+
+# TerminalError's default status: what Restate reports for a handler's terminal error given none.
+DEFAULT_STATUS = "500"
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,7 +95,15 @@ class _CallExecutor:
         if self._spent:
             raise RuntimeError("an executor runs once; resolve a fresh one to retry")
         self._spent = True
-        return await self._fn(self._key, self._arg)
+        try:
+            return await self._fn(self._key, self._arg)
+        except restate.TerminalError as error:
+            # Err.code of a call child is the status the SDK reports, on every tier (decision 53).
+            raise ToolFailure(error.message, str(error.status_code)) from None
+        except ToolFailure as failure:
+            if failure.code is None:
+                raise ToolFailure(failure.message, DEFAULT_STATUS) from None
+            raise
 
 
 class CallRegistry:

@@ -14,18 +14,21 @@ from typing import Any, Literal, TypeAlias
 
 from .contract import (
     AwaitEvent,
+    Cancelled,
     DispositionDrift,
     EmptyGroup,
     Err,
     GroupHandle,
     GroupKey,
     GroupWakePolicy,
+    LashError,
     LoserPolicy,
     Ok,
     Outcome,
     RuntimeEffectController,
     RuntimeEffectEnvelope,
     RuntimeEffectGroup,
+    RuntimeErrorCode,
     Settlement,
     Sleep,
     WakeRuleDrift,
@@ -45,6 +48,7 @@ __all__ = [
     "all_settled",
     "any_",
     "combine",
+    "describe_rejection",
     "empty_result",
     "race",
     "run_combinator",
@@ -79,52 +83,126 @@ class Combinator(StrEnum):
         return None
 
 
-class Rejected(Exception):
-    """`all` or `race` rejected with this settlement's outcome (the first consumed rejection)."""
-
-    def __init__(self, settlement: Settlement) -> None:
-        super().__init__(f"child {settlement.position} rejected: {settlement.outcome!r}")
-        self.settlement = settlement
-
-
-class ChildRejected(Exception):
-    """One child's rejection inside an `AggregateRejection`: its input position and its outcome."""
-
-    def __init__(self, position: int, outcome: Outcome) -> None:
-        super().__init__(f"child {position} rejected: {outcome!r}")
-        self.position = position
-        self.outcome = outcome
-
-    def __reduce__(self) -> tuple[type[ChildRejected], tuple[int, Outcome]]:
-        return (ChildRejected, (self.position, self.outcome))
+def describe_rejection(outcome: Outcome) -> str:
+    """A rejected child's outcome as a person reads it: its message and code, or that it was cancelled."""
+    if isinstance(outcome, Err):
+        return outcome.message if outcome.code is None else f"{outcome.message} (code {outcome.code})"
+    if isinstance(outcome, Cancelled):
+        return "cancelled"
+    return f"not a rejection: {outcome!r}"
 
 
-class AggregateRejection(ExceptionGroup[ChildRejected]):
-    """`any` found no success (ECMA-262 AggregateError): one `ChildRejected` per child, in input order.
+class Rejected(LashError):
+    """`all` or `race` rejected: ``settlement`` is the first consumed rejecting child's (its
+    ``position``, ``replay_key`` and ``outcome``, an `Err` or `Cancelled`).
 
-    ``errors`` are their outcomes. `any([])` has no child to reject; an exception group cannot be
-    empty, so it carries a single `ChildRejected` at position -1 and ``errors`` is ``[]``.
+    Uncaught in a Restate handler it ends the invocation with the child's own status and message.
     """
 
+    code = RuntimeErrorCode.REJECTED
+
+    def __init__(self, settlement: Settlement, *, group_key: str | None = None) -> None:
+        super().__init__(
+            f"child {settlement.position} rejected: {describe_rejection(settlement.outcome)}",
+            group_key=group_key,
+            position=settlement.position,
+            replay_key=settlement.replay_key,
+        )
+        self.settlement = settlement
+
+    def __str__(self) -> str:
+        return self.message
+
+    def __reduce__(self) -> tuple[type[Rejected], tuple[Settlement], dict[str, Any]]:
+        return (Rejected, (self.settlement,), self.__dict__)
+
+
+class ChildRejected(LashError):
+    """One child's rejection inside an `AggregateRejection`: its input ``position`` and its ``outcome``."""
+
+    code = RuntimeErrorCode.CHILD_REJECTED
+    position: int
+
+    def __init__(self, position: int, outcome: Outcome) -> None:
+        super().__init__(f"child {position} rejected: {describe_rejection(outcome)}", position=position)
+        self.outcome = outcome
+
+    def __str__(self) -> str:
+        return self.message
+
+    def __reduce__(self) -> tuple[type[ChildRejected], tuple[int, Outcome], dict[str, Any]]:
+        return (ChildRejected, (self.position, self.outcome), self.__dict__)
+
+
+# ``message`` is the exception group's own (read-only there), as LashError's is an attribute.
+class AggregateRejection(ExceptionGroup[ChildRejected], LashError):  # type: ignore[override]
+    """`any` found no success (ECMA-262 AggregateError): one `ChildRejected` per child, in input order,
+    and ``errors``, their outcomes. An `ExceptionGroup`, so ``except*`` picks children out of it.
+
+    It always holds a child: an exception group cannot be empty, so `any([])`, whose AggregateError
+    would hold none, is refused with `EmptyGroup` instead (the combinator's result,
+    `RejectedResult`, says it exactly: rejected, ``reason == ()``).
+    """
+
+    code = RuntimeErrorCode.AGGREGATE_REJECTION
     errors: list[Outcome]
 
-    def __new__(cls, errors: list[Outcome]) -> AggregateRejection:
-        members = [ChildRejected(i, e) for i, e in enumerate(errors)] or [
-            ChildRejected(-1, Err(message="any([]) has no child to succeed", code="empty"))
-        ]
-        group = super().__new__(cls, f"all {len(errors)} children rejected", members)
+    def __new__(
+        cls,
+        errors: Sequence[Outcome],
+        *,
+        group_key: str | None = None,
+        positions: Sequence[int] | None = None,
+    ) -> AggregateRejection:
+        """``positions``: the children's input positions when they are not ``0, 1, …`` (a split keeps
+        its children's own)."""
+        if not errors:
+            raise EmptyGroup(
+                "an AggregateRejection holds at least one rejected child: any([]) is refused instead",
+                group_key=group_key,
+            )
+        at = list(range(len(errors))) if positions is None else list(positions)
+        if len(at) != len(errors):
+            raise ValueError(f"{len(errors)} errors at {len(at)} positions")
+        members = [ChildRejected(i, e) for i, e in zip(at, errors, strict=True)]
+        if positions is None:
+            message = f"all {len(errors)} children rejected"
+        else:
+            message = f"child{'ren' if len(at) > 1 else ''} {', '.join(map(str, at))} rejected"
+        group = super().__new__(cls, message, members)
         group.errors = list(errors)
+        group.group_key = group_key
         return group
 
-    def __init__(self, errors: list[Outcome]) -> None:
-        super().__init__(self.message, [e for e in self.exceptions if isinstance(e, ChildRejected)])
+    def __init__(
+        self,
+        errors: Sequence[Outcome],
+        *,
+        group_key: str | None = None,
+        positions: Sequence[int] | None = None,
+    ) -> None:
+        super().__init__(self.message, list(self.exceptions))
+
+    @property
+    def exceptions(self) -> tuple[ChildRejected, ...]:
+        """One `ChildRejected` per child, in input order (never a nested group)."""
+        members: tuple[ChildRejected, ...] = ExceptionGroup.exceptions.__get__(self)
+        return members
 
     def derive(self, excs: Sequence[ChildRejected]) -> AggregateRejection:  # type: ignore[override]
-        # `except*` splits keep the type and the outcomes of the children they keep.
-        return AggregateRejection([e.outcome for e in excs if e.position >= 0])
+        # `except*` splits keep the type, the group's key, and the positions and outcomes of the
+        # children they keep.
+        return AggregateRejection(
+            [e.outcome for e in excs], group_key=self.group_key, positions=[e.position for e in excs]
+        )
 
-    def __reduce__(self) -> tuple[type[AggregateRejection], tuple[list[Outcome]]]:
-        return (AggregateRejection, (self.errors,))
+    def __reduce__(self) -> tuple[Any, tuple[list[Outcome], str | None, list[int]]]:
+        return (_aggregate, (self.errors, self.group_key, [e.position for e in self.exceptions]))
+
+
+def _aggregate(errors: list[Outcome], group_key: str | None, positions: list[int]) -> AggregateRejection:
+    whole = positions == list(range(len(errors)))
+    return AggregateRejection(errors, group_key=group_key, positions=None if whole else positions)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -278,9 +356,9 @@ async def run_combinator(
 def empty_result(kind: Combinator, key: GroupKey | str) -> CombinatorResult:
     """What a combinator over no children gives, decided locally: no group is ever opened (ADR).
 
-    ``all([])`` and ``allSettled([])`` fulfil with ``[]`` and ``any([])`` rejects at once, as in
-    ECMA-262; ``race([])`` never settles there, and a never-settling durable await must not exist,
-    so it is refused with `EmptyGroup` (decision 8).
+    ``all([])`` and ``allSettled([])`` fulfil with ``[]`` and ``any([])`` rejects at once with no
+    error, as in ECMA-262 (raised, by `any_`, as `EmptyGroup`); ``race([])`` never settles there,
+    and a never-settling durable await must not exist, so it is refused with `EmptyGroup` (decision 8).
     """
     group_key = str(key)
     if kind is Combinator.RACE:
@@ -323,8 +401,15 @@ async def _settle(
         return result.value
     assert isinstance(result, RejectedResult)  # without stop_after a combinator always decides
     if isinstance(result.reason, Settlement):
-        raise Rejected(result.reason)
-    raise AggregateRejection(list(result.reason))
+        raise Rejected(result.reason, group_key=result.group_key)
+    if not result.reason:
+        # ECMA-262's AggregateError with no errors, which an exception group cannot be (decision 53).
+        raise EmptyGroup(
+            "any([]) has no child to succeed: it would reject with no error, and an exception group "
+            "cannot be empty; check for no children before calling any",
+            group_key=result.group_key,
+        )
+    raise AggregateRejection(list(result.reason), group_key=result.group_key)
 
 
 async def all_(
@@ -369,7 +454,8 @@ async def any_(
     *,
     losers: LoserPolicy = LoserPolicy.RUN_TO_COMPLETION,
 ) -> Any:
-    """`Promise.any`: the first success, or `AggregateRejection` with errors in input order."""
+    """`Promise.any`: the first success, or `AggregateRejection` with errors in input order (`EmptyGroup`
+    if there is no child)."""
     return await _settle(controller, Combinator.ANY, key, children, losers)
 
 
@@ -395,6 +481,6 @@ async def select(
     result = await run_combinator(controller, Combinator.RACE, group)
     if isinstance(result, RejectedResult):
         assert isinstance(result.reason, Settlement)  # race rejects with the first settlement
-        raise Rejected(result.reason)
+        raise Rejected(result.reason, group_key=result.group_key)
     assert isinstance(result, FulfilledResult)
     return ("event" if result.order[0] == 0 else "deadline"), result.value

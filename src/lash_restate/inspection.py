@@ -24,7 +24,7 @@ import httpx
 import msgspec
 
 from .admin import AdminApi, AdminError
-from .contract import GroupShape, LoserPolicy
+from .contract import GroupShape, LashError, LoserPolicy, RuntimeErrorCode, without_wire
 from .engine import (
     CHILD,
     GROUP,
@@ -67,8 +67,13 @@ OPEN, PARKED, ORPHANED = "open", "parked", "orphaned"
 _SLICE = 500
 
 
-class InspectionError(RuntimeError):
+class InspectionError(LashError, RuntimeError):
     """The admin API could not be reached or refused the query; the message is one line."""
+
+    code = RuntimeErrorCode.INSPECTION
+
+    def __str__(self) -> str:
+        return self.message
 
 
 @dataclass(frozen=True)
@@ -237,7 +242,7 @@ def _classify(group: _Group, known: dict[str, dict[str, Any]]) -> tuple[str, str
     if row is not None and row.get("completion_result") == "success":
         return PARKED, "its latest opener returned normally (Restate still remembers how it ended)"
     if row is not None:
-        failure = (row.get("completion_failure") or "").strip()
+        failure = without_wire((row.get("completion_failure") or "").strip())
         return ORPHANED, "its latest opener failed or was killed" + (f": {failure}" if failure else "")
     return ORPHANED, (
         "how its latest opener ended is not known: it saved no handle, and Restate no longer remembers it"
@@ -424,7 +429,7 @@ def _paused_on(admin: Admin, child_ids: list[str]) -> dict[str, PausedView]:
             invocation_id=row["id"],
             target=str(row.get("target")),
             retry_count=int(retries) if retries is not None else None,
-            last_failure=row.get("last_failure") or message,
+            last_failure=_shown(row.get("last_failure") or message),
             last_failure_error_code=row.get("last_failure_error_code") or code,
         )
     return paused
@@ -457,6 +462,8 @@ def _pause_failures(admin: Admin, invocation_ids: list[str]) -> dict[str, tuple[
 
 class CloseRefused(InspectionError):
     """`close_group` would not close: the group is parked or open (and not forced), or changed meanwhile."""
+
+    code = RuntimeErrorCode.CLOSE_REFUSED
 
 
 @dataclass(frozen=True)
@@ -537,12 +544,26 @@ def _operator_close(api: AdminApi, ingress: str, group_key: str, request: Operat
         raise InspectionError(f"cannot reach the Restate ingress at {ingress} ({exc})") from None
     if response.status_code != 200:
         raise InspectionError(
-            f"the ingress at {ingress} answered {response.status_code} to the close: {response.text[:200]}"
+            f"the ingress at {ingress} answered {response.status_code} to the close: {_said(response)[:200]}"
         )
     try:
         return msgspec.json.decode(response.content, type=OperatorClosed)
     except msgspec.DecodeError as exc:
         raise InspectionError(f"{ingress} is not serving {route.service}/{route.handler} ({exc})") from None
+
+
+def _said(response: httpx.Response) -> str:
+    """What the ingress answered, for a person: the failure's message (a wire line, from an endpoint
+    of an earlier release, shown as its error), else the text of the answer."""
+    try:
+        message = response.json().get("message")
+    except (ValueError, AttributeError):
+        message = None
+    return without_wire(message) if isinstance(message, str) else response.text
+
+
+def _shown(failure: str | None) -> str | None:
+    return None if failure is None else without_wire(failure)
 
 
 def _outcome_kinds(

@@ -15,6 +15,7 @@ from typing import Any
 from urllib.parse import quote
 
 from .admin import AdminApi, AdminError
+from .contract import LashError, RuntimeErrorCode
 from .engine import APP_METADATA, CHILD, GROUP, PUMP, SIGNAL, ServedApplication, check_prefix
 
 __all__ = [
@@ -31,8 +32,13 @@ __all__ = [
 _ROLES = (GROUP, CHILD, PUMP, SIGNAL)
 
 
-class RegistrationError(RuntimeError):
+class RegistrationError(LashError, RuntimeError):
     """The admin API could not be reached or refused the deployment; the message is one line."""
+
+    code = RuntimeErrorCode.REGISTRATION
+
+    def __str__(self) -> str:
+        return self.message
 
 
 @dataclass(frozen=True)
@@ -107,7 +113,7 @@ class PrefixTaken(RegistrationError):
     that application's groups would then run where its own services are unknown. The message names
     the other deployment and says how to choose another prefix."""
 
-    code = "prefix_taken"
+    code = RuntimeErrorCode.PREFIX_TAKEN
 
     def __init__(self, endpoint_url: str, new: Application, holder: Application) -> None:
         self.endpoint_url, self.new, self.holder = endpoint_url, new, holder
@@ -116,6 +122,9 @@ class PrefixTaken(RegistrationError):
             "and break that application's groups: choose another prefix for this one "
             f"({_CHOOSE}), or take them over on purpose with --take-over"
         )
+
+    def __reduce__(self) -> tuple[type[PrefixTaken], tuple[str, Application, Application]]:
+        return (PrefixTaken, (self.endpoint_url, self.new, self.holder))
 
 
 _CHOOSE = "lash-restate serve --prefix P, lash.app(..., prefix=P) or LASH_PREFIX"

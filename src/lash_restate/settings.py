@@ -8,6 +8,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from .contract import LashError, RuntimeErrorCode
+
 __all__ = ["ServeSettings", "SettingsError"]
 
 _ENV = {
@@ -27,8 +29,13 @@ _ENV = {
 }
 
 
-class SettingsError(ValueError):
+class SettingsError(LashError, ValueError):
     """Settings failed validation; the message names each bad setting and where it came from."""
+
+    code = RuntimeErrorCode.SETTINGS
+
+    def __str__(self) -> str:
+        return self.message
 
 
 class ServeSettings(BaseModel):

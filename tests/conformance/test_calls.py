@@ -38,6 +38,25 @@ async def test_call_children_settle_with_the_handlers_output_or_its_terminal_err
     await tier.wait_closed(s.key())
 
 
+async def test_a_call_childs_err_code_is_the_status_its_handler_ended_with(tier: Any) -> None:
+    """A callee's ``TerminalError(message, status)`` settles its child ``Err(message, str(status))`` on
+    every tier, ``"500"`` (TerminalError's default) when it gave none: the status as the SDK reports it."""
+    s = Scope()
+    group = s.group(
+        [
+            call(ECHO_SERVICE, "fail", {"message": "carrier b refuses", "status": 409}),
+            call(ECHO_SERVICE, "fail", {"message": "no status given"}),
+            call(ECHO_SERVICE, "fail", {"message": "gone", "status": 404}),
+        ]
+    )
+    [settled] = await tier.turn(combine("all_settled", group))
+    assert ok(settled)["value"] == [
+        {"type": "err", "message": "carrier b refuses", "code": "409"},
+        {"type": "err", "message": "no status given", "code": "500"},
+        {"type": "err", "message": "gone", "code": "404"},
+    ]
+
+
 async def test_a_first_open_with_an_unroutable_call_is_refused_whole(tier: Any) -> None:
     """ADR: a first open resolves all N before recording; a call to a target the endpoint cannot
     reach refuses the open, naming position and replay key, and records nothing."""

@@ -14,6 +14,7 @@ import pytest
 
 from lash_restate.combinators import (
     AggregateRejection,
+    ChildRejected,
     Combinator,
     FulfilledResult,
     Rejected,
@@ -26,6 +27,7 @@ from lash_restate.combinators import (
 )
 from lash_restate.contract import (
     AwaitEvent,
+    Cancelled,
     EmptyGroup,
     Err,
     GroupHandle,
@@ -183,7 +185,13 @@ async def test_rejections_read_as_what_rejected() -> None:
     host = MemoryHost(resolver=demo_tools())
     with pytest.raises(Rejected) as rejected:
         await race(host, "s:group:r:0", [fail("card declined", "p0")])
-    assert str(rejected.value) == "child 0 rejected: Err(message='card declined', code=None)"
+    # A line for a person: the child's message (and code, when it gave one), not a Python repr.
+    assert str(rejected.value) == "child 0 rejected: card declined"
+    assert (rejected.value.position, rejected.value.replay_key, rejected.value.group_key) == (
+        0,
+        "p0",
+        "s:group:r:0",
+    )
     with pytest.raises(AggregateRejection) as aggregate:
         await any_(host, "s:group:r:1", [fail("one", "q0"), fail("two", "q1")])
     assert str(aggregate.value) == "all 2 children rejected (2 sub-exceptions)"
@@ -193,4 +201,7 @@ async def test_rejections_read_as_what_rejected() -> None:
         (1, Err(message="two")),
     ]
     assert aggregate.value.errors == [Err(message="one"), Err(message="two")]
+    assert [str(e) for e in aggregate.value.exceptions] == ["child 0 rejected: one", "child 1 rejected: two"]
+    assert str(ChildRejected(3, Err(message="full", code="409"))) == "child 3 rejected: full (code 409)"
+    assert str(ChildRejected(4, Cancelled())) == "child 4 rejected: cancelled"
     await host.aclose()

@@ -17,6 +17,7 @@ from lash_restate.combinators import (
     all_,
     all_settled,
     any_,
+    combine,
     race,
     run_combinator,
     select,
@@ -54,9 +55,13 @@ async def test_empty_inputs_resolve_locally_without_a_host() -> None:
     unwired = MemoryHost()  # would raise EffectGroupUnsupported if anything reached it
     assert await all_(unwired, KEY, []) == []
     assert await all_settled(unwired, KEY, []) == []
-    with pytest.raises(AggregateRejection) as caught:
+    # ECMA-262's any([]) rejects with an AggregateError holding no error; an exception group cannot
+    # be empty, so it is refused typed (its result says it exactly: see `combine`), with no member.
+    with pytest.raises(EmptyGroup, match=r"any\(\[\]\) has no child to succeed") as caught:
         await any_(unwired, KEY, [])
-    assert caught.value.errors == []
+    assert not isinstance(caught.value, AggregateRejection) and caught.value.group_key == KEY
+    empty = await combine(unwired, Combinator.ANY, KEY, [])
+    assert isinstance(empty, RejectedResult) and empty.reason == ()
     # race([]) never settles in ECMA-262; refused rather than parked forever as a durable await.
     with pytest.raises(EmptyGroup):
         await race(unwired, KEY, [])

@@ -1,4 +1,11 @@
-"""How an error lash raises ends a Restate invocation."""
+"""How an error lash raises ends a Restate invocation: terminally, with a status and a plain message.
+
+Uncaught in a handler, a rejection ends the invocation as its child ended: a call child's own status
+and message (a callee's ``TerminalError("carrier b refuses", 409)`` reaches the caller's client as
+409 ``carrier b refuses``), as if the caller had awaited the call itself. An error of the contract
+ends it with its own status (404 for a group or a child that is not there) and ``str(error)``. Never
+with lash's wire form, which is between lash's own handlers.
+"""
 
 from __future__ import annotations
 
@@ -8,29 +15,86 @@ from typing import ParamSpec, TypeVar
 
 import restate
 
-from ..combinators import AggregateRejection, Rejected
-from ..contract import (
-    LashError,
-)
+from ..combinators import AggregateRejection, ChildRejected, Rejected, describe_rejection
+from ..contract import Cancelled, Err, LashError, Outcome
+from ..engine import terminal_status
 
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
+
+# Why each status: decision 53. A child whose rejection carries no HTTP status (a tool's, an event's,
+# lash's own `too_large`…) ends its caller as a failed `ctx.run` action does natively: 500.
+NO_STATUS = 500
+# A cancelled child ends its caller as Restate ends an invocation it cancelled: 409.
+CANCELLED = 409
+# How many children an aggregate's message names, and how much of each one's message it keeps.
+_NAMED, _EACH = 10, 200
+
+
+class _Ending(restate.TerminalError):
+    """The TerminalError chained to an uncaught lash error (the SDK ends the invocation with it)."""
+
+
+def child_status(outcome: Outcome) -> int:
+    """The status a rejected child ends its caller with: a call's own (its ``Err.code`` is the status
+    the SDK reported), an HTTP error status a tool gave as its code, else `NO_STATUS`."""
+    if isinstance(outcome, Cancelled):
+        return CANCELLED
+    code = outcome.code if isinstance(outcome, Err) else None
+    if code is not None and len(code) == 3 and code.isascii() and code.isdigit() and 400 <= int(code) < 600:
+        return int(code)
+    return NO_STATUS
+
+
+def _child_message(position: int, outcome: Outcome) -> str:
+    # The child's own message, as the callee ended: what a client of the callee would have read.
+    if isinstance(outcome, Err):
+        return outcome.message
+    return (
+        f"child {position} was cancelled" if isinstance(outcome, Cancelled) else describe_rejection(outcome)
+    )
+
+
+def ending(error: LashError) -> restate.TerminalError:
+    """The TerminalError ``error``, uncaught in a handler, ends its invocation with."""
+    if isinstance(error, Rejected | ChildRejected):
+        position, outcome = (
+            (error.settlement.position, error.settlement.outcome)
+            if isinstance(error, Rejected)
+            else (error.position, error.outcome)
+        )
+        return _Ending(_child_message(position, outcome), child_status(outcome))
+    if isinstance(error, AggregateRejection):
+        statuses = {child_status(child.outcome) for child in error.exceptions}
+        named = [
+            f"child {child.position}: {describe_rejection(child.outcome)[:_EACH]}"
+            for child in error.exceptions[:_NAMED]
+        ]
+        more = len(error.exceptions) - _NAMED
+        message = f"{error.message}: {'; '.join(named)}" + (f"; and {more} more" if more > 0 else "")
+        # One status when every child ended alike; children that disagree have nothing better than 500.
+        return _Ending(message, statuses.pop() if len(statuses) == 1 else NO_STATUS)
+    return _Ending(str(error), terminal_status(error))
 
 
 def terminal(fn: Callable[_P, Awaitable[_R]]) -> Callable[_P, Awaitable[_R]]:
     """A rejection or contract error left uncaught in a handler ends the invocation, not a retry.
 
     Restate retries any exception but a `TerminalError` (or one caused by it); these are facts of
-    the journal that a retry would only meet again, so each is chained to one (ADR: typed errors).
+    the journal that a retry would only meet again, so each is chained to one (ADR: typed errors),
+    with the status and message of `ending`. The SDK ends the invocation with the first TerminalError
+    of the chain, so one chained already (the wire form the error was decoded from) stays below it.
     """
 
     @wraps(fn)
     async def wrapper(*args: _P.args, **kwargs: _P.kwargs) -> _R:
         try:
             return await fn(*args, **kwargs)
-        except (LashError, Rejected, AggregateRejection) as error:
-            if not isinstance(error.__cause__, restate.TerminalError):
-                error.__cause__ = restate.TerminalError(str(error), 500)
+        except LashError as error:
+            if not isinstance(error, restate.TerminalError) and not isinstance(error.__cause__, _Ending):
+                shown = ending(error)
+                shown.__cause__ = error.__cause__
+                error.__cause__ = shown
             raise
 
     return wrapper

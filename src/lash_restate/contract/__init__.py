@@ -65,6 +65,7 @@ from ._errors import (
     ShapeMismatch,
     WakeRuleDrift,
     error_from_wire,
+    without_wire,
 )
 from ._group import GroupKey, GroupShape, RuntimeEffectGroup
 from ._handle import GroupHandle, check_child_count
@@ -165,4 +166,5 @@ __all__ = [
     "require_handle",
     "require_ungrouped",
     "settlement_run",
+    "without_wire",
 ]

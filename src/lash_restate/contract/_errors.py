@@ -1,9 +1,13 @@
-"""Typed errors of the effect-group contract, each with a stable code.
+"""Typed errors: one tree of everything lash raises, each class with a stable code.
 
-The exception tree (every class carries ``code``, and ``group_key``,
-``position`` and ``replay_key`` where a group or child is involved)::
+``except lash.LashError`` catches whatever lash raises. Every error carries ``code`` (a
+`RuntimeErrorCode`, stable across releases) and ``message``; where a group or a child is involved
+it also carries ``group_key``, ``position`` and ``replay_key`` (None otherwise)::
 
     LashError
+    ├── Rejected                    lash.all / lash.race rejected: the first consumed rejection
+    ├── AggregateRejection          lash.any found no success (also an ExceptionGroup of ChildRejected)
+    ├── ChildRejected               one child's rejection inside an AggregateRejection
     ├── EffectGroupUnsupported      this host does not do groups at all
     ├── InvalidInput                a value failed validation before anything was recorded
     │   ├── InvalidGroupKey
@@ -12,7 +16,7 @@ The exception tree (every class carries ``code``, and ``group_key``,
     │   ├── InvalidSettlement
     │   └── PayloadTooLarge         a child's open would not fit one of Restate's messages
     ├── GroupShapeError             the group, as built or as reopened, is refused whole
-    │   ├── EmptyGroup
+    │   ├── EmptyGroup              race([]) and any([]): no child to decide
     │   ├── ForeignGroupKey
     │   ├── PermutedPosition
     │   ├── WakeRuleDrift
@@ -27,11 +31,32 @@ The exception tree (every class carries ``code``, and ``group_key``,
     ├── GroupNotOpen                no such group is recorded (never opened, or closed)
     ├── DispositionWidening         close tried to widen Cancel back to RunToCompletion
     ├── AwaitCancelled              the caller's cancel fired first; cursor and rank untouched
-    └── MembershipUnsupported       a grouped envelope reached a path with no membership slot
+    ├── MembershipUnsupported       a grouped envelope reached a path with no membership slot
+    ├── DeploymentError             the endpoint, as assembled, cannot run groups (a RuntimeError too)
+    ├── ServerUnavailable           the HTTP server asked for is not installed (a RuntimeError too)
+    ├── SettingsError               settings failed validation (a ValueError too)
+    ├── RegistrationError           the admin API refused the deployment, or could not be reached
+    │   └── PrefixTaken             another application's deployment serves lash's services there
+    ├── AdminError                  the admin API refused a request, or could not be reached
+    ├── InspectionError             the admin API refused a query about groups, or could not be reached
+    │   └── CloseRefused            an operator's close would not close: parked, open, or changed
+    └── StackError                  lash_restate.testing: a part of the local stack failed to start
 
-Errors cross process and handler boundaries as a wire form
-(:meth:`LashError.to_wire` / :func:`error_from_wire`), so a code raised inside
-a Restate handler arrives at its caller as the same typed exception.
+The rejections are in ``lash_restate.combinators``, `DeploymentError` and `ServerUnavailable` in
+``lash_restate.engine``, the others in the module that raises them (``settings``, ``registration``,
+``admin``, ``inspection``, ``testing``); everything an application's own code meets is re-exported by
+``import lash_restate as lash``. `ToolFailure` is not in the tree: it is what a tool raises *to*
+lash (the child then settles `Err`), never what lash raises.
+
+``str(error)`` of an error of the contract (the classes of this module) is ``[code] message`` and,
+when set, where it happened; of the others, their message alone (a line for a person). Uncaught in a
+Restate handler, an error of the contract ends the invocation with a status of its own (404 for a
+group or a child that is not there), and a rejection with its child's status and message.
+
+The contract's errors cross process and handler boundaries as a wire form
+(:meth:`LashError.to_wire` / :func:`error_from_wire`), so a code raised inside one of lash's
+handlers arrives at its caller as the same typed exception. That form is lash's own: it is
+translated at the edge and never reaches a client.
 """
 
 from __future__ import annotations
@@ -68,6 +93,7 @@ __all__ = [
     "ShapeMismatch",
     "WakeRuleDrift",
     "error_from_wire",
+    "without_wire",
 ]
 
 
@@ -98,12 +124,34 @@ class RuntimeErrorCode(StrEnum):
     AWAIT_CANCELLED = "await_cancelled"
     MEMBERSHIP_UNSUPPORTED = "membership_unsupported"
     TOO_LARGE = "too_large"
+    # The codes of the errors raised outside the contract. They never cross lash's wire: a wire
+    # line carrying one is not an error (`error_from_wire` answers None).
+    REJECTED = "rejected"
+    AGGREGATE_REJECTION = "aggregate_rejection"
+    CHILD_REJECTED = "child_rejected"
+    DEPLOYMENT = "deployment"
+    SERVER_UNAVAILABLE = "server_unavailable"
+    SETTINGS = "settings"
+    REGISTRATION = "registration"
+    PREFIX_TAKEN = "prefix_taken"
+    ADMIN = "admin"
+    INSPECTION = "inspection"
+    CLOSE_REFUSED = "close_refused"
+    STACK = "stack"
 
 
 class LashError(Exception):
-    """Base of every contract error; ``code`` is stable across releases."""
+    """The root of everything lash raises; ``code`` is stable across releases.
+
+    Never raised itself. ``message`` is what went wrong; ``group_key``, ``position`` and
+    ``replay_key`` say where, when a group or a child is involved (None otherwise).
+    """
 
     code: ClassVar[RuntimeErrorCode] = RuntimeErrorCode.INVALID_INPUT
+    message: str
+    group_key: str | None = None
+    position: int | None = None
+    replay_key: str | None = None
 
     def __init__(
         self,
@@ -202,7 +250,8 @@ class GroupShapeError(LashError, ValueError):
 
 
 class EmptyGroup(GroupShapeError):
-    """A group has no child: `all([])` resolves locally and `race([])` never settles (ADR)."""
+    """A group has no child: `all([])` resolves locally, but `race([])` never settles and `any([])`
+    has no child to succeed, so neither can become a group (ADR) and both are refused."""
 
     code = RuntimeErrorCode.EMPTY_GROUP
 
@@ -352,3 +401,17 @@ def error_from_wire(text: str) -> LashError | None:
         )
     except (ValueError, KeyError, TypeError):
         return None
+
+
+def without_wire(text: str) -> str:
+    """``text`` with a :meth:`LashError.to_wire` line in it (as in ``[404] lash-error:{…}``) shown as
+    the error's ``str``: what an edge that prints a failure Restate recorded shows a person."""
+    at = text.find(_WIRE_PREFIX)
+    if at < 0:
+        return text
+    try:
+        _, end = json.JSONDecoder().raw_decode(text, at + len(_WIRE_PREFIX))
+    except ValueError:
+        return text
+    typed = error_from_wire(text[at:end])
+    return text if typed is None else text[:at] + str(typed) + text[end:]

@@ -16,6 +16,7 @@ from ._endpoint import (
     served_application,
     validate_deployment,
 )
+from ._errors import terminal_status
 from ._formats import BASELINE, FORMAT, FORMATS, Format
 from ._lookup import configure_admin
 from ._messages import OperatorClose, OperatorClosed
@@ -72,6 +73,7 @@ __all__ = [
     "outcome_store",
     "serve",
     "served_application",
+    "terminal_status",
     "use_groups_served_elsewhere",
     "use_prefix",
     "validate_deployment",

@@ -22,7 +22,7 @@ from typing import Any
 import restate
 
 from ..calls import CallTargets, Target
-from ..contract import GroupExecutors
+from ..contract import GroupExecutors, LashError, RuntimeErrorCode
 from ._child import DEFAULT_TOOL_ATTEMPTS, child_object
 from ._group import group_object
 from ._pump import pump_object
@@ -56,8 +56,13 @@ BATCH_FROM = 3
 Bindable = restate.Service | restate.VirtualObject | restate.Workflow
 
 
-class DeploymentError(RuntimeError):
+class DeploymentError(LashError, RuntimeError):
     """The endpoint, as assembled, cannot run groups; the message says what to bind."""
+
+    code = RuntimeErrorCode.DEPLOYMENT
+
+    def __str__(self) -> str:
+        return self.message
 
 
 # The service metadata key, on each of lash's four services, naming the application that serves them
@@ -192,8 +197,13 @@ SERVERS = ("hypercorn", "granian")  # what `serve` runs the app under; hypercorn
 GRACE_S = 2.0  # how long a stopping endpoint lets in-flight requests finish
 
 
-class ServerUnavailable(RuntimeError):
+class ServerUnavailable(LashError, RuntimeError):
     """The server asked for is not installed; the message names the extra that brings it."""
+
+    code = RuntimeErrorCode.SERVER_UNAVAILABLE
+
+    def __str__(self) -> str:
+        return self.message
 
 
 async def serve(app: Any, host: str = "0.0.0.0", port: int = 9080, *, server: str = "hypercorn") -> None:

@@ -3,6 +3,9 @@
 Restate retries an ordinary exception forever, so contract errors leave a
 handler as `TerminalError` carrying the error's wire form, and come back out of
 a call as the same typed exception (the Temporal-style converter pair).
+
+The wire form is between lash's own handlers: where a failure leaves lash (the caller's handler, a
+handler the ingress calls), it is a plain message and the error's status.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ __all__ = [
     "HANDLER_RETRY",
     "NOT_FOUND",
     "CalledInsideRun",
+    "client_errors",
     "is_cancellation",
     "lash_terminal",
     "raise_typed",
@@ -78,10 +82,9 @@ class CalledInsideRun(InvalidInput, TerminalError):
 
     It is a `TerminalError` too, because the SDK ends a run action terminally only when the action
     raises a `TerminalError` itself (it does not look at causes): anything else fails the run
-    transiently, and the run is retried into the same refusal forever. As a TerminalError its
-    ``message`` is its wire form, as every TerminalError lash raises (`lash_terminal`), so the run's
-    recorded failure, and the invocation's when the handler does not catch it, decode to
-    `InvalidInput` (`error_from_wire`); `text` is the message itself.
+    transiently, and the run is retried into the same refusal forever. The run's recorded failure,
+    and the invocation's when the handler does not catch it, are what a client sees: status 400 and
+    the message itself (``text``), never lash's wire form.
     """
 
     def __init__(self, what: str) -> None:
@@ -92,12 +95,9 @@ class CalledInsideRun(InvalidInput, TerminalError):
             "outside ctx.run, and pass its result into a run if the run needs it"
         )
         super().__init__(self.text)
-        self.message = self.to_wire()
+        self.message = self.text
         self.status_code = terminal_status(self)
         self.metadata: dict[str, str] | None = None
-
-    def wire_body(self) -> dict[str, str | int]:
-        return {**super().wire_body(), "message": self.text}
 
     def __str__(self) -> str:
         return f"[{self.code}] {self.text}"
@@ -107,12 +107,29 @@ def raise_typed(error: TerminalError) -> None:
     """Re-raise a TerminalError from a call as the contract error it carries, if it carries one."""
     typed = error_from_wire(error.message)
     if typed is not None:
-        # Chained to the TerminalError: uncaught in a handler, the SDK still ends it terminally.
-        raise typed from error
+        # Chained to a TerminalError: uncaught in a handler, the SDK ends it terminally, and with
+        # that one's message, the error's own line, not the wire form (decision 53).
+        shown = TerminalError(str(typed), status_code=error.status_code)
+        shown.__cause__ = error
+        raise typed from shown
 
 
 def is_cancellation(error: TerminalError) -> bool:
     return error.status_code == CANCELLED_STATUS and error_from_wire(error.message) is None
+
+
+def client_errors(fn: Callable[P, Awaitable[R]]) -> Callable[P, Awaitable[R]]:
+    """`terminal_errors` for a handler only a client calls (through the ingress): a contract error
+    ends it with its status and ``str(error)``, never the wire form, which is lash's own."""
+
+    @wraps(fn)
+    async def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return await fn(*args, **kwargs)
+        except LashError as error:
+            raise TerminalError(str(error), status_code=terminal_status(error)) from None
+
+    return wrapper
 
 
 def terminal_errors(fn: Callable[P, Awaitable[R]]) -> Callable[P, Awaitable[R]]:

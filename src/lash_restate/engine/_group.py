@@ -23,7 +23,7 @@ from ..contract import (
     check_child_count,
     effective_disposition,
 )
-from ._errors import HANDLER_RETRY, NOT_FOUND, terminal_errors, terminal_status
+from ._errors import HANDLER_RETRY, NOT_FOUND, client_errors, terminal_errors, terminal_status
 from ._messages import (
     CallerEnded,
     CloseRequest,
@@ -151,7 +151,7 @@ def group_object(
         await _close(ctx, meta, effective)
 
     @group.handler(name=GROUP_OPERATOR_CLOSE.handler, state_preload=False)
-    @terminal_errors
+    @client_errors  # called through the ingress only: what it answers is for a client
     async def operator_close(ctx: restate.ObjectContext, req: OperatorClose) -> OperatorClosed:
         """The operator's close (decision 45): a caller's close, nothing else, reached through the ingress.
 

@@ -24,6 +24,8 @@ from typing import IO, Any
 
 import httpx
 
+from ..contract import LashError, RuntimeErrorCode
+
 __all__ = [
     "SERVER_ENV",
     "SERVER_VERSION",
@@ -38,8 +40,13 @@ __all__ = [
 SERVER_PACKAGE = "@restatedev/restate-server"
 
 
-class StackError(RuntimeError):
+class StackError(LashError, RuntimeError):
     """A part of the local stack could not be found, started or reached; the message says which."""
+
+    code = RuntimeErrorCode.STACK
+
+    def __str__(self) -> str:
+        return self.message
 
 
 def free_port() -> int:

@@ -3,7 +3,8 @@ as an in-process `CallRegistry` (for the reference host), so `Call` children beh
 tier of the conformance suite.
 
 - ``DemoCalls/echo`` ``{"value": V, "delay_ms": N}`` → V after N ms (a durable timer on Restate).
-- ``DemoCalls/fail`` ``{"message": M, "status": S}`` → ends in a terminal error M with code S.
+- ``DemoCalls/fail`` ``{"message": M, "status": S}`` → ends in a terminal error M with status S (none
+  given: TerminalError's default).
 - ``DemoCalls/count`` ``{"name": X, "value": V}`` → appends X to the count file, → V.
 - ``DemoCalls/stall`` ``{"message": M}`` → a plain exception M: a fault Restate retries under its retry
   policy and, on a server that pauses when retries run out, pauses (Restate tier only).
@@ -23,7 +24,6 @@ from typing import Any
 import restate
 
 from ..calls import CallRegistry, Target
-from ..contract import ToolFailure
 from .tools import append_line, arg_of, blob, count_path, size_of
 
 __all__ = ["DEMO_OBJECT", "DEMO_SERVICE", "demo_call_services", "demo_calls", "demo_external"]
@@ -45,7 +45,8 @@ def demo_calls(count_file: str | Path | None = None) -> CallRegistry:
 
     @calls.handler(DEMO_SERVICE, "fail")
     async def fail(key: str | None, arg: Any) -> Any:
-        raise ToolFailure(str(arg_of(arg, "message", "failed")), code=str(int(arg_of(arg, "status", 500))))
+        # As the Restate handler below: a TerminalError, with the status only when one is asked for.
+        raise _terminal(arg)
 
     @calls.handler(DEMO_SERVICE, "count")
     async def count(key: str | None, arg: Any) -> Any:
@@ -68,6 +69,12 @@ def demo_calls(count_file: str | Path | None = None) -> CallRegistry:
         return totals[key]
 
     return calls
+
+
+def _terminal(arg: Any) -> restate.TerminalError:
+    message = str(arg_of(arg, "message", "failed"))
+    status = arg_of(arg, "status", None)
+    return restate.TerminalError(message) if status is None else restate.TerminalError(message, int(status))
 
 
 def demo_external() -> list[Target]:
@@ -97,7 +104,7 @@ def demo_call_services(count_file: str | Path | None = None) -> list[restate.Ser
 
     @service.handler()
     async def fail(ctx: restate.Context, arg: Any) -> Any:
-        raise restate.TerminalError(str(arg_of(arg, "message", "failed")), int(arg_of(arg, "status", 500)))
+        raise _terminal(arg)
 
     @service.handler()
     async def stall(ctx: restate.Context, arg: Any) -> Any:

@@ -1,0 +1,94 @@
+"""An application whose handlers leave lash's errors uncaught, for what a client then sees.
+
+`Carriers/quote` answers ``{"price": P}`` after ``delay_ms``, or ends in
+``restate.TerminalError(message, status)`` when asked to refuse. `Shop/<entry>` calls lash and catches
+nothing; ``entry`` names which combinator (``all``, ``race``, ``any``) over which children, or which
+refusal of the contract (``unroutable``: a tool nobody registered; ``not_open``: a resume of a
+group this invocation closed; ``not_open_below``: the same through the controller, below the front
+door).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+from datetime import timedelta
+from typing import Any
+
+import restate
+
+import lash_restate as lash
+from lash_restate.testing import demo_tools
+
+carriers = restate.Service("Carriers")
+shop = restate.Service("Shop")
+
+
+@carriers.handler()
+async def quote(ctx: restate.Context, req: dict[str, Any]) -> dict[str, Any]:
+    if req.get("delay_ms"):
+        await ctx.sleep(timedelta(milliseconds=int(req["delay_ms"])))
+    if "refuse" in req:
+        status = req.get("status")
+        raise (
+            restate.TerminalError(req["refuse"], int(status))
+            if status
+            else restate.TerminalError(req["refuse"])
+        )
+    return {"price": req.get("price", 1)}
+
+
+def _quote(**req: Any) -> lash.Call:
+    return lash.call("Carriers", "quote", req)
+
+
+@shop.handler(name="all")
+async def all_(ctx: restate.Context, children: list[dict[str, Any]]) -> Any:
+    return await lash.all(ctx, [_quote(**c) for c in children])
+
+
+@shop.handler(name="race")
+async def race_(ctx: restate.Context, children: list[dict[str, Any]]) -> Any:
+    return await lash.race(ctx, [_quote(**c) for c in children], losers=lash.CANCEL)
+
+
+@shop.handler(name="any")
+async def any_(ctx: restate.Context, children: list[dict[str, Any]]) -> Any:
+    return await lash.any(ctx, [_quote(**c) for c in children])
+
+
+@shop.handler()
+async def tools(ctx: restate.Context, children: list[dict[str, Any]]) -> Any:
+    """`all` over the demo tools' ``fail``/``echo`` (a tool's rejection has no status of its own)."""
+    return await lash.all(ctx, [lash.tool(c.pop("tool"), c) for c in children])
+
+
+@shop.handler()
+async def unroutable(ctx: restate.Context) -> Any:
+    return await lash.all(ctx, [_quote(price=1), lash.tool("no_such_tool")])
+
+
+@shop.handler()
+async def not_open(ctx: restate.Context) -> Any:
+    children = [_quote(price=1)]
+    group = await lash.open(ctx, children)
+    saved = group.save()
+    await group.close()
+    return await lash.open(ctx, children, resume=saved)  # closed: refused, never started over
+
+
+@shop.handler()
+async def not_open_below(ctx: restate.Context) -> Any:
+    """The controller's own method, no front-door function around it."""
+    group = await lash.open(ctx, [_quote(price=1)])
+    handle = lash.GroupHandle.from_bytes(group.save())
+    await group.close()
+    return await lash.controller(ctx).await_next_settlement(handle)
+
+
+app = lash.app(shop, carriers, tools=demo_tools())
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--port", type=int, required=True)
+    asyncio.run(lash.serve(app, "127.0.0.1", parser.parse_args().port))

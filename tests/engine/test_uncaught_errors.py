@@ -1,0 +1,100 @@
+"""What a client sees when a handler leaves lash's error uncaught: the child's own status and message,
+or the contract error's status and its line; never lash's wire form (`lash-error:`), which is between
+lash's own handlers. Served by `tests/engine/errors_app.py` on a real restate-server."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+from lash_restate.contract import GroupNotOpen
+from lash_restate.inspection import _said
+from lash_restate.testing import LocalStack
+
+WIRE = "lash-error"
+REFUSES = {"refuse": "carrier b refuses", "status": 409}
+SLOW = {"price": 2, "delay_ms": 3_600_000}  # an hour-long quote: a loser that only a cancel ends
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
+    base = tmp_path_factory.mktemp("uncaught")
+    with LocalStack.single(base, module="tests.engine.errors_app", endpoint_args=()).start() as s:
+        yield s
+
+
+async def _post(stack: LocalStack, path: str, body: Any = None) -> tuple[int, str]:
+    """POST to the ingress as a client does: the status, and the failure's message (none on success)."""
+    async with httpx.AsyncClient(timeout=60) as client:
+        response = await client.post(f"{stack.ingress_url}/{path}", json=body)
+    assert WIRE not in response.text, response.text  # no client ever sees lash's wire form
+    return response.status_code, response.json()["message"] if response.status_code != 200 else ""
+
+
+@pytest.mark.parametrize(
+    ("entry", "children"),
+    [("all", [{"price": 1}, REFUSES]), ("race", [REFUSES, SLOW]), ("all", [SLOW, REFUSES])],
+    ids=["all", "race", "all-before-a-slow-one"],
+)
+async def test_an_uncaught_rejection_ends_the_caller_with_the_childs_status_and_message(
+    stack: LocalStack, entry: str, children: list[dict[str, Any]]
+) -> None:
+    """A callee's ``TerminalError("carrier b refuses", 409)``, uncaught by a caller that raced or
+    awaited all of its calls, reaches the caller's client as 409 ``carrier b refuses``: as if the
+    caller had awaited the call itself."""
+    assert await _post(stack, f"Shop/{entry}", children) == (409, "carrier b refuses")
+
+
+async def test_a_rejection_without_a_status_of_its_own_ends_the_caller_with_500(stack: LocalStack) -> None:
+    # A callee's TerminalError given no status is Restate's 500; a tool's rejection has none: 500 too,
+    # unless the tool's code is an HTTP error status.
+    assert await _post(stack, "Shop/all", [{"refuse": "no status"}]) == (500, "no status")
+    assert await _post(stack, "Shop/tools", [{"tool": "fail", "message": "tool says no"}]) == (
+        500,
+        "tool says no",
+    )
+    coded = [{"tool": "fail", "message": "out of stock", "code": "410"}]
+    assert await _post(stack, "Shop/tools", coded) == (410, "out of stock")
+    named = [{"tool": "fail", "message": "declined", "code": "card_declined"}]
+    assert await _post(stack, "Shop/tools", named) == (500, "declined")
+
+
+async def test_an_uncaught_aggregate_rejection_names_every_child(stack: LocalStack) -> None:
+    alike = [{"refuse": "a full", "status": 409}, {"refuse": "b full", "status": 409}]
+    assert await _post(stack, "Shop/any", alike) == (
+        409,
+        "all 2 children rejected: child 0: a full (code 409); child 1: b full (code 409)",
+    )
+    # Children that ended differently share no status: 500.
+    mixed = [alike[0], {"refuse": "b down", "status": 503}]
+    assert await _post(stack, "Shop/any", mixed) == (
+        500,
+        "all 2 children rejected: child 0: a full (code 409); child 1: b down (code 503)",
+    )
+
+
+@pytest.mark.parametrize("entry", ["not_open", "not_open_below"])
+async def test_an_uncaught_group_not_open_is_a_404_with_its_line(stack: LocalStack, entry: str) -> None:
+    status, message = await _post(stack, f"Shop/{entry}")
+    assert status == 404
+    assert message.startswith("[group_not_open] no such group is recorded (never opened, or closed) ")
+    assert ":group:" in message  # where: the group's key
+
+
+async def test_an_uncaught_child_unroutable_is_a_404_naming_the_child(stack: LocalStack) -> None:
+    status, message = await _post(stack, "Shop/unroutable")
+    assert status == 404
+    assert message.startswith("[child_unroutable] no executor is registered for tool 'no_such_tool' ")
+    assert "position=1" in message
+
+
+def test_the_cli_shows_an_earlier_endpoints_wire_line_as_the_error() -> None:
+    """An endpoint of an earlier release answered an operator's close with the wire form: the CLI shows
+    the error's line instead."""
+    error = GroupNotOpen.not_recorded(group_key="s:group:b:0")
+    shown = _said(httpx.Response(404, json={"code": 404, "message": error.to_wire()}))
+    assert shown == str(error) and WIRE not in shown
+    assert _said(httpx.Response(502, text="bad gateway")) == "bad gateway"
