@@ -199,6 +199,7 @@ def test_codes_are_stable_strings() -> None:
         "deployment",
         "server_unavailable",
         "settings",
+        "prefix_chosen",
         "registration",
         "prefix_taken",
         "admin",

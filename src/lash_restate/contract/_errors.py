@@ -35,6 +35,7 @@ it also carries ``group_key``, ``position`` and ``replay_key`` (None otherwise):
     ├── DeploymentError             the endpoint, as assembled, cannot run groups (a RuntimeError too)
     ├── ServerUnavailable           the HTTP server asked for is not installed (a RuntimeError too)
     ├── SettingsError               settings failed validation (a ValueError too)
+    ├── PrefixChosen                this process already names lash's services otherwise (a ValueError too)
     ├── RegistrationError           the admin API refused the deployment, or could not be reached
     │   └── PrefixTaken             another application's deployment serves lash's services there
     ├── AdminError                  the admin API refused a request, or could not be reached
@@ -132,6 +133,7 @@ class RuntimeErrorCode(StrEnum):
     DEPLOYMENT = "deployment"
     SERVER_UNAVAILABLE = "server_unavailable"
     SETTINGS = "settings"
+    PREFIX_CHOSEN = "prefix_chosen"
     REGISTRATION = "registration"
     PREFIX_TAKEN = "prefix_taken"
     ADMIN = "admin"

@@ -16,7 +16,7 @@ import msgspec
 import restate
 from restate import SendHandle
 
-from ..contract import RuntimeEffectEnvelope
+from ..contract import LashError, RuntimeEffectEnvelope, RuntimeErrorCode
 from ._messages import (
     CallerEnded,
     ChildRun,
@@ -92,8 +92,13 @@ def check_prefix(prefix: str) -> str:
     return prefix
 
 
-class PrefixChosen(ValueError):
+class PrefixChosen(LashError, ValueError):
     """This process already names lash's services with another prefix: a prefix is chosen once."""
+
+    code = RuntimeErrorCode.PREFIX_CHOSEN
+
+    def __str__(self) -> str:
+        return self.message
 
 
 def use_prefix(prefix: str | None = None) -> str:
