@@ -1,8 +1,9 @@
 """lash-restate: durable effect groups (all / allSettled / race / any that survive crashes) on Restate.
 
 ``import lash_restate as lash`` is the front door for an application: the combinators
-(`all`, `all_settled`, `race`, `any`), a group by hand (`open`, `Group`), the children (`call`,
-`tool`, `sleep`, `event`), the endpoint (`services`, `app`, `serve`, `external`), and the types
+(`all`, `all_settled`, `race`, `any`, `select`), a group by hand (`open`, `Group`), the children
+(`call`, `tool`, `sleep`, `event`; `TypedCall`, a call by handler reference), the endpoint
+(`services`, `app`, `serve`, `external`), and the types
 its answers and errors come in. A host implementer's helpers live in `lash_restate.contract`.
 
 `all`, `any` and `open` are attributes (``lash.all``), not in ``__all__``: a star import must not
@@ -12,6 +13,7 @@ shadow the builtins (decision 39).
 from ._front import (
     Child,
     Group,
+    TypedCall,
     all_settled,
     app,
     call,
@@ -19,6 +21,7 @@ from ._front import (
     event,
     external,
     race,
+    select,
     serve,
     services,
     sleep,
@@ -73,6 +76,7 @@ from .contract import (
     Sleep,
     ToolCall,
     ToolFailure,
+    UndecodableResult,
     WakeRuleDrift,
 )
 from .engine import RestateController
@@ -134,6 +138,8 @@ __all__ = [
     "ToolCall",
     "ToolFailure",
     "ToolRegistry",
+    "TypedCall",
+    "UndecodableResult",
     "WakeRuleDrift",
     "all_settled",
     "app",
@@ -142,6 +148,7 @@ __all__ = [
     "event",
     "external",
     "race",
+    "select",
     "serve",
     "services",
     "sleep",

@@ -7,7 +7,7 @@ obligation. The result for a settlement timeline is what ECMA-262 gives.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Literal, TypeAlias
@@ -49,6 +49,8 @@ __all__ = [
     "race",
     "run_combinator",
     "select",
+    "signal_or_deadline",
+    "won",
 ]
 
 
@@ -80,7 +82,10 @@ class Combinator(StrEnum):
 
 
 class Rejected(Exception):
-    """`all` or `race` rejected with this settlement's outcome (the first consumed rejection)."""
+    """`all`, `race` or `select` rejected with this settlement's outcome (the first consumed rejection)."""
+
+    name: str | None = None
+    """For `select`, the name of the child that rejected (its position is ``settlement.position``)."""
 
     def __init__(self, settlement: Settlement) -> None:
         super().__init__(f"child {settlement.position} rejected: {settlement.outcome!r}")
@@ -299,6 +304,22 @@ async def combine(
     return await run_combinator(controller, kind, group, handle=handle, stop_after=stop_after)
 
 
+def _decided(result: CombinatorResult) -> FulfilledResult:
+    """A decided result that fulfilled; a rejection is raised (`Rejected`, or `AggregateRejection`)."""
+    if isinstance(result, FulfilledResult):
+        return result
+    assert isinstance(result, RejectedResult)  # without stop_after a combinator always decides
+    if isinstance(result.reason, Settlement):
+        raise Rejected(result.reason)
+    raise AggregateRejection(list(result.reason))
+
+
+def won(result: CombinatorResult) -> tuple[int, Any]:
+    """The winner of a decided `race` or `any`: its position and value; a rejection is raised."""
+    fulfilled = _decided(result)
+    return fulfilled.order[-1], fulfilled.value  # the settlement that decided is the last consumed
+
+
 async def _settle(
     controller: RuntimeEffectController,
     kind: Combinator,
@@ -306,13 +327,7 @@ async def _settle(
     children: Sequence[RuntimeEffectEnvelope],
     disposition: LoserPolicy,
 ) -> Any:
-    result = await combine(controller, kind, key, children, losers=disposition)
-    if isinstance(result, FulfilledResult):
-        return result.value
-    assert isinstance(result, RejectedResult)  # without stop_after a combinator always decides
-    if isinstance(result.reason, Settlement):
-        raise Rejected(result.reason)
-    raise AggregateRejection(list(result.reason))
+    return _decided(await combine(controller, kind, key, children, losers=disposition)).value
 
 
 async def all_(
@@ -355,6 +370,27 @@ async def any_(
 async def select(
     controller: RuntimeEffectController,
     key: GroupKey | str,
+    children: Mapping[str, RuntimeEffectEnvelope],
+    *,
+    losers: LoserPolicy = LoserPolicy.RUN_TO_COMPLETION,
+) -> tuple[str, Any]:
+    """`race` over named children: ``(name, value)`` of the first settlement (as ``restate.select``
+    answers), or `Rejected` carrying its ``name`` if it rejected (`EmptyGroup` if none). The
+    children's positions are their order in ``children``."""
+    names = list(children)
+    try:
+        position, value = won(
+            await combine(controller, Combinator.RACE, key, list(children.values()), losers=losers)
+        )
+    except Rejected as rejected:
+        rejected.name = names[rejected.settlement.position]
+        raise
+    return names[position], value
+
+
+async def signal_or_deadline(
+    controller: RuntimeEffectController,
+    key: GroupKey | str,
     *,
     event: str,
     deadline_ms: int,
@@ -364,16 +400,13 @@ async def select(
 
     Returns ``("event", payload)`` or ``("deadline", None)``; the losing arm is cancelled.
     """
-    children = [
-        RuntimeEffectEnvelope(command=AwaitEvent(name=event), replay_key=f"{replay_key_prefix}:event"),
-        RuntimeEffectEnvelope(
+    children = {
+        "event": RuntimeEffectEnvelope(
+            command=AwaitEvent(name=event), replay_key=f"{replay_key_prefix}:event"
+        ),
+        "deadline": RuntimeEffectEnvelope(
             command=Sleep(duration_ms=deadline_ms), replay_key=f"{replay_key_prefix}:deadline"
         ),
-    ]
-    group = RuntimeEffectGroup(key, children, wake=Combinator.RACE.wake, disposition=LoserPolicy.CANCEL)
-    result = await run_combinator(controller, Combinator.RACE, group)
-    if isinstance(result, RejectedResult):
-        assert isinstance(result.reason, Settlement)  # race rejects with the first settlement
-        raise Rejected(result.reason)
-    assert isinstance(result, FulfilledResult)
-    return ("event" if result.order[0] == 0 else "deadline"), result.value
+    }
+    name, value = await select(controller, key, children, losers=LoserPolicy.CANCEL)
+    return ("event" if name == "event" else "deadline"), value

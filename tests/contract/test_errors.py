@@ -67,6 +67,7 @@ def test_codes_are_stable_strings() -> None:
         "await_cancelled",
         "membership_unsupported",
         "too_large",
+        "undecodable_result",
     }
 
 

@@ -47,7 +47,7 @@ def _entry(ctx: restate.Context, entry: str, group: lash.Group | None) -> Callab
             return [str(o) for o in await lash.all_settled(ctx, _children()[:1])]
         if entry == "select":  # a combinator on the controller, below the front door
             key = f"{ctx.request().id}:group:select:0"
-            which = combinators.select(
+            which = combinators.signal_or_deadline(
                 lash.controller(ctx), key, event="never", deadline_ms=1, replay_key_prefix="select"
             )
             return (await which)[0]

@@ -63,6 +63,7 @@ from ._errors import (
     ReplayMismatch,
     RuntimeErrorCode,
     ShapeMismatch,
+    UndecodableResult,
     WakeRuleDrift,
     error_from_wire,
 )
@@ -141,6 +142,7 @@ __all__ = [
     "ToolCall",
     "ToolFailure",
     "Transient",
+    "UndecodableResult",
     "WakeRuleDrift",
     "canonical_bytes",
     "check_await",

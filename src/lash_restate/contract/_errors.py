@@ -27,7 +27,8 @@ The exception tree (every class carries ``code``, and ``group_key``,
     ├── GroupNotOpen                no such group is recorded (never opened, or closed)
     ├── DispositionWidening         close tried to widen Cancel back to RunToCompletion
     ├── AwaitCancelled              the caller's cancel fired first; cursor and rank untouched
-    └── MembershipUnsupported       a grouped envelope reached a path with no membership slot
+    ├── MembershipUnsupported       a grouped envelope reached a path with no membership slot
+    └── UndecodableResult           a typed call's recorded value is not what its handler returns
 
 Errors cross process and handler boundaries as a wire form
 (:meth:`LashError.to_wire` / :func:`error_from_wire`), so a code raised inside
@@ -66,6 +67,7 @@ __all__ = [
     "ReplayMismatch",
     "RuntimeErrorCode",
     "ShapeMismatch",
+    "UndecodableResult",
     "WakeRuleDrift",
     "error_from_wire",
 ]
@@ -98,6 +100,7 @@ class RuntimeErrorCode(StrEnum):
     AWAIT_CANCELLED = "await_cancelled"
     MEMBERSHIP_UNSUPPORTED = "membership_unsupported"
     TOO_LARGE = "too_large"
+    UNDECODABLE_RESULT = "undecodable_result"
 
 
 class LashError(Exception):
@@ -320,6 +323,14 @@ class MembershipUnsupported(LashError):
     """A grouped envelope reached a dispatch path with no slot for its membership (refused, not stripped)."""
 
     code = RuntimeErrorCode.MEMBERSHIP_UNSUPPORTED
+
+
+class UndecodableResult(LashError):
+    """A typed call's child settled with a value its handler's output serde cannot read (the callee
+    answered another shape than the reference it was called by declares); the settlement itself is
+    recorded and unchanged."""
+
+    code = RuntimeErrorCode.UNDECODABLE_RESULT
 
 
 _WIRE_PREFIX = "lash-error:"

@@ -13,7 +13,14 @@ from typing import Annotated, Any
 
 import msgspec
 
-from ..combinators import Combinator, CombinatorResult, Rejected, empty_result, run_combinator, select
+from ..combinators import (
+    Combinator,
+    CombinatorResult,
+    Rejected,
+    empty_result,
+    run_combinator,
+    signal_or_deadline,
+)
 from ..contract import (
     STRUCT_OPTIONS,
     GroupExecutors,
@@ -91,7 +98,8 @@ class CombineStep(msgspec.Struct, tag="combine", **STRUCT_OPTIONS):
 
 
 class SelectStep(msgspec.Struct, tag="select", **STRUCT_OPTIONS):
-    """`combinators.select`: the event ``event`` against a deadline of ``deadline_ms``, as group ``key``.
+    """`combinators.signal_or_deadline`: the event ``event`` against a deadline of ``deadline_ms``, as
+    group ``key``.
 
     Gives ``{"winner": "event" | "deadline", "value": ...}``, or ``{"winner": "event", "rejected":
     settlement}`` when the event was rejected.
@@ -226,7 +234,7 @@ async def run_turn(
 
 async def _select(controller: RuntimeEffectController, step: SelectStep) -> dict[str, Any]:
     try:
-        winner, value = await select(
+        winner, value = await signal_or_deadline(
             controller,
             step.key,
             event=step.event,
