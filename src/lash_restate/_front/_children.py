@@ -120,7 +120,8 @@ def call(service: Any, handler: Any = _UNSET, arg: Any = _UNSET, *, key: str | N
     if not ref.takes_input and value is not _UNSET:
         raise InvalidInput(f"{ref.target} takes no argument: lash.call(handler)")
     if ref.keyed and key is None:
-        raise InvalidInput(f"{ref.target} is a {ref.kind}'s handler: the call needs key=")
+        kind = "a virtual object" if ref.kind == "object" else "a workflow"
+        raise InvalidInput(f"{ref.target} is {kind}'s handler: the call needs key=")
     if not ref.keyed and key is not None:
         raise InvalidInput(f"{ref.target} is a service's handler: the call must not carry a key")
     return TypedCall(ref, None if value is _UNSET else value, key)

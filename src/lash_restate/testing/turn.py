@@ -9,11 +9,14 @@ one current handle, the way a VM frame holds its cursor.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import msgspec
+from pydantic import BaseModel
 
+from .. import _front as lash
 from ..combinators import (
+    AggregateRejection,
     Combinator,
     CombinatorResult,
     Rejected,
@@ -23,12 +26,15 @@ from ..combinators import (
 )
 from ..contract import (
     STRUCT_OPTIONS,
+    Command,
     GroupExecutors,
     GroupHandle,
     GroupKey,
     InvalidInput,
     LashError,
     LoserPolicy,
+    Ok,
+    Outcome,
     RuntimeEffectController,
     RuntimeEffectGroup,
     Settlement,
@@ -36,11 +42,13 @@ from ..contract import (
     describe_command,
 )
 from ..engine import RestateController
+from .targets import Parcel, QuoteRequest, quote, weigh
 
 __all__ = [
     "CloseStep",
     "CombineStep",
     "ExecuteStep",
+    "FrontStep",
     "NextStep",
     "OpenStep",
     "SaveStep",
@@ -111,6 +119,25 @@ class SelectStep(msgspec.Struct, tag="select", **STRUCT_OPTIONS):
     replay_key_prefix: str
 
 
+class FrontStep(msgspec.Struct, tag="front", **STRUCT_OPTIONS):
+    """The front door's ``lash.<entry>`` over ``children``, as group ``key``, on the turn's controller.
+
+    ``children`` is a list, or for ``select`` an object of named children. A child is a command, or
+    ``{"type": "typed", "handler": "quote" | "weigh", "arg": JSON, "key": K}``: a `lash.call` of that
+    demo handler (`lash_restate.testing.targets`) with ``arg`` built into its input model first
+    (``"raw": true`` passes it as it is). A value is answered as ``{"type": its class's name,
+    "value": its JSON}``: ``{"values": [...]}`` for ``all``, ``{"outcomes": [...]}`` for
+    ``all_settled``, ``{"value": ..., "position": P}`` for ``race`` and ``any``, ``{"winner": name,
+    "value": ...}`` for ``select``; a rejection as ``{"rejected": settlement, "name": N}`` or
+    ``{"rejected_all": [outcome, ...]}``.
+    """
+
+    entry: Literal["all", "all_settled", "race", "any", "select"]
+    key: str
+    children: list[dict[str, Any]] | dict[str, dict[str, Any]]
+    losers: LoserPolicy = LoserPolicy.RUN_TO_COMPLETION
+
+
 class ExecuteStep(msgspec.Struct, tag="execute", **STRUCT_OPTIONS):
     """`execute_effect` on ``envelope`` (envelope JSON), with an executor resolved by the turn's host."""
 
@@ -126,6 +153,7 @@ Step = (
     | SupportsStep
     | CombineStep
     | SelectStep
+    | FrontStep
     | ExecuteStep
 )
 
@@ -207,6 +235,8 @@ async def run_turn(
                 results.append({"ok": controller.supports_effect_groups()})
             elif isinstance(step, SelectStep):
                 results.append({"ok": await _select(controller, step)})
+            elif isinstance(step, FrontStep):
+                results.append({"ok": await _front(controller, step)})
             elif isinstance(step, ExecuteStep):
                 envelope = decode_envelope(msgspec.json.encode(step.envelope))
                 executor = executors.resolve(envelope) if executors is not None else None
@@ -244,6 +274,59 @@ async def _select(controller: RuntimeEffectController, step: SelectStep) -> dict
     except Rejected as rejected:  # only the event arm can reject (a deadline fulfils with null)
         return {"winner": "event", "rejected": settlement_json(rejected.settlement)}
     return {"winner": winner, "value": value}
+
+
+_COMMAND = msgspec.json.Decoder(Command)
+
+
+def _child(spec: dict[str, Any]) -> lash.Child:
+    if spec.get("type") != "typed":
+        return _COMMAND.decode(msgspec.json.encode(spec))
+    arg: Any = spec.get("arg")  # given as it is with "raw" (a wrong type, on purpose)
+    key, raw = spec.get("key"), spec.get("raw")
+    if spec["handler"] == "quote":
+        return lash.call(quote, arg if raw else QuoteRequest.model_validate(arg), key=key)
+    return lash.call(weigh, arg if raw else msgspec.convert(arg, Parcel), key=key)
+
+
+def _shown(value: Any) -> dict[str, Any]:
+    """A value as the front door handed it back: its class's name, and its JSON."""
+    body = value.model_dump(mode="json") if isinstance(value, BaseModel) else msgspec.to_builtins(value)
+    return {"type": type(value).__name__, "value": body}
+
+
+async def _front(controller: RuntimeEffectController, step: FrontStep) -> dict[str, Any]:
+    options: dict[str, Any] = {"key": step.key}
+    if step.entry in ("race", "any", "select"):
+        options["losers"] = step.losers
+    try:
+        if isinstance(step.children, dict):
+            if step.entry != "select":
+                raise InvalidInput(f"lash.{step.entry} takes a list of children")
+            named = {name: _child(spec) for name, spec in step.children.items()}
+            winner, value = await lash.select(controller, key=step.key, losers=step.losers, **named)
+            return {"winner": winner, "value": _shown(value)}
+        children = [_child(spec) for spec in step.children]
+        if step.entry == "all":
+            return {"values": [_shown(v) for v in await lash.all(controller, children, **options)]}
+        if step.entry == "all_settled":
+            outcomes = await lash.all_settled(controller, children, **options)
+            return {"outcomes": [_outcome_json(o) for o in outcomes]}
+        if step.entry == "select":
+            raise InvalidInput("lash.select takes named children")
+        first = lash.race if step.entry == "race" else lash.any
+        position, value = await first(controller, children, with_position=True, **options)
+        return {"value": _shown(value), "position": position}
+    except Rejected as rejected:
+        return {"rejected": settlement_json(rejected.settlement), "name": rejected.name}
+    except AggregateRejection as rejected:
+        return {"rejected_all": [msgspec.to_builtins(o) for o in rejected.errors]}
+
+
+def _outcome_json(outcome: Outcome) -> dict[str, Any]:
+    if isinstance(outcome, Ok):
+        return {"type": "ok", "value": _shown(outcome.value)}
+    return msgspec.to_builtins(outcome)  # type: ignore[no-any-return]
 
 
 def _current(handle: GroupHandle | None) -> GroupHandle:
