@@ -4,6 +4,7 @@ handler's own serde (`lash_restate.calls.HandlerRef`), the one path the Restate 
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -258,3 +259,14 @@ def test_a_handler_reference_says_what_ctx_service_call_reads() -> None:
     assert ref.result.from_json({"key": "k", "grams": 3}) == Label(key="k", grams=3)
     assert handler_ref(book).result.from_json({"ticket": "t", "seats": 2}) == Booked(ticket="t", seats=2)
     assert handler_ref(ping).takes_input is False
+
+
+async def test_any_answers_the_position_of_its_first_success_not_of_its_first_settlement() -> None:
+    async with _host() as host:
+        key = "s:group:any:0"
+        children: list[lash.Child] = [lash.tool("fail", {"message": "no"}), lash.event("approved")]
+        answer = asyncio.create_task(lash.any(host, children, key=key, with_position=True))
+        while not (record := host.store.groups.get(key)) or not record.order:
+            await (record.changed.wait() if record is not None else asyncio.sleep(0))
+        host.store.emit_event("approved", {"by": "ops"})  # the success comes second, at rank 2
+        assert await answer == (1, {"by": "ops"})
