@@ -20,9 +20,9 @@ from lash_restate.contract import error_from_wire
 from lash_restate.inspection import sql
 from lash_restate.testing import LocalStack, StackError
 
-ENTRIES = ["race", "any", "all", "all_settled", "open", "next", "close", "save", "select"]
+ENTRIES = ["race", "any", "all", "all_settled", "open", "next", "close", "save", "select", "lash_select"]
 # The entries that open their group inside the run; the others act on one the handler body opened.
-OPENING = {"race", "any", "all", "all_settled", "open", "select"}
+OPENING = {"race", "any", "all", "all_settled", "open", "select", "lash_select"}
 
 
 @pytest.fixture(scope="module", params=["live", "replaying"])
@@ -68,7 +68,12 @@ async def test_lash_inside_a_run_action_is_refused_terminally_before_anything_is
     assert status == "[400]"
     refusal = error_from_wire(wire)
     assert isinstance(refusal, InvalidInput) and refusal.code == "invalid_input"
-    what = {"next": "Group.next", "close": "Group.close", "save": "Group.save"}.get(entry, f"lash.{entry}")
+    what = {
+        "next": "Group.next",
+        "close": "Group.close",
+        "save": "Group.save",
+        "lash_select": "lash.select",
+    }.get(entry, f"lash.{entry}")
     if entry == "select":
         what = "open_effect_group"
     assert refusal.message.startswith(f"{what} was called inside a ctx.run action: ")
@@ -102,6 +107,7 @@ async def test_the_same_call_in_the_handler_body_is_served(stack: LocalStack, en
         "next": "Ok(value='fast')",
         "close": "closed",
         "select": "deadline",
+        "lash_select": "fast",
     }
     if entry == "open":
         assert ":group:" in answer
