@@ -9,7 +9,7 @@ never turned into an outcome.
 
 A `Call` carries a JSON value (its ``arg``, its outcome's ``value``), whatever the handler takes and
 returns; `HandlerRef` is the one place a handler's own serde turns a model into that JSON value and
-back (decision 51), for the caller (the front door) and for an in-process twin alike.
+back, for the caller (the front door) and for an in-process twin alike.
 """
 
 from __future__ import annotations
@@ -64,6 +64,7 @@ def _untyped(serde: Serde[Any]) -> bool:
     return isinstance(serde, DefaultSerde) and serde.type_hint is None
 
 
+# Decision 51: the front door converts at both ends, so the recorded `Call` (and its hash) is unchanged.
 class JsonCodec(Generic[T]):
     """One side of a Restate handler (its input or its output) as JSON values, through the serde the SDK
     chose for it: a pydantic model's or a msgspec Struct's own JSON, or the handler's named serde.
