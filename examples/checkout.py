@@ -11,31 +11,49 @@ from datetime import timedelta
 from typing import Any
 
 import restate
+from pydantic import BaseModel
 
 import lash_restate as lash
+
+
+class Order(BaseModel):
+    id: int
+    amount: int
+    slow: bool = False  # a provider that does not answer in time
+    deadline_s: float = 30
+
+
+class Receipt(BaseModel):
+    order_id: int
+    charged: int
+
 
 payments = restate.Service("Payments")
 
 
 @payments.handler()
-async def charge(ctx: restate.Context, order: dict[str, Any]) -> dict[str, Any]:
-    if order.get("slow"):
-        await ctx.sleep(timedelta(hours=1))  # a provider that does not answer in time
-    return {"charged": order["amount"]}
+async def charge(ctx: restate.Context, order: Order) -> Receipt:
+    if order.slow:
+        await ctx.sleep(timedelta(hours=1))
+    return Receipt(order_id=order.id, charged=order.amount)
 
 
 checkout = restate.Service("Checkout")
 
 
 @checkout.handler()
-async def pay(ctx: restate.Context, order: dict[str, Any]) -> dict[str, Any]:
-    deadline = lash.sleep(timedelta(seconds=order.get("deadline_s", 30)))
-    payment = lash.call("Payments", "charge", order)
+async def pay(ctx: restate.Context, order: Order) -> dict[str, Any]:
     # Durable: a crash here resumes the same race; the loser (payment or deadline) is cancelled.
-    result = await lash.race(ctx, [payment, deadline], losers=lash.CANCEL)
-    if result is None:  # the deadline won: it fulfils with None
-        return {"status": "timed out"}
-    return {"status": "paid", **result}
+    match await lash.select(
+        ctx,
+        paid=lash.call(charge, order),  # typed from `charge`: the Order goes, a Receipt comes back
+        timeout=lash.sleep(timedelta(seconds=order.deadline_s)),
+        losers=lash.CANCEL,
+    ):
+        case ("paid", Receipt() as receipt):
+            return {"status": "paid", "charged": receipt.charged}
+        case _:
+            return {"status": "timed out"}
 
 
 app = lash.app(checkout, payments)

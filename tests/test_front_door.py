@@ -24,8 +24,8 @@ from lash_restate.testing import demo_tools
 
 PUBLIC = {
     # the combinators, a group by hand, and the children
-    "all_settled", "race", "Group", "Opening", "Child",
-    "call", "tool", "sleep", "event", "controller", "use_prefix",
+    "all_settled", "race", "select", "Group", "Opening", "Child",
+    "call", "TypedCall", "tool", "sleep", "event", "controller", "use_prefix",
     # the endpoint
     "services", "app", "serve", "external", "Target", "RestateController", "ToolRegistry", "ToolFailure",
     # policies, commands, outcomes
@@ -38,8 +38,8 @@ PUBLIC = {
     "DispositionWidening", "DuplicateReplayKey", "EffectGroupUnsupported", "EmptyGroup",
     "ForeignGroupKey", "GroupNotOpen", "GroupShapeError", "HandleMismatch", "InvalidEnvelope",
     "InvalidGroupKey", "InvalidHandle", "InvalidInput", "InvalidSettlement", "MembershipUnsupported",
-    "PayloadTooLarge", "PermutedPosition", "ReplayMismatch", "ShapeMismatch", "WakeRuleDrift",
-    "DeploymentError", "ServerUnavailable",
+    "PayloadTooLarge", "PermutedPosition", "ReplayMismatch", "ShapeMismatch", "UndecodableResult",
+    "WakeRuleDrift", "DeploymentError", "ServerUnavailable",
 }  # fmt: skip
 
 

@@ -1,8 +1,9 @@
 """lash-restate: durable effect groups (all / allSettled / race / any that survive crashes) on Restate.
 
 ``import lash_restate as lash`` is the front door for an application: the combinators
-(`all`, `all_settled`, `race`, `any`), a group by hand (`open`, `Group`), the children (`call`,
-`tool`, `sleep`, `event`), the endpoint (`services`, `app`, `serve`, `external`), and the types
+(`all`, `all_settled`, `race`, `any`, `select`), a group by hand (`open`, `Group`), the children
+(`call`, `tool`, `sleep`, `event`; `TypedCall`, a call by handler reference), the endpoint
+(`services`, `app`, `serve`, `external`), and the types
 its answers and errors come in. A host implementer's helpers live in `lash_restate.contract`.
 
 `all`, `any` and `open` are attributes (``lash.all``), not in ``__all__``: a star import must not
@@ -18,6 +19,7 @@ from ._front import (
     Child,
     Group,
     Opening,
+    TypedCall,
     all_settled,
     app,
     call,
@@ -25,6 +27,7 @@ from ._front import (
     event,
     external,
     race,
+    select,
     serve,
     services,
     sleep,
@@ -79,6 +82,7 @@ from .contract import (
     Sleep,
     ToolCall,
     ToolFailure,
+    UndecodableResult,
     WakeRuleDrift,
 )
 from .engine import DeploymentError, RestateController, ServerUnavailable
@@ -143,6 +147,8 @@ __all__ = [
     "ToolCall",
     "ToolFailure",
     "ToolRegistry",
+    "TypedCall",
+    "UndecodableResult",
     "WakeRuleDrift",
     "all_settled",
     "app",
@@ -151,6 +157,7 @@ __all__ = [
     "event",
     "external",
     "race",
+    "select",
     "serve",
     "services",
     "sleep",

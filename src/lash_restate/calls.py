@@ -1,23 +1,54 @@
-"""Restate handlers as children (`Call`): which handlers a child may call, and an in-process
-registry of handlers that runs them on the reference host.
+"""Restate handlers as children (`Call`): which handlers a child may call, a Restate handler
+reference seen as JSON values, and an in-process registry of handlers that runs them on the
+reference host.
 
 A `Call` child is routable when its target is known: its service binds the handler, and the call
 carries a key exactly when the service is keyed (a virtual object or a workflow). What is known is
 a deployment fact, so a miss refuses a first open (ADR, "resolve all N before recording") and is
 never turned into an outcome.
+
+A `Call` carries a JSON value (its ``arg``, its outcome's ``value``), whatever the handler takes and
+returns; `HandlerRef` is the one place a handler's own serde turns a model into that JSON value and
+back, for the caller (the front door) and for an in-process twin alike.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Generic, Literal, TypeAlias, TypeVar, cast
 
+import msgspec
 import restate
+from restate.handler import handler_from_callable
+from restate.serde import DefaultSerde, Serde
 
-from .contract import Call, ExplainsMisses, GroupExecutor, GroupExecutors, RuntimeEffectEnvelope, ToolFailure
+from .contract import (
+    Call,
+    ExplainsMisses,
+    GroupExecutor,
+    GroupExecutors,
+    InvalidInput,
+    RuntimeEffectEnvelope,
+    ToolFailure,
+)
 
-__all__ = ["CallRegistry", "CallTargets", "Handler", "Target", "first_of"]
+__all__ = [
+    "CallRegistry",
+    "CallTargets",
+    "Handler",
+    "HandlerRef",
+    "JsonCodec",
+    "Target",
+    "TypedHandler",
+    "first_of",
+    "handler_ref",
+]
+
+In = TypeVar("In")
+Out = TypeVar("Out")
+T = TypeVar("T")
 
 Handler = Callable[[str | None, Any], Awaitable[Any]]
 """``async def handler(key, arg) -> JSON``; raise ``restate.TerminalError(message, status)``, as a
@@ -27,6 +58,100 @@ A `ToolFailure` works too; its code is kept, ``"500"`` if it has none."""
 
 # TerminalError's default status: what Restate reports for a handler's terminal error given none.
 DEFAULT_STATUS = "500"
+
+
+TypedHandler: TypeAlias = Callable[[str | None, In], Awaitable[Out]]
+"""``async def twin(key, arg: In) -> Out``: an in-process twin of a Restate handler (`CallRegistry.typed`)."""
+
+
+def _untyped(serde: Serde[Any]) -> bool:
+    """The SDK's `DefaultSerde` with no type: what a handler gets unless it takes or returns a pydantic
+    model or a msgspec Struct, or names a serde of its own."""
+    return isinstance(serde, DefaultSerde) and serde.type_hint is None
+
+
+# Decision 51: the front door converts at both ends, so the recorded `Call` (and its hash) is unchanged.
+class JsonCodec(Generic[T]):
+    """One side of a Restate handler (its input or its output) as JSON values, through the serde the SDK
+    chose for it: a pydantic model's or a msgspec Struct's own JSON, or the handler's named serde.
+
+    Where the SDK left the untyped `DefaultSerde` (it picks a serde for pydantic models and msgspec
+    Structs only), a dataclass is written and read with msgspec (the JSON object
+    `dataclasses.asdict` gives), and any other model by its own type, as the SDK's ``ctx.set`` does.
+    """
+
+    __slots__ = ("_annotation", "_serde")
+
+    def __init__(self, serde: Serde[T], annotation: Any) -> None:
+        self._serde = serde
+        self._annotation = annotation
+
+    @property
+    def type_name(self) -> str:
+        """The annotated type's name, for messages (``Any`` when the handler names none)."""
+        return getattr(self._annotation, "__name__", None) or repr(self._annotation or Any)
+
+    def to_json(self, value: T) -> Any:
+        """``value`` as the JSON value its serde writes; raises what the serde raises, or
+        `msgspec.DecodeError` if the serde does not write JSON."""
+        serde: Serde[Any] = self._serde
+        if _untyped(serde):
+            if dataclasses.is_dataclass(value) and not isinstance(value, type):
+                return msgspec.to_builtins(value)
+            serde = cast(DefaultSerde[Any], serde).with_maybe_type(type(value))
+        raw = serde.serialize(value)
+        return msgspec.json.decode(raw) if raw else None
+
+    def from_json(self, value: Any) -> T:
+        """The JSON ``value`` read by the serde (``None``: what an empty body reads as)."""
+        annotation = self._annotation
+        if _untyped(self._serde) and dataclasses.is_dataclass(annotation) and isinstance(annotation, type):
+            return cast(T, msgspec.convert(value, annotation))
+        return cast(T, self._serde.deserialize(b"" if value is None else msgspec.json.encode(value)))
+
+
+@dataclass(frozen=True, slots=True)
+class HandlerRef(Generic[In, Out]):
+    """What a decorated Restate handler says about itself, as ``ctx.service_call`` reads it: its
+    service, its name, whether it is keyed (a virtual object's or a workflow's), and its two serdes."""
+
+    service: str
+    handler: str
+    kind: Literal["service", "object", "workflow"]
+    takes_input: bool
+    arg: JsonCodec[In]
+    result: JsonCodec[Out]
+
+    @property
+    def keyed(self) -> bool:
+        return self.kind != "service"
+
+    @property
+    def target(self) -> str:
+        return f"{self.service}/{self.handler}"
+
+
+def handler_ref(
+    fn: Callable[[Any, In], Awaitable[Out]] | Callable[[Any], Awaitable[Out]],
+) -> HandlerRef[In, Out]:
+    """The `HandlerRef` of a function decorated by ``@service.handler()`` (or an object's or a
+    workflow's); `InvalidInput` for anything else."""
+    try:
+        found = handler_from_callable(fn)
+    except (ValueError, TypeError):
+        raise InvalidInput(
+            f"{fn!r} is not a Restate handler: pass a function decorated with @service.handler() (or an "
+            "object's or a workflow's), or lash.call('Service', 'handler', arg) for one served elsewhere"
+        ) from None
+    io = found.handler_io
+    return HandlerRef(
+        service=found.service_tag.name,
+        handler=found.name,
+        kind=found.service_tag.kind,
+        takes_input=found.arity == 2,
+        arg=JsonCodec(io.input_serde, io.input_type.annotation if io.input_type else None),
+        result=JsonCodec(io.output_serde, io.output_type.annotation if io.output_type else None),
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,6 +251,29 @@ class CallRegistry:
     def handler(self, service: str, name: str, *, keyed: bool = False) -> Callable[[Handler], Handler]:
         def decorate(fn: Handler) -> Handler:
             self.register(service, name, fn, keyed=keyed)
+            return fn
+
+        return decorate
+
+    def typed(
+        self, ref: Callable[[Any, In], Awaitable[Out]] | Callable[[Any], Awaitable[Out]]
+    ) -> Callable[[TypedHandler[In, Out]], TypedHandler[In, Out]]:
+        """``@registry.typed(quote)`` registers ``async def twin(key, req: QuoteRequest) -> Quote`` as the
+        in-process twin of the Restate handler ``quote``, under its service and name: the argument
+        arrives read by ``quote``'s input serde and the result leaves written by its output serde, as
+        the SDK does on Restate. An argument the input serde cannot read ends the call in a terminal
+        error, the SDK's own (``Unable to parse an input argument``, code 500)."""
+        target = handler_ref(ref)
+
+        def decorate(fn: TypedHandler[In, Out]) -> TypedHandler[In, Out]:
+            async def run(key: str | None, arg: Any) -> Any:
+                try:
+                    value = target.arg.from_json(arg)
+                except Exception as exc:
+                    raise ToolFailure(f"Unable to parse an input argument. {exc}", code="500") from None
+                return target.result.to_json(await fn(key, value))
+
+            self.register(target.service, target.handler, run, keyed=target.keyed)
             return fn
 
         return decorate

@@ -7,7 +7,7 @@ obligation. The result for a settlement timeline is what ECMA-262 gives.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Literal, TypeAlias
@@ -53,6 +53,8 @@ __all__ = [
     "race",
     "run_combinator",
     "select",
+    "signal_or_deadline",
+    "won",
 ]
 
 
@@ -93,13 +95,15 @@ def describe_rejection(outcome: Outcome) -> str:
 
 
 class Rejected(LashError):
-    """`all` or `race` rejected: ``settlement`` is the first consumed rejecting child's (its
+    """`all`, `race` or `select` rejected: ``settlement`` is the first consumed rejecting child's (its
     ``position``, ``replay_key`` and ``outcome``, an `Err` or `Cancelled`).
 
     Uncaught in a Restate handler it ends the invocation with the child's own status and message.
     """
 
     code = RuntimeErrorCode.REJECTED
+    name: str | None = None
+    """For `select`, the name of the child that rejected (its position is ``settlement.position``)."""
 
     def __init__(self, settlement: Settlement, *, group_key: str | None = None) -> None:
         super().__init__(
@@ -388,17 +392,10 @@ async def combine(
     )
 
 
-async def _settle(
-    controller: RuntimeEffectController,
-    kind: Combinator,
-    key: GroupKey | str,
-    children: Sequence[RuntimeEffectEnvelope],
-    disposition: LoserPolicy,
-    on_reject: LoserPolicy | None = None,
-) -> Any:
-    result = await combine(controller, kind, key, children, losers=disposition, on_reject=on_reject)
+def _decided(result: CombinatorResult) -> FulfilledResult:
+    """A decided result that fulfilled; a rejection is raised (`Rejected`, or `AggregateRejection`)."""
     if isinstance(result, FulfilledResult):
-        return result.value
+        return result
     assert isinstance(result, RejectedResult)  # without stop_after a combinator always decides
     if isinstance(result.reason, Settlement):
         raise Rejected(result.reason, group_key=result.group_key)
@@ -410,6 +407,25 @@ async def _settle(
             group_key=result.group_key,
         )
     raise AggregateRejection(list(result.reason), group_key=result.group_key)
+
+
+def won(result: CombinatorResult) -> tuple[int, Any]:
+    """The winner of a decided `race` or `any`: its position and value; a rejection is raised."""
+    fulfilled = _decided(result)
+    return fulfilled.order[-1], fulfilled.value  # the settlement that decided is the last consumed
+
+
+async def _settle(
+    controller: RuntimeEffectController,
+    kind: Combinator,
+    key: GroupKey | str,
+    children: Sequence[RuntimeEffectEnvelope],
+    disposition: LoserPolicy,
+    on_reject: LoserPolicy | None = None,
+) -> Any:
+    return _decided(
+        await combine(controller, kind, key, children, losers=disposition, on_reject=on_reject)
+    ).value
 
 
 async def all_(
@@ -462,6 +478,27 @@ async def any_(
 async def select(
     controller: RuntimeEffectController,
     key: GroupKey | str,
+    children: Mapping[str, RuntimeEffectEnvelope],
+    *,
+    losers: LoserPolicy = LoserPolicy.RUN_TO_COMPLETION,
+) -> tuple[str, Any]:
+    """`race` over named children: ``(name, value)`` of the first settlement (as ``restate.select``
+    answers), or `Rejected` carrying its ``name`` if it rejected (`EmptyGroup` if none). The
+    children's positions are their order in ``children``."""
+    names = list(children)
+    try:
+        position, value = won(
+            await combine(controller, Combinator.RACE, key, list(children.values()), losers=losers)
+        )
+    except Rejected as rejected:
+        rejected.name = names[rejected.settlement.position]
+        raise
+    return names[position], value
+
+
+async def signal_or_deadline(
+    controller: RuntimeEffectController,
+    key: GroupKey | str,
     *,
     event: str,
     deadline_ms: int,
@@ -471,16 +508,13 @@ async def select(
 
     Returns ``("event", payload)`` or ``("deadline", None)``; the losing arm is cancelled.
     """
-    children = [
-        RuntimeEffectEnvelope(command=AwaitEvent(name=event), replay_key=f"{replay_key_prefix}:event"),
-        RuntimeEffectEnvelope(
+    children = {
+        "event": RuntimeEffectEnvelope(
+            command=AwaitEvent(name=event), replay_key=f"{replay_key_prefix}:event"
+        ),
+        "deadline": RuntimeEffectEnvelope(
             command=Sleep(duration_ms=deadline_ms), replay_key=f"{replay_key_prefix}:deadline"
         ),
-    ]
-    group = RuntimeEffectGroup(key, children, wake=Combinator.RACE.wake, disposition=LoserPolicy.CANCEL)
-    result = await run_combinator(controller, Combinator.RACE, group)
-    if isinstance(result, RejectedResult):
-        assert isinstance(result.reason, Settlement)  # race rejects with the first settlement
-        raise Rejected(result.reason, group_key=result.group_key)
-    assert isinstance(result, FulfilledResult)
-    return ("event" if result.order[0] == 0 else "deadline"), result.value
+    }
+    name, value = await select(controller, key, children, losers=LoserPolicy.CANCEL)
+    return ("event" if name == "event" else "deadline"), value

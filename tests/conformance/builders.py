@@ -129,6 +129,29 @@ def combine(
     return step
 
 
+def typed(handler: str, arg: Any, *, key: str | None = None, raw: bool = False) -> dict[str, Any]:
+    """``lash.call(handler, Model(**arg), key=key)`` of a typed demo handler (``quote``: pydantic,
+    ``weigh``: a msgspec Struct, keyed); ``raw`` passes ``arg`` as it is instead of its model."""
+    child: dict[str, Any] = {"type": "typed", "handler": handler, "arg": arg, "raw": raw}
+    if key is not None:
+        child["key"] = key
+    return child
+
+
+def front(
+    entry: str,
+    key: str,
+    children: list[dict[str, Any]] | dict[str, dict[str, Any]],
+    *,
+    losers: str | None = None,
+) -> dict[str, Any]:
+    """``lash.<entry>(controller, children, key=key)`` through the front door (``select``: named)."""
+    step: dict[str, Any] = {"type": "front", "entry": entry, "key": key, "children": children}
+    if losers is not None:
+        step["losers"] = losers
+    return step
+
+
 def ok(result: dict[str, Any]) -> Any:
     assert "ok" in result, f"expected ok, got {result}"
     return result["ok"]

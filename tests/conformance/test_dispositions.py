@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from lash_restate.combinators import all_, all_settled, any_, race, select
+from lash_restate.combinators import all_, all_settled, any_, race, signal_or_deadline
 from lash_restate.contract import (
     GroupHandle,
     LoserPolicy,
@@ -65,7 +65,7 @@ async def test_the_combinators_declare_the_adrs_dispositions() -> None:
         await any_(host, "s:group:any:0", arms("any"))
         await race(host, "s:group:race_cancel:0", arms("race_cancel"), losers=LoserPolicy.CANCEL)
         await any_(host, "s:group:any_cancel:0", arms("any_cancel"), losers=LoserPolicy.CANCEL)
-        await select(host, "s:group:select:0", event="e", deadline_ms=0, replay_key_prefix="sel")
+        await signal_or_deadline(host, "s:group:select:0", event="e", deadline_ms=0, replay_key_prefix="sel")
     finally:
         await host.aclose()
     rtc, cancel = LoserPolicy.RUN_TO_COMPLETION, LoserPolicy.CANCEL

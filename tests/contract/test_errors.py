@@ -193,6 +193,7 @@ def test_codes_are_stable_strings() -> None:
         "await_cancelled",
         "membership_unsupported",
         "too_large",
+        "undecodable_result",
         "rejected",
         "aggregate_rejection",
         "child_rejected",

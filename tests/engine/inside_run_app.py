@@ -1,11 +1,11 @@
 """An application that calls lash where it must not: inside the action of a ``ctx.run``.
 
 `Inside/run` takes ``{"entry": …, "sync": …, "inside": …}``: it calls the front-door entry point
-``entry`` (for ``select``, a combinator on the controller) inside a ``ctx.run_typed`` action: an
-async one, or with ``sync`` a sync one, which drives the call on an event loop of its own (or calls
-``Group.save``, itself sync, with none). With ``inside`` false it makes the same call in the
-handler body. The children are an echo and an hour-long sleep, so a race served from inside the
-run would answer only once the sleep ends.
+``entry`` (``lash_select`` is `lash.select`; ``select``, a combinator on the controller) inside a
+``ctx.run_typed`` action: an async one, or with ``sync`` a sync one, which drives the call on an
+event loop of its own (or calls ``Group.save``, itself sync, with none). With ``inside`` false it
+makes the same call in the handler body. The children are an echo and an hour-long sleep, so a race
+served from inside the run would answer only once the sleep ends.
 """
 
 from __future__ import annotations
@@ -47,9 +47,12 @@ def _entry(
             return await lash.all(ctx, _children()[:1])
         if entry == "all_settled":
             return [str(o) for o in await lash.all_settled(ctx, _children()[:1])]
+        if entry == "lash_select":
+            fast, slow = _children()
+            return (await lash.select(ctx, fast=fast, slow=slow, losers=lash.CANCEL))[0]
         if entry == "select":  # a combinator on the controller, below the front door
             key = f"{ctx.request().id}:group:select:0"
-            which = combinators.select(
+            which = combinators.signal_or_deadline(
                 lash.controller(ctx), key, event="never", deadline_ms=1, replay_key_prefix="select"
             )
             return (await which)[0]

@@ -18,9 +18,9 @@ import pytest
 from lash_restate.inspection import sql
 from lash_restate.testing import LocalStack, StackError
 
-ENTRIES = ["race", "any", "all", "all_settled", "open", "next", "close", "save", "select"]
+ENTRIES = ["race", "any", "all", "all_settled", "open", "next", "close", "save", "select", "lash_select"]
 # The entries that open their group inside the run; the others act on one the handler body opened.
-OPENING = {"race", "any", "all", "all_settled", "open", "select"}
+OPENING = {"race", "any", "all", "all_settled", "open", "select", "lash_select"}
 
 
 @pytest.fixture(scope="module", params=["live", "replaying"])
@@ -65,7 +65,12 @@ async def test_lash_inside_a_run_action_is_refused_terminally_before_anything_is
     assert row["status"] == "completed"
     status, _, message = row["completion_failure"].partition(" ")
     assert status == "[400]"
-    what = {"next": "Group.next", "close": "Group.close", "save": "Group.save"}.get(entry, f"lash.{entry}")
+    what = {
+        "next": "Group.next",
+        "close": "Group.close",
+        "save": "Group.save",
+        "lash_select": "lash.select",
+    }.get(entry, f"lash.{entry}")
     if entry == "select":
         what = "open_effect_group"
     assert message.startswith(f"{what} was called inside a ctx.run action: ")
@@ -99,6 +104,7 @@ async def test_the_same_call_in_the_handler_body_is_served(stack: LocalStack, en
         "next": "Ok(value='fast')",
         "close": "closed",
         "select": "deadline",
+        "lash_select": "fast",
     }
     if entry == "open":
         assert ":group:" in answer

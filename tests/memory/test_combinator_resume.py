@@ -23,7 +23,7 @@ from lash_restate.combinators import (
     any_,
     combine,
     race,
-    select,
+    signal_or_deadline,
 )
 from lash_restate.contract import (
     AwaitEvent,
@@ -142,7 +142,7 @@ async def test_race_and_any_cancel_their_losers_when_asked(combinator: Any) -> N
 async def test_select_raises_the_rejected_event_as_the_first_settlement() -> None:
     host = MemoryHost(resolver=demo_tools())
     selecting = asyncio.create_task(
-        select(host, KEY, event="approved", deadline_ms=60_000, replay_key_prefix="s")
+        signal_or_deadline(host, KEY, event="approved", deadline_ms=60_000, replay_key_prefix="s")
     )
     await asyncio.sleep(0)  # the select opens its group and parks
     host.store.reject_event("approved", "denied")

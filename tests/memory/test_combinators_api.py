@@ -20,7 +20,7 @@ from lash_restate.combinators import (
     combine,
     race,
     run_combinator,
-    select,
+    signal_or_deadline,
 )
 from lash_restate.contract import (
     AwaitEvent,
@@ -88,12 +88,16 @@ async def test_functions_return_or_raise_what_ecma_262_gives() -> None:
 async def test_select_returns_the_event_or_the_deadline_and_cancels_the_other() -> None:
     host = MemoryHost(resolver=demo_tools())
     deadline_task = asyncio.create_task(
-        select(host, "s:group:sel:0", event="approved", deadline_ms=10_000, replay_key_prefix="s0")
+        signal_or_deadline(
+            host, "s:group:sel:0", event="approved", deadline_ms=10_000, replay_key_prefix="s0"
+        )
     )
     await asyncio.sleep(0)
     host.store.emit_event("approved", {"by": "ops"})
     assert await deadline_task == ("event", {"by": "ops"})
-    assert await select(host, "s:group:sel:1", event="never", deadline_ms=1, replay_key_prefix="s1") == (
+    assert await signal_or_deadline(
+        host, "s:group:sel:1", event="never", deadline_ms=1, replay_key_prefix="s1"
+    ) == (
         "deadline",
         None,
     )
@@ -112,7 +116,7 @@ def test_select_declares_a_two_child_first_group_with_cancel() -> None:
 
     async def go() -> None:
         host = Spy(resolver=demo_tools())
-        await select(host, "s:group:sel:2", event="e", deadline_ms=0, replay_key_prefix="p")
+        await signal_or_deadline(host, "s:group:sel:2", event="e", deadline_ms=0, replay_key_prefix="p")
         await host.aclose()
 
     asyncio.run(go())

@@ -9,8 +9,8 @@ children this invocation has opened before, in the order the handler runs (repla
 
 from __future__ import annotations
 
-from ._children import Child, call, event, sleep, tool
-from ._combinators import all, all_settled, any, race
+from ._children import Child, TypedCall, call, event, sleep, tool
+from ._combinators import all, all_settled, any, race, select
 from ._endpoint import app, external, serve, services, use_prefix
 from ._group import Group, Opening, open
 from ._invocation import controller
@@ -19,6 +19,7 @@ __all__ = [
     "Child",
     "Group",
     "Opening",
+    "TypedCall",
     "all",
     "all_settled",
     "any",
@@ -29,6 +30,7 @@ __all__ = [
     "external",
     "open",
     "race",
+    "select",
     "serve",
     "services",
     "sleep",

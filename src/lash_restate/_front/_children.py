@@ -2,27 +2,129 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from datetime import timedelta
-from typing import Any, TypeAlias
+from typing import Any, Generic, TypeAlias, TypeVar, overload
 
+from ..calls import HandlerRef, handler_ref
 from ..contract import (
     AwaitEvent,
     Call,
     Command,
+    InvalidEnvelope,
+    InvalidInput,
     RuntimeEffectEnvelope,
     Sleep,
     ToolCall,
 )
 
-Child: TypeAlias = Command | RuntimeEffectEnvelope
+In = TypeVar("In")
+Out = TypeVar("Out")
+T_co = TypeVar("T_co", covariant=True)
+
+_UNSET: Any = object()  # no argument given (None is a value)
+
+
+class TypedCall(Generic[T_co]):
+    """A child calling a Restate handler by reference, built by ``lash.call(handler, arg)``.
+
+    Its argument is written, and its value read, by the handler's own serde (a pydantic model, a
+    msgspec Struct or a dataclass travels as its JSON), so the combinators hand back what the handler
+    returns (a ``T_co``). The argument is written when a combinator builds the group: one the serde
+    cannot write is refused there, `InvalidInput` naming the child's position, before anything is sent.
+    """
+
+    __slots__ = ("_arg", "_key", "_ref")
+
+    def __init__(self, ref: HandlerRef[Any, T_co], arg: Any, key: str | None) -> None:
+        self._ref, self._arg, self._key = ref, arg, key
+
+    @property
+    def target(self) -> str:
+        """``Service/handler``."""
+        return self._ref.target
+
+    @property
+    def key(self) -> str | None:
+        return self._key
+
+    def command(self, position: int, label: str | None = None) -> Call:
+        """The `Call` this child is recorded as: its argument as the JSON value its input serde writes.
+        ``label`` names the child in a refusal (``child 1`` by default)."""
+        ref, where = self._ref, label or f"child {position}"
+        try:
+            value = ref.arg.to_json(self._arg) if ref.takes_input else None
+            return Call(service=ref.service, handler=ref.handler, arg=value, key=self._key)
+        except InvalidEnvelope as refused:
+            reason = refused.message
+        except Exception as exc:  # a serde is the application's code: anything it raises is a refusal
+            reason = f"{type(exc).__name__}: {exc}"
+        raise InvalidInput(
+            f"{where}: {ref.target} takes a {ref.arg.type_name}, and its input serde cannot write the "
+            f"{type(self._arg).__name__} given ({reason})",
+            position=position,
+        )
+
+    def value(self, recorded: Any) -> T_co:
+        """The child's recorded JSON value, read by the handler's output serde."""
+        return self._ref.result.from_json(recorded)
+
+    @property
+    def result_type(self) -> str:
+        return self._ref.result.type_name
+
+    def __repr__(self) -> str:
+        key = f", key={self._key!r}" if self._key is not None else ""
+        return f"lash.call({self.target}, {self._arg!r}{key})"
+
+
+Child: TypeAlias = Command | RuntimeEffectEnvelope | TypedCall[Any]
 """A child as an application writes it: a command (its replay key follows from the group key and
-its position) or a whole envelope with a replay key of its own."""
+its position), a typed call, or a whole envelope with a replay key of its own."""
 
 
-def call(service: str, handler: str, arg: Any = None, *, key: str | None = None) -> Call:
-    """A child that invokes the Restate handler ``service/handler`` with JSON ``arg`` (``key`` for a
-    virtual object or workflow); it settles with the handler's output or its terminal error."""
-    return Call(service=service, handler=handler, arg=arg, key=key)
+@overload
+def call(
+    handler: Callable[[Any, In], Awaitable[Out]], arg: In, /, *, key: str | None = None
+) -> TypedCall[Out]: ...
+@overload
+def call(
+    handler: Callable[[Any, In], Awaitable[Out]], /, *, arg: In, key: str | None = None
+) -> TypedCall[Out]: ...
+@overload
+def call(handler: Callable[[Any], Awaitable[Out]], /, *, key: str | None = None) -> TypedCall[Out]: ...
+@overload
+def call(service: str, handler: str, arg: Any = None, *, key: str | None = None) -> Call: ...
+def call(service: Any, handler: Any = _UNSET, arg: Any = _UNSET, *, key: str | None = None) -> Any:
+    """A child that invokes a Restate handler; it settles with the handler's output or its terminal
+    error. ``key`` addresses a virtual object or a workflow.
+
+    ``call(handler, arg)`` takes the handler itself (a function decorated with ``@service.handler()``,
+    as ``ctx.service_call`` / ``ctx.object_call`` / ``ctx.workflow_call`` do): ``arg`` goes through
+    the handler's input serde and the value comes back through its output serde, typed.
+    ``call("Service", "handler", arg)`` names a handler served elsewhere: ``arg`` is a JSON value,
+    and so is the value.
+    """
+    if isinstance(service, str):
+        if not isinstance(handler, str):
+            raise InvalidInput(
+                f"lash.call({service!r}, ...) needs the handler's name: call(service, handler, arg)"
+            )
+        return Call(service=service, handler=handler, arg=None if arg is _UNSET else arg, key=key)
+    ref: HandlerRef[Any, Any] = handler_ref(service)
+    if handler is not _UNSET and arg is not _UNSET:
+        raise InvalidInput(f"lash.call({ref.target}, ...) takes one argument, given twice")
+    value = arg if handler is _UNSET else handler
+    if ref.takes_input and value is _UNSET:
+        raise InvalidInput(f"{ref.target} takes an argument: lash.call(handler, arg)")
+    if not ref.takes_input and value is not _UNSET:
+        raise InvalidInput(f"{ref.target} takes no argument: lash.call(handler)")
+    if ref.keyed and key is None:
+        kind = "a virtual object" if ref.kind == "object" else "a workflow"
+        raise InvalidInput(f"{ref.target} is {kind}'s handler: the call needs key=")
+    if not ref.keyed and key is not None:
+        raise InvalidInput(f"{ref.target} is a service's handler: the call must not carry a key")
+    return TypedCall(ref, None if value is _UNSET else value, key)
 
 
 def tool(name: str, args: Any = None) -> ToolCall:

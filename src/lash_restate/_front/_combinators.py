@@ -1,71 +1,424 @@
-"""`all`, `all_settled`, `race`, `any`: a group opened, consumed and closed in one call."""
+"""`all`, `all_settled`, `race`, `any`, `select`: a group opened, consumed and closed in one call.
+
+Each takes its children as one iterable, or one by one (``lash.all(ctx, a, b)``, as
+``asyncio.gather`` does); a typed call's value comes back read by its handler's output serde, so a
+type checker sees the handlers' own types: ``list[T]`` (or a tuple, one type per position, for
+children given one by one), the first settlement's ``T`` (``T | None`` beside a `lash.sleep`).
+"""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, Literal, TypeVar, overload
 
 from .. import combinators
+from ..combinators import Combinator
 from ..contract import (
+    AwaitEvent,
+    Call,
     GroupKey,
     LoserPolicy,
     Outcome,
+    RuntimeEffectEnvelope,
+    Sleep,
+    ToolCall,
 )
-from ._children import Child
-from ._invocation import Caller, controller, grouped
+from ._children import Child, TypedCall
+from ._invocation import Caller, controller, typed_grouped
 from ._terminal import terminal
 
+T = TypeVar("T")
+T1 = TypeVar("T1")
+T2 = TypeVar("T2")
+T3 = TypeVar("T3")
+T4 = TypeVar("T4")
+T5 = TypeVar("T5")
 
-@terminal
+_ONE = (TypedCall, RuntimeEffectEnvelope, ToolCall, Sleep, AwaitEvent, Call)
+_RTC = LoserPolicy.RUN_TO_COMPLETION
+
+
+def _spread(children: Child | Iterable[Child], more: tuple[Child, ...]) -> tuple[list[Any], bool]:
+    """The children, and whether they were given one by one (``f(ctx, a, b)``) or as one iterable."""
+    if more or isinstance(children, _ONE):
+        return [children, *more], True
+    return list(children), False
+
+
+# `all`: children one by one give a tuple, one type per position; an iterable gives a list.
+@overload
+async def all(
+    ctx: Caller, c1: TypedCall[T1], /, *, on_reject: LoserPolicy = _RTC, key: GroupKey | str | None = None
+) -> tuple[T1]: ...
+@overload
+async def all(
+    ctx: Caller,
+    c1: TypedCall[T1],
+    c2: TypedCall[T2],
+    /,
+    *,
+    on_reject: LoserPolicy = _RTC,
+    key: GroupKey | str | None = None,
+) -> tuple[T1, T2]: ...
+@overload
+async def all(
+    ctx: Caller,
+    c1: TypedCall[T1],
+    c2: TypedCall[T2],
+    c3: TypedCall[T3],
+    /,
+    *,
+    on_reject: LoserPolicy = _RTC,
+    key: GroupKey | str | None = None,
+) -> tuple[T1, T2, T3]: ...
+@overload
+async def all(
+    ctx: Caller,
+    c1: TypedCall[T1],
+    c2: TypedCall[T2],
+    c3: TypedCall[T3],
+    c4: TypedCall[T4],
+    /,
+    *,
+    on_reject: LoserPolicy = _RTC,
+    key: GroupKey | str | None = None,
+) -> tuple[T1, T2, T3, T4]: ...
+@overload
+async def all(
+    ctx: Caller,
+    c1: TypedCall[T1],
+    c2: TypedCall[T2],
+    c3: TypedCall[T3],
+    c4: TypedCall[T4],
+    c5: TypedCall[T5],
+    /,
+    *,
+    on_reject: LoserPolicy = _RTC,
+    key: GroupKey | str | None = None,
+) -> tuple[T1, T2, T3, T4, T5]: ...
+@overload
+async def all(
+    ctx: Caller, c1: Child, /, *more: Child, on_reject: LoserPolicy = _RTC, key: GroupKey | str | None = None
+) -> tuple[Any, ...]: ...
+@overload
+async def all(
+    ctx: Caller,
+    children: Iterable[TypedCall[T]],
+    *,
+    on_reject: LoserPolicy = _RTC,
+    key: GroupKey | str | None = None,
+) -> list[T]: ...
+@overload
 async def all(
     ctx: Caller,
     children: Iterable[Child],
     *,
-    on_reject: LoserPolicy = LoserPolicy.RUN_TO_COMPLETION,
+    on_reject: LoserPolicy = _RTC,
     key: GroupKey | str | None = None,
-) -> list[Any]:
+) -> list[Any]: ...
+@terminal
+async def all(
+    ctx: Caller,
+    children: Child | Iterable[Child],
+    *more: Child,
+    on_reject: LoserPolicy = _RTC,
+    key: GroupKey | str | None = None,
+) -> Any:
     """`Promise.all`: every value in input order, or `Rejected` at the first consumed rejection.
 
     The others run on to completion, as in ECMA-262; ``on_reject=CANCEL`` fails fast instead: once a
     rejection is consumed the children still running are cancelled (the group declares
     `RunToCompletion` at open and the close narrows it to `Cancel`).
     """
-    group_key, envelopes = grouped(ctx, children, key, "lash.all")
-    return await combinators.all_(controller(ctx), group_key, envelopes, on_reject=on_reject)
+    listed, one_by_one = _spread(children, more)
+    group_key, envelopes, values = typed_grouped(ctx, listed, key, "lash.all")
+    fulfilled = await combinators.all_(controller(ctx), group_key, envelopes, on_reject=on_reject)
+    decoded = [values.value(position, value) for position, value in enumerate(fulfilled)]
+    return tuple(decoded) if one_by_one else decoded
 
 
 @terminal
 async def all_settled(
-    ctx: Caller, children: Iterable[Child], *, key: GroupKey | str | None = None
+    ctx: Caller, children: Child | Iterable[Child], *more: Child, key: GroupKey | str | None = None
 ) -> list[Outcome]:
-    """`Promise.allSettled`: every outcome (`Ok`, `Err` or `Cancelled`) in input order."""
-    group_key, envelopes = grouped(ctx, children, key, "lash.all_settled")
-    return await combinators.all_settled(controller(ctx), group_key, envelopes)
+    """`Promise.allSettled`: every outcome (`Ok`, `Err` or `Cancelled`) in input order; a typed call's
+    `Ok` holds its value as its handler's output serde reads it."""
+    listed, _ = _spread(children, more)
+    group_key, envelopes, values = typed_grouped(ctx, listed, key, "lash.all_settled")
+    outcomes = await combinators.all_settled(controller(ctx), group_key, envelopes)
+    return [values.outcome(position, outcome) for position, outcome in enumerate(outcomes)]
 
 
-@terminal
+async def _first(
+    kind: Combinator,
+    ctx: Caller,
+    children: Child | Iterable[Child],
+    more: tuple[Child, ...],
+    losers: LoserPolicy,
+    key: GroupKey | str | None,
+    with_position: bool,
+) -> Any:
+    listed, _ = _spread(children, more)
+    group_key, envelopes, values = typed_grouped(ctx, listed, key, f"lash.{kind.value}")
+    result = await combinators.combine(controller(ctx), kind, group_key, envelopes, losers=losers)
+    position, value = combinators.won(result)
+    value = values.value(position, value)
+    return (position, value) if with_position else value
+
+
+# `race` and `any`: the winner's value (a union over the children given one by one, `None` for a
+# sleep), or with `with_position=True` its position too.
+@overload
+async def race(
+    ctx: Caller,
+    c1: TypedCall[T],
+    /,
+    *more: TypedCall[T],
+    losers: LoserPolicy = _RTC,
+    key: GroupKey | str | None = None,
+    with_position: Literal[False] = False,
+) -> T: ...
+@overload
+async def race(
+    ctx: Caller,
+    c1: TypedCall[T] | Sleep,
+    /,
+    *more: TypedCall[T] | Sleep,
+    losers: LoserPolicy = _RTC,
+    key: GroupKey | str | None = None,
+    with_position: Literal[False] = False,
+) -> T | None: ...
+@overload
+async def race(
+    ctx: Caller,
+    c1: Child,
+    /,
+    *more: Child,
+    losers: LoserPolicy = _RTC,
+    key: GroupKey | str | None = None,
+    with_position: Literal[False] = False,
+) -> Any: ...
+@overload
+async def race(
+    ctx: Caller,
+    children: Iterable[TypedCall[T]],
+    *,
+    losers: LoserPolicy = _RTC,
+    key: GroupKey | str | None = None,
+    with_position: Literal[False] = False,
+) -> T: ...
+@overload
 async def race(
     ctx: Caller,
     children: Iterable[Child],
     *,
-    losers: LoserPolicy = LoserPolicy.RUN_TO_COMPLETION,
+    losers: LoserPolicy = _RTC,
     key: GroupKey | str | None = None,
-) -> Any:
-    """`Promise.race`: the first settlement's value, or `Rejected` if it rejected. ``losers=CANCEL``
-    cancels the children still running once it is decided."""
-    group_key, envelopes = grouped(ctx, children, key, "lash.race")
-    return await combinators.race(controller(ctx), group_key, envelopes, losers=losers)
-
-
+    with_position: Literal[False] = False,
+) -> Any: ...
+@overload
+async def race(
+    ctx: Caller,
+    c1: TypedCall[T],
+    /,
+    *more: TypedCall[T],
+    losers: LoserPolicy = _RTC,
+    key: GroupKey | str | None = None,
+    with_position: Literal[True],
+) -> tuple[int, T]: ...
+@overload
+async def race(
+    ctx: Caller,
+    c1: TypedCall[T] | Sleep,
+    /,
+    *more: TypedCall[T] | Sleep,
+    losers: LoserPolicy = _RTC,
+    key: GroupKey | str | None = None,
+    with_position: Literal[True],
+) -> tuple[int, T | None]: ...
+@overload
+async def race(
+    ctx: Caller,
+    c1: Child,
+    /,
+    *more: Child,
+    losers: LoserPolicy = _RTC,
+    key: GroupKey | str | None = None,
+    with_position: Literal[True],
+) -> tuple[int, Any]: ...
+@overload
+async def race(
+    ctx: Caller,
+    children: Iterable[TypedCall[T]],
+    *,
+    losers: LoserPolicy = _RTC,
+    key: GroupKey | str | None = None,
+    with_position: Literal[True],
+) -> tuple[int, T]: ...
+@overload
+async def race(
+    ctx: Caller,
+    children: Iterable[Child],
+    *,
+    losers: LoserPolicy = _RTC,
+    key: GroupKey | str | None = None,
+    with_position: Literal[True],
+) -> tuple[int, Any]: ...
 @terminal
+async def race(
+    ctx: Caller,
+    children: Child | Iterable[Child],
+    *more: Child,
+    losers: LoserPolicy = _RTC,
+    key: GroupKey | str | None = None,
+    with_position: bool = False,
+) -> Any:
+    """`Promise.race`: the first settlement's value, or `Rejected` if it rejected (its position is
+    ``settlement.position``). ``losers=CANCEL`` cancels the children still running once it is
+    decided; ``with_position=True`` answers ``(position, value)``."""
+    return await _first(Combinator.RACE, ctx, children, more, losers, key, with_position)
+
+
+@overload
+async def any(
+    ctx: Caller,
+    c1: TypedCall[T],
+    /,
+    *more: TypedCall[T],
+    losers: LoserPolicy = _RTC,
+    key: GroupKey | str | None = None,
+    with_position: Literal[False] = False,
+) -> T: ...
+@overload
+async def any(
+    ctx: Caller,
+    c1: TypedCall[T] | Sleep,
+    /,
+    *more: TypedCall[T] | Sleep,
+    losers: LoserPolicy = _RTC,
+    key: GroupKey | str | None = None,
+    with_position: Literal[False] = False,
+) -> T | None: ...
+@overload
+async def any(
+    ctx: Caller,
+    c1: Child,
+    /,
+    *more: Child,
+    losers: LoserPolicy = _RTC,
+    key: GroupKey | str | None = None,
+    with_position: Literal[False] = False,
+) -> Any: ...
+@overload
+async def any(
+    ctx: Caller,
+    children: Iterable[TypedCall[T]],
+    *,
+    losers: LoserPolicy = _RTC,
+    key: GroupKey | str | None = None,
+    with_position: Literal[False] = False,
+) -> T: ...
+@overload
 async def any(
     ctx: Caller,
     children: Iterable[Child],
     *,
-    losers: LoserPolicy = LoserPolicy.RUN_TO_COMPLETION,
+    losers: LoserPolicy = _RTC,
     key: GroupKey | str | None = None,
+    with_position: Literal[False] = False,
+) -> Any: ...
+@overload
+async def any(
+    ctx: Caller,
+    c1: TypedCall[T],
+    /,
+    *more: TypedCall[T],
+    losers: LoserPolicy = _RTC,
+    key: GroupKey | str | None = None,
+    with_position: Literal[True],
+) -> tuple[int, T]: ...
+@overload
+async def any(
+    ctx: Caller,
+    c1: TypedCall[T] | Sleep,
+    /,
+    *more: TypedCall[T] | Sleep,
+    losers: LoserPolicy = _RTC,
+    key: GroupKey | str | None = None,
+    with_position: Literal[True],
+) -> tuple[int, T | None]: ...
+@overload
+async def any(
+    ctx: Caller,
+    c1: Child,
+    /,
+    *more: Child,
+    losers: LoserPolicy = _RTC,
+    key: GroupKey | str | None = None,
+    with_position: Literal[True],
+) -> tuple[int, Any]: ...
+@overload
+async def any(
+    ctx: Caller,
+    children: Iterable[TypedCall[T]],
+    *,
+    losers: LoserPolicy = _RTC,
+    key: GroupKey | str | None = None,
+    with_position: Literal[True],
+) -> tuple[int, T]: ...
+@overload
+async def any(
+    ctx: Caller,
+    children: Iterable[Child],
+    *,
+    losers: LoserPolicy = _RTC,
+    key: GroupKey | str | None = None,
+    with_position: Literal[True],
+) -> tuple[int, Any]: ...
+@terminal
+async def any(
+    ctx: Caller,
+    children: Child | Iterable[Child],
+    *more: Child,
+    losers: LoserPolicy = _RTC,
+    key: GroupKey | str | None = None,
+    with_position: bool = False,
 ) -> Any:
     """`Promise.any`: the first success, or `AggregateRejection` (an exception group of every
-    child's rejection, in input order)."""
-    group_key, envelopes = grouped(ctx, children, key, "lash.any")
-    return await combinators.any_(controller(ctx), group_key, envelopes, losers=losers)
+    child's rejection, in input order); ``with_position=True`` answers ``(position, value)``."""
+    return await _first(Combinator.ANY, ctx, children, more, losers, key, with_position)
+
+
+# `select`: named children, as `restate.select` takes them; `losers` and `key` are lash's own.
+@overload
+async def select(
+    ctx: Caller, /, *, losers: LoserPolicy = _RTC, key: GroupKey | str | None = None, **children: TypedCall[T]
+) -> tuple[str, T]: ...
+@overload
+async def select(
+    ctx: Caller,
+    /,
+    *,
+    losers: LoserPolicy = _RTC,
+    key: GroupKey | str | None = None,
+    **children: TypedCall[T] | Sleep,
+) -> tuple[str, T | None]: ...
+@overload
+async def select(
+    ctx: Caller, /, *, losers: LoserPolicy = _RTC, key: GroupKey | str | None = None, **children: Child
+) -> tuple[str, Any]: ...
+@terminal
+async def select(
+    ctx: Caller, /, *, losers: LoserPolicy = _RTC, key: GroupKey | str | None = None, **children: Child
+) -> tuple[str, Any]:
+    """Say who won: ``(name, value)`` of the first of the named children to settle, as
+    ``restate.select`` answers (a `race`: ``losers`` as there, `RUN_TO_COMPLETION` unless told).
+
+    If that child rejected, `Rejected` is raised with its ``name``. ``losers`` and ``key`` are
+    lash's keywords, so no child can take those names.
+    """
+    names = list(children)
+    group_key, envelopes, values = typed_grouped(ctx, children.values(), key, "lash.select", names)
+    named = dict(zip(names, envelopes, strict=True))
+    name, value = await combinators.select(controller(ctx), group_key, named, losers=losers)
+    return name, values.value(names.index(name), value)

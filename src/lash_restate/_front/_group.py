@@ -21,7 +21,7 @@ from ..engine import (
     RestateController,
 )
 from ._children import Child
-from ._invocation import Caller, controller, grouped, outside_run
+from ._invocation import Caller, Values, controller, outside_run, typed_grouped
 from ._terminal import terminal
 
 
@@ -33,10 +33,13 @@ class Group:
     in rank order.
     """
 
-    def __init__(self, controller: RuntimeEffectController, handle: GroupHandle) -> None:
+    def __init__(
+        self, controller: RuntimeEffectController, handle: GroupHandle, values: Values | None = None
+    ) -> None:
         self._controller = controller
         self._handle = handle
         self._held = False  # saved or closed: the end of an ``async with`` leaves it alone
+        self._values = values
 
     @property
     def key(self) -> str:
@@ -51,9 +54,11 @@ class Group:
 
     @terminal
     async def next(self, cancel: Awaitable[object] | None = None) -> Settlement:
-        """The next settlement in rank order (ADR: the cursor advances by exactly this one)."""
+        """The next settlement in rank order (ADR: the cursor advances by exactly this one); a typed
+        call's `Ok` holds its value as its handler's output serde reads it."""
         outside_run(self._controller, "Group.next")
-        return await self._controller.await_next_settlement(self._handle, cancel)
+        settlement = await self._controller.await_next_settlement(self._handle, cancel)
+        return settlement if self._values is None else self._values.settlement(settlement)
 
     def __aiter__(self) -> AsyncIterator[Settlement]:
         """The settlements not consumed yet, in rank order, each advancing the cursor by one."""
@@ -145,15 +150,17 @@ async def _open(
 ) -> Group:
     outside_run(controller(ctx), "lash.open")
     saved = GroupHandle.from_bytes(resume) if resume is not None else None
-    group_key, envelopes = grouped(ctx, children, saved.group_key if saved is not None else key, "lash.open")
+    group_key, envelopes, values = typed_grouped(
+        ctx, children, saved.group_key if saved is not None else key, "lash.open"
+    )
     group = RuntimeEffectGroup(group_key, envelopes, wake=wake, disposition=losers)
     owner = controller(ctx)
     if saved is None:
-        return Group(owner, await owner.open_effect_group(group))
+        return Group(owner, await owner.open_effect_group(group), values)
     if not isinstance(owner, Reopens):
         raise InvalidInput(  # decision 41
             f"{type(owner).__name__} cannot reopen a saved group: it has no reopen_effect_group, and a "
             "resume must never start a closed group over"
         )
     await owner.reopen_effect_group(group)  # a closed group is refused, never started over
-    return Group(owner, saved)
+    return Group(owner, saved, values)

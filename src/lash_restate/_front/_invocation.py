@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterable, Sequence
-from typing import TypeAlias
+from typing import Any, TypeAlias
 
 import msgspec
 import restate
@@ -12,18 +12,23 @@ import restate
 from ..contract import (
     AwaitEvent,
     Call,
+    Command,
     GroupKey,
     InvalidInput,
+    Ok,
+    Outcome,
     RuntimeEffectController,
     RuntimeEffectEnvelope,
+    Settlement,
     Sleep,
     ToolCall,
+    UndecodableResult,
     canonical_bytes,
 )
 from ..engine import (
     RestateController,
 )
-from ._children import Child
+from ._children import Child, TypedCall
 
 Caller: TypeAlias = restate.Context | RuntimeEffectController
 
@@ -66,7 +71,7 @@ def controller(ctx: Caller) -> RuntimeEffectController:
     return ctx
 
 
-def _batch(children: Sequence[Child]) -> str:
+def _batch(children: Sequence[RuntimeEffectEnvelope | Command]) -> str:
     """A content hash of the children: the batch id of the key they are grouped under."""
     digest = hashlib.sha256()
     for child in children:
@@ -78,7 +83,7 @@ def _batch(children: Sequence[Child]) -> str:
     return digest.hexdigest()[:24]
 
 
-def _key(ctx: Caller, children: Sequence[Child], key: GroupKey | str | None) -> str:
+def _key(ctx: Caller, children: Sequence[RuntimeEffectEnvelope | Command], key: GroupKey | str | None) -> str:
     if key is not None:
         return str(key if isinstance(key, GroupKey) else GroupKey.parse(key))
     if not isinstance(ctx, restate.Context):
@@ -96,21 +101,76 @@ def outside_run(owner: RuntimeEffectController, what: str) -> None:
         owner.outside_run(what)
 
 
-def grouped(
-    ctx: Caller, children: Iterable[Child], key: GroupKey | str | None, what: str
-) -> tuple[str, list[RuntimeEffectEnvelope]]:
-    """The group key and the children as envelopes, a command's replay key being the group key and
-    its position. ``children`` is read once (a generator will do), each checked before anything is
-    hashed or sent; ``what`` names the entry point called, for a refusal."""
+class Values:
+    """How the front door hands back each child's value: a typed call's read by its handler's output
+    serde, any other child's as recorded (a JSON value)."""
+
+    __slots__ = ("_group_key", "_replay_keys", "_typed")
+
+    def __init__(
+        self, group_key: str, envelopes: Sequence[RuntimeEffectEnvelope], typed: dict[int, TypedCall[Any]]
+    ):
+        self._group_key = group_key
+        self._replay_keys = [e.replay_key for e in envelopes]
+        self._typed = typed
+
+    def value(self, position: int, recorded: Any) -> Any:
+        """The value of the child at ``position``; `UndecodableResult` if its handler's serde cannot
+        read it."""
+        child = self._typed.get(position)
+        if child is None:
+            return recorded
+        try:
+            return child.value(recorded)
+        except Exception as exc:  # a serde is the application's code: anything it raises is a refusal
+            raise UndecodableResult(
+                f"{child.target} settled with a value its output serde cannot read as a {child.result_type} "
+                f"({type(exc).__name__}: {exc})",
+                group_key=self._group_key,
+                position=position,
+                replay_key=self._replay_keys[position],
+            ) from None
+
+    def outcome(self, position: int, outcome: Outcome) -> Outcome:
+        """``outcome`` with a typed call's fulfilled value read (a rejection is the same either way)."""
+        if position not in self._typed or not isinstance(outcome, Ok):
+            return outcome
+        return Ok(value=self.value(position, outcome.value))
+
+    def settlement(self, settlement: Settlement) -> Settlement:
+        outcome = self.outcome(settlement.position, settlement.outcome)
+        if outcome is settlement.outcome:
+            return settlement
+        return msgspec.structs.replace(settlement, outcome=outcome)
+
+
+def typed_grouped(
+    ctx: Caller,
+    children: Iterable[Child],
+    key: GroupKey | str | None,
+    what: str,
+    names: Sequence[str] | None = None,
+) -> tuple[str, list[RuntimeEffectEnvelope], Values]:
+    """The group key, the children as envelopes, a command's replay key being the group key and its
+    position, and how their values are handed back. ``children`` is read once (a generator will do),
+    each checked, and a typed call's argument written, before anything is hashed or sent; ``what``
+    names the entry point called and ``names`` the children (``select``'s), for a refusal."""
     # A ctx that is neither a context nor a controller is refused first, by name; then a call from
     # inside a ctx.run action.
     outside_run(controller(ctx), what)
-    listed = list(children)
-    for position, child in enumerate(listed):
-        if not isinstance(child, RuntimeEffectEnvelope | ToolCall | Sleep | AwaitEvent | Call):
+    listed: list[RuntimeEffectEnvelope | Command] = []
+    typed: dict[int, TypedCall[Any]] = {}
+    for position, child in enumerate(children):
+        label = f"child {names[position]!r}" if names is not None else f"child {position}"
+        if isinstance(child, TypedCall):
+            typed[position] = child
+            listed.append(child.command(position, label))
+        elif isinstance(child, RuntimeEffectEnvelope | ToolCall | Sleep | AwaitEvent | Call):
+            listed.append(child)
+        else:
             raise InvalidInput(
-                f"child {position} is a {type(child).__name__}: "
-                "pass lash.call/tool/sleep/event or an envelope"
+                f"{label} is a {type(child).__name__}: pass lash.call/tool/sleep/event or an envelope",
+                position=position,
             )
     group_key = _key(ctx, listed, key)
     envelopes = [
@@ -119,4 +179,12 @@ def grouped(
         else RuntimeEffectEnvelope(command=child, replay_key=f"{group_key}/{position}")
         for position, child in enumerate(listed)
     ]
+    return group_key, envelopes, Values(group_key, envelopes, typed)
+
+
+def grouped(
+    ctx: Caller, children: Iterable[Child], key: GroupKey | str | None, what: str
+) -> tuple[str, list[RuntimeEffectEnvelope]]:
+    """`typed_grouped` without the values: the group key and the children as envelopes."""
+    group_key, envelopes, _ = typed_grouped(ctx, children, key, what)
     return group_key, envelopes

@@ -32,6 +32,7 @@ it also carries ``group_key``, ``position`` and ``replay_key`` (None otherwise):
     ├── DispositionWidening         close tried to widen Cancel back to RunToCompletion
     ├── AwaitCancelled              the caller's cancel fired first; cursor and rank untouched
     ├── MembershipUnsupported       a grouped envelope reached a path with no membership slot
+    ├── UndecodableResult           a typed call's recorded value is not what its handler returns
     ├── DeploymentError             the endpoint, as assembled, cannot run groups (a RuntimeError too)
     ├── ServerUnavailable           the HTTP server asked for is not installed (a RuntimeError too)
     ├── SettingsError               settings failed validation (a ValueError too)
@@ -92,6 +93,7 @@ __all__ = [
     "ReplayMismatch",
     "RuntimeErrorCode",
     "ShapeMismatch",
+    "UndecodableResult",
     "WakeRuleDrift",
     "error_from_wire",
     "without_wire",
@@ -125,6 +127,7 @@ class RuntimeErrorCode(StrEnum):
     AWAIT_CANCELLED = "await_cancelled"
     MEMBERSHIP_UNSUPPORTED = "membership_unsupported"
     TOO_LARGE = "too_large"
+    UNDECODABLE_RESULT = "undecodable_result"
     # The codes of the errors raised outside the contract. They never cross lash's wire: a wire
     # line carrying one is not an error (`error_from_wire` answers None).
     REJECTED = "rejected"
@@ -371,6 +374,14 @@ class MembershipUnsupported(LashError):
     """A grouped envelope reached a dispatch path with no slot for its membership (refused, not stripped)."""
 
     code = RuntimeErrorCode.MEMBERSHIP_UNSUPPORTED
+
+
+class UndecodableResult(LashError):
+    """A typed call's child settled with a value its handler's output serde cannot read (the callee
+    answered another shape than the reference it was called by declares); the settlement itself is
+    recorded and unchanged."""
+
+    code = RuntimeErrorCode.UNDECODABLE_RESULT
 
 
 _WIRE_PREFIX = "lash-error:"

@@ -3,10 +3,11 @@
 - `stack` — `LocalStack`, the one harness that builds every local Restate stack, out of the
   restate-server and endpoint processes in `processes`.
 - `turn` — a caller's turn as data (open / next / close / save / use / combine / select /
-  execute), run by any host.
+  front / execute), run by any host; ``front`` runs the front door's entry points.
 - `driver` — `LashTurn`, the service that runs such a turn inside a real Restate handler.
 - `tools` — the demo tools (`echo`, `fail`, `blob`, `count`, `flaky`).
-- `targets` — the demo call targets (`DemoCalls`, `DemoCounter`), as services and in process.
+- `targets` — the demo call targets (`DemoCalls`, `DemoCounter`, and the typed `DemoTyped` and
+  `DemoLedger`), as services and in process.
 - `dev` — the body of ``lash-restate dev``.
 - `pytest` — the pytest plugin (``-p lash_restate.testing.pytest``): an application's own tests
   against a real restate-server, built on `LocalStack`. Nothing here imports it.

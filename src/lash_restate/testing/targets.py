@@ -11,6 +11,14 @@ tier of the conformance suite.
 - ``DemoCalls/echo_size`` ``V`` → how many characters the string V has (for argument-size tests).
 - ``DemoCalls/blob`` ``{"size": N}`` → a string of N characters (for result-size tests).
 - ``DemoCounter/add`` (keyed) ``N`` → the key's running total after adding N.
+
+Typed, for ``lash.call(handler, arg)`` (their handlers are `quote` and `weigh`, module-level):
+
+- ``DemoTyped/quote`` takes a pydantic `QuoteRequest` ``{sku, qty, delay_ms, refuse}`` and answers a
+  `Quote` ``{sku, total}`` (7 per item) after ``delay_ms``, or ends in a terminal error ``refuse``
+  with status 409.
+- ``DemoLedger/weigh`` (keyed) takes a msgspec `Parcel` ``{grams}`` and answers a `Label`
+  ``{key, grams, total}``, ``total`` being the key's running weight.
 """
 
 from __future__ import annotations
@@ -21,15 +29,87 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import restate
+from pydantic import BaseModel
 
 from ..calls import CallRegistry, Target
 from .tools import append_line, arg_of, blob, count_path, size_of
 
-__all__ = ["DEMO_OBJECT", "DEMO_SERVICE", "demo_call_services", "demo_calls", "demo_external"]
+__all__ = [
+    "DEMO_LEDGER",
+    "DEMO_OBJECT",
+    "DEMO_SERVICE",
+    "DEMO_TYPED",
+    "Label",
+    "Parcel",
+    "Quote",
+    "QuoteRequest",
+    "demo_call_services",
+    "demo_calls",
+    "demo_external",
+    "quote",
+    "weigh",
+]
 
 DEMO_SERVICE = "DemoCalls"
 DEMO_OBJECT = "DemoCounter"
+DEMO_TYPED = "DemoTyped"
+DEMO_LEDGER = "DemoLedger"
+
+
+class QuoteRequest(BaseModel):
+    """What `quote` takes (a pydantic model)."""
+
+    sku: str
+    qty: int
+    delay_ms: int = 0
+    refuse: str | None = None
+
+
+class Quote(BaseModel):
+    """What `quote` answers (a pydantic model)."""
+
+    sku: str
+    total: int
+
+
+class Parcel(msgspec.Struct, frozen=True):
+    """What `weigh` takes (a msgspec Struct)."""
+
+    grams: int
+
+
+class Label(msgspec.Struct, frozen=True):
+    """What `weigh` answers (a msgspec Struct)."""
+
+    key: str
+    grams: int
+    total: int
+
+
+def _priced(req: QuoteRequest) -> Quote:
+    return Quote(sku=req.sku, total=7 * req.qty)
+
+
+_typed = restate.Service(DEMO_TYPED)
+_ledger = restate.VirtualObject(DEMO_LEDGER)
+
+
+@_typed.handler()
+async def quote(ctx: restate.Context, req: QuoteRequest) -> Quote:
+    if req.delay_ms:
+        await ctx.sleep(timedelta(milliseconds=req.delay_ms))  # cancelled with the call
+    if req.refuse is not None:
+        raise restate.TerminalError(req.refuse, 409)
+    return _priced(req)
+
+
+@_ledger.handler()
+async def weigh(ctx: restate.ObjectContext, parcel: Parcel) -> Label:
+    total = (await ctx.get("grams", type_hint=int) or 0) + parcel.grams
+    ctx.set("grams", total)
+    return Label(key=ctx.key(), grams=parcel.grams, total=total)
 
 
 def demo_calls(count_file: str | Path | None = None) -> CallRegistry:
@@ -68,6 +148,21 @@ def demo_calls(count_file: str | Path | None = None) -> CallRegistry:
         totals[key] = totals.get(key, 0) + int(arg)
         return totals[key]
 
+    @calls.typed(quote)
+    async def quote_here(key: str | None, req: QuoteRequest) -> Quote:
+        await asyncio.sleep(req.delay_ms / 1000)
+        if req.refuse is not None:
+            raise restate.TerminalError(req.refuse, 409)  # as the Restate handler above
+        return _priced(req)
+
+    grams: dict[str, int] = {}
+
+    @calls.typed(weigh)
+    async def weigh_here(key: str | None, parcel: Parcel) -> Label:
+        assert key is not None  # keyed: routing refuses a call without one
+        grams[key] = grams.get(key, 0) + parcel.grams
+        return Label(key=key, grams=parcel.grams, total=grams[key])
+
     return calls
 
 
@@ -85,7 +180,8 @@ def demo_external() -> list[Target]:
 
 
 def demo_call_services(count_file: str | Path | None = None) -> list[restate.Service | restate.VirtualObject]:
-    """The demo targets as Restate services, bound next to lash's own by a ``--with-turn`` endpoint.
+    """The demo targets as Restate services (the typed ones too), bound next to lash's own by a
+    ``--with-turn`` endpoint.
 
     With ``$LASH_DEMO_CALLS_OFF`` set, none (how tests model a deployment that dropped a target).
     """
@@ -139,4 +235,4 @@ def demo_call_services(count_file: str | Path | None = None) -> list[restate.Ser
         return total
 
     del echo, fail, stall, count, echo_size_, blob_, add
-    return [service, counter]
+    return [service, counter, _typed, _ledger]

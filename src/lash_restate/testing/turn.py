@@ -9,20 +9,32 @@ one current handle, the way a VM frame holds its cursor.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import msgspec
+from pydantic import BaseModel
 
-from .._front import open as open_group
-from ..combinators import Combinator, CombinatorResult, Rejected, empty_result, run_combinator, select
+from .. import _front as lash
+from ..combinators import (
+    AggregateRejection,
+    Combinator,
+    CombinatorResult,
+    Rejected,
+    empty_result,
+    run_combinator,
+    signal_or_deadline,
+)
 from ..contract import (
     STRUCT_OPTIONS,
+    Command,
     GroupExecutors,
     GroupHandle,
     GroupKey,
     InvalidInput,
     LashError,
     LoserPolicy,
+    Ok,
+    Outcome,
     RuntimeEffectController,
     RuntimeEffectGroup,
     Settlement,
@@ -30,11 +42,13 @@ from ..contract import (
     describe_command,
 )
 from ..engine import RestateController
+from .targets import Parcel, QuoteRequest, quote, weigh
 
 __all__ = [
     "CloseStep",
     "CombineStep",
     "ExecuteStep",
+    "FrontStep",
     "IterateStep",
     "NextStep",
     "OpenStep",
@@ -95,7 +109,8 @@ class CombineStep(msgspec.Struct, tag="combine", **STRUCT_OPTIONS):
 
 
 class SelectStep(msgspec.Struct, tag="select", **STRUCT_OPTIONS):
-    """`combinators.select`: the event ``event`` against a deadline of ``deadline_ms``, as group ``key``.
+    """`combinators.signal_or_deadline`: the event ``event`` against a deadline of ``deadline_ms``, as
+    group ``key``.
 
     Gives ``{"winner": "event" | "deadline", "value": ...}``, or ``{"winner": "event", "rejected":
     settlement}`` when the event was rejected.
@@ -122,6 +137,25 @@ class IterateStep(msgspec.Struct, tag="iterate", **STRUCT_OPTIONS):
     raise_after: Annotated[int, msgspec.Meta(ge=0)] | None = None
 
 
+class FrontStep(msgspec.Struct, tag="front", **STRUCT_OPTIONS):
+    """The front door's ``lash.<entry>`` over ``children``, as group ``key``, on the turn's controller.
+
+    ``children`` is a list, or for ``select`` an object of named children. A child is a command, or
+    ``{"type": "typed", "handler": "quote" | "weigh", "arg": JSON, "key": K}``: a `lash.call` of that
+    demo handler (`lash_restate.testing.targets`) with ``arg`` built into its input model first
+    (``"raw": true`` passes it as it is). A value is answered as ``{"type": its class's name,
+    "value": its JSON}``: ``{"values": [...]}`` for ``all``, ``{"outcomes": [...]}`` for
+    ``all_settled``, ``{"value": ..., "position": P}`` for ``race`` and ``any``, ``{"winner": name,
+    "value": ...}`` for ``select``; a rejection as ``{"rejected": settlement, "name": N}`` or
+    ``{"rejected_all": [outcome, ...]}``.
+    """
+
+    entry: Literal["all", "all_settled", "race", "any", "select"]
+    key: str
+    children: list[dict[str, Any]] | dict[str, dict[str, Any]]
+    losers: LoserPolicy = LoserPolicy.RUN_TO_COMPLETION
+
+
 class ExecuteStep(msgspec.Struct, tag="execute", **STRUCT_OPTIONS):
     """`execute_effect` on ``envelope`` (envelope JSON), with an executor resolved by the turn's host."""
 
@@ -138,6 +172,7 @@ Step = (
     | CombineStep
     | SelectStep
     | IterateStep
+    | FrontStep
     | ExecuteStep
 )
 
@@ -223,6 +258,8 @@ async def run_turn(
                 body, saved = await _iterate(controller, step, handle)
                 handle = saved if saved is not None else handle
                 results.append({"ok": body})
+            elif isinstance(step, FrontStep):
+                results.append({"ok": await _front(controller, step)})
             elif isinstance(step, ExecuteStep):
                 envelope = decode_envelope(msgspec.json.encode(step.envelope))
                 executor = executors.resolve(envelope) if executors is not None else None
@@ -260,7 +297,7 @@ async def _iterate(
     resume = _current(current).to_bytes().decode() if step.resume else None
     settlements: list[dict[str, Any]] = []
     saved: str | None = None
-    opening = open_group(
+    opening = lash.open(
         controller, group.children, wake=group.wake, losers=group.disposition, key=group.key, resume=resume
     )
     async with opening as opened:
@@ -277,7 +314,7 @@ async def _iterate(
 
 async def _select(controller: RuntimeEffectController, step: SelectStep) -> dict[str, Any]:
     try:
-        winner, value = await select(
+        winner, value = await signal_or_deadline(
             controller,
             step.key,
             event=step.event,
@@ -287,6 +324,59 @@ async def _select(controller: RuntimeEffectController, step: SelectStep) -> dict
     except Rejected as rejected:  # only the event arm can reject (a deadline fulfils with null)
         return {"winner": "event", "rejected": settlement_json(rejected.settlement)}
     return {"winner": winner, "value": value}
+
+
+_COMMAND = msgspec.json.Decoder(Command)
+
+
+def _child(spec: dict[str, Any]) -> lash.Child:
+    if spec.get("type") != "typed":
+        return _COMMAND.decode(msgspec.json.encode(spec))
+    arg: Any = spec.get("arg")  # given as it is with "raw" (a wrong type, on purpose)
+    key, raw = spec.get("key"), spec.get("raw")
+    if spec["handler"] == "quote":
+        return lash.call(quote, arg if raw else QuoteRequest.model_validate(arg), key=key)
+    return lash.call(weigh, arg if raw else msgspec.convert(arg, Parcel), key=key)
+
+
+def _shown(value: Any) -> dict[str, Any]:
+    """A value as the front door handed it back: its class's name, and its JSON."""
+    body = value.model_dump(mode="json") if isinstance(value, BaseModel) else msgspec.to_builtins(value)
+    return {"type": type(value).__name__, "value": body}
+
+
+async def _front(controller: RuntimeEffectController, step: FrontStep) -> dict[str, Any]:
+    options: dict[str, Any] = {"key": step.key}
+    if step.entry in ("race", "any", "select"):
+        options["losers"] = step.losers
+    try:
+        if isinstance(step.children, dict):
+            if step.entry != "select":
+                raise InvalidInput(f"lash.{step.entry} takes a list of children")
+            named = {name: _child(spec) for name, spec in step.children.items()}
+            winner, value = await lash.select(controller, key=step.key, losers=step.losers, **named)
+            return {"winner": winner, "value": _shown(value)}
+        children = [_child(spec) for spec in step.children]
+        if step.entry == "all":
+            return {"values": [_shown(v) for v in await lash.all(controller, children, **options)]}
+        if step.entry == "all_settled":
+            outcomes = await lash.all_settled(controller, children, **options)
+            return {"outcomes": [_outcome_json(o) for o in outcomes]}
+        if step.entry == "select":
+            raise InvalidInput("lash.select takes named children")
+        first = lash.race if step.entry == "race" else lash.any
+        position, value = await first(controller, children, with_position=True, **options)
+        return {"value": _shown(value), "position": position}
+    except Rejected as rejected:
+        return {"rejected": settlement_json(rejected.settlement), "name": rejected.name}
+    except AggregateRejection as rejected:
+        return {"rejected_all": [msgspec.to_builtins(o) for o in rejected.errors]}
+
+
+def _outcome_json(outcome: Outcome) -> dict[str, Any]:
+    if isinstance(outcome, Ok):
+        return {"type": "ok", "value": _shown(outcome.value)}
+    return msgspec.to_builtins(outcome)  # type: ignore[no-any-return]
 
 
 def _current(handle: GroupHandle | None) -> GroupHandle:

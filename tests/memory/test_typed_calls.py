@@ -1,0 +1,272 @@
+"""Typed calls on the reference host: pydantic models, dataclasses and msgspec Structs through the
+handler's own serde (`lash_restate.calls.HandlerRef`), the one path the Restate tier takes too
+(decision 51), and what is refused, typed, where lash builds the group."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import msgspec
+import pytest
+import restate
+from pydantic import BaseModel
+
+import lash_restate as lash
+from lash_restate.calls import CallRegistry, first_of, handler_ref
+from lash_restate.memory import MemoryHost
+from lash_restate.testing import demo_tools
+
+
+class Order(BaseModel):
+    sku: str
+    qty: int
+
+
+class Priced(BaseModel):
+    sku: str
+    total: int
+
+
+@dataclass
+class Booking:
+    row: int
+    seats: list[str]
+
+
+@dataclass
+class Booked:
+    ticket: str
+    seats: int
+
+
+class Parcel(msgspec.Struct):
+    grams: int
+
+
+class Label(msgspec.Struct):
+    key: str
+    grams: int
+
+
+shop = restate.Service("Shop")
+post = restate.VirtualObject("Post")
+
+
+@shop.handler()
+async def price(ctx: restate.Context, order: Order) -> Priced:
+    raise AssertionError("the in-process twin runs on the reference host")
+
+
+@shop.handler()
+async def book(ctx: restate.Context, booking: Booking) -> Booked:
+    raise AssertionError("the in-process twin runs on the reference host")
+
+
+@shop.handler()
+async def untyped(ctx: restate.Context, anything: Any) -> Any:
+    raise AssertionError("the in-process twin runs on the reference host")
+
+
+@shop.handler()
+async def ping(ctx: restate.Context) -> int:
+    raise AssertionError("the in-process twin runs on the reference host")
+
+
+@post.handler()
+async def weigh(ctx: restate.ObjectContext, parcel: Parcel) -> Label:
+    raise AssertionError("the in-process twin runs on the reference host")
+
+
+received: list[Any] = []  # what each twin was handed: its handler's model, not a dict
+
+
+def _calls() -> CallRegistry:
+    calls = CallRegistry()
+
+    @calls.typed(price)
+    async def price_here(key: str | None, order: Order) -> Priced:
+        received.append(order)
+        return Priced(sku=order.sku, total=3 * order.qty)
+
+    @calls.typed(book)
+    async def book_here(key: str | None, booking: Booking) -> Booked:
+        received.append(booking)
+        return Booked(ticket=f"r{booking.row}", seats=len(booking.seats))
+
+    @calls.typed(untyped)
+    async def untyped_here(key: str | None, anything: Any) -> Any:
+        received.append(anything)
+        return {"echo": anything}
+
+    @calls.typed(ping)
+    async def ping_here(key: str | None, nothing: None) -> int:
+        received.append(nothing)
+        return 1
+
+    @calls.typed(weigh)
+    async def weigh_here(key: str | None, parcel: Parcel) -> Label:
+        assert key is not None
+        received.append(parcel)
+        return Label(key=key, grams=parcel.grams)
+
+    return calls
+
+
+@asynccontextmanager
+async def _host() -> AsyncIterator[MemoryHost]:
+    received.clear()
+    memory = MemoryHost(resolver=first_of(demo_tools(), _calls()))
+    try:
+        yield memory
+    finally:
+        await memory.aclose()
+
+
+async def test_models_of_every_kind_reach_the_twin_as_models_and_come_back_as_models() -> None:
+    async with _host() as host:
+        values = await lash.all(
+            host,
+            lash.call(price, Order(sku="tea", qty=2)),
+            lash.call(book, Booking(row=7, seats=["a", "b"])),
+            lash.call(weigh, Parcel(grams=40), key="p1"),
+            lash.call(ping),
+            key="s:group:kinds:0",
+        )
+        assert values == (
+            Priced(sku="tea", total=6),
+            Booked(ticket="r7", seats=2),
+            Label(key="p1", grams=40),
+            1,
+        )
+        assert received == [Order(sku="tea", qty=2), Booking(row=7, seats=["a", "b"]), Parcel(grams=40), None]
+
+
+async def test_a_typed_call_is_recorded_as_a_call_holding_the_json_its_serde_writes() -> None:
+    """The persisted `Call` keeps its format: the argument is the JSON value of the model, so the
+    group key (a hash of the children) is the one a string call with that JSON gets."""
+    async with _host() as host:
+        typed = lash.call(book, Booking(row=7, seats=["a"]))
+        assert typed.command(0) == lash.Call(service="Shop", handler="book", arg={"row": 7, "seats": ["a"]})
+        assert lash.call(price, Order(sku="t", qty=1)).command(0).arg == {"sku": "t", "qty": 1}
+        assert lash.call(weigh, Parcel(grams=1), key="k").command(0) == lash.Call(
+            service="Post", handler="weigh", arg={"grams": 1}, key="k"
+        )
+        group = await lash.open(host, [typed], key="s:group:rec:0")
+        [child] = host.store.groups[group.key].children
+        assert child.command == typed.command(0)
+        settlement = await group.next()
+        assert settlement.outcome == lash.Ok(value=Booked(ticket="r7", seats=1))  # read by the output serde
+        await group.close()
+
+
+async def test_an_untyped_handler_takes_any_model_as_its_own_type_writes_it() -> None:
+    """A handler whose input names no model keeps the SDK's untyped serde; a model given to it is
+    written as its own type writes itself (as `ctx.set` does), and its answer stays JSON."""
+    async with _host() as host:
+        values = await lash.all(
+            host,
+            [lash.call(untyped, Order(sku="x", qty=1)), lash.call(untyped, Parcel(grams=2))],
+            key="s:group:untyped:0",
+        )
+        assert values == [{"echo": {"sku": "x", "qty": 1}}, {"echo": {"grams": 2}}]
+
+
+async def test_an_argument_the_serde_cannot_write_is_refused_before_anything_is_sent() -> None:
+    async with _host() as host:
+        children: list[lash.Child] = [lash.tool("echo", {"value": 1}), lash.call(price, {"sku": "tea"})]  # type: ignore[arg-type]
+        with pytest.raises(lash.InvalidInput) as refused:
+            await lash.race(host, children, key="s:group:bad:0")
+        assert refused.value.position == 1
+        assert refused.value.message == (
+            "child 1: Shop/price takes a Order, and its input serde cannot write the dict given "
+            "(AttributeError: 'dict' object has no attribute 'model_dump_json')"
+        )
+        with pytest.raises(lash.InvalidInput, match="child 'paid': Shop/book takes a Booking") as named:
+            await lash.select(host, key="s:group:bad:1", fine=lash.tool("echo"), paid=lash.call(book, {1, 2}))  # type: ignore[arg-type]
+        assert named.value.position == 1
+        nan = lash.call(untyped, float("nan"))
+        with pytest.raises(lash.InvalidInput, match=r"child 0: Shop/untyped .* cannot write the float given"):
+            await lash.all(host, [nan], key="s:group:bad:2")
+        assert not host.store.groups  # nothing was opened
+
+
+def test_a_call_that_cannot_be_made_is_refused_as_it_is_built() -> None:
+    with pytest.raises(lash.InvalidInput, match="is not a Restate handler"):
+        lash.call(print, 1)  # type: ignore[arg-type]
+    with pytest.raises(
+        lash.InvalidInput, match="Post/weigh is a virtual object's handler: the call needs key="
+    ):
+        lash.call(weigh, Parcel(grams=1))
+    with pytest.raises(
+        lash.InvalidInput, match="Shop/price is a service's handler: the call must not carry a key"
+    ):
+        lash.call(price, Order(sku="t", qty=1), key="k")
+    with pytest.raises(lash.InvalidInput, match="Shop/price takes an argument"):
+        lash.call(price)  # type: ignore[arg-type]
+    with pytest.raises(lash.InvalidInput, match="Shop/ping takes no argument"):
+        lash.call(ping, 1)  # type: ignore[arg-type]
+    with pytest.raises(lash.InvalidInput, match="takes one argument, given twice"):
+        lash.call(price, Order(sku="t", qty=1), arg=Order(sku="t", qty=1))  # type: ignore[call-overload]
+
+
+async def test_a_value_the_output_serde_cannot_read_is_a_typed_error_naming_the_child() -> None:
+    """A callee answering another shape than its reference declares: the settlement stands, and the
+    front door says so, typed (a terminal error in a handler), instead of handing back a dict."""
+    calls = CallRegistry()
+
+    @calls.handler("Shop", "price")
+    async def wrong(key: str | None, arg: Any) -> Any:
+        return {"sku": "tea"}  # no total
+
+    memory = MemoryHost(resolver=calls)
+    try:
+        with pytest.raises(lash.UndecodableResult) as undecodable:
+            await lash.race(memory, [lash.call(price, Order(sku="tea", qty=1))], key="s:group:wrong:0")
+    finally:
+        await memory.aclose()
+    error = undecodable.value
+    assert (error.position, error.replay_key, error.group_key) == (0, "s:group:wrong:0/0", "s:group:wrong:0")
+    assert error.message.startswith(
+        "Shop/price settled with a value its output serde cannot read as a Priced"
+    )
+
+
+async def test_a_twin_handed_json_its_input_serde_cannot_read_rejects_as_the_sdk_does() -> None:
+    """The SDK ends a handler whose input it cannot parse in a terminal error (status 500); so does
+    an in-process twin: the child rejects, it is not retried."""
+    async with _host() as host:
+        [outcome] = await lash.all_settled(
+            host, [lash.call("Shop", "price", {"sku": "tea"})], key="s:group:parse:0"
+        )
+        assert isinstance(outcome, lash.Err) and outcome.code == "500"
+        assert outcome.message.startswith("Unable to parse an input argument.")
+
+
+def test_a_handler_reference_says_what_ctx_service_call_reads() -> None:
+    ref = handler_ref(weigh)
+    assert (ref.service, ref.handler, ref.kind, ref.keyed, ref.takes_input) == (
+        "Post",
+        "weigh",
+        "object",
+        True,
+        True,
+    )
+    assert ref.arg.to_json(Parcel(grams=3)) == {"grams": 3}
+    assert ref.result.from_json({"key": "k", "grams": 3}) == Label(key="k", grams=3)
+    assert handler_ref(book).result.from_json({"ticket": "t", "seats": 2}) == Booked(ticket="t", seats=2)
+    assert handler_ref(ping).takes_input is False
+
+
+async def test_any_answers_the_position_of_its_first_success_not_of_its_first_settlement() -> None:
+    async with _host() as host:
+        key = "s:group:any:0"
+        children: list[lash.Child] = [lash.tool("fail", {"message": "no"}), lash.event("approved")]
+        answer = asyncio.create_task(lash.any(host, children, key=key, with_position=True))
+        while not (record := host.store.groups.get(key)) or not record.order:
+            await (record.changed.wait() if record is not None else asyncio.sleep(0))
+        host.store.emit_event("approved", {"by": "ops"})  # the success comes second, at rank 2
+        assert await answer == (1, {"by": "ops"})
