@@ -14,14 +14,17 @@ from lash_restate.testing.processes import restate_server_binary
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _python_blocks(page: str) -> list[str]:
-    return re.findall(r"^```python[^\n]*\n(.*?)^```", (ROOT / page).read_text(), re.S | re.M)
+def _blocks(page: str, language: str) -> list[str]:
+    return re.findall(rf"^```{language}[^\n]*\n(.*?)^```", (ROOT / page).read_text(), re.S | re.M)
 
 
 def test_the_testing_guides_test_passes_in_a_project_of_its_own(tmp_path: Path) -> None:
-    """docs/guides/testing.md's test file, beside the tutorial's checkout.py, run by pytest from there."""
-    [test_file] = [block for block in _python_blocks("docs/guides/testing.md") if "def test_" in block]
+    """docs/guides/testing.md's configuration and test file, beside the tutorial's checkout.py, run by
+    pytest from there: the plugin it loads serves checkout:app."""
+    [config] = _blocks("docs/guides/testing.md", "toml")
+    [test_file] = [block for block in _blocks("docs/guides/testing.md", "python") if "def test_" in block]
     shutil.copy(ROOT / "examples/checkout.py", tmp_path / "checkout.py")
+    (tmp_path / "pyproject.toml").write_text(config)
     (tmp_path / "tests").mkdir()
     (tmp_path / "tests/test_checkout.py").write_text(test_file)
     env = {**os.environ, "LASH_RESTATE_SERVER": str(restate_server_binary())}
