@@ -6,7 +6,6 @@ from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from typing import Any, Generic, TypeVar, overload
 
-from ..calls import HandlerRef, handler_ref
 from ..contract import (
     AwaitEvent,
     Call,
@@ -16,6 +15,7 @@ from ..contract import (
     Sleep,
     ToolCall,
 )
+from ..handlers import HandlerRef, handler_ref
 
 In = TypeVar("In")
 Out = TypeVar("Out")
