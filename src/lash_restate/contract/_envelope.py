@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import math
-from typing import Any
+from typing import Any, assert_never
 
 import msgspec
 
@@ -135,13 +135,17 @@ Command = ToolCall | Sleep | AwaitEvent | Call
 def describe_command(command: Command) -> str:
     """How messages name a child's command: ``tool 'echo'``, ``event 'paid'``, ``sleep of 50 ms``,
     ``call 'Payments/charge'``."""
-    if isinstance(command, ToolCall):
-        return f"tool {command.tool!r}"
-    if isinstance(command, Call):
-        return f"call {command.target!r}"
-    if isinstance(command, AwaitEvent):
-        return f"event {command.name!r}"
-    return f"sleep of {command.duration_ms} ms"
+    match command:
+        case ToolCall():
+            return f"tool {command.tool!r}"
+        case Call():
+            return f"call {command.target!r}"
+        case AwaitEvent():
+            return f"event {command.name!r}"
+        case Sleep():
+            return f"sleep of {command.duration_ms} ms"
+        case _:
+            assert_never(command)
 
 
 class GroupMembership(msgspec.Struct, **_STRUCT):
