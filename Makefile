@@ -43,7 +43,8 @@ bench: setup
 	$(BIN)/python -m bench --json $(ARGS)
 
 # Not part of `make test`: mutants of contract/, memory/, combinators.py and the engine's records and
-# messages, judged by the fast tests (no server); about half an hour on two cores. docs/mutation.md records a run and every survivor.
+# messages, judged by the fast tests (no server); half an hour to an hour on two cores. It fails below
+# 95% detected. docs/mutation.md records a run and explains every survivor.
 MUTATION_JOBS ?= 2
 
 $(VENV)/.mutation: $(VENV)/.installed
@@ -56,9 +57,9 @@ mutation: setup $(VENV)/.mutation
 	$(BIN)/mutmut results
 	$(BIN)/mutmut export-cicd-stats
 	$(BIN)/python -c 'import json, sys; s = json.load(open("mutants/mutmut-cicd-stats.json")); \
-	  n, k, t, v = s["total"], s["killed"], s["timeout"], s["survived"]; \
-	  print(f"{k + t}/{n} detected ({k} killed, {t} timed out), {v} survived: {100 * (k + t) / n:.1f}%"); \
-	  sys.exit(k + t < 0.9 * n)'
+	  n, k, t, v, u = s["total"], s["killed"], s["timeout"], s["survived"], s["no_tests"]; \
+	  print(f"{k + t}/{n} detected ({k} killed, {t} timed out), {v} survived, {u} with no test: {100 * (k + t) / n:.1f}%"); \
+	  sys.exit(k + t < 0.95 * n)'
 
 clean:
 	rm -rf $(VENV) node_modules .lash mutants site

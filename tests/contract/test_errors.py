@@ -19,6 +19,7 @@ from lash_restate.contract import (
     LoserPolicy,
     RuntimeErrorCode,
     ToolFailure,
+    _errors,
     error_from_wire,
     without_wire,
 )
@@ -224,6 +225,24 @@ def test_wire_round_trip_keeps_type_and_fields(cls: type[LashError]) -> None:
     )
 
 
+def test_the_wire_index_is_the_whole_tree(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The code -> class index `error_from_wire` reads is built once, at import, by walking the tree
+    from `LashError`; that walk is run again here on an empty index, since mutating it otherwise
+    changes nothing a test can run after the import."""
+    monkeypatch.setattr(_errors, "_BY_CODE", {})
+    _errors._index(LashError)
+    index = _errors._BY_CODE
+    tree, stack = [LashError], list(LashError.__subclasses__())
+    while stack:
+        tree.append(stack.pop())
+        stack.extend(tree[-1].__subclasses__())
+    assert set(index) == {str(cls.code) for cls in tree}
+    # Each contract class reads back as itself, or as a subclass keeping its code (the Restate tier's
+    # `CalledInsideRun` keeps `InvalidInput`'s), walked after it.
+    for cls in _all_errors():
+        assert issubclass(index[str(cls.code)], cls), cls
+
+
 @pytest.mark.parametrize(
     "text", ["", "cancelled", "lash-error:", "lash-error:{}", 'lash-error:{"code":"nope"}']
 )
@@ -270,3 +289,9 @@ def test_a_failure_that_carries_a_wire_line_is_shown_as_the_error() -> None:
     assert without_wire("[500] plain") == "[500] plain"
     assert without_wire('lash-error:{"code":"nope"} tail') == 'lash-error:{"code":"nope"} tail'
     assert without_wire("lash-error:{broken") == "lash-error:{broken"
+    # The wire line alone (an edge that shows the bare failure message) reads as the error too.
+    assert without_wire(error.to_wire()) == str(error)
+    # Two of them (an error around another's text): the first, the outermost, is the one shown.
+    inner = ChildUnroutable("inner", position=2)
+    twice = f"[500] {error.to_wire()} after {inner.to_wire()}"
+    assert without_wire(twice) == f"[500] {error} after {inner.to_wire()}"

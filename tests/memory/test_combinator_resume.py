@@ -8,6 +8,8 @@ fresh invocation, and resume even after it decided but died before its close.
 from __future__ import annotations
 
 import asyncio
+import copy
+import pickle
 from typing import Any
 
 import pytest
@@ -35,6 +37,7 @@ from lash_restate.contract import (
     LoserPolicy,
     RuntimeEffectEnvelope,
     RuntimeEffectGroup,
+    Settlement,
     ToolCall,
 )
 from lash_restate.memory import MemoryHost
@@ -115,6 +118,40 @@ async def test_a_resume_after_the_deciding_rank_gives_the_verdict_and_closes(
     await host.aclose()
 
 
+@pytest.mark.parametrize(
+    ("kind", "first", "expected"),
+    [
+        (
+            Combinator.ALL,
+            fail("no", "p1"),
+            RejectedResult(
+                group_key=KEY,
+                order=(1,),
+                reason=Settlement(rank=1, position=1, replay_key="p1", outcome=Err(message="no")),
+            ),
+        ),
+        (Combinator.ANY, echo("yes", "p1"), FulfilledResult(group_key=KEY, order=(1,), value="yes")),
+    ],
+    ids=["all", "any"],
+)
+async def test_a_resume_judges_the_ranks_it_re_reads_from_the_first(
+    kind: Combinator, first: RuntimeEffectEnvelope, expected: Any
+) -> None:
+    # Rank 1 decided `all` (a rejection) or `any` (a success) before the caller died: the resume
+    # re-reads it and decides on it, though a later rank would decide otherwise.
+    host = MemoryHost(resolver=demo_tools())
+    group = RuntimeEffectGroup(
+        KEY, [wait("a"), first], wake=kind.wake, disposition=LoserPolicy.RUN_TO_COMPLETION
+    )
+    handle = await host.open_effect_group(group)
+    await host.join_child("p1")
+    await settle(host, "a")
+    await host.await_next_settlement(handle)
+    assert await combine(host, kind, KEY, group.children, handle=handle) == expected
+    assert handle.consumed == 1
+    await host.aclose()
+
+
 @pytest.mark.parametrize("combinator", [race, any_], ids=["race", "any"])
 async def test_race_and_any_cancel_their_losers_when_asked(combinator: Any) -> None:
     finished: list[str] = []
@@ -136,6 +173,33 @@ async def test_race_and_any_cancel_their_losers_when_asked(combinator: Any) -> N
     gate.set()  # the loser would finish now, had it not been cancelled at the close
     await host.join_child("loser")
     assert finished == []
+    await host.aclose()
+
+
+@pytest.mark.parametrize("kind", [Combinator.RACE, Combinator.ANY], ids=["race", "any"])
+async def test_on_reject_cancel_narrows_only_a_rejection_so_a_winner_leaves_its_losers_running(
+    kind: Combinator,
+) -> None:
+    finished: list[str] = []
+    registry = demo_tools()
+    gate = asyncio.Event()
+
+    async def slow(args: Any) -> Any:
+        await gate.wait()
+        finished.append("slow")
+        return "slow"
+
+    registry.register("slow", slow)
+    host = MemoryHost(resolver=registry)
+    children = [
+        RuntimeEffectEnvelope(command=ToolCall(tool="slow"), replay_key="loser"),
+        echo("fast", "winner"),
+    ]
+    won = await combine(host, kind, KEY, children, on_reject=LoserPolicy.CANCEL)
+    assert won == FulfilledResult(group_key=KEY, order=(1,), value="fast")
+    gate.set()  # declared RunToCompletion, and nothing rejected: the loser runs on to its end
+    await host.join_child("loser")
+    assert finished == ["slow"]
     await host.aclose()
 
 
@@ -171,6 +235,17 @@ async def test_combine_over_no_children_decides_locally_and_names_the_group(
         assert await combine(unwired, kind, key, []) == expected
 
 
+async def test_any_over_no_children_raises_empty_group_saying_why() -> None:
+    with pytest.raises(EmptyGroup) as caught:
+        await any_(MemoryHost(), KEY, [])
+    assert caught.value.wire_body() == {
+        "code": "empty_group",
+        "message": "any([]) has no child to succeed: it would reject with no error, and an exception "
+        "group cannot be empty; check for no children before calling any",
+        "group_key": KEY,
+    }
+
+
 async def test_race_over_no_children_is_refused_naming_the_group() -> None:
     with pytest.raises(EmptyGroup) as caught:
         await combine(MemoryHost(), Combinator.RACE, GroupKey.parse(KEY), [])
@@ -195,6 +270,23 @@ async def test_rejections_read_as_what_rejected() -> None:
     with pytest.raises(AggregateRejection) as aggregate:
         await any_(host, "s:group:r:1", [fail("one", "q0"), fail("two", "q1")])
     assert str(aggregate.value) == "all 2 children rejected (2 sub-exceptions)"
+    # Its repr (a log line, a debugger) is an exception group's: the message, then the members.
+    assert repr(aggregate.value) == (
+        "AggregateRejection('all 2 children rejected', "
+        "[ChildRejected('child 0 rejected: one'), ChildRejected('child 1 rejected: two')])"
+    )
+    assert aggregate.value.group_key == "s:group:r:1"
+    # A pickle (a process boundary) or a copy reads the same, whole or split by `except*`.
+    again = pickle.loads(pickle.dumps(aggregate.value))
+    assert (str(again), again.errors, again.group_key) == (
+        "all 2 children rejected (2 sub-exceptions)",
+        aggregate.value.errors,
+        "s:group:r:1",
+    )
+    assert str(copy.copy(aggregate.value)) == str(aggregate.value)
+    split, _ = aggregate.value.split(lambda e: getattr(e, "position", None) == 1)
+    assert split is not None
+    assert str(pickle.loads(pickle.dumps(split))) == str(split) == "child 1 rejected (1 sub-exception)"
     # An exception group of one `ChildRejected` per child, in input order (ECMA-262 AggregateError).
     assert [(e.position, e.outcome) for e in aggregate.value.exceptions] == [
         (0, Err(message="one")),

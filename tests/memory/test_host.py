@@ -22,10 +22,12 @@ from lash_restate.contract import (
     GroupNotOpen,
     GroupWakePolicy,
     HandleMismatch,
+    InvalidInput,
     LoserPolicy,
     MembershipUnsupported,
     Ok,
     RuntimeEffectGroup,
+    ShapeMismatch,
     ToolFailure,
 )
 from lash_restate.memory import MemoryHost, MemoryStore, NoExecutor
@@ -375,4 +377,102 @@ async def test_a_routing_miss_on_retry_synthesizes_no_terminal() -> None:
     assert resolver.resolved == 2  # the retry asked the resolver again, which had nothing
     assert store.groups[KEY].outcomes == {}  # no Err(retries_exhausted) was invented
     assert host.drain().no_executor == [NoExecutor(KEY, 0, "r0")]
+    await host.aclose()
+
+
+async def test_reopen_continues_a_recorded_group_and_refuses_one_never_opened_or_closed() -> None:
+    """A reopen (a saved group resumed) never starts a group over: one not recorded, never opened or
+    already closed, is refused as `GroupNotOpen`, recording nothing; a recorded one reopens as an open
+    would, fenced on its shape, with the children already run left alone."""
+    store = MemoryStore()
+    g = group(wait("a", "r0"), wait("b", "r1"))
+    unwired = MemoryHost(store)
+    with pytest.raises(EffectGroupUnsupported) as unsupported:
+        await unwired.reopen_effect_group(g)
+    assert unsupported.value.wire_body() == {
+        "code": "effect_group_unsupported",
+        "message": "no GroupExecutors resolver is registered",
+        "group_key": KEY,
+    }
+    host = MemoryHost(store, resolver=demo_tools())
+    with pytest.raises(InvalidInput) as not_a_group:
+        await host.reopen_effect_group(GroupHandle.opened(g))  # type: ignore[arg-type]
+    assert not_a_group.value.message == "expected a RuntimeEffectGroup, got GroupHandle"
+    with pytest.raises(GroupNotOpen) as never:
+        await host.reopen_effect_group(g)
+    assert never.value.wire_body() == {
+        "code": "group_not_open",
+        "message": "no such group is recorded (never opened, or closed)",
+        "group_key": KEY,
+    }
+    assert store.groups == {}
+    await host.open_effect_group(g)
+    store.emit_event("a", 1)
+    first = await host.await_next_settlement(GroupHandle.opened(g))
+    assert (first.position, first.outcome) == (0, Ok(value=1))
+    # Another process resumes it: the reopen answers a fresh cursor on the same record.
+    await host.crash()
+    resumer = MemoryHost(store, resolver=demo_tools())
+    handle = await resumer.reopen_effect_group(g)
+    assert (handle.group_key, handle.child_count, handle.consumed) == (KEY, 2, 0)
+    assert [store.groups[KEY].outcomes[0]] == [Ok(value=1)] and len(store.groups[KEY].order) == 1
+    with pytest.raises(ShapeMismatch):
+        await resumer.reopen_effect_group(group(wait("a", "r0")))
+    store.emit_event("b", 2)
+    ranks = [await resumer.await_next_settlement(handle) for _ in range(2)]
+    assert [(s.rank, s.position, s.outcome) for s in ranks] == [(1, 0, Ok(value=1)), (2, 1, Ok(value=2))]
+    await resumer.close_effect_group(handle)
+    with pytest.raises(GroupNotOpen):
+        await resumer.reopen_effect_group(g)
+    assert store.groups == {}
+    await resumer.aclose()
+
+
+async def test_a_declared_cancel_waits_for_every_caller_and_only_their_own_process_ends_them() -> None:
+    """Decision 13: the drain cancels a `Cancel` group's losers once every caller that opened it has
+    ended, the latest in failure. A second caller that reopened the group and still runs keeps them,
+    whoever failed before it, and another process dying does not end it: only its own process does."""
+
+    class LosesItsTool:
+        """Routes the child once; its retry, the reopen and the drain find no runner for it."""
+
+        def __init__(self) -> None:
+            self.resolved = 0
+
+        def resolve(self, envelope: Any) -> Any:
+            self.resolved += 1
+            return ToolRegistry({"flaky": flaky}).resolve(envelope) if self.resolved == 1 else None
+
+    async def flaky(args: Any) -> Any:
+        raise ConnectionError("try again")
+
+    store = MemoryStore()
+    host = MemoryHost(store, LosesItsTool())
+    g = group(tool("flaky", "r0"), disposition=LoserPolicy.CANCEL)
+
+    async def first_caller() -> None:
+        await host.open_effect_group(g)
+        raise RuntimeError("the first caller failed")
+
+    with pytest.raises(RuntimeError):
+        await asyncio.create_task(first_caller())
+    await host.join_child("r0")  # unsettled, and no runner left for it
+    reopened, gate = asyncio.Event(), asyncio.Event()
+
+    async def second_caller() -> None:
+        await host.reopen_effect_group(g)
+        reopened.set()
+        await gate.wait()
+
+    second = asyncio.create_task(second_caller())
+    await reopened.wait()
+    await MemoryHost(store, resolver=demo_tools()).crash()  # another process dies
+    report = host.drain()
+    assert (report.cancelled, report.no_executor) == ([], [NoExecutor(KEY, 0, "r0")])
+    second.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await second
+    report = host.drain()
+    assert (report.cancelled, report.no_executor) == ([(KEY, 0)], [])
+    assert store.groups[KEY].outcomes == {0: Cancelled()}
     await host.aclose()

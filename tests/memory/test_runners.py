@@ -117,6 +117,41 @@ async def test_a_crash_returns_once_its_runners_have_stopped() -> None:
     assert store.groups[KEY].outcomes == {}  # and a dead process records nothing
 
 
+async def test_a_crash_leaves_alone_a_child_another_process_now_runs() -> None:
+    """A process's runner that ended without settling its child (a transient fault, and no runner for
+    the retry) is no longer its own: once another process runs that child, the first one's crash
+    does not mark it unowned, so a drain does not start a second runner for it."""
+
+    class Once:
+        def __init__(self) -> None:
+            self.registry, self.resolved = ToolRegistry({"work": self.flaky}), 0
+
+        async def flaky(self, args: Any) -> Any:
+            raise ConnectionError("try again")
+
+        def resolve(self, envelope: Any) -> Any:
+            self.resolved += 1
+            return self.registry.resolve(envelope) if self.resolved == 1 else None
+
+    store = MemoryStore()
+    first = MemoryHost(store, Once())
+    g = group(tool("work", "r0", "a"))
+    await first.open_effect_group(g)
+    await first.join_child("r0")
+    assert store.groups[KEY].outcomes == {} and store.groups[KEY].live == set()
+    tools = Gated()
+    second = MemoryHost(store, tools.registry)
+    handle = await second.open_effect_group(g)  # another process resumes: r0 runs there now
+    await first.crash()
+    report = second.drain()
+    assert (report.dispatched, report.cancelled, report.no_executor) == ([], [], [])
+    tools.gate.set()
+    await second.join_child("r0")
+    assert tools.started == ["a"]  # one run in the live process, not two
+    assert (await second.await_next_settlement(handle)).outcome == Ok(value="a")
+    await second.aclose()
+
+
 async def test_a_cancel_close_of_a_group_with_a_child_nobody_runs_closes_cleanly() -> None:
     # The deployment lost the tool: the reopen leaves r1 unsettled with no runner, and close(Cancel)
     # has nothing to cancel for it.
