@@ -17,7 +17,11 @@ PAGES = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "docs").rglob("*.md"))
 DOCS = ["README.md", *PAGES]
 # What a user of the wheel reads: every page but the decision log and the ADR, which are the
 # engineering record the others link to.
-USER_PAGES = ["README.md", "CHANGELOG.md", *(p for p in PAGES if p != "docs/decisions.md" and not p.startswith("docs/adr/"))]
+USER_PAGES = [
+    "README.md",
+    "CHANGELOG.md",
+    *(p for p in PAGES if p != "docs/decisions.md" and not p.startswith("docs/adr/")),
+]
 
 
 def _tests_by_file() -> dict[str, set[str]]:
