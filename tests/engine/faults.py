@@ -411,6 +411,7 @@ async def run_scenario(fs: FaultStack, sc: dict[str, Any], *, alone: bool = True
     await asyncio.sleep(sc.get("park_s", 0))  # a continuation that resumes later, not a synchronization
 
     final_turn: list[dict[str, Any]] = []
+    parked: asyncio.Task[list[dict[str, Any]]] | None = None
     if before["status"] == "suspended":
         # A re-read of every rank from a cursor saved at 0, then the combinator resumed from its handle.
         final = [
@@ -424,7 +425,6 @@ async def run_scenario(fs: FaultStack, sc: dict[str, Any], *, alone: bool = True
             final_turn = await fs.turn(*final, key=f"final-{s.id}")
         else:
             await settled_itself()  # the fault lands between work: no side effect is running
-            parked: asyncio.Task[list[dict[str, Any]]] | None = None
             if moment == "parked" and sc["emit_order"]:
                 parked = asyncio.create_task(fs.turn(*final, key=f"final-{s.id}"))
                 # The re-read parks at the first rank not yet settled, and Restate suspends it there.
@@ -503,7 +503,13 @@ async def run_scenario(fs: FaultStack, sc: dict[str, Any], *, alone: bool = True
             await fs.signal(s.event(f"e{i}"), "clear")
     left = await _left(fs, s.id, alone)
     assert not left, f"left after the close: {left}"
-    return {"order": order, "status": status, "fault": fs.faults[-1] if fault else None}
+    return {
+        "order": order,
+        "status": status,
+        "decided_first": before["status"] != "suspended",  # the first turn decided the combinator
+        "parked": parked is not None,  # the fault found a resumed turn parked
+        "fault": fs.faults[-1] if fault else None,
+    }
 
 
 async def _assert_call_cancelled(fs: FaultStack, group_key: str, position: int) -> None:
