@@ -309,6 +309,7 @@ def proxied_cluster(tmp: Path) -> Iterator[FaultStack]:
             links = network.links
             assert all(node_name(i) in {s for s, t in links if t != s} for i in range(3)), links
             assert None not in {source for source, _ in links}, links
+            assert any(target == "endpoint" for _, target in links), links  # the registration's discovery
             try:
                 yield FaultStack(stack, network, node_s=NODE_S)
             finally:

@@ -11,10 +11,11 @@ and its restart, a pause of the endpoint or of the server (or of a node), and on
 partition of a node. The endpoint is paused but never killed, so its memory over the whole run is one
 process's.
 
-Every `SAMPLE_S` it samples the endpoint's RSS, the server's data directory size and how many lash
-state rows the server holds. At the end, the workers finish their groups, and what is left is listed:
-lash state rows, unfinished invocations and open groups, which must all be none. The last line printed
-is the report as JSON; ``--report`` appends it to a file too.
+Every `SAMPLE_S` it samples the endpoint's RSS, the server's data directory size, how many lash
+state rows the server holds and how many invocations it keeps (completed ones stay for Restate's
+retention period, with their journals). At the end, the workers finish their groups, and what is
+left is listed: lash state rows, unfinished invocations and open groups, which must all be none. The
+last line printed is the report as JSON; ``--report`` appends it to a file too.
 """
 
 from __future__ import annotations
@@ -79,10 +80,18 @@ LASH_STATE = (
     "('LashGroup', 'LashChild', 'LashPump', 'LashSignal') GROUP BY service_name"
 )
 UNFINISHED = "SELECT target, status FROM sys_invocation WHERE status != 'completed'"
+INVOCATIONS = "SELECT count(*) AS n FROM sys_invocation"
 
 
 async def soak(
-    fs: FaultStack, *, minutes: float, workers: int, seed: int, nodes: int, fault_every: float = 60
+    fs: FaultStack,
+    *,
+    minutes: float,
+    workers: int,
+    seed: int,
+    nodes: int,
+    fault_every: float = 60,
+    wide_children: int = WIDE,
 ) -> dict[str, Any]:
     rng = random.Random(seed)
     began = time.monotonic()
@@ -98,7 +107,7 @@ async def soak(
         nonlocal combines, wide, parked
         draws = random.Random(rng.random())
         while time.monotonic() < deadline:
-            sc = scenario(draws, [], nodes, wide=WIDE)
+            sc = scenario(draws, [], nodes, wide=wide_children)
             sc["park_s"] = round(draws.uniform(1, 20), 1) if draws.random() < 0.2 else 0
             try:
                 await asyncio.wait_for(run_scenario(fs, sc, alone=False), 900)
@@ -112,7 +121,7 @@ async def soak(
                 traceback.print_exc()
                 continue
             combines += 1
-            wide += len(sc["children"]) >= WIDE
+            wide += bool(wide_children) and len(sc["children"]) >= wide_children
             parked += bool(sc["park_s"])
 
     async def faulter() -> None:
@@ -130,11 +139,13 @@ async def soak(
     async def sampler() -> None:
         while True:
             rows = await fs.sql(LASH_STATE)
+            [retained] = await fs.sql(INVOCATIONS)
             sample = {
                 "at_s": _since(began),
                 "endpoint_rss": rss_bytes(fs.stack.endpoint.pid),
                 "server_bytes": sum(tree_bytes(node.base_dir) for node in fs.nodes),
                 "lash_rows": sum(int(r["n"]) for r in rows),
+                "invocations": int(retained["n"]),  # Restate keeps completed ones for its retention
                 "combines": combines,
             }
             samples.append(sample)
@@ -164,11 +175,13 @@ async def soak(
         "divergences": len(divergences),
         "errors": len(errors),
         "fault_every_s": fault_every,
+        "wide_children": wide_children,
         "faults": [{k: v for k, v in f.items() if k != "at"} for f in fs.faults],
         "endpoint_rss_mib": {"first_third": round(first / 2**20, 1), "last_third": round(last / 2**20, 1)},
         "endpoint_rss_ratio": round(last / first, 3),
         "server_bytes": {"first": samples[0]["server_bytes"], "last": samples[-1]["server_bytes"]},
         "lash_rows": {"peak": max(s["lash_rows"] for s in samples), "last": samples[-1]["lash_rows"]},
+        "invocations_retained": samples[-1]["invocations"],
         "drained_at_s": drained,
         "left": left,
         "divergence_details": divergences,
@@ -205,6 +218,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workers", type=int, default=3)
     parser.add_argument("--seed", type=int, default=20261207)
     parser.add_argument("--fault-every", type=float, default=60, help="seconds between faults, on average")
+    parser.add_argument("--wide", type=int, default=WIDE, help="children of a wide group (0: none)")
     parser.add_argument("--report", type=Path, help="append the report (one JSON line) to this file")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="lash-soak-") as base, soak_stack(args.nodes, Path(base)) as fs:
@@ -216,6 +230,7 @@ def main(argv: list[str] | None = None) -> int:
                 seed=args.seed,
                 nodes=args.nodes,
                 fault_every=args.fault_every,
+                wide_children=args.wide,
             )
         )
     line = json.dumps(report)
