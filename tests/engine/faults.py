@@ -54,9 +54,7 @@ TIMEOUTS = {
 PAUSE_S = 3.0  # a paused endpoint or single server: longer than both timeouts together
 NODE_S = 6.0  # a paused or cut-off node: long enough for the others to take over its partitions
 
-PROCESS_FAULTS = ["endpoint_pause", "server_pause"]
-NODE_FAULTS = ["node_pause", "node_partition", "node_wipe"]
-KILLS = ["server_kill", "node_kill"]  # the soak's kills (the endpoint lives on: its memory is measured)
+NODE_FAULTS = ["node_pause", "node_partition", "node_wipe", "node_kill"]  # node_kill: the soak's
 MOMENTS = ["inflight", "parked", "between"]
 
 CHILDREN = ["tool_ok", "tool_slow", "tool_fail", "call_ok", "call_fail", "event_ok", "event_reject"]
@@ -111,7 +109,7 @@ def scenario(rng: random.Random, faults: list[str], nodes: int = 1, *, wide: int
         "fail_fast": fail_fast,
         "stop_after": rng.randint(0, settles_itself),
         "fault": fault,
-        "node": rng.randrange(nodes) if fault in NODE_FAULTS or fault == "node_kill" else 0,
+        "node": rng.randrange(nodes) if fault in NODE_FAULTS else 0,
         "moment": rng.choice(MOMENTS),
         "after_ms": rng.randint(0, 80),
         "emit_order": order,
@@ -120,7 +118,8 @@ def scenario(rng: random.Random, faults: list[str], nodes: int = 1, *, wide: int
 
 @dataclass
 class FaultStack:
-    """A `LocalStack` with faults to land on it; requests go to a node the current fault spares."""
+    """A `LocalStack` with faults to land on it. A caller's turns go to the first node (the ingress
+    node, faulted or not); events and the admin's queries to a node the current fault spares."""
 
     stack: LocalStack
     network: LoopbackNetwork | None = None
@@ -178,7 +177,7 @@ class FaultStack:
         path = f"LashSignal/{url_quote(name, safe='')}/{handler}" + ("/send" if send else "")
         await self.post(path, body, at=self.spared(), key=f"{handler}-{name}-{time.monotonic_ns()}")
 
-    async def sql(self, query: str, within: float = 120) -> list[dict[str, Any]]:
+    async def sql(self, query: str, within: float = 120) -> Rows:
         """The admin API's answer, from a node the current fault spares (asked again while a
         takeover leaves a partition without a leader for a moment)."""
         async with asyncio.timeout(within):
@@ -188,9 +187,7 @@ class FaultStack:
                 except InspectionError:
                     await asyncio.sleep(0.2)
 
-    async def poll(
-        self, query: str, done: Callable[[list[dict[str, Any]]], bool], within: float = 120
-    ) -> Any:
+    async def poll(self, query: str, done: Callable[[Rows], bool], within: float = 120) -> Rows:
         async with asyncio.timeout(within):
             while True:
                 rows = await self.sql(query)
