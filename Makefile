@@ -5,7 +5,7 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: setup dev test lint bench mutation clean
+.PHONY: setup dev test lint bench mutation soak clean
 
 setup: $(VENV)/.installed node_modules/.installed
 
@@ -41,6 +41,14 @@ lint: setup
 bench: setup
 	-$(BIN)/pip install --quiet -e '.[dev,bench,granian]'
 	$(BIN)/python -m bench --json $(ARGS)
+
+# Not part of `make test`: MINUTES of mixed load with a fault every minute or so, on one server
+# (NODES=1) or on the three-node cluster (NODES=3), then a drain; docs/crash-matrix.md records runs.
+MINUTES ?= 30
+NODES ?= 1
+
+soak: setup
+	$(BIN)/python -m tests.engine.soak --minutes $(MINUTES) --nodes $(NODES) $(ARGS)
 
 # Not part of `make test`: mutants of contract/, memory/, combinators.py and the engine's records and
 # messages, judged by the fast tests (no server); half an hour to an hour on two cores. It fails below

@@ -149,6 +149,7 @@ def _stop(process: subprocess.Popen[Any] | None, timeout: float = 15) -> None:
     if process is None or process.poll() is not None:
         return
     process.send_signal(signal.SIGTERM)
+    process.send_signal(signal.SIGCONT)  # a paused process acts on its SIGTERM only once it runs again
     try:
         process.wait(timeout)
     except subprocess.TimeoutExpired:
@@ -157,7 +158,8 @@ def _stop(process: subprocess.Popen[Any] | None, timeout: float = 15) -> None:
 
 
 class _OwnedProcess(abc.ABC):
-    """One child process this stack owns and ends by its pid (SIGTERM, or SIGKILL as a crash would)."""
+    """One child process this stack owns and ends by its pid (SIGTERM, or SIGKILL as a crash would);
+    `pause` and `resume` stop and continue it (SIGSTOP, SIGCONT) as a stalled machine would."""
 
     process: subprocess.Popen[bytes] | None
     log_path: Path | None
@@ -224,6 +226,17 @@ class _OwnedProcess(abc.ABC):
             self.process.kill()
             self.process.wait()
         self._close_log()
+
+    def pause(self) -> None:
+        """SIGSTOP, as a stalled machine would: the process keeps its sockets and its memory and runs
+        nothing (its peers see silence, not a closed connection) until `resume`."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        """SIGCONT: a paused process runs on from where it stopped, its peers' timeouts notwithstanding."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(signal.SIGCONT)
 
     def _close_log(self) -> None:
         if self._log is not None:
