@@ -129,7 +129,7 @@ def lash_services(
     services: list[Bindable] = [
         group_object(batch_from, routing, metadata=metadata),
         child_object(routing, tool_attempts=tool_attempts, metadata=metadata),
-        pump_object(metadata=metadata),
+        pump_object(routing, metadata=metadata),
         signal_object(metadata=metadata),
     ]
     validate_deployment(resolver, services)

@@ -2,8 +2,12 @@
 
 ADR, "Restate satisfaction: the group virtual object is the rank authority". State: ``meta`` (the
 small hot `GroupMeta`: rank order, waiters, openers, incarnation, settlement mode), ``fence`` (the
-recorded `GroupShape`, read only by open, reads of past ranks and a direct close) and the invocation
-ids a `Cancel` needs. Payload bytes never enter it.
+recorded `GroupShape`, read only by open, reads of past ranks and a direct close), the invocation
+ids a `Cancel` needs and, for a group `open2` recorded, how to reach its pump at the close (``pump``).
+Payload bytes never enter it.
+
+Decision 62: this release's callers send `open2` and `close2`; `open` and `close` stay as the
+release before wrote them, for its callers (a rolling upgrade) and for groups it opened.
 """
 
 from __future__ import annotations
@@ -32,33 +36,41 @@ from ._messages import (
     OpenRequestSerde,
     OperatorClose,
     OperatorClosed,
+    PumpReport,
     Ref,
+    ReportReply,
     SettleBatch,
     WaitReply,
     WaitRequest,
     decode,
 )
-from ._mode import INVOCATIONS, REDISPATCHED, mode_for
+from ._mode import INVOCATIONS, REDISPATCHED, AwaitedDispatch, mode_for
 from ._records import (
     ENDS,
+    LINK,
     META,
     OPENER_ENDS,
+    PUMP_LINK,
     SHAPE,
     STRINGS,
     GroupMeta,
     MsgspecSerde,
     Opener,
     OpenerEnd,
+    PumpLink,
     SettlementMode,
 )
 from ._routes import (
     GROUP,
     GROUP_CALLER_ENDED,
     GROUP_CLOSE,
+    GROUP_CLOSE2,
     GROUP_HELD,
     GROUP_HOLD,
     GROUP_OPEN,
+    GROUP_OPEN2,
     GROUP_OPERATOR_CLOSE,
+    GROUP_REPORT,
     GROUP_SETTLE,
     GROUP_WAIT,
     GROUP_WATCH,
@@ -74,6 +86,7 @@ _REPLY: MsgspecSerde[WaitReply] = MsgspecSerde(WaitReply)
 WAIT_REFS = 1024
 _OPENED: MsgspecSerde[OpenReply] = MsgspecSerde(OpenReply)
 _RAW = BytesSerde()  # an attached caller's answer is not read, whatever it is
+_LISTENED = b"true"  # what a listening pump's awakeable is resolved with (the value is not read)
 
 
 def group_object(
@@ -113,6 +126,45 @@ def group_object(
             # replaced in place replays its journal as a prefix of this one (decision 48).
             await _redispatch(ctx, meta, req, routing)
 
+    @group.handler(name=GROUP_OPEN2.handler, ingress_private=True, input_serde=OpenRequestSerde())
+    async def open2(ctx: restate.ObjectContext, req: OpenRequest) -> None:
+        """This release's open (decision 62): as `open`, but every group it records settles through one
+        pump that awaits each child where it runs (`AwaitedDispatch`), and reaches `close2` a way to
+        release its store that costs no invocation."""
+        meta = await ctx.get("meta", serde=META)
+        try:
+            meta, children = await _record(ctx, meta, req, batch_from, routing, pumped=True)
+        except LashError as error:
+            ctx.reject_awakeable(req.reply_to, error.to_wire(), terminal_status(error))
+            return
+        sent = len(children) < batch_from
+        dispatch = AwaitedDispatch(ctx, meta, children, routing, sent=sent) if children else None
+        if dispatch is not None:
+            dispatch.start()
+        reply = OpenReply(reopened=not children, incarnation=meta.incarnation)
+        ctx.resolve_awakeable(req.reply_to, reply, serde=_OPENED)
+        # What follows is off the opener's path: it has its answer.
+        if dispatch is not None:
+            ctx.set(INVOCATIONS, await dispatch.finish(), serde=STRINGS)
+            meta = msgspec.structs.replace(meta, opened_at_ms=int(await ctx.time() * 1000))
+        await _note_opener(ctx, meta, req.caller, changed=dispatch is not None)
+        if not children:
+            await _redispatch(ctx, meta, req, routing, awaited=True)
+
+    @group.handler(name=GROUP_REPORT.handler, ingress_private=True, state_preload=False)
+    @terminal_errors
+    async def report(ctx: restate.ObjectContext, batch: PumpReport) -> ReportReply:
+        """A pump's settlements (decision 62), ranked as `settle` ranks them; answers whether the group
+        is still open, so a pump whose group closed releases its store and stops."""
+        meta = await ctx.get("meta", serde=META)
+        if meta is None or meta.incarnation != batch.incarnation:
+            return ReportReply(open=False)  # closed (or a closed namesake's pump): nothing is read again
+        if batch.listen is not None or batch.left:
+            ctx.set(PUMP_LINK, PumpLink(awakeable=batch.listen, left=batch.left), serde=LINK)
+        if batch.refs:
+            _rank(ctx, meta, batch.refs)
+        return ReportReply(open=True)
+
     @group.handler(name=GROUP_SETTLE.handler, ingress_private=True, state_preload=False)
     @terminal_errors
     async def settle(ctx: restate.ObjectContext, batch: SettleBatch) -> None:
@@ -149,6 +201,18 @@ def group_object(
         check_child_count(meta.child_count, req.child_count, group_key=ctx.key())
         effective = effective_disposition(meta.disposition, req.disposition, group_key=ctx.key())
         await _close(ctx, meta, effective)
+
+    @group.handler(name=GROUP_CLOSE2.handler, ingress_private=True, state_preload=False)
+    @terminal_errors
+    async def close2(ctx: restate.ObjectContext, req: CloseRequest) -> None:
+        """This release's close (decision 62): as `close`, and a pump that reported how to reach it
+        releases its own store when its awakeable is resolved, instead of by a `forget` invocation."""
+        meta = await ctx.get("meta", serde=META)
+        if meta is None:
+            return  # ADR: close is idempotent, and so is the delete
+        check_child_count(meta.child_count, req.child_count, group_key=ctx.key())
+        effective = effective_disposition(meta.disposition, req.disposition, group_key=ctx.key())
+        await _close(ctx, meta, effective, linked=True)
 
     @group.handler(name=GROUP_OPERATOR_CLOSE.handler, state_preload=False)
     @terminal_errors
@@ -236,19 +300,34 @@ def group_object(
         ends = [end for end in await ctx.get(OPENER_ENDS, serde=ENDS) or [] if end.caller != ended.caller]
         ctx.set(OPENER_ENDS, [*ends, OpenerEnd(caller=ended.caller, failed=ended.failed)], serde=ENDS)
 
-    del open, settle, wait, close, operator_close, watch, caller_ended, hold, held
+    del open, open2, report, settle, wait, close, close2, operator_close, watch, caller_ended, hold, held
     return group
 
 
-async def _close(ctx: restate.ObjectContext, meta: GroupMeta, effective: LoserPolicy) -> int:
-    """The ADR's close under ``effective``; how many cancels it sent."""
+async def _close(
+    ctx: restate.ObjectContext, meta: GroupMeta, effective: LoserPolicy, *, linked: bool = False
+) -> int:
+    """The ADR's close under ``effective``; how many cancels it sent.
+
+    ``linked`` (`close2`): a pumped group's pump that reported an awakeable and still listens on it is
+    released through it (decision 62); `close` and `operator_close` journal exactly what they did.
+    """
     mode = mode_for(meta.mode)
     # Every read before the first effect (decision 22): the closing caller's own cancellation
     # surfaces only at an await, so a close is never cut off half done.
     cancels = await mode.to_cancel(ctx, meta) if effective is LoserPolicy.CANCEL else []
+    if linked and meta.counter == meta.child_count:
+        cancels = []  # every child settled: none is left to cancel
     releases = await mode.releases(ctx, meta)
+    link = None
+    if linked and meta.mode is SettlementMode.PUMPED:
+        link = await ctx.get(PUMP_LINK, serde=LINK)
     # One cancel per unsettled child, not awaiting termination (ADR, "Close deletes…").
     _cancel(ctx, cancels, meta)
+    if link is not None and link.awakeable is not None and not link.left:
+        # The pump listens: resolved, it releases its store (and its further slices') and stops.
+        ctx.resolve_awakeable(link.awakeable, _LISTENED, serde=_RAW)
+        releases = []  # a pumped group's one release is its pump's forget
     for release in releases:
         release.send(ctx)
     for waiter in meta.waiters:
@@ -265,9 +344,18 @@ async def _close(ctx: restate.ObjectContext, meta: GroupMeta, effective: LoserPo
 
 
 async def _record(
-    ctx: restate.ObjectContext, meta: GroupMeta | None, req: OpenRequest, batch_from: int, routing: Routing
+    ctx: restate.ObjectContext,
+    meta: GroupMeta | None,
+    req: OpenRequest,
+    batch_from: int,
+    routing: Routing,
+    *,
+    pumped: bool = False,
 ) -> tuple[GroupMeta, list[RuntimeEffectEnvelope]]:
-    """The group's record after this open, and the children to dispatch (none on a reopen)."""
+    """The group's record after this open, and the children to dispatch (none on a reopen).
+
+    ``pumped`` (`open2`): whatever its width, the group settles through a pump (decision 62).
+    """
     if meta is not None:
         # ADR: a reopen is fenced on shape, resolves only what it dispatches and refuses nothing;
         # on Restate the children are engine-owned invocations already, so it dispatches nothing.
@@ -280,10 +368,14 @@ async def _record(
         # Decision 41: a resume of a group that was closed (or never recorded) must not start it over.
         raise GroupNotOpen.not_recorded(group_key=ctx.key())
     children = [decode(child, RuntimeEffectEnvelope) for child in req.children]
-    mode = SettlementMode.for_width(req.shape.child_count, batch_from)
+    mode = SettlementMode.PUMPED if pumped else SettlementMode.for_width(req.shape.child_count, batch_from)
     # A caller of this release refused an open too large to send; a request that arrived may still
     # hold children that would not fit the messages that dispatch them: refused, recording nothing.
-    mode_for(mode).check_fits(ctx.key(), children, [len(child) for child in req.children])
+    sizes = [len(child) for child in req.children]
+    if pumped:
+        AwaitedDispatch.check_fits(ctx.key(), children, sizes, sent=len(children) < batch_from)
+    else:
+        mode_for(mode).check_fits(ctx.key(), children, sizes)
     # Decision 50: decided once, by the execution that records the group. An open that suspends after
     # answering and resumes on a process that routes differently replays past this point: asked
     # again, it would refuse a group it already recorded and fail its replay for ever.
@@ -317,9 +409,11 @@ async def _record(
 
 
 async def _redispatch(
-    ctx: restate.ObjectContext, meta: GroupMeta, req: OpenRequest, routing: Routing
+    ctx: restate.ObjectContext, meta: GroupMeta, req: OpenRequest, routing: Routing, *, awaited: bool = False
 ) -> None:
     """ADR: a reopen resolves only what it dispatches and refuses nothing (decision 48).
+
+    ``awaited`` (`open2`): a pumped group is re-dispatched through `redrive2` (decision 62).
 
     A child whose runner was missing ended without an outcome (the engine's terminal 404); once the
     endpoint can route it again, a reopen dispatches it again, as the reference host's reopen does.
@@ -332,7 +426,10 @@ async def _redispatch(
     routable = [child for child in children if routing.routes(child)]
     if not routable:
         return
-    handles = mode_for(meta.mode).redispatch(ctx, meta, routable)
+    if awaited and meta.mode is SettlementMode.PUMPED:
+        handles = AwaitedDispatch.redispatch(ctx, meta, routable)
+    else:
+        handles = mode_for(meta.mode).redispatch(ctx, meta, routable)
     known = await ctx.get(REDISPATCHED, serde=STRINGS) or []
     ctx.set(REDISPATCHED, [*known, *[await h.invocation_id() for h in handles]], serde=STRINGS)
     logs.event("group.redispatched", ctx, group_key=ctx.key(), children=len(routable))

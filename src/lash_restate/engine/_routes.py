@@ -25,7 +25,10 @@ from ._messages import (
     OperatorClose,
     OperatorClosed,
     OutcomesRead,
+    PumpAwait,
+    PumpReport,
     PumpRun,
+    ReportReply,
     SettleBatch,
     WaitReply,
     WaitRequest,
@@ -40,10 +43,13 @@ __all__ = [
     "GROUP",
     "GROUP_CALLER_ENDED",
     "GROUP_CLOSE",
+    "GROUP_CLOSE2",
     "GROUP_HELD",
     "GROUP_HOLD",
     "GROUP_OPEN",
+    "GROUP_OPEN2",
     "GROUP_OPERATOR_CLOSE",
+    "GROUP_REPORT",
     "GROUP_SETTLE",
     "GROUP_WAIT",
     "GROUP_WATCH",
@@ -51,7 +57,9 @@ __all__ = [
     "PUMP_FORGET",
     "PUMP_OUTCOMES",
     "PUMP_REDRIVE",
+    "PUMP_REDRIVE2",
     "PUMP_RUN",
+    "PUMP_RUN2",
     "DEFAULT_PREFIX",
     "ROUTES",
     "SIGNAL",
@@ -184,6 +192,12 @@ GROUP_CALLER_ENDED: Route[CallerEnded, None] = Route(GROUP, "caller_ended", Call
 # Decision 45: a caller that saved a handle is watched until it ends, and how it ended is recorded.
 GROUP_HOLD: Route[CallerEnded, None] = Route(GROUP, "hold", CallerEnded, type(None))
 GROUP_HELD: Route[CallerEnded, None] = Route(GROUP, "held", CallerEnded, type(None))
+# Decision 62: what this release's callers send. `open2` records every group as pumped and dispatches
+# it with one pump that awaits every child (a narrow group's children sent by the open itself, a wide
+# group's called by the pump); `close2` releases that pump's store through the link it reported.
+GROUP_OPEN2: Route[OpenRequest, None] = Route(GROUP, "open2", OpenRequest, type(None))
+GROUP_CLOSE2: Route[CloseRequest, None] = Route(GROUP, "close2", CloseRequest, type(None))
+GROUP_REPORT: Route[PumpReport, ReportReply] = Route(GROUP, "report", PumpReport, ReportReply)
 # The operator's close: the one public handler of the group object, reached through the ingress by
 # `lash-restate groups close`; never called between lash's own services (so not in ROUTES).
 GROUP_OPERATOR_CLOSE: Route[OperatorClose, OperatorClosed] = Route(
@@ -202,6 +216,9 @@ PUMP_OUTCOMES: Route[list[int] | OutcomesRead, bytes] = Route(
 PUMP_FORGET: Route[None, None] = Route(PUMP, "forget", None, type(None))
 # Decision 48: a reopen runs again the children of a pumped group that ended without an outcome.
 PUMP_REDRIVE: Route[PumpRun, None] = Route(PUMP, "redrive", PumpRun, type(None))
+PUMP_RUN2: Route[PumpAwait, None] = Route(PUMP, "run2", PumpAwait, type(None))
+# Decision 62: `open2`'s re-dispatch, which asks the group first (its `run2` releases at the close).
+PUMP_REDRIVE2: Route[PumpRun, None] = Route(PUMP, "redrive2", PumpRun, type(None))
 
 SIGNAL_SUBSCRIBE: Route[str, None] = Route(SIGNAL, "subscribe", str, type(None))
 
@@ -214,6 +231,9 @@ ROUTES: tuple[Route[Any, Any], ...] = (
     GROUP_CALLER_ENDED,
     GROUP_HOLD,
     GROUP_HELD,
+    GROUP_OPEN2,
+    GROUP_CLOSE2,
+    GROUP_REPORT,
     CHILD_RUN,
     CHILD_EXECUTE,
     CHILD_OUTCOME,
@@ -222,6 +242,8 @@ ROUTES: tuple[Route[Any, Any], ...] = (
     PUMP_OUTCOMES,
     PUMP_FORGET,
     PUMP_REDRIVE,
+    PUMP_RUN2,
+    PUMP_REDRIVE2,
     SIGNAL_SUBSCRIBE,
 )
 
