@@ -207,11 +207,20 @@ async def _poll(stack: Stack, query: str, done: Any, within: float = 60) -> list
             await asyncio.sleep(0.05)
 
 
+def _runs_of(replay_key: str) -> str:
+    """The invocations that run the child ``replay_key``: its `LashChild` run or execute, or, for a
+    call lash makes itself, the callee, keyed by the child's replay key (decision 62)."""
+    return (
+        f"(target_service_name = 'LashChild' AND target_handler_name IN ('run', 'execute') "
+        f"AND target_service_key = {quote(replay_key)}) "
+        f"OR starts_with(idempotency_key, {quote(replay_key + '@')})"
+    )
+
+
 async def _wait_run_completed(stack: Stack, replay_key: str) -> list[dict[str, Any]]:
     return await _poll(
         stack,
-        "SELECT status, completion_failure FROM sys_invocation WHERE target_service_name = 'LashChild' "
-        f"AND target_handler_name IN ('run', 'execute') AND target_service_key = {quote(replay_key)}",
+        f"SELECT status, completion_failure FROM sys_invocation WHERE {_runs_of(replay_key)}",
         lambda rows: bool(rows) and all(r["status"] == "completed" for r in rows),
     )
 
@@ -219,8 +228,7 @@ async def _wait_run_completed(stack: Stack, replay_key: str) -> list[dict[str, A
 async def _wait_run_started(stack: Stack, replay_key: str) -> list[dict[str, Any]]:
     return await _poll(
         stack,
-        "SELECT status FROM sys_invocation WHERE target_service_name = 'LashChild' "
-        f"AND target_handler_name IN ('run', 'execute') AND target_service_key = {quote(replay_key)}",
+        f"SELECT status FROM sys_invocation WHERE {_runs_of(replay_key)}",
         lambda rows: bool(rows) and rows[0]["status"] in ("running", "backing-off"),
     )
 

@@ -55,7 +55,7 @@ from ._messages import (
     encode,
 )
 from ._mode import mode_for
-from ._routes import GROUP_CLOSE2, GROUP_HOLD, GROUP_OPEN2, GROUP_WAIT, Route, groups_wired
+from ._routes import GROUP_CLOSE, GROUP_HOLD, GROUP_OPEN, GROUP_WAIT, Route, groups_wired
 
 __all__ = ["RestateController"]
 
@@ -178,7 +178,7 @@ class RestateController(EffectGroupDefaults):
         )
         # Sent, answered on an awakeable (decision 25): this invocation's cancellation cannot cut
         # the open short between dispatching the children and recording how to cancel them.
-        GROUP_OPEN2.send(self._ctx, key, request)  # this release's open (decision 62)
+        GROUP_OPEN.send(self._ctx, key, request)
         reply = decode(await _typed(opened), OpenReply)
         if not reply.reopened:
             self._wakes[key] = _Wakes(reply.incarnation, dict(enumerate(window.values(), start=1)))
@@ -328,9 +328,9 @@ class RestateController(EffectGroupDefaults):
         key = handle.group_key
         request = CloseRequest(child_count=handle.child_count, disposition=disposition)
         if self._cannot_refuse(handle, disposition):
-            GROUP_CLOSE2.send(self._ctx, key, request)  # this release's close (decision 62)
+            GROUP_CLOSE.send(self._ctx, key, request)
         else:
-            await self._ask(GROUP_CLOSE2, key, request)
+            await self._ask(GROUP_CLOSE, key, request)
         self._wakes.pop(key, None)
         if (hold := self._saved.pop(key, None)) is not None:
             # Closed: how this invocation ends no longer matters to the group, so its watch ends now

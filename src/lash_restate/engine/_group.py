@@ -6,8 +6,8 @@ recorded `GroupShape`, read only by open, reads of past ranks and a direct close
 ids a `Cancel` needs and, for a group `open2` recorded, how to reach its pump at the close (``pump``).
 Payload bytes never enter it.
 
-Decision 62: this release's callers send `open2` and `close2`; `open` and `close` stay as the
-release before wrote them, for its callers (a rolling upgrade) and for groups it opened.
+Decision 62: a group recorded now settles through one pump whatever its width; a group a release
+before recorded (direct or pumped) goes on as it did.
 """
 
 from __future__ import annotations
@@ -64,11 +64,9 @@ from ._routes import (
     GROUP,
     GROUP_CALLER_ENDED,
     GROUP_CLOSE,
-    GROUP_CLOSE2,
     GROUP_HELD,
     GROUP_HOLD,
     GROUP_OPEN,
-    GROUP_OPEN2,
     GROUP_OPERATOR_CLOSE,
     GROUP_REPORT,
     GROUP_SETTLE,
@@ -106,34 +104,13 @@ def group_object(
         The opener sends this and awaits its awakeable (decision 25), so its own cancellation never
         reaches this handler: a group whose children were dispatched always records how to cancel
         them. The answer goes out before the awaits that follow, so the opener resumes at once.
+
+        Decision 62: every group a first open records settles through one pump that awaits each child
+        where it runs (`AwaitedDispatch`) and releases its store when the close resolves its awakeable.
         """
         meta = await ctx.get("meta", serde=META)
         try:
             meta, children = await _record(ctx, meta, req, batch_from, routing)
-        except LashError as error:
-            ctx.reject_awakeable(req.reply_to, error.to_wire(), terminal_status(error))
-            return
-        handles = mode_for(meta.mode).dispatch(ctx, meta, children) if children else []
-        reply = OpenReply(reopened=not children, incarnation=meta.incarnation)
-        ctx.resolve_awakeable(req.reply_to, reply, serde=_OPENED)
-        # What follows is off the opener's path: it has its answer.
-        if handles:  # cancels need these: one per child, or the one pump (decision 4)
-            ctx.set(INVOCATIONS, [await h.invocation_id() for h in handles], serde=STRINGS)
-            meta = msgspec.structs.replace(meta, opened_at_ms=int(await ctx.time() * 1000))
-        await _note_opener(ctx, meta, req.caller, changed=bool(handles))
-        if not children:
-            # After everything a format-1 open journals, so a reopen in flight when the code was
-            # replaced in place replays its journal as a prefix of this one (decision 48).
-            await _redispatch(ctx, meta, req, routing)
-
-    @group.handler(name=GROUP_OPEN2.handler, ingress_private=True, input_serde=OpenRequestSerde())
-    async def open2(ctx: restate.ObjectContext, req: OpenRequest) -> None:
-        """This release's open (decision 62): as `open`, but every group it records settles through one
-        pump that awaits each child where it runs (`AwaitedDispatch`), and reaches `close2` a way to
-        release its store that costs no invocation."""
-        meta = await ctx.get("meta", serde=META)
-        try:
-            meta, children = await _record(ctx, meta, req, batch_from, routing, pumped=True)
         except LashError as error:
             ctx.reject_awakeable(req.reply_to, error.to_wire(), terminal_status(error))
             return
@@ -144,12 +121,14 @@ def group_object(
         reply = OpenReply(reopened=not children, incarnation=meta.incarnation)
         ctx.resolve_awakeable(req.reply_to, reply, serde=_OPENED)
         # What follows is off the opener's path: it has its answer.
-        if dispatch is not None:
+        if dispatch is not None:  # cancels need these (decision 4)
             ctx.set(INVOCATIONS, await dispatch.finish(), serde=STRINGS)
             meta = msgspec.structs.replace(meta, opened_at_ms=int(await ctx.time() * 1000))
         await _note_opener(ctx, meta, req.caller, changed=dispatch is not None)
         if not children:
-            await _redispatch(ctx, meta, req, routing, awaited=True)
+            # After everything a format-1 open journals, so a reopen in flight when the code was
+            # replaced in place replays its journal as a prefix of this one (decision 48).
+            await _redispatch(ctx, meta, req, routing)
 
     @group.handler(name=GROUP_REPORT.handler, ingress_private=True, state_preload=False)
     @terminal_errors
@@ -201,18 +180,6 @@ def group_object(
         check_child_count(meta.child_count, req.child_count, group_key=ctx.key())
         effective = effective_disposition(meta.disposition, req.disposition, group_key=ctx.key())
         await _close(ctx, meta, effective)
-
-    @group.handler(name=GROUP_CLOSE2.handler, ingress_private=True, state_preload=False)
-    @terminal_errors
-    async def close2(ctx: restate.ObjectContext, req: CloseRequest) -> None:
-        """This release's close (decision 62): as `close`, and a pump that reported how to reach it
-        releases its own store when its awakeable is resolved, instead of by a `forget` invocation."""
-        meta = await ctx.get("meta", serde=META)
-        if meta is None:
-            return  # ADR: close is idempotent, and so is the delete
-        check_child_count(meta.child_count, req.child_count, group_key=ctx.key())
-        effective = effective_disposition(meta.disposition, req.disposition, group_key=ctx.key())
-        await _close(ctx, meta, effective, linked=True)
 
     @group.handler(name=GROUP_OPERATOR_CLOSE.handler, state_preload=False)
     @terminal_errors
@@ -300,27 +267,25 @@ def group_object(
         ends = [end for end in await ctx.get(OPENER_ENDS, serde=ENDS) or [] if end.caller != ended.caller]
         ctx.set(OPENER_ENDS, [*ends, OpenerEnd(caller=ended.caller, failed=ended.failed)], serde=ENDS)
 
-    del open, open2, report, settle, wait, close, close2, operator_close, watch, caller_ended, hold, held
+    del open, report, settle, wait, close, operator_close, watch, caller_ended, hold, held
     return group
 
 
-async def _close(
-    ctx: restate.ObjectContext, meta: GroupMeta, effective: LoserPolicy, *, linked: bool = False
-) -> int:
+async def _close(ctx: restate.ObjectContext, meta: GroupMeta, effective: LoserPolicy) -> int:
     """The ADR's close under ``effective``; how many cancels it sent.
 
-    ``linked`` (`close2`): a pumped group's pump that reported an awakeable and still listens on it is
-    released through it (decision 62); `close` and `operator_close` journal exactly what they did.
+    Decision 62: a pumped group's pump that reported an awakeable and still listens on it is released
+    through it, with no invocation; any other pumped group's through its `forget`.
     """
     mode = mode_for(meta.mode)
     # Every read before the first effect (decision 22): the closing caller's own cancellation
     # surfaces only at an await, so a close is never cut off half done.
     cancels = await mode.to_cancel(ctx, meta) if effective is LoserPolicy.CANCEL else []
-    if linked and meta.counter == meta.child_count:
+    if meta.counter == meta.child_count:
         cancels = []  # every child settled: none is left to cancel
     releases = await mode.releases(ctx, meta)
     link = None
-    if linked and meta.mode is SettlementMode.PUMPED:
+    if meta.mode is SettlementMode.PUMPED:
         link = await ctx.get(PUMP_LINK, serde=LINK)
     # One cancel per unsettled child, not awaiting termination (ADR, "Close deletes…").
     _cancel(ctx, cancels, meta)
@@ -344,17 +309,11 @@ async def _close(
 
 
 async def _record(
-    ctx: restate.ObjectContext,
-    meta: GroupMeta | None,
-    req: OpenRequest,
-    batch_from: int,
-    routing: Routing,
-    *,
-    pumped: bool = False,
+    ctx: restate.ObjectContext, meta: GroupMeta | None, req: OpenRequest, batch_from: int, routing: Routing
 ) -> tuple[GroupMeta, list[RuntimeEffectEnvelope]]:
     """The group's record after this open, and the children to dispatch (none on a reopen).
 
-    ``pumped`` (`open2`): whatever its width, the group settles through a pump (decision 62).
+    Whatever its width, a group recorded now settles through a pump (decision 62).
     """
     if meta is not None:
         # ADR: a reopen is fenced on shape, resolves only what it dispatches and refuses nothing;
@@ -368,14 +327,11 @@ async def _record(
         # Decision 41: a resume of a group that was closed (or never recorded) must not start it over.
         raise GroupNotOpen.not_recorded(group_key=ctx.key())
     children = [decode(child, RuntimeEffectEnvelope) for child in req.children]
-    mode = SettlementMode.PUMPED if pumped else SettlementMode.for_width(req.shape.child_count, batch_from)
+    mode = SettlementMode.PUMPED
     # A caller of this release refused an open too large to send; a request that arrived may still
     # hold children that would not fit the messages that dispatch them: refused, recording nothing.
     sizes = [len(child) for child in req.children]
-    if pumped:
-        AwaitedDispatch.check_fits(ctx.key(), children, sizes, sent=len(children) < batch_from)
-    else:
-        mode_for(mode).check_fits(ctx.key(), children, sizes)
+    AwaitedDispatch.check_fits(ctx.key(), children, sizes, sent=len(children) < batch_from)
     # Decision 50: decided once, by the execution that records the group. An open that suspends after
     # answering and resumes on a process that routes differently replays past this point: asked
     # again, it would refuse a group it already recorded and fail its replay for ever.
@@ -409,11 +365,11 @@ async def _record(
 
 
 async def _redispatch(
-    ctx: restate.ObjectContext, meta: GroupMeta, req: OpenRequest, routing: Routing, *, awaited: bool = False
+    ctx: restate.ObjectContext, meta: GroupMeta, req: OpenRequest, routing: Routing
 ) -> None:
     """ADR: a reopen resolves only what it dispatches and refuses nothing (decision 48).
 
-    ``awaited`` (`open2`): a pumped group is re-dispatched through `redrive2` (decision 62).
+    A pumped group is re-dispatched through `redrive2`, which asks the group first (decision 62).
 
     A child whose runner was missing ended without an outcome (the engine's terminal 404); once the
     endpoint can route it again, a reopen dispatches it again, as the reference host's reopen does.
@@ -426,7 +382,7 @@ async def _redispatch(
     routable = [child for child in children if routing.routes(child)]
     if not routable:
         return
-    if awaited and meta.mode is SettlementMode.PUMPED:
+    if meta.mode is SettlementMode.PUMPED:
         handles = AwaitedDispatch.redispatch(ctx, meta, routable)
     else:
         handles = mode_for(meta.mode).redispatch(ctx, meta, routable)

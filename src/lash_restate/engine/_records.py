@@ -52,16 +52,13 @@ class SettlementMode(StrEnum):
     """How a group's children reach the rank authority, chosen once at open (decision 20).
 
     ``direct``: each child is its own `LashChild` invocation that stores its outcome and settles
-    itself. ``pumped``: one `LashPump` invocation calls every child, stores their outcomes and
-    settles whatever finished meanwhile in one batch. What differs lives in `_mode.py`.
+    itself. ``pumped``: one `LashPump` invocation awaits every child, stores their outcomes and
+    settles whatever finished meanwhile in one batch. What differs lives in `_mode.py`. Every group
+    recorded since decision 62 is pumped; ``direct`` ones were recorded by an earlier release.
     """
 
     DIRECT = "direct"
     PUMPED = "pumped"
-
-    @classmethod
-    def for_width(cls, child_count: int, batch_from: int) -> SettlementMode:
-        return cls.PUMPED if child_count >= batch_from else cls.DIRECT
 
 
 class Waiter(msgspec.Struct, **RECORD_OPTIONS):

@@ -43,11 +43,9 @@ __all__ = [
     "GROUP",
     "GROUP_CALLER_ENDED",
     "GROUP_CLOSE",
-    "GROUP_CLOSE2",
     "GROUP_HELD",
     "GROUP_HOLD",
     "GROUP_OPEN",
-    "GROUP_OPEN2",
     "GROUP_OPERATOR_CLOSE",
     "GROUP_REPORT",
     "GROUP_SETTLE",
@@ -192,11 +190,7 @@ GROUP_CALLER_ENDED: Route[CallerEnded, None] = Route(GROUP, "caller_ended", Call
 # Decision 45: a caller that saved a handle is watched until it ends, and how it ended is recorded.
 GROUP_HOLD: Route[CallerEnded, None] = Route(GROUP, "hold", CallerEnded, type(None))
 GROUP_HELD: Route[CallerEnded, None] = Route(GROUP, "held", CallerEnded, type(None))
-# Decision 62: what this release's callers send. `open2` records every group as pumped and dispatches
-# it with one pump that awaits every child (a narrow group's children sent by the open itself, a wide
-# group's called by the pump); `close2` releases that pump's store through the link it reported.
-GROUP_OPEN2: Route[OpenRequest, None] = Route(GROUP, "open2", OpenRequest, type(None))
-GROUP_CLOSE2: Route[CloseRequest, None] = Route(GROUP, "close2", CloseRequest, type(None))
+# Decision 62: a pump of a group recorded now reports its settlements here, and learns if it is closed.
 GROUP_REPORT: Route[PumpReport, ReportReply] = Route(GROUP, "report", PumpReport, ReportReply)
 # The operator's close: the one public handler of the group object, reached through the ingress by
 # `lash-restate groups close`; never called between lash's own services (so not in ROUTES).
@@ -231,8 +225,6 @@ ROUTES: tuple[Route[Any, Any], ...] = (
     GROUP_CALLER_ENDED,
     GROUP_HOLD,
     GROUP_HELD,
-    GROUP_OPEN2,
-    GROUP_CLOSE2,
     GROUP_REPORT,
     CHILD_RUN,
     CHILD_EXECUTE,
