@@ -93,7 +93,7 @@ async def test_a_call_whose_target_left_the_deployment_ends_with_a_terminal_404(
         await _poll(
             stack,
             "SELECT status FROM sys_invocation WHERE target_service_name = 'LashGroup' AND "
-            f"target_handler_name = 'open2' AND target_service_key = {quote(s.key('late'))}",
+            f"target_handler_name = 'open' AND target_service_key = {quote(s.key('late'))}",
             lambda rows: bool(rows) and all(r["status"] == "completed" for r in rows),
         )
         stack.restart_endpoint(children, LASH_DEMO_EXTERNAL="")  # redeployed in place, undeclared

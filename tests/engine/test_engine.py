@@ -287,8 +287,9 @@ async def _assert_group_state_is_references_only(stack: Stack, group_key: str, p
         "SELECT key, value_utf8 FROM state "
         f"WHERE service_name = 'LashGroup' AND service_key = {quote(group_key)}",
     )
-    # `opener_ends`: how the callers that saved its handle ended (decision 45), invocation ids only.
-    assert {r["key"] for r in rows} <= {"meta", "fence", "invocations", "opener_ends"}
+    # `opener_ends`: how the callers that saved its handle ended (decision 45), invocation ids only;
+    # `pump`: the awakeable its pump listens on for the close (decision 62).
+    assert {r["key"] for r in rows} <= {"meta", "fence", "invocations", "opener_ends", "pump"}
     assert not any(payload in (r["value_utf8"] or "") for r in rows)
 
 
@@ -299,25 +300,25 @@ async def test_group_state_holds_references_never_payload_bytes(stack: Stack) ->
     [opened, settled] = await stack.turn(open_(s.group([echo(payload), event(s.event("e"))])), next_())
     assert ok(settled)["outcome"] == {"type": "ok", "value": payload}
     await _assert_group_state_is_references_only(stack, s.key(), payload)
-    child_rows = await asyncio.to_thread(
+    pump_rows = await asyncio.to_thread(
         sql,
         stack.server.admin_url,
-        "SELECT value_utf8 FROM state "
-        f"WHERE service_name = 'LashChild' AND service_key = {quote(s.key() + '/c0')}",
+        "SELECT value_utf8 FROM state WHERE service_name = 'LashPump' "
+        f"AND ends_with(service_key, {quote(':' + s.key())})",
     )
-    assert any(payload in (r["value_utf8"] or "") for r in child_rows)  # it lives with the child
+    assert any(payload in (r["value_utf8"] or "") for r in pump_rows)  # it lives with the group's pump
     assert ok(opened)
 
 
-@pytest.mark.parametrize("width", [2, 3], ids=["direct", "batched"])
+@pytest.mark.parametrize("width", [2, 3], ids=["sent", "batched"])
 async def test_each_child_is_an_invocation_of_its_own_sent_by_the_group_or_its_pump(
     stack: Stack, width: int
 ) -> None:
     """ADR, tier split: a Restate child is a full invocation, dispatched from outside any recorded body.
 
-    Each child is its own `LashChild` invocation, sent by a lash handler as a Restate call (never
-    from a side effect's body through the ingress): by the group's `open` on the direct path, by the
-    group's pump (itself an invocation the group's `open` sent) on the batched one (decision 20)."""
+    Each tool child is its own `LashChild` invocation, sent by a lash handler as a Restate call (never
+    from a side effect's body through the ingress): by the group's `open` for a narrow group, by the
+    group's pump (itself an invocation the group's `open` sent) for a wide one (decisions 20, 62)."""
     s = Scope()
     group = s.group([echo(i) for i in range(width)])
     [_, *served, _] = await stack.turn(open_(group), *[next_() for _ in range(width)], close())
@@ -337,13 +338,56 @@ async def test_each_child_is_an_invocation_of_its_own_sent_by_the_group_or_its_p
     for row in rows:
         assert row["kind"] == "service", row  # a call from a handler, not a request at the ingress
         if width == 2:
-            assert (row["handler"], row["by_service"], row["by_handler"]) == ("run", "LashGroup", "open"), row
+            assert (row["handler"], row["by_service"], row["by_handler"]) == (
+                "execute",
+                "LashGroup",
+                "open",
+            ), row
         else:
             assert (row["handler"], row["by_service"], row["by_by"]) == (
                 "execute",
                 "LashPump",
                 "LashGroup",
             ), row
+
+
+@pytest.mark.parametrize("width", [2, 3], ids=["sent", "batched"])
+async def test_a_call_child_is_the_invocation_of_the_handler_it_calls_and_nothing_else(
+    stack: Stack, width: int
+) -> None:
+    """Decision 62: a call child costs the user's handler invocation and no `LashChild` in front of it.
+
+    The callee is sent by the group's `open` for a narrow group and called by the group's pump for a
+    wide one; either way from a lash handler (never from a side effect's body), under the idempotency
+    key that names the child's replay key and the group's incarnation."""
+    s = Scope()
+    group = s.group([_demo_echo(i) for i in range(width)])
+    [_, *served, _] = await stack.turn(open_(group), *[next_() for _ in range(width)], close())
+    assert sorted(ok(r)["outcome"]["value"] for r in served) == list(range(width))
+    rows = await asyncio.to_thread(
+        sql,
+        stack.server.admin_url,
+        "SELECT c.idempotency_key AS key, c.invoked_by AS kind, p.target_service_name AS by_service, "
+        "p.target_handler_name AS by_handler FROM sys_invocation c "
+        "LEFT JOIN sys_invocation p ON c.invoked_by_id = p.id "
+        f"WHERE c.target = 'DemoCalls/echo' AND starts_with(c.idempotency_key, {quote(s.key() + '/')})",
+    )
+    keys = sorted(r["key"].rpartition("@")[0] for r in rows)
+    assert keys == sorted(f"{s.key()}/c{i}" for i in range(width)), rows  # one each
+    expected = ("LashGroup", "open") if width == 2 else ("LashPump", "run2")
+    for row in rows:
+        assert row["kind"] == "service" and (row["by_service"], row["by_handler"]) == expected, row
+    children = await asyncio.to_thread(
+        sql,
+        stack.server.admin_url,
+        f"SELECT id FROM sys_invocation WHERE target_service_name = 'LashChild' "
+        f"AND starts_with(target_service_key, {quote(s.key() + '/')})",
+    )
+    assert children == []  # no wrapper invocation, no release per child
+
+
+def _demo_echo(value: Any) -> dict[str, Any]:
+    return {"type": "call", "service": "DemoCalls", "handler": "echo", "arg": {"value": value}}
 
 
 async def test_a_batched_group_keeps_payloads_in_its_pump_and_releases_them_at_close(stack: Stack) -> None:

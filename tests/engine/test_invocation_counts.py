@@ -10,8 +10,6 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-import pytest
-
 from lash_restate.inspection import quote, sql
 from tests.conformance.builders import Scope, combine, ok
 from tests.engine.conftest import Stack
@@ -50,8 +48,6 @@ async def _until(stack: Stack, query: str, done: Any, within: float = 60) -> lis
             await asyncio.sleep(0.05)
 
 
-# Until the redesign of issue 22 lands: today a race costs 11 invocations and an all over N 2N + 7.
-@pytest.mark.xfail(strict=True, reason="issue 22: a wrapper and a release per call child")
 async def test_a_race_of_two_calls_costs_at_most_seven_invocations(stack: Stack) -> None:
     """The loser runs for an hour: what is counted is what the race cost by the time its group is
     closed and lash has nothing left running for it (the loser's own invocation is one of the two)."""
@@ -77,7 +73,6 @@ async def test_a_race_of_two_calls_costs_at_most_seven_invocations(stack: Stack)
     assert sum(spent.values()) <= RACE_MOST, spent
 
 
-@pytest.mark.xfail(strict=True, reason="issue 22: a wrapper and a release per call child")
 async def test_an_all_over_ten_calls_costs_at_most_n_plus_six_invocations(stack: Stack) -> None:
     s = Scope()
     group = s.group([thin(i) for i in range(ALL_OVER)])

@@ -100,7 +100,7 @@ async def state_rows(stack: LocalStack, key: str) -> list[dict[str, Any]]:
 
 
 async def unfinished(stack: LocalStack, key: str) -> list[dict[str, Any]]:
-    """Invocations of the group, its children and the calls they made that have not ended."""
+    """Invocations of the group, its pump, its children and the calls they made that have not ended."""
     children = (
         "SELECT id FROM sys_invocation WHERE target_service_name = 'LashChild' "
         f"AND starts_with(target_service_key, {quote(key + '/')})"
@@ -109,6 +109,9 @@ async def unfinished(stack: LocalStack, key: str) -> list[dict[str, Any]]:
         "SELECT id, target, status FROM sys_invocation WHERE status != 'completed' AND ("
         f"(target_service_name = 'LashChild' AND starts_with(target_service_key, {quote(key + '/')})) "
         f"OR invoked_by_id IN ({children}) "
+        # A call child lash calls itself is the callee, keyed by the child's replay key (decision 62).
+        f"OR starts_with(idempotency_key, {quote(key + '/')}) "
+        f"OR (target_service_name = 'LashPump' AND ends_with(target_service_key, {quote(':' + key)})) "
         f"OR (target_service_name = 'LashGroup' AND target_service_key = {quote(key)}))"
     )
     return await asyncio.to_thread(sql, stack.server.admin_url, query)

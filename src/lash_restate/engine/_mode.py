@@ -264,6 +264,12 @@ class _Pumped:
         # the further slices' pumps, which cancel theirs (the SDK's implicit cancellation, decision 35);
         # their Cancelled terminals still settle through the pumps. A reopen's redrive likewise.
         invocations = await ctx.get(INVOCATIONS, serde=STRINGS) or []
+        if len(invocations) == meta.child_count:
+            # One per child, by position: the children a narrow group's open sent itself, whose pump
+            # only attaches to them (decision 62); or a one-child group's pump, whose one child is at
+            # position 0. Cancelled: the unsettled ones.
+            settled = set(meta.positions())
+            invocations = [i for position, i in enumerate(invocations) if position not in settled]
         return invocations + (await ctx.get(REDISPATCHED, serde=STRINGS) or [])
 
     async def releases(self, ctx: restate.ObjectContext, meta: GroupMeta) -> list[Release]:
