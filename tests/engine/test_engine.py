@@ -128,7 +128,7 @@ async def test_killed_endpoint_mid_group_serves_identical_ranks_to_a_fresh_invoc
     assert sorted(stack.counts()) == sorted(names)  # each side effect ran exactly once
 
 
-@pytest.mark.parametrize("routable", [1, 2], ids=["direct", "batched"])
+@pytest.mark.parametrize("routable", [1, 2], ids=["sent", "batched"])
 async def test_a_child_whose_tool_left_the_deployment_ends_with_a_terminal_404(
     stack: Stack, routable: int
 ) -> None:
@@ -152,7 +152,7 @@ async def test_a_child_whose_tool_left_the_deployment_ends_with_a_terminal_404(
     assert err(last)["code"] == "await_cancelled"
 
 
-@pytest.mark.parametrize("routable", [1, 2], ids=["direct", "batched"])
+@pytest.mark.parametrize("routable", [1, 2], ids=["sent", "batched"])
 async def test_a_reopen_whose_resolver_lost_a_child_refuses_nothing_and_leaves_it_visible(
     stack: Stack, routable: int
 ) -> None:
