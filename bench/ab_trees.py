@@ -139,7 +139,7 @@ def ratios(result: dict[str, Any]) -> dict[str, dict[str, float]]:
     """Per scenario: native and group medians (s, or races/s for throughput) and group ÷ native."""
     out: dict[str, dict[str, float]] = {}
     for scenario, value in result.items():
-        if scenario == "throughput":
+        if scenario in BURSTS:
             native, group = value["native"], value["group"]
         else:
             native, group = statistics.median(value["native"]), statistics.median(value["group"])
