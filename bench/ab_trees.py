@@ -168,8 +168,10 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     sizes["bursts"] = args.bursts
     stack = LocalStack()
     server = stack.add_server(env={"RESTATE_DEFAULT_NUM_PARTITIONS": "4", "RESTATE_LOG_FILTER": "warn"})
+    extra = {"OLD": _env(args.old_env), "NEW": _env(args.new_env)}
     endpoints: dict[str, Endpoint] = {
-        v: stack.add_endpoint(v, module="bench.app", args=(), env=tree_env(tree)) for v, tree in trees.items()
+        v: stack.add_endpoint(v, module="bench.app", args=(), env={**tree_env(tree), **extra[v]})
+        for v, tree in trees.items()
     }
     rounds: list[dict[str, Any]] = []
     began = datetime.now(UTC)
@@ -233,6 +235,11 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         "variants": variants,
         "rounds": rounds,
     }
+
+
+def _env(pairs: list[str] | None) -> dict[str, str]:
+    """``NAME=VALUE`` pairs for one variant's endpoint (e.g. ``LASH_BATCH_FROM=1``)."""
+    return dict(pair.split("=", 1) for pair in pairs or [])
 
 
 def sign_p(k: int, n: int) -> float:
@@ -304,6 +311,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--old", type=Path, help="the OLD source tree (a checkout)")
     parser.add_argument("--new", type=Path, default=ROOT, help="the NEW source tree (default: this one)")
     parser.add_argument("--old-label", help="what to call OLD (default: its git HEAD)")
+    parser.add_argument("--old-env", action="append", help="NAME=VALUE for OLD's endpoint (repeatable)")
+    parser.add_argument("--new-env", action="append", help="NAME=VALUE for NEW's endpoint (repeatable)")
     parser.add_argument("--new-label", help="what to call NEW (default: its git HEAD)")
     parser.add_argument("--rounds", type=int, default=10, help="rounds, each variant once per round")
     parser.add_argument("--race", type=int, default=30, help="race pairs per round")
