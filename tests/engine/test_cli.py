@@ -71,7 +71,7 @@ async def test_groups_list_and_show_against_a_running_stack(stack: LocalStack) -
         "settled": 1,
         "wake": "first",
         "disposition": "run_to_completion",
-        "mode": "pumped",  # every group recorded now settles through its pump (decision 62)
+        "mode": "direct",
         "state": "parked",  # its only opener, the turn, returned normally with the group open
         "orphaned": False,
         "paused": 0,
@@ -264,7 +264,7 @@ async def test_groups_show_lists_every_child_and_list_by_state_finds_exactly_tho
         await stack.emit(s.event("gate"), "open")
     assert len(parked.result()) == 4
     shown = json.loads(lash("groups", "show", s.key(batch="orphan"), "--json", "--admin-url", admin).stdout)
-    assert [c["outcome"] for c in shown["children"]] == ["ok", None]  # read from the group's pump
+    assert [c["outcome"] for c in shown["children"]] == ["ok", None]  # direct: read from the child
     assert shown["children"][0]["rank"] == 1 and first
 
 

@@ -128,7 +128,7 @@ async def test_killed_endpoint_mid_group_serves_identical_ranks_to_a_fresh_invoc
     assert sorted(stack.counts()) == sorted(names)  # each side effect ran exactly once
 
 
-@pytest.mark.parametrize("routable", [1, 2], ids=["sent", "batched"])
+@pytest.mark.parametrize("routable", [1, 2], ids=["direct", "batched"])
 async def test_a_child_whose_tool_left_the_deployment_ends_with_a_terminal_404(
     stack: Stack, routable: int
 ) -> None:
@@ -152,7 +152,7 @@ async def test_a_child_whose_tool_left_the_deployment_ends_with_a_terminal_404(
     assert err(last)["code"] == "await_cancelled"
 
 
-@pytest.mark.parametrize("routable", [1, 2], ids=["sent", "batched"])
+@pytest.mark.parametrize("routable", [1, 2], ids=["direct", "batched"])
 async def test_a_reopen_whose_resolver_lost_a_child_refuses_nothing_and_leaves_it_visible(
     stack: Stack, routable: int
 ) -> None:
@@ -300,25 +300,25 @@ async def test_group_state_holds_references_never_payload_bytes(stack: Stack) ->
     [opened, settled] = await stack.turn(open_(s.group([echo(payload), event(s.event("e"))])), next_())
     assert ok(settled)["outcome"] == {"type": "ok", "value": payload}
     await _assert_group_state_is_references_only(stack, s.key(), payload)
-    pump_rows = await asyncio.to_thread(
+    child_rows = await asyncio.to_thread(
         sql,
         stack.server.admin_url,
-        "SELECT value_utf8 FROM state WHERE service_name = 'LashPump' "
-        f"AND ends_with(service_key, {quote(':' + s.key())})",
+        "SELECT value_utf8 FROM state "
+        f"WHERE service_name = 'LashChild' AND service_key = {quote(s.key() + '/c0')}",
     )
-    assert any(payload in (r["value_utf8"] or "") for r in pump_rows)  # it lives with the group's pump
+    assert any(payload in (r["value_utf8"] or "") for r in child_rows)  # it lives with the child
     assert ok(opened)
 
 
-@pytest.mark.parametrize("width", [2, 3], ids=["sent", "batched"])
+@pytest.mark.parametrize("width", [2, 3], ids=["direct", "batched"])
 async def test_each_child_is_an_invocation_of_its_own_sent_by_the_group_or_its_pump(
     stack: Stack, width: int
 ) -> None:
     """ADR, tier split: a Restate child is a full invocation, dispatched from outside any recorded body.
 
     Each tool child is its own `LashChild` invocation, sent by a lash handler as a Restate call (never
-    from a side effect's body through the ingress): by the group's `open` for a narrow group, by the
-    group's pump (itself an invocation the group's `open` sent) for a wide one (decisions 20, 62)."""
+    from a side effect's body through the ingress): by the group's `open` on the direct path, by the
+    group's pump (itself an invocation the group's `open` sent) on the batched one (decision 20)."""
     s = Scope()
     group = s.group([echo(i) for i in range(width)])
     [_, *served, _] = await stack.turn(open_(group), *[next_() for _ in range(width)], close())
@@ -339,7 +339,7 @@ async def test_each_child_is_an_invocation_of_its_own_sent_by_the_group_or_its_p
         assert row["kind"] == "service", row  # a call from a handler, not a request at the ingress
         if width == 2:
             assert (row["handler"], row["by_service"], row["by_handler"]) == (
-                "execute",
+                "run",
                 "LashGroup",
                 "open",
             ), row
@@ -357,9 +357,10 @@ async def test_a_call_child_is_the_invocation_of_the_handler_it_calls_and_nothin
 ) -> None:
     """Decision 62: a call child costs the user's handler invocation and no `LashChild` in front of it.
 
-    The callee is sent by the group's `open` for a narrow group and called by the group's pump for a
-    wide one; either way from a lash handler (never from a side effect's body), under the idempotency
-    key that names the child's replay key and the group's incarnation."""
+    The callee is sent by the group's `open` (and joined by its pump) for a narrow group, and called by
+    the group's pump for a wide one; either way from a lash handler (never from a side effect's body),
+    under the idempotency key that names the child's replay key and the group's incarnation, and it
+    runs once."""
     s = Scope()
     group = s.group([_demo_echo(i) for i in range(width)])
     [_, *served, _] = await stack.turn(open_(group), *[next_() for _ in range(width)], close())
@@ -374,9 +375,11 @@ async def test_a_call_child_is_the_invocation_of_the_handler_it_calls_and_nothin
     )
     keys = sorted(r["key"].rpartition("@")[0] for r in rows)
     assert keys == sorted(f"{s.key()}/c{i}" for i in range(width)), rows  # one each
-    expected = ("LashGroup", "open") if width == 2 else ("LashPump", "run2")
+    # Sent by the open and called by the pump under the same key, a narrow group's callee is created
+    # by whichever reaches Restate first; a wide group's, by the pump.
+    expected = {("LashGroup", "open"), ("LashPump", "run2")} if width == 2 else {("LashPump", "run2")}
     for row in rows:
-        assert row["kind"] == "service" and (row["by_service"], row["by_handler"]) == expected, row
+        assert row["kind"] == "service" and (row["by_service"], row["by_handler"]) in expected, row
     children = await asyncio.to_thread(
         sql,
         stack.server.admin_url,

@@ -49,7 +49,6 @@ from lash_restate.engine._messages import (
     PumpRun,
     Ref,
     ReportReply,
-    SentChild,
     SettleBatch,
     WaitReply,
     WaitRequest,
@@ -298,11 +297,6 @@ def _samples() -> list[Sample]:
     add("msg.pump.redrive2.one", redrive, _json(PumpRun))
     called = PumpAwait(group_key=KEY, incarnation=INCARNATION, children=[CALL, TOOL])
     add("msg.pump.run2.called", called, _json(PumpAwait))
-    sent = [
-        SentChild(position=0, replay_key=_KEYS[0], invocation="inv_1callee", target="Payments/charge"),
-        SentChild(position=1, replay_key=_KEYS[1], invocation="inv_1execute"),
-    ]
-    add("msg.pump.run2.sent", PumpAwait(group_key=KEY, incarnation=INCARNATION, sent=sent), _json(PumpAwait))
     add("msg.pump.run2.slice", msgspec.structs.replace(called, listens=False), _json(PumpAwait))
     add("msg.pump.listen.closed", b"true", _raw())
     add(

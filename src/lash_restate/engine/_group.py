@@ -14,10 +14,12 @@ from __future__ import annotations
 
 import msgspec
 import restate
+from restate import SendHandle
 from restate.serde import BytesSerde
 
 from .. import logs
 from ..contract import (
+    Call,
     ChildUnroutable,
     GroupNotOpen,
     InvalidSettlement,
@@ -105,8 +107,10 @@ def group_object(
         reaches this handler: a group whose children were dispatched always records how to cancel
         them. The answer goes out before the awaits that follow, so the opener resumes at once.
 
-        Decision 62: every group a first open records settles through one pump that awaits each child
-        where it runs (`AwaitedDispatch`) and releases its store when the close resolves its awakeable.
+        Decision 62: a group with a call child, and every group of ``batch_from`` children or more,
+        settles through one pump that awaits each child where it runs (`AwaitedDispatch`) and
+        releases its store when the close resolves its awakeable; a narrower group of tools, timers
+        and events settles directly, each child by itself (decision 20).
         """
         meta = await ctx.get("meta", serde=META)
         try:
@@ -114,17 +118,25 @@ def group_object(
         except LashError as error:
             ctx.reject_awakeable(req.reply_to, error.to_wire(), terminal_status(error))
             return
-        sent = len(children) < batch_from
-        dispatch = AwaitedDispatch(ctx, meta, children, routing, sent=sent) if children else None
-        if dispatch is not None:
+        handles: list[SendHandle] = []
+        dispatch = None
+        if children and meta.mode is SettlementMode.PUMPED:
+            dispatch = AwaitedDispatch(ctx, meta, children, routing, sent=len(children) < batch_from)
             dispatch.start()
+        elif children:
+            handles = mode_for(meta.mode).dispatch(ctx, meta, children)
         reply = OpenReply(reopened=not children, incarnation=meta.incarnation)
         ctx.resolve_awakeable(req.reply_to, reply, serde=_OPENED)
         # What follows is off the opener's path: it has its answer.
-        if dispatch is not None:  # cancels need these (decision 4)
-            ctx.set(INVOCATIONS, await dispatch.finish(), serde=STRINGS)
+        if children:  # cancels need these: one per child, or the one pump (decisions 4, 62)
+            ids = (
+                await dispatch.finish()
+                if dispatch is not None
+                else [await h.invocation_id() for h in handles]
+            )
+            ctx.set(INVOCATIONS, ids, serde=STRINGS)
             meta = msgspec.structs.replace(meta, opened_at_ms=int(await ctx.time() * 1000))
-        await _note_opener(ctx, meta, req.caller, changed=dispatch is not None)
+        await _note_opener(ctx, meta, req.caller, changed=bool(children))
         if not children:
             # After everything a format-1 open journals, so a reopen in flight when the code was
             # replaced in place replays its journal as a prefix of this one (decision 48).
@@ -281,8 +293,8 @@ async def _close(ctx: restate.ObjectContext, meta: GroupMeta, effective: LoserPo
     # Every read before the first effect (decision 22): the closing caller's own cancellation
     # surfaces only at an await, so a close is never cut off half done.
     cancels = await mode.to_cancel(ctx, meta) if effective is LoserPolicy.CANCEL else []
-    if meta.counter == meta.child_count:
-        cancels = []  # every child settled: none is left to cancel
+    if meta.mode is SettlementMode.PUMPED and meta.counter == meta.child_count:
+        cancels = []  # every child settled: none is left to cancel (its pump is the invocation listed)
     releases = await mode.releases(ctx, meta)
     link = None
     if meta.mode is SettlementMode.PUMPED:
@@ -313,7 +325,7 @@ async def _record(
 ) -> tuple[GroupMeta, list[RuntimeEffectEnvelope]]:
     """The group's record after this open, and the children to dispatch (none on a reopen).
 
-    Whatever its width, a group recorded now settles through a pump (decision 62).
+    Decision 62: pumped from ``batch_from`` children on, or with a call child whatever the width.
     """
     if meta is not None:
         # ADR: a reopen is fenced on shape, resolves only what it dispatches and refuses nothing;
@@ -327,11 +339,11 @@ async def _record(
         # Decision 41: a resume of a group that was closed (or never recorded) must not start it over.
         raise GroupNotOpen.not_recorded(group_key=ctx.key())
     children = [decode(child, RuntimeEffectEnvelope) for child in req.children]
-    mode = SettlementMode.PUMPED
+    calls = any(isinstance(child.command, Call) for child in children)
+    mode = SettlementMode.PUMPED if calls or len(children) >= batch_from else SettlementMode.DIRECT
     # A caller of this release refused an open too large to send; a request that arrived may still
     # hold children that would not fit the messages that dispatch them: refused, recording nothing.
-    sizes = [len(child) for child in req.children]
-    AwaitedDispatch.check_fits(ctx.key(), children, sizes, sent=len(children) < batch_from)
+    mode_for(mode).check_fits(ctx.key(), children, [len(child) for child in req.children])
     # Decision 50: decided once, by the execution that records the group. An open that suspends after
     # answering and resumes on a process that routes differently replays past this point: asked
     # again, it would refuse a group it already recorded and fail its replay for ever.

@@ -35,7 +35,6 @@ __all__ = [
     "PumpRun",
     "Ref",
     "ReportReply",
-    "SentChild",
     "SettleBatch",
     "WaitReply",
     "WaitRequest",
@@ -150,32 +149,19 @@ class PumpRun(msgspec.Struct, **RECORD_OPTIONS):
     incarnation: str
 
 
-class SentChild(msgspec.Struct, **RECORD_OPTIONS):
-    """A child the group's open sent itself (decision 62): the pump attaches to its invocation.
-
-    ``target`` (``service/handler``): the invocation is a call to the user's handler, whose output is
-    the child's value; None: it is a `LashChild/execute`, whose output is the child's `Outcome`.
-    """
-
-    position: int
-    replay_key: str
-    invocation: str
-    target: str | None = None
-
-
 class PumpAwait(msgspec.Struct, **RECORD_OPTIONS):
     """What `LashPump/run2` receives (decision 62): one group incarnation's children to await.
 
-    ``children`` it dispatches itself (a call to the user's handler, anything else through
-    `LashChild/execute`; past `PUMP_SLICE` through further pumps, as a `PumpRun` does); ``sent`` the
-    open dispatched already, by invocation id. The group's own pump ``listens``: it tells the group
-    how to reach it in its first report and releases its store when the group closes.
+    It calls each (a call child straight to the user's handler, anything else through
+    `LashChild/execute`; past `PUMP_SLICE` through further pumps, as a `PumpRun` does) under an
+    idempotency key of its own, so a child the open started already is joined, not run again. The
+    group's own pump ``listens``: it tells the group how to reach it in its first report and
+    releases its store when the group closes.
     """
 
     group_key: str
     incarnation: str
     children: list[RuntimeEffectEnvelope] = msgspec.field(default_factory=list)
-    sent: list[SentChild] = msgspec.field(default_factory=list)
     listens: bool = True
 
 

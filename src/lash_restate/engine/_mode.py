@@ -31,7 +31,6 @@ from ._messages import (
     PumpAwait,
     PumpRun,
     Ref,
-    SentChild,
     SettleBatch,
     WaitReply,
 )
@@ -318,16 +317,19 @@ _MODES: dict[SettlementMode, Mode] = {SettlementMode.DIRECT: _Direct(), Settleme
 
 
 class AwaitedDispatch:
-    """Decision 62: how `LashGroup/open2` dispatches a group, which it records as pumped.
+    """Decision 62: how `LashGroup/open` dispatches a group it records (always as pumped).
 
     One pump (`LashPump/run2`, under the group's pump key) awaits every child, stores the outcomes in
-    the pumped layout and reports them; what differs with the width is who starts the children. A
-    narrow group (``sent``) has its children sent by the open itself, each to where it runs (a call
-    child straight to the user's handler): nothing stands between the open and a child, and the pump,
-    sent next, attaches to them; a Cancel cancels the children, by invocation id. A wide group sends
-    the pump every child, as `_Pumped` does, and the pump calls them (in slices of `PUMP_SLICE`); a
-    Cancel cancels the pump, which cancels its calls. Either way the group's state is the pumped one,
-    so a caller of the release before reads it as it reads every pumped group.
+    the pumped layout and reports them. It calls each child under an idempotency key of its own
+    (`callee_key`): a call child straight to the user's handler, any other through
+    `LashChild/execute`. A narrow group's open (``sent``) also sends each child itself, under the same
+    key, in the step that sends the pump: nothing stands between the open and a child, the pump
+    starts alongside them, and its call of a child the open started joins that invocation (Restate
+    runs one invocation per idempotency key) rather than running it again. A Cancel then cancels the
+    children, by invocation id. A wide group's children are started by the pump alone (past
+    `PUMP_SLICE` through further pumps); a Cancel cancels the pump, which cancels its calls.
+    Either way the group's state is the pumped one, which a caller of the release before reads as
+    it reads every pumped group.
     """
 
     def __init__(
@@ -344,56 +346,37 @@ class AwaitedDispatch:
         self._handles: list[SendHandle] = []
 
     @staticmethod
-    def check_fits(group_key: str, children: list[Envelope], sizes: list[int], *, sent: bool) -> None:
-        # Sent, each child is a message of its own (a call's argument is smaller than its envelope).
-        (_MODES[SettlementMode.DIRECT] if sent else _MODES[SettlementMode.PUMPED]).check_fits(
-            group_key, children, sizes
-        )
-
-    def start(self) -> None:
-        """Start the children (narrow) or the pump that calls them (wide): before the opener's answer."""
-        ctx, meta = self._ctx, self._meta
-        if not self._sent:
-            run = PumpAwait(group_key=ctx.key(), incarnation=meta.incarnation, children=self._children)
-            self._handles = [PUMP_RUN2.send(ctx, pump_key(ctx.key(), meta.incarnation), run)]
-            return
-        for child in self._children:
-            call = direct(self._routing, child)
-            if call is None:
-                self._handles.append(CHILD_EXECUTE.send(ctx, child.replay_key, child))
-                continue
-            key = callee_key(child, meta.incarnation)
-            self._handles.append(
-                ctx.generic_send(
-                    call.service, call.handler, call_arg(call), key=call.key, idempotency_key=key
-                )
-            )
-
-    @staticmethod
     def redispatch(ctx: restate.ObjectContext, meta: GroupMeta, children: list[Envelope]) -> list[SendHandle]:
-        """`open2`'s reopen of a pumped group (decision 48): as `_Pumped`'s, through `redrive2`, which
-        asks the group first, since a `run2` ahead of it releases its store once the group closes."""
+        """A reopen of a pumped group (decision 48): as `_Pumped`'s, through `redrive2`, which asks
+        the group first, since a `run2` ahead of it releases its store once the group closes."""
         run = PumpRun(group_key=ctx.key(), children=children, incarnation=meta.incarnation)
         return [PUMP_REDRIVE2.send(ctx, pump_key(ctx.key(), meta.incarnation), run)]
 
-    async def finish(self) -> list[str]:
-        """The invocations a Cancel cancels; a narrow group's pump is sent here, once it can attach."""
-        ids = [await handle.invocation_id() for handle in self._handles]
-        if not self._sent:
-            return ids
+    def start(self) -> None:
+        """Start the children (narrow) and the pump: before the opener's answer."""
         ctx, meta = self._ctx, self._meta
-        sent = []
-        for position, (child, invocation) in enumerate(zip(self._children, ids, strict=True)):
-            call = direct(self._routing, child)
-            target = call.target if call is not None else None
-            sent.append(
-                SentChild(
-                    position=position, replay_key=child.replay_key, invocation=invocation, target=target
+        if self._sent:
+            for child in self._children:
+                key = callee_key(child, meta.incarnation)
+                call = direct(self._routing, child)
+                if call is None:
+                    self._handles.append(
+                        CHILD_EXECUTE.send(ctx, child.replay_key, child, idempotency_key=key)
+                    )
+                    continue
+                self._handles.append(
+                    ctx.generic_send(
+                        call.service, call.handler, call_arg(call), key=call.key, idempotency_key=key
+                    )
                 )
-            )
-        run = PumpAwait(group_key=ctx.key(), incarnation=meta.incarnation, sent=sent)
-        PUMP_RUN2.send(ctx, pump_key(ctx.key(), meta.incarnation), run)
-        return ids
+        run = PumpAwait(group_key=ctx.key(), incarnation=meta.incarnation, children=self._children)
+        pump = PUMP_RUN2.send(ctx, pump_key(ctx.key(), meta.incarnation), run)
+        if not self._sent:
+            self._handles = [pump]
+
+    async def finish(self) -> list[str]:
+        """The invocations a Cancel cancels: each child a narrow group's open sent, or the pump."""
+        return [await handle.invocation_id() for handle in self._handles]
 
 
 def mode_for(mode: SettlementMode) -> Mode:

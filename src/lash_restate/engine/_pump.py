@@ -107,11 +107,6 @@ def pump_object(routing: Routing, *, metadata: dict[str, str] | None = None) -> 
             dispatched = _dispatch(ctx, child, routing, req.incarnation)
             if dispatched is not None:
                 awaited[dispatched[0]] = dispatched[1]
-        for sent in req.sent:
-            kind, target = (_CHILD, "") if sent.target is None else (_CALL, sent.target)
-            awaited[ctx.attach_invocation(sent.invocation, serde=_BYTES)] = _Awaited(
-                kind, sent.position, sent.replay_key, target
-            )
         slices: list[str] = []
         if further:
             # As `run` does (decision 35): one pump per further slice, called, so that cancelling this
@@ -218,9 +213,12 @@ def _dispatch(
 ) -> tuple[Any, _Awaited] | None:
     """Call ``child`` from this pump: a call to a handler this endpoint binds goes straight to it."""
     position = _position(child)
+    # Under the key the open sent it with, if it did: the call then joins the invocation it started.
+    key = callee_key(child, incarnation)
     call = direct(routing, child)
     if call is None:
-        return CHILD_EXECUTE.call(ctx, child.replay_key, child), _Awaited(_CHILD, position, child.replay_key)
+        future = CHILD_EXECUTE.call(ctx, child.replay_key, child, idempotency_key=key)
+        return future, _Awaited(_CHILD, position, child.replay_key)
     if not routing.routes(child):
         # The target left this endpoint since the open routed it: a routing miss, never an outcome
         # (ADR: the engine tier's form of it is a terminal 404; the rank stays unallocated).
@@ -230,13 +228,7 @@ def _dispatch(
             extra={"replay_key": child.replay_key},
         )
         return None
-    future = ctx.generic_call(
-        call.service,
-        call.handler,
-        call_arg(call),
-        key=call.key,
-        idempotency_key=callee_key(child, incarnation),
-    )
+    future = ctx.generic_call(call.service, call.handler, call_arg(call), key=call.key, idempotency_key=key)
     return future, _Awaited(_CALL, position, child.replay_key, call.target)
 
 
