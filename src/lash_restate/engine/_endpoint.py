@@ -48,9 +48,10 @@ __all__ = [
 ]
 
 # From this many children a group settles in batches through a pump invocation, one per 256 children
-# (decisions 20, 35): the
-# single writer then runs once per batch instead of once per child. Below it a child settles itself:
-# two hops less, which is what a two-arm race or a signal/deadline select is measured by.
+# (decisions 20, 35), which starts the children itself: the single writer then runs once per batch
+# instead of once per child. Below it a group of tools, timers and events has each child settle itself
+# (one hop less, what a two-arm race or a signal/deadline select is measured by), and a group with a
+# call child has its open send the children and a pump join them (decision 62).
 BATCH_FROM = 3
 
 Bindable = restate.Service | restate.VirtualObject | restate.Workflow
@@ -116,7 +117,9 @@ def lash_services(
     """The group, child and pump objects and the durable-wait service.
 
     Children run through ``resolver`` (tools) and may call the handlers of ``calls``. Groups of
-    ``batch_from`` children or more settle in batches through the pump. The services are named
+    ``batch_from`` children or more settle in batches through a pump that starts them; narrower ones
+    with a call child through a pump that joins the children their open sent (decision 62). The
+    services are named
     ``{prefix}Group``, ``{prefix}Child``, … (decision 40); with ``name``, each carries it as the
     service metadata ``lash.app``, which registration reads to tell an upgrade of this application
     from another application taking its prefix over (decision 43).

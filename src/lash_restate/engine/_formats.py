@@ -104,7 +104,7 @@ FORMATS: Final[tuple[Format, ...]] = (
     ),
     Format(
         "msg.pump.redrive2",
-        "{prefix}Pump/redrive2 input: PumpRun (open2's reopen: asks the group first)",
+        "{prefix}Pump/redrive2 input: PumpRun (a reopen of a pumped group: asks the group first)",
         since="unreleased",
     ),
     Format("msg.signal.subscribe", "{prefix}Signal/subscribe input: an awakeable id, a JSON string"),

@@ -3,7 +3,7 @@
 ADR, "Restate satisfaction: the group virtual object is the rank authority". State: ``meta`` (the
 small hot `GroupMeta`: rank order, waiters, openers, incarnation, settlement mode), ``fence`` (the
 recorded `GroupShape`, read only by open, reads of past ranks and a direct close), the invocation
-ids a `Cancel` needs and, for a group `open2` recorded, how to reach its pump at the close (``pump``).
+ids a `Cancel` needs and, for a pumped group recorded now, how to reach its pump at the close (``pump``).
 Payload bytes never enter it.
 
 Decision 62: a group recorded now settles through one pump whatever its width; a group a release

@@ -265,7 +265,7 @@ class _Pumped:
         invocations = await ctx.get(INVOCATIONS, serde=STRINGS) or []
         if len(invocations) == meta.child_count:
             # One per child, by position: the children a narrow group's open sent itself, whose pump
-            # only attaches to them (decision 62); or a one-child group's pump, whose one child is at
+            # only joins them (decision 62); or a one-child group's pump, whose one child is at
             # position 0. Cancelled: the unsettled ones.
             settled = set(meta.positions())
             invocations = [i for position, i in enumerate(invocations) if position not in settled]
@@ -317,7 +317,7 @@ _MODES: dict[SettlementMode, Mode] = {SettlementMode.DIRECT: _Direct(), Settleme
 
 
 class AwaitedDispatch:
-    """Decision 62: how `LashGroup/open` dispatches a group it records (always as pumped).
+    """Decision 62: how `LashGroup/open` dispatches a pumped group it records.
 
     One pump (`LashPump/run2`, under the group's pump key) awaits every child, stores the outcomes in
     the pumped layout and reports them. It calls each child under an idempotency key of its own

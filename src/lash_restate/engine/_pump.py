@@ -10,10 +10,10 @@ sends) runs the first slice and calls one pump per further slice; each settles i
 the group, which stays the single writer of ranks. Cancelling the group's pump cancels those calls,
 and its ``forget`` (queued behind its ``run``, which outlives theirs) releases their stores too.
 
-Decision 62: ``run2`` is the pump of every group this release's `LashGroup/open2` records. It awaits
-each child where the child already is: it attaches to the invocations the open sent (a narrow group),
-or calls the children itself (a wide one), a call child as a call to the user's handler, with no
-`LashChild` invocation in between. It reports each batch to `LashGroup/report`, which answers whether
+Decision 62: ``run2`` is the pump of every pumped group `LashGroup/open` records now. It calls each
+child under an idempotency key of its own, a call child straight to the user's handler (no
+`LashChild` invocation in between), anything else through `LashChild/execute`; a child the open sent
+already is joined, not run again. It reports each batch to `LashGroup/report`, which answers whether
 the group is still open, and listens on an awakeable the group's close resolves: then it releases its
 store and stops, so neither a late settlement nor a release invocation follows the close.
 """
@@ -77,7 +77,6 @@ OUTCOMES_PER_READ = 256
 # reports that it left (its store then waits for the close's forget). A combinator closes within
 # milliseconds of its last rank; a parked group's pump does not stay suspended for the park's length.
 LINGER = timedelta(seconds=10)
-_CLOSED = b"true"  # what the close resolves the pump's awakeable with (the value is not read)
 
 
 def pump_object(routing: Routing, *, metadata: dict[str, str] | None = None) -> restate.VirtualObject:
@@ -138,7 +137,8 @@ def pump_object(routing: Routing, *, metadata: dict[str, str] | None = None) -> 
 
     @pump.handler(name=PUMP_REDRIVE2.handler, ingress_private=True, state_preload=False)
     async def redrive2(ctx: restate.ObjectContext, req: PumpRun) -> None:
-        """`redrive`, sent by `open2` (decision 62): it asks the group first whether it is still open.
+        """`redrive` for a group `open` records now (decision 62): it asks the group first whether it is
+        still open.
 
         Queued behind the group's `run2`, which releases its store when the group closes: a redrive
         behind it would find no outcome stored and run every child again (and keep their outcomes

@@ -53,8 +53,8 @@ class SettlementMode(StrEnum):
 
     ``direct``: each child is its own `LashChild` invocation that stores its outcome and settles
     itself. ``pumped``: one `LashPump` invocation awaits every child, stores their outcomes and
-    settles whatever finished meanwhile in one batch. What differs lives in `_mode.py`. Every group
-    recorded since decision 62 is pumped; ``direct`` ones were recorded by an earlier release.
+    settles whatever finished meanwhile in one batch. What differs lives in `_mode.py`. A group with a
+    call child, or of `batch_from` children or more, is pumped (decisions 20, 62).
     """
 
     DIRECT = "direct"
@@ -97,7 +97,7 @@ OPENER_ENDS = "opener_ends"
 
 
 class PumpLink(msgspec.Struct, **RECORD_OPTIONS):
-    """How `LashGroup/close2` releases the store of a group's pump (decision 62), kept under `PUMP_LINK`.
+    """How `LashGroup/close` releases the store of a group's pump (decision 62), kept under `PUMP_LINK`.
 
     ``awakeable``: the pump listens on it; the close resolves it and the pump releases its own store.
     ``left``: the pump stopped listening with its store kept; the close sends it a `LashPump/forget`.

@@ -221,7 +221,8 @@ PUMP_FORGET: Route[None, None] = Route(PUMP, "forget", None, type(None))
 # Decision 48: a reopen runs again the children of a pumped group that ended without an outcome.
 PUMP_REDRIVE: Route[PumpRun, None] = Route(PUMP, "redrive", PumpRun, type(None))
 PUMP_RUN2: Route[PumpAwait, None] = Route(PUMP, "run2", PumpAwait, type(None))
-# Decision 62: `open2`'s re-dispatch, which asks the group first (its `run2` releases at the close).
+# Decision 62: a reopen's re-dispatch of a pumped group, which asks the group first (`run2` releases
+# its store at the close).
 PUMP_REDRIVE2: Route[PumpRun, None] = Route(PUMP, "redrive2", PumpRun, type(None))
 
 SIGNAL_SUBSCRIBE: Route[str, None] = Route(SIGNAL, "subscribe", str, type(None))
