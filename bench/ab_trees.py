@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import json
 import math
 import os
@@ -35,13 +36,28 @@ from typing import Any
 
 import httpx
 
-from bench.__main__ import Bench
+from bench.__main__ import Bench, invocations
 from lash_restate.inspection import sql
 from lash_restate.testing import Endpoint, LocalStack
 
 ROOT = Path(__file__).resolve().parents[1]
-SERVICES = ("Bench", "BenchChild", "LashGroup", "LashChild", "LashPump")
+SERVICES = ("Bench", "BenchChild", "Thin", "LashGroup", "LashChild", "LashPump")
+# What `--scenarios` can name: the tool scenarios of `make bench` and its call scenarios (issue 22):
+# (native handler, group handler, the `n` of an `all`, or None for a race).
+PAIRS: dict[str, tuple[str, str, int | None]] = {
+    "race": ("native_race", "group_race", None),
+    "call_race": ("native_call_race", "group_call_race", None),
+    **{f"all_{n}": ("native_all", "group_all", n) for n in (1, 10, 100, 1000)},
+    **{f"call_all_{n}": ("native_call_all", "group_call_all", n) for n in (1, 10, 30, 100, 1000)},
+}
+BURSTS = {
+    "throughput": ("native_race", "group_race"),
+    "call_throughput": ("native_call_race", "group_call_race"),
+}
 SCENARIOS = ["race", "all_10", "all_100", "all_1000", "throughput"]
+CALL_SCENARIOS = ["call_race", "call_all_10", "call_all_30", "call_all_100", "call_throughput", "race"]
+# Pairs per round, by how wide the scenario is (a race counts as 1).
+RUNS = {1: 30, 10: 15, 30: 10, 100: 5, 1000: 1}
 
 
 def tree_env(tree: Path) -> dict[str, str]:
@@ -90,24 +106,32 @@ async def drain(admin_url: str, within: float = 180) -> float:
         await asyncio.sleep(0.25)
 
 
-async def pair(b: Bench, body: dict[str, Any], runs: int, warm: bool) -> dict[str, list[float]]:
-    native, group = ("native_race", "group_race") if not body else ("native_all", "group_all")
-    return await b.pair(native, group, body, runs, warm=warm)
-
-
 async def one_round(b: Bench, sizes: dict[str, int]) -> dict[str, Any]:
     """One variant's round: every scenario, native and group interleaved, as `make bench` does."""
     out: dict[str, Any] = {}
-    out["race"] = await pair(b, {}, sizes["race"], warm=True)
-    out["all_10"] = await pair(b, {"n": 10}, sizes["all_10"], warm=True)
-    out["all_100"] = await pair(b, {"n": 100}, sizes["all_100"], warm=True)
-    if sizes["all_1000"]:
-        out["all_1000"] = await pair(b, {"n": 1000}, sizes["all_1000"], warm=False)
-    await b.throughput("group_race", 10, 1)
-    out["throughput"] = {
-        "native": await b.throughput("native_race", 50, sizes["bursts"]),
-        "group": await b.throughput("group_race", 50, sizes["bursts"]),
-    }
+    for scenario, runs in sizes.items():
+        if scenario == "bursts" or not runs:
+            continue
+        if scenario in BURSTS:
+            native, group = BURSTS[scenario]
+            await b.throughput(group, 10, 1)
+            out[scenario] = {
+                "native": await b.throughput(native, 50, sizes["bursts"]),
+                "group": await b.throughput(group, 50, sizes["bursts"]),
+            }
+            continue
+        native, group, n = PAIRS[scenario]
+        body = {} if n is None else {"n": n}
+        out[scenario] = await b.pair(native, group, body, runs, warm=(n or 1) < 1000)
+    return out
+
+
+async def counted(b: Bench, admin_url: str) -> dict[str, int]:
+    """The invocations one call race and one call `all` over 30 cost in this variant (issue 22)."""
+    out = {}
+    for scenario, body in (("group_call_race", {}), ("group_call_all", {"n": 30})):
+        spent = await invocations(admin_url, functools.partial(b.call, scenario, body))
+        out[scenario] = sum(spent.values())
     return out
 
 
@@ -115,7 +139,7 @@ def ratios(result: dict[str, Any]) -> dict[str, dict[str, float]]:
     """Per scenario: native and group medians (s, or races/s for throughput) and group ÷ native."""
     out: dict[str, dict[str, float]] = {}
     for scenario, value in result.items():
-        if scenario == "throughput":
+        if scenario in BURSTS:
             native, group = value["native"], value["group"]
         else:
             native, group = statistics.median(value["native"]), statistics.median(value["group"])
@@ -131,17 +155,23 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     }
     probes = {v: check_tree(tree) for v, tree in trees.items()}
     variants = list(trees)
-    sizes = {
-        "race": args.race,
-        "all_10": args.all10,
-        "all_100": args.all100,
-        "all_1000": args.all1000,
-        "bursts": args.bursts,
-    }
+    sizes = {"race": args.race, "all_10": args.all10, "all_100": args.all100, "all_1000": args.all1000}
+    if args.scenarios:
+        sizes = {}
+        for scenario in args.scenarios.split(","):
+            if scenario not in PAIRS and scenario not in BURSTS:
+                raise SystemExit(f"unknown scenario {scenario!r}: one of {', '.join([*PAIRS, *BURSTS])}")
+            n = PAIRS[scenario][2] if scenario in PAIRS else None
+            sizes[scenario] = RUNS[n or 1] if scenario != "all_1000" else args.all1000
+    elif args.bursts:
+        sizes["throughput"] = 1
+    sizes["bursts"] = args.bursts
     stack = LocalStack()
     server = stack.add_server(env={"RESTATE_DEFAULT_NUM_PARTITIONS": "4", "RESTATE_LOG_FILTER": "warn"})
+    extra = {"OLD": _env(args.old_env), "NEW": _env(args.new_env)}
     endpoints: dict[str, Endpoint] = {
-        v: stack.add_endpoint(v, module="bench.app", args=(), env=tree_env(tree)) for v, tree in trees.items()
+        v: stack.add_endpoint(v, module="bench.app", args=(), env={**tree_env(tree), **extra[v]})
+        for v, tree in trees.items()
     }
     rounds: list[dict[str, Any]] = []
     began = datetime.now(UTC)
@@ -170,6 +200,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                     result = await one_round(b, sizes)
                     took = time.perf_counter() - started
                     drained = await drain(server.admin_url)
+                    spent = await counted(b, server.admin_url) if args.count else {}
                     load_after = os.getloadavg()
                     summary = ratios(result)
                     rounds.append(
@@ -182,10 +213,12 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                             "load_before": load_before,
                             "load_after": load_after,
                             "summary": summary,
+                            "invocations": spent,
                             "raw": result,
                         }
                     )
                     line = "  ".join(f"{k} {s['ratio']:.2f}x" for k, s in summary.items())
+                    line += "".join(f"  {k}: {n} invocations" for k, n in spent.items())
                     print(
                         f"ab: round {r} {v}: {line}  ({took:.0f} s, drain {drained:.1f} s,"
                         f" load {load_before[0]:.1f}→{load_after[0]:.1f})",
@@ -204,6 +237,11 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
+def _env(pairs: list[str] | None) -> dict[str, str]:
+    """``NAME=VALUE`` pairs for one variant's endpoint (e.g. ``LASH_BATCH_FROM=1``)."""
+    return dict(pair.split("=", 1) for pair in pairs or [])
+
+
 def sign_p(k: int, n: int) -> float:
     """Two-sided sign-test p-value: k of n paired rounds went one way."""
     tail = sum(math.comb(n, i) for i in range(min(k, n - k) + 1)) / 2**n
@@ -211,17 +249,18 @@ def sign_p(k: int, n: int) -> float:
 
 
 def table(data: dict[str, Any]) -> list[str]:
+    measured = [s for s in [*PAIRS, *BURSTS] if any(s in r["summary"] for r in data["rounds"])]
     lines = [
         "variant | scenario | rounds | median ratio | ratio range | native median | group median",
     ]
     for v in data["variants"]:
         mine = [r["summary"] for r in data["rounds"] if r["variant"] == v]
-        for s in SCENARIOS:
+        for s in measured:
             got = [m[s] for m in mine if s in m]
             if not got:
                 continue
             rs = [g["ratio"] for g in got]
-            unit, scale = ("/s", 1.0) if s == "throughput" else (" ms", 1e3)
+            unit, scale = ("/s", 1.0) if s in BURSTS else (" ms", 1e3)
             native = statistics.median(g["native"] for g in got) * scale
             group = statistics.median(g["group"] for g in got) * scale
             lines.append(
@@ -235,7 +274,7 @@ def table(data: dict[str, Any]) -> list[str]:
         "",
         f"scenario | rounds | median {second}/{first} of the ratio | range | rounds {second} higher | sign p",
     ]
-    for s in SCENARIOS:
+    for s in measured:
         by_round: dict[int, dict[str, float]] = {}
         for r in data["rounds"]:
             if s in r["summary"]:
@@ -249,6 +288,15 @@ def table(data: dict[str, Any]) -> list[str]:
             f" | {min(quotients):.2f}-{max(quotients):.2f}"
             f" | {higher}/{len(quotients)} | {sign_p(higher, len(quotients)):.2f}"
         )
+    for v in data["variants"]:
+        counts: dict[str, list[int]] = {}
+        for r in data["rounds"]:
+            if r["variant"] == v:
+                for k, n in r.get("invocations", {}).items():
+                    counts.setdefault(k, []).append(n)
+        if counts:
+            told = ", ".join(f"{k} {min(n)}-{max(n)}" for k, n in counts.items())
+            lines.append(f"invocations, {v} ({data['labels'][v]}): {told}")
     loads = [x for r in data["rounds"] for x in (r["load_before"][0], r["load_after"][0])]
     if loads:
         lines.append(
@@ -263,6 +311,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--old", type=Path, help="the OLD source tree (a checkout)")
     parser.add_argument("--new", type=Path, default=ROOT, help="the NEW source tree (default: this one)")
     parser.add_argument("--old-label", help="what to call OLD (default: its git HEAD)")
+    parser.add_argument("--old-env", action="append", help="NAME=VALUE for OLD's endpoint (repeatable)")
+    parser.add_argument("--new-env", action="append", help="NAME=VALUE for NEW's endpoint (repeatable)")
     parser.add_argument("--new-label", help="what to call NEW (default: its git HEAD)")
     parser.add_argument("--rounds", type=int, default=10, help="rounds, each variant once per round")
     parser.add_argument("--race", type=int, default=30, help="race pairs per round")
@@ -270,6 +320,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--all100", type=int, default=5, help="all N=100 pairs per round")
     parser.add_argument("--all1000", type=int, default=1, help="all N=1000 pairs per round (0: none)")
     parser.add_argument("--bursts", type=int, default=2, help="50-race bursts per path per round (best kept)")
+    parser.add_argument(
+        "--scenarios",
+        help="comma-separated scenarios instead of the tool set, e.g. " + ",".join(CALL_SCENARIOS),
+    )
+    parser.add_argument(
+        "--count", action="store_true", help="count a call race's and a call all's invocations each turn"
+    )
     parser.add_argument("--out", type=Path, help="write every round's numbers here as JSON")
     parser.add_argument("--table", type=Path, help="print the table of a saved --out file and exit")
     args = parser.parse_args(argv)

@@ -406,6 +406,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--batch-from",
         type=int,
         help="groups with at least this many children settle in batches through one pump invocation "
+        "that starts them (narrower groups with a call child through a pump too) "
         "[LASH_BATCH_FROM] (default 3)",
     )
     serve.add_argument(

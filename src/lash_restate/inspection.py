@@ -272,18 +272,40 @@ def _open_group(group: _Group, state: str, now_ms: int, paused: int) -> dict[str
 def _paused_rows(admin: Admin, where: str = "") -> list[dict[str, Any]]:
     return sql(
         admin,
-        "SELECT id, target, target_service_name, target_service_key, invoked_by_id, retry_count, "
-        f"last_failure, last_failure_error_code FROM sys_invocation WHERE status = {quote(_PAUSED)}{where}",
+        "SELECT id, target, target_service_name, target_service_key, invoked_by_id, idempotency_key, "
+        "retry_count, last_failure, last_failure_error_code FROM sys_invocation "
+        f"WHERE status = {quote(_PAUSED)}{where}",
     )
 
 
+# A call child lash calls itself is the callee's invocation, under the idempotency key
+# `{replay key}@{group incarnation}` (decision 61; `engine/_calls.py` `callee_key`).
+_CALLEE = re.compile(r"(.+)@[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+
+
+def _callee_of(row: dict[str, Any]) -> str | None:
+    """The replay key of the call child whose own invocation ``row`` is, if it is one."""
+    found = _CALLEE.fullmatch(row.get("idempotency_key") or "")
+    return found.group(1) if found else None
+
+
 def _paused_replay_keys(admin: Admin) -> dict[str, int]:
-    """How many paused invocations lie on each child's path, by replay key: the child's own, or a call
-    it made. One query when nothing is paused (the usual case)."""
+    """How many paused invocations lie on each child's path, by replay key: the child's own (its
+    `LashChild`, or the callee of a call lash makes itself), or a call it made. One query when
+    nothing is paused (the usual case)."""
     paused = _paused_rows(admin)
     child = named(CHILD)
-    keys = [row["target_service_key"] for row in paused if row.get("target_service_name") == child]
-    callers = sorted({row["invoked_by_id"] for row in paused if row.get("target_service_name") != child})
+    keys: list[str | None] = [
+        row["target_service_key"] if row.get("target_service_name") == child else _callee_of(row)
+        for row in paused
+    ]
+    callers = sorted(
+        {
+            row["invoked_by_id"]
+            for row in paused
+            if row.get("target_service_name") != child and _callee_of(row) is None
+        }
+    )
     callers = [c for c in callers if c]
     if callers:
         rows = _rows_in(
@@ -361,9 +383,19 @@ def show_group(admin: Admin, group_key: str) -> GroupView | None:
         "AND target_service_key IN {values}",
         list(fence.replay_keys),
     )
+    # A call child lash calls itself runs as the callee, under its idempotency key (decision 61).
+    callees = _rows_in(
+        admin,
+        "SELECT id, status, idempotency_key, created_at FROM sys_invocation "
+        "WHERE idempotency_key IN {values}",
+        [f"{key}@{meta.incarnation}" for key in fence.replay_keys],
+    )
+    for row in callees:
+        row["target_service_key"] = _callee_of(row)
     # The latest run of a replay key wins (a namesake group may have run it before).
     invocations = {
-        row["target_service_key"]: row for row in sorted(runs, key=lambda r: str(r.get("created_at")))
+        row["target_service_key"]: row
+        for row in sorted([*runs, *callees], key=lambda r: str(r.get("created_at")))
     }
     paused = _paused_on(admin, [row["id"] for row in invocations.values()])
     children = []

@@ -68,6 +68,11 @@ class Tier(Protocol):
         ...
 
 
+def _callee(replay_key: str) -> str:
+    """The SQL condition for a call child's own invocation: the callee, keyed by its replay key."""
+    return f"starts_with(idempotency_key, {quote_sql(replay_key + '@')})"
+
+
 class _Without:
     """A resolver that has lost the tools ``names`` (a deployment that briefly lacks them)."""
 
@@ -185,8 +190,9 @@ class RestateTier:
         async with asyncio.timeout(60):
             while True:
                 rows = await self.sql(
-                    "SELECT status FROM sys_invocation WHERE target_service_name = 'LashChild' AND "
-                    f"target_handler_name IN ('run', 'execute') AND target_service_key = {key}"
+                    "SELECT status FROM sys_invocation WHERE (target_service_name = 'LashChild' AND "
+                    f"target_handler_name IN ('run', 'execute') AND target_service_key = {key}) "
+                    f"OR {_callee(replay_key)}"
                 )
                 if rows and all(row["status"] == "completed" for row in rows):
                     return
@@ -237,7 +243,8 @@ class RestateTier:
         """The child's invocations all completed and its outcome store was released (or never written).
 
         A batched group's store is its pump (keyed by incarnation and group key, the replay key's
-        prefix here).
+        prefix here). A call child that lash calls itself is the callee's invocation, found by its
+        idempotency key (decision 61).
         """
         key = quote_sql(replay_key)
         group = quote_sql(replay_key.rsplit("/", 1)[0])
@@ -247,14 +254,15 @@ class RestateTier:
                     "SELECT "
                     "(SELECT count(*) FROM sys_invocation WHERE status != 'completed' AND ("
                     f"(target_service_name = 'LashChild' AND target_service_key = {key}) OR "
+                    f"{_callee(replay_key)} OR "
                     "(target_service_name = 'LashPump' AND "
                     f"ends_with(target_service_key, {group})))) AS pending, "
                     "(SELECT count(*) FROM state WHERE "
                     f"(service_name = 'LashChild' AND service_key = {key}) OR "
                     f"(service_name = 'LashPump' AND ends_with(service_key, {group}))) AS stored, "
-                    "(SELECT count(*) FROM sys_invocation WHERE target_service_name = 'LashChild' "
-                    f"AND target_service_key = {key} AND target_handler_name IN ('run', 'execute') "
-                    "AND status = 'completed') AS done"
+                    "(SELECT count(*) FROM sys_invocation WHERE ((target_service_name = 'LashChild' "
+                    f"AND target_service_key = {key} AND target_handler_name IN ('run', 'execute')) "
+                    f"OR {_callee(replay_key)}) AND status = 'completed') AS done"
                 )
                 if row["pending"] == 0 and row["stored"] == 0 and row["done"] > 0:
                     return

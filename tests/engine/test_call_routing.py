@@ -52,12 +52,25 @@ async def test_a_first_open_is_routed_by_the_endpoint_that_runs_the_children(tmp
 async def test_a_call_whose_target_left_the_deployment_ends_with_a_terminal_404(tmp_path: Path) -> None:
     """ADR: a target that disappears later ends the child as a terminal 404, never a retry.
 
-    The call child's invocation is queued behind a slow tool holding the same child key (a child
-    object runs one invocation per key at a time), and the endpoint is redeployed in place without
-    the target meanwhile: the call child first runs where its target is gone.
+    A call lash makes itself (to a handler this endpoint binds) is made by the handler step that
+    routed it (the open of a narrow group, the pump of a wide one checks each before calling it:
+    decision 61), so it cannot meet a target that left in between. A call to a target the endpoint
+    only declares external runs in a `LashChild/execute`, which checks the target when it runs: here
+    it is queued behind a slow tool holding the same child key (a child object runs one invocation
+    per key at a time), and the endpoint is redeployed in place without the target meanwhile.
     """
-    with LocalStack.single(tmp_path) as stack:
-        stack.start()
+    # lash's services on a second endpoint, which declares DemoCalls (served by the first) without an
+    # admin URL: the declaration is trusted (decision 47) until the redeploy drops it.
+    stack = LocalStack(tmp_path)
+    stack.add_server(env={"RESTATE_DEFAULT_NUM_PARTITIONS": "4"})
+    stack.add_endpoint("callers")  # serves DemoCalls and the turn driver
+    children = stack.add_endpoint(
+        "children", env={"LASH_DEMO_CALLS_OFF": "1", "LASH_DEMO_EXTERNAL": "DemoCalls"}
+    )
+    stack.start(register=False)
+    with stack:
+        stack.register(stack.endpoints[0])
+        stack.register(children, take_over=True)  # lash's services now run here
         s = Scope()
         shared = f"{s.id}/shared"  # both children's replay key: the same `LashChild` object
         slow = s.group(
@@ -73,7 +86,7 @@ async def test_a_call_whose_target_left_the_deployment_ends_with_a_terminal_404(
             batch="late",
             replay_keys=[shared, f"{s.id}/fine"],
         )
-        [opened] = await stack.turn(open_(late))  # routed: the target is bound at this open
+        [opened] = await stack.turn(open_(late))  # routed: the target is declared at this open
         # Redeploying in place is safe only for invocations that are not running (Restate replays a
         # running one on the new code): wait until the group's open has finished, as an operator
         # would, so that only the queued child meets the new code.
@@ -83,7 +96,7 @@ async def test_a_call_whose_target_left_the_deployment_ends_with_a_terminal_404(
             f"target_handler_name = 'open' AND target_service_key = {quote(s.key('late'))}",
             lambda rows: bool(rows) and all(r["status"] == "completed" for r in rows),
         )
-        stack.restart_endpoint(LASH_DEMO_CALLS_OFF="1")  # redeployed in place without DemoCalls
+        stack.restart_endpoint(children, LASH_DEMO_EXTERNAL="")  # redeployed in place, undeclared
         rows = await _wait_run_completed(stack, shared)
         failures = [r.get("completion_failure") or "" for r in rows]
         assert any("404" in f or "no executor" in f for f in failures), rows
@@ -119,16 +132,20 @@ async def _child_ended_or_retried(stack: LocalStack, replay_key: str, handler: s
     return row
 
 
-async def test_a_declared_target_nobody_registered_ends_a_direct_child_with_a_terminal_404(
+async def test_a_declared_target_nobody_registered_ends_a_sent_child_with_a_terminal_404(
     tmp_path: Path,
 ) -> None:
-    """ADR: a call no registered deployment binds is a routing fact, a terminal 404, never a retry."""
+    """ADR: a call no registered deployment binds is a routing fact, a terminal 404, never a retry.
+
+    A narrow group's open sends a call to a target only declared external to `LashChild/execute`,
+    which asks the admin API before calling (decision 47); the group's pump awaits it (decision 61).
+    """
     with with_ghost_declared(tmp_path) as stack:
         s = Scope()
         group = s.group([ghost(), {"type": "tool_call", "tool": "echo", "args": {"value": "fine"}}])
         [opened] = await stack.turn(open_(group))
         assert ok(opened)  # the declaration routes it at the open
-        row = await _child_ended_or_retried(stack, f"{s.key()}/c0", "run")
+        row = await _child_ended_or_retried(stack, f"{s.key()}/c0", "execute")
         assert row["status"] == "completed", row  # not backing off on RT0018
         failure = str(row["completion_failure"])
         assert "404" in failure and "Ghost" in failure and "no executor" in failure, row
@@ -182,7 +199,7 @@ async def test_a_declared_target_served_by_another_deployment_is_called_and_a_mi
         group = s.group([demo_echo("served elsewhere"), missing])
         [opened] = await stack.turn(open_(group))
         assert ok(opened)
-        row = await _child_ended_or_retried(stack, f"{s.key()}/c1", "run")
+        row = await _child_ended_or_retried(stack, f"{s.key()}/c1", "execute")
         assert row["status"] == "completed" and "404" in str(row["completion_failure"]), row
         [_, served, last] = await stack.turn(use(ok(opened)), next_(), next_(cancel_after_ms=300))
         assert ok(served)["position"] == 0 and ok(served)["outcome"] == {
@@ -199,5 +216,5 @@ async def test_without_an_admin_url_a_declared_target_nobody_registered_is_retri
         s = Scope()
         [opened] = await stack.turn(open_(s.group([ghost()])))
         assert ok(opened)
-        row = await _child_ended_or_retried(stack, f"{s.key()}/c0", "run")
+        row = await _child_ended_or_retried(stack, f"{s.key()}/c0", "execute")
         assert row["status"] in ("running", "backing-off"), row  # retried, between attempts or in one

@@ -207,11 +207,20 @@ async def _poll(stack: Stack, query: str, done: Any, within: float = 60) -> list
             await asyncio.sleep(0.05)
 
 
+def _runs_of(replay_key: str) -> str:
+    """The invocations that run the child ``replay_key``: its `LashChild` run or execute, or, for a
+    call lash makes itself, the callee, keyed by the child's replay key (decision 61)."""
+    return (
+        f"(target_service_name = 'LashChild' AND target_handler_name IN ('run', 'execute') "
+        f"AND target_service_key = {quote(replay_key)}) "
+        f"OR starts_with(idempotency_key, {quote(replay_key + '@')})"
+    )
+
+
 async def _wait_run_completed(stack: Stack, replay_key: str) -> list[dict[str, Any]]:
     return await _poll(
         stack,
-        "SELECT status, completion_failure FROM sys_invocation WHERE target_service_name = 'LashChild' "
-        f"AND target_handler_name IN ('run', 'execute') AND target_service_key = {quote(replay_key)}",
+        f"SELECT status, completion_failure FROM sys_invocation WHERE {_runs_of(replay_key)}",
         lambda rows: bool(rows) and all(r["status"] == "completed" for r in rows),
     )
 
@@ -219,8 +228,7 @@ async def _wait_run_completed(stack: Stack, replay_key: str) -> list[dict[str, A
 async def _wait_run_started(stack: Stack, replay_key: str) -> list[dict[str, Any]]:
     return await _poll(
         stack,
-        "SELECT status FROM sys_invocation WHERE target_service_name = 'LashChild' "
-        f"AND target_handler_name IN ('run', 'execute') AND target_service_key = {quote(replay_key)}",
+        f"SELECT status FROM sys_invocation WHERE {_runs_of(replay_key)}",
         lambda rows: bool(rows) and rows[0]["status"] in ("running", "backing-off"),
     )
 
@@ -279,8 +287,9 @@ async def _assert_group_state_is_references_only(stack: Stack, group_key: str, p
         "SELECT key, value_utf8 FROM state "
         f"WHERE service_name = 'LashGroup' AND service_key = {quote(group_key)}",
     )
-    # `opener_ends`: how the callers that saved its handle ended (decision 45), invocation ids only.
-    assert {r["key"] for r in rows} <= {"meta", "fence", "invocations", "opener_ends"}
+    # `opener_ends`: how the callers that saved its handle ended (decision 45), invocation ids only;
+    # `pump`: the awakeable its pump listens on for the close (decision 61).
+    assert {r["key"] for r in rows} <= {"meta", "fence", "invocations", "opener_ends", "pump"}
     assert not any(payload in (r["value_utf8"] or "") for r in rows)
 
 
@@ -307,7 +316,7 @@ async def test_each_child_is_an_invocation_of_its_own_sent_by_the_group_or_its_p
 ) -> None:
     """ADR, tier split: a Restate child is a full invocation, dispatched from outside any recorded body.
 
-    Each child is its own `LashChild` invocation, sent by a lash handler as a Restate call (never
+    Each tool child is its own `LashChild` invocation, sent by a lash handler as a Restate call (never
     from a side effect's body through the ingress): by the group's `open` on the direct path, by the
     group's pump (itself an invocation the group's `open` sent) on the batched one (decision 20)."""
     s = Scope()
@@ -329,13 +338,59 @@ async def test_each_child_is_an_invocation_of_its_own_sent_by_the_group_or_its_p
     for row in rows:
         assert row["kind"] == "service", row  # a call from a handler, not a request at the ingress
         if width == 2:
-            assert (row["handler"], row["by_service"], row["by_handler"]) == ("run", "LashGroup", "open"), row
+            assert (row["handler"], row["by_service"], row["by_handler"]) == (
+                "run",
+                "LashGroup",
+                "open",
+            ), row
         else:
             assert (row["handler"], row["by_service"], row["by_by"]) == (
                 "execute",
                 "LashPump",
                 "LashGroup",
             ), row
+
+
+@pytest.mark.parametrize("width", [2, 3], ids=["sent", "batched"])
+async def test_a_call_child_is_the_invocation_of_the_handler_it_calls_and_nothing_else(
+    stack: Stack, width: int
+) -> None:
+    """Decision 62: a call child costs the user's handler invocation and no `LashChild` in front of it.
+
+    The callee is sent by the group's `open` (and joined by its pump) for a narrow group, and called by
+    the group's pump for a wide one; either way from a lash handler (never from a side effect's body),
+    under the idempotency key that names the child's replay key and the group's incarnation, and it
+    runs once."""
+    s = Scope()
+    group = s.group([_demo_echo(i) for i in range(width)])
+    [_, *served, _] = await stack.turn(open_(group), *[next_() for _ in range(width)], close())
+    assert sorted(ok(r)["outcome"]["value"] for r in served) == list(range(width))
+    rows = await asyncio.to_thread(
+        sql,
+        stack.server.admin_url,
+        "SELECT c.idempotency_key AS key, c.invoked_by AS kind, p.target_service_name AS by_service, "
+        "p.target_handler_name AS by_handler FROM sys_invocation c "
+        "LEFT JOIN sys_invocation p ON c.invoked_by_id = p.id "
+        f"WHERE c.target = 'DemoCalls/echo' AND starts_with(c.idempotency_key, {quote(s.key() + '/')})",
+    )
+    keys = sorted(r["key"].rpartition("@")[0] for r in rows)
+    assert keys == sorted(f"{s.key()}/c{i}" for i in range(width)), rows  # one each
+    # Sent by the open and called by the pump under the same key, a narrow group's callee is created
+    # by whichever reaches Restate first; a wide group's, by the pump.
+    expected = {("LashGroup", "open"), ("LashPump", "run2")} if width == 2 else {("LashPump", "run2")}
+    for row in rows:
+        assert row["kind"] == "service" and (row["by_service"], row["by_handler"]) in expected, row
+    children = await asyncio.to_thread(
+        sql,
+        stack.server.admin_url,
+        f"SELECT id FROM sys_invocation WHERE target_service_name = 'LashChild' "
+        f"AND starts_with(target_service_key, {quote(s.key() + '/')})",
+    )
+    assert children == []  # no wrapper invocation, no release per child
+
+
+def _demo_echo(value: Any) -> dict[str, Any]:
+    return {"type": "call", "service": "DemoCalls", "handler": "echo", "arg": {"value": value}}
 
 
 async def test_a_batched_group_keeps_payloads_in_its_pump_and_releases_them_at_close(stack: Stack) -> None:

@@ -18,7 +18,7 @@ from lash_restate.engine._messages import (
     decode_outcome,
     encode,
 )
-from lash_restate.engine._records import META, STRINGS, MsgspecSerde, Opener, SettlementMode, Waiter
+from lash_restate.engine._records import META, STRINGS, MsgspecSerde, Opener, Waiter
 
 SAMPLE_SHAPE = GroupShape(
     child_count=1,
@@ -95,13 +95,6 @@ def test_the_wake_window_covers_the_next_ranks_and_never_passes_the_last_child()
     assert meta.waiting(2, ["a"]) == [Waiter(awakeable="a", rank=3)]
     assert meta.waiting(3, ["a"]) == []
     assert meta.waiting(0, []) == []
-
-
-def test_a_group_settles_through_a_pump_from_batch_from_children_on() -> None:
-    assert SettlementMode.for_width(3, 3) is SettlementMode.PUMPED
-    assert SettlementMode.for_width(2, 3) is SettlementMode.DIRECT
-    assert SettlementMode.for_width(4, 3) is SettlementMode.PUMPED
-    assert SettlementMode.for_width(1, 1) is SettlementMode.PUMPED
 
 
 def test_the_serdes_write_msgspec_json_and_read_nothing_as_none() -> None:

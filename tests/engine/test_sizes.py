@@ -254,12 +254,13 @@ async def test_children_that_fit_alone_but_not_together_are_refused_naming_the_f
 async def test_an_outcome_at_the_limit_is_served_and_one_byte_past_it_settles_too_large(
     sizes_stack: LocalStack,
 ) -> None:
-    """Tools through a pump (three children), calls direct (two): lash's `Ok` wrapping and the bulk
+    """Tools through a pump (three children), calls one per group: lash's `Ok` wrapping and the bulk
     read's array are sized, so an answer near the limit never becomes a message over it. The pump
     then keeps 44 MiB of outcomes, more than Restate lets one invocation load as eager state. (The
-    third tool answers only once the first two are ranked: an invocation that has more than 32 MiB
-    of results in flight at once may stall on Restate 1.7, natively too, which is not what this test
-    is about.)"""
+    third tool answers only once the first two are ranked, and each call has a group of its own: an
+    invocation that has more than 32 MiB of results in flight at once may stall on Restate 1.7,
+    natively too, which is not what this test is about; a group's pump receives every call's answer,
+    decision 61.)"""
     at = OUTCOME_LIMIT - ok_size(2)  # a string of `at` characters is an Ok of OUTCOME_LIMIT bytes
     too_large = {"type": "err", "code": "too_large"}
     key = f"{uuid.uuid4()}:group:results:0"
@@ -273,7 +274,11 @@ async def test_an_outcome_at_the_limit_is_served_and_one_byte_past_it_settles_to
             await asyncio.sleep(0.2)  # the admin API is polled: it has nothing to await
     gate.touch()
     tools = await tools_answer
-    calls = await sizes_stack.call("Sizes/results", {"kind": "call", "sizes": [at, at + 1]}, within=300)
+    calls = [
+        outcome
+        for n in (at, at + 1)
+        for outcome in await sizes_stack.call("Sizes/results", {"kind": "call", "sizes": [n]}, within=300)
+    ]
     for answered in (tools, calls):
         assert answered[0] == {"type": "ok", "size": at}
         assert {k: answered[1][k] for k in ("type", "code")} == too_large
@@ -290,7 +295,7 @@ async def test_a_callee_whose_own_result_is_over_the_limit_is_retried_by_restate
     sizes_stack: LocalStack,
 ) -> None:
     """As for a native caller: the callee's output is refused by the server (RT0003) and Restate retries
-    the callee (pausing it once its retry policy gives up); the child waits on its call, retrying
+    the callee (pausing it once its retry policy gives up); the group's pump waits on it, retrying
     nothing, and settles the callee's end once an operator kills it."""
     stack = sizes_stack
     answer = asyncio.create_task(
@@ -307,7 +312,7 @@ async def test_a_callee_whose_own_result_is_over_the_limit_is_retried_by_restate
     children = await asyncio.to_thread(
         sql,
         stack.admin_url,
-        "SELECT retry_count FROM sys_invocation WHERE target_service_name = 'LashChild' "
+        "SELECT retry_count FROM sys_invocation WHERE target_service_name = 'LashPump' "
         "AND status != 'completed'",
     )
     assert [int(c["retry_count"] or 0) for c in children] == [1]  # its first attempt, never retried

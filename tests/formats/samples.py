@@ -44,14 +44,17 @@ from lash_restate.engine._messages import (
     OperatorClose,
     OperatorClosed,
     OutcomesRead,
+    PumpAwait,
+    PumpReport,
     PumpRun,
     Ref,
+    ReportReply,
     SettleBatch,
     WaitReply,
     WaitRequest,
     decode_open,
 )
-from lash_restate.engine._records import GroupMeta, Opener, OpenerEnd, SettlementMode, Waiter
+from lash_restate.engine._records import GroupMeta, Opener, OpenerEnd, PumpLink, SettlementMode, Waiter
 
 __all__ = ["SAMPLES", "Sample"]
 
@@ -202,6 +205,8 @@ def _samples() -> list[Sample]:
     ends = [OpenerEnd(caller="inv_1abc", failed=False), OpenerEnd(caller="inv_1def", failed=True)]
     add("state.group.opener_ends.two", ends, _json(list[OpenerEnd]))
     add("state.group.redispatched.two", ["inv_1r0", "inv_1r1"], _json(list[str]))
+    add("state.group.pump.listening", PumpLink(awakeable="sign_1listen"), _json(PumpLink))
+    add("state.group.pump.left", PumpLink(left=True), _json(PumpLink))
     returned = CallerEnded(caller="inv_1abc", incarnation=INCARNATION, failed=False)
     add("msg.group.hold.saved", CallerEnded(caller="inv_1abc", incarnation=INCARNATION), _json(CallerEnded))
     add("msg.group.hold.returned", returned, _json(CallerEnded))
@@ -267,6 +272,13 @@ def _samples() -> list[Sample]:
     add("msg.group.wait_reply.empty", WaitReply(refs=[], incarnation=INCARNATION), _json(WaitReply))
     add("msg.group.close.declared", CloseRequest(child_count=3), _json(CloseRequest))
     add("msg.group.close.cancel", CloseRequest(child_count=3, disposition=_CANCEL), _json(CloseRequest))
+    first_report = PumpReport(incarnation=INCARNATION, refs=refs, listen="sign_1listen")
+    add("msg.group.report.first", first_report, _json(PumpReport))
+    add("msg.group.report.batch", PumpReport(incarnation=INCARNATION, refs=refs[:1]), _json(PumpReport))
+    add("msg.group.report.left", PumpReport(incarnation=INCARNATION, left=True), _json(PumpReport))
+    add("msg.group.report.ask", PumpReport(incarnation=INCARNATION), _json(PumpReport))
+    add("msg.group.report_reply.open", ReportReply(open=True), _json(ReportReply))
+    add("msg.group.report_reply.closed", ReportReply(open=False), _json(ReportReply))
     add("msg.group.watch.new", CallerEnded(caller="inv_1abc", incarnation=INCARNATION), _json(CallerEnded))
     add(
         "msg.group.watch.returned",
@@ -282,6 +294,11 @@ def _samples() -> list[Sample]:
     add("msg.pump.run.three", pump, _json(PumpRun))
     redrive = PumpRun(group_key=KEY, children=[EVENT], incarnation=INCARNATION)
     add("msg.pump.redrive.one", redrive, _json(PumpRun))
+    add("msg.pump.redrive2.one", redrive, _json(PumpRun))
+    called = PumpAwait(group_key=KEY, incarnation=INCARNATION, children=[CALL, TOOL])
+    add("msg.pump.run2.called", called, _json(PumpAwait))
+    add("msg.pump.run2.slice", msgspec.structs.replace(called, listens=False), _json(PumpAwait))
+    add("msg.pump.listen.closed", b"true", _raw())
     add(
         "msg.pump.outcomes.read",
         OutcomesRead(positions=[3, 4], budget=1_000_000, first=False),

@@ -33,6 +33,7 @@ from ..contract import (
     execute_once,
     fit_outcome,
 )
+from ._calls import answered, call_arg, cancelled, refused
 from ._errors import HANDLER_RETRY, NOT_FOUND, is_cancellation, lash_terminal, terminal_errors
 from ._lookup import unregistered
 from ._messages import INLINE_OUTCOME_BYTES, ChildRun, Ref, SettleBatch, encode
@@ -50,10 +51,9 @@ from ._routes import (
 )
 from ._routing import Routing, replaying
 
-__all__ = ["DEFAULT_TOOL_ATTEMPTS", "child_object"]
+__all__ = ["DEFAULT_TOOL_ATTEMPTS", "child_object", "stored_outcome"]
 
 DEFAULT_TOOL_ATTEMPTS = 3
-_CANCELLED = {"cancelled", "canceled"}  # how Restate words a cancellation it propagated to a call
 _BYTES = BytesSerde()
 
 
@@ -74,7 +74,7 @@ def child_object(
         store = child_store(req.incarnation)
         stored = await ctx.get(store, serde=_BYTES)
         if stored is None:
-            stored = _stored(await _execute(ctx, envelope, routing, tool_attempts))
+            stored = stored_outcome(await _execute(ctx, envelope, routing, tool_attempts))
             ctx.set(store, stored, serde=_BYTES)
         # Already settled (a re-dispatch after a reopen): settle again; the group dedups by position.
         ref = Ref(
@@ -89,7 +89,7 @@ def child_object(
     @terminal_errors
     async def execute(ctx: restate.ObjectContext, envelope: RuntimeEffectEnvelope) -> bytes:
         """A child the group's pump calls: run it and answer its outcome to the pump, which stores it."""
-        return _stored(await _execute(ctx, envelope, routing, tool_attempts))
+        return stored_outcome(await _execute(ctx, envelope, routing, tool_attempts))
 
     @child.handler(name=CHILD_OUTCOME.handler, kind="shared", ingress_private=True, output_serde=_BYTES)
     @terminal_errors
@@ -148,7 +148,7 @@ def _unroutable(
     )
 
 
-def _stored(outcome: Outcome) -> bytes:
+def stored_outcome(outcome: Outcome) -> bytes:
     """The bytes a child stores (and a pump serves) for ``outcome``: past the limit for one message
     (decision 19) a call's answer, a rejection's message or an event's payload could never be stored
     or served, so the child would retry for ever; it settles ``too_large`` instead."""
@@ -174,18 +174,12 @@ async def _call(
         if reason is not None:
             raise lash_terminal(_unroutable(envelope, routing, reason))
     try:
-        raw = await ctx.generic_call(call.service, call.handler, msgspec.json.encode(call.arg), key=call.key)
+        raw = await ctx.generic_call(call.service, call.handler, call_arg(call), key=call.key)
     except restate.TerminalError as error:
-        if is_cancellation(error) and error.message.lower() in _CANCELLED:
+        if cancelled(error):
             raise  # this child (and so its call) was cancelled
-        # The handler's own terminal error, a 409 of its own included: a rejection, not a cancel.
-        return Err(message=error.message, code=str(error.status_code))
-    try:
-        # What the store holds (the answer wrapped in an `Ok`) may exceed what was answered: `_stored`
-        # sizes the wrapped form, so an answer near the limit settles `too_large`, never a retry loop.
-        return Ok(value=msgspec.json.decode(raw) if raw else None)
-    except msgspec.DecodeError:
-        return Err(message=f"{call.target} answered {len(raw)} bytes that are not JSON", code="not_json")
+        return refused(error)
+    return answered(call.target, raw)
 
 
 async def _run_tool(
@@ -207,7 +201,7 @@ async def _run_tool(
             raise RetryableError(result.message)
         # Past the message limit the run's journal entry could never be written and the child would
         # retry for ever; execute_once settled it `too_large` already (decision 19).
-        return _stored(result)
+        return stored_outcome(result)
 
     options: restate.RunOptions[bytes] = restate.RunOptions(serde=_BYTES, max_attempts=attempts)
     try:

@@ -38,9 +38,10 @@ __all__ = [
 ]
 
 # From this many children a group settles in batches through a pump invocation, one per 256 children
-# (decisions 20, 35): the
-# single writer then runs once per batch instead of once per child. Below it a child settles itself:
-# two hops less, which is what a two-arm race or a signal/deadline select is measured by.
+# (decisions 20, 35), which starts the children itself: the single writer then runs once per batch
+# instead of once per child. Below it a group of tools, timers and events has each child settle itself
+# (one hop less, what a two-arm race or a signal/deadline select is measured by), and a group with a
+# call child has its open send the children and a pump join them (decision 61).
 BATCH_FROM = 3
 
 Bindable = restate.Service | restate.VirtualObject | restate.Workflow
@@ -111,9 +112,10 @@ def lash_services(
     """The group, child and pump objects and the durable-wait service.
 
     Children run through ``resolver`` (tools) and may call the handlers of ``calls``. Groups of
-    ``batch_from`` children or more settle in batches through the pump. The services are named
-    ``{prefix}Group``, ``{prefix}Child``, … (decision 40; ``None``: this process's prefix, decision
-    54); with ``name``, each carries it as the
+    ``batch_from`` children or more settle in batches through a pump that starts them; narrower ones
+    with a call child through a pump that joins the children their open sent (decision 61). The
+    services are named ``{prefix}Group``, ``{prefix}Child``, … (decision 40; ``None``: this
+    process's prefix, decision 54); with ``name``, each carries it as the
     service metadata ``lash.app``, which registration reads to tell an upgrade of this application
     from another application taking its prefix over (decision 43).
     """
@@ -125,7 +127,7 @@ def lash_services(
     services: list[Bindable] = [
         group_object(batch_from, routing, metadata=metadata),
         child_object(routing, tool_attempts=tool_attempts, metadata=metadata),
-        pump_object(metadata=metadata),
+        pump_object(routing, metadata=metadata),
         signal_object(metadata=metadata),
     ]
     validate_deployment(resolver, services)

@@ -47,6 +47,11 @@ FORMATS: Final[tuple[Format, ...]] = (
         "{prefix}Group state `redispatched`: list of invocation ids (what reopens dispatched again)",
         since="unreleased",
     ),
+    Format(
+        "state.group.pump",
+        "{prefix}Group state `pump`: PumpLink (how the close releases the pump's store)",
+        since="unreleased",
+    ),
     Format("state.child.outcome", "{prefix}Child state `outcome:{incarnation}`: Outcome"),
     Format("state.pump.outcome", "{prefix}Pump state `o{position}`: Outcome"),
     Format("state.pump.slices", "{prefix}Pump state `slices`: list of pump keys"),
@@ -60,6 +65,8 @@ FORMATS: Final[tuple[Format, ...]] = (
     Format("msg.group.wait", "{prefix}Group/wait input: WaitRequest"),
     Format("msg.group.wait_reply", "{prefix}Group/wait output and each wake's awakeable: WaitReply"),
     Format("msg.group.close", "{prefix}Group/close input: CloseRequest"),
+    Format("msg.group.report", "{prefix}Group/report input: PumpReport", since="unreleased"),
+    Format("msg.group.report_reply", "{prefix}Group/report output: ReportReply", since="unreleased"),
     Format("msg.group.watch", "{prefix}Group/watch and {prefix}Group/caller_ended input: CallerEnded"),
     Format(
         "msg.group.hold",
@@ -82,11 +89,22 @@ FORMATS: Final[tuple[Format, ...]] = (
     Format("msg.child.outcome", "{prefix}Child/outcome input: the incarnation, a JSON string"),
     Format("msg.child.forget", "{prefix}Child/forget input: the incarnation, a JSON string"),
     Format("msg.pump.run", "{prefix}Pump/run input: PumpRun"),
+    Format("msg.pump.run2", "{prefix}Pump/run2 input: PumpAwait", since="unreleased"),
+    Format(
+        "msg.pump.listen",
+        "the pump's awakeable (PumpReport.listen), resolved by the close: `true`",
+        since="unreleased",
+    ),
     Format("msg.pump.outcomes", "{prefix}Pump/outcomes input: OutcomesRead, or a list of positions"),
     Format("msg.pump.outcomes_reply", "{prefix}Pump/outcomes output: a JSON array of Outcomes"),
     Format(
         "msg.pump.redrive",
         "{prefix}Pump/redrive input: PumpRun (a reopen's children that had no outcome)",
+        since="unreleased",
+    ),
+    Format(
+        "msg.pump.redrive2",
+        "{prefix}Pump/redrive2 input: PumpRun (a reopen of a pumped group: asks the group first)",
         since="unreleased",
     ),
     Format("msg.signal.subscribe", "{prefix}Signal/subscribe input: an awakeable id, a JSON string"),

@@ -2,18 +2,24 @@
 
 ADR, "Restate satisfaction: the group virtual object is the rank authority". State: ``meta`` (the
 small hot `GroupMeta`: rank order, waiters, openers, incarnation, settlement mode), ``fence`` (the
-recorded `GroupShape`, read only by open, reads of past ranks and a direct close) and the invocation
-ids a `Cancel` needs. Payload bytes never enter it.
+recorded `GroupShape`, read only by open, reads of past ranks and a direct close), the invocation
+ids a `Cancel` needs and, for a pumped group recorded now, how to reach its pump at the close (``pump``).
+Payload bytes never enter it.
+
+Decision 62: a group recorded now settles through one pump whatever its width; a group a release
+before recorded (direct or pumped) goes on as it did.
 """
 
 from __future__ import annotations
 
 import msgspec
 import restate
+from restate import SendHandle
 from restate.serde import BytesSerde
 
 from .. import logs
 from ..contract import (
+    Call,
     ChildUnroutable,
     GroupNotOpen,
     InvalidSettlement,
@@ -32,23 +38,28 @@ from ._messages import (
     OpenRequestSerde,
     OperatorClose,
     OperatorClosed,
+    PumpReport,
     Ref,
+    ReportReply,
     SettleBatch,
     WaitReply,
     WaitRequest,
     decode,
 )
-from ._mode import INVOCATIONS, REDISPATCHED, mode_for
+from ._mode import INVOCATIONS, REDISPATCHED, AwaitedDispatch, mode_for
 from ._records import (
     ENDS,
+    LINK,
     META,
     OPENER_ENDS,
+    PUMP_LINK,
     SHAPE,
     STRINGS,
     GroupMeta,
     MsgspecSerde,
     Opener,
     OpenerEnd,
+    PumpLink,
     SettlementMode,
 )
 from ._routes import (
@@ -59,6 +70,7 @@ from ._routes import (
     GROUP_HOLD,
     GROUP_OPEN,
     GROUP_OPERATOR_CLOSE,
+    GROUP_REPORT,
     GROUP_SETTLE,
     GROUP_WAIT,
     GROUP_WATCH,
@@ -74,6 +86,7 @@ _REPLY: MsgspecSerde[WaitReply] = MsgspecSerde(WaitReply)
 WAIT_REFS = 1024
 _OPENED: MsgspecSerde[OpenReply] = MsgspecSerde(OpenReply)
 _RAW = BytesSerde()  # an attached caller's answer is not read, whatever it is
+_LISTENED = b"true"  # what a listening pump's awakeable is resolved with (the value is not read)
 
 
 def group_object(
@@ -93,6 +106,11 @@ def group_object(
         The opener sends this and awaits its awakeable (decision 25), so its own cancellation never
         reaches this handler: a group whose children were dispatched always records how to cancel
         them. The answer goes out before the awaits that follow, so the opener resumes at once.
+
+        Decision 62: a group with a call child, and every group of ``batch_from`` children or more,
+        settles through one pump that awaits each child where it runs (`AwaitedDispatch`) and
+        releases its store when the close resolves its awakeable; a narrower group of tools, timers
+        and events settles directly, each child by itself (decision 20).
         """
         meta = await ctx.get("meta", serde=META)
         try:
@@ -100,18 +118,43 @@ def group_object(
         except LashError as error:
             ctx.reject_awakeable(req.reply_to, error.to_wire(), terminal_status(error))
             return
-        handles = mode_for(meta.mode).dispatch(ctx, meta, children) if children else []
+        handles: list[SendHandle] = []
+        dispatch = None
+        if children and meta.mode is SettlementMode.PUMPED:
+            dispatch = AwaitedDispatch(ctx, meta, children, routing, sent=len(children) < batch_from)
+            dispatch.start()
+        elif children:
+            handles = mode_for(meta.mode).dispatch(ctx, meta, children)
         reply = OpenReply(reopened=not children, incarnation=meta.incarnation)
         ctx.resolve_awakeable(req.reply_to, reply, serde=_OPENED)
         # What follows is off the opener's path: it has its answer.
-        if handles:  # cancels need these: one per child, or the one pump (decision 4)
-            ctx.set(INVOCATIONS, [await h.invocation_id() for h in handles], serde=STRINGS)
+        if children:  # cancels need these: one per child, or the one pump (decisions 4, 61)
+            ids = (
+                await dispatch.finish()
+                if dispatch is not None
+                else [await h.invocation_id() for h in handles]
+            )
+            ctx.set(INVOCATIONS, ids, serde=STRINGS)
             meta = msgspec.structs.replace(meta, opened_at_ms=int(await ctx.time() * 1000))
-        await _note_opener(ctx, meta, req.caller, changed=bool(handles))
+        await _note_opener(ctx, meta, req.caller, changed=bool(children))
         if not children:
             # After everything a format-1 open journals, so a reopen in flight when the code was
             # replaced in place replays its journal as a prefix of this one (decision 48).
             await _redispatch(ctx, meta, req, routing)
+
+    @group.handler(name=GROUP_REPORT.handler, ingress_private=True, state_preload=False)
+    @terminal_errors
+    async def report(ctx: restate.ObjectContext, batch: PumpReport) -> ReportReply:
+        """A pump's settlements (decision 61), ranked as `settle` ranks them; answers whether the group
+        is still open, so a pump whose group closed releases its store and stops."""
+        meta = await ctx.get("meta", serde=META)
+        if meta is None or meta.incarnation != batch.incarnation:
+            return ReportReply(open=False)  # closed (or a closed namesake's pump): nothing is read again
+        if batch.listen is not None or batch.left:
+            ctx.set(PUMP_LINK, PumpLink(awakeable=batch.listen, left=batch.left), serde=LINK)
+        if batch.refs:
+            _rank(ctx, meta, batch.refs)
+        return ReportReply(open=True)
 
     @group.handler(name=GROUP_SETTLE.handler, ingress_private=True, state_preload=False)
     @terminal_errors
@@ -236,19 +279,32 @@ def group_object(
         ends = [end for end in await ctx.get(OPENER_ENDS, serde=ENDS) or [] if end.caller != ended.caller]
         ctx.set(OPENER_ENDS, [*ends, OpenerEnd(caller=ended.caller, failed=ended.failed)], serde=ENDS)
 
-    del open, settle, wait, close, operator_close, watch, caller_ended, hold, held
+    del open, report, settle, wait, close, operator_close, watch, caller_ended, hold, held
     return group
 
 
 async def _close(ctx: restate.ObjectContext, meta: GroupMeta, effective: LoserPolicy) -> int:
-    """The ADR's close under ``effective``; how many cancels it sent."""
+    """The ADR's close under ``effective``; how many cancels it sent.
+
+    Decision 62: a pumped group's pump that reported an awakeable and still listens on it is released
+    through it, with no invocation; any other pumped group's through its `forget`.
+    """
     mode = mode_for(meta.mode)
     # Every read before the first effect (decision 22): the closing caller's own cancellation
     # surfaces only at an await, so a close is never cut off half done.
     cancels = await mode.to_cancel(ctx, meta) if effective is LoserPolicy.CANCEL else []
+    if meta.mode is SettlementMode.PUMPED and meta.counter == meta.child_count:
+        cancels = []  # every child settled: none is left to cancel (its pump is the invocation listed)
     releases = await mode.releases(ctx, meta)
+    link = None
+    if meta.mode is SettlementMode.PUMPED:
+        link = await ctx.get(PUMP_LINK, serde=LINK)
     # One cancel per unsettled child, not awaiting termination (ADR, "Close deletes…").
     _cancel(ctx, cancels, meta)
+    if link is not None and link.awakeable is not None and not link.left:
+        # The pump listens: resolved, it releases its store (and its further slices') and stops.
+        ctx.resolve_awakeable(link.awakeable, _LISTENED, serde=_RAW)
+        releases = []  # a pumped group's one release is its pump's forget
     for release in releases:
         release.send(ctx)
     for waiter in meta.waiters:
@@ -267,7 +323,10 @@ async def _close(ctx: restate.ObjectContext, meta: GroupMeta, effective: LoserPo
 async def _record(
     ctx: restate.ObjectContext, meta: GroupMeta | None, req: OpenRequest, batch_from: int, routing: Routing
 ) -> tuple[GroupMeta, list[RuntimeEffectEnvelope]]:
-    """The group's record after this open, and the children to dispatch (none on a reopen)."""
+    """The group's record after this open, and the children to dispatch (none on a reopen).
+
+    Decision 62: pumped from ``batch_from`` children on, or with a call child whatever the width.
+    """
     if meta is not None:
         # ADR: a reopen is fenced on shape, resolves only what it dispatches and refuses nothing;
         # on Restate the children are engine-owned invocations already, so it dispatches nothing.
@@ -280,7 +339,8 @@ async def _record(
         # Decision 41: a resume of a group that was closed (or never recorded) must not start it over.
         raise GroupNotOpen.not_recorded(group_key=ctx.key())
     children = [decode(child, RuntimeEffectEnvelope) for child in req.children]
-    mode = SettlementMode.for_width(req.shape.child_count, batch_from)
+    calls = any(isinstance(child.command, Call) for child in children)
+    mode = SettlementMode.PUMPED if calls or len(children) >= batch_from else SettlementMode.DIRECT
     # A caller of this release refused an open too large to send; a request that arrived may still
     # hold children that would not fit the messages that dispatch them: refused, recording nothing.
     mode_for(mode).check_fits(ctx.key(), children, [len(child) for child in req.children])
@@ -321,6 +381,8 @@ async def _redispatch(
 ) -> None:
     """ADR: a reopen resolves only what it dispatches and refuses nothing (decision 48).
 
+    A pumped group is re-dispatched through `redrive2`, which asks the group first (decision 61).
+
     A child whose runner was missing ended without an outcome (the engine's terminal 404); once the
     endpoint can route it again, a reopen dispatches it again, as the reference host's reopen does.
     Every unsettled child it can route is dispatched: the dispatch queues behind whatever still
@@ -332,7 +394,10 @@ async def _redispatch(
     routable = [child for child in children if routing.routes(child)]
     if not routable:
         return
-    handles = mode_for(meta.mode).redispatch(ctx, meta, routable)
+    if meta.mode is SettlementMode.PUMPED:
+        handles = AwaitedDispatch.redispatch(ctx, meta, routable)
+    else:
+        handles = mode_for(meta.mode).redispatch(ctx, meta, routable)
     known = await ctx.get(REDISPATCHED, serde=STRINGS) or []
     ctx.set(REDISPATCHED, [*known, *[await h.invocation_id() for h in handles]], serde=STRINGS)
     logs.event("group.redispatched", ctx, group_key=ctx.key(), children=len(routable))

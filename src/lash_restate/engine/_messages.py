@@ -31,8 +31,11 @@ __all__ = [
     "OperatorClose",
     "OperatorClosed",
     "OutcomesRead",
+    "PumpAwait",
+    "PumpReport",
     "PumpRun",
     "Ref",
+    "ReportReply",
     "SettleBatch",
     "WaitReply",
     "WaitRequest",
@@ -144,6 +147,42 @@ class PumpRun(msgspec.Struct, **RECORD_OPTIONS):
     group_key: str
     children: list[RuntimeEffectEnvelope]
     incarnation: str
+
+
+class PumpAwait(msgspec.Struct, **RECORD_OPTIONS):
+    """What `LashPump/run2` receives (decision 61): one group incarnation's children to await.
+
+    It calls each (a call child straight to the user's handler, anything else through
+    `LashChild/execute`; past `PUMP_SLICE` through further pumps, as a `PumpRun` does) under an
+    idempotency key of its own, so a child the open started already is joined, not run again. The
+    group's own pump ``listens``: it tells the group how to reach it in its first report and
+    releases its store when the group closes.
+    """
+
+    group_key: str
+    incarnation: str
+    children: list[RuntimeEffectEnvelope] = msgspec.field(default_factory=list)
+    listens: bool = True
+
+
+class PumpReport(msgspec.Struct, **RECORD_OPTIONS):
+    """A pump's settlements, called into `LashGroup/report` and answered with `ReportReply` (decision 61).
+
+    ``listen`` (first report of the group's pump only): the awakeable the close resolves so that the
+    pump releases its store and stops. ``left``: the pump stopped listening with its store kept, so the
+    close must release it with a `LashPump/forget`.
+    """
+
+    incarnation: str
+    refs: list[Ref] = msgspec.field(default_factory=list)
+    listen: str | None = None
+    left: bool = False
+
+
+class ReportReply(msgspec.Struct, **RECORD_OPTIONS):
+    """Whether the group the report was for is still open; if not, nothing it holds will be read."""
+
+    open: bool
 
 
 class OutcomesRead(msgspec.Struct, **RECORD_OPTIONS):

@@ -9,10 +9,19 @@ Decision 35: a pump waits on at most `PUMP_SLICE` children. The group's pump (th
 sends) runs the first slice and calls one pump per further slice; each settles its own batches into
 the group, which stays the single writer of ranks. Cancelling the group's pump cancels those calls,
 and its ``forget`` (queued behind its ``run``, which outlives theirs) releases their stores too.
+
+Decision 62: ``run2`` is the pump of every pumped group `LashGroup/open` records now. It calls each
+child under an idempotency key of its own, a call child straight to the user's handler (no
+`LashChild` invocation in between), anything else through `LashChild/execute`; a child the open sent
+already is joined, not run again. It reports each batch to `LashGroup/report`, which answers whether
+the group is still open, and listens on an awakeable the group's close resolves: then it releases its
+store and stops, so neither a late settlement nor a release invocation follows the close.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
 import msgspec
@@ -21,13 +30,18 @@ from restate.serde import BytesSerde
 
 from .. import logs
 from ..contract import Cancelled, GroupNotOpen, RuntimeEffectEnvelope
+from ._calls import answered, call_arg, callee_key, direct, refused
+from ._child import stored_outcome
 from ._errors import HANDLER_RETRY, NOT_FOUND, is_cancellation, terminal_errors
 from ._messages import (
     BATCH_INLINE_BYTES,
     INLINE_OUTCOME_BYTES,
     OutcomesRead,
+    PumpAwait,
+    PumpReport,
     PumpRun,
     Ref,
+    ReportReply,
     SettleBatch,
     encode,
 )
@@ -35,17 +49,21 @@ from ._mode import PUMP_SLICE, pump_store, slice_key
 from ._records import MsgspecSerde, SettlementMode
 from ._routes import (
     CHILD_EXECUTE,
+    GROUP_REPORT,
     GROUP_SETTLE,
     PUMP,
     PUMP_FORGET,
     PUMP_OUTCOMES,
     PUMP_REDRIVE,
+    PUMP_REDRIVE2,
     PUMP_RUN,
+    PUMP_RUN2,
     group_of_pump,
     named,
 )
+from ._routing import Routing
 
-__all__ = ["OUTCOMES_PER_READ", "pump_object"]
+__all__ = ["LINGER", "OUTCOMES_PER_READ", "pump_object"]
 
 _BYTES = BytesSerde()
 _KEYS: MsgspecSerde[list[str]] = MsgspecSerde(list[str])
@@ -55,9 +73,13 @@ _READ: MsgspecSerde[list[int] | OutcomesRead] = MsgspecSerde(list[int] | Outcome
 SLICES = "slices"
 # A bulk read of the outcomes this pump keeps asks for at most this many at once.
 OUTCOMES_PER_READ = 256
+# Decision 62: how long the group's pump, every child settled, keeps listening for the close before it
+# reports that it left (its store then waits for the close's forget). A combinator closes within
+# milliseconds of its last rank; a parked group's pump does not stay suspended for the park's length.
+LINGER = timedelta(seconds=10)
 
 
-def pump_object(*, metadata: dict[str, str] | None = None) -> restate.VirtualObject:
+def pump_object(routing: Routing, *, metadata: dict[str, str] | None = None) -> restate.VirtualObject:
     pump = restate.VirtualObject(named(PUMP), invocation_retry_policy=HANDLER_RETRY, metadata=metadata)
 
     @pump.handler(name=PUMP_RUN.handler, ingress_private=True, state_preload=False)
@@ -76,6 +98,31 @@ def pump_object(*, metadata: dict[str, str] | None = None) -> restate.VirtualObj
                 calls[PUMP_RUN.call(ctx, key, part)] = None
         await _settle_as_they_finish(ctx, req, calls)
 
+    @pump.handler(name=PUMP_RUN2.handler, ingress_private=True, state_preload=False)
+    async def run2(ctx: restate.ObjectContext, req: PumpAwait) -> None:
+        awaited: dict[Any, _Awaited] = {}
+        own, further = req.children[:PUMP_SLICE], req.children[PUMP_SLICE:]
+        for child in own:
+            dispatched = _dispatch(ctx, child, routing, req.incarnation)
+            if dispatched is not None:
+                awaited[dispatched[0]] = dispatched[1]
+        slices: list[str] = []
+        if further:
+            # As `run` does (decision 35): one pump per further slice, called, so that cancelling this
+            # one cancels them; they report without listening, and this one releases their stores.
+            slices = [_slice_key(req, child) for child in further[::PUMP_SLICE]]
+            ctx.set(SLICES, slices, serde=_KEYS)
+            for key, first in zip(slices, range(0, len(further), PUMP_SLICE), strict=True):
+                part = PumpAwait(
+                    group_key=req.group_key,
+                    incarnation=req.incarnation,
+                    children=further[first : first + PUMP_SLICE],
+                    listens=False,
+                )
+                awaited[PUMP_RUN2.call(ctx, key, part)] = _Awaited(_SLICE, -1, key)
+        closing = ctx.awakeable(serde=_BYTES) if req.listens else None
+        await _await_and_report(ctx, req, awaited, closing, slices)
+
     @pump.handler(name=PUMP_REDRIVE.handler, ingress_private=True, state_preload=False)
     async def redrive(ctx: restate.ObjectContext, req: PumpRun) -> None:
         """Decision 48: a reopen's re-dispatch of children that had no outcome when it reopened.
@@ -86,21 +133,20 @@ def pump_object(*, metadata: dict[str, str] | None = None) -> restate.VirtualObj
         was missing: a routing miss ended it). The further slices' children are redriven by their
         own pumps, called (so that cancelling this one cancels them), where their outcomes live.
         """
-        mine: list[RuntimeEffectEnvelope] = []
-        theirs: dict[str, list[RuntimeEffectEnvelope]] = {}
-        for child in req.children:
-            key = _slice_key(req, child)
-            if key == ctx.key():
-                mine.append(child)
-            else:
-                theirs.setdefault(key, []).append(child)
-        calls: dict[Any, RuntimeEffectEnvelope | None] = {}
-        for child in mine:
-            if await ctx.get(pump_store(_position(child)), serde=_BYTES) is None:
-                calls[CHILD_EXECUTE.call(ctx, child.replay_key, child)] = child
-        for key, part in theirs.items():
-            calls[PUMP_REDRIVE.call(ctx, key, msgspec.structs.replace(req, children=part))] = None
-        await _settle_as_they_finish(ctx, req, calls)
+        await _redrive(ctx, req)
+
+    @pump.handler(name=PUMP_REDRIVE2.handler, ingress_private=True, state_preload=False)
+    async def redrive2(ctx: restate.ObjectContext, req: PumpRun) -> None:
+        """`redrive` for a group `open` records now (decision 61): it asks the group first whether it is
+        still open.
+
+        Queued behind the group's `run2`, which releases its store when the group closes: a redrive
+        behind it would find no outcome stored and run every child again (and keep their outcomes
+        with nobody left to release them). A group that is still open has nothing released, as
+        `redrive` expects; a closed one needs nothing re-run.
+        """
+        if (await _report(ctx, req.group_key, PumpReport(incarnation=req.incarnation))).open:
+            await _redrive(ctx, req)
 
     # Lazy state (decision 46): Restate 1.7 pauses an invocation whose eager state is over its
     # per-invocation memory limit (the message limit, 32 MiB, by default), and a pump may keep up to
@@ -145,8 +191,145 @@ def pump_object(*, metadata: dict[str, str] | None = None) -> restate.VirtualObj
             PUMP_FORGET.send(ctx, key, None)  # each ran to its end before this pump's run did
         ctx.clear_all()
 
-    del run, redrive, outcomes, forget
+    del run, run2, redrive, redrive2, outcomes, forget
     return pump
+
+
+_CALL, _CHILD, _SLICE = "call", "child", "slice"
+
+
+@dataclass(frozen=True, slots=True)
+class _Awaited:
+    """What a future `run2` awaits is: a call to the user's handler, a `LashChild/execute`, or a pump."""
+
+    kind: str
+    position: int
+    replay_key: str  # a further slice's pump key for a pump
+    target: str = ""  # a call's ``service/handler``
+
+
+def _dispatch(
+    ctx: restate.ObjectContext, child: RuntimeEffectEnvelope, routing: Routing, incarnation: str
+) -> tuple[Any, _Awaited] | None:
+    """Call ``child`` from this pump: a call to a handler this endpoint binds goes straight to it."""
+    position = _position(child)
+    # Under the key the open sent it with, if it did: the call then joins the invocation it started.
+    key = callee_key(child, incarnation)
+    call = direct(routing, child)
+    if call is None:
+        future = CHILD_EXECUTE.call(ctx, child.replay_key, child, idempotency_key=key)
+        return future, _Awaited(_CHILD, position, child.replay_key)
+    if not routing.routes(child):
+        # The target left this endpoint since the open routed it: a routing miss, never an outcome
+        # (ADR: the engine tier's form of it is a terminal 404; the rank stays unallocated).
+        logs.logger.warning(
+            "call child ended without a settlement: %s is not bound here",
+            call.target,
+            extra={"replay_key": child.replay_key},
+        )
+        return None
+    future = ctx.generic_call(call.service, call.handler, call_arg(call), key=call.key, idempotency_key=key)
+    return future, _Awaited(_CALL, position, child.replay_key, call.target)
+
+
+async def _call_outcome(future: Any, target: str) -> bytes:
+    """The stored outcome of a call to the user's handler ``target``: its answer, or its terminal error."""
+    try:
+        raw = await future
+    except restate.TerminalError as error:
+        return stored_outcome(refused(error))
+    return stored_outcome(answered(target, bytes(raw) if raw is not None else None))
+
+
+async def _await_and_report(
+    ctx: restate.ObjectContext,
+    req: PumpAwait,
+    awaited: dict[Any, _Awaited],
+    closing: tuple[str, Any] | None,
+    slices: list[str],
+) -> None:
+    """Await ``awaited``; each time some finish, store what settled and report it to the group in one
+    call; stop once the group is closed (its close resolves ``closing``, or a report finds it closed)."""
+    pending: list[Any] = list(awaited)
+    listen = closing[0] if closing is not None else None
+    stored = False
+    while pending:
+        watched = pending if closing is None else [*pending, closing[1]]
+        try:
+            done, _ = await restate.wait_completed(*watched)
+        except restate.TerminalError as error:
+            if not is_cancellation(error):
+                raise
+            # Cancelled (a Cancel close, or its caller ended): the SDK has cancelled the calls still
+            # pending, and their Cancelled terminals still rank (ADR, "Close deletes…").
+            continue
+        if closing is not None and closing[1] in done:
+            _release(ctx, slices)
+            return
+        pending = [future for future in pending if future not in done]
+        refs, inline = [], 0
+        for future in done:
+            what = awaited[future]
+            if what.kind == _SLICE:
+                await _slice_ended(future)
+                continue
+            if what.kind == _CALL:
+                outcome: bytes | None = await _call_outcome(future, what.target)
+            else:
+                outcome = await _child_outcome(future, what.replay_key)
+            if outcome is None:
+                continue  # a routing miss: no terminal is synthesized, the rank stays unallocated
+            # Stored before the report is sent, so a rank is never readable before its outcome.
+            ctx.set(pump_store(what.position), outcome, serde=_BYTES)
+            stored = True
+            carry = len(outcome) <= INLINE_OUTCOME_BYTES and inline + len(outcome) <= BATCH_INLINE_BYTES
+            inline += len(outcome) if carry else 0
+            refs.append(
+                Ref(position=what.position, replay_key=what.replay_key, outcome=outcome if carry else None)
+            )
+        if refs:
+            answer = await _report(
+                ctx, req.group_key, PumpReport(incarnation=req.incarnation, refs=refs, listen=listen)
+            )
+            listen = None  # the group keeps it from the first report on
+            if not answer.open:
+                _release(ctx, slices)
+                return
+    if closing is None or not stored:
+        return  # a further slice's store is released by the group's pump; an empty one needs nothing
+    # Every child settled: listen for the close a while longer, then tell the group the store stays.
+    linger = ctx.sleep(LINGER)
+    while True:
+        try:
+            which, _ = await restate.select(closed=closing[1], linger=linger)
+            break
+        except restate.TerminalError as error:
+            if not is_cancellation(error):
+                raise
+            # A Cancel close cancels this pump as it resolves the awakeable: listen on.
+    if which == "closed":
+        _release(ctx, slices)
+        return
+    answer = await _report(ctx, req.group_key, PumpReport(incarnation=req.incarnation, left=True))
+    if not answer.open:
+        _release(ctx, slices)
+
+
+def _release(ctx: restate.ObjectContext, slices: list[str]) -> None:
+    """The group is closed: nothing this pump (or a further slice's) keeps will be read again."""
+    for key in slices:
+        PUMP_FORGET.send(ctx, key, None)  # queued behind its run, as the group's `forget` sends them
+    ctx.clear_all()
+
+
+async def _report(ctx: restate.ObjectContext, group_key: str, report: PumpReport) -> ReportReply:
+    """Hand a report to the group, again if a cancel of the pump interrupted the call (it is idempotent)."""
+    while True:
+        try:
+            return await GROUP_REPORT.ask(ctx, group_key, report)
+        except restate.TerminalError as error:
+            if not is_cancellation(error):
+                raise
 
 
 async def _settle_as_they_finish(
@@ -170,7 +353,7 @@ async def _settle_as_they_finish(
             if child is None:
                 await _slice_ended(future)
                 continue
-            outcome = await _child_outcome(future, child)
+            outcome = await _child_outcome(future, child.replay_key)
             if outcome is None:
                 continue  # a routing miss: no terminal is synthesized, the rank stays unallocated
             position = _position(child)
@@ -186,12 +369,31 @@ async def _settle_as_they_finish(
             await _forward(ctx, req.group_key, batch)
 
 
+async def _redrive(ctx: restate.ObjectContext, req: PumpRun) -> None:
+    """Run again the children of ``req`` no outcome is stored for, here and in the further slices."""
+    mine: list[RuntimeEffectEnvelope] = []
+    theirs: dict[str, list[RuntimeEffectEnvelope]] = {}
+    for child in req.children:
+        key = _slice_key(req, child)
+        if key == ctx.key():
+            mine.append(child)
+        else:
+            theirs.setdefault(key, []).append(child)
+    calls: dict[Any, RuntimeEffectEnvelope | None] = {}
+    for child in mine:
+        if await ctx.get(pump_store(_position(child)), serde=_BYTES) is None:
+            calls[CHILD_EXECUTE.call(ctx, child.replay_key, child)] = child
+    for key, part in theirs.items():
+        calls[PUMP_REDRIVE.call(ctx, key, msgspec.structs.replace(req, children=part))] = None
+    await _settle_as_they_finish(ctx, req, calls)
+
+
 def _position(child: RuntimeEffectEnvelope) -> int:
     assert child.membership is not None  # the group stamped every child
     return child.membership.position
 
 
-def _slice_key(req: PumpRun, first: RuntimeEffectEnvelope) -> str:
+def _slice_key(req: PumpRun | PumpAwait, first: RuntimeEffectEnvelope) -> str:
     assert first.membership is not None  # the group stamped every child
     return slice_key(req.group_key, req.incarnation, first.membership.position)
 
@@ -205,7 +407,7 @@ async def _slice_ended(future: Any) -> None:
             logs.logger.warning("a slice's pump failed: %s", error.message)
 
 
-async def _child_outcome(future: Any, child: RuntimeEffectEnvelope) -> bytes | None:
+async def _child_outcome(future: Any, replay_key: str) -> bytes | None:
     """A child call's outcome bytes; None when the child could not be routed (ADR: a 404 is terminal)."""
     try:
         return bytes(await future)
@@ -214,7 +416,7 @@ async def _child_outcome(future: Any, child: RuntimeEffectEnvelope) -> bytes | N
             return encode(Cancelled())  # cancelled before it could record its own terminal
         if error.status_code != NOT_FOUND:
             ended = "child ended without a settlement: %s"
-            logs.logger.warning(ended, error.message, extra={"replay_key": child.replay_key})
+            logs.logger.warning(ended, error.message, extra={"replay_key": replay_key})
         return None
 
 

@@ -21,8 +21,10 @@ from ..contract import GroupShape, GroupWakePolicy, LoserPolicy
 
 __all__ = [
     "ENDS",
+    "LINK",
     "META",
     "OPENER_ENDS",
+    "PUMP_LINK",
     "RECORD_OPTIONS",
     "SHAPE",
     "STRINGS",
@@ -30,6 +32,7 @@ __all__ = [
     "MsgspecSerde",
     "Opener",
     "OpenerEnd",
+    "PumpLink",
     "SettlementMode",
     "Waiter",
 ]
@@ -49,16 +52,13 @@ class SettlementMode(StrEnum):
     """How a group's children reach the rank authority, chosen once at open (decision 20).
 
     ``direct``: each child is its own `LashChild` invocation that stores its outcome and settles
-    itself. ``pumped``: one `LashPump` invocation calls every child, stores their outcomes and
-    settles whatever finished meanwhile in one batch. What differs lives in `_mode.py`.
+    itself. ``pumped``: one `LashPump` invocation awaits every child, stores their outcomes and
+    settles whatever finished meanwhile in one batch. What differs lives in `_mode.py`. A group with a
+    call child, or of `batch_from` children or more, is pumped (decisions 20, 61).
     """
 
     DIRECT = "direct"
     PUMPED = "pumped"
-
-    @classmethod
-    def for_width(cls, child_count: int, batch_from: int) -> SettlementMode:
-        return cls.PUMPED if child_count >= batch_from else cls.DIRECT
 
 
 class Waiter(msgspec.Struct, **RECORD_OPTIONS):
@@ -94,6 +94,22 @@ class OpenerEnd(msgspec.Struct, **RECORD_OPTIONS):
 
 # A newer key than the group's format-1 records (decision 45): absent on a group no saver has ended in.
 OPENER_ENDS = "opener_ends"
+
+
+class PumpLink(msgspec.Struct, **RECORD_OPTIONS):
+    """How `LashGroup/close` releases the store of a group's pump (decision 61), kept under `PUMP_LINK`.
+
+    ``awakeable``: the pump listens on it; the close resolves it and the pump releases its own store.
+    ``left``: the pump stopped listening with its store kept; the close sends it a `LashPump/forget`.
+    """
+
+    awakeable: str | None = None
+    left: bool = False
+
+
+# A newer key than the group's format-1 records (decision 61): absent on a group whose pump has not
+# reported yet, and on every group a release before it opened.
+PUMP_LINK = "pump"
 
 
 class GroupMeta(msgspec.Struct, **RECORD_OPTIONS):
@@ -171,3 +187,4 @@ META: MsgspecSerde[GroupMeta] = MsgspecSerde(GroupMeta)
 SHAPE: MsgspecSerde[GroupShape] = MsgspecSerde(GroupShape)
 STRINGS: MsgspecSerde[list[str]] = MsgspecSerde(list[str])
 ENDS: MsgspecSerde[list[OpenerEnd]] = MsgspecSerde(list[OpenerEnd])
+LINK: MsgspecSerde[PumpLink] = MsgspecSerde(PumpLink)

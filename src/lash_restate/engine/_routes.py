@@ -25,7 +25,10 @@ from ._messages import (
     OperatorClose,
     OperatorClosed,
     OutcomesRead,
+    PumpAwait,
+    PumpReport,
     PumpRun,
+    ReportReply,
     SettleBatch,
     WaitReply,
     WaitRequest,
@@ -45,6 +48,7 @@ __all__ = [
     "GROUP_HOLD",
     "GROUP_OPEN",
     "GROUP_OPERATOR_CLOSE",
+    "GROUP_REPORT",
     "GROUP_SETTLE",
     "GROUP_WAIT",
     "GROUP_WATCH",
@@ -52,7 +56,9 @@ __all__ = [
     "PUMP_FORGET",
     "PUMP_OUTCOMES",
     "PUMP_REDRIVE",
+    "PUMP_REDRIVE2",
     "PUMP_RUN",
+    "PUMP_RUN2",
     "ROUTES",
     "SIGNAL",
     "SIGNAL_SUBSCRIBE",
@@ -169,13 +175,23 @@ class Route(Generic[I, O]):
     def _encode(self, arg: I) -> bytes:
         return b"" if arg is None else msgspec.json.encode(arg)  # a handler taking nothing gets no body
 
-    def call(self, ctx: restate.Context, key: str, arg: I) -> restate.RestateDurableCallFuture[bytes]:
+    def call(
+        self, ctx: restate.Context, key: str, arg: I, *, idempotency_key: str | None = None
+    ) -> restate.RestateDurableCallFuture[bytes]:
         """The raw call, a durable future that `restate.gather` and `select` take; `reply` decodes it."""
-        return ctx.generic_call(self.service, self.handler, self._encode(arg), key=key)
+        encoded = self._encode(arg)
+        if idempotency_key is None:  # as every format-1 handler journals it
+            return ctx.generic_call(self.service, self.handler, encoded, key=key)
+        return ctx.generic_call(self.service, self.handler, encoded, key=key, idempotency_key=idempotency_key)
 
-    def send(self, ctx: restate.Context, key: str, arg: I) -> SendHandle:
+    def send(
+        self, ctx: restate.Context, key: str, arg: I, *, idempotency_key: str | None = None
+    ) -> SendHandle:
         """A one-way message, journaled in the sender's invocation."""
-        return ctx.generic_send(self.service, self.handler, self._encode(arg), key=key)
+        encoded = self._encode(arg)
+        if idempotency_key is None:
+            return ctx.generic_send(self.service, self.handler, encoded, key=key)
+        return ctx.generic_send(self.service, self.handler, encoded, key=key, idempotency_key=idempotency_key)
 
     def reply(self, data: bytes) -> O:
         if self._decoder is None:
@@ -199,6 +215,8 @@ GROUP_CALLER_ENDED: Route[CallerEnded, None] = Route(GROUP, "caller_ended", Call
 # Decision 45: a caller that saved a handle is watched until it ends, and how it ended is recorded.
 GROUP_HOLD: Route[CallerEnded, None] = Route(GROUP, "hold", CallerEnded, type(None))
 GROUP_HELD: Route[CallerEnded, None] = Route(GROUP, "held", CallerEnded, type(None))
+# Decision 62: a pump of a group recorded now reports its settlements here, and learns if it is closed.
+GROUP_REPORT: Route[PumpReport, ReportReply] = Route(GROUP, "report", PumpReport, ReportReply)
 # The operator's close: the one public handler of the group object, reached through the ingress by
 # `lash-restate groups close`; never called between lash's own services (so not in ROUTES).
 GROUP_OPERATOR_CLOSE: Route[OperatorClose, OperatorClosed] = Route(
@@ -217,6 +235,10 @@ PUMP_OUTCOMES: Route[list[int] | OutcomesRead, bytes] = Route(
 PUMP_FORGET: Route[None, None] = Route(PUMP, "forget", None, type(None))
 # Decision 48: a reopen runs again the children of a pumped group that ended without an outcome.
 PUMP_REDRIVE: Route[PumpRun, None] = Route(PUMP, "redrive", PumpRun, type(None))
+PUMP_RUN2: Route[PumpAwait, None] = Route(PUMP, "run2", PumpAwait, type(None))
+# Decision 62: a reopen's re-dispatch of a pumped group, which asks the group first (`run2` releases
+# its store at the close).
+PUMP_REDRIVE2: Route[PumpRun, None] = Route(PUMP, "redrive2", PumpRun, type(None))
 
 SIGNAL_SUBSCRIBE: Route[str, None] = Route(SIGNAL, "subscribe", str, type(None))
 
@@ -229,6 +251,7 @@ ROUTES: tuple[Route[Any, Any], ...] = (
     GROUP_CALLER_ENDED,
     GROUP_HOLD,
     GROUP_HELD,
+    GROUP_REPORT,
     CHILD_RUN,
     CHILD_EXECUTE,
     CHILD_OUTCOME,
@@ -237,6 +260,8 @@ ROUTES: tuple[Route[Any, Any], ...] = (
     PUMP_OUTCOMES,
     PUMP_FORGET,
     PUMP_REDRIVE,
+    PUMP_RUN2,
+    PUMP_REDRIVE2,
     SIGNAL_SUBSCRIBE,
 )
 

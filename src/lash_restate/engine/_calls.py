@@ -1,0 +1,68 @@
+"""A call child's call, wherever it is made: its argument, where it goes, and the outcome it settles as.
+
+A call is made by `LashChild` (the format-1 path, and a target only declared external), by a group's
+open (a narrow group of this release, decision 61) or by its pump (a wide one); all three read the
+callee's answer into an outcome here, so a call child settles alike whoever called it.
+"""
+
+from __future__ import annotations
+
+import msgspec
+import restate
+
+from ..contract import Call, Cancelled, Err, Ok, Outcome, RuntimeEffectEnvelope
+from ._errors import is_cancellation
+from ._routing import Routing
+
+__all__ = ["answered", "call_arg", "callee_key", "cancelled", "direct", "refused"]
+
+_CANCELLED = {"cancelled", "canceled"}  # how Restate words a cancellation it propagated to a call
+
+
+def call_arg(call: Call) -> bytes:
+    """The bytes the callee receives: the call's JSON argument."""
+    return msgspec.json.encode(call.arg)
+
+
+def direct(routing: Routing, envelope: RuntimeEffectEnvelope) -> Call | None:
+    """The call, if lash calls its target itself (decision 61): a handler this endpoint binds.
+
+    A target only declared external is called by a `LashChild/execute`, which asks the admin API
+    whether any deployment serves it before calling (decision 47), so a forgotten registration ends
+    the child as a terminal 404 instead of a call retried for ever.
+    """
+    command = envelope.command
+    if isinstance(command, Call) and not routing.targets.is_external(command.service):
+        return command
+    return None
+
+
+def callee_key(envelope: RuntimeEffectEnvelope, incarnation: str) -> str:
+    """The idempotency key of a call child's invocation: how an operator (and inspection) finds the
+    callee of a child by its replay key. Per group incarnation, so a namesake reopened after a close
+    calls again, as on every tier, instead of being answered the old call's output."""
+    return f"{envelope.replay_key}@{incarnation}"
+
+
+def cancelled(error: restate.TerminalError) -> bool:
+    """Whether a call's terminal error is its cancellation (not the callee's own 409)."""
+    return is_cancellation(error) and error.message.lower() in _CANCELLED
+
+
+def answered(target: str, raw: bytes | None) -> Outcome:
+    """The outcome of a call to ``target`` (``service/handler``) its callee answered with ``raw``."""
+    try:
+        # What the store holds (the answer wrapped in an `Ok`) may exceed what was answered: the store
+        # sizes the wrapped form, so an answer near the limit settles `too_large`, never a retry loop.
+        return Ok(value=msgspec.json.decode(raw) if raw else None)
+    except msgspec.DecodeError:
+        size = len(raw) if raw else 0
+        return Err(message=f"{target} answered {size} bytes that are not JSON", code="not_json")
+
+
+def refused(error: restate.TerminalError) -> Outcome:
+    """The outcome of a call that ended in ``error``: cancelled, or the handler's own terminal error."""
+    if cancelled(error):
+        return Cancelled()
+    # The handler's own terminal error, a 409 of its own included: a rejection, not a cancel.
+    return Err(message=error.message, code=str(error.status_code))

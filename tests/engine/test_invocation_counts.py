@@ -1,0 +1,88 @@
+"""What a group of call children costs in invocations, counted in Restate's own `sys_invocation`.
+
+Issue 22: a call child costs the user's handler invocation and nothing per child beyond the
+settlement that reaches the single writer. A count, not a time: these fail the day a wrapper
+invocation per child (or a release per child) comes back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from lash_restate.inspection import quote, sql
+from tests.conformance.builders import Scope, combine, ok
+from tests.engine.conftest import Stack
+
+# The issue's targets: caller, open, the pump, two user handlers, the winner's settle, close.
+RACE_MOST = 7
+ALL_OVER = 10
+ALL_MOST = ALL_OVER + 6  # caller, open, the pump, N user handlers, the settles, close
+
+
+def thin(value: Any, delay_ms: int = 0) -> dict[str, Any]:
+    arg = {"value": value, "delay_ms": delay_ms}
+    return {"type": "call", "service": "DemoCalls", "handler": "echo", "arg": arg}
+
+
+def _by_target(rows: list[dict[str, Any]]) -> dict[str, int]:
+    return {f"{r['s']}/{r['h']}": int(r["n"]) for r in rows}
+
+
+async def _invocations(stack: Stack) -> dict[str, int]:
+    rows = await asyncio.to_thread(
+        sql,
+        stack.admin_url,
+        "SELECT target_service_name AS s, target_handler_name AS h, count(*) AS n FROM sys_invocation "
+        "GROUP BY target_service_name, target_handler_name",
+    )
+    return _by_target(rows)
+
+
+async def _until(stack: Stack, query: str, done: Any, within: float = 60) -> list[dict[str, Any]]:
+    async with asyncio.timeout(within):
+        while True:
+            rows = await asyncio.to_thread(sql, stack.admin_url, query)
+            if done(rows):
+                return rows
+            await asyncio.sleep(0.05)
+
+
+async def test_a_race_of_two_calls_costs_at_most_seven_invocations(stack: Stack) -> None:
+    """The loser runs for an hour: what is counted is what the race cost by the time its group is
+    closed and lash has nothing left running for it (the loser's own invocation is one of the two)."""
+    s = Scope()
+    group = s.group([thin("won"), thin("late", delay_ms=3_600_000)], wake="first")
+    [raced] = await stack.turn(combine("race", group))
+    assert ok(raced)["value"] == "won"
+    # Closed (the close is a sent message), and nothing of lash's still running for the group.
+    await _until(
+        stack,
+        "SELECT count(*) AS n FROM state WHERE service_name = 'LashGroup' "
+        f"AND service_key = {quote(s.key())}",
+        lambda rows: rows[0]["n"] == 0,
+    )
+    await _until(
+        stack,
+        "SELECT count(*) AS n FROM sys_invocation WHERE status != 'completed' "
+        "AND target_service_name IN ('LashGroup', 'LashPump')",
+        lambda rows: rows[0]["n"] == 0,
+    )
+    spent = await _invocations(stack)
+    assert spent.get("DemoCalls/echo") == 2, spent
+    assert sum(spent.values()) <= RACE_MOST, spent
+
+
+async def test_an_all_over_ten_calls_costs_at_most_n_plus_six_invocations(stack: Stack) -> None:
+    s = Scope()
+    group = s.group([thin(i) for i in range(ALL_OVER)])
+    [done] = await stack.turn(combine("all", group))
+    assert ok(done)["value"] == list(range(ALL_OVER))
+    await _until(
+        stack,
+        "SELECT count(*) AS n FROM sys_invocation WHERE status != 'completed'",
+        lambda rows: rows[0]["n"] == 0,
+    )
+    spent = await _invocations(stack)
+    assert spent.get("DemoCalls/echo") == ALL_OVER, spent
+    assert sum(spent.values()) <= ALL_MOST, spent
