@@ -344,10 +344,14 @@ def _commands(s: Scope, specs: list[str]) -> tuple[list[dict[str, Any]], dict[in
 
 
 def _child_runs(key: str, position: int) -> str:
+    """A child's own invocations: its `LashChild` run, or the callee of a call lash makes itself, which
+    carries the idempotency key `{replay key}@{incarnation}` (`engine/_calls.py` `callee_key`)."""
+    replay_key = f"{key}/c{position}"
     return (
-        "SELECT id, status FROM sys_invocation WHERE target_service_name = 'LashChild' "
+        "SELECT id, status FROM sys_invocation WHERE (target_service_name = 'LashChild' "
         "AND target_handler_name IN ('run', 'execute') "
-        f"AND target_service_key = {quote(f'{key}/c{position}')}"
+        f"AND target_service_key = {quote(replay_key)}) "
+        f"OR starts_with(idempotency_key, {quote(replay_key + '@')})"
     )
 
 
@@ -512,12 +516,15 @@ async def run_scenario(fs: FaultStack, sc: dict[str, Any], *, alone: bool = True
 
 async def _assert_call_cancelled(fs: FaultStack, group_key: str, position: int) -> None:
     """The held call's own invocation ended cancelled (its child's cancellation reached it)."""
+    replay_key = f"{group_key}/c{position}"
     query = (
         "SELECT c.status AS status, c.completion_failure AS failure FROM sys_invocation c "
-        "JOIN sys_invocation p ON c.invoked_by_id = p.id WHERE c.target_service_name = 'DemoCalls' "
-        f"AND p.target_service_key = {quote(f'{group_key}/c{position}')}"
+        "LEFT JOIN sys_invocation p ON c.invoked_by_id = p.id WHERE c.target_service_name = 'DemoCalls' "
+        # The callee lash calls itself, by its idempotency key; or one a `LashChild` called.
+        f"AND (starts_with(c.idempotency_key, {quote(replay_key + '@')}) "
+        f"OR p.target_service_key = {quote(replay_key)})"
     )
-    # None at all: the child was cancelled before it made its call.
+    # None at all: a `LashChild` cancelled before it made its call.
     rows = await fs.poll(query, lambda rows: all(r["status"] == "completed" for r in rows))
     assert all("cancel" in str(r["failure"]).lower() for r in rows), rows
 
