@@ -12,7 +12,7 @@ from pathlib import Path
 from lash_restate.inspection import quote
 from lash_restate.testing import LocalStack
 from tests.conformance.builders import Scope, err, next_, ok, open_, use
-from tests.engine.test_engine import _poll, _wait_run_completed, _wait_run_started
+from tests.engine.test_engine import _poll, _runs_of, _wait_run_completed
 
 
 def demo_echo(value: str, delay_ms: int = 0) -> dict[str, object]:
@@ -56,8 +56,9 @@ async def test_a_call_whose_target_left_the_deployment_ends_with_a_terminal_404(
     routed it (the open of a narrow group, the pump of a wide one checks each before calling it:
     decision 61), so it cannot meet a target that left in between. A call to a target the endpoint
     only declares external runs in a `LashChild/execute`, which checks the target when it runs: here
-    it is queued behind a slow tool holding the same child key (a child object runs one invocation
-    per key at a time), and the endpoint is redeployed in place without the target meanwhile.
+    it is queued behind a child waiting for an event under the same child key (a child object runs
+    one invocation per key at a time), the endpoint is redeployed in place without the target, and
+    only then is the event emitted, so the queued call meets the new code whatever the load.
     """
     # lash's services on a second endpoint, which declares DemoCalls (served by the first) without an
     # admin URL: the declaration is trusted (decision 47) until the redeploy drops it.
@@ -73,14 +74,11 @@ async def test_a_call_whose_target_left_the_deployment_ends_with_a_terminal_404(
         stack.register(children, take_over=True)  # lash's services now run here
         s = Scope()
         shared = f"{s.id}/shared"  # both children's replay key: the same `LashChild` object
-        slow = s.group(
-            [{"type": "tool_call", "tool": "echo", "args": {"value": 1, "delay_ms": 2_000}}],
-            batch="slow",
-            replay_keys=[shared],
-        )
-        [first] = await stack.turn(open_(slow))
+        hold = s.event("hold")
+        holding = s.group([{"type": "await_event", "name": hold}], batch="hold", replay_keys=[shared])
+        [first] = await stack.turn(open_(holding))
         assert ok(first)
-        await _wait_run_started(stack, shared)
+        await _wait_run_holding(stack, shared)
         late = s.group(
             [demo_echo("late"), {"type": "tool_call", "tool": "echo", "args": {"value": "fine"}}],
             batch="late",
@@ -97,6 +95,7 @@ async def test_a_call_whose_target_left_the_deployment_ends_with_a_terminal_404(
             lambda rows: bool(rows) and all(r["status"] == "completed" for r in rows),
         )
         stack.restart_endpoint(children, LASH_DEMO_EXTERNAL="")  # redeployed in place, undeclared
+        await stack.emit(hold, 1)  # the holder ends; the queued call runs on the new code
         rows = await _wait_run_completed(stack, shared)
         failures = [r.get("completion_failure") or "" for r in rows]
         assert any("404" in f or "no executor" in f for f in failures), rows
@@ -104,6 +103,15 @@ async def test_a_call_whose_target_left_the_deployment_ends_with_a_terminal_404(
         [_, served, last] = await stack.turn(use(ok(opened)), next_(), next_(cancel_after_ms=300))
         assert ok(served)["position"] == 1
         assert err(last)["code"] == "await_cancelled"
+
+
+async def _wait_run_holding(stack: LocalStack, replay_key: str) -> None:
+    """The child's `LashChild` invocation has started: it holds its key until its event comes."""
+    await _poll(
+        stack,
+        f"SELECT status FROM sys_invocation WHERE {_runs_of(replay_key)}",
+        lambda rows: bool(rows) and rows[0]["status"] in ("running", "suspended"),
+    )
 
 
 def ghost(handler: str = "hello") -> dict[str, object]:
