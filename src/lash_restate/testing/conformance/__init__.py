@@ -15,8 +15,8 @@ this repository's tiers; the guide "Run the conformance suite on your host" says
 """
 
 from . import _calls, _combinators, _dispositions, _groups, _protocols, _select, _typed_calls  # noqa: F401
-from ._scenario import Scenario, pytest_tests
 from ._scenario import _REGISTERED as _ALL
+from ._scenario import Scenario, pytest_tests
 from ._steps import Scope
 from ._tier import CHILD_KINDS, ChildKind, Tier
 from ._tiers import MemoryTier, RestateTier

@@ -152,7 +152,9 @@ async def await_on_a_group_never_opened_is_refused(tier: Tier, children: ChildKi
 
 
 @scenario("groups")
-async def a_close_takes_effect_before_the_callers_next_step_on_the_group(tier: Tier, children: ChildKind) -> None:
+async def a_close_takes_effect_before_the_callers_next_step_on_the_group(
+    tier: Tier, children: ChildKind
+) -> None:
     """However a close is delivered (decision 21), the closing caller's next step sees it done."""
     s = Scope(children)
     group = s.group([s.echo(1), event(s.event("never"))], wake="first")
@@ -296,7 +298,9 @@ async def a_late_settlement_does_not_resurrect_a_closed_group(tier: Tier, childr
 
 
 @scenario("groups")
-async def run_to_completion_losers_take_ranks_after_the_caller_is_gone(tier: Tier, children: ChildKind) -> None:
+async def run_to_completion_losers_take_ranks_after_the_caller_is_gone(
+    tier: Tier, children: ChildKind
+) -> None:
     s = Scope(children)
     slow = s.event("slow")
     async with Turn(tier) as t:
@@ -335,7 +339,12 @@ async def reopen_is_fenced_on_shape(tier: Tier, children: ChildKind) -> None:
         redisposed = t.open(s.group(pending, disposition="cancel"))
         changed = t.open(s.group([pending[0], event(s.event("other")), pending[2]]))
     refusals = [g.opened.error for g in (shrunk, rewoken, redisposed, changed)]
-    assert [e.code for e in refusals] == ["shape_mismatch", "shape_mismatch", "shape_mismatch", "replay_mismatch"]
+    assert [e.code for e in refusals] == [
+        "shape_mismatch",
+        "shape_mismatch",
+        "shape_mismatch",
+        "replay_mismatch",
+    ]
     assert refusals[3].position == 1
     assert refusals[3].replay_key == f"{s.key()}/c1"
     async with Turn(tier) as t:

@@ -48,7 +48,9 @@ class Scenario:
 _REGISTERED: list[Scenario] = []
 
 
-def scenario(topic: str, *, variants: Mapping[str, Mapping[str, Any]] | None = None) -> Callable[[Body], Body]:
+def scenario(
+    topic: str, *, variants: Mapping[str, Mapping[str, Any]] | None = None
+) -> Callable[[Body], Body]:
     """Register ``async def name(tier, children, **args)`` as a scenario of ``topic`` (one per variant)."""
 
     def register(body: Body) -> Body:

@@ -65,7 +65,7 @@ def call(service: str, handler: str, arg: Any = None, key: str | None = None) ->
 
 
 def count(name: str, value: Any = None, delay_ms: int = 0) -> dict[str, Any]:
-    """The demo tool ``count``: writes ``name`` to the witness file (`Tier.counts`), fulfils with ``value``."""
+    """The demo tool ``count``: writes ``name`` to its witness (`Tier.counts`), fulfils with ``value``."""
     return tool("count", {"name": name, "value": value, "delay_ms": delay_ms})
 
 

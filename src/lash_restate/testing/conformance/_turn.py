@@ -260,17 +260,49 @@ class Turn:
         self._current = None  # the driver's current handle is the result's, if it suspended
         return self._record(step, kind, lambda v: msgspec.convert(v, Combined))
 
-    def all(self, group: dict[str, Any], **options: Any) -> Answer[Combined]:
-        return self.combine("all", group, **options)
+    def all(
+        self,
+        group: dict[str, Any],
+        *,
+        stop_after: int | None = None,
+        resume: GroupHandle | str | None = None,
+        on_reject: str | None = None,
+    ) -> Answer[Combined]:
+        """`combine` of ``all`` (``lash.all``'s loop)."""
+        return self.combine("all", group, stop_after=stop_after, resume=resume, on_reject=on_reject)
 
-    def all_settled(self, group: dict[str, Any], **options: Any) -> Answer[Combined]:
-        return self.combine("all_settled", group, **options)
+    def all_settled(
+        self,
+        group: dict[str, Any],
+        *,
+        stop_after: int | None = None,
+        resume: GroupHandle | str | None = None,
+        on_reject: str | None = None,
+    ) -> Answer[Combined]:
+        """`combine` of ``all_settled`` (``lash.all_settled``'s loop)."""
+        return self.combine("all_settled", group, stop_after=stop_after, resume=resume, on_reject=on_reject)
 
-    def race(self, group: dict[str, Any], **options: Any) -> Answer[Combined]:
-        return self.combine("race", group, **options)
+    def race(
+        self,
+        group: dict[str, Any],
+        *,
+        stop_after: int | None = None,
+        resume: GroupHandle | str | None = None,
+        on_reject: str | None = None,
+    ) -> Answer[Combined]:
+        """`combine` of ``race`` (``lash.race``'s loop)."""
+        return self.combine("race", group, stop_after=stop_after, resume=resume, on_reject=on_reject)
 
-    def any(self, group: dict[str, Any], **options: Any) -> Answer[Combined]:
-        return self.combine("any", group, **options)
+    def any(
+        self,
+        group: dict[str, Any],
+        *,
+        stop_after: int | None = None,
+        resume: GroupHandle | str | None = None,
+        on_reject: str | None = None,
+    ) -> Answer[Combined]:
+        """`combine` of ``any`` (``lash.any``'s loop)."""
+        return self.combine("any", group, stop_after=stop_after, resume=resume, on_reject=on_reject)
 
     def signal_or_deadline(self, key: str, event: str, deadline_ms: int) -> Answer[Selected]:
         """`combinators.signal_or_deadline`: the event against a deadline, as group ``key``."""
@@ -303,11 +335,11 @@ class Turn:
         block after ``save_after`` settlements, or raising inside it after ``raise_after``."""
         if resume is not None:
             self.resume(resume)
-        step = steps.iterate(
-            group, resume=resume is not None, save_after=save_after, raise_after=raise_after
-        )
+        step = steps.iterate(group, resume=resume is not None, save_after=save_after, raise_after=raise_after)
         answer = self._record(step, "async for", lambda v: msgspec.convert(v, Iterated))
-        saved: Answer[GroupHandle] = Answer("the block's save", lambda v: _handle(msgspec.convert(v, Iterated).saved))
+        saved: Answer[GroupHandle] = Answer(
+            "the block's save", lambda v: _handle(msgspec.convert(v, Iterated).saved)
+        )
         self._answers[-1].append(saved)  # the same answer, read as the cursor the block saved
         self._current = Group(self, saved, None)
         return Block(answer, self._current)
