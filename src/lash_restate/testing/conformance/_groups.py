@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from ...contract import Cancelled, Err, GroupHandle, Ok
+from ...contract import Cancelled, Err, GroupHandle, Ok, Settlement
 from ._scenario import scenario
 from ._steps import Scope, count, event, fail, next_, open_, save, sleep, tool
 from ._tier import ChildKind, Tier
@@ -311,12 +311,7 @@ async def run_to_completion_losers_take_ranks_after_the_caller_is_gone(
     await tier.emit(slow, "S")
     async with Turn(tier) as t:
         loser = t.resume(saved.ok).next()
-    assert (loser.ok.rank, loser.ok.position, loser.ok.replay_key, loser.ok.outcome) == (
-        2,
-        0,
-        f"{s.key()}/c0",
-        Ok(value="S"),
-    )
+    assert loser.ok == Settlement(rank=2, position=0, replay_key=f"{s.key()}/c0", outcome=Ok(value="S"))
 
 
 @scenario("groups")
