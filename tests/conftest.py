@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from lash_restate.testing import LocalStack
-from tests.conformance.tiers import MemoryTier, RestateTier
+from lash_restate.testing.conformance import MemoryTier, RestateTier, Tier
 
 # Every conformance test runs on each tier; "restate-replay" forces every suspension to replay
 # (inactivity timeout 0, as the SDK's own harness does), the cheapest way to find non-determinism;
@@ -107,7 +107,7 @@ def restate_v7_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Local
 
 
 @pytest.fixture(params=TIERS)
-def tier(request: pytest.FixtureRequest) -> Iterator[Any]:
+def tier(request: pytest.FixtureRequest) -> Iterator[Tier]:
     """Every conformance test runs once per tier; the test id carries the tier name."""
     if request.param == "memory":
         # asyncio.run cancels the host's leftover child tasks when each test's loop ends.

@@ -33,6 +33,9 @@ def _tests_by_file() -> dict[str, set[str]]:
             for node in ast.walk(tree)
             if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name.startswith("test_")
         }
+        if "pytest_tests(" in path.read_text():  # tests built from the conformance suite's scenarios
+            module = importlib.import_module(".".join(path.relative_to(ROOT).with_suffix("").parts))
+            names |= {name for name in vars(module) if name.startswith("test_")}
         found[str(path.relative_to(ROOT / "tests"))] = names
     return found
 
@@ -75,7 +78,9 @@ def test_every_normative_section_of_the_adr_has_rows() -> None:
 
 # Files the tutorial and the guides have the reader write in their own project, not this package's.
 _READERS_FILES = {"checkout.py", "conftest.py"}
-_SOURCE = re.compile(r"`((?:contract|memory|engine|testing)/\w+\.py|\w+\.py)`((?: `[\w.]+`)?)")
+_SOURCE = re.compile(
+    r"`((?:contract|memory|engine|testing(?:/conformance)?)/\w+\.py|\w+\.py)`((?: `[\w.]+`)?)"
+)
 
 
 def test_every_source_file_and_name_cited_in_the_docs_exists() -> None:
@@ -198,7 +203,12 @@ def test_the_tier_letters_are_the_ones_the_conformance_suite_runs_on() -> None:
 
 _DECISION_NUMBER = re.compile(r"\bdecisions?\s+\d+", re.I)
 
-_PUBLIC_MODULES = ["lash_restate", "lash_restate.contract", "lash_restate.testing"]
+_PUBLIC_MODULES = [
+    "lash_restate",
+    "lash_restate.contract",
+    "lash_restate.testing",
+    "lash_restate.testing.conformance",
+]
 # lash_restate's attributes that stay out of __all__ (a star import must not shadow the builtins).
 _NOT_STAR_EXPORTED = {"lash_restate": ["all", "any", "open"]}
 

@@ -3,15 +3,13 @@ handler (decision 37), so call children pass the same suite on every tier."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 
-from tests.conformance.builders import Children
+from lash_restate.testing.conformance import CHILD_KINDS, ChildKind
 
 
-@pytest.fixture(params=["tools", "calls"], autouse=True)
-def children(request: pytest.FixtureRequest) -> Iterator[str]:
-    Children.echo_as = request.param
-    yield request.param
-    Children.echo_as = "tools"
+@pytest.fixture(params=CHILD_KINDS)
+def children(request: pytest.FixtureRequest) -> ChildKind:
+    """How a scenario writes its `echo` children (`Scope.echo`): the fixture value, not a global."""
+    kind: ChildKind = request.param
+    return kind

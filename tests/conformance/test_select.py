@@ -1,69 +1,8 @@
-"""`lash.select(ctx, name=child, ...)` on every tier: the winner's name and value, as
-`restate.select` answers; a `race` (its losers run on unless ``losers=CANCEL``), whose rejection is
-raised naming the child (decision 52)."""
+"""`lash.select(ctx, name=child, ...)`: the `select` scenarios of
+`lash_restate.testing.conformance` on every tier, through the suite's public entry point."""
 
 from __future__ import annotations
 
-import asyncio
-from typing import Any
+from lash_restate.testing.conformance import SCENARIOS, pytest_tests
 
-from tests.conformance.builders import Scope, event, front, ok, sleep, typed
-
-ENDED_WITHIN = 30  # how long a cancelled loser may take to end before the test calls it left running
-
-
-async def _ended(tier: Any, replay_key: str) -> None:
-    async with asyncio.timeout(ENDED_WITHIN):
-        await tier.wait_child_finished(replay_key)
-
-
-async def test_select_answers_the_winners_name_and_value(tier: Any) -> None:
-    """The losers run on by default (ECMA-262's race): the approval arm, which lost to the quote,
-    settles once its event comes."""
-    s = Scope()
-    approval = s.event("approval")
-    children = {"approval": event(approval), "quote": typed("quote", {"sku": "tea", "qty": 1})}
-    [selected] = await tier.turn(front("select", s.key(), children))
-    assert ok(selected) == {
-        "winner": "quote",
-        "value": {"type": "Quote", "value": {"sku": "tea", "total": 7}},
-    }
-    await tier.wait_closed(s.key())
-    await tier.emit(approval, "late")  # the running loser settles (and no waiter is left behind)
-    await tier.wait_child_ended(f"{s.key()}/0")
-
-
-async def test_select_with_cancel_losers_cancels_the_losing_arm_whichever_wins(tier: Any) -> None:
-    """``losers=CANCEL``: the deadline wins and the hour-long call is cancelled; the call wins and
-    the ten-minute deadline is cancelled. Either loser ends now, not when it would have."""
-    s = Scope()
-    slow = typed("quote", {"sku": "tea", "qty": 1, "delay_ms": 3_600_000})
-    fast = typed("quote", {"sku": "tea", "qty": 1})
-    late = front("select", s.key("late"), {"paid": slow, "late": sleep(50)}, losers="cancel")
-    paid = front("select", s.key("paid"), {"paid": fast, "late": sleep(600_000)}, losers="cancel")
-    [timed_out, charged] = await tier.turn(late, paid)
-    assert ok(timed_out) == {"winner": "late", "value": {"type": "NoneType", "value": None}}
-    assert ok(charged) == {"winner": "paid", "value": {"type": "Quote", "value": {"sku": "tea", "total": 7}}}
-    await _ended(tier, f"{s.key('late')}/0")
-    await _ended(tier, f"{s.key('paid')}/1")
-    await tier.wait_closed(s.key("late"))
-    await tier.wait_closed(s.key("paid"))
-
-
-async def test_select_raises_a_rejecting_winner_with_its_name(tier: Any) -> None:
-    s = Scope()
-    declined = typed("quote", {"sku": "tea", "qty": 1, "refuse": "card declined"})
-    [rejected] = await tier.turn(
-        front("select", s.key(), {"deadline": sleep(600_000), "paid": declined}, losers="cancel")
-    )
-    assert ok(rejected) == {
-        "rejected": {
-            "rank": 1,
-            "position": 1,
-            "replay_key": f"{s.key()}/1",
-            "outcome": {"type": "err", "message": "card declined", "code": "409"},
-        },
-        "name": "paid",
-    }
-    await _ended(tier, f"{s.key()}/0")
-    await tier.wait_closed(s.key())
+globals().update(pytest_tests(s for s in SCENARIOS if s.topic == "select"))

@@ -30,7 +30,7 @@ REFERENCE = Path(__file__).resolve().parents[2] / "docs/reference/front-door.md"
 def _all_errors() -> list[type[LashError]]:
     """Every concrete error of the contract (LashError itself is only the base and is never raised).
 
-    A host may subclass one to carry it through its engine (the Restate tier's `CalledInsideRun` is
+    A host may subclass one to carry it through its implementation (the Restate host's `CalledInsideRun` is
     an `InvalidInput` that is also a `TerminalError`); such a subclass keeps its parent's code and
     reads back as its parent, so only the contract's own classes are the codes' classes.
     """
@@ -63,7 +63,7 @@ def _public_exceptions() -> dict[str, type[BaseException]]:
 
 def _tree() -> list[type[LashError]]:
     """The error tree: `LashError` and every public class under it (a host's private subclass, such as
-    the Restate tier's `CalledInsideRun`, keeps its parent's code and is not part of it)."""
+    the Restate host's `CalledInsideRun`, keeps its parent's code and is not part of it)."""
     public = set(_public_exceptions().values())
     return [LashError] + [cls for cls in _descendants(LashError) if cls in public]
 
@@ -237,7 +237,7 @@ def test_the_wire_index_is_the_whole_tree(monkeypatch: pytest.MonkeyPatch) -> No
         tree.append(stack.pop())
         stack.extend(tree[-1].__subclasses__())
     assert set(index) == {str(cls.code) for cls in tree}
-    # Each contract class reads back as itself, or as a subclass keeping its code (the Restate tier's
+    # Each contract class reads back as itself, or as a subclass keeping its code (the Restate host's
     # `CalledInsideRun` keeps `InvalidInput`'s), walked after it.
     for cls in _all_errors():
         assert issubclass(index[str(cls.code)], cls), cls

@@ -1,4 +1,4 @@
-"""Restate-tier proofs of ADR claims the shared conformance scenarios cannot reach.
+"""Restate-host proofs of ADR claims the shared conformance scenarios cannot reach.
 
 Each test drives real handlers (the `LashTurn` driver) and reads what Restate itself records (its
 `state` and `sys_invocation` tables through the admin API), and each fails if the code it names

@@ -132,8 +132,8 @@ async def test_killed_endpoint_mid_group_serves_identical_ranks_to_a_fresh_invoc
 async def test_a_child_whose_tool_left_the_deployment_ends_with_a_terminal_404(
     stack: Stack, routable: int
 ) -> None:
-    """ADR: the engine tier's form of a routing miss is a terminal 404, never a retry; on both
-    settlement paths (a group of three is batched through the pump, decision 20)."""
+    """ADR: the Restate host's form (the ADR's "engine tier") of a routing miss is a terminal 404,
+    never a retry; on both settlement paths (a group of three is batched through the pump, decision 20)."""
     s = Scope()
     fine = [echo(f"fine{i}") for i in range(routable)]
     group = s.group([tool("count", {"name": f"{s.id}-slow", "delay_ms": 60_000}), *fine])

@@ -23,19 +23,7 @@ import pytest
 
 from lash_restate.engine import SERVERS
 from lash_restate.testing import Endpoint, LocalStack
-from tests.conformance.test_combinators import (
-    test_all_rejects_at_the_first_consumed_rejection_while_losers_run_on,  # noqa: F401
-    test_race_with_cancel_losers_ends_the_loser_without_waiting_it_out,  # noqa: F401
-    test_stop_and_resume_in_a_fresh_invocation_gives_the_uninterrupted_result,  # noqa: F401
-)
-from tests.conformance.test_dispositions import (
-    test_select_returns_the_event_and_cancels_the_deadline_arm,  # noqa: F401
-)
-from tests.conformance.test_groups import (
-    test_outcomes_too_large_to_ride_the_wake_are_served_the_same_live_and_after,  # noqa: F401
-    test_run_to_completion_losers_take_ranks_after_the_caller_is_gone,  # noqa: F401
-)
-from tests.conformance.tiers import RestateTier
+from lash_restate.testing.conformance import SCENARIOS, ChildKind, RestateTier, pytest_tests
 from tests.engine.test_crash_matrix import run_scenario
 from tests.engine.test_engine import (
     test_a_child_whose_tool_left_the_deployment_ends_with_a_terminal_404,  # noqa: F401
@@ -44,6 +32,17 @@ from tests.engine.test_engine import (
 )
 
 pytestmark = pytest.mark.restate
+
+# The conformance scenarios of the subset, through the suite's public entry point.
+ON_GRANIAN = {
+    "all_rejects_at_the_first_consumed_rejection_while_losers_run_on",
+    "race_with_cancel_losers_ends_the_loser_without_waiting_it_out",
+    "stop_and_resume_in_a_fresh_invocation_gives_the_uninterrupted_result",
+    "select_returns_the_event_and_cancels_the_deadline_arm",
+    "outcomes_too_large_to_ride_the_wake_are_served_the_same_live_and_after",
+    "run_to_completion_losers_take_ranks_after_the_caller_is_gone",
+}
+globals().update(pytest_tests(s for s in SCENARIOS if s.name in ON_GRANIAN))
 
 SERVER_ENV = {"RESTATE_DEFAULT_NUM_PARTITIONS": "4"}
 
@@ -70,6 +69,12 @@ def shared_granian_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[L
 def tier(shared_granian_stack: LocalStack) -> RestateTier:
     """The conformance tests' tier (tests/conftest.py), on one stack whose endpoint runs under granian."""
     return RestateTier("restate-granian", shared_granian_stack)
+
+
+@pytest.fixture
+def children() -> ChildKind:
+    """The conformance tests' child kind (tests/conformance/conftest.py): tools only, on granian."""
+    return "tools"
 
 
 def _listeners(port: int) -> set[int]:

@@ -1,4 +1,4 @@
-"""One sample value of every record and message the tier writes, with how it is written and read.
+"""One sample value of every record and message the Restate host writes, with how it is written and read.
 
 Each sample's name is ``{format}.{variant}``, where ``{format}`` is a row of
 `lash_restate.engine.FORMATS`. `format1.json` holds the bytes of each sample as first written (the

@@ -1,4 +1,4 @@
-"""Message-size limits on the reference host, which refuses and settles exactly as the Restate tier does.
+"""Message-size limits on the reference host, which refuses and settles exactly as the Restate host does.
 
 A child that would not fit Restate's open message is refused at open, typed, recording nothing; an
 outcome past the limit for one message settles ``Err(code="too_large")``; both at the limit and one

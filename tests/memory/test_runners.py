@@ -321,7 +321,7 @@ async def test_execute_effect_turns_a_transient_fault_into_its_terminal_at_once(
 
 
 async def test_a_tool_value_settles_as_its_json_form_or_as_an_error() -> None:
-    # A Restate tier journals the value, so its caller reads the JSON form back; the reference host
+    # The Restate host journals the value, so its caller reads the JSON form back; the reference host
     # must serve the same (a tuple is a list, a NaN is null), and refuse what has no JSON form.
     registry = ToolRegistry()
     values: dict[str, Any] = {"pair": (1, "a"), "nan": float("nan"), "odd": object()}

@@ -1,5 +1,5 @@
 """Typed calls on the reference host: pydantic models, dataclasses and msgspec Structs through the
-handler's own serde (`lash_restate.calls.HandlerRef`), the one path the Restate tier takes too
+handler's own serde (`lash_restate.calls.HandlerRef`), the one path the Restate host takes too
 (decision 51), and what is refused, typed, where lash builds the group."""
 
 from __future__ import annotations

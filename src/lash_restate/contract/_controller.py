@@ -292,7 +292,7 @@ async def execute_once(executor: GroupExecutor) -> Outcome | Transient:
     if size > OUTCOME_LIMIT:
         return too_large(size)  # no host could store or serve it: a terminal, never a retry loop
     # The outcome holds the value's JSON form, as a journal gives it back (a tuple is a list, NaN
-    # is null), so the reference host serves what a Restate tier serves (ADR, "Tier split").
+    # is null), so the reference host serves what the Restate host serves (ADR, "Tier split").
     return Ok(value=msgspec.json.decode(encoded))
 
 

@@ -14,7 +14,7 @@ it is refused where it is built. So every message lash builds is sized here firs
   `Outcome` a host stores) is stored and served in messages of its own: `fit_outcome` turns one past
   `OUTCOME_LIMIT` into ``Err(code="too_large")``.
 
-Both tiers apply the same checks, so a child the reference host accepts is one Restate accepts.
+Both hosts apply the same checks, so a child the reference host accepts is one Restate accepts.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The Restate tier: group virtual object, child invocations, durable waits, controller and endpoint."""
+"""The Restate host: group virtual object, child invocations, durable waits, controller and endpoint."""
 
 from ._controller import RestateController, inside_run
 from ._endpoint import (

@@ -40,7 +40,7 @@ def direct(routing: Routing, envelope: RuntimeEffectEnvelope) -> Call | None:
 def callee_key(envelope: RuntimeEffectEnvelope, incarnation: str) -> str:
     """The idempotency key of a call child's invocation: how an operator (and inspection) finds the
     callee of a child by its replay key. Per group incarnation, so a namesake reopened after a close
-    calls again, as on every tier, instead of being answered the old call's output."""
+    calls again, as on every host, instead of being answered the old call's output."""
     return f"{envelope.replay_key}@{incarnation}"
 
 

@@ -43,7 +43,7 @@ __all__ = [
 
 # Restate raises TerminalError("cancelled", 409) at the await a cancelled invocation is parked on.
 CANCELLED_STATUS = 409
-# ADR: the engine tier's form of a routing miss is a terminal 404.
+# ADR: the Restate host's form (the ADR's "engine tier") of a routing miss is a terminal 404.
 NOT_FOUND = 404
 
 # A fault in our own handler code (not a contract error) is retried, but never forever: after the

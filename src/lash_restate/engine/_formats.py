@@ -1,4 +1,4 @@
-"""Every state record and message the tier writes, and the format version it is written in.
+"""Every state record and message the Restate host writes, and the format version it is written in.
 
 docs/compatibility.md is the promise this table keeps: a release reads every format any release
 since the baseline wrote, and writes only what the release before it reads. Format 1 is the

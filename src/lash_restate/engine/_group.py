@@ -383,7 +383,7 @@ async def _redispatch(
 
     A pumped group is re-dispatched through `redrive2`, which asks the group first (decision 61).
 
-    A child whose runner was missing ended without an outcome (the engine's terminal 404); once the
+    A child whose runner was missing ended without an outcome (the Restate host's terminal 404); once the
     endpoint can route it again, a reopen dispatches it again, as the reference host's reopen does.
     Every unsettled child it can route is dispatched: the dispatch queues behind whatever still
     runs it, and runs the child only if that left no outcome, so no child runs twice.

@@ -1,4 +1,4 @@
-"""The messages the tier's services exchange (each hop's route is in `_routes.py`), and their size limits."""
+"""The messages the Restate host's services exchange (each hop's route in `_routes.py`), and their limits."""
 
 from __future__ import annotations
 

@@ -221,7 +221,8 @@ def _dispatch(
         return future, _Awaited(_CHILD, position, child.replay_key)
     if not routing.routes(child):
         # The target left this endpoint since the open routed it: a routing miss, never an outcome
-        # (ADR: the engine tier's form of it is a terminal 404; the rank stays unallocated).
+        # (ADR: the Restate host's form of it, the ADR's "engine tier", is a terminal 404; the rank
+        # stays unallocated).
         logs.logger.warning(
             "call child ended without a settlement: %s is not bound here",
             call.target,

@@ -1,4 +1,4 @@
-"""What the tier's objects keep in Restate state: the group's records, and how a group settles.
+"""What the Restate host's objects keep in Restate state: the group's records, and how a group settles.
 
 ADR, "Restate satisfaction": the group object's state is a counter, a shape fence and a rank ->
 reference map. Here the counter and the map are one packed ``order`` (rank r is the r-th 4-byte

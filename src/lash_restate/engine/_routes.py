@@ -1,4 +1,4 @@
-"""Every hop between the tier's own services, typed: one `Route` per handler, one place to read them.
+"""Every hop between the Restate host's own services, typed: one `Route` per handler, one place to read them.
 
 The SDK's typed calls (`ctx.object_call(handler_fn, ...)`) need the bound handler function, which the
 actor factories create per endpoint and which refer to one another in a cycle (the group dispatches

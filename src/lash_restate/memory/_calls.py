@@ -54,7 +54,7 @@ class _CallExecutor:
         try:
             return await self._fn(self._key, self._arg)
         except restate.TerminalError as error:
-            # Err.code of a call child is the status the SDK reports, on every tier (decision 53).
+            # Err.code of a call child is the status the SDK reports, on every host (decision 53).
             raise ToolFailure(error.message, str(error.status_code)) from None
         except ToolFailure as failure:
             if failure.code is None:

@@ -225,7 +225,7 @@ class MemoryHost:
         return True
 
     def supports_effect_groups(self) -> bool:
-        # ADR: on in-process tiers this answer *is* "a resolver is registered", never a constant.
+        # ADR: on an in-process host this answer *is* "a resolver is registered", never a constant.
         return self._resolver is not None
 
     def _resolve(self, envelope: RuntimeEffectEnvelope) -> GroupExecutor | None:
@@ -249,7 +249,7 @@ class MemoryHost:
         key = str(require_group(group).key)
         require_groups(self._resolver is not None, group_key=key)
         # Restate's open carries every child in one message: one past its limit is refused here too,
-        # recording nothing, so the tiers accept the same groups.
+        # recording nothing, so both hosts accept the same groups.
         check_open_size(group)
         record = self.store.groups.get(key)
         if record is None:
@@ -429,7 +429,7 @@ class MemoryHost:
                 outcome = await execute_once(fresh)
             if isinstance(outcome, Transient) and attempts < self._max_attempts:
                 # ADR: a miss is a routing fact, never an outcome; the child stays unsettled and the
-                # drain reports it as NoExecutor (the engine tier ends it with a terminal 404).
+                # drain reports it as NoExecutor (the Restate host ends it with a terminal 404).
                 final = None
             else:
                 final = outcome.give_up(attempts) if isinstance(outcome, Transient) else outcome

@@ -9,6 +9,8 @@
 - `targets` — the demo call targets (`DemoCalls`, `DemoCounter`, and the typed `DemoTyped` and
   `DemoLedger`), as services and in process.
 - `dev` — the body of ``lash-restate dev``.
+- `conformance` — the conformance suite for every host: the `Tier` protocol, the scenarios
+  (`SCENARIOS`, written with the typed `Turn`), this repository's tiers, and `pytest_tests`.
 - `pytest` — the pytest plugin (``-p lash_restate.testing.pytest``): an application's own tests
   against a real restate-server, built on `LocalStack`. Nothing here imports it.
 

@@ -7,7 +7,7 @@ tier of the conformance suite.
   given: TerminalError's default).
 - ``DemoCalls/count`` ``{"name": X, "value": V}`` → appends X to the count file, → V.
 - ``DemoCalls/stall`` ``{"message": M}`` → a plain exception M: a fault Restate retries under its retry
-  policy and, on a server that pauses when retries run out, pauses (Restate tier only).
+  policy and, on a server that pauses when retries run out, pauses (the Restate host only).
 - ``DemoCalls/echo_size`` ``V`` → how many characters the string V has (for argument-size tests).
 - ``DemoCalls/blob`` ``{"size": N}`` → a string of N characters (for result-size tests).
 - ``DemoCounter/add`` (keyed) ``N`` → the key's running total after adding N.

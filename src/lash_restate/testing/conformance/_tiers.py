@@ -1,8 +1,6 @@
-"""The tiers the conformance suite runs on, behind one small interface (the anyio pattern).
+"""This repository's tiers: the reference host in process, and the Restate host on a `LocalStack`.
 
-A tier runs a *turn* (one caller invocation executing steps against its
-controller), emits events from outside, lists open groups, and can restart the
-process that runs children and callers.
+Each is a `Tier` (the anyio pattern: one interface, several backends, one suite).
 """
 
 from __future__ import annotations
@@ -12,60 +10,22 @@ import contextlib
 import json
 import uuid
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import httpx
 import msgspec
 
-from lash_restate.contract import GroupExecutor, GroupExecutors, RuntimeEffectEnvelope, ToolCall
-from lash_restate.inspection import list_open_groups, sql
-from lash_restate.inspection import quote as quote_sql
-from lash_restate.memory import MemoryHost, MemoryStore, first_of
-from lash_restate.testing import TURN, LocalStack, decode_turn, demo_calls, demo_tools, run_turn
+from ...contract import GroupExecutor, GroupExecutors, RuntimeEffectEnvelope, ToolCall
+from ...inspection import list_open_groups, sql
+from ...inspection import quote as quote_sql
+from ...memory import MemoryHost, MemoryStore, first_of
+from ..driver import TURN
+from ..stack import LocalStack
+from ..targets import demo_calls
+from ..tools import demo_tools
+from ..turn import decode_turn, run_turn
 
-
-class Tier(Protocol):
-    name: str
-
-    async def turn(self, *steps: dict[str, Any]) -> list[dict[str, Any]]: ...
-
-    async def emit(self, name: str, value: Any = None) -> None: ...
-
-    async def reject(self, name: str, message: str) -> None: ...
-
-    async def open_groups(self) -> set[str]: ...
-
-    async def wait_closed(self, group_key: str) -> None:
-        """Return once inspection no longer lists ``group_key``; fail if it stays listed.
-
-        On Restate a close from the group's own opener is a durably sent message, so the listing
-        follows it a moment after the close returns (decision 21).
-        """
-        ...
-
-    async def restart(self, without: str = "") -> None:
-        """Restart the process that runs children and callers; ``without`` names a tool it lacks then."""
-        ...
-
-    async def wait_child_ended(self, replay_key: str) -> None:
-        """Return once every run of the child ``replay_key`` has ended, settled or not."""
-        ...
-
-    async def sever(self, group_key: str, *steps: dict[str, Any]) -> None:
-        """Run ``steps`` as a turn and sever it once rank 1 of ``group_key`` is recorded.
-
-        Severed is the ADR's crashed caller: on the reference host its process dies and the drain
-        runs; on Restate the turn's invocation is killed through the admin API (decision 13).
-        """
-        ...
-
-    async def wait_child_finished(self, replay_key: str) -> None:
-        """Return once the child with ``replay_key`` has finished running (its terminal is known)."""
-        ...
-
-    async def counts(self) -> list[str]:
-        """Every name the `count` tool has written: the side-effect witness."""
-        ...
+__all__ = ["MemoryTier", "RestateTier"]
 
 
 def _callee(replay_key: str) -> str:
@@ -87,7 +47,10 @@ class _Without:
 
 
 class MemoryTier:
-    """The reference host; a restart is a new host over the same store (the runtime's life)."""
+    """The reference host as a tier; a restart is a new host over the same store (the runtime's life).
+
+    ``count_file`` is where the demo `count` tool writes its witness lines.
+    """
 
     name = "memory"
 
@@ -151,7 +114,8 @@ class MemoryTier:
 
 
 class RestateTier:
-    """A real restate-server and our endpoint in a subprocess; each turn is a fresh `LashTurn/run`."""
+    """The Restate host as a tier: a started `LocalStack` whose endpoint serves the demo (``--with-turn``);
+    each turn is a fresh `LashTurn/run` invocation."""
 
     def __init__(self, name: str, stack: LocalStack) -> None:
         self.name = name
@@ -244,8 +208,9 @@ class RestateTier:
 
         A batched group's store is its pump (keyed by incarnation and group key, the replay key's
         prefix here). A call child that lash calls itself is the callee's invocation, found by its
-        idempotency key (decision 61).
+        idempotency key.
         """
+        # decision 61: a call child costs its handler's invocation, no LashChild of its own
         key = quote_sql(replay_key)
         group = quote_sql(replay_key.rsplit("/", 1)[0])
         async with asyncio.timeout(30):

@@ -1,0 +1,368 @@
+"""A caller's turn written as its handler would be: open, next, save, resume, close.
+
+A scenario cannot simply run a handler's body on every tier: on Restate the body must run inside a
+handler, and the `LashTurn` driver runs a list of steps there. So a `Turn` is written like the
+handler and compiled to those steps: each call records one step and answers at once with an
+`Answer`, a typed placeholder. The tier runs the steps as one turn when the ``async with`` block
+ends; then every answer is known, as `Answer.ok` (the typed value) or `Answer.error` (the error the
+step ended in; a turn goes on past a step's error, as a handler catching it would)::
+
+    async with Turn(tier) as t:
+        g = t.open(group)
+        first, saved = g.next(), g.save()
+    assert first.ok.rank == 1
+    async with Turn(tier) as t:
+        again = t.resume(saved.ok).next()
+
+An answer read before its turn ran fails the test saying so: the placeholder is never a guess.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from types import TracebackType
+from typing import Any, Generic, Literal, TypeVar
+
+import msgspec
+
+from ...contract import STRUCT_OPTIONS, GroupHandle, Outcome, Settlement
+from . import _steps as steps
+from ._tier import Tier
+
+__all__ = [
+    "Answer",
+    "Block",
+    "Combined",
+    "ErrorBody",
+    "Group",
+    "Iterated",
+    "Selected",
+    "Turn",
+]
+
+T = TypeVar("T")
+
+Kind = Literal["all", "all_settled", "race", "any"]
+
+
+class ErrorBody(msgspec.Struct, **STRUCT_OPTIONS):
+    """A step's error as every host answers it: the `LashError`'s code and message, and each
+    location that is set."""
+
+    code: str
+    message: str
+    group_key: str | None = None
+    position: int | None = None
+    replay_key: str | None = None
+
+
+class Combined(msgspec.Struct, **STRUCT_OPTIONS):
+    """A combinator's result: ``fulfilled`` with ``value``, ``rejected`` with ``reason`` (the rejecting
+    settlement, or for ``any`` every error in input order), or ``suspended`` with ``handle`` (stopped
+    after ``stop_after`` settlements). ``order`` is the positions in the order they were consumed."""
+
+    status: Literal["fulfilled", "rejected", "suspended"]
+    group_key: str
+    order: list[int]
+    value: Any = msgspec.UNSET
+    reason: Settlement | list[Outcome] | msgspec.UnsetType = msgspec.UNSET
+    handle: str | msgspec.UnsetType = msgspec.UNSET
+
+    @property
+    def rejection(self) -> Settlement:
+        """The settlement that rejected it (``all``, ``race``); fails the test if it has none."""
+        assert isinstance(self.reason, Settlement), f"expected a rejecting settlement, got {self}"
+        return self.reason
+
+    @property
+    def errors(self) -> list[Outcome]:
+        """Every error, in input order (``any`` rejected); fails the test if it has none."""
+        assert isinstance(self.reason, list), f"expected an aggregate rejection, got {self}"
+        return self.reason
+
+    @property
+    def saved(self) -> GroupHandle:
+        """The cursor of a suspended combinator; fails the test if it did not suspend."""
+        assert isinstance(self.handle, str), f"expected a suspended result, got {self}"
+        return GroupHandle.from_bytes(self.handle)
+
+
+class Selected(msgspec.Struct, **STRUCT_OPTIONS):
+    """`signal_or_deadline`'s answer: which arm won and its value, or the event's rejection."""
+
+    winner: Literal["event", "deadline"]
+    value: Any = msgspec.UNSET
+    rejected: Settlement | msgspec.UnsetType = msgspec.UNSET
+
+
+class Iterated(msgspec.Struct, **STRUCT_OPTIONS):
+    """What ``async with lash.open(...) as g: async for s in g`` received, and the cursor it saved."""
+
+    settlements: list[Settlement]
+    saved: str | None = None
+
+    @property
+    def saved_handle(self) -> GroupHandle | None:
+        return GroupHandle.from_bytes(self.saved) if self.saved is not None else None
+
+
+class Answer(Generic[T]):
+    """One step's answer, known once its turn has run."""
+
+    __slots__ = ("_decode", "_what", "_wire")
+
+    def __init__(self, what: str, decode: Callable[[Any], T]) -> None:
+        self._what, self._decode = what, decode
+        self._wire: dict[str, Any] | None = None
+
+    def __repr__(self) -> str:
+        return f"<{self._what}: {'not run' if self._wire is None else self._wire}>"
+
+    @property
+    def wire(self) -> dict[str, Any]:
+        """The step's answer as the tier gave it: ``{"ok": ...}`` or ``{"error": {...}}``."""
+        assert self._wire is not None, f"{self._what}: its turn has not run yet"
+        return self._wire
+
+    @property
+    def ok(self) -> T:
+        """The step's value; fails the test if the step ended in an error."""
+        wire = self.wire
+        assert "ok" in wire, f"{self._what}: expected ok, got {wire}"
+        return self._decode(wire["ok"])
+
+    @property
+    def error(self) -> ErrorBody:
+        """The error the step ended in; fails the test if it succeeded."""
+        wire = self.wire
+        assert "error" in wire, f"{self._what}: expected an error, got {wire}"
+        return msgspec.convert(wire["error"], ErrorBody)
+
+    def _resolve(self, wire: dict[str, Any]) -> None:
+        self._wire = wire
+
+
+def _handle(value: Any) -> GroupHandle:
+    return GroupHandle.from_bytes(value)
+
+
+def _settlement(value: Any) -> Settlement:
+    return msgspec.convert(value, Settlement)
+
+
+def _none(value: Any) -> None:
+    assert value is None, f"expected null, got {value!r}"
+
+
+def _text(handle: GroupHandle | str) -> str:
+    return handle if isinstance(handle, str) else handle.to_bytes().decode()
+
+
+class Group:
+    """A group in a turn: what ``await lash.open(...)`` or a resume gave the handler."""
+
+    __slots__ = ("_resumed", "_turn", "opened")
+
+    def __init__(self, turn: Turn, opened: Answer[GroupHandle], resumed: str | None) -> None:
+        self._turn, self._resumed = turn, resumed
+        self.opened = opened
+        """The open's answer: the handle it returned, or the error that refused it; for a resumed
+        group, the cursor it was resumed from."""
+
+    def next(self, *, cancel_after_ms: int | None = None) -> Answer[Settlement]:
+        """`await_next_settlement`; with ``cancel_after_ms``, raced against a cancel after that long."""
+        return self._turn._step(self, steps.next_(cancel_after_ms), "next", _settlement)
+
+    def save(self) -> Answer[GroupHandle]:
+        """``g.save()``: the cursor as the handler would persist it."""
+        return self._turn._step(self, steps.save(), "save", _handle)
+
+    def close(self, disposition: str | None = None) -> Answer[None]:
+        """`close_effect_group`, narrowing the disposition to ``disposition`` if given."""
+        return self._turn._step(self, steps.close(disposition), "close", _none)
+
+
+class Block:
+    """``async with lash.open(...) as g: async for s in g`` in a turn; ``group`` is the saved group the
+    block left current (its `Group.save` answers the block's own save)."""
+
+    __slots__ = ("answer", "group")
+
+    def __init__(self, answer: Answer[Iterated], group: Group) -> None:
+        self.answer, self.group = answer, group
+
+
+class Turn:
+    """One caller's invocation on ``tier``, written as its handler; run when the block ends."""
+
+    def __init__(self, tier: Tier) -> None:
+        self.tier = tier
+        self.steps: list[dict[str, Any]] = []
+        self._answers: list[list[Answer[Any]]] = []  # per step: its answer, and any read of it
+        self._current: Group | None = None
+        self._ran = False
+
+    async def __aenter__(self) -> Turn:
+        return self
+
+    async def __aexit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if kind is None:
+            await self.run()
+
+    async def run(self) -> None:
+        """Run the recorded steps as one turn on the tier, and resolve every answer."""
+        assert not self._ran, "a turn runs once: write the next invocation as a new Turn"
+        self._ran = True
+        results = await self.tier.turn(*self.steps)
+        assert len(results) == len(self._answers), f"{len(self.steps)} steps, {len(results)} answers"
+        for answers, result in zip(self._answers, results, strict=True):
+            for answer in answers:
+                answer._resolve(result)
+
+    # -- a group's life ------------------------------------------------------------------------
+
+    def open(self, group: dict[str, Any]) -> Group:
+        """``await lash.open(...)`` of ``group`` (a first open, or a reopen of the same key)."""
+        opened: Answer[GroupHandle] = self._record(steps.open_(group), "open", _handle)
+        self._current = Group(self, opened, None)
+        return self._current
+
+    def resume(self, handle: GroupHandle | str) -> Group:
+        """The group a saved cursor names, as a fresh invocation restoring it holds it."""
+        text = _text(handle)
+        self._record(steps.use(text), "use", _none)
+        resumed: Answer[GroupHandle] = Answer("resume", _handle)
+        resumed._resolve({"ok": text})
+        self._current = Group(self, resumed, text)
+        return self._current
+
+    def supports(self) -> Answer[bool]:
+        """`supports_effect_groups()`."""
+        return self._record(steps.supports(), "supports", bool)
+
+    # -- combinators and the front door ----------------------------------------------------------
+
+    def combine(
+        self,
+        kind: Kind,
+        group: dict[str, Any],
+        *,
+        stop_after: int | None = None,
+        resume: GroupHandle | str | None = None,
+        on_reject: str | None = None,
+    ) -> Answer[Combined]:
+        """`run_combinator` of ``kind`` over ``group``: stopped after ``stop_after`` settlements, resumed
+        from the cursor ``resume``, failing fast with ``on_reject``."""
+        handle = _text(resume) if resume is not None else None
+        step = steps.combine(kind, group, stop_after=stop_after, handle=handle, on_reject=on_reject)
+        self._current = None  # the driver's current handle is the result's, if it suspended
+        return self._record(step, kind, lambda v: msgspec.convert(v, Combined))
+
+    def all(
+        self,
+        group: dict[str, Any],
+        *,
+        stop_after: int | None = None,
+        resume: GroupHandle | str | None = None,
+        on_reject: str | None = None,
+    ) -> Answer[Combined]:
+        """`combine` of ``all`` (``lash.all``'s loop)."""
+        return self.combine("all", group, stop_after=stop_after, resume=resume, on_reject=on_reject)
+
+    def all_settled(
+        self,
+        group: dict[str, Any],
+        *,
+        stop_after: int | None = None,
+        resume: GroupHandle | str | None = None,
+        on_reject: str | None = None,
+    ) -> Answer[Combined]:
+        """`combine` of ``all_settled`` (``lash.all_settled``'s loop)."""
+        return self.combine("all_settled", group, stop_after=stop_after, resume=resume, on_reject=on_reject)
+
+    def race(
+        self,
+        group: dict[str, Any],
+        *,
+        stop_after: int | None = None,
+        resume: GroupHandle | str | None = None,
+        on_reject: str | None = None,
+    ) -> Answer[Combined]:
+        """`combine` of ``race`` (``lash.race``'s loop)."""
+        return self.combine("race", group, stop_after=stop_after, resume=resume, on_reject=on_reject)
+
+    def any(
+        self,
+        group: dict[str, Any],
+        *,
+        stop_after: int | None = None,
+        resume: GroupHandle | str | None = None,
+        on_reject: str | None = None,
+    ) -> Answer[Combined]:
+        """`combine` of ``any`` (``lash.any``'s loop)."""
+        return self.combine("any", group, stop_after=stop_after, resume=resume, on_reject=on_reject)
+
+    def signal_or_deadline(self, key: str, event: str, deadline_ms: int) -> Answer[Selected]:
+        """`combinators.signal_or_deadline`: the event against a deadline, as group ``key``."""
+        step = steps.select(key, event, deadline_ms, f"{key}/sel")
+        return self._record(step, "signal_or_deadline", lambda v: msgspec.convert(v, Selected))
+
+    def front(
+        self,
+        entry: Literal["all", "all_settled", "race", "any", "select"],
+        key: str,
+        children: list[dict[str, Any]] | dict[str, dict[str, Any]],
+        *,
+        losers: str | None = None,
+    ) -> Answer[dict[str, Any]]:
+        """``lash.<entry>(ctx, children, key=key)`` through the front door. Its values come back as
+        ``{"type": class name, "value": JSON}`` (the shape `lash_restate.testing.turn.FrontStep` gives),
+        so a scenario sees which model the front door handed back."""
+        step = steps.front(entry, key, children, losers=losers)
+        return self._record(step, f"lash.{entry}", dict)
+
+    def iterate(
+        self,
+        group: dict[str, Any],
+        *,
+        resume: GroupHandle | str | None = None,
+        save_after: int | None = None,
+        raise_after: int | None = None,
+    ) -> Block:
+        """``async with lash.open(group, resume=resume) as g: async for s in g``, saving and leaving the
+        block after ``save_after`` settlements, or raising inside it after ``raise_after``."""
+        if resume is not None:
+            self.resume(resume)
+        step = steps.iterate(group, resume=resume is not None, save_after=save_after, raise_after=raise_after)
+        answer = self._record(step, "async for", lambda v: msgspec.convert(v, Iterated))
+        saved: Answer[GroupHandle] = Answer(
+            "the block's save", lambda v: _handle(msgspec.convert(v, Iterated).saved)
+        )
+        self._answers[-1].append(saved)  # the same answer, read as the cursor the block saved
+        self._current = Group(self, saved, None)
+        return Block(answer, self._current)
+
+    # -- the compiler ------------------------------------------------------------------------------
+
+    def _record(self, step: dict[str, Any], what: str, decode: Callable[[Any], T]) -> Answer[T]:
+        assert not self._ran, "this turn has run: write the next invocation as a new Turn"
+        answer = Answer(f"step {len(self.steps)} ({what})", decode)
+        self.steps.append(step)
+        self._answers.append([answer])
+        return answer
+
+    def _step(self, group: Group, step: dict[str, Any], what: str, decode: Callable[[Any], T]) -> Answer[T]:
+        """A step on ``group``: the driver holds one current handle, so a group that is not current
+        is made so again from its saved cursor (a resumed group), and one opened earlier in this turn
+        cannot be (its handle is known only once the turn ran)."""
+        assert group._turn is self, "a group belongs to the turn that opened or resumed it"
+        if group is not self._current:
+            assert group._resumed is not None, (
+                "another group became current since this one was opened in this turn: save it, "
+                "and resume the saved cursor in a later turn"
+            )
+            self.resume(group._resumed)
+            self._current = group
+        return self._record(step, what, decode)
