@@ -140,13 +140,13 @@ async def _child_ended_or_retried(stack: LocalStack, replay_key: str, handler: s
     return row
 
 
-async def test_a_declared_target_nobody_registered_ends_a_sent_child_with_a_terminal_404(
+async def test_a_declared_target_nobody_registered_ends_a_narrow_groups_child_with_a_terminal_404(
     tmp_path: Path,
 ) -> None:
     """ADR: a call no registered deployment binds is a routing fact, a terminal 404, never a retry.
 
-    A narrow group's open sends a call to a target only declared external to `LashChild/execute`,
-    which asks the admin API before calling (decision 47); the group's pump awaits it (decision 61).
+    A narrow group's pump calls a call to a target only declared external through `LashChild/execute`,
+    which asks the admin API before calling (decision 47), and awaits it (decision 61).
     """
     with with_ghost_declared(tmp_path) as stack:
         s = Scope()

@@ -351,16 +351,15 @@ async def test_each_child_is_an_invocation_of_its_own_sent_by_the_group_or_its_p
             ), row
 
 
-@pytest.mark.parametrize("width", [2, 3], ids=["sent", "batched"])
+@pytest.mark.parametrize("width", [2, 3], ids=["narrow", "batched"])
 async def test_a_call_child_is_the_invocation_of_the_handler_it_calls_and_nothing_else(
     stack: Stack, width: int
 ) -> None:
-    """Decision 62: a call child costs the user's handler invocation and no `LashChild` in front of it.
+    """Decision 61: a call child costs the user's handler invocation and no `LashChild` in front of it.
 
-    The callee is sent by the group's `open` (and joined by its pump) for a narrow group, and called by
-    the group's pump for a wide one; either way from a lash handler (never from a side effect's body),
-    under the idempotency key that names the child's replay key and the group's incarnation, and it
-    runs once."""
+    The callee is called by the group's pump, its only caller, from a lash handler (never from a side
+    effect's body), under the idempotency key that names the child's replay key and the group's
+    incarnation, and it runs once."""
     s = Scope()
     group = s.group([_demo_echo(i) for i in range(width)])
     [_, *served, _] = await stack.turn(open_(group), *[next_() for _ in range(width)], close())
@@ -375,11 +374,10 @@ async def test_a_call_child_is_the_invocation_of_the_handler_it_calls_and_nothin
     )
     keys = sorted(r["key"].rpartition("@")[0] for r in rows)
     assert keys == sorted(f"{s.key()}/c{i}" for i in range(width)), rows  # one each
-    # Sent by the open and called by the pump under the same key, a narrow group's callee is created
-    # by whichever reaches Restate first; a wide group's, by the pump.
-    expected = {("LashGroup", "open"), ("LashPump", "run2")} if width == 2 else {("LashPump", "run2")}
     for row in rows:
-        assert row["kind"] == "service" and (row["by_service"], row["by_handler"]) in expected, row
+        assert row["kind"] == "service" and (row["by_service"], row["by_handler"]) == ("LashPump", "run2"), (
+            row
+        )
     children = await asyncio.to_thread(
         sql,
         stack.server.admin_url,
@@ -387,6 +385,21 @@ async def test_a_call_child_is_the_invocation_of_the_handler_it_calls_and_nothin
         f"AND starts_with(target_service_key, {quote(s.key() + '/')})",
     )
     assert children == []  # no wrapper invocation, no release per child
+
+
+@pytest.mark.parametrize("width", [2, 3], ids=["narrow", "batched"])
+async def test_a_call_to_a_workflows_main_handler_settles_with_its_output(stack: Stack, width: int) -> None:
+    """A workflow's `run` is called once and settles `Ok` with what it returned.
+
+    Restate runs a workflow's main handler once per workflow key and ignores an idempotency key on
+    it: a second request for it is refused ("the workflow method was already invoked"), never joined.
+    So a child may have one caller only, the group's pump."""
+    s = Scope()
+    flow = {"type": "call", "service": "DemoFlow", "handler": "run", "arg": {"value": "w"}, "key": s.id}
+    group = s.group([flow, *[_demo_echo(i) for i in range(width - 1)]])
+    [_, *served, _] = await stack.turn(open_(group), *[next_() for _ in range(width)], close())
+    outcomes = {ok(r)["position"]: ok(r)["outcome"] for r in served}
+    assert outcomes[0] == {"type": "ok", "value": "w"}, outcomes
 
 
 def _demo_echo(value: Any) -> dict[str, Any]:

@@ -41,7 +41,7 @@ __all__ = [
 # (decisions 20, 35), which starts the children itself: the single writer then runs once per batch
 # instead of once per child. Below it a group of tools, timers and events has each child settle itself
 # (one hop less, what a two-arm race or a signal/deadline select is measured by), and a group with a
-# call child has its open send the children and a pump join them (decision 61).
+# call child settles through a pump too, which calls the user's handler itself (decision 61).
 BATCH_FROM = 3
 
 Bindable = restate.Service | restate.VirtualObject | restate.Workflow
@@ -113,7 +113,7 @@ def lash_services(
 
     Children run through ``resolver`` (tools) and may call the handlers of ``calls``. Groups of
     ``batch_from`` children or more settle in batches through a pump that starts them; narrower ones
-    with a call child through a pump that joins the children their open sent (decision 61). The
+    with a call child through a pump too (decision 61). The
     services are named ``{prefix}Group``, ``{prefix}Child``, … (decision 40; ``None``: this
     process's prefix, decision 54); with ``name``, each carries it as the
     service metadata ``lash.app``, which registration reads to tell an upgrade of this application

@@ -6,7 +6,7 @@ recorded `GroupShape`, read only by open, reads of past ranks and a direct close
 ids a `Cancel` needs and, for a pumped group recorded now, how to reach its pump at the close (``pump``).
 Payload bytes never enter it.
 
-Decision 62: a group recorded now settles through one pump whatever its width; a group a release
+Decision 61: a group recorded now settles through one pump whatever its width; a group a release
 before recorded (direct or pumped) goes on as it did.
 """
 
@@ -107,7 +107,7 @@ def group_object(
         reaches this handler: a group whose children were dispatched always records how to cancel
         them. The answer goes out before the awaits that follow, so the opener resumes at once.
 
-        Decision 62: a group with a call child, and every group of ``batch_from`` children or more,
+        Decision 61: a group with a call child, and every group of ``batch_from`` children or more,
         settles through one pump that awaits each child where it runs (`AwaitedDispatch`) and
         releases its store when the close resolves its awakeable; a narrower group of tools, timers
         and events settles directly, each child by itself (decision 20).
@@ -119,22 +119,15 @@ def group_object(
             ctx.reject_awakeable(req.reply_to, error.to_wire(), terminal_status(error))
             return
         handles: list[SendHandle] = []
-        dispatch = None
         if children and meta.mode is SettlementMode.PUMPED:
-            dispatch = AwaitedDispatch(ctx, meta, children, routing, sent=len(children) < batch_from)
-            dispatch.start()
+            handles = AwaitedDispatch.dispatch(ctx, meta, children)
         elif children:
             handles = mode_for(meta.mode).dispatch(ctx, meta, children)
         reply = OpenReply(reopened=not children, incarnation=meta.incarnation)
         ctx.resolve_awakeable(req.reply_to, reply, serde=_OPENED)
         # What follows is off the opener's path: it has its answer.
         if children:  # cancels need these: one per child, or the one pump (decisions 4, 61)
-            ids = (
-                await dispatch.finish()
-                if dispatch is not None
-                else [await h.invocation_id() for h in handles]
-            )
-            ctx.set(INVOCATIONS, ids, serde=STRINGS)
+            ctx.set(INVOCATIONS, [await h.invocation_id() for h in handles], serde=STRINGS)
             meta = msgspec.structs.replace(meta, opened_at_ms=int(await ctx.time() * 1000))
         await _note_opener(ctx, meta, req.caller, changed=bool(children))
         if not children:
@@ -286,7 +279,7 @@ def group_object(
 async def _close(ctx: restate.ObjectContext, meta: GroupMeta, effective: LoserPolicy) -> int:
     """The ADR's close under ``effective``; how many cancels it sent.
 
-    Decision 62: a pumped group's pump that reported an awakeable and still listens on it is released
+    Decision 61: a pumped group's pump that reported an awakeable and still listens on it is released
     through it, with no invocation; any other pumped group's through its `forget`.
     """
     mode = mode_for(meta.mode)
@@ -325,7 +318,7 @@ async def _record(
 ) -> tuple[GroupMeta, list[RuntimeEffectEnvelope]]:
     """The group's record after this open, and the children to dispatch (none on a reopen).
 
-    Decision 62: pumped from ``batch_from`` children on, or with a call child whatever the width.
+    Decision 61: pumped from ``batch_from`` children on, or with a call child whatever the width.
     """
     if meta is not None:
         # ADR: a reopen is fenced on shape, resolves only what it dispatches and refuses nothing;

@@ -153,10 +153,9 @@ class PumpAwait(msgspec.Struct, **RECORD_OPTIONS):
     """What `LashPump/run2` receives (decision 61): one group incarnation's children to await.
 
     It calls each (a call child straight to the user's handler, anything else through
-    `LashChild/execute`; past `PUMP_SLICE` through further pumps, as a `PumpRun` does) under an
-    idempotency key of its own, so a child the open started already is joined, not run again. The
-    group's own pump ``listens``: it tells the group how to reach it in its first report and
-    releases its store when the group closes.
+    `LashChild/execute`; past `PUMP_SLICE` through further pumps, as a `PumpRun` does): it is each
+    child's only caller. The group's own pump ``listens``: it tells the group how to reach it in its
+    first report and releases its store when the group closes.
     """
 
     group_key: str

@@ -23,7 +23,6 @@ from restate import SendHandle
 
 from ..contract import BODY_LIMIT, PayloadTooLarge
 from ..contract import RuntimeEffectEnvelope as Envelope
-from ._calls import call_arg, callee_key, direct
 from ._messages import (
     READ_BUDGET,
     ChildRun,
@@ -37,7 +36,6 @@ from ._messages import (
 from ._records import SHAPE, STRINGS, GroupMeta, SettlementMode
 from ._routes import (
     CHILD,
-    CHILD_EXECUTE,
     CHILD_FORGET,
     CHILD_OUTCOME,
     CHILD_RUN,
@@ -52,7 +50,6 @@ from ._routes import (
     named,
     pump_key,
 )
-from ._routing import Routing
 
 __all__ = [
     "INVOCATIONS",
@@ -263,12 +260,6 @@ class _Pumped:
         # the further slices' pumps, which cancel theirs (the SDK's implicit cancellation, decision 35);
         # their Cancelled terminals still settle through the pumps. A reopen's redrive likewise.
         invocations = await ctx.get(INVOCATIONS, serde=STRINGS) or []
-        if len(invocations) == meta.child_count:
-            # One per child, by position: the children a narrow group's open sent itself, whose pump
-            # only joins them (decision 61); or a one-child group's pump, whose one child is at
-            # position 0. Cancelled: the unsettled ones.
-            settled = set(meta.positions())
-            invocations = [i for position, i in enumerate(invocations) if position not in settled]
         return invocations + (await ctx.get(REDISPATCHED, serde=STRINGS) or [])
 
     async def releases(self, ctx: restate.ObjectContext, meta: GroupMeta) -> list[Release]:
@@ -317,33 +308,21 @@ _MODES: dict[SettlementMode, Mode] = {SettlementMode.DIRECT: _Direct(), Settleme
 
 
 class AwaitedDispatch:
-    """Decision 62: how `LashGroup/open` dispatches a pumped group it records.
+    """Decision 61: how `LashGroup/open` dispatches a pumped group it records.
 
-    One pump (`LashPump/run2`, under the group's pump key) awaits every child, stores the outcomes in
-    the pumped layout and reports them. It calls each child under an idempotency key of its own
-    (`callee_key`): a call child straight to the user's handler, any other through
-    `LashChild/execute`. A narrow group's open (``sent``) also sends each child itself, under the same
-    key, in the step that sends the pump: nothing stands between the open and a child, the pump
-    starts alongside them, and its call of a child the open started joins that invocation (Restate
-    runs one invocation per idempotency key) rather than running it again. A Cancel then cancels the
-    children, by invocation id. A wide group's children are started by the pump alone (past
-    `PUMP_SLICE` through further pumps); a Cancel cancels the pump, which cancels its calls.
-    Either way the group's state is the pumped one, which a caller of the release before reads as
-    it reads every pumped group.
+    One pump (`LashPump/run2`, under the group's pump key) is the only caller of every child: it
+    calls a call child straight to the user's handler, any other child through `LashChild/execute`
+    (past `PUMP_SLICE` children through further pumps), stores the outcomes in the pumped layout
+    and reports them. A Cancel cancels the pump, which cancels the calls it still awaits. The
+    group's state is the pumped one, which a caller of the release before reads as it reads every
+    pumped group.
     """
 
-    def __init__(
-        self,
-        ctx: restate.ObjectContext,
-        meta: GroupMeta,
-        children: list[Envelope],
-        routing: Routing,
-        *,
-        sent: bool,
-    ) -> None:
-        self._ctx, self._meta, self._children, self._routing = ctx, meta, children, routing
-        self._sent = sent
-        self._handles: list[SendHandle] = []
+    @staticmethod
+    def dispatch(ctx: restate.ObjectContext, meta: GroupMeta, children: list[Envelope]) -> list[SendHandle]:
+        """Send the group's pump its children: before the opener's answer."""
+        run = PumpAwait(group_key=ctx.key(), incarnation=meta.incarnation, children=children)
+        return [PUMP_RUN2.send(ctx, pump_key(ctx.key(), meta.incarnation), run)]
 
     @staticmethod
     def redispatch(ctx: restate.ObjectContext, meta: GroupMeta, children: list[Envelope]) -> list[SendHandle]:
@@ -351,32 +330,6 @@ class AwaitedDispatch:
         the group first, since a `run2` ahead of it releases its store once the group closes."""
         run = PumpRun(group_key=ctx.key(), children=children, incarnation=meta.incarnation)
         return [PUMP_REDRIVE2.send(ctx, pump_key(ctx.key(), meta.incarnation), run)]
-
-    def start(self) -> None:
-        """Start the children (narrow) and the pump: before the opener's answer."""
-        ctx, meta = self._ctx, self._meta
-        if self._sent:
-            for child in self._children:
-                key = callee_key(child, meta.incarnation)
-                call = direct(self._routing, child)
-                if call is None:
-                    self._handles.append(
-                        CHILD_EXECUTE.send(ctx, child.replay_key, child, idempotency_key=key)
-                    )
-                    continue
-                self._handles.append(
-                    ctx.generic_send(
-                        call.service, call.handler, call_arg(call), key=call.key, idempotency_key=key
-                    )
-                )
-        run = PumpAwait(group_key=ctx.key(), incarnation=meta.incarnation, children=self._children)
-        pump = PUMP_RUN2.send(ctx, pump_key(ctx.key(), meta.incarnation), run)
-        if not self._sent:
-            self._handles = [pump]
-
-    async def finish(self) -> list[str]:
-        """The invocations a Cancel cancels: each child a narrow group's open sent, or the pump."""
-        return [await handle.invocation_id() for handle in self._handles]
 
 
 def mode_for(mode: SettlementMode) -> Mode:

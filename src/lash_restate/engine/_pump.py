@@ -10,10 +10,10 @@ sends) runs the first slice and calls one pump per further slice; each settles i
 the group, which stays the single writer of ranks. Cancelling the group's pump cancels those calls,
 and its ``forget`` (queued behind its ``run``, which outlives theirs) releases their stores too.
 
-Decision 62: ``run2`` is the pump of every pumped group `LashGroup/open` records now. It calls each
-child under an idempotency key of its own, a call child straight to the user's handler (no
-`LashChild` invocation in between), anything else through `LashChild/execute`; a child the open sent
-already is joined, not run again. It reports each batch to `LashGroup/report`, which answers whether
+Decision 61: ``run2`` is the pump of every pumped group `LashGroup/open` records now, and each of its
+children's only caller: a call child straight to the user's handler (no `LashChild` invocation in
+between, under an idempotency key that names the child), anything else through `LashChild/execute`,
+as a plan it journals once says. It reports each batch to `LashGroup/report`, which answers whether
 the group is still open, and listens on an awakeable the group's close resolves: then it releases its
 store and stops, so neither a late settlement nor a release invocation follows the close.
 """
@@ -29,7 +29,7 @@ import restate
 from restate.serde import BytesSerde
 
 from .. import logs
-from ..contract import Cancelled, GroupNotOpen, RuntimeEffectEnvelope
+from ..contract import Call, Cancelled, GroupNotOpen, RuntimeEffectEnvelope
 from ._calls import answered, call_arg, callee_key, direct, refused
 from ._child import stored_outcome
 from ._errors import HANDLER_RETRY, NOT_FOUND, is_cancellation, terminal_errors
@@ -73,7 +73,7 @@ _READ: MsgspecSerde[list[int] | OutcomesRead] = MsgspecSerde(list[int] | Outcome
 SLICES = "slices"
 # A bulk read of the outcomes this pump keeps asks for at most this many at once.
 OUTCOMES_PER_READ = 256
-# Decision 62: how long the group's pump, every child settled, keeps listening for the close before it
+# Decision 61: how long the group's pump, every child settled, keeps listening for the close before it
 # reports that it left (its store then waits for the close's forget). A combinator closes within
 # milliseconds of its last rank; a parked group's pump does not stay suspended for the park's length.
 LINGER = timedelta(seconds=10)
@@ -102,8 +102,14 @@ def pump_object(routing: Routing, *, metadata: dict[str, str] | None = None) -> 
     async def run2(ctx: restate.ObjectContext, req: PumpAwait) -> None:
         awaited: dict[Any, _Awaited] = {}
         own, further = req.children[:PUMP_SLICE], req.children[PUMP_SLICE:]
-        for child in own:
-            dispatched = _dispatch(ctx, child, routing, req.incarnation)
+        plan = [_CHILD] * len(own)
+        if any(isinstance(child.command, Call) for child in own):
+            # Decided once and journaled: an in-place redeploy may change this endpoint's routing, and
+            # a replay must make the calls the first execution made (decision 61).
+            options: restate.RunOptions[list[str]] = restate.RunOptions(serde=_KEYS)
+            plan = await ctx.run_typed("route", lambda: _plan(routing, own), options)
+        for child, how in zip(own, plan, strict=True):
+            dispatched = _dispatch(ctx, child, how, req.incarnation)
             if dispatched is not None:
                 awaited[dispatched[0]] = dispatched[1]
         slices: list[str] = []
@@ -208,27 +214,44 @@ class _Awaited:
     target: str = ""  # a call's ``service/handler``
 
 
+_MISS = "miss"
+
+
+def _plan(routing: Routing, children: list[RuntimeEffectEnvelope]) -> list[str]:
+    """How this pump calls each child: a call to a handler this endpoint binds straight to it, a call
+    to a target only declared external and any other child through `LashChild/execute`, which
+    checks the target when it runs (decision 47); a call whose target left this endpoint since the
+    open routed it not at all."""
+    plan: list[str] = []
+    for child in children:
+        if direct(routing, child) is None:
+            plan.append(_CHILD)
+        else:
+            plan.append(_CALL if routing.routes(child) else _MISS)
+    return plan
+
+
 def _dispatch(
-    ctx: restate.ObjectContext, child: RuntimeEffectEnvelope, routing: Routing, incarnation: str
+    ctx: restate.ObjectContext, child: RuntimeEffectEnvelope, how: str, incarnation: str
 ) -> tuple[Any, _Awaited] | None:
-    """Call ``child`` from this pump: a call to a handler this endpoint binds goes straight to it."""
+    """Call ``child`` from this pump as its plan says (`_plan`)."""
     position = _position(child)
-    # Under the key the open sent it with, if it did: the call then joins the invocation it started.
-    key = callee_key(child, incarnation)
-    call = direct(routing, child)
-    if call is None:
-        future = CHILD_EXECUTE.call(ctx, child.replay_key, child, idempotency_key=key)
+    if how == _CHILD:
+        future = CHILD_EXECUTE.call(ctx, child.replay_key, child)
         return future, _Awaited(_CHILD, position, child.replay_key)
-    if not routing.routes(child):
-        # The target left this endpoint since the open routed it: a routing miss, never an outcome
-        # (ADR: the Restate host's form of it, the ADR's "engine tier", is a terminal 404; the rank
-        # stays unallocated).
+    call = child.command
+    assert isinstance(call, Call)  # the plan calls only a call child directly
+    if how == _MISS:
+        # A routing miss, never an outcome (ADR: the Restate host's form of it, the ADR's "engine
+        # tier", is a terminal 404; the rank stays unallocated).
         logs.logger.warning(
             "call child ended without a settlement: %s is not bound here",
             call.target,
             extra={"replay_key": child.replay_key},
         )
         return None
+    # The idempotency key names the child on the callee's invocation, for inspection and operators.
+    key = callee_key(child, incarnation)
     future = ctx.generic_call(call.service, call.handler, call_arg(call), key=call.key, idempotency_key=key)
     return future, _Awaited(_CALL, position, child.replay_key, call.target)
 

@@ -215,7 +215,7 @@ GROUP_CALLER_ENDED: Route[CallerEnded, None] = Route(GROUP, "caller_ended", Call
 # Decision 45: a caller that saved a handle is watched until it ends, and how it ended is recorded.
 GROUP_HOLD: Route[CallerEnded, None] = Route(GROUP, "hold", CallerEnded, type(None))
 GROUP_HELD: Route[CallerEnded, None] = Route(GROUP, "held", CallerEnded, type(None))
-# Decision 62: a pump of a group recorded now reports its settlements here, and learns if it is closed.
+# Decision 61: a pump of a group recorded now reports its settlements here, and learns if it is closed.
 GROUP_REPORT: Route[PumpReport, ReportReply] = Route(GROUP, "report", PumpReport, ReportReply)
 # The operator's close: the one public handler of the group object, reached through the ingress by
 # `lash-restate groups close`; never called between lash's own services (so not in ROUTES).
@@ -236,7 +236,7 @@ PUMP_FORGET: Route[None, None] = Route(PUMP, "forget", None, type(None))
 # Decision 48: a reopen runs again the children of a pumped group that ended without an outcome.
 PUMP_REDRIVE: Route[PumpRun, None] = Route(PUMP, "redrive", PumpRun, type(None))
 PUMP_RUN2: Route[PumpAwait, None] = Route(PUMP, "run2", PumpAwait, type(None))
-# Decision 62: a reopen's re-dispatch of a pumped group, which asks the group first (`run2` releases
+# Decision 61: a reopen's re-dispatch of a pumped group, which asks the group first (`run2` releases
 # its store at the close).
 PUMP_REDRIVE2: Route[PumpRun, None] = Route(PUMP, "redrive2", PumpRun, type(None))
 

@@ -10,6 +10,8 @@ tier of the conformance suite.
   policy and, on a server that pauses when retries run out, pauses (the Restate host only).
 - ``DemoCalls/echo_size`` ``V`` → how many characters the string V has (for argument-size tests).
 - ``DemoCalls/blob`` ``{"size": N}`` → a string of N characters (for result-size tests).
+- ``DemoFlow/run`` (a workflow, keyed) ``{"value": V}`` → V: a workflow's main handler, which Restate
+  runs once per key whatever the idempotency key.
 - ``DemoCounter/add`` (keyed) ``N`` → the key's running total after adding N.
 
 Typed, for ``lash.call(handler, arg)`` (their handlers are `quote` and `weigh`, module-level):
@@ -38,6 +40,7 @@ from ..memory import CallRegistry
 from .tools import append_line, arg_of, blob, count_path, size_of
 
 __all__ = [
+    "DEMO_FLOW",
     "DEMO_LEDGER",
     "DEMO_OBJECT",
     "DEMO_SERVICE",
@@ -57,6 +60,7 @@ DEMO_SERVICE = "DemoCalls"
 DEMO_OBJECT = "DemoCounter"
 DEMO_TYPED = "DemoTyped"
 DEMO_LEDGER = "DemoLedger"
+DEMO_FLOW = "DemoFlow"
 
 
 class QuoteRequest(BaseModel):
@@ -180,7 +184,9 @@ def demo_external() -> list[Target]:
     return [Target(name.strip()) for name in names.split(",") if name.strip()]
 
 
-def demo_call_services(count_file: str | Path | None = None) -> list[restate.Service | restate.VirtualObject]:
+def demo_call_services(
+    count_file: str | Path | None = None,
+) -> list[restate.Service | restate.VirtualObject | restate.Workflow]:
     """The demo targets as Restate services (the typed ones too), bound next to lash's own by a
     ``--with-turn`` endpoint.
 
@@ -190,6 +196,7 @@ def demo_call_services(count_file: str | Path | None = None) -> list[restate.Ser
         return []
     service = restate.Service(DEMO_SERVICE)
     counter = restate.VirtualObject(DEMO_OBJECT)
+    flow = restate.Workflow(DEMO_FLOW)
     path = count_path(count_file)
 
     @service.handler()
@@ -235,5 +242,9 @@ def demo_call_services(count_file: str | Path | None = None) -> list[restate.Ser
         ctx.set("total", total)
         return total
 
-    del echo, fail, stall, count, echo_size_, blob_, add
-    return [service, counter, _typed, _ledger]
+    @flow.main()
+    async def run(ctx: restate.WorkflowContext, arg: Any) -> Any:
+        return arg_of(arg, "value")
+
+    del echo, fail, stall, count, echo_size_, blob_, add, run
+    return [service, counter, flow, _typed, _ledger]
