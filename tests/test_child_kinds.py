@@ -22,6 +22,7 @@ DISPATCH_SITES = {
     ("memory/_host.py", "_DurableWait.execute"),
     ("memory/_host.py", "MemoryHost._resolve"),
     ("engine/_routing.py", "Routing.routes"),
+    ("engine/_child.py", "_execute"),
 }
 
 _UNION = "Command = ToolCall | Sleep | AwaitEvent | Call"

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from datetime import timedelta
+from typing import assert_never
 
 import msgspec
 import restate
@@ -113,21 +114,25 @@ async def _execute(
 ) -> Outcome:
     command = envelope.command
     try:
-        if isinstance(command, Sleep):
-            await ctx.sleep(timedelta(milliseconds=command.duration_ms))
-            return Ok(value=None)
-        if isinstance(command, AwaitEvent):
-            awakeable, value = ctx.awakeable(serde=_BYTES)
-            SIGNAL_SUBSCRIBE.send(ctx, command.name, awakeable)
-            try:
-                return Ok(value=json.loads(await value))
-            except restate.TerminalError as error:
-                if is_cancellation(error):
-                    raise
-                return Err(message=error.message, code="rejected")  # the signal was rejected
-        if isinstance(command, Call):
-            return await _call(ctx, envelope, command, routing)
-        return await _run_tool(ctx, envelope, routing.resolver, attempts)
+        match command:
+            case Sleep():
+                await ctx.sleep(timedelta(milliseconds=command.duration_ms))
+                return Ok(value=None)
+            case AwaitEvent():
+                awakeable, value = ctx.awakeable(serde=_BYTES)
+                SIGNAL_SUBSCRIBE.send(ctx, command.name, awakeable)
+                try:
+                    return Ok(value=json.loads(await value))
+                except restate.TerminalError as error:
+                    if is_cancellation(error):
+                        raise
+                    return Err(message=error.message, code="rejected")  # the signal was rejected
+            case Call():
+                return await _call(ctx, envelope, command, routing)
+            case ToolCall():
+                return await _run_tool(ctx, envelope, command, routing.resolver, attempts)
+            case _:
+                assert_never(command)
     except restate.TerminalError as error:
         if is_cancellation(error):
             return Cancelled()  # a Cancel loser's terminal still routes through the group for rank
@@ -183,10 +188,12 @@ async def _call(
 
 
 async def _run_tool(
-    ctx: restate.ObjectContext, envelope: RuntimeEffectEnvelope, resolver: GroupExecutors, attempts: int
+    ctx: restate.ObjectContext,
+    envelope: RuntimeEffectEnvelope,
+    command: ToolCall,
+    resolver: GroupExecutors,
+    attempts: int,
 ) -> Outcome:
-    command = envelope.command
-    assert isinstance(command, ToolCall)
 
     async def attempt() -> bytes:
         # ADR: each executor is single-execution; every attempt resolves a fresh one.

@@ -292,7 +292,9 @@ async def _close(ctx: restate.ObjectContext, meta: GroupMeta, effective: LoserPo
     link = None
     if meta.mode is SettlementMode.PUMPED:
         link = await ctx.get(PUMP_LINK, serde=LINK)
-    # One cancel per unsettled child, not awaiting termination (ADR, "Close deletes…").
+    # One cancel per unsettled child, not awaiting termination (ADR, "Close deletes…"). Before the
+    # pump's release, on purpose: both reach the pump in this order, and a pump that saw the release
+    # first would return before the SDK cancels the calls it awaits (a Cancel's losers would run on).
     _cancel(ctx, cancels, meta)
     if link is not None and link.awakeable is not None and not link.left:
         # The pump listens: resolved, it releases its store (and its further slices') and stops.
