@@ -1,4 +1,5 @@
-# The two commands a newcomer runs: `make dev` (the local stack with a demo) and `make test`.
+# The two commands a newcomer runs: `make dev` (the local stack with a demo) and `make test`
+# (which also builds the documentation site, mkdocs.yml, into site/ with --strict).
 # Both install what they need first: a virtualenv in .venv and the pinned restate-server in node_modules.
 PY ?= python3
 VENV := .venv
@@ -26,6 +27,7 @@ test: setup
 	$(BIN)/ruff format --check src tests bench examples
 	$(BIN)/mypy
 	$(BIN)/lint-imports
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
 	$(BIN)/pytest
 
 lint: setup
@@ -60,4 +62,4 @@ mutation: setup $(VENV)/.mutation
 	  sys.exit(k + t < 0.95 * n)'
 
 clean:
-	rm -rf $(VENV) node_modules .lash mutants
+	rm -rf $(VENV) node_modules .lash mutants site

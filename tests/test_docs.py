@@ -3,10 +3,25 @@
 from __future__ import annotations
 
 import ast
+import importlib
+import inspect
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+
+# The site's pages (mkdocs.yml: docs_dir = docs) and the README, which links into them.
+PAGES = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "docs").rglob("*.md"))
+DOCS = ["README.md", *PAGES]
+# What a user of the wheel reads: every page but the decision log and the ADR, which are the
+# engineering record the others link to.
+USER_PAGES = [
+    "README.md",
+    "CHANGELOG.md",
+    *(p for p in PAGES if p != "docs/decisions.md" and not p.startswith("docs/adr/")),
+]
 
 
 def _tests_by_file() -> dict[str, set[str]]:
@@ -26,13 +41,7 @@ def test_every_test_cited_in_the_docs_exists() -> None:
     tests = _tests_by_file()
     all_names = set().union(*tests.values())
     cited = 0
-    for doc in [
-        "docs/conformance.md",
-        "docs/hostile-inputs.md",
-        "docs/decisions.md",
-        "docs/compatibility.md",
-        "README.md",
-    ]:
+    for doc in DOCS:
         text = (ROOT / doc).read_text()
         for file, name in re.findall(r"`?([\w/]+\.py)?::(test_\w+)`?", text):
             cited += 1
@@ -64,6 +73,8 @@ def test_every_normative_section_of_the_adr_has_rows() -> None:
         assert heading.lower() in text.lower(), heading
 
 
+# Files the tutorial and the guides have the reader write in their own project, not this package's.
+_READERS_FILES = {"checkout.py", "conftest.py"}
 _SOURCE = re.compile(r"`((?:contract|memory|engine|testing)/\w+\.py|\w+\.py)`((?: `[\w.]+`)?)")
 
 
@@ -71,9 +82,11 @@ def test_every_source_file_and_name_cited_in_the_docs_exists() -> None:
     """`engine/_group.py` `open` in a doc means that file defines that name (after a move, too)."""
     package = ROOT / "src/lash_restate"
     cited = 0
-    for doc in ["docs/conformance.md", "docs/decisions.md", "README.md"]:
+    for doc in DOCS:
         for path, name in _SOURCE.findall((ROOT / doc).read_text()):
             if path.rsplit("/", 1)[-1].startswith("test_"):  # a test file, checked above
+                continue
+            if path in _READERS_FILES:
                 continue
             source = package / path
             assert source.is_file(), f"{doc} cites {path}, which does not exist"
@@ -178,3 +191,183 @@ def test_the_tier_letters_are_the_ones_the_conformance_suite_runs_on() -> None:
     }
     assert {letters[t] for t in FIXTURE_TIERS} == RUNS_ON["conformance"]
     assert len(FIXTURE_TIERS) == len(RUNS_ON["conformance"])
+
+
+# --- User-facing text cites no decision numbers: a user of the wheel cannot open the decision log by
+# number (the site's pages link to its entries instead; code comments may cite them).
+
+_DECISION_NUMBER = re.compile(r"\bdecisions?\s+\d+", re.I)
+
+_PUBLIC_MODULES = ["lash_restate", "lash_restate.contract", "lash_restate.testing"]
+# lash_restate's attributes that stay out of __all__ (a star import must not shadow the builtins).
+_NOT_STAR_EXPORTED = {"lash_restate": ["all", "any", "open"]}
+
+
+def test_no_user_page_cites_a_decision_number() -> None:
+    for page in USER_PAGES:
+        for number, line in enumerate((ROOT / page).read_text().splitlines(), start=1):
+            found = _DECISION_NUMBER.search(line)
+            assert found is None, f"{page}:{number} cites {found.group(0)!r}: link the decision log instead"
+    assert "README.md" in USER_PAGES and "docs/tutorial.md" in USER_PAGES
+    assert "docs/decisions.md" not in USER_PAGES
+
+
+def _public_docstrings() -> dict[str, str]:
+    """Every docstring a user of the public modules reads: each module's, each name of its `__all__`
+    (and the attributes kept out of it), and the public members a public class defines or inherits
+    from lash's own classes."""
+    found: dict[str, str] = {}
+
+    def add(name: str, obj: object) -> None:
+        doc = inspect.getdoc(obj) if getattr(obj, "__doc__", None) else None
+        if doc:
+            found.setdefault(name, doc)
+
+    for module_name in _PUBLIC_MODULES:
+        module = importlib.import_module(module_name)
+        add(module_name, module)
+        for name in [*module.__all__, *_NOT_STAR_EXPORTED.get(module_name, [])]:
+            obj = getattr(module, name)
+            if not (inspect.isclass(obj) or inspect.isroutine(obj)):
+                continue  # a constant's docstring is its type's
+            add(f"{module_name}.{name}", obj)
+            if not inspect.isclass(obj):
+                continue
+            for klass in obj.__mro__:
+                if not klass.__module__.startswith("lash_restate"):
+                    continue
+                for member_name, member in vars(klass).items():
+                    if member_name.startswith("_") and member_name != "__init__":
+                        continue
+                    if isinstance(member, staticmethod | classmethod):
+                        member = member.__func__
+                    if isinstance(member, property) or inspect.isroutine(member) or inspect.isclass(member):
+                        add(f"{module_name}.{name}.{member_name}", member)
+    return found
+
+
+def test_no_public_docstring_cites_a_decision_number() -> None:
+    docstrings = _public_docstrings()
+    citing = {name for name, doc in docstrings.items() if _DECISION_NUMBER.search(doc)}
+    assert not citing, f"public docstrings citing a decision number: {sorted(citing)}"
+    assert len(docstrings) > 200  # the walk reaches the members, not only the names
+
+
+def _runtime_strings(path: Path) -> list[str]:
+    """The string literals of a module that are not docstrings: messages, help texts, log events."""
+    tree = ast.parse(path.read_text())
+    docstrings = {
+        id(node.value)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)
+    }
+    return [
+        node.value
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings
+    ]
+
+
+def test_no_runtime_message_cites_a_decision_number() -> None:
+    citing = set()
+    checked = 0
+    for path in sorted((ROOT / "src/lash_restate").rglob("*.py")):
+        for text in _runtime_strings(path):
+            checked += 1
+            if _DECISION_NUMBER.search(text):
+                citing.add(f"{path.relative_to(ROOT)}: {text[:40]}")
+    assert not citing, f"runtime strings citing a decision number: {sorted(citing)}"
+    assert checked > 500
+
+
+def test_no_command_help_cites_a_decision_number() -> None:
+    """`lash-restate --help` and every subcommand's help, as argparse prints them."""
+    import argparse
+
+    from lash_restate.cli import build_parser
+
+    helps, parsers = [], [build_parser()]
+    while parsers:
+        parser = parsers.pop()
+        helps.append(parser.format_help())
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                parsers.extend(action.choices.values())
+    for text in helps:
+        found = _DECISION_NUMBER.search(text)
+        assert found is None, f"{found.group(0)!r} in:\n{text}"
+    assert len(helps) >= 8  # the command, serve, register, groups and its three, dev
+
+
+def test_the_decision_number_pattern_catches_each_form() -> None:
+    for text in [
+        "(decision 40)",
+        "Decision 45: once",
+        "decisions 12 and 13",
+        "DECISIONS 37\u201340",
+        "decision\n33",
+    ]:
+        assert _DECISION_NUMBER.search(text), text
+    for text in ["the decision log", "decisions.md#33-serve", "## Decision: the capability"]:
+        assert not _DECISION_NUMBER.search(text), text
+
+
+# --- The site.
+
+
+def test_the_front_door_reference_documents_every_public_name() -> None:
+    """docs/reference/front-door.md renders each name of `lash_restate` by hand, grouped: none missing."""
+    import lash_restate
+
+    page = (ROOT / "docs/reference/front-door.md").read_text()
+    rendered = re.findall(r"^::: lash_restate\.(\w+)$", page, re.M)
+    assert len(rendered) == len(set(rendered)), "a name is rendered twice"
+    public = {*lash_restate.__all__, *_NOT_STAR_EXPORTED["lash_restate"]}
+    assert set(rendered) == public, (
+        f"missing {sorted(public - set(rendered))}, unknown {sorted(set(rendered) - public)}"
+    )
+
+
+def test_every_page_is_in_the_site_nav() -> None:
+    """mkdocs.yml's nav lists every page under docs/ (the strict build warns too; this says which)."""
+    nav = (ROOT / "mkdocs.yml").read_text().split("\nnav:\n", 1)[1]
+    listed = set(re.findall(r":\s*(\S+\.md)\s*$", nav, re.M))
+    assert listed == {p.removeprefix("docs/") for p in PAGES}
+
+
+def test_the_readme_example_builds_its_app() -> None:
+    """The README's example is whole: run as a module of its own, it assembles its app."""
+    [example] = re.findall(r"^```python\n(.*?)^```", (ROOT / "README.md").read_text(), re.S | re.M)
+    assert len(example.strip().splitlines()) <= 15
+    check = example + "\nassert callable(app)\n"
+    run = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert run.returncode == 0, run.stderr
+
+
+_LATEST_FULL_RUN = re.compile(r"^## Full run on the merged code.*?^```\n(.*?)^```", re.S | re.M)
+# Each cost the README and the home page state, and its row in the latest full run of docs/performance.md.
+_COSTS = {
+    "race, 2 arms": r"a two-arm race about {range} native latency",
+    "all, N=100": r"`all` over 100 children about {range},",
+    "all, N=1000": r"over 1000 children {range} \(",
+    "50 concurrent races (races/s)": r"50 concurrent races {range} native throughput",
+}
+
+
+def test_the_cost_figures_are_those_of_the_latest_full_run() -> None:
+    """The "What it costs" line rounds each ratio of docs/performance.md's latest full run, both servers."""
+    [run] = _LATEST_FULL_RUN.findall((ROOT / "docs/performance.md").read_text())
+    # One table per server ("hypercorn: group path vs native, …"), then the servers side by side.
+    run = "\n\n".join(table for table in run.split("\n\n") if "group path vs native" in table.split("\n")[0])
+    for page in ["README.md", "docs/index.md"]:
+        text = " ".join((ROOT / page).read_text().split())
+        for row, phrase in _COSTS.items():
+            measured = [float(r) for r in re.findall(rf"^{re.escape(row)}\s.*?([\d.]+)x$", run, re.M)]
+            assert len(measured) == 2, (row, measured)  # hypercorn's and granian's
+            stated = re.search(phrase.format(range=r"([\d.]+)(?:\u2013([\d.]+))?x"), text)
+            assert stated, f"{page} states no cost for {row!r}"
+            low, high = float(stated.group(1)), float(stated.group(2) or stated.group(1))
+            for ratio in measured:
+                assert low <= round(ratio, 1) <= high, (
+                    f"{page}: {row} measured {ratio}x, stated {low} to {high}x"
+                )

@@ -17,7 +17,7 @@ import restate
 
 import lash_restate as lash
 from lash_restate._front import _invocation
-from lash_restate.contract import RuntimeEffectGroup
+from lash_restate.contract import Command, RuntimeEffectGroup
 from lash_restate.engine import call_targets
 from lash_restate.memory import MemoryHost
 from lash_restate.testing import demo_tools
@@ -85,7 +85,7 @@ def test_child_constructors_build_the_contracts_commands() -> None:
 
 
 def test_the_batch_id_is_a_content_hash_of_the_children() -> None:
-    a = [lash.tool("echo", 1), lash.sleep(timedelta(seconds=1))]
+    a: list[Command] = [lash.tool("echo", 1), lash.sleep(timedelta(seconds=1))]
     assert _invocation._batch(a) == _invocation._batch(list(a))
     assert _invocation._batch(a) != _invocation._batch(a[::-1])  # positions are part of the content
     assert _invocation._batch(a) != _invocation._batch([lash.tool("echo", 2), a[1]])
@@ -101,7 +101,7 @@ async def test_through_a_controller_a_group_needs_an_explicit_key() -> None:
             "b",
         ]
         with pytest.raises(lash.InvalidInput, match="child 1 is a str"):
-            await lash.all(host, [lash.tool("echo"), "echo"], key="s:group:c:0")  # type: ignore[list-item]
+            await lash.all(host, [lash.tool("echo"), "echo"], key="s:group:c:0")  # type: ignore[arg-type]
         # A generator of children is read once, and its children all reach the group.
         values = (lash.tool("echo", {"value": v}) for v in "xyz")
         assert await lash.all(host, values, key="s:group:gen:0") == ["x", "y", "z"]
@@ -112,8 +112,8 @@ async def test_through_a_controller_a_group_needs_an_explicit_key() -> None:
 @pytest.mark.parametrize("ctx", [None, "ctx", object()], ids=["None", "str", "object"])
 async def test_a_ctx_that_is_neither_a_context_nor_a_controller_is_refused_by_name(ctx: object) -> None:
     for attempt in (
-        lash.race(ctx, [lash.tool("echo")]),  # type: ignore[arg-type]
-        lash.race(ctx, [lash.tool("echo")], key="s:group:b:0"),  # type: ignore[arg-type]
+        lash.race(ctx, [lash.tool("echo")]),  # type: ignore[call-overload]
+        lash.race(ctx, [lash.tool("echo")], key="s:group:b:0"),  # type: ignore[call-overload]
         lash.open(ctx, [lash.tool("echo")], key="s:group:b:0"),  # type: ignore[arg-type]
     ):
         with pytest.raises(lash.InvalidInput, match=f"ctx is a {type(ctx).__name__}: pass the handler's"):

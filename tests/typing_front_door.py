@@ -1,5 +1,5 @@
-"""What a type checker sees of typed calls, `select`, `race` and `any`: checked by ``mypy --strict``
-(``make lint``; pyproject's ``[tool.mypy] files``), never run.
+"""What a type checker sees of the front door: every public function and class as an application
+uses it, checked by ``mypy --strict`` (``make lint``; pyproject's ``[tool.mypy] files``), never run.
 
 Every ``assert_type`` fails the check if the front door loses a type (an ``Any`` where the handler's
 model belongs), and every ``type: ignore[...]`` fails it (``warn_unused_ignores``) if a call the front
@@ -110,3 +110,67 @@ async def mistakes_do_not_type_check(ctx: restate.Context) -> None:
     lash.call(quote)  # type: ignore[arg-type]
     lash.call(ping, 1)  # type: ignore[arg-type]
     await lash.race(ctx, [lash.call(quote, QuoteRequest(sku="tea"))], with_position=1)  # type: ignore[call-overload]
+
+
+async def a_list_of_different_children_has_one_type(ctx: restate.Context) -> None:
+    # Built first, then passed: the list's type is `list[lash.Child]`, not `list[msgspec.Struct]`.
+    kids = [lash.tool("echo", {"value": 1}), lash.sleep(timedelta(seconds=1)), lash.event("e")]
+    assert_type(kids, list[lash.Child])
+    assert_type(await lash.race(ctx, kids), Any)
+    mixed = [lash.call(quote, QuoteRequest(sku="tea")), lash.sleep(timedelta(seconds=1))]
+    assert_type(mixed, list[lash.Child])
+    assert_type(await lash.all(ctx, mixed, on_reject=lash.CANCEL), list[Any])
+
+
+async def a_group_by_hand(ctx: restate.Context, saved: str | None) -> list[lash.Settlement]:
+    kids = [lash.call(quote, QuoteRequest(sku="tea")), lash.event("approved")]
+    assert_type(lash.open(ctx, kids), lash.Opening)
+    group = await lash.open(ctx, kids, wake=lash.GroupWakePolicy.FIRST, losers=lash.CANCEL)
+    assert_type(group, lash.Group)
+    assert_type(await group.next(), lash.Settlement)
+    assert_type(group.save(), str)
+    await group.close(lash.CANCEL)
+    seen: list[lash.Settlement] = []
+    async with lash.open(ctx, kids, resume=saved) as resumed:
+        assert_type(resumed, lash.Group)
+        assert_type((resumed.key, resumed.consumed, len(resumed)), tuple[str, int, int])
+        async for settlement in resumed:
+            assert_type(settlement.outcome, lash.Ok | lash.Err | lash.Cancelled)
+            assert_type(settlement.rank, int)
+            seen.append(settlement)
+    return seen
+
+
+async def errors_are_one_tree(ctx: restate.Context) -> None:
+    try:
+        await lash.all(ctx, [lash.call(quote, QuoteRequest(sku="tea"))])
+    except lash.Rejected as rejected:
+        assert_type(rejected.settlement, lash.Settlement)
+        assert_type(rejected.name, str | None)
+        assert_type(rejected.code, lash.RuntimeErrorCode)
+    except lash.AggregateRejection as none_succeeded:
+        assert_type(none_succeeded.errors, list[lash.Outcome])
+    except lash.LashError as error:
+        assert_type((error.message, error.group_key, error.position), tuple[str, str | None, int | None])
+
+
+def the_endpoint() -> None:
+    tools = lash.ToolRegistry()
+
+    @tools.tool("echo")
+    async def echo(args: Any) -> Any:
+        return args
+
+    lash.use_prefix("Shop")
+    billing = lash.external("Billing", "charge")
+    assert_type(billing, lash.Target)
+    services = lash.services(shop, post, tools=tools, external=[billing], prefix=None)
+    assert_type(services, list[restate.Service | restate.VirtualObject | restate.Workflow])
+    app = lash.app(shop, post, tools=tools, external=[billing], name="shop")
+    serving = lash.serve(app, "127.0.0.1", 9080, server="hypercorn")
+    serving.close()  # a coroutine: `asyncio.run(serving)` runs the endpoint
+
+
+def a_controller(ctx: restate.Context) -> lash.RestateController | None:
+    owner = lash.controller(ctx)
+    return owner if isinstance(owner, lash.RestateController) else None

@@ -7,7 +7,7 @@
 its answers and errors come in. A host implementer's helpers live in `lash_restate.contract`.
 
 `all`, `any` and `open` are attributes (``lash.all``), not in ``__all__``: a star import must not
-shadow the builtins (decision 39).
+shadow the builtins.
 """
 
 import dataclasses
@@ -15,6 +15,7 @@ import inspect
 
 import msgspec
 
+# The front door, and why all/any/open stay out of __all__: decision 39.
 from ._front import (
     Child,
     Group,

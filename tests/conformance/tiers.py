@@ -17,11 +17,10 @@ from typing import Any, Protocol
 import httpx
 import msgspec
 
-from lash_restate.calls import first_of
 from lash_restate.contract import GroupExecutor, GroupExecutors, RuntimeEffectEnvelope, ToolCall
 from lash_restate.inspection import list_open_groups, sql
 from lash_restate.inspection import quote as quote_sql
-from lash_restate.memory import MemoryHost, MemoryStore
+from lash_restate.memory import MemoryHost, MemoryStore, first_of
 from lash_restate.testing import TURN, LocalStack, decode_turn, demo_calls, demo_tools, run_turn
 
 

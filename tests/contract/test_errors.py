@@ -24,7 +24,7 @@ from lash_restate.contract import (
     without_wire,
 )
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+REFERENCE = Path(__file__).resolve().parents[2] / "docs/reference/front-door.md"
 
 
 def _all_errors() -> list[type[LashError]]:
@@ -150,11 +150,11 @@ def _actual(root: type[LashError], depth: int, tree: set[type[LashError]]) -> se
     return found
 
 
-@pytest.mark.parametrize("where", ["errors module", "README"])
+@pytest.mark.parametrize("where", ["errors module", "reference"])
 def test_the_drawn_tree_is_the_code(where: str) -> None:
     from lash_restate.contract import _errors
 
-    text = _errors.__doc__ if where == "errors module" else README.read_text()
+    text = _errors.__doc__ if where == "errors module" else REFERENCE.read_text()
     assert text is not None
     drawn = _drawn(text)
     parents: list[str] = []

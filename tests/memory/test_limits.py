@@ -12,7 +12,6 @@ from typing import Any
 
 import pytest
 
-from lash_restate.calls import first_of
 from lash_restate.contract import (
     BODY_LIMIT,
     OUTCOME_LIMIT,
@@ -26,7 +25,7 @@ from lash_restate.contract import (
     check_open_size,
     ok_size,
 )
-from lash_restate.memory import MemoryHost
+from lash_restate.memory import MemoryHost, first_of
 from lash_restate.testing import demo_calls, demo_tools
 from lash_restate.tools import ToolRegistry
 from tests.memory.builders import KEY, group

@@ -16,8 +16,8 @@ import restate
 from pydantic import BaseModel
 
 import lash_restate as lash
-from lash_restate.calls import CallRegistry, first_of, handler_ref
-from lash_restate.memory import MemoryHost
+from lash_restate.handlers import handler_ref
+from lash_restate.memory import CallRegistry, MemoryHost, first_of
 from lash_restate.testing import demo_tools
 
 

@@ -9,7 +9,8 @@ children this invocation has opened before, in the order the handler runs (repla
 
 from __future__ import annotations
 
-from ._children import Child, TypedCall, call, event, sleep, tool
+from ..contract import Child
+from ._children import TypedCall, call, event, sleep, tool
 from ._combinators import all, all_settled, any, race, select
 from ._endpoint import app, external, serve, services, use_prefix
 from ._group import Group, Opening, open

@@ -4,19 +4,18 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
-from typing import Any, Generic, TypeAlias, TypeVar, overload
+from typing import Any, Generic, TypeVar, overload
 
-from ..calls import HandlerRef, handler_ref
 from ..contract import (
     AwaitEvent,
     Call,
-    Command,
+    Child,
     InvalidEnvelope,
     InvalidInput,
-    RuntimeEffectEnvelope,
     Sleep,
     ToolCall,
 )
+from ..handlers import HandlerRef, handler_ref
 
 In = TypeVar("In")
 Out = TypeVar("Out")
@@ -25,7 +24,7 @@ T_co = TypeVar("T_co", covariant=True)
 _UNSET: Any = object()  # no argument given (None is a value)
 
 
-class TypedCall(Generic[T_co]):
+class TypedCall(Child, Generic[T_co]):
     """A child calling a Restate handler by reference, built by ``lash.call(handler, arg)``.
 
     Its argument is written, and its value read, by the handler's own serde (a pydantic model, a
@@ -76,11 +75,6 @@ class TypedCall(Generic[T_co]):
     def __repr__(self) -> str:
         key = f", key={self._key!r}" if self._key is not None else ""
         return f"lash.call({self.target}, {self._arg!r}{key})"
-
-
-Child: TypeAlias = Command | RuntimeEffectEnvelope | TypedCall[Any]
-"""A child as an application writes it: a command (its replay key follows from the group key and
-its position), a typed call, or a whole envelope with a replay key of its own."""
 
 
 @overload

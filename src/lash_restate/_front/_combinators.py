@@ -14,16 +14,13 @@ from typing import Any, Literal, TypeVar, overload
 from .. import combinators
 from ..combinators import Combinator
 from ..contract import (
-    AwaitEvent,
-    Call,
+    Child,
     GroupKey,
     LoserPolicy,
     Outcome,
-    RuntimeEffectEnvelope,
     Sleep,
-    ToolCall,
 )
-from ._children import Child, TypedCall
+from ._children import TypedCall
 from ._invocation import Caller, controller, typed_grouped
 from ._terminal import terminal
 
@@ -34,13 +31,12 @@ T3 = TypeVar("T3")
 T4 = TypeVar("T4")
 T5 = TypeVar("T5")
 
-_ONE = (TypedCall, RuntimeEffectEnvelope, ToolCall, Sleep, AwaitEvent, Call)
 _RTC = LoserPolicy.RUN_TO_COMPLETION
 
 
 def _spread(children: Child | Iterable[Child], more: tuple[Child, ...]) -> tuple[list[Any], bool]:
     """The children, and whether they were given one by one (``f(ctx, a, b)``) or as one iterable."""
-    if more or isinstance(children, _ONE):
+    if more or isinstance(children, Child):
         return [children, *more], True
     return list(children), False
 

@@ -89,5 +89,5 @@ def app(
 
 async def serve(asgi: Any, host: str = "0.0.0.0", port: int = 9080, *, server: str = "hypercorn") -> None:
     """Serve an app (from `app`) over HTTP/2 cleartext until SIGTERM or SIGINT, under hypercorn or
-    (with the ``granian`` extra) granian, in this process either way (decision 33)."""
-    await _serve(asgi, host, port, server=server)
+    (with the ``granian`` extra) granian, in this process either way."""
+    await _serve(asgi, host, port, server=server)  # one process either way: decision 33

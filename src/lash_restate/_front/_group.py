@@ -7,6 +7,7 @@ from types import TracebackType
 from typing import Any
 
 from ..contract import (
+    Child,
     GroupHandle,
     GroupKey,
     GroupWakePolicy,
@@ -20,7 +21,6 @@ from ..contract import (
 from ..engine import (
     RestateController,
 )
-from ._children import Child
 from ._invocation import Caller, Values, controller, outside_run, typed_grouped
 from ._terminal import terminal
 

@@ -12,6 +12,7 @@ import restate
 from ..contract import (
     AwaitEvent,
     Call,
+    Child,
     Command,
     GroupKey,
     InvalidInput,
@@ -28,7 +29,7 @@ from ..contract import (
 from ..engine import (
     RestateController,
 )
-from ._children import Child, TypedCall
+from ._children import TypedCall
 
 Caller: TypeAlias = restate.Context | RuntimeEffectController
 

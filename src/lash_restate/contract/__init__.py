@@ -27,6 +27,7 @@ from ._controller import (
 from ._envelope import (
     AwaitEvent,
     Call,
+    Child,
     Command,
     GroupMembership,
     RuntimeEffectEnvelope,
@@ -94,6 +95,7 @@ __all__ = [
     "AwaitEvent",
     "Call",
     "Cancelled",
+    "Child",
     "ChildUnroutable",
     "Command",
     "CursorError",

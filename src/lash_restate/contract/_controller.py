@@ -114,8 +114,8 @@ class RuntimeEffectController(Protocol):
         ...
 
 
-class SettlementRun(Protocol):
-    """Consecutive awaits made with nothing of the caller's between them (decision 32).
+class SettlementRun(Protocol):  # decision 32
+    """Consecutive awaits made with nothing of the caller's between them.
 
     A combinator reads through one from its open to its close. Since nothing can reach the caller
     between those awaits, a host may answer them from what the open and the run's own reads
@@ -142,9 +142,9 @@ def describe_miss(resolver: object, envelope: RuntimeEffectEnvelope) -> str:
 
 
 @runtime_checkable
-class Reopens(Protocol):
-    """A host that can reopen a recorded group and refuse one that is not (decision 41): how a
-    resume from a saved cursor avoids starting a closed group over."""
+class Reopens(Protocol):  # decision 41
+    """A host that can reopen a recorded group and refuse one that is not: how a resume from a
+    saved cursor avoids starting a closed group over."""
 
     async def reopen_effect_group(self, group: RuntimeEffectGroup) -> GroupHandle: ...
 
@@ -164,8 +164,8 @@ class _PlainRun:
         return await self.controller.await_next_settlement(handle)
 
 
-def settlement_run(controller: RuntimeEffectController) -> SettlementRun:
-    """The run a combinator reads a group through, begun right after its open (decision 32)."""
+def settlement_run(controller: RuntimeEffectController) -> SettlementRun:  # decision 32
+    """The run a combinator reads a group through, begun right after its open."""
     if isinstance(controller, ServesRuns):
         return controller.settlement_run()
     return _PlainRun(controller)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import math
-from typing import Any
+from typing import Any, assert_never
 
 import msgspec
 
@@ -22,6 +22,7 @@ from ._struct import STRUCT_OPTIONS
 __all__ = [
     "AwaitEvent",
     "Call",
+    "Child",
     "Command",
     "GroupMembership",
     "RuntimeEffectEnvelope",
@@ -67,7 +68,16 @@ def _check_key(value: str, what: str) -> None:
         raise InvalidEnvelope(f"{what} contains a control character")
 
 
-class ToolCall(msgspec.Struct, tag="tool_call", **_STRUCT):
+class Child:
+    """A child as an application writes it: a command (`ToolCall`, `Sleep`, `AwaitEvent`, `Call`), an
+    envelope, or the front door's typed call. A marker with no state, first among each one's bases, so
+    that a list of different children has one type (``list[Child]``) where a type checker would
+    otherwise see only ``list[msgspec.Struct]``."""
+
+    __slots__ = ()
+
+
+class ToolCall(Child, msgspec.Struct, tag="tool_call", **_STRUCT):
     """Run the tool ``tool`` with JSON ``args`` through the host's `GroupExecutors` resolver."""
 
     tool: str
@@ -78,7 +88,7 @@ class ToolCall(msgspec.Struct, tag="tool_call", **_STRUCT):
         validate_json_value(self.args, "tool args")
 
 
-class Sleep(msgspec.Struct, tag="sleep", **_STRUCT):
+class Sleep(Child, msgspec.Struct, tag="sleep", **_STRUCT):
     """A durable timer of ``duration_ms`` milliseconds; settles Ok(None)."""
 
     duration_ms: int
@@ -88,7 +98,7 @@ class Sleep(msgspec.Struct, tag="sleep", **_STRUCT):
             raise InvalidEnvelope("sleep duration_ms must be a non-negative integer")
 
 
-class AwaitEvent(msgspec.Struct, tag="await_event", **_STRUCT):
+class AwaitEvent(Child, msgspec.Struct, tag="await_event", **_STRUCT):
     """Wait for the durable event ``name``; settles Ok(payload) once it is emitted."""
 
     name: str
@@ -97,7 +107,7 @@ class AwaitEvent(msgspec.Struct, tag="await_event", **_STRUCT):
         _check_key(self.name, "event name")
 
 
-class Call(msgspec.Struct, tag="call", **_STRUCT):
+class Call(Child, msgspec.Struct, tag="call", **_STRUCT):
     """Invoke the handler ``service/handler`` with JSON ``arg``; ``key`` addresses a virtual object or
     workflow. Settles Ok(the handler's output), or Err(message, code) when it ends in a terminal error.
     """
@@ -125,13 +135,17 @@ Command = ToolCall | Sleep | AwaitEvent | Call
 def describe_command(command: Command) -> str:
     """How messages name a child's command: ``tool 'echo'``, ``event 'paid'``, ``sleep of 50 ms``,
     ``call 'Payments/charge'``."""
-    if isinstance(command, ToolCall):
-        return f"tool {command.tool!r}"
-    if isinstance(command, Call):
-        return f"call {command.target!r}"
-    if isinstance(command, AwaitEvent):
-        return f"event {command.name!r}"
-    return f"sleep of {command.duration_ms} ms"
+    match command:
+        case ToolCall():
+            return f"tool {command.tool!r}"
+        case Call():
+            return f"call {command.target!r}"
+        case AwaitEvent():
+            return f"event {command.name!r}"
+        case Sleep():
+            return f"sleep of {command.duration_ms} ms"
+        case _:
+            assert_never(command)
 
 
 class GroupMembership(msgspec.Struct, **_STRUCT):
@@ -143,7 +157,7 @@ class GroupMembership(msgspec.Struct, **_STRUCT):
     disposition: LoserPolicy
 
 
-class RuntimeEffectEnvelope(msgspec.Struct, **_STRUCT):
+class RuntimeEffectEnvelope(Child, msgspec.Struct, **_STRUCT):
     """One effect: a command, the child's replay key, and (for grouped children) membership."""
 
     command: Command

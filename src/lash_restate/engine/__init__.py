@@ -4,15 +4,12 @@ from ._controller import RestateController, inside_run
 from ._endpoint import (
     APP_METADATA,
     BATCH_FROM,
-    SERVERS,
     DeploymentError,
     ServedApplication,
-    ServerUnavailable,
     build_app,
     call_targets,
     check_app_name,
     lash_services,
-    serve,
     served_application,
     validate_deployment,
 )
@@ -35,6 +32,7 @@ from ._routes import (
     use_groups_served_elsewhere,
     use_prefix,
 )
+from ._server import SERVERS, ServerUnavailable, serve
 
 __all__ = [
     "APP_METADATA",

@@ -105,8 +105,9 @@ class RestateController(EffectGroupDefaults):
     """A `RuntimeEffectController` bound to one handler invocation's context."""
 
     def __init__(self, ctx: restate.Context, *, groups: bool | None = None) -> None:
+        # Routing where the children run: decision 37.
         """A controller for the invocation ``ctx`` belongs to. Children are routed by the endpoint
-        that runs them, with the resolver it registered (decision 37): a caller passes none.
+        that runs them, with the resolver it registered: a caller passes none.
 
         It does groups (`supports_effect_groups()`) when this process bound lash's services with a
         resolver (`lash.app`, `lash.services`), or declared that another deployment of its cluster
@@ -152,7 +153,8 @@ class RestateController(EffectGroupDefaults):
         return await self._open(group, reopen_only=False)
 
     async def reopen_effect_group(self, group: RuntimeEffectGroup) -> GroupHandle:
-        """Reopen ``group``, refusing `GroupNotOpen` if it is not recorded (decision 41)."""
+        """Reopen ``group``, refusing `GroupNotOpen` if it is not recorded: a resume never starts a
+        closed group over."""  # decision 41
         return await self._open(group, reopen_only=True)
 
     async def _open(self, group: RuntimeEffectGroup, *, reopen_only: bool) -> GroupHandle:
@@ -191,11 +193,12 @@ class RestateController(EffectGroupDefaults):
     def handle_saved(self, handle: GroupHandle) -> None:
         """This invocation saved ``handle`` for a continuation: have the group learn how it ends.
 
-        Decision 45: once it has returned normally, the group is parked (a continuation holds its
-        cursor), not orphaned; an operator can tell the two apart however long ago that was. One
-        one-way message per group and invocation, on the save path only (a combinator that closes
-        its group never saves); a `Cancel` group watches its openers already (decision 13).
+        Once it has returned normally, the group is parked (a continuation holds its cursor), not
+        orphaned; an operator can tell the two apart however long ago that was. One one-way message
+        per group and invocation, on the save path only (a combinator that closes its group never
+        saves); a `Cancel` group watches its openers already.
         """
+        # Parked or orphaned: decision 45; a Cancel group's opener watch: decision 13.
         self.outside_run("handle_saved")
         key = handle.group_key
         declared = self._declared.get(key)

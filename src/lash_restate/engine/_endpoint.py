@@ -1,4 +1,4 @@
-"""Assemble, validate and serve the deployment endpoint.
+"""Assemble and validate the deployment endpoint (serving it is `_server`'s job).
 
 ADR, "The deployment surface grows": an endpoint wiring this controller must
 bind the group object alongside the durable-wait services. `validate` checks
@@ -8,13 +8,7 @@ the first `Promise.all`.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import logging
-import os
 import re
-import signal
-import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -33,16 +27,12 @@ from ._signal import signal_object
 __all__ = [
     "APP_METADATA",
     "BATCH_FROM",
-    "GRACE_S",
-    "SERVERS",
     "DeploymentError",
     "ServedApplication",
-    "ServerUnavailable",
     "build_app",
     "call_targets",
     "check_app_name",
     "lash_services",
-    "serve",
     "served_application",
     "validate_deployment",
 ]
@@ -191,175 +181,3 @@ def build_app(
     own = frozenset(s.name for s in assembled) - {named(role) for role in (GROUP, CHILD, PUMP, SIGNAL)}
     _Served.application = ServedApplication(name, own, prefix)
     return restate.app(assembled, identity_keys=list(identity_keys) or None)
-
-
-SERVERS = ("hypercorn", "granian")  # what `serve` runs the app under; hypercorn is the default (decision 33)
-GRACE_S = 2.0  # how long a stopping endpoint lets in-flight requests finish
-
-
-class ServerUnavailable(LashError, RuntimeError):
-    """The server asked for is not installed; the message names the extra that brings it."""
-
-    code = RuntimeErrorCode.SERVER_UNAVAILABLE
-
-    def __str__(self) -> str:
-        return self.message
-
-
-async def serve(app: Any, host: str = "0.0.0.0", port: int = 9080, *, server: str = "hypercorn") -> None:
-    """Serve ``app`` in this process until SIGTERM or SIGINT, HTTP/1.1 and HTTP/2 cleartext.
-
-    ``server`` is ``"hypercorn"`` (the default) or ``"granian"`` (the ``granian`` extra). Either
-    runs inside this process, so the pid that started it is the one that owns the port: a SIGKILL
-    of it takes the server with it (decisions 11 and 33).
-    """
-    if server not in SERVERS:
-        raise ValueError(f"server must be one of {', '.join(SERVERS)}, got {server!r}")
-    from restate.server import install_shutdown_hook
-
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        # Without a shutdown trigger the in-process server ignores SIGTERM (decision 11). The SDK's app
-        # installs its own SIGTERM handler on first request, replacing a plain add_signal_handler, so
-        # register through its shared hook dispatcher, where both run.
-        install_shutdown_hook(loop, stop.set, sig)
-    if server == "granian":
-        await _serve_granian(app, host, port, stop)
-    else:
-        await _serve_hypercorn(app, host, port, stop)
-
-
-async def _serve_hypercorn(app: Any, host: str, port: int, stop: asyncio.Event) -> None:
-    from hypercorn.asyncio import serve as hypercorn_serve
-    from hypercorn.config import Config
-
-    config = Config()
-    config.bind = [f"{host}:{port}"]
-    config.h2_max_concurrent_streams = 10_000
-    config.keep_alive_timeout = 3600
-    # Restate keeps a few long-lived HTTP/2 connections and multiplexes every invocation over them.
-    # Hypercorn closes a connection after 1000 requests by default; the invoker then stalls the next
-    # invocation on it until its keep-alive notices (40 s), seen here once per ~1000 invocations.
-    config.keep_alive_max_requests = 2**62
-    config.accesslog = None
-    config.errorlog = logging.getLogger("hypercorn.error")  # through our JSON lines, at our level
-    config.graceful_timeout = GRACE_S
-    await hypercorn_serve(_answer_lifespan(app), config, shutdown_trigger=stop.wait)
-
-
-async def _serve_granian(app: Any, host: str, port: int, stop: asyncio.Event) -> None:
-    """Granian's embedded server: its Rust HTTP stack on threads of this process, the app on this
-    loop (decision 33). Its process-per-worker server is not used: that worker outlives a SIGKILLed
-    parent and keeps the port."""
-    try:
-        from granian.constants import HTTPModes, Interfaces
-        from granian.http import HTTP2Settings
-        from granian.log import LogLevels
-        from granian.server.embed import Server
-    except ImportError:
-        raise ServerUnavailable("granian is not installed: pip install 'lash-restate[granian]'") from None
-    tracked = _InFlight(app)
-    verbose = logging.getLogger("lash_restate").isEnabledFor(logging.INFO)
-    server = Server(
-        tracked,
-        address=host,
-        port=port,
-        interface=Interfaces.ASGINL,  # no lifespan: the SDK's app refuses it (see _answer_lifespan)
-        http=HTTPModes.auto,  # HTTP/2 cleartext with prior knowledge (Restate), HTTP/1.1 (health checks)
-        # Restate multiplexes every invocation over a few connections (decision 18); hyper has no
-        # per-connection request cap, so only the stream limit needs lifting.
-        http2_settings=HTTP2Settings(max_concurrent_streams=10_000),
-        websockets=False,
-        log_level=LogLevels.info if verbose else LogLevels.warning,
-        # Granian's records go through the root logger, as JSON lines like ours, not to its stdout handler.
-        log_dictconfig={"loggers": {name: {"handlers": [], "propagate": True} for name in _GRANIAN_LOGGERS}},
-    )
-    if _known_experimental not in logging.getLogger("_granian").filters:
-        logging.getLogger("_granian").addFilter(_known_experimental)
-
-    async def stop_on_signal() -> None:
-        await stop.wait()
-        server.stop()  # type: ignore[no-untyped-call]  # granian leaves it unannotated
-
-    stopper = asyncio.create_task(stop_on_signal())
-    try:
-        await server.serve()
-    finally:
-        stopper.cancel()
-    # The embedded server returns once it stops listening; the app's requests still run on this
-    # loop, and asyncio.run would cancel them on return: let them finish, as hypercorn's grace does.
-    await tracked.drained(GRACE_S)
-    # Granian's Rust threads finish their teardown just after `serve` returns; one still attaching to
-    # the interpreter while it finalizes aborts the process (SIGABRT, about one stop in ten here).
-    await _rust_threads_ended(GRACE_S)
-    if server.interrupt_children:
-        raise RuntimeError("granian's worker exited unexpectedly; see the log above")
-
-
-async def _rust_threads_ended(within: float) -> None:
-    """Wait (at most ``within`` seconds) until every thread of this process is one Python knows of."""
-    for _ in range(round(within / 0.01)):
-        if not _foreign_threads():
-            return
-        await asyncio.sleep(0.01)
-
-
-def _foreign_threads() -> int:
-    """Threads of this process that Python did not start (Linux, where /proc lists them; else 0)."""
-    try:
-        tids = os.listdir("/proc/self/task")
-    except OSError:
-        return 0
-    known = {thread.native_id for thread in threading.enumerate()}
-    return sum(int(tid) not in known for tid in tids)
-
-
-_GRANIAN_LOGGERS = ("_granian", "granian.access")
-
-
-def _known_experimental(record: logging.LogRecord) -> bool:
-    """Drop granian's note, at every start, that its embedded server is experimental (decision 33)."""
-    return record.getMessage() != "Embedded server is experimental!"
-
-
-class _InFlight:
-    """The app, counting its HTTP requests in flight so a stopping server can wait for them."""
-
-    def __init__(self, app: Any) -> None:
-        self.app = app
-        self.count = 0
-        self.idle = asyncio.Event()
-        self.idle.set()
-
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        self.count += 1
-        self.idle.clear()
-        try:
-            await self.app(scope, receive, send)
-        finally:
-            self.count -= 1
-            if self.count == 0:
-                self.idle.set()
-
-    async def drained(self, within: float) -> None:
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self.idle.wait(), within)
-
-
-def _answer_lifespan(app: Any) -> Any:
-    """Complete the ASGI lifespan handshake the SDK's app refuses, so every start does not log a warning."""
-
-    async def wrapped(scope: Any, receive: Any, send: Any) -> None:
-        if scope["type"] != "lifespan":
-            await app(scope, receive, send)
-            return
-        while True:
-            message = await receive()
-            if message["type"] == "lifespan.startup":
-                await send({"type": "lifespan.startup.complete"})
-            elif message["type"] == "lifespan.shutdown":
-                await send({"type": "lifespan.shutdown.complete"})
-                return
-
-    return wrapped

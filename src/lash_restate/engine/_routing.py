@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, assert_never
 
 from ..calls import CallTargets
-from ..contract import AwaitEvent, Call, GroupExecutors, RuntimeEffectEnvelope, Sleep, describe_miss
+from ..contract import AwaitEvent, Call, GroupExecutors, RuntimeEffectEnvelope, Sleep, ToolCall, describe_miss
 
 __all__ = ["Miss", "Routing", "replaying"]
 
@@ -34,11 +34,15 @@ class Routing:
 
     def routes(self, envelope: RuntimeEffectEnvelope) -> bool:
         command = envelope.command
-        if isinstance(command, Sleep | AwaitEvent):
-            return True  # durable waits run on the tier's own durable-wait services
-        if isinstance(command, Call):
-            return self.targets.miss(command) is None
-        return self.resolver.resolve(envelope) is not None
+        match command:
+            case Sleep() | AwaitEvent():
+                return True  # durable waits run on the Restate host's own durable-wait services
+            case Call():
+                return self.targets.miss(command) is None
+            case ToolCall():
+                return self.resolver.resolve(envelope) is not None
+            case _:
+                assert_never(command)
 
     def miss_reason(self, envelope: RuntimeEffectEnvelope) -> str | None:
         command = envelope.command

@@ -1,5 +1,16 @@
-"""The in-memory reference host: the behavioural definition of the contract."""
+"""The in-memory reference host: the behavioural definition of the contract, and the in-process
+handlers its `Call` children reach."""
 
+from ._calls import CallRegistry, Handler, TypedHandler, first_of
 from ._host import DrainReport, MemoryHost, MemoryStore, NoExecutor
 
-__all__ = ["DrainReport", "MemoryHost", "MemoryStore", "NoExecutor"]
+__all__ = [
+    "CallRegistry",
+    "DrainReport",
+    "Handler",
+    "MemoryHost",
+    "MemoryStore",
+    "NoExecutor",
+    "TypedHandler",
+    "first_of",
+]

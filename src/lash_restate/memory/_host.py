@@ -13,11 +13,12 @@ import asyncio
 import itertools
 from collections.abc import Awaitable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, assert_never
 
 from ..contract import (
     AwaitCancelled,
     AwaitEvent,
+    Call,
     Cancelled,
     ChildUnroutable,
     Err,
@@ -33,6 +34,7 @@ from ..contract import (
     RuntimeEffectGroup,
     Settlement,
     Sleep,
+    ToolCall,
     ToolFailure,
     Transient,
     check_await,
@@ -179,11 +181,16 @@ class _DurableWait:
         self._command = envelope.command
 
     async def execute(self) -> Any:
-        if isinstance(self._command, Sleep):
-            await asyncio.sleep(self._command.duration_ms / 1000)
-            return None
-        assert isinstance(self._command, AwaitEvent)
-        return await self._store.wait_event(self._command.name)
+        match self._command:
+            case Sleep(duration_ms=ms):
+                await asyncio.sleep(ms / 1000)
+                return None
+            case AwaitEvent(name=name):
+                return await self._store.wait_event(name)
+            case ToolCall() | Call():  # `_resolve` hands those to the resolver, never here
+                raise AssertionError(f"not a durable wait: {self._command!r}")
+            case _:
+                assert_never(self._command)
 
 
 class MemoryHost:
@@ -222,9 +229,13 @@ class MemoryHost:
         return self._resolver is not None
 
     def _resolve(self, envelope: RuntimeEffectEnvelope) -> GroupExecutor | None:
-        if isinstance(envelope.command, Sleep | AwaitEvent):
-            return _DurableWait(self.store, envelope)
-        return self._resolver.resolve(envelope) if self._resolver is not None else None
+        match envelope.command:
+            case Sleep() | AwaitEvent():
+                return _DurableWait(self.store, envelope)
+            case ToolCall() | Call():
+                return self._resolver.resolve(envelope) if self._resolver is not None else None
+            case _:
+                assert_never(envelope.command)
 
     # -- ungrouped path ----------------------------------------------------------------------
 

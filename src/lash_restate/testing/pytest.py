@@ -1,12 +1,12 @@
 """lash's pytest plugin: your handlers, served in a subprocess, against a real restate-server. No Docker.
 
-Load it where your tests are configured (it is not loaded by merely installing lash-restate)::
+Load it where your tests are configured (it is not loaded by merely installing lash-restate):
 
     [tool.pytest.ini_options]
     addopts = "-p lash_restate.testing.pytest"
     lash_app = "shop:app"            # module:attribute of what lash.app(...) built
 
-or ``pytest_plugins = ["lash_restate.testing.pytest"]`` in your root ``conftest.py``. Then::
+or ``pytest_plugins = ["lash_restate.testing.pytest"]`` in your root ``conftest.py``. Then:
 
     def test_checkout(lash_ingress):
         assert lash_ingress.post("/Checkout/pay", json={...}).json() == {...}

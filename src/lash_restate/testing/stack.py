@@ -25,13 +25,13 @@ from ..registration import PrefixTaken, RegistrationError, register_deployment
 from .driver import TURN
 from .processes import Endpoint, RestateServer, StackError, free_port
 
-__all__ = ["SIGNING_KEY_ENV", "LocalStack", "Target"]
+__all__ = ["SIGNING_KEY_ENV", "AdminAt", "LocalStack"]
 
 # The server setting that makes restate-server sign every request to an endpoint with this key.
 DEMO_RESOLVER = "lash_restate.testing.tools:demo_tools"  # what a local stack's endpoint serves
 SIGNING_KEY_ENV = "RESTATE_WORKER__INVOKER__REQUEST_IDENTITY_PRIVATE_KEY_PEM_FILE"
 
-Target = RestateServer | str  # a server of the stack, or any admin API URL
+AdminAt = RestateServer | str  # where a registration goes: a server of the stack, or any admin API URL
 
 
 class LocalStack:
@@ -194,7 +194,7 @@ class LocalStack:
         self,
         endpoint: Endpoint | None = None,
         *,
-        at: Sequence[Target] = (),
+        at: Sequence[AdminAt] = (),
         force: bool = True,
         take_over: bool = False,
     ) -> list[Any]:

@@ -33,7 +33,8 @@ import msgspec
 import restate
 from pydantic import BaseModel
 
-from ..calls import CallRegistry, Target
+from ..calls import Target
+from ..memory import CallRegistry
 from .tools import append_line, arg_of, blob, count_path, size_of
 
 __all__ = [
