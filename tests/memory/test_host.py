@@ -465,7 +465,10 @@ async def test_a_declared_cancel_waits_for_every_caller_and_only_their_own_proce
         await gate.wait()
 
     second = asyncio.create_task(second_caller())
-    await reopened.wait()
+    noted = asyncio.create_task(reopened.wait())
+    await asyncio.wait({second, noted}, return_when=asyncio.FIRST_COMPLETED)
+    if not noted.done():
+        second.result()  # the reopen failed: raise its error rather than wait for it for ever
     await MemoryHost(store, resolver=demo_tools()).crash()  # another process dies
     report = host.drain()
     assert (report.cancelled, report.no_executor) == ([], [NoExecutor(KEY, 0, "r0")])
