@@ -439,6 +439,9 @@ async def run_scenario(fs: FaultStack, sc: dict[str, Any], *, alone: bool = True
             final_turn = await (parked or fs.turn(*final, key=f"final-{s.id}"))
     elif fault is not None and moment != "inflight":
         # Decided before the fault; the fault and the events that come during it must change nothing.
+        # Between work here too: a loser the close is cancelling may still be inside its tool, and a
+        # fault there makes its side effect at-least-once, as a kill mid-call does.
+        await settled_itself()
         async with fs.fault(fault, sc["node"]):
             delivery = asyncio.create_task(deliver())
         await delivery
