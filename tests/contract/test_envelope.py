@@ -212,3 +212,12 @@ def test_a_call_names_its_target() -> None:
     call = Call(service="Cart", handler="add", arg=[1], key="u")
     assert call.target == "Cart/add"
     assert Call(service="S", handler="h", key="x" * 512).key == "x" * 512  # the longest key allowed
+
+
+@pytest.mark.parametrize("command", ["echo", {"type": "sleep", "duration_ms": 1}, None])
+def test_an_envelope_whose_command_is_not_a_command_is_refused_typed(command: Any) -> None:
+    """Code that ignores the types gets a typed refusal where the envelope is built, not a crash at open."""
+    with pytest.raises(InvalidEnvelope) as refused:
+        RuntimeEffectEnvelope(command=command, replay_key="r")
+    assert refused.value.message.startswith("command must be a ToolCall, Sleep, AwaitEvent or Call, not ")
+    assert refused.value.replay_key == "r"

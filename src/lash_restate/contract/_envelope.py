@@ -167,6 +167,10 @@ class RuntimeEffectEnvelope(Child, msgspec.Struct, **_STRUCT):
 
     def __post_init__(self) -> None:
         _check_key(self.replay_key, "replay key")
+        if not isinstance(self.command, Command):  # built by code that ignores the types: refused typed
+            what = type(self.command).__name__
+            message = f"command must be a ToolCall, Sleep, AwaitEvent or Call, not {what}"
+            raise InvalidEnvelope(message, replay_key=self.replay_key)
         if self.membership is not None and self.membership.position < 0:
             raise InvalidEnvelope("membership position must be non-negative", replay_key=self.replay_key)
 
