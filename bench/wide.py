@@ -29,8 +29,8 @@ from lash_restate.testing import LocalStack
 # The group path's invocations, by what they are, as `sys_invocation` filters.
 PARTS = {
     "children": "target_service_name = 'LashChild'",
-    "pumps": "target_service_name = 'LashPump' AND target_handler_name = 'run'",
-    "settles": "target_service_name = 'LashGroup' AND target_handler_name = 'settle'",
+    "pumps": "target_service_name = 'LashPump' AND target_handler_name IN ('run', 'run2')",
+    "settles": "target_service_name = 'LashGroup' AND target_handler_name IN ('settle', 'report')",
     "waits": "target_service_name = 'LashGroup' AND target_handler_name = 'wait'",
     "reads": "target_service_name = 'LashPump' AND target_handler_name = 'outcomes'",
 }

@@ -56,6 +56,7 @@ from ._routing import Routing
 
 __all__ = [
     "INVOCATIONS",
+    "PUMP_FANOUT",
     "PUMP_SLICE",
     "REDISPATCHED",
     "AwaitedDispatch",
@@ -78,6 +79,10 @@ REDISPATCHED = "redispatched"
 # wait to its state machine again on each notification, so one pump over N children costs O(N) per
 # child; slices bound it. Part of the stored layout: position p is kept by the pump of p // PUMP_SLICE.
 PUMP_SLICE = 256
+# Decision 65: a pump calls at most this many further pumps (a tree of them over the slices), so no
+# pump awaits more than PUMP_SLICE + PUMP_FANOUT futures whatever the width. Not part of the stored
+# layout (which pump keeps a position is fixed by PUMP_SLICE alone); each pump decides for its subtree.
+PUMP_FANOUT = 4
 
 # How many outcomes one caller's read asks the pumps for at once, over every slice they span.
 OUTCOMES_PER_CALLER_READ = 1024

@@ -45,7 +45,7 @@ from ._messages import (
     SettleBatch,
     encode,
 )
-from ._mode import PUMP_SLICE, pump_store, slice_key
+from ._mode import PUMP_FANOUT, PUMP_SLICE, pump_store, slice_key
 from ._records import MsgspecSerde, SettlementMode
 from ._routes import (
     CHILD_EXECUTE,
@@ -63,7 +63,7 @@ from ._routes import (
 )
 from ._routing import Routing
 
-__all__ = ["LINGER", "OUTCOMES_PER_READ", "pump_object"]
+__all__ = ["LINGER", "OUTCOMES_PER_READ", "pump_object", "subtrees"]
 
 _BYTES = BytesSerde()
 _KEYS: MsgspecSerde[list[str]] = MsgspecSerde(list[str])
@@ -108,18 +108,19 @@ def pump_object(routing: Routing, *, metadata: dict[str, str] | None = None) -> 
                 awaited[dispatched[0]] = dispatched[1]
         slices: list[str] = []
         if further:
-            # As `run` does (decision 35): one pump per further slice, called, so that cancelling this
-            # one cancels them; they report without listening, and this one releases their stores.
-            slices = [_slice_key(req, child) for child in further[::PUMP_SLICE]]
-            ctx.set(SLICES, slices, serde=_KEYS)
-            for key, first in zip(slices, range(0, len(further), PUMP_SLICE), strict=True):
-                part = PumpAwait(
-                    group_key=req.group_key,
-                    incarnation=req.incarnation,
-                    children=further[first : first + PUMP_SLICE],
-                    listens=False,
+            # Decision 65: a tree of pumps. The further slices are split into at most PUMP_FANOUT runs of
+            # whole slices, each handed to the pump of its first slice, which keeps that slice and splits
+            # the rest the same way: no pump awaits more than PUMP_SLICE children and PUMP_FANOUT pumps,
+            # whatever the width. Called, as `run` calls its slices (decision 35), so that cancelling
+            # this pump cancels them, and they theirs; each releases its subtree's stores by `forget`.
+            for part in subtrees(further):
+                key = _slice_key(req, part[0])
+                slices.append(key)
+                run = PumpAwait(
+                    group_key=req.group_key, incarnation=req.incarnation, children=part, listens=False
                 )
-                awaited[PUMP_RUN2.call(ctx, key, part)] = _Awaited(_SLICE, -1, key)
+                awaited[PUMP_RUN2.call(ctx, key, run)] = _Awaited(_SLICE, -1, key)
+            ctx.set(SLICES, slices, serde=_KEYS)
         closing = ctx.awakeable(serde=_BYTES) if req.listens else None
         await _await_and_report(ctx, req, awaited, closing, slices)
 
@@ -386,6 +387,15 @@ async def _redrive(ctx: restate.ObjectContext, req: PumpRun) -> None:
     for key, part in theirs.items():
         calls[PUMP_REDRIVE.call(ctx, key, msgspec.structs.replace(req, children=part))] = None
     await _settle_as_they_finish(ctx, req, calls)
+
+
+def subtrees(further: list[RuntimeEffectEnvelope]) -> list[list[RuntimeEffectEnvelope]]:
+    """``further`` (whole slices after a pump's own, in position order) split into at most
+    `PUMP_FANOUT` contiguous runs of whole slices, as even as they come (decision 65)."""
+    count = -(-len(further) // PUMP_SLICE)
+    per = -(-count // PUMP_FANOUT)  # slices per run
+    step = per * PUMP_SLICE
+    return [further[first : first + step] for first in range(0, len(further), step)]
 
 
 def _position(child: RuntimeEffectEnvelope) -> int:
