@@ -29,8 +29,9 @@ from lash_restate.testing import LocalStack
 # The group path's invocations, by what they are, as `sys_invocation` filters.
 PARTS = {
     "children": "target_service_name = 'LashChild'",
-    "pumps": "target_service_name = 'LashPump' AND target_handler_name IN ('run', 'run2')",
+    "pumps": "target_service_name = 'LashPump' AND target_handler_name IN ('run', 'run2', 'run_parts')",
     "settles": "target_service_name = 'LashGroup' AND target_handler_name IN ('settle', 'report')",
+    "stages": "target_service_name = 'LashPump' AND target_handler_name = 'stage'",
     "waits": "target_service_name = 'LashGroup' AND target_handler_name = 'wait'",
     "reads": "target_service_name = 'LashPump' AND target_handler_name = 'outcomes'",
 }

@@ -29,7 +29,7 @@ import restate
 from restate.serde import BytesSerde
 
 from .. import logs
-from ..contract import Cancelled, GroupNotOpen, RuntimeEffectEnvelope
+from ..contract import Cancelled, ChildUnroutable, GroupNotOpen, RuntimeEffectEnvelope
 from ._calls import answered, call_arg, callee_key, direct, refused
 from ._child import stored_outcome
 from ._errors import HANDLER_RETRY, NOT_FOUND, is_cancellation, terminal_errors
@@ -38,11 +38,13 @@ from ._messages import (
     INLINE_OUTCOME_BYTES,
     OutcomesRead,
     PumpAwait,
+    PumpParts,
     PumpReport,
     PumpRun,
     Ref,
     ReportReply,
     SettleBatch,
+    StagedPart,
     encode,
 )
 from ._mode import PUMP_FANOUT, PUMP_SLICE, pump_store, slice_key
@@ -58,12 +60,14 @@ from ._routes import (
     PUMP_REDRIVE2,
     PUMP_RUN,
     PUMP_RUN2,
+    PUMP_RUN_PARTS,
+    PUMP_STAGE,
     group_of_pump,
     named,
 )
-from ._routing import Routing
+from ._routing import Routing, replaying
 
-__all__ = ["LINGER", "OUTCOMES_PER_READ", "pump_object", "subtrees"]
+__all__ = ["LINGER", "OUTCOMES_PER_READ", "STAGED", "fan_out", "pump_object", "subtrees"]
 
 _BYTES = BytesSerde()
 _KEYS: MsgspecSerde[list[str]] = MsgspecSerde(list[str])
@@ -71,6 +75,9 @@ _KEYS: MsgspecSerde[list[str]] = MsgspecSerde(list[str])
 _READ: MsgspecSerde[list[int] | OutcomesRead] = MsgspecSerde(list[int] | OutcomesRead)
 # The group's pump keeps the keys of the further slices' pumps here, for its forget (decision 35).
 SLICES = "slices"
+# Decision 65: a slice's children of a group opened in parts, kept here by `stage` until `run_parts`.
+STAGED = "staged"
+_STAGED: MsgspecSerde[list[RuntimeEffectEnvelope]] = MsgspecSerde(list[RuntimeEffectEnvelope])
 # A bulk read of the outcomes this pump keeps asks for at most this many at once.
 OUTCOMES_PER_READ = 256
 # Decision 62: how long the group's pump, every child settled, keeps listening for the close before it
@@ -122,7 +129,47 @@ def pump_object(routing: Routing, *, metadata: dict[str, str] | None = None) -> 
                 awaited[PUMP_RUN2.call(ctx, key, run)] = _Awaited(_SLICE, -1, key)
             ctx.set(SLICES, slices, serde=_KEYS)
         closing = ctx.awakeable(serde=_BYTES) if req.listens else None
-        await _await_and_report(ctx, req, awaited, closing, slices)
+        await _await_and_report(ctx, req.group_key, req.incarnation, awaited, closing, slices)
+
+    @pump.handler(name=PUMP_STAGE.handler, ingress_private=True, state_preload=False)
+    @terminal_errors
+    async def stage(ctx: restate.ObjectContext, part: StagedPart) -> None:
+        """Decision 65: keep one slice's children of a group opened in parts, once they all route.
+
+        ADR: a first open resolves all N before it records the group; refused here, before anything
+        is kept, the opener releases the parts staged already and the group is never recorded.
+        """
+        miss = None if replaying(ctx) else routing.first_miss(part.children)
+        if miss is not None:
+            child = part.children[miss.position]
+            raise ChildUnroutable.no_executor(
+                miss.what, group_key=part.group_key, position=_position(child), replay_key=child.replay_key
+            )
+        ctx.set(STAGED, part.children, serde=_STAGED)
+
+    @pump.handler(name=PUMP_RUN_PARTS.handler, ingress_private=True, state_preload=False)
+    async def run_parts(ctx: restate.ObjectContext, req: PumpParts) -> None:
+        """`run2` for a group opened in parts (decision 65): this slice's children are staged here."""
+        own = await ctx.get(STAGED, serde=_STAGED) or []
+        ctx.clear(STAGED)  # dispatched from the journal from now on
+        awaited: dict[Any, _Awaited] = {}
+        for child in own:
+            dispatched = _dispatch(ctx, child, routing, req.incarnation)
+            if dispatched is not None:
+                awaited[dispatched[0]] = dispatched[1]
+        slices: list[str] = []
+        for offset, count in fan_out(req.count - 1):
+            first = req.first + 1 + offset
+            key = slice_key(req.group_key, req.incarnation, first * PUMP_SLICE)
+            slices.append(key)
+            run = PumpParts(
+                group_key=req.group_key, incarnation=req.incarnation, first=first, count=count, listens=False
+            )
+            awaited[PUMP_RUN_PARTS.call(ctx, key, run)] = _Awaited(_SLICE, -1, key)
+        if slices:
+            ctx.set(SLICES, slices, serde=_KEYS)
+        closing = ctx.awakeable(serde=_BYTES) if req.listens else None
+        await _await_and_report(ctx, req.group_key, req.incarnation, awaited, closing, slices)
 
     @pump.handler(name=PUMP_REDRIVE.handler, ingress_private=True, state_preload=False)
     async def redrive(ctx: restate.ObjectContext, req: PumpRun) -> None:
@@ -192,7 +239,7 @@ def pump_object(routing: Routing, *, metadata: dict[str, str] | None = None) -> 
             PUMP_FORGET.send(ctx, key, None)  # each ran to its end before this pump's run did
         ctx.clear_all()
 
-    del run, run2, redrive, redrive2, outcomes, forget
+    del run, run2, stage, run_parts, redrive, redrive2, outcomes, forget
     return pump
 
 
@@ -244,7 +291,8 @@ async def _call_outcome(future: Any, target: str) -> bytes:
 
 async def _await_and_report(
     ctx: restate.ObjectContext,
-    req: PumpAwait,
+    group_key: str,
+    incarnation: str,
     awaited: dict[Any, _Awaited],
     closing: tuple[str, Any] | None,
     slices: list[str],
@@ -290,7 +338,7 @@ async def _await_and_report(
             )
         if refs:
             answer = await _report(
-                ctx, req.group_key, PumpReport(incarnation=req.incarnation, refs=refs, listen=listen)
+                ctx, group_key, PumpReport(incarnation=incarnation, refs=refs, listen=listen)
             )
             listen = None  # the group keeps it from the first report on
             if not answer.open:
@@ -311,7 +359,7 @@ async def _await_and_report(
     if which == "closed":
         _release(ctx, slices)
         return
-    answer = await _report(ctx, req.group_key, PumpReport(incarnation=req.incarnation, left=True))
+    answer = await _report(ctx, group_key, PumpReport(incarnation=incarnation, left=True))
     if not answer.open:
         _release(ctx, slices)
 
@@ -389,13 +437,17 @@ async def _redrive(ctx: restate.ObjectContext, req: PumpRun) -> None:
     await _settle_as_they_finish(ctx, req, calls)
 
 
+def fan_out(count: int) -> list[tuple[int, int]]:
+    """``count`` further slices split into at most `PUMP_FANOUT` contiguous runs of whole slices, as
+    even as they come: (offset of the run's first slice, its number of slices) each (decision 65)."""
+    per = -(-count // PUMP_FANOUT)
+    return [(offset, min(per, count - offset)) for offset in range(0, count, per)] if count else []
+
+
 def subtrees(further: list[RuntimeEffectEnvelope]) -> list[list[RuntimeEffectEnvelope]]:
-    """``further`` (whole slices after a pump's own, in position order) split into at most
-    `PUMP_FANOUT` contiguous runs of whole slices, as even as they come (decision 65)."""
-    count = -(-len(further) // PUMP_SLICE)
-    per = -(-count // PUMP_FANOUT)  # slices per run
-    step = per * PUMP_SLICE
-    return [further[first : first + step] for first in range(0, len(further), step)]
+    """``further`` (whole slices after a pump's own, in position order) as `fan_out` splits them."""
+    runs = fan_out(-(-len(further) // PUMP_SLICE))
+    return [further[o * PUMP_SLICE : (o + n) * PUMP_SLICE] for o, n in runs]
 
 
 def _position(child: RuntimeEffectEnvelope) -> int:
