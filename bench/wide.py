@@ -50,7 +50,12 @@ async def _poll_state(admin: str, peak: dict[str, tuple[int, int]]) -> None:
         rows = await asyncio.to_thread(sql, admin, STATE)
         sizes: dict[str, tuple[int, int]] = {}
         for row in rows:
-            kind = f"{row['s']}/{'o*' if row['s'] == 'LashPump' and row['k'].startswith('o') else row['k']}"
+            key = row["k"]
+            if row["s"] == "LashPump" and key.startswith("o"):
+                key = "o*"
+            elif ":" in key:  # a paged group's `ranks:{page}`, `settled:{slice}`, `keys:{slice}`
+                key = key.split(":")[0] + ":*"
+            kind = f"{row['s']}/{key}"
             n, size = sizes.get(kind, (0, 0))
             sizes[kind] = (n + row["n"], size + (row["bytes"] or 0))
         for kind, (n, size) in sizes.items():
