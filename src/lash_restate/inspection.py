@@ -211,13 +211,13 @@ def _groups(admin: Admin, where: str = "") -> list[_Group]:
         admin,
         "SELECT service_key, key, value_utf8 FROM state "
         f"WHERE service_name = {quote(named(GROUP))} AND (key IN ('meta', {quote(OPENER_ENDS)}) "
-        f"OR starts_with(key, 'ranks:')){where}",
+        f"OR key = 'ranked' OR starts_with(key, 'ranks:')){where}",
     )
     metas = {r["service_key"]: r["value_utf8"] for r in rows if r["key"] == "meta"}
     ends = {r["service_key"]: r["value_utf8"] for r in rows if r["key"] == OPENER_ENDS}
     pages: dict[str, dict[str, str]] = {}
     for r in rows:
-        if r["key"].startswith("ranks:"):
+        if r["key"].startswith("ranks:") or r["key"] == "ranked":
             pages.setdefault(r["service_key"], {})[r["key"]] = r["value_utf8"]
     found = []
     for key in sorted(metas):

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from lash_restate.engine._mode import PUMP_FANOUT, PUMP_SLICE
+from lash_restate.engine._pages import RANK_PAGE
 from lash_restate.inspection import quote
 from tests.conformance.builders import Scope, close, combine, echo, event, next_, ok, open_, save, use
 from tests.engine.conftest import Stack
@@ -22,7 +23,7 @@ WIDTH = 2 * PUMP_SLICE + 88  # three slices: the group's own pump and two more
 # (PUMP_FANOUT = 4), which call the pumps of slices 2 and 4 themselves: a tree two pumps deep.
 DEEP = 5 * PUMP_SLICE + 40
 DEEPEST = 2 * PUMP_SLICE + 7  # a position in slice 2, reached through the pump of slice 1
-assert PUMP_FANOUT == 4
+assert PUMP_FANOUT == 4 and DEEP > RANK_PAGE
 
 
 def _pump_rows(group_key: str) -> str:
@@ -49,11 +50,12 @@ def _slices_holding(rows: list[dict[str, Any]]) -> set[str]:
 
 async def test_a_wide_all_ranks_every_child_once_through_its_slices(stack: Stack) -> None:
     s = Scope()
-    group = s.group([echo(i) for i in range(WIDTH)])
+    # Past RANK_PAGE ranks, so the paged order (decision 65) is read across a page and its tail.
+    group = s.group([echo(i) for i in range(DEEP)])
     [result] = await stack.turn(combine("all", group), within=300)
     done = ok(result)
-    assert done["status"] == "fulfilled" and done["value"] == list(range(WIDTH))
-    assert sorted(done["order"]) == list(range(WIDTH))  # one rank per child
+    assert done["status"] == "fulfilled" and done["value"] == list(range(DEEP))
+    assert sorted(done["order"]) == list(range(DEEP))  # one rank per child
     # The close released every slice's store (the group's pump forgets the others after its run).
     await _poll(stack, _pump_rows(s.key()), lambda rows: not rows, within=120)
 

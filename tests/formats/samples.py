@@ -57,6 +57,7 @@ from lash_restate.engine._messages import (
     WaitRequest,
     decode_open,
 )
+from lash_restate.engine._pages import RankTail
 from lash_restate.engine._records import GroupMeta, Opener, OpenerEnd, PumpLink, SettlementMode, Waiter
 
 __all__ = ["SAMPLES", "Sample"]
@@ -241,7 +242,8 @@ def _samples() -> list[Sample]:
         add(f"state.pump.outcome.{variant}", outcome, _json(Outcome))
         add(f"msg.child.execute_reply.{variant}", outcome, _json(Outcome))
         add(f"caller.execute_effect.{variant}", outcome, _json(Outcome))
-    add("state.group.ranked.two", 2, _json(int))
+    add("state.group.ranked.tail", RankTail(pages=1, tail=[2, 0]), _json(RankTail))
+    add("state.group.ranked.fresh", RankTail(tail=[1]), _json(RankTail))
     add("state.group.ranks.two", [2, 0], _json(list[int]))
     add("state.group.settled.two", [0, 2], _json(list[int]))
     add("state.group.keys.three", list(_KEYS), _json(list[str]))

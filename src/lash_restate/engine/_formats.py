@@ -54,7 +54,7 @@ FORMATS: Final[tuple[Format, ...]] = (
     ),
     Format(
         "state.group.ranked",
-        "{prefix}Group state `ranked` of a paged group: the counter, a JSON integer",
+        "{prefix}Group state `ranked` of a paged group: RankTail (full pages, the ranks after them)",
         since="unreleased",
     ),
     Format(

@@ -12,6 +12,8 @@ before recorded (direct or pumped) goes on as it did.
 
 from __future__ import annotations
 
+from typing import Any
+
 import msgspec
 import restate
 from restate import SendHandle
@@ -212,13 +214,19 @@ def group_object(
     async def report(ctx: restate.ObjectContext, batch: PumpReport) -> ReportReply:
         """A pump's settlements (decision 61), ranked as `settle` ranks them; answers whether the group
         is still open, so a pump whose group closed releases its store and stops."""
-        meta = await ctx.get("meta", serde=META)
+        # Decision 65: a paged group's report (its incarnation says so) reads all it needs at once.
+        pages = batch.incarnation.startswith(PAGED) and bool(batch.refs)
+        meta_read: Any = ctx.get("meta", serde=META)
+        reads = Ranked.prefetch(ctx, batch.refs) if pages else []
+        if reads:
+            await restate.gather(meta_read, *reads)
+        meta = await meta_read
         if meta is None or meta.incarnation != batch.incarnation:
             return ReportReply(open=False)  # closed (or a closed namesake's pump): nothing is read again
         if batch.listen is not None or batch.left:
             ctx.set(PUMP_LINK, PumpLink(awakeable=batch.listen, left=batch.left), serde=LINK)
-        if batch.refs and paged(meta):
-            await _rank_paged(ctx, meta, batch.refs)
+        if pages:
+            await _rank_paged(ctx, meta, batch.refs, reads)
         elif batch.refs:
             _rank(ctx, meta, batch.refs)
         return ReportReply(open=True)
@@ -241,9 +249,9 @@ def group_object(
         meta = await _open_meta(ctx, req.child_count)
         if paged(meta):
             # Decision 65: the counter, at most two rank pages and a few slices' keys; never the fence.
-            counter = await read_ranked(ctx)
-            if counter > req.consumed or not req.wakes:
-                refs = await Ranked.serve(ctx, counter, req.consumed, WAIT_REFS)
+            ranked = await read_ranked(ctx)
+            if ranked.counter > req.consumed or not req.wakes:
+                refs = await Ranked.serve(ctx, ranked, req.consumed, WAIT_REFS)
                 return WaitReply(refs=refs, mode=meta.mode, incarnation=meta.incarnation)
         elif meta.counter > req.consumed or not req.wakes:
             # ADR: read rank consumed + 1 out of state first, and only otherwise wait.
@@ -366,7 +374,7 @@ async def _close(ctx: restate.ObjectContext, meta: GroupMeta, effective: LoserPo
     # Every read before the first effect (decision 22): the closing caller's own cancellation
     # surfaces only at an await, so a close is never cut off half done.
     cancels = await mode.to_cancel(ctx, meta) if effective is LoserPolicy.CANCEL else []
-    settled = await read_ranked(ctx) if paged(meta) else meta.counter
+    settled = (await read_ranked(ctx)).counter if paged(meta) else meta.counter
     if meta.mode is SettlementMode.PUMPED and settled == meta.child_count:
         cancels = []  # every child settled: none is left to cancel (its pump is the invocation listed)
     releases = await mode.releases(ctx, meta)
@@ -375,8 +383,12 @@ async def _close(ctx: restate.ObjectContext, meta: GroupMeta, effective: LoserPo
         link = await ctx.get(PUMP_LINK, serde=LINK)
     # One cancel per unsettled child, not awaiting termination (ADR, "Close deletes…").
     _cancel(ctx, cancels, meta)
-    if link is not None and link.awakeable is not None and not link.left:
+    if link is not None and link.awakeable is not None and not link.left and not cancels:
         # The pump listens: resolved, it releases its store (and its further slices') and stops.
+        # Not when this close cancels (decision 65): a pump that saw its awakeable before its own
+        # cancellation would return and leave its pending calls running (calls outlive their caller);
+        # cancelled, it waits for their Cancelled terminals, finds the group closed at its report and
+        # releases then, and the forget queued behind its run finds nothing left.
         ctx.resolve_awakeable(link.awakeable, _LISTENED, serde=_RAW)
         releases = []  # a pumped group's one release is its pump's forget
     for release in releases:
@@ -521,10 +533,10 @@ def _rank(ctx: restate.ObjectContext, meta: GroupMeta, refs: list[Ref]) -> None:
     ctx.set("meta", msgspec.structs.replace(meta, waiters=_wake(ctx, meta, woken)), serde=META)
 
 
-async def _rank_paged(ctx: restate.ObjectContext, meta: GroupMeta, refs: list[Ref]) -> None:
+async def _rank_paged(ctx: restate.ObjectContext, meta: GroupMeta, refs: list[Ref], reads: list[Any]) -> None:
     """`_rank` for a group keeping its ranks in pages (decision 65): the same one handler step, which
-    reads and writes only the counter, the last page or two and the reporting slice's entry."""
-    _, woken = await Ranked.rank(ctx, meta, refs)
+    reads and writes only the counter with the last page's tail and the reporting slice's entry."""
+    woken = await Ranked.rank(ctx, meta, refs, reads)
     for rank, ref in woken.items():
         logs.event("group.ranked", ctx, group_key=ctx.key(), rank=rank, position=ref.position)
     if any(waiter.rank in woken for waiter in meta.waiters):

@@ -301,9 +301,9 @@ async def _await_and_report(
     call; stop once the group is closed (its close resolves ``closing``, or a report finds it closed)."""
     pending: list[Any] = list(awaited)
     listen = closing[0] if closing is not None else None
-    stored = False
+    stored = cancelled = closed = False
     while pending:
-        watched = pending if closing is None else [*pending, closing[1]]
+        watched = pending if closing is None or closed else [*pending, closing[1]]
         try:
             done, _ = await restate.wait_completed(*watched)
         except restate.TerminalError as error:
@@ -311,8 +311,9 @@ async def _await_and_report(
                 raise
             # Cancelled (a Cancel close, or its caller ended): the SDK has cancelled the calls still
             # pending, and their Cancelled terminals still rank (ADR, "Close deletes…").
+            cancelled = True
             continue
-        if closing is not None and closing[1] in done:
+        if closing is not None and not closed and closing[1] in done:
             _release(ctx, slices)
             return
         pending = [future for future in pending if future not in done]
@@ -322,6 +323,8 @@ async def _await_and_report(
             if what.kind == _SLICE:
                 await _slice_ended(future)
                 continue
+            if closed:
+                continue  # nobody reads it: the group is closed, and this pump's store released
             if what.kind == _CALL:
                 outcome: bytes | None = await _call_outcome(future, what.target)
             else:
@@ -342,10 +345,18 @@ async def _await_and_report(
             )
             listen = None  # the group keeps it from the first report on
             if not answer.open:
+                # Decision 65: released now, but this pump awaits what is still pending rather than
+                # return: calls outlive their caller, so a pump that returned would leave its pending
+                # children (and further pumps) beyond the reach of a Cancel close's cancellation,
+                # which comes down the tree of calls. Under RunToCompletion they run on, as declared.
                 _release(ctx, slices)
-                return
-    if closing is None or not stored:
+                closed = True
+    if closed or closing is None or not stored:
         return  # a further slice's store is released by the group's pump; an empty one needs nothing
+    # A Cancel close does not resolve the awakeable (decision 65): ask whether the group is closed.
+    if cancelled and not (await _report(ctx, group_key, PumpReport(incarnation=incarnation))).open:
+        _release(ctx, slices)
+        return
     # Every child settled: listen for the close a while longer, then tell the group the store stays.
     linger = ctx.sleep(LINGER)
     while True:
