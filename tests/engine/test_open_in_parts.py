@@ -13,8 +13,14 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from lash_restate.contract import GroupWakePolicy, LoserPolicy, RuntimeEffectGroup, opens_in_parts
-from lash_restate.contract import RuntimeEffectEnvelope, ToolCall
+from lash_restate.contract import (
+    GroupWakePolicy,
+    LoserPolicy,
+    RuntimeEffectEnvelope,
+    RuntimeEffectGroup,
+    ToolCall,
+    opens_in_parts,
+)
 from lash_restate.engine._mode import PUMP_SLICE
 from lash_restate.inspection import quote, sql
 from tests.conformance.builders import Scope, close, combine, echo, err, next_, ok, open_, save, tool, use
