@@ -29,8 +29,9 @@ from lash_restate.testing import LocalStack
 # The group path's invocations, by what they are, as `sys_invocation` filters.
 PARTS = {
     "children": "target_service_name = 'LashChild'",
-    "pumps": "target_service_name = 'LashPump' AND target_handler_name = 'run'",
-    "settles": "target_service_name = 'LashGroup' AND target_handler_name = 'settle'",
+    "pumps": "target_service_name = 'LashPump' AND target_handler_name IN ('run', 'run2', 'run_parts')",
+    "settles": "target_service_name = 'LashGroup' AND target_handler_name IN ('settle', 'report')",
+    "stages": "target_service_name = 'LashPump' AND target_handler_name = 'stage'",
     "waits": "target_service_name = 'LashGroup' AND target_handler_name = 'wait'",
     "reads": "target_service_name = 'LashPump' AND target_handler_name = 'outcomes'",
 }
@@ -49,7 +50,12 @@ async def _poll_state(admin: str, peak: dict[str, tuple[int, int]]) -> None:
         rows = await asyncio.to_thread(sql, admin, STATE)
         sizes: dict[str, tuple[int, int]] = {}
         for row in rows:
-            kind = f"{row['s']}/{'o*' if row['s'] == 'LashPump' and row['k'].startswith('o') else row['k']}"
+            key = row["k"]
+            if row["s"] == "LashPump" and key.startswith("o"):
+                key = "o*"
+            elif ":" in key:  # a paged group's `ranks:{page}`, `settled:{slice}`, `keys:{slice}`
+                key = key.split(":")[0] + ":*"
+            kind = f"{row['s']}/{key}"
             n, size = sizes.get(kind, (0, 0))
             sizes[kind] = (n + row["n"], size + (row["bytes"] or 0))
         for kind, (n, size) in sizes.items():

@@ -34,6 +34,7 @@ from .engine import (
     OpenerEnd,
     OperatorClose,
     OperatorClosed,
+    assemble_order,
     named,
     outcome_store,
 )
@@ -209,13 +210,19 @@ def _groups(admin: Admin, where: str = "") -> list[_Group]:
     rows = sql(
         admin,
         "SELECT service_key, key, value_utf8 FROM state "
-        f"WHERE service_name = {quote(named(GROUP))} AND key IN ('meta', {quote(OPENER_ENDS)}){where}",
+        f"WHERE service_name = {quote(named(GROUP))} AND (key IN ('meta', {quote(OPENER_ENDS)}) "
+        f"OR key = 'ranked' OR starts_with(key, 'ranks:')){where}",
     )
     metas = {r["service_key"]: r["value_utf8"] for r in rows if r["key"] == "meta"}
     ends = {r["service_key"]: r["value_utf8"] for r in rows if r["key"] == OPENER_ENDS}
+    pages: dict[str, dict[str, str]] = {}
+    for r in rows:
+        if r["key"].startswith("ranks:") or r["key"] == "ranked":
+            pages.setdefault(r["service_key"], {})[r["key"]] = r["value_utf8"]
     found = []
     for key in sorted(metas):
-        meta = msgspec.json.decode(metas[key], type=GroupMeta)
+        # A wide group keeps its rank order in pages (decision 65): read as one order.
+        meta = assemble_order(msgspec.json.decode(metas[key], type=GroupMeta), pages.get(key, {}))
         recorded = _ENDS.decode(ends[key]) if key in ends else []  # absent on a format-1 group
         found.append(_Group(key, meta, {end.caller: end.failed for end in recorded}))
     return found

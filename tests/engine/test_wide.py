@@ -1,6 +1,7 @@
 """Wide groups (issue #14): past `PUMP_SLICE` children a group settles through one pump per slice.
 
-Decision 35: the group's pump runs the first slice and calls a pump for each further one; every
+Decision 35: the group's pump runs the first slice and calls pumps for the further ones (decision 65: a tree
+of them, at most `PUMP_FANOUT` called by each); every
 pump settles into the one group object. These tests check what that must not change: one rank per
 child, payloads kept by the pumps (each its own slice's), a `Cancel` close reaching the children
 of every slice, and every pump's store released by the close.
@@ -10,13 +11,19 @@ from __future__ import annotations
 
 from typing import Any
 
-from lash_restate.engine._mode import PUMP_SLICE
+from lash_restate.engine._mode import PUMP_FANOUT, PUMP_SLICE
+from lash_restate.engine._pages import RANK_PAGE
 from lash_restate.inspection import quote
 from tests.conformance.builders import Scope, close, combine, echo, event, next_, ok, open_, save, use
 from tests.engine.conftest import Stack
 from tests.engine.test_engine import _handle, _poll
 
 WIDTH = 2 * PUMP_SLICE + 88  # three slices: the group's own pump and two more
+# Decision 65: six slices, so the group's pump hands runs of two slices to the pumps of slices 1 and 3
+# (PUMP_FANOUT = 4), which call the pumps of slices 2 and 4 themselves: a tree two pumps deep.
+DEEP = 5 * PUMP_SLICE + 40
+DEEPEST = 2 * PUMP_SLICE + 7  # a position in slice 2, reached through the pump of slice 1
+assert PUMP_FANOUT == 4 and DEEP > RANK_PAGE
 
 
 def _pump_rows(group_key: str) -> str:
@@ -43,11 +50,12 @@ def _slices_holding(rows: list[dict[str, Any]]) -> set[str]:
 
 async def test_a_wide_all_ranks_every_child_once_through_its_slices(stack: Stack) -> None:
     s = Scope()
-    group = s.group([echo(i) for i in range(WIDTH)])
+    # Past RANK_PAGE ranks, so the paged order (decision 65) is read across a page and its tail.
+    group = s.group([echo(i) for i in range(DEEP)])
     [result] = await stack.turn(combine("all", group), within=300)
     done = ok(result)
-    assert done["status"] == "fulfilled" and done["value"] == list(range(WIDTH))
-    assert sorted(done["order"]) == list(range(WIDTH))  # one rank per child
+    assert done["status"] == "fulfilled" and done["value"] == list(range(DEEP))
+    assert sorted(done["order"]) == list(range(DEEP))  # one rank per child
     # The close released every slice's store (the group's pump forgets the others after its run).
     await _poll(stack, _pump_rows(s.key()), lambda rows: not rows, within=120)
 
@@ -56,15 +64,17 @@ async def test_a_cancel_close_of_a_wide_group_reaches_every_slice_and_releases_e
     stack: Stack,
 ) -> None:
     s = Scope()
-    # A child that never settles on its own in the last slice, the rest immediate.
-    children = [echo(i) for i in range(WIDTH - 1)] + [event(s.event("never"))]
+    # A child that never settles on its own in a slice two pumps down the tree, the rest immediate.
+    children = [echo(i) for i in range(DEEP)]
+    children[DEEPEST] = event(s.event("never"))
     group = s.group(children)
     [_, first, _] = await stack.turn(open_(group), next_(), save(), within=300)
     assert ok(first)["rank"] == 1
-    # Every slice's pump keeps its own children's outcomes: three distinct pumps hold some.
-    await _poll(stack, _pump_rows(s.key()), lambda rows: len(_slices_holding(rows)) == 3, within=300)
-    [_, closed] = await stack.turn(use(_handle(s.key(), WIDTH, 1)), close("cancel"), within=120)
+    # Every slice's pump keeps its own children's outcomes: six distinct pumps hold some.
+    await _poll(stack, _pump_rows(s.key()), lambda rows: len(_slices_holding(rows)) == 6, within=300)
+    [_, closed] = await stack.turn(use(_handle(s.key(), DEEP, 1)), close("cancel"), within=120)
     assert "error" not in closed
-    # The cancel reached the last slice's child through two pumps, and nothing of the group is left.
+    # The cancel reached that child through three pumps, and nothing of the group is left: each pump
+    # released its subtree's stores.
     await _poll(stack, _running(s.key()), lambda rows: not rows, within=120)
     await _poll(stack, _pump_rows(s.key()), lambda rows: not rows, within=120)

@@ -44,16 +44,20 @@ from lash_restate.engine._messages import (
     OperatorClose,
     OperatorClosed,
     OutcomesRead,
+    PartedOpen,
     PumpAwait,
+    PumpParts,
     PumpReport,
     PumpRun,
     Ref,
     ReportReply,
     SettleBatch,
+    StagedPart,
     WaitReply,
     WaitRequest,
     decode_open,
 )
+from lash_restate.engine._pages import RankTail
 from lash_restate.engine._records import GroupMeta, Opener, OpenerEnd, PumpLink, SettlementMode, Waiter
 
 __all__ = ["SAMPLES", "Sample"]
@@ -174,6 +178,18 @@ META: dict[str, GroupMeta] = {
         openers=[Opener(caller="inv_1abc")],
         opened_at_ms=1_796_017_814_041,
     ),
+    # Decision 65: a wide pumped group this release records keeps its order in pages (`ranks:{page}`),
+    # and says so by its incarnation's prefix; the record itself is format 1's.
+    "paged": GroupMeta(
+        child_count=300,
+        wake=GroupWakePolicy.ALL,
+        disposition=LoserPolicy.RUN_TO_COMPLETION,
+        incarnation=f"p-{INCARNATION}",
+        mode=SettlementMode.PUMPED,
+        waiters=[Waiter(awakeable="sign_1waiter", rank=3)],
+        openers=[Opener(caller="inv_1abc")],
+        opened_at_ms=1_796_017_814_041,
+    ),
     "watched": GroupMeta(
         child_count=3,
         wake=GroupWakePolicy.FIRST_SUCCESS,
@@ -226,6 +242,12 @@ def _samples() -> list[Sample]:
         add(f"state.pump.outcome.{variant}", outcome, _json(Outcome))
         add(f"msg.child.execute_reply.{variant}", outcome, _json(Outcome))
         add(f"caller.execute_effect.{variant}", outcome, _json(Outcome))
+    add("state.group.ranked.tail", RankTail(pages=1, tail=[2, 0]), _json(RankTail))
+    add("state.group.ranked.fresh", RankTail(tail=[1]), _json(RankTail))
+    add("state.group.ranks.two", [2, 0], _json(list[int]))
+    add("state.group.settled.two", [0, 2], _json(list[int]))
+    add("state.group.keys.three", list(_KEYS), _json(list[str]))
+    add("state.pump.staged.three", [TOOL, SLEEP, EVENT], _json(list[RuntimeEffectEnvelope]))
     add("state.pump.slices.two", [f"{INCARNATION}.1:{KEY}", f"{INCARNATION}.2:{KEY}"], _json(list[str]))
     add("state.signal.payload.object", b'{"paid": true, "amount": 12}', _raw())
     add("state.signal.rejection.text", "card declined ☹".encode(), _raw())
@@ -299,6 +321,22 @@ def _samples() -> list[Sample]:
     add("msg.pump.run2.called", called, _json(PumpAwait))
     add("msg.pump.run2.slice", msgspec.structs.replace(called, listens=False), _json(PumpAwait))
     add("msg.pump.listen.closed", b"true", _raw())
+    add("msg.pump.stage.three", StagedPart(group_key=KEY, children=[TOOL, SLEEP, EVENT]), _json(StagedPart))
+    parts = PumpParts(group_key=KEY, incarnation=f"p-{INCARNATION}", first=0, count=3)
+    add("msg.pump.run_parts.group", parts, _json(PumpParts))
+    subtree = PumpParts(group_key=KEY, incarnation=f"p-{INCARNATION}", first=1, count=2, listens=False)
+    add("msg.pump.run_parts.subtree", subtree, _json(PumpParts))
+    parted = PartedOpen(
+        reply_to="sign_1reply",
+        shape=SHAPE,
+        stage=f"p-{INCARNATION}",
+        parts=1,
+        caller="inv_1abc",
+        wakes=["sign_1w1", "sign_1w2"],
+    )
+    add("msg.group.open_parts.first", parted, _json(PartedOpen))
+    resumed = msgspec.structs.replace(parted, parts=0, wakes=[], reopen_only=True, caller="inv_1def")
+    add("msg.group.open_parts.resume", resumed, _json(PartedOpen))
     add(
         "msg.pump.outcomes.read",
         OutcomesRead(positions=[3, 4], budget=1_000_000, first=False),

@@ -75,10 +75,12 @@ from ._limits import (
     BODY_LIMIT,
     MESSAGE_LIMIT,
     OUTCOME_LIMIT,
+    PART_CHILDREN,
     TOO_LARGE,
     check_open_size,
     fit_outcome,
     ok_size,
+    opens_in_parts,
     outcome_size,
 )
 from ._policies import GroupWakePolicy, LoserPolicy, effective_disposition
@@ -89,6 +91,7 @@ __all__ = [
     "BODY_LIMIT",
     "MESSAGE_LIMIT",
     "OUTCOME_LIMIT",
+    "PART_CHILDREN",
     "STRUCT_OPTIONS",
     "TOO_LARGE",
     "AwaitCancelled",
@@ -162,6 +165,7 @@ __all__ = [
     "execute_outcome",
     "fit_outcome",
     "ok_size",
+    "opens_in_parts",
     "outcome_size",
     "require_disposition",
     "require_envelope",

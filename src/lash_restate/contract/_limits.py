@@ -9,7 +9,9 @@ it is refused where it is built. So every message lash builds is sized here firs
 
 - a group's open carries every child, each as the base64 of its canonical envelope (format 1), with
   the group's shape (replay keys and hashes) and a few awakeable ids: `check_open_size` refuses a
-  child that could not ride it even alone, and a group whose children together would not;
+  child that could not ride it even alone; a group whose children together would not is opened in
+  parts (`opens_in_parts`: the shape in one message, each `PART_CHILDREN` children in another), and
+  refused only when a part or the shape would not fit either;
 - an outcome (a tool's result or rejection, a call's answer, an event's payload, wrapped as the
   `Outcome` a host stores) is stored and served in messages of its own: `fit_outcome` turns one past
   `OUTCOME_LIMIT` into ``Err(code="too_large")``.
@@ -34,12 +36,14 @@ __all__ = [
     "MESSAGE_LIMIT",
     "OPEN_ALLOWANCE",
     "OUTCOME_LIMIT",
+    "PART_CHILDREN",
     "TOO_LARGE",
     "carried_size",
     "check_open_size",
     "fit_outcome",
     "ok_size",
     "open_size",
+    "opens_in_parts",
     "outcome_size",
     "too_large",
 ]
@@ -54,6 +58,9 @@ FRAMING = 64 * 1024
 BODY_LIMIT = MESSAGE_LIMIT - FRAMING
 # The largest encoded outcome: a bulk read of a pump's store answers it inside a JSON array.
 OUTCOME_LIMIT = BODY_LIMIT - 16
+# An open too large for one message goes in parts of at most this many children each (as raw
+# envelopes, not base64), and the shape in a message of its own (decision 65).
+PART_CHILDREN = 256
 # An open request's fields besides its children and shape: the reply awakeable, the opener's
 # invocation id and the wakes for the first ranks (at most 32 ids of well under 100 characters).
 OPEN_ALLOWANCE = 8 * 1024
@@ -77,11 +84,25 @@ def open_size(group_shape: bytes, carried: Sequence[int]) -> int:
 
 
 def check_open_size(group: RuntimeEffectGroup) -> None:
-    """Refuse, before anything is sent or recorded, a group whose open would not fit one message.
+    """Refuse, before anything is sent or recorded, a group that no open could carry.
 
-    A child that could not ride the open even alone is named with its encoded size; otherwise a
-    group whose children together do not fit is refused naming the first position past the limit.
+    A child that could not ride the open even alone is named with its encoded size. A group whose
+    children together do not fit one open request is opened in parts (`opens_in_parts`): refused
+    only when a part of `PART_CHILDREN` children, or the shape alone, would not fit one message either,
+    naming the first position past one open request.
     """
+    refusal = _one_open_refusal(group)
+    if refusal is not None and not _parts_fit(group):
+        raise refusal
+
+
+def opens_in_parts(group: RuntimeEffectGroup) -> bool:
+    """Whether ``group``'s children do not fit one open request together (each fits alone, or this
+    refuses it as `check_open_size` does)."""
+    return _one_open_refusal(group) is not None
+
+
+def _one_open_refusal(group: RuntimeEffectGroup) -> PayloadTooLarge | None:
     group_key, children = str(group.key), group.children
     sizes = [len(canonical_bytes(child)) for child in children]
     carried = [carried_size(size) for size in sizes]
@@ -97,22 +118,35 @@ def check_open_size(group: RuntimeEffectGroup) -> None:
             )
     total = open_size(_ENCODER.encode(group.shape()), carried)
     if total <= BODY_LIMIT:
-        return
+        return None
     running = total - sum(carried)
     for position, share in enumerate(carried):
         running += share
         if running > BODY_LIMIT:
-            raise PayloadTooLarge(
+            return PayloadTooLarge(
                 f"the open request is {total} bytes, over the limit of {BODY_LIMIT} bytes for one "
                 f"message; child {position} is the first past it",
                 group_key=group_key,
                 position=position,
                 replay_key=children[position].replay_key,
             )
-    raise PayloadTooLarge(  # the shape alone is past it (a very wide group of very long keys)
+    return PayloadTooLarge(  # the shape alone is past it (a very wide group of very long keys)
         f"the open request is {total} bytes, over the limit of {BODY_LIMIT} bytes for one message",
         group_key=group_key,
     )
+
+
+def _parts_fit(group: RuntimeEffectGroup) -> bool:
+    """Whether the open in parts carries ``group``: the shape in one message, each part in one."""
+    if len(_ENCODER.encode(group.shape())) + OPEN_ALLOWANCE > BODY_LIMIT:
+        return False
+    children = group.children
+    for first in range(0, len(children), PART_CHILDREN):
+        part = children[first : first + PART_CHILDREN]
+        size = len(str(group.key)) + OPEN_ALLOWANCE + sum(len(canonical_bytes(c)) + 1 for c in part)
+        if size > BODY_LIMIT:
+            return False
+    return True
 
 
 def ok_size(value_bytes: int) -> int:

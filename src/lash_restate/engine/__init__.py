@@ -18,6 +18,7 @@ from ._formats import BASELINE, FORMAT, FORMATS, Format
 from ._lookup import configure_admin
 from ._messages import OperatorClose, OperatorClosed
 from ._mode import OutcomeStore, outcome_store
+from ._pages import assemble_order
 from ._records import OPENER_ENDS, GroupMeta, OpenerEnd, SettlementMode
 from ._routes import (
     CHILD,
@@ -60,6 +61,7 @@ __all__ = [
     "ServedApplication",
     "ServerUnavailable",
     "SettlementMode",
+    "assemble_order",
     "build_app",
     "call_targets",
     "check_app_name",

@@ -38,6 +38,7 @@ from ..contract import (
     check_open_size,
     effective_disposition,
     execute_outcome,
+    opens_in_parts,
     require_group,
     require_groups,
     require_ungrouped,
@@ -48,14 +49,27 @@ from ._messages import (
     CloseRequest,
     OpenReply,
     OpenRequest,
+    PartedOpen,
+    StagedPart,
     WaitReply,
     WaitRequest,
     decode,
     decode_outcome,
     encode,
 )
-from ._mode import mode_for
-from ._routes import GROUP_CLOSE, GROUP_HOLD, GROUP_OPEN, GROUP_WAIT, Route, groups_wired
+from ._mode import PUMP_SLICE, mode_for, slice_key
+from ._pages import PAGED
+from ._routes import (
+    GROUP_CLOSE,
+    GROUP_HOLD,
+    GROUP_OPEN,
+    GROUP_OPEN_PARTS,
+    GROUP_WAIT,
+    PUMP_FORGET,
+    PUMP_STAGE,
+    Route,
+    groups_wired,
+)
 
 __all__ = ["RestateController"]
 
@@ -170,17 +184,22 @@ class RestateController(EffectGroupDefaults):
         # ADR: resolve all N before recording: the group object does, where the children run (decision
         # 37), and only it knows whether the group is recorded already (a reopen refuses nothing).
         answer, opened = self._ctx.awakeable(serde=_BYTES)
-        request = OpenRequest(
-            reply_to=answer,
-            shape=group.shape(),
-            children=[canonical_bytes(c) for c in group.children],
-            caller=self._ctx.request().id,
-            wakes=list(window),
-            reopen_only=reopen_only,
-        )
-        # Sent, answered on an awakeable (decision 25): this invocation's cancellation cannot cut
-        # the open short between dispatching the children and recording how to cancel them.
-        GROUP_OPEN.send(self._ctx, key, request)
+        if opens_in_parts(group):
+            # Decision 65: too large for one message. The children go first, one part per slice, to
+            # the pumps that will run them; then the open, with the shape alone.
+            await self._open_in_parts(group, key, answer, list(window), reopen_only=reopen_only)
+        else:
+            request = OpenRequest(
+                reply_to=answer,
+                shape=group.shape(),
+                children=[canonical_bytes(c) for c in group.children],
+                caller=self._ctx.request().id,
+                wakes=list(window),
+                reopen_only=reopen_only,
+            )
+            # Sent, answered on an awakeable (decision 25): this invocation's cancellation cannot cut
+            # the open short between dispatching the children and recording how to cancel them.
+            GROUP_OPEN.send(self._ctx, key, request)
         reply = decode(await _typed(opened), OpenReply)
         if not reply.reopened:
             self._wakes[key] = _Wakes(reply.incarnation, dict(enumerate(window.values(), start=1)))
@@ -189,6 +208,44 @@ class RestateController(EffectGroupDefaults):
         # Open or reopen, the recorded shape is this group's (the reopen was fenced on it).
         self._declared[key] = (len(group), group.disposition)
         return GroupHandle.opened(group)
+
+    async def _open_in_parts(
+        self, group: RuntimeEffectGroup, key: str, answer: str, wakes: list[str], *, reopen_only: bool
+    ) -> None:
+        """Stage ``group``'s children with the pumps of a fresh incarnation, then send `PartedOpen`.
+
+        Each part is called, so a child the endpoint cannot route refuses the open (`ChildUnroutable`)
+        before the group is recorded; the parts staged are then released, and nothing is left. A
+        resume stages nothing: a reopen dispatches nothing, and one that finds no group refuses.
+        """
+        stage = f"{PAGED}{self._ctx.uuid()}"
+        keys = [slice_key(key, stage, first) for first in range(0, len(group), PUMP_SLICE)]
+        if not reopen_only:
+            children = group.children
+            calls = [
+                PUMP_STAGE.call(
+                    self._ctx, part, StagedPart(group_key=key, children=list(children[f : f + PUMP_SLICE]))
+                )
+                for part, f in zip(keys, range(0, len(group), PUMP_SLICE), strict=True)
+            ]
+            await restate.gather(*calls)
+            try:
+                for call in calls:
+                    await _typed(call)
+            except LashError:
+                for part in keys:  # nothing of a refused group is kept
+                    PUMP_FORGET.send(self._ctx, part, None)
+                raise
+        request = PartedOpen(
+            reply_to=answer,
+            shape=group.shape(),
+            stage=stage,
+            parts=0 if reopen_only else len(keys),
+            caller=self._ctx.request().id,
+            wakes=wakes,
+            reopen_only=reopen_only,
+        )
+        GROUP_OPEN_PARTS.send(self._ctx, key, request)
 
     def handle_saved(self, handle: GroupHandle) -> None:
         """This invocation saved ``handle`` for a continuation: have the group learn how it ends.

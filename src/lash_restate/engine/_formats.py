@@ -52,9 +52,34 @@ FORMATS: Final[tuple[Format, ...]] = (
         "{prefix}Group state `pump`: PumpLink (how the close releases the pump's store)",
         since="unreleased",
     ),
+    Format(
+        "state.group.ranked",
+        "{prefix}Group state `ranked` of a paged group: RankTail (full pages, the ranks after them)",
+        since="unreleased",
+    ),
+    Format(
+        "state.group.ranks",
+        "{prefix}Group state `ranks:{page}` of a paged group: positions of 1024 ranks, a JSON array",
+        since="unreleased",
+    ),
+    Format(
+        "state.group.settled",
+        "{prefix}Group state `settled:{slice}` of a paged group: its ranked positions, a JSON array",
+        since="unreleased",
+    ),
+    Format(
+        "state.group.keys",
+        "{prefix}Group state `keys:{slice}` of a paged group: its children's replay keys, a JSON array",
+        since="unreleased",
+    ),
     Format("state.child.outcome", "{prefix}Child state `outcome:{incarnation}`: Outcome"),
     Format("state.pump.outcome", "{prefix}Pump state `o{position}`: Outcome"),
     Format("state.pump.slices", "{prefix}Pump state `slices`: list of pump keys"),
+    Format(
+        "state.pump.staged",
+        "{prefix}Pump state `staged`: list of RuntimeEffectEnvelope (a slice of an open in parts)",
+        since="unreleased",
+    ),
     Format("state.signal.payload", "{prefix}Signal state `payload`: the emitted JSON"),
     Format("state.signal.rejection", "{prefix}Signal state `rejection`: the message, UTF-8"),
     Format("state.signal.waiters", "{prefix}Signal state `waiters`: list of awakeable ids"),
@@ -67,6 +92,11 @@ FORMATS: Final[tuple[Format, ...]] = (
     Format("msg.group.close", "{prefix}Group/close input: CloseRequest"),
     Format("msg.group.report", "{prefix}Group/report input: PumpReport", since="unreleased"),
     Format("msg.group.report_reply", "{prefix}Group/report output: ReportReply", since="unreleased"),
+    Format(
+        "msg.group.open_parts",
+        "{prefix}Group/open_parts input: PartedOpen (an open too large for one message)",
+        since="unreleased",
+    ),
     Format("msg.group.watch", "{prefix}Group/watch and {prefix}Group/caller_ended input: CallerEnded"),
     Format(
         "msg.group.hold",
@@ -90,6 +120,8 @@ FORMATS: Final[tuple[Format, ...]] = (
     Format("msg.child.forget", "{prefix}Child/forget input: the incarnation, a JSON string"),
     Format("msg.pump.run", "{prefix}Pump/run input: PumpRun"),
     Format("msg.pump.run2", "{prefix}Pump/run2 input: PumpAwait", since="unreleased"),
+    Format("msg.pump.stage", "{prefix}Pump/stage input: StagedPart", since="unreleased"),
+    Format("msg.pump.run_parts", "{prefix}Pump/run_parts input: PumpParts", since="unreleased"),
     Format(
         "msg.pump.listen",
         "the pump's awakeable (PumpReport.listen), resolved by the close: `true`",

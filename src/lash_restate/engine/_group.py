@@ -12,6 +12,8 @@ before recorded (direct or pumped) goes on as it did.
 
 from __future__ import annotations
 
+from typing import Any
+
 import msgspec
 import restate
 from restate import SendHandle
@@ -22,6 +24,8 @@ from ..contract import (
     Call,
     ChildUnroutable,
     GroupNotOpen,
+    GroupShape,
+    InvalidInput,
     InvalidSettlement,
     LashError,
     LoserPolicy,
@@ -38,6 +42,8 @@ from ._messages import (
     OpenRequestSerde,
     OperatorClose,
     OperatorClosed,
+    PartedOpen,
+    PumpParts,
     PumpReport,
     Ref,
     ReportReply,
@@ -46,7 +52,8 @@ from ._messages import (
     WaitRequest,
     decode,
 )
-from ._mode import INVOCATIONS, REDISPATCHED, AwaitedDispatch, mode_for
+from ._mode import INVOCATIONS, PUMP_SLICE, REDISPATCHED, AwaitedDispatch, mode_for, slice_key
+from ._pages import PAGED, Ranked, paged, read_ranked, write_keys
 from ._records import (
     ENDS,
     LINK,
@@ -61,6 +68,7 @@ from ._records import (
     OpenerEnd,
     PumpLink,
     SettlementMode,
+    Waiter,
 )
 from ._routes import (
     GROUP,
@@ -69,12 +77,16 @@ from ._routes import (
     GROUP_HELD,
     GROUP_HOLD,
     GROUP_OPEN,
+    GROUP_OPEN_PARTS,
     GROUP_OPERATOR_CLOSE,
     GROUP_REPORT,
     GROUP_SETTLE,
     GROUP_WAIT,
     GROUP_WATCH,
+    PUMP_FORGET,
+    PUMP_RUN_PARTS,
     named,
+    pump_key,
 )
 from ._routing import Routing, replaying
 
@@ -135,17 +147,80 @@ def group_object(
             # replaced in place replays its journal as a prefix of this one (decision 48).
             await _redispatch(ctx, meta, req, routing)
 
+    @group.handler(name=GROUP_OPEN_PARTS.handler, ingress_private=True, state_preload=False)
+    async def open_parts(ctx: restate.ObjectContext, req: PartedOpen) -> None:
+        """`open` for a group too large for one message (decision 65): its opener staged the children,
+        one part per slice, with the pumps keyed by ``req.stage``, each of which routed its part.
+
+        A first open records the group under that incarnation, paged, and sends its pump `run_parts`,
+        in one handler run; anything else (a reopen, a refusal) releases the parts staged. A reopen
+        dispatches nothing (a group opened in parts re-dispatches no child whose runner came back).
+        """
+        meta = await ctx.get("meta", serde=META)
+        staged = [
+            slice_key(ctx.key(), req.stage, first) for first in range(0, req.parts * PUMP_SLICE, PUMP_SLICE)
+        ]
+        first = meta is None
+        try:
+            if meta is not None:
+                recorded = await ctx.get("fence", serde=SHAPE)
+                assert recorded is not None  # written with meta, cleared with it
+                recorded.fence_reopen(req.shape, ctx.key())
+                logs.event("group.reopened", ctx, group_key=ctx.key())
+            elif req.reopen_only:
+                raise GroupNotOpen.not_recorded(group_key=ctx.key())
+            elif not req.stage.startswith(PAGED) or req.parts != -(-req.shape.child_count // PUMP_SLICE):
+                raise InvalidInput("an open in parts names no staged parts of this group")
+            else:
+                meta = _recorded(ctx, req.shape, req.wakes, req.stage, SettlementMode.PUMPED)
+                logs.event(
+                    "group.opened",
+                    ctx,
+                    group_key=ctx.key(),
+                    children=req.shape.child_count,
+                    wake=req.shape.wake.value,
+                    disposition=req.shape.disposition.value,
+                    mode=meta.mode.value,
+                    parts=req.parts,
+                )
+        except LashError as error:
+            _release_staged(ctx, staged)
+            ctx.reject_awakeable(req.reply_to, error.to_wire(), terminal_status(error))
+            return
+        assert meta is not None
+        pump = None
+        if first:
+            run = PumpParts(group_key=ctx.key(), incarnation=meta.incarnation, first=0, count=req.parts)
+            pump = PUMP_RUN_PARTS.send(ctx, pump_key(ctx.key(), meta.incarnation), run)
+        else:
+            _release_staged(ctx, staged)
+        ctx.resolve_awakeable(
+            req.reply_to, OpenReply(reopened=not first, incarnation=meta.incarnation), serde=_OPENED
+        )
+        if pump is not None:  # a Cancel cancels the group's pump, which cancels its calls (decision 35)
+            ctx.set(INVOCATIONS, [await pump.invocation_id()], serde=STRINGS)
+            meta = msgspec.structs.replace(meta, opened_at_ms=int(await ctx.time() * 1000))
+        await _note_opener(ctx, meta, req.caller, changed=first)
+
     @group.handler(name=GROUP_REPORT.handler, ingress_private=True, state_preload=False)
     @terminal_errors
     async def report(ctx: restate.ObjectContext, batch: PumpReport) -> ReportReply:
         """A pump's settlements (decision 61), ranked as `settle` ranks them; answers whether the group
         is still open, so a pump whose group closed releases its store and stops."""
-        meta = await ctx.get("meta", serde=META)
+        # Decision 65: a paged group's report (its incarnation says so) reads all it needs at once.
+        pages = batch.incarnation.startswith(PAGED) and bool(batch.refs)
+        meta_read: Any = ctx.get("meta", serde=META)
+        reads = Ranked.prefetch(ctx, batch.refs) if pages else []
+        if reads:
+            await restate.gather(meta_read, *reads)
+        meta = await meta_read
         if meta is None or meta.incarnation != batch.incarnation:
             return ReportReply(open=False)  # closed (or a closed namesake's pump): nothing is read again
         if batch.listen is not None or batch.left:
             ctx.set(PUMP_LINK, PumpLink(awakeable=batch.listen, left=batch.left), serde=LINK)
-        if batch.refs:
+        if pages:
+            await _rank_paged(ctx, meta, batch.refs, reads)
+        elif batch.refs:
             _rank(ctx, meta, batch.refs)
         return ReportReply(open=True)
 
@@ -165,7 +240,13 @@ def group_object(
     @terminal_errors
     async def wait(ctx: restate.ObjectContext, req: WaitRequest) -> WaitReply:
         meta = await _open_meta(ctx, req.child_count)
-        if meta.counter > req.consumed or not req.wakes:
+        if paged(meta):
+            # Decision 65: the counter, at most two rank pages and a few slices' keys; never the fence.
+            ranked = await read_ranked(ctx)
+            if ranked.counter > req.consumed or not req.wakes:
+                refs = await Ranked.serve(ctx, ranked, req.consumed, WAIT_REFS)
+                return WaitReply(refs=refs, mode=meta.mode, incarnation=meta.incarnation)
+        elif meta.counter > req.consumed or not req.wakes:
             # ADR: read rank consumed + 1 out of state first, and only otherwise wait.
             fence = await ctx.get("fence", serde=SHAPE)
             assert fence is not None
@@ -272,7 +353,7 @@ def group_object(
         ends = [end for end in await ctx.get(OPENER_ENDS, serde=ENDS) or [] if end.caller != ended.caller]
         ctx.set(OPENER_ENDS, [*ends, OpenerEnd(caller=ended.caller, failed=ended.failed)], serde=ENDS)
 
-    del open, report, settle, wait, close, operator_close, watch, caller_ended, hold, held
+    del open, open_parts, report, settle, wait, close, operator_close, watch, caller_ended, hold, held
     return group
 
 
@@ -286,18 +367,21 @@ async def _close(ctx: restate.ObjectContext, meta: GroupMeta, effective: LoserPo
     # Every read before the first effect (decision 22): the closing caller's own cancellation
     # surfaces only at an await, so a close is never cut off half done.
     cancels = await mode.to_cancel(ctx, meta) if effective is LoserPolicy.CANCEL else []
-    if meta.mode is SettlementMode.PUMPED and meta.counter == meta.child_count:
+    settled = (await read_ranked(ctx)).counter if paged(meta) else meta.counter
+    if meta.mode is SettlementMode.PUMPED and settled == meta.child_count:
         cancels = []  # every child settled: none is left to cancel (its pump is the invocation listed)
     releases = await mode.releases(ctx, meta)
     link = None
     if meta.mode is SettlementMode.PUMPED:
         link = await ctx.get(PUMP_LINK, serde=LINK)
-    # One cancel per unsettled child, not awaiting termination (ADR, "Close deletes…"). Before the
-    # pump's release, on purpose: both reach the pump in this order, and a pump that saw the release
-    # first would return before the SDK cancels the calls it awaits (a Cancel's losers would run on).
+    # One cancel per unsettled child, not awaiting termination (ADR, "Close deletes…").
     _cancel(ctx, cancels, meta)
-    if link is not None and link.awakeable is not None and not link.left:
+    if link is not None and link.awakeable is not None and not link.left and not cancels:
         # The pump listens: resolved, it releases its store (and its further slices') and stops.
+        # Not when this close cancels (decision 65): a pump that saw its awakeable before its own
+        # cancellation would return and leave its pending calls running (calls outlive their caller);
+        # cancelled, it waits for their Cancelled terminals, finds the group closed at its report and
+        # releases then, and the forget queued behind its run finds nothing left.
         ctx.resolve_awakeable(link.awakeable, _LISTENED, serde=_RAW)
         releases = []  # a pumped group's one release is its pump's forget
     for release in releases:
@@ -311,7 +395,7 @@ async def _close(ctx: restate.ObjectContext, meta: GroupMeta, effective: LoserPo
         ctx.cancel_invocation(watcher)
     # ADR: retirement is group-atomic; close deletes the object's state.
     ctx.clear_all()
-    logs.event("group.closed", ctx, group_key=ctx.key(), disposition=effective.value, settled=meta.counter)
+    logs.event("group.closed", ctx, group_key=ctx.key(), disposition=effective.value, settled=settled)
     return len(cancels)
 
 
@@ -348,17 +432,10 @@ async def _record(
         raise ChildUnroutable.no_executor(
             miss.what, group_key=ctx.key(), position=miss.position, replay_key=miss.replay_key
         )
-    meta = GroupMeta(
-        child_count=req.shape.child_count,
-        wake=req.shape.wake,
-        disposition=req.shape.disposition,
-        incarnation=str(ctx.uuid()),
-        mode=mode,
-    )
-    meta = msgspec.structs.replace(meta, waiters=meta.waiting(0, req.wakes))
-    # Recorded and dispatched in one handler run: a group is never recorded without its children.
-    ctx.set("fence", req.shape, serde=SHAPE)
-    ctx.set("meta", meta, serde=META)
+    # Decision 65: a pumped group wider than one slice keeps its ranks in pages.
+    pages = mode is SettlementMode.PUMPED and req.shape.child_count > PUMP_SLICE
+    incarnation = f"{PAGED}{ctx.uuid()}" if pages else str(ctx.uuid())
+    meta = _recorded(ctx, req.shape, req.wakes, incarnation, mode)
     logs.event(
         "group.opened",
         ctx,
@@ -369,6 +446,26 @@ async def _record(
         mode=meta.mode.value,
     )
     return meta, children
+
+
+def _recorded(
+    ctx: restate.ObjectContext, shape: GroupShape, wakes: list[str], incarnation: str, mode: SettlementMode
+) -> GroupMeta:
+    """Record a first open: its meta, its fence and (a paged group) its slices' keys."""
+    meta = GroupMeta(
+        child_count=shape.child_count,
+        wake=shape.wake,
+        disposition=shape.disposition,
+        incarnation=incarnation,
+        mode=mode,
+    )
+    meta = msgspec.structs.replace(meta, waiters=meta.waiting(0, wakes))
+    # Recorded and dispatched in one handler run: a group is never recorded without its children.
+    ctx.set("fence", shape, serde=SHAPE)
+    ctx.set("meta", meta, serde=META)
+    if paged(meta):
+        write_keys(ctx, shape)
+    return meta
 
 
 async def _redispatch(
@@ -383,7 +480,7 @@ async def _redispatch(
     Every unsettled child it can route is dispatched: the dispatch queues behind whatever still
     runs it, and runs the child only if that left no outcome, so no child runs twice.
     """
-    settled = meta.settled()
+    settled = await Ranked.settled(ctx, meta) if paged(meta) else meta.settled()
     unsettled = [position for position in range(meta.child_count) if position not in settled]
     children = [decode(req.children[position], RuntimeEffectEnvelope) for position in unsettled]
     routable = [child for child in children if routing.routes(child)]
@@ -426,6 +523,21 @@ def _rank(ctx: restate.ObjectContext, meta: GroupMeta, refs: list[Ref]) -> None:
     if not woken:
         return  # all of them ranked already: nothing to write
     meta = meta.ranked(fresh)
+    ctx.set("meta", msgspec.structs.replace(meta, waiters=_wake(ctx, meta, woken)), serde=META)
+
+
+async def _rank_paged(ctx: restate.ObjectContext, meta: GroupMeta, refs: list[Ref], reads: list[Any]) -> None:
+    """`_rank` for a group keeping its ranks in pages (decision 65): the same one handler step, which
+    reads and writes only the counter with the last page's tail and the reporting slice's entry."""
+    woken = await Ranked.rank(ctx, meta, refs, reads)
+    for rank, ref in woken.items():
+        logs.event("group.ranked", ctx, group_key=ctx.key(), rank=rank, position=ref.position)
+    if any(waiter.rank in woken for waiter in meta.waiters):
+        ctx.set("meta", msgspec.structs.replace(meta, waiters=_wake(ctx, meta, woken)), serde=META)
+
+
+def _wake(ctx: restate.ObjectContext, meta: GroupMeta, woken: dict[int, Ref]) -> list[Waiter]:
+    """Resolve the waiters of the ranks in ``woken``; the waiters left."""
     waiting = []
     for waiter in meta.waiters:
         if waiter.rank not in woken:
@@ -435,7 +547,13 @@ def _rank(ctx: restate.ObjectContext, meta: GroupMeta, refs: list[Ref]) -> None:
         reply = WaitReply(refs=[woken[waiter.rank]], mode=meta.mode, incarnation=meta.incarnation)
         ctx.resolve_awakeable(waiter.awakeable, reply, serde=_REPLY)
         logs.event("group.woken", ctx, group_key=ctx.key(), rank=waiter.rank)
-    ctx.set("meta", msgspec.structs.replace(meta, waiters=waiting), serde=META)
+    return waiting
+
+
+def _release_staged(ctx: restate.ObjectContext, staged: list[str]) -> None:
+    """The parts an open in parts staged, which no run will read (decision 65)."""
+    for key in staged:
+        PUMP_FORGET.send(ctx, key, None)
 
 
 def _cancel(ctx: restate.ObjectContext, invocations: list[str], meta: GroupMeta) -> None:

@@ -31,12 +31,15 @@ __all__ = [
     "OperatorClose",
     "OperatorClosed",
     "OutcomesRead",
+    "PartedOpen",
     "PumpAwait",
+    "PumpParts",
     "PumpReport",
     "PumpRun",
     "Ref",
     "ReportReply",
     "SettleBatch",
+    "StagedPart",
     "WaitReply",
     "WaitRequest",
     "decode",
@@ -121,6 +124,34 @@ class OpenRequestSerde(Serde[OpenRequest]):
         return msgspec.json.encode(obj) if obj is not None else b""
 
 
+class StagedPart(msgspec.Struct, **RECORD_OPTIONS):
+    """What `LashPump/stage` receives (decision 65): one slice's children of a group opened in parts.
+
+    Called by the opener, before its `PartedOpen`, to the pump that will run that slice; the pump
+    checks that it can route every child (refusing `ChildUnroutable` otherwise) and keeps them.
+    """
+
+    group_key: str
+    children: list[RuntimeEffectEnvelope]
+
+
+class PartedOpen(msgspec.Struct, **RECORD_OPTIONS):
+    """What `LashGroup/open_parts` receives (decision 65): an open too large for one message.
+
+    As an `OpenRequest`, answered on ``reply_to``, but without the children: the opener staged them,
+    one `StagedPart` per slice, with the pumps keyed by ``stage`` (which a first open records as the
+    group's incarnation). ``parts`` is how many it staged: 0 for a resume, which dispatches nothing.
+    """
+
+    reply_to: str
+    shape: GroupShape
+    stage: str
+    parts: int
+    caller: str | None = None
+    wakes: list[str] = msgspec.field(default_factory=list)
+    reopen_only: bool = False
+
+
 class OpenReply(msgspec.Struct, **RECORD_OPTIONS):
     reopened: bool
     incarnation: str = ""  # the wakes an open registers belong to this incarnation (decision 32)
@@ -161,6 +192,21 @@ class PumpAwait(msgspec.Struct, **RECORD_OPTIONS):
     group_key: str
     incarnation: str
     children: list[RuntimeEffectEnvelope] = msgspec.field(default_factory=list)
+    listens: bool = True
+
+
+class PumpParts(msgspec.Struct, **RECORD_OPTIONS):
+    """What `LashPump/run_parts` receives (decision 65): run the slices ``first`` … ``first + count - 1``
+    of a group opened in parts, whose children each slice's pump keeps staged.
+
+    The pump runs its own slice (``first``) and hands the rest, in at most `PUMP_FANOUT` runs, to the
+    pumps of their first slices. The group's own pump ``listens``, as a `PumpAwait`'s does.
+    """
+
+    group_key: str
+    incarnation: str
+    first: int
+    count: int
     listens: bool = True
 
 

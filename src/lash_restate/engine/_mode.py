@@ -21,7 +21,7 @@ import msgspec
 import restate
 from restate import SendHandle
 
-from ..contract import BODY_LIMIT, PayloadTooLarge
+from ..contract import BODY_LIMIT, PART_CHILDREN, PayloadTooLarge
 from ..contract import RuntimeEffectEnvelope as Envelope
 from ._messages import (
     READ_BUDGET,
@@ -33,6 +33,7 @@ from ._messages import (
     SettleBatch,
     WaitReply,
 )
+from ._pages import _SLICE as _PAGE_SLICE
 from ._records import SHAPE, STRINGS, GroupMeta, SettlementMode
 from ._routes import (
     CHILD,
@@ -53,6 +54,7 @@ from ._routes import (
 
 __all__ = [
     "INVOCATIONS",
+    "PUMP_FANOUT",
     "PUMP_SLICE",
     "REDISPATCHED",
     "AwaitedDispatch",
@@ -75,6 +77,11 @@ REDISPATCHED = "redispatched"
 # wait to its state machine again on each notification, so one pump over N children costs O(N) per
 # child; slices bound it. Part of the stored layout: position p is kept by the pump of p // PUMP_SLICE.
 PUMP_SLICE = 256
+assert PUMP_SLICE == PART_CHILDREN == _PAGE_SLICE  # an open's parts, and the paged layout's slices
+# Decision 65: a pump calls at most this many further pumps (a tree of them over the slices), so no
+# pump awaits more than PUMP_SLICE + PUMP_FANOUT futures whatever the width. Not part of the stored
+# layout (which pump keeps a position is fixed by PUMP_SLICE alone); each pump decides for its subtree.
+PUMP_FANOUT = 4
 
 # How many outcomes one caller's read asks the pumps for at once, over every slice they span.
 OUTCOMES_PER_CALLER_READ = 1024

@@ -29,7 +29,7 @@ import restate
 from restate.serde import BytesSerde
 
 from .. import logs
-from ..contract import Call, Cancelled, GroupNotOpen, RuntimeEffectEnvelope
+from ..contract import Call, Cancelled, ChildUnroutable, GroupNotOpen, RuntimeEffectEnvelope
 from ._calls import answered, call_arg, callee_key, direct, refused
 from ._child import stored_outcome
 from ._errors import HANDLER_RETRY, NOT_FOUND, is_cancellation, terminal_errors
@@ -38,14 +38,16 @@ from ._messages import (
     INLINE_OUTCOME_BYTES,
     OutcomesRead,
     PumpAwait,
+    PumpParts,
     PumpReport,
     PumpRun,
     Ref,
     ReportReply,
     SettleBatch,
+    StagedPart,
     encode,
 )
-from ._mode import PUMP_SLICE, pump_store, slice_key
+from ._mode import PUMP_FANOUT, PUMP_SLICE, pump_store, slice_key
 from ._records import MsgspecSerde, SettlementMode
 from ._routes import (
     CHILD_EXECUTE,
@@ -58,12 +60,14 @@ from ._routes import (
     PUMP_REDRIVE2,
     PUMP_RUN,
     PUMP_RUN2,
+    PUMP_RUN_PARTS,
+    PUMP_STAGE,
     group_of_pump,
     named,
 )
-from ._routing import Routing
+from ._routing import Routing, replaying
 
-__all__ = ["LINGER", "OUTCOMES_PER_READ", "pump_object"]
+__all__ = ["LINGER", "OUTCOMES_PER_READ", "STAGED", "fan_out", "pump_object", "subtrees"]
 
 _BYTES = BytesSerde()
 _KEYS: MsgspecSerde[list[str]] = MsgspecSerde(list[str])
@@ -71,6 +75,9 @@ _KEYS: MsgspecSerde[list[str]] = MsgspecSerde(list[str])
 _READ: MsgspecSerde[list[int] | OutcomesRead] = MsgspecSerde(list[int] | OutcomesRead)
 # The group's pump keeps the keys of the further slices' pumps here, for its forget (decision 35).
 SLICES = "slices"
+# Decision 65: a slice's children of a group opened in parts, kept here by `stage` until `run_parts`.
+STAGED = "staged"
+_STAGED: MsgspecSerde[list[RuntimeEffectEnvelope]] = MsgspecSerde(list[RuntimeEffectEnvelope])
 # A bulk read of the outcomes this pump keeps asks for at most this many at once.
 OUTCOMES_PER_READ = 256
 # Decision 61: how long the group's pump, every child settled, keeps listening for the close before it
@@ -100,34 +107,61 @@ def pump_object(routing: Routing, *, metadata: dict[str, str] | None = None) -> 
 
     @pump.handler(name=PUMP_RUN2.handler, ingress_private=True, state_preload=False)
     async def run2(ctx: restate.ObjectContext, req: PumpAwait) -> None:
-        awaited: dict[Any, _Awaited] = {}
         own, further = req.children[:PUMP_SLICE], req.children[PUMP_SLICE:]
-        plan = [_CHILD] * len(own)
-        if any(isinstance(child.command, Call) for child in own):
-            # Decided once and journaled: an in-place redeploy may change this endpoint's routing, and
-            # a replay must make the calls the first execution made (decision 61).
-            options: restate.RunOptions[list[str]] = restate.RunOptions(serde=_KEYS)
-            plan = await ctx.run_typed("route", lambda: _plan(routing, own), options)
-        for child, how in zip(own, plan, strict=True):
-            dispatched = _dispatch(ctx, child, how, req.incarnation)
-            if dispatched is not None:
-                awaited[dispatched[0]] = dispatched[1]
+        awaited = await _dispatch_all(ctx, own, routing, req.incarnation)
         slices: list[str] = []
         if further:
-            # As `run` does (decision 35): one pump per further slice, called, so that cancelling this
-            # one cancels them; they report without listening, and this one releases their stores.
-            slices = [_slice_key(req, child) for child in further[::PUMP_SLICE]]
-            ctx.set(SLICES, slices, serde=_KEYS)
-            for key, first in zip(slices, range(0, len(further), PUMP_SLICE), strict=True):
-                part = PumpAwait(
-                    group_key=req.group_key,
-                    incarnation=req.incarnation,
-                    children=further[first : first + PUMP_SLICE],
-                    listens=False,
+            # Decision 65: a tree of pumps. The further slices are split into at most PUMP_FANOUT runs of
+            # whole slices, each handed to the pump of its first slice, which keeps that slice and splits
+            # the rest the same way: no pump awaits more than PUMP_SLICE children and PUMP_FANOUT pumps,
+            # whatever the width. Called, as `run` calls its slices (decision 35), so that cancelling
+            # this pump cancels them, and they theirs; each releases its subtree's stores by `forget`.
+            for part in subtrees(further):
+                key = _slice_key(req, part[0])
+                slices.append(key)
+                run = PumpAwait(
+                    group_key=req.group_key, incarnation=req.incarnation, children=part, listens=False
                 )
-                awaited[PUMP_RUN2.call(ctx, key, part)] = _Awaited(_SLICE, -1, key)
+                awaited[PUMP_RUN2.call(ctx, key, run)] = _Awaited(_SLICE, -1, key)
+            ctx.set(SLICES, slices, serde=_KEYS)
         closing = ctx.awakeable(serde=_BYTES) if req.listens else None
-        await _await_and_report(ctx, req, awaited, closing, slices)
+        await _await_and_report(ctx, req.group_key, req.incarnation, awaited, closing, slices)
+
+    @pump.handler(name=PUMP_STAGE.handler, ingress_private=True, state_preload=False)
+    @terminal_errors
+    async def stage(ctx: restate.ObjectContext, part: StagedPart) -> None:
+        """Decision 65: keep one slice's children of a group opened in parts, once they all route.
+
+        ADR: a first open resolves all N before it records the group; refused here, before anything
+        is kept, the opener releases the parts staged already and the group is never recorded.
+        """
+        miss = None if replaying(ctx) else routing.first_miss(part.children)
+        if miss is not None:
+            child = part.children[miss.position]
+            raise ChildUnroutable.no_executor(
+                miss.what, group_key=part.group_key, position=_position(child), replay_key=child.replay_key
+            )
+        ctx.set(STAGED, part.children, serde=_STAGED)
+
+    @pump.handler(name=PUMP_RUN_PARTS.handler, ingress_private=True, state_preload=False)
+    async def run_parts(ctx: restate.ObjectContext, req: PumpParts) -> None:
+        """`run2` for a group opened in parts (decision 65): this slice's children are staged here."""
+        own = await ctx.get(STAGED, serde=_STAGED) or []
+        ctx.clear(STAGED)  # dispatched from the journal from now on
+        awaited = await _dispatch_all(ctx, own, routing, req.incarnation)
+        slices: list[str] = []
+        for offset, count in fan_out(req.count - 1):
+            first = req.first + 1 + offset
+            key = slice_key(req.group_key, req.incarnation, first * PUMP_SLICE)
+            slices.append(key)
+            run = PumpParts(
+                group_key=req.group_key, incarnation=req.incarnation, first=first, count=count, listens=False
+            )
+            awaited[PUMP_RUN_PARTS.call(ctx, key, run)] = _Awaited(_SLICE, -1, key)
+        if slices:
+            ctx.set(SLICES, slices, serde=_KEYS)
+        closing = ctx.awakeable(serde=_BYTES) if req.listens else None
+        await _await_and_report(ctx, req.group_key, req.incarnation, awaited, closing, slices)
 
     @pump.handler(name=PUMP_REDRIVE.handler, ingress_private=True, state_preload=False)
     async def redrive(ctx: restate.ObjectContext, req: PumpRun) -> None:
@@ -197,7 +231,7 @@ def pump_object(routing: Routing, *, metadata: dict[str, str] | None = None) -> 
             PUMP_FORGET.send(ctx, key, None)  # each ran to its end before this pump's run did
         ctx.clear_all()
 
-    del run, run2, redrive, redrive2, outcomes, forget
+    del run, run2, stage, run_parts, redrive, redrive2, outcomes, forget
     return pump
 
 
@@ -215,6 +249,24 @@ class _Awaited:
 
 
 _MISS = "miss"
+
+
+async def _dispatch_all(
+    ctx: restate.ObjectContext, children: list[RuntimeEffectEnvelope], routing: Routing, incarnation: str
+) -> dict[Any, _Awaited]:
+    """Call each of ``children`` from this pump; what is awaited, by future."""
+    plan = [_CHILD] * len(children)
+    if any(isinstance(child.command, Call) for child in children):
+        # Decided once and journaled: an in-place redeploy may change this endpoint's routing, and a
+        # replay must make the calls the first execution made (decision 61).
+        options: restate.RunOptions[list[str]] = restate.RunOptions(serde=_KEYS)
+        plan = await ctx.run_typed("route", lambda: _plan(routing, children), options)
+    awaited: dict[Any, _Awaited] = {}
+    for child, how in zip(children, plan, strict=True):
+        dispatched = _dispatch(ctx, child, how, incarnation)
+        if dispatched is not None:
+            awaited[dispatched[0]] = dispatched[1]
+    return awaited
 
 
 def _plan(routing: Routing, children: list[RuntimeEffectEnvelope]) -> list[str]:
@@ -267,7 +319,8 @@ async def _call_outcome(future: Any, target: str) -> bytes:
 
 async def _await_and_report(
     ctx: restate.ObjectContext,
-    req: PumpAwait,
+    group_key: str,
+    incarnation: str,
     awaited: dict[Any, _Awaited],
     closing: tuple[str, Any] | None,
     slices: list[str],
@@ -276,9 +329,9 @@ async def _await_and_report(
     call; stop once the group is closed (its close resolves ``closing``, or a report finds it closed)."""
     pending: list[Any] = list(awaited)
     listen = closing[0] if closing is not None else None
-    stored = False
+    stored = cancelled = closed = False
     while pending:
-        watched = pending if closing is None else [*pending, closing[1]]
+        watched = pending if closing is None or closed else [*pending, closing[1]]
         try:
             done, _ = await restate.wait_completed(*watched)
         except restate.TerminalError as error:
@@ -286,8 +339,9 @@ async def _await_and_report(
                 raise
             # Cancelled (a Cancel close, or its caller ended): the SDK has cancelled the calls still
             # pending, and their Cancelled terminals still rank (ADR, "Close deletes…").
+            cancelled = True
             continue
-        if closing is not None and closing[1] in done:
+        if closing is not None and not closed and closing[1] in done:
             _release(ctx, slices)
             return
         pending = [future for future in pending if future not in done]
@@ -297,6 +351,8 @@ async def _await_and_report(
             if what.kind == _SLICE:
                 await _slice_ended(future)
                 continue
+            if closed:
+                continue  # nobody reads it: the group is closed, and this pump's store released
             if what.kind == _CALL:
                 outcome: bytes | None = await _call_outcome(future, what.target)
             else:
@@ -313,14 +369,22 @@ async def _await_and_report(
             )
         if refs:
             answer = await _report(
-                ctx, req.group_key, PumpReport(incarnation=req.incarnation, refs=refs, listen=listen)
+                ctx, group_key, PumpReport(incarnation=incarnation, refs=refs, listen=listen)
             )
             listen = None  # the group keeps it from the first report on
             if not answer.open:
+                # Decision 65: released now, but this pump awaits what is still pending rather than
+                # return: calls outlive their caller, so a pump that returned would leave its pending
+                # children (and further pumps) beyond the reach of a Cancel close's cancellation,
+                # which comes down the tree of calls. Under RunToCompletion they run on, as declared.
                 _release(ctx, slices)
-                return
-    if closing is None or not stored:
+                closed = True
+    if closed or closing is None or not stored:
         return  # a further slice's store is released by the group's pump; an empty one needs nothing
+    # A Cancel close does not resolve the awakeable (decision 65): ask whether the group is closed.
+    if cancelled and not (await _report(ctx, group_key, PumpReport(incarnation=incarnation))).open:
+        _release(ctx, slices)
+        return
     # Every child settled: listen for the close a while longer, then tell the group the store stays.
     linger = ctx.sleep(LINGER)
     while True:
@@ -334,7 +398,7 @@ async def _await_and_report(
     if which == "closed":
         _release(ctx, slices)
         return
-    answer = await _report(ctx, req.group_key, PumpReport(incarnation=req.incarnation, left=True))
+    answer = await _report(ctx, group_key, PumpReport(incarnation=incarnation, left=True))
     if not answer.open:
         _release(ctx, slices)
 
@@ -410,6 +474,19 @@ async def _redrive(ctx: restate.ObjectContext, req: PumpRun) -> None:
     for key, part in theirs.items():
         calls[PUMP_REDRIVE.call(ctx, key, msgspec.structs.replace(req, children=part))] = None
     await _settle_as_they_finish(ctx, req, calls)
+
+
+def fan_out(count: int) -> list[tuple[int, int]]:
+    """``count`` further slices split into at most `PUMP_FANOUT` contiguous runs of whole slices, as
+    even as they come: (offset of the run's first slice, its number of slices) each (decision 65)."""
+    per = -(-count // PUMP_FANOUT)
+    return [(offset, min(per, count - offset)) for offset in range(0, count, per)] if count else []
+
+
+def subtrees(further: list[RuntimeEffectEnvelope]) -> list[list[RuntimeEffectEnvelope]]:
+    """``further`` (whole slices after a pump's own, in position order) as `fan_out` splits them."""
+    runs = fan_out(-(-len(further) // PUMP_SLICE))
+    return [further[o * PUMP_SLICE : (o + n) * PUMP_SLICE] for o, n in runs]
 
 
 def _position(child: RuntimeEffectEnvelope) -> int:

@@ -25,11 +25,14 @@ from ._messages import (
     OperatorClose,
     OperatorClosed,
     OutcomesRead,
+    PartedOpen,
     PumpAwait,
+    PumpParts,
     PumpReport,
     PumpRun,
     ReportReply,
     SettleBatch,
+    StagedPart,
     WaitReply,
     WaitRequest,
 )
@@ -47,6 +50,7 @@ __all__ = [
     "GROUP_HELD",
     "GROUP_HOLD",
     "GROUP_OPEN",
+    "GROUP_OPEN_PARTS",
     "GROUP_OPERATOR_CLOSE",
     "GROUP_REPORT",
     "GROUP_SETTLE",
@@ -59,6 +63,8 @@ __all__ = [
     "PUMP_REDRIVE2",
     "PUMP_RUN",
     "PUMP_RUN2",
+    "PUMP_RUN_PARTS",
+    "PUMP_STAGE",
     "ROUTES",
     "SIGNAL",
     "SIGNAL_SUBSCRIBE",
@@ -217,6 +223,8 @@ GROUP_HOLD: Route[CallerEnded, None] = Route(GROUP, "hold", CallerEnded, type(No
 GROUP_HELD: Route[CallerEnded, None] = Route(GROUP, "held", CallerEnded, type(None))
 # Decision 61: a pump of a group recorded now reports its settlements here, and learns if it is closed.
 GROUP_REPORT: Route[PumpReport, ReportReply] = Route(GROUP, "report", PumpReport, ReportReply)
+# Decision 65: an open too large for one message, its children staged with the pumps first.
+GROUP_OPEN_PARTS: Route[PartedOpen, None] = Route(GROUP, "open_parts", PartedOpen, type(None))
 # The operator's close: the one public handler of the group object, reached through the ingress by
 # `lash-restate groups close`; never called between lash's own services (so not in ROUTES).
 GROUP_OPERATOR_CLOSE: Route[OperatorClose, OperatorClosed] = Route(
@@ -239,6 +247,9 @@ PUMP_RUN2: Route[PumpAwait, None] = Route(PUMP, "run2", PumpAwait, type(None))
 # Decision 61: a reopen's re-dispatch of a pumped group, which asks the group first (`run2` releases
 # its store at the close).
 PUMP_REDRIVE2: Route[PumpRun, None] = Route(PUMP, "redrive2", PumpRun, type(None))
+# Decision 65: a slice of a group opened in parts, staged by its opener, then run.
+PUMP_STAGE: Route[StagedPart, None] = Route(PUMP, "stage", StagedPart, type(None))
+PUMP_RUN_PARTS: Route[PumpParts, None] = Route(PUMP, "run_parts", PumpParts, type(None))
 
 SIGNAL_SUBSCRIBE: Route[str, None] = Route(SIGNAL, "subscribe", str, type(None))
 
@@ -252,6 +263,7 @@ ROUTES: tuple[Route[Any, Any], ...] = (
     GROUP_HOLD,
     GROUP_HELD,
     GROUP_REPORT,
+    GROUP_OPEN_PARTS,
     CHILD_RUN,
     CHILD_EXECUTE,
     CHILD_OUTCOME,
@@ -262,6 +274,8 @@ ROUTES: tuple[Route[Any, Any], ...] = (
     PUMP_REDRIVE,
     PUMP_RUN2,
     PUMP_REDRIVE2,
+    PUMP_STAGE,
+    PUMP_RUN_PARTS,
     SIGNAL_SUBSCRIBE,
 )
 

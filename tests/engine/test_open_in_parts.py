@@ -1,0 +1,104 @@
+"""Decision 65: a group too large for one open message is opened in parts, and ranks as any other.
+
+Each slice's children are staged with the pump that will run them (`LashPump/stage`, which routes
+them), then `LashGroup/open_parts` records the group with the shape alone and starts the tree of
+pumps. What must hold: every child ranked once, payloads read back, a child nobody can route
+refusing the whole open with nothing kept, a resume reading the same ranks, and nothing left after
+the close. Here the children are large (about 110 KB each, so 300 of them do not fit one open while
+each slice of 256 fits one part); at N = 100,000 small children do the same (docs/performance.md).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from lash_restate.contract import (
+    GroupWakePolicy,
+    LoserPolicy,
+    RuntimeEffectEnvelope,
+    RuntimeEffectGroup,
+    ToolCall,
+    opens_in_parts,
+)
+from lash_restate.engine._mode import PUMP_SLICE
+from lash_restate.inspection import quote, sql
+from tests.conformance.builders import Scope, close, combine, echo, err, next_, ok, open_, save, tool, use
+from tests.engine.conftest import Stack
+from tests.engine.test_engine import _handle, _poll
+
+WIDTH = PUMP_SLICE + 44  # two parts
+BIG = "x" * 110_000
+
+
+def _children() -> list[dict[str, Any]]:
+    return [echo(f"{i}:{BIG}") for i in range(WIDTH)]
+
+
+def test_these_children_need_two_parts() -> None:
+    key = "s:group:b:0"
+    envelopes = [
+        RuntimeEffectEnvelope(
+            command=ToolCall(tool="echo", args={"value": f"{i}:{BIG}"}), replay_key=f"{key}/{i}"
+        )
+        for i in range(WIDTH)
+    ]
+    group = RuntimeEffectGroup(
+        key, envelopes, wake=GroupWakePolicy.ALL, disposition=LoserPolicy.RUN_TO_COMPLETION
+    )
+    assert opens_in_parts(group)
+
+
+async def _rows(stack: Stack, query: str) -> list[dict[str, Any]]:
+    return await asyncio.to_thread(sql, stack.server.admin_url, query)
+
+
+def _left(group_key: str) -> str:
+    return (
+        "SELECT service_name, service_key, key FROM state WHERE service_key = "
+        f"{quote(group_key)} OR ends_with(service_key, {quote(':' + group_key)})"
+    )
+
+
+async def test_an_all_too_large_for_one_open_ranks_every_child_once_and_leaves_nothing(stack: Stack) -> None:
+    s = Scope()
+    [result] = await stack.turn(combine("all", s.group(_children())), within=300)
+    done = ok(result)
+    assert done["status"] == "fulfilled"
+    assert [v.split(":")[0] for v in done["value"]] == [str(i) for i in range(WIDTH)]
+    assert sorted(done["order"]) == list(range(WIDTH))  # one rank per child
+    staged = await _rows(
+        stack,
+        "SELECT target_handler_name AS h FROM sys_invocation WHERE target_service_name = 'LashPump' "
+        f"AND ends_with(target_service_key, {quote(':' + s.key())})",
+    )
+    assert sorted(r["h"] for r in staged if r["h"] in ("stage", "run_parts")) == [
+        "run_parts",
+        "run_parts",
+        "stage",
+        "stage",
+    ]
+    await _poll(stack, _left(s.key()), lambda rows: not rows, within=120)
+
+
+async def test_a_resume_of_a_group_opened_in_parts_reads_the_same_ranks(stack: Stack) -> None:
+    s = Scope()
+    group = s.group(_children())
+    [_, first, _] = await stack.turn(open_(group), next_(), save(), within=300)
+    assert ok(first)["rank"] == 1
+    [_, again, closed] = await stack.turn(use(_handle(s.key(), WIDTH, 0)), next_(), close(), within=300)
+    assert ok(again) == ok(first)  # rank 1 again, from a cursor saved at 0
+    assert "error" not in closed
+    await _poll(stack, _left(s.key()), lambda rows: not rows, within=120)
+
+
+async def test_a_child_nobody_can_route_refuses_an_open_in_parts_and_nothing_is_kept(stack: Stack) -> None:
+    s = Scope()
+    children = _children()
+    children[PUMP_SLICE + 3] = tool("gone")  # in the second part
+    bad = s.group(children)
+    [a] = await stack.turn(combine("all", bad), within=300)
+    [b] = await stack.turn(combine("all", bad), within=300)
+    assert err(a) == err(b)  # nothing was recorded: the second open is refused identically
+    assert (err(a)["code"], err(a)["position"]) == ("child_unroutable", PUMP_SLICE + 3)
+    await _poll(stack, _left(s.key()), lambda rows: not rows, within=120)
