@@ -32,7 +32,14 @@ from lash_restate.contract import (
     ok_size,
     outcome_size,
 )
-from lash_restate.contract._limits import OPEN_ALLOWANCE, carried_size, open_size, too_large
+from lash_restate.contract._limits import (
+    OPEN_ALLOWANCE,
+    _one_open_refusal,
+    carried_size,
+    open_size,
+    opens_in_parts,
+    too_large,
+)
 from tests.memory.builders import KEY, group
 
 
@@ -124,12 +131,18 @@ def test_ok_size_is_the_encoded_ok_around_the_value() -> None:
 
 
 def test_an_open_at_the_limit_passes_and_one_byte_past_it_names_the_child_that_crossed() -> None:
+    # One byte past one open request, the group opens in parts; the refusal it would meet in one
+    # open (what `check_open_size` raises when no part could carry it either) names the child.
     small = child(0, "x" * 100)
-    check_open_size(tuned([small, small], 1, BODY_LIMIT, request_size))
+    at = tuned([small, small], 1, BODY_LIMIT, request_size)
+    check_open_size(at)
+    assert not opens_in_parts(at) and _one_open_refusal(at) is None
     past = tuned([small, small], 1, BODY_LIMIT + 1, request_size)
-    with pytest.raises(PayloadTooLarge) as refused:
-        check_open_size(past)
-    assert refused.value.wire_body() == {
+    check_open_size(past)  # carried by an open in parts
+    assert opens_in_parts(past)
+    refused = _one_open_refusal(past)
+    assert refused is not None
+    assert refused.wire_body() == {
         "code": "too_large",
         "message": f"the open request is {BODY_LIMIT + 1} bytes, over the limit of {BODY_LIMIT} bytes "
         "for one message; child 1 is the first past it",
@@ -143,36 +156,36 @@ def test_the_first_child_past_the_limit_is_named_not_the_last() -> None:
     children = [child(0, "x" * (BODY_LIMIT // 4)), child(1, ""), child(2, "y"), child(3, "z")]
     # Children 0 and 1 end exactly at the limit: child 2 is the first past it, though 3 is past too.
     at = tuned(children, 1, BODY_LIMIT, through(1))
-    with pytest.raises(PayloadTooLarge) as refused:
-        check_open_size(at)
-    assert (refused.value.position, refused.value.replay_key) == (2, "r2")
-    assert refused.value.message == (
+    refused = _one_open_refusal(at)
+    assert refused is not None
+    assert (refused.position, refused.replay_key) == (2, "r2")
+    assert refused.message == (
         f"the open request is {request_size(at)} bytes, over the limit of {BODY_LIMIT} bytes for one "
         "message; child 2 is the first past it"
     )
     # One byte more in child 1 and it is the one that crosses.
     over = tuned(children, 1, BODY_LIMIT + 1, through(1))
-    with pytest.raises(PayloadTooLarge) as refused:
-        check_open_size(over)
-    assert (refused.value.position, refused.value.replay_key) == (1, over.children[1].replay_key)
+    refused = _one_open_refusal(over)
+    assert refused is not None
+    assert (refused.position, refused.replay_key) == (1, over.children[1].replay_key)
 
 
 def test_a_child_too_large_to_ride_any_open_is_named_with_its_sizes() -> None:
     # At the limit alone the child could ride an open, but not with this group's shape around it:
     # the refusal is the whole open's.
     at = tuned([child(0, "")], 0, BODY_LIMIT, alone(0))
-    with pytest.raises(PayloadTooLarge) as refused:
-        check_open_size(at)
-    assert refused.value.message == (
+    refused = _one_open_refusal(at)
+    assert refused is not None
+    assert refused.message == (
         f"the open request is {request_size(at)} bytes, over the limit of {BODY_LIMIT} bytes for one "
         "message; child 0 is the first past it"
     )
     # One byte more and it is refused alone, with its encoded size and its share.
     past = tuned([child(0, "small"), child(1, "")], 1, BODY_LIMIT + 1, alone(1))
-    with pytest.raises(PayloadTooLarge) as refused:
-        check_open_size(past)
+    with pytest.raises(PayloadTooLarge) as raised:
+        check_open_size(past)  # no part carries it either: refused whatever the open
     big = past.children[1]
-    assert refused.value.wire_body() == {
+    assert raised.value.wire_body() == {
         "code": "too_large",
         "message": f"child 1 is {len(canonical_bytes(big))} bytes encoded, {share(big)} as the open "
         f"request carries it (base64), over the limit of {BODY_LIMIT} bytes for one message",

@@ -36,6 +36,7 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, seed, settings
 from hypothesis import strategies as st
 
+from lash_restate.inspection import quote
 from tests.conformance.builders import Scope, combine, event, fail, ok, tool
 from tests.engine.conftest import Stack, private_stack
 from tests.engine.test_engine import _poll, _wait_run_completed, has_waiter, waiters_query
@@ -275,11 +276,27 @@ def _run(stack: Stack, sc: dict[str, Any]) -> None:
 
 
 def _ranked(rows: list[dict[str, Any]]) -> list[int]:
-    """The positions in rank order that the group's ``meta`` row records (4-byte little-endian each)."""
-    if not rows or not rows[0]["value_utf8"]:
+    """The positions in rank order that the group's state records: in ``meta`` (4-byte little-endian
+    each), or, for a group paged by decision 65, in its ``ranks:{j}`` pages and its ``ranked`` tail."""
+    by_key = {row["key"]: row["value_utf8"] for row in rows if row["value_utf8"]}
+    if "meta" not in by_key:
         return []
-    order = base64.b64decode(json.loads(rows[0]["value_utf8"]).get("order", ""))
-    return [position for (position,) in struct.iter_unpack("<I", order)]
+    order = base64.b64decode(json.loads(by_key["meta"]).get("order", ""))
+    inline = [position for (position,) in struct.iter_unpack("<I", order)]
+    if inline or "ranked" not in by_key:
+        return inline
+    tail: dict[str, Any] = json.loads(by_key["ranked"])
+    pages: list[list[int]] = [json.loads(by_key[f"ranks:{j}"]) for j in range(tail.get("pages", 0))]
+    last: list[int] = tail.get("tail", [])
+    return [position for page in pages for position in page] + last
+
+
+def _ranks_query(group_key: str) -> str:
+    return (
+        "SELECT key, value_utf8 FROM state WHERE service_name = 'LashGroup' "
+        f"AND service_key = {quote(group_key)} "
+        "AND (key = 'meta' OR key = 'ranked' OR starts_with(key, 'ranks:'))"
+    )
 
 
 async def run_wide(stack: Stack, ranked: int) -> dict[str, Any]:
@@ -297,8 +314,8 @@ async def run_wide(stack: Stack, ranked: int) -> dict[str, Any]:
     body, headers = {"steps": [combine("all", group)]}, {"idempotency-key": f"wide-{s.id}"}
     async with httpx.AsyncClient(timeout=300) as client:
         first = asyncio.create_task(client.post(url, json=body, headers=headers))
-        recorded = waiters_query(s.key())
-        rows = await _poll(stack, recorded, lambda rows: len(_ranked(rows)) >= ranked, within=240)
+        ranks = _ranks_query(s.key())
+        rows = await _poll(stack, ranks, lambda rows: len(_ranked(rows)) >= ranked, within=240)
         await asyncio.to_thread(stack.restart_endpoint)  # SIGKILL mid-group
         before = _ranked(rows)
         await stack.emit(s.event("gate"), "opened")
