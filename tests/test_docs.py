@@ -390,3 +390,9 @@ def test_the_cost_figures_are_those_of_the_latest_full_run() -> None:
                 assert low <= round(ratio, 1) <= high, (
                     f"{page}: {row} measured {ratio}x, stated {low} to {high}x"
                 )
+
+
+def test_the_decision_log_is_numbered_without_gaps() -> None:
+    """Decisions are numbered 1, 2, … in order, each once (a link to one names its number)."""
+    numbers = [int(n) for n in re.findall(r"^## (\d+)\. ", (ROOT / "docs/decisions.md").read_text(), re.M)]
+    assert numbers == list(range(1, len(numbers) + 1))
