@@ -436,22 +436,7 @@ async def a_cancel_group_whose_holder_returned_keeps_its_losers_for_a_resumer(
     The declared `Cancel` does not apply: the loser runs on, and a fresh turn that reopens the group
     and restores the saved handle receives its real outcome.
     """
-    s = Scope(children)
-    gate = s.event("gate")
-    group = s.group([s.echo("won"), event(gate)], wake="first", disposition="cancel")
-    async with Turn(tier) as t:  # ends normally, no close
-        g = t.open(group)
-        won, saved = g.next(), g.save()
-    assert won.ok.position == 0
-    assert s.key() in await tier.open_groups()
-    await tier.emit(gate, "payload")
-    async with Turn(tier) as t:
-        t.open(group)
-        g = t.resume(saved.ok)
-        loser = g.next()
-        g.close()
-    assert loser.ok.position == 1
-    assert loser.ok.outcome == Ok(value="payload")
+    await _a_returned_cancel_groups_loser_is_served_to_a_resumer(tier, children, restart=False)
 
 
 @scenario("groups")
@@ -511,23 +496,7 @@ async def a_parked_cancel_group_keeps_its_losers_across_a_restart(tier: Tier, ch
     turn returned normally with its group open. The turn parked a continuation, it did not crash, so
     the restarted process's drain does not apply the declared `Cancel`: the loser runs on and a
     resumer receives the event's payload."""
-    s = Scope(children)
-    gate = s.event("gate")
-    group = s.group([s.echo("won"), event(gate)], wake="first", disposition="cancel")
-    async with Turn(tier) as t:  # ends normally, no close
-        g = t.open(group)
-        won, saved = g.next(), g.save()
-    assert won.ok.position == 0
-    await tier.restart()
-    assert s.key() in await tier.open_groups()
-    await tier.emit(gate, "payload")
-    async with Turn(tier) as t:
-        t.open(group)
-        g = t.resume(saved.ok)
-        loser = g.next()
-        g.close()
-    assert loser.ok.position == 1
-    assert loser.ok.outcome == Ok(value="payload")
+    await _a_returned_cancel_groups_loser_is_served_to_a_resumer(tier, children, restart=True)
 
 
 @scenario("groups")
@@ -585,3 +554,28 @@ async def a_run_to_completion_group_whose_holder_is_severed_keeps_its_losers_for
     await tier.wait_closed(s.key())
     for position in range(1, width):
         await tier.wait_child_finished(f"{s.key()}/c{position}")
+
+
+async def _a_returned_cancel_groups_loser_is_served_to_a_resumer(
+    tier: Tier, children: ChildKind, *, restart: bool
+) -> None:
+    """A `Cancel` race whose turn returned with the group open (after it, with ``restart``, the
+    process restarted): the group stays listed and a resumer receives its loser's real outcome."""
+    s = Scope(children)
+    gate = s.event("gate")
+    group = s.group([s.echo("won"), event(gate)], wake="first", disposition="cancel")
+    async with Turn(tier) as t:  # ends normally, no close
+        g = t.open(group)
+        won, saved = g.next(), g.save()
+    assert won.ok.position == 0
+    if restart:
+        await tier.restart()
+    assert s.key() in await tier.open_groups()
+    await tier.emit(gate, "payload")
+    async with Turn(tier) as t:
+        t.open(group)
+        g = t.resume(saved.ok)
+        loser = g.next()
+        g.close()
+    assert loser.ok.position == 1
+    assert loser.ok.outcome == Ok(value="payload")
