@@ -320,6 +320,7 @@ def _samples() -> list[Sample]:
     called = PumpAwait(group_key=KEY, incarnation=INCARNATION, children=[CALL, TOOL])
     add("msg.pump.run2.called", called, _json(PumpAwait))
     add("msg.pump.run2.slice", msgspec.structs.replace(called, listens=False), _json(PumpAwait))
+    add("msg.pump.run2.planned", msgspec.structs.replace(called, plan=["call", "child"]), _json(PumpAwait))
     add("msg.pump.listen.closed", b"true", _raw())
     add("msg.pump.stage.three", StagedPart(group_key=KEY, children=[TOOL, SLEEP, EVENT]), _json(StagedPart))
     parts = PumpParts(group_key=KEY, incarnation=f"p-{INCARNATION}", first=0, count=3)

@@ -14,9 +14,25 @@ from ..contract import Call, Cancelled, Err, Ok, Outcome, RuntimeEffectEnvelope
 from ._errors import is_cancellation
 from ._routing import Routing
 
-__all__ = ["answered", "call_arg", "callee_key", "cancelled", "direct", "refused"]
+__all__ = [
+    "CALL",
+    "CHILD",
+    "MISS",
+    "answered",
+    "call_arg",
+    "callee_key",
+    "cancelled",
+    "direct",
+    "opened_plan",
+    "plan",
+    "refused",
+]
 
 _CANCELLED = {"cancelled", "canceled"}  # how Restate words a cancellation it propagated to a call
+
+# How a pump calls a child (decision 61), as `PumpAwait.plan` and the pump's journaled `route` carry it:
+# straight to the user's handler, through `LashChild/execute`, or not at all (its target left).
+CALL, CHILD, MISS = "call", "child", "miss"
 
 
 def call_arg(call: Call) -> bytes:
@@ -35,6 +51,20 @@ def direct(routing: Routing, envelope: RuntimeEffectEnvelope) -> Call | None:
     if isinstance(command, Call) and not routing.targets.is_external(command.service):
         return command
     return None
+
+
+def plan(routing: Routing, children: list[RuntimeEffectEnvelope]) -> list[str]:
+    """How a pump calls each of ``children``: a call to a handler this endpoint binds straight to it,
+    a call to a target only declared external and any other child through `LashChild/execute`, which
+    checks the target when it runs (decision 47); a call whose target is not bound here not at all."""
+    return [CHILD if direct(routing, c) is None else CALL if routing.routes(c) else MISS for c in children]
+
+
+def opened_plan(routing: Routing, children: list[RuntimeEffectEnvelope]) -> list[str]:
+    """`plan` as the open that records a group decides it: every child routed (a miss refused the open),
+    so this depends only on which services are declared external, and a replay of the open decides
+    as its first execution did."""
+    return [CHILD if direct(routing, child) is None else CALL for child in children]
 
 
 def callee_key(envelope: RuntimeEffectEnvelope, incarnation: str) -> str:

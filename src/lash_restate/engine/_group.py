@@ -33,6 +33,7 @@ from ..contract import (
     check_child_count,
     effective_disposition,
 )
+from ._calls import opened_plan
 from ._errors import HANDLER_RETRY, NOT_FOUND, client_errors, terminal_errors, terminal_status
 from ._messages import (
     CallerEnded,
@@ -132,7 +133,8 @@ def group_object(
             return
         handles: list[SendHandle] = []
         if children and meta.mode is SettlementMode.PUMPED:
-            handles = AwaitedDispatch.dispatch(ctx, meta, children)
+            # Decided here, so that the pump's first step is its first call (decision 61).
+            handles = AwaitedDispatch.dispatch(ctx, meta, children, opened_plan(routing, children))
         elif children:
             handles = mode_for(meta.mode).dispatch(ctx, meta, children)
         reply = OpenReply(reopened=not children, incarnation=meta.incarnation)

@@ -193,6 +193,10 @@ class PumpAwait(msgspec.Struct, **RECORD_OPTIONS):
     incarnation: str
     children: list[RuntimeEffectEnvelope] = msgspec.field(default_factory=list)
     listens: bool = True
+    # How to call each child (`call`, `child` or `miss`), decided by the open that records the group:
+    # the pump needs no journaled step of its own before its first call. Empty (a message written
+    # before the open decided it): the pump decides and journals it itself.
+    plan: list[str] = msgspec.field(default_factory=list)
 
 
 class PumpParts(msgspec.Struct, **RECORD_OPTIONS):

@@ -326,9 +326,11 @@ class AwaitedDispatch:
     """
 
     @staticmethod
-    def dispatch(ctx: restate.ObjectContext, meta: GroupMeta, children: list[Envelope]) -> list[SendHandle]:
-        """Send the group's pump its children: before the opener's answer."""
-        run = PumpAwait(group_key=ctx.key(), incarnation=meta.incarnation, children=children)
+    def dispatch(
+        ctx: restate.ObjectContext, meta: GroupMeta, children: list[Envelope], plan: list[str]
+    ) -> list[SendHandle]:
+        """Send the group's pump its children and how to call each: before the opener's answer."""
+        run = PumpAwait(group_key=ctx.key(), incarnation=meta.incarnation, children=children, plan=plan)
         return [PUMP_RUN2.send(ctx, pump_key(ctx.key(), meta.incarnation), run)]
 
     @staticmethod

@@ -30,7 +30,7 @@ from restate.serde import BytesSerde
 
 from .. import logs
 from ..contract import Call, Cancelled, ChildUnroutable, GroupNotOpen, RuntimeEffectEnvelope
-from ._calls import answered, call_arg, callee_key, direct, refused
+from ._calls import CALL, CHILD, MISS, answered, call_arg, callee_key, plan, refused
 from ._child import stored_outcome
 from ._errors import HANDLER_RETRY, NOT_FOUND, is_cancellation, terminal_errors
 from ._messages import (
@@ -108,7 +108,7 @@ def pump_object(routing: Routing, *, metadata: dict[str, str] | None = None) -> 
     @pump.handler(name=PUMP_RUN2.handler, ingress_private=True, state_preload=False)
     async def run2(ctx: restate.ObjectContext, req: PumpAwait) -> None:
         own, further = req.children[:PUMP_SLICE], req.children[PUMP_SLICE:]
-        awaited = await _dispatch_all(ctx, own, routing, req.incarnation)
+        awaited = await _dispatch_all(ctx, own, routing, req.incarnation, req.plan[:PUMP_SLICE])
         slices: list[str] = []
         if further:
             # Decision 65: a tree of pumps. The further slices are split into at most PUMP_FANOUT runs of
@@ -116,12 +116,18 @@ def pump_object(routing: Routing, *, metadata: dict[str, str] | None = None) -> 
             # the rest the same way: no pump awaits more than PUMP_SLICE children and PUMP_FANOUT pumps,
             # whatever the width. Called, as `run` calls its slices (decision 35), so that cancelling
             # this pump cancels them, and they theirs; each releases its subtree's stores by `forget`.
+            offset = PUMP_SLICE
             for part in subtrees(further):
                 key = _slice_key(req, part[0])
                 slices.append(key)
                 run = PumpAwait(
-                    group_key=req.group_key, incarnation=req.incarnation, children=part, listens=False
+                    group_key=req.group_key,
+                    incarnation=req.incarnation,
+                    children=part,
+                    listens=False,
+                    plan=req.plan[offset : offset + len(part)],
                 )
+                offset += len(part)
                 awaited[PUMP_RUN2.call(ctx, key, run)] = _Awaited(_SLICE, -1, key)
             ctx.set(SLICES, slices, serde=_KEYS)
         closing = ctx.awakeable(serde=_BYTES) if req.listens else None
@@ -148,7 +154,7 @@ def pump_object(routing: Routing, *, metadata: dict[str, str] | None = None) -> 
         """`run2` for a group opened in parts (decision 65): this slice's children are staged here."""
         own = await ctx.get(STAGED, serde=_STAGED) or []
         ctx.clear(STAGED)  # dispatched from the journal from now on
-        awaited = await _dispatch_all(ctx, own, routing, req.incarnation)
+        awaited = await _dispatch_all(ctx, own, routing, req.incarnation, [])
         slices: list[str] = []
         for offset, count in fan_out(req.count - 1):
             first = req.first + 1 + offset
@@ -235,7 +241,7 @@ def pump_object(routing: Routing, *, metadata: dict[str, str] | None = None) -> 
     return pump
 
 
-_CALL, _CHILD, _SLICE = "call", "child", "slice"
+_SLICE = "slice"
 
 
 @dataclass(frozen=True, slots=True)
@@ -248,52 +254,43 @@ class _Awaited:
     target: str = ""  # a call's ``service/handler``
 
 
-_MISS = "miss"
-
-
 async def _dispatch_all(
-    ctx: restate.ObjectContext, children: list[RuntimeEffectEnvelope], routing: Routing, incarnation: str
+    ctx: restate.ObjectContext,
+    children: list[RuntimeEffectEnvelope],
+    routing: Routing,
+    incarnation: str,
+    decided: list[str],
 ) -> dict[Any, _Awaited]:
-    """Call each of ``children`` from this pump; what is awaited, by future."""
-    plan = [_CHILD] * len(children)
-    if any(isinstance(child.command, Call) for child in children):
+    """Call each of ``children`` from this pump, as the open ``decided`` (`PumpAwait.plan`) or, when it
+    did not, as this pump decides; what is awaited, by future."""
+    how_each = decided
+    if len(how_each) != len(children):
+        how_each = [CHILD] * len(children)
+    if not decided and any(isinstance(child.command, Call) for child in children):
         # Decided once and journaled: an in-place redeploy may change this endpoint's routing, and a
-        # replay must make the calls the first execution made (decision 61).
+        # replay must make the calls the first execution made (decision 61). A plan the open sent is
+        # in this pump's input, which a replay reads as it was.
         options: restate.RunOptions[list[str]] = restate.RunOptions(serde=_KEYS)
-        plan = await ctx.run_typed("route", lambda: _plan(routing, children), options)
+        how_each = await ctx.run_typed("route", lambda: plan(routing, children), options)
     awaited: dict[Any, _Awaited] = {}
-    for child, how in zip(children, plan, strict=True):
+    for child, how in zip(children, how_each, strict=True):
         dispatched = _dispatch(ctx, child, how, incarnation)
         if dispatched is not None:
             awaited[dispatched[0]] = dispatched[1]
     return awaited
 
 
-def _plan(routing: Routing, children: list[RuntimeEffectEnvelope]) -> list[str]:
-    """How this pump calls each child: a call to a handler this endpoint binds straight to it, a call
-    to a target only declared external and any other child through `LashChild/execute`, which
-    checks the target when it runs (decision 47); a call whose target left this endpoint since the
-    open routed it not at all."""
-    plan: list[str] = []
-    for child in children:
-        if direct(routing, child) is None:
-            plan.append(_CHILD)
-        else:
-            plan.append(_CALL if routing.routes(child) else _MISS)
-    return plan
-
-
 def _dispatch(
     ctx: restate.ObjectContext, child: RuntimeEffectEnvelope, how: str, incarnation: str
 ) -> tuple[Any, _Awaited] | None:
-    """Call ``child`` from this pump as its plan says (`_plan`)."""
+    """Call ``child`` from this pump as its plan says (`plan`)."""
     position = _position(child)
-    if how == _CHILD:
+    if how == CHILD:
         future = CHILD_EXECUTE.call(ctx, child.replay_key, child)
-        return future, _Awaited(_CHILD, position, child.replay_key)
+        return future, _Awaited(CHILD, position, child.replay_key)
     call = child.command
     assert isinstance(call, Call)  # the plan calls only a call child directly
-    if how == _MISS:
+    if how == MISS:
         # A routing miss, never an outcome (ADR: the Restate host's form of it, the ADR's "engine
         # tier", is a terminal 404; the rank stays unallocated).
         logs.logger.warning(
@@ -305,7 +302,7 @@ def _dispatch(
     # The idempotency key names the child on the callee's invocation, for inspection and operators.
     key = callee_key(child, incarnation)
     future = ctx.generic_call(call.service, call.handler, call_arg(call), key=call.key, idempotency_key=key)
-    return future, _Awaited(_CALL, position, child.replay_key, call.target)
+    return future, _Awaited(CALL, position, child.replay_key, call.target)
 
 
 async def _call_outcome(future: Any, target: str) -> bytes:
@@ -353,7 +350,7 @@ async def _await_and_report(
                 continue
             if closed:
                 continue  # nobody reads it: the group is closed, and this pump's store released
-            if what.kind == _CALL:
+            if what.kind == CALL:
                 outcome: bytes | None = await _call_outcome(future, what.target)
             else:
                 outcome = await _child_outcome(future, what.replay_key)
