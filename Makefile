@@ -3,6 +3,9 @@
 # Both install what they need first: a virtualenv in .venv and the pinned restate-server in node_modules.
 PY ?= python3
 VENV := .venv
+# `make test` runs the suite on this many pytest-xdist workers; most of a test's time is spent waiting
+# on a real restate-server, so two workers on two cores halve the wall time.
+TEST_WORKERS ?= 2
 BIN := $(VENV)/bin
 
 .PHONY: setup dev test lint bench mutation soak clean
@@ -28,7 +31,7 @@ test: setup
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
-	$(BIN)/pytest
+	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadgroup
 
 lint: setup
 	$(BIN)/ruff check src tests bench examples

@@ -27,7 +27,8 @@ from tests.engine.test_faults import drawn, matrix, run
 
 RUNS = int(os.environ.get("LASH_FAULT_RUNS", "0"))  # CI: the explicit examples only
 
-pytestmark = pytest.mark.cluster
+# One worker runs this module, so its one cluster serves every test (pytest-xdist, `make test`).
+pytestmark = [pytest.mark.cluster, pytest.mark.xdist_group("cluster-faults")]
 
 
 @pytest.fixture(scope="module")

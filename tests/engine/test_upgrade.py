@@ -43,7 +43,8 @@ from tests.conformance.builders import Scope, combine, event, fail, next_, ok, o
 from tests.engine.baseline import REPO, Baseline, BaselineError, materialise
 from tests.engine.upgrade_tools import RESOLVER
 
-pytestmark = pytest.mark.restate
+# One worker builds the baseline and runs every upgrade test (pytest-xdist, `make test`).
+pytestmark = [pytest.mark.restate, pytest.mark.xdist_group("upgrade")]
 
 SLEEP_MS = 3000  # a durable timer that usually fires after the upgrade
 NEVER_MS = 600_000  # a timer that only a Cancel close ends
