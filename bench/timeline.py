@@ -7,16 +7,21 @@ creation at which it was created, began to run and completed. Prints, per invoca
 (named by its target and its place under its parent), the median of those offsets over the runs.
 
 What the numbers are: the server's own timestamps (millisecond resolution), so the client's round
-trip through the ingress is outside them. A measurement script, not part of the library.
+trip through the ingress is outside them. With ``--cpu N``: the CPU time (user + system, from
+/proc) the restate-server and the endpoint spend per run over N runs of each path in bursts of 50,
+which is what bounds throughput on a machine whose cores they share. A measurement script, not
+part of the library.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import statistics
 from collections import defaultdict
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -83,11 +88,29 @@ def table(runs: list[list[Span]]) -> list[str]:
     return lines
 
 
+def _cpu_s(pid: int) -> float:
+    """User + system CPU seconds of process ``pid`` so far (its threads included)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def cpu(
+    b: Bench, admin: str, handler: str, body: dict[str, Any], runs: int, pids: dict[str, int]
+) -> dict[str, float]:
+    """CPU ms per run of ``handler`` by process (``pids``: name -> pid), ``runs`` runs in bursts of 50."""
+    before = {name: _cpu_s(pid) for name, pid in pids.items()}
+    for first in range(0, runs, 50):
+        await asyncio.gather(*(b.call(handler, body) for _ in range(min(50, runs - first))))
+    await drain(admin)
+    return {name: (_cpu_s(pid) - before[name]) * 1e3 / runs for name, pid in pids.items()}
+
+
 async def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("scenario", nargs="?", default="call_race", choices=sorted(SCENARIOS))
     parser.add_argument("--runs", type=int, default=15)
     parser.add_argument("--server", default=SERVERS[0], choices=SERVERS)
+    parser.add_argument("--cpu", type=int, default=0, help="also CPU per run over this many runs a path")
     args = parser.parse_args()
     native, group, body = SCENARIOS[args.scenario]
     stack = LocalStack()
@@ -101,10 +124,20 @@ async def main() -> None:
             samples = await b.pair(native, group, body, args.runs, warm=False)
             await drain(stack.admin_url)
             rows = await asyncio.to_thread(sql, stack.admin_url, _ROWS)
+            spent: dict[str, list[dict[str, float]]] = {}
+            if args.cpu:
+                pids = {"server": stack.server.pid, "endpoint": stack.endpoint.pid}
+                for handler in (native, group, native, group):  # twice each, alternating
+                    alive = {name: pid for name, pid in pids.items() if pid is not None}
+                    got = await cpu(b, stack.admin_url, handler, body, args.cpu, alive)
+                    spent.setdefault(handler, []).append(got)
     for handler, path in ((native, "native"), (group, "group")):
         ms = statistics.median(samples[path]) * 1e3
         print(f"\n{path}: client round trip median {ms:.1f} ms")
         print("\n".join(table(trees(rows, f"Bench/{handler}")[-args.runs :])))
+    for handler, rounds in spent.items():
+        each = " / ".join(", ".join(f"{k} {v:.2f} ms" for k, v in r.items()) for r in rounds)
+        print(f"CPU per run of {handler}: {each}")
 
 
 if __name__ == "__main__":
