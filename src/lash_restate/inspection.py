@@ -30,6 +30,7 @@ from .engine import (
     GROUP,
     GROUP_OPERATOR_CLOSE,
     OPENER_ENDS,
+    PUMP,
     GroupMeta,
     OpenerEnd,
     OperatorClose,
@@ -279,21 +280,31 @@ def _open_group(group: _Group, state: str, now_ms: int, paused: int) -> dict[str
 def _paused_rows(admin: Admin, where: str = "") -> list[dict[str, Any]]:
     return sql(
         admin,
-        "SELECT id, target, target_service_name, target_service_key, invoked_by_id, idempotency_key, "
-        "retry_count, last_failure, last_failure_error_code FROM sys_invocation "
+        "SELECT id, target, target_service_name, target_service_key, invoked_by_id, "
+        "invoked_by_service_name, idempotency_key, retry_count, last_failure, last_failure_error_code "
+        "FROM sys_invocation "
         f"WHERE status = {quote(_PAUSED)}{where}",
     )
 
 
-# A call child lash calls itself is the callee's invocation, under the idempotency key
-# `{replay key}@{group incarnation}` (decision 61; `engine/_calls.py` `callee_key`).
-_CALLEE = re.compile(r"(.+)@[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+# A call child lash calls itself is the callee's invocation, called by its group's pump under the
+# idempotency key `{replay key}@{group incarnation}` (decision 61; `engine/_calls.py` `callee_key`);
+# a paged group's incarnation begins `p-` (decision 65).
+_CALLEE = re.compile(r"(.+)@(?:p-)?[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+
+
+def _callee_key(idempotency_key: str | None) -> str | None:
+    """The replay key a call child's callee names in its idempotency key, if it names one."""
+    found = _CALLEE.fullmatch(idempotency_key or "")
+    return found.group(1) if found else None
 
 
 def _callee_of(row: dict[str, Any]) -> str | None:
-    """The replay key of the call child whose own invocation ``row`` is, if it is one."""
-    found = _CALLEE.fullmatch(row.get("idempotency_key") or "")
-    return found.group(1) if found else None
+    """The replay key of the call child whose own invocation ``row`` is, if it is one: called by a
+    pump of lash's (an application's own invocation may carry a key of the same shape)."""
+    if row.get("invoked_by_service_name") != named(PUMP):
+        return None
+    return _callee_key(row.get("idempotency_key"))
 
 
 def _paused_replay_keys(admin: Admin) -> dict[str, int]:
@@ -398,7 +409,7 @@ def show_group(admin: Admin, group_key: str) -> GroupView | None:
         [f"{key}@{meta.incarnation}" for key in fence.replay_keys],
     )
     for row in callees:
-        row["target_service_key"] = _callee_of(row)
+        row["target_service_key"] = _callee_key(row.get("idempotency_key"))
     # The latest run of a replay key wins (a namesake group may have run it before).
     invocations = {
         row["target_service_key"]: row

@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 import httpx
 import pytest
 
-from lash_restate.inspection import GroupView, OpenGroup, list_open_groups, quote, show_group, sql
+from lash_restate.inspection import GroupView, OpenGroup, _callee_of, list_open_groups, quote, show_group, sql
 from lash_restate.testing import LocalStack, StackError
 from tests.conformance.builders import Scope, close, echo, event, next_, ok, open_, save
 
@@ -430,3 +430,34 @@ def test_closing_a_group_that_is_not_open_is_a_no_op(stack: LocalStack) -> None:
         env={**os.environ, "RESTATE_ADMIN_URL": stack.server.admin_url},
     )
     assert missing.returncode == 0 and "not open" in missing.stdout  # nothing to close: no ingress needed
+
+
+UUID = "0b6c2f4e-3d1a-4c8e-9f70-2a5b8e1d4c37"
+
+
+@pytest.mark.parametrize(
+    ("row", "replay_key"),
+    [
+        # The callee of a call child its group's pump called: the replay key before the incarnation.
+        (
+            {"invoked_by_service_name": "LashPump", "idempotency_key": f"k:group:b:0/c1@{UUID}"},
+            "k:group:b:0/c1",
+        ),
+        # A wide group's incarnation is paged (`p-`): its callees are children too.
+        (
+            {"invoked_by_service_name": "LashPump", "idempotency_key": f"k:group:b:0/c9@p-{UUID}"},
+            "k:group:b:0/c9",
+        ),
+        # An application's own invocation whose key has the same shape is not a child of any group.
+        ({"invoked_by_service_name": "Checkout", "idempotency_key": f"order-7@{UUID}"}, None),
+        (
+            {"invoked_by_service_name": "LashPump", "idempotency_key": "k:group:b:0/c1@not-an-incarnation"},
+            None,
+        ),
+        ({"invoked_by_service_name": "LashPump"}, None),
+    ],
+)
+def test_a_call_childs_callee_is_told_by_its_pump_and_its_key(
+    row: dict[str, str], replay_key: str | None
+) -> None:
+    assert _callee_of(row) == replay_key
