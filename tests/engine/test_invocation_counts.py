@@ -11,7 +11,7 @@ import asyncio
 from typing import Any
 
 from lash_restate.inspection import quote, sql
-from tests.conformance.builders import Scope, combine, ok
+from tests.conformance.builders import Scope, close, combine, next_, ok, open_
 from tests.engine.conftest import Stack
 
 # The issue's targets: caller, open, the pump, two user handlers, the winner's settle, close.
@@ -86,3 +86,28 @@ async def test_an_all_over_ten_calls_costs_at_most_n_plus_six_invocations(stack:
     spent = await _invocations(stack)
     assert spent.get("DemoCalls/echo") == ALL_OVER, spent
     assert sum(spent.values()) <= ALL_MOST, spent
+
+
+async def test_the_pump_of_a_call_group_calls_its_children_before_anything_else(stack: Stack) -> None:
+    """The open decides how the pump calls each child and sends that plan with the children, so the
+    pump journals nothing before its calls: a journaled run of its own there was one round trip more
+    on every call group's path."""
+    s = Scope()
+    group = s.group([thin("won"), thin("late", delay_ms=3_600_000)], wake="first")
+    [_, first] = await stack.turn(open_(group), next_())
+    assert ok(first)["outcome"]["value"] == "won"
+    [pump] = await asyncio.to_thread(
+        sql,
+        stack.admin_url,
+        "SELECT id FROM sys_invocation "
+        "WHERE target_service_name = 'LashPump' AND target_handler_name = 'run2'",
+    )
+    journal = await asyncio.to_thread(
+        sql,
+        stack.admin_url,
+        f"SELECT entry_type FROM sys_journal WHERE id = {quote(pump['id'])} ORDER BY index",
+    )
+    commands = [entry["entry_type"] for entry in journal if entry["entry_type"].startswith("Command")]
+    assert commands[:3] == ["Command: Input", "Command: Call", "Command: Call"], commands
+    assert "Command: Run" not in commands, commands
+    await stack.turn(open_(group), close())  # the loser runs on; the pump lets its store go
