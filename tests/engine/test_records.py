@@ -7,7 +7,16 @@ import itertools
 import msgspec
 import pytest
 
-from lash_restate.contract import Cancelled, GroupShape, GroupWakePolicy, LoserPolicy, Ok
+from lash_restate.contract import (
+    AwaitEvent,
+    Cancelled,
+    GroupShape,
+    GroupWakePolicy,
+    LoserPolicy,
+    Ok,
+    RuntimeEffectEnvelope,
+    RuntimeEffectGroup,
+)
 from lash_restate.engine import GroupMeta
 from lash_restate.engine._messages import (
     OpenRequest,
@@ -18,6 +27,8 @@ from lash_restate.engine._messages import (
     decode_outcome,
     encode,
 )
+from lash_restate.engine._mode import PUMP_SLICE
+from lash_restate.engine._pump import split_plan, subtrees
 from lash_restate.engine._records import META, STRINGS, MsgspecSerde, Opener, Waiter
 
 SAMPLE_SHAPE = GroupShape(
@@ -126,3 +137,23 @@ def test_the_message_codecs_are_msgspec_json_of_the_declared_type() -> None:
     assert decode_outcome(b'{"type":"cancelled"}') == Cancelled()
     with pytest.raises(msgspec.ValidationError):
         decode_outcome(b'{"type":"maybe"}')
+
+
+def test_each_further_pump_gets_the_plan_of_exactly_its_own_children() -> None:
+    """Decision 66: the open's plan (one entry per child) is cut along the tree of pumps as the
+    children are, so every pump calls each of its children as the open decided for that child."""
+    width = PUMP_SLICE * 11 + 7  # a tree two pumps deep, its last slice short
+    children = [
+        RuntimeEffectEnvelope(command=AwaitEvent(name=f"e{i}"), replay_key=f"k/{i}") for i in range(width)
+    ]
+    group = RuntimeEffectGroup(
+        "scope:group:wide:0", children, wake=GroupWakePolicy.ALL, disposition=LoserPolicy.RUN_TO_COMPLETION
+    )
+    plan = [("call", "child")[bin(i).count("1") % 2] for i in range(width)]  # Thue-Morse: no period
+    own, further = group.children[:PUMP_SLICE], group.children[PUMP_SLICE:]
+    assert len(own) == PUMP_SLICE
+    parts = subtrees(list(further))
+    cut = split_plan(plan[PUMP_SLICE:], parts)
+    assert [len(p) for p in cut] == [len(part) for part in parts]
+    for part, part_plan in zip(parts, cut, strict=True):
+        assert part_plan == [plan[child.membership.position] for child in part if child.membership]

@@ -1,7 +1,7 @@
 """A call child's call, wherever it is made: its argument, where it goes, and the outcome it settles as.
 
-A call is made by `LashChild` (the format-1 path, and a target only declared external), by a group's
-open (a narrow group of this release, decision 61) or by its pump (a wide one); all three read the
+A call is made by `LashChild` (the format-1 path, and a target only declared external) or by its
+group's pump (decision 61), as the plan the group's open decides says (decision 66); both read the
 callee's answer into an outcome here, so a call child settles alike whoever called it.
 """
 

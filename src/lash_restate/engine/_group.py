@@ -133,7 +133,7 @@ def group_object(
             return
         handles: list[SendHandle] = []
         if children and meta.mode is SettlementMode.PUMPED:
-            # Decided here, so that the pump's first step is its first call (decision 61).
+            # Decided here, so that the pump's first step is its first call (decision 66).
             handles = AwaitedDispatch.dispatch(ctx, meta, children, opened_plan(routing, children))
         elif children:
             handles = mode_for(meta.mode).dispatch(ctx, meta, children)

@@ -193,10 +193,11 @@ class PumpAwait(msgspec.Struct, **RECORD_OPTIONS):
     incarnation: str
     children: list[RuntimeEffectEnvelope] = msgspec.field(default_factory=list)
     listens: bool = True
-    # How to call each child (`call`, `child` or `miss`), decided by the open that records the group:
-    # the pump needs no journaled step of its own before its first call. Empty (a message written
-    # before the open decided it): the pump decides and journals it itself.
-    plan: list[str] = msgspec.field(default_factory=list)
+    # How to call each child (`call`, `child` or `miss`, one per child), decided by the open that
+    # records the group (decision 66): the pump needs no journaled step of its own before its first
+    # call. Absent (a message written before the open decided it, whose bytes this leaves as they
+    # were: UNSET is never encoded), the pump decides and journals it itself.
+    plan: list[str] | msgspec.UnsetType = msgspec.UNSET
 
 
 class PumpParts(msgspec.Struct, **RECORD_OPTIONS):

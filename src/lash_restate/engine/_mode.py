@@ -242,6 +242,8 @@ class _Pumped:
     def check_fits(self, group_key: str, children: list[Envelope], sizes: list[int]) -> None:
         total = len(group_key) + _DISPATCH_ALLOWANCE  # the PumpRun carries every child
         for position, (child, size) in enumerate(zip(children, sizes, strict=True)):
+            # A `PumpAwait`'s plan entry per child (decision 66) is smaller than the hash and replay key
+            # the open request carried for it in its shape, so what that request fitted, this fits.
             total += size + 1
             if total > BODY_LIMIT:
                 what = f"the pump's run is over {total} bytes from child {position} on"

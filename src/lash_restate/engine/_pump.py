@@ -13,9 +13,10 @@ and its ``forget`` (queued behind its ``run``, which outlives theirs) releases t
 Decision 61: ``run2`` is the pump of every pumped group `LashGroup/open` records now, and each of its
 children's only caller: a call child straight to the user's handler (no `LashChild` invocation in
 between, under an idempotency key that names the child), anything else through `LashChild/execute`,
-as a plan it journals once says. It reports each batch to `LashGroup/report`, which answers whether
-the group is still open, and listens on an awakeable the group's close resolves: then it releases its
-store and stops, so neither a late settlement nor a release invocation follows the close.
+as a plan says: the open's, sent with the children (decision 66), or one the pump journals once. It
+reports each batch to `LashGroup/report`, which answers whether the group is still open, and listens
+on an awakeable the group's close resolves: then it releases its store and stops, so neither a late
+settlement nor a release invocation follows the close.
 """
 
 from __future__ import annotations
@@ -67,7 +68,7 @@ from ._routes import (
 )
 from ._routing import Routing, replaying
 
-__all__ = ["LINGER", "OUTCOMES_PER_READ", "STAGED", "fan_out", "pump_object", "subtrees"]
+__all__ = ["LINGER", "OUTCOMES_PER_READ", "STAGED", "fan_out", "pump_object", "split_plan", "subtrees"]
 
 _BYTES = BytesSerde()
 _KEYS: MsgspecSerde[list[str]] = MsgspecSerde(list[str])
@@ -108,7 +109,8 @@ def pump_object(routing: Routing, *, metadata: dict[str, str] | None = None) -> 
     @pump.handler(name=PUMP_RUN2.handler, ingress_private=True, state_preload=False)
     async def run2(ctx: restate.ObjectContext, req: PumpAwait) -> None:
         own, further = req.children[:PUMP_SLICE], req.children[PUMP_SLICE:]
-        awaited = await _dispatch_all(ctx, own, routing, req.incarnation, req.plan[:PUMP_SLICE])
+        plan = req.plan if isinstance(req.plan, list) and len(req.plan) == len(req.children) else None
+        awaited = await _dispatch_all(ctx, own, routing, req.incarnation, plan and plan[:PUMP_SLICE])
         slices: list[str] = []
         if further:
             # Decision 65: a tree of pumps. The further slices are split into at most PUMP_FANOUT runs of
@@ -116,8 +118,12 @@ def pump_object(routing: Routing, *, metadata: dict[str, str] | None = None) -> 
             # the rest the same way: no pump awaits more than PUMP_SLICE children and PUMP_FANOUT pumps,
             # whatever the width. Called, as `run` calls its slices (decision 35), so that cancelling
             # this pump cancels them, and they theirs; each releases its subtree's stores by `forget`.
-            offset = PUMP_SLICE
-            for part in subtrees(further):
+            parts = subtrees(further)
+            # Each further pump gets its part of the open's plan; without one, plans for itself.
+            plans: list[list[str] | msgspec.UnsetType] = [msgspec.UNSET] * len(parts)
+            if plan:
+                plans = [*split_plan(plan[PUMP_SLICE:], parts)]
+            for part, part_plan in zip(parts, plans, strict=True):
                 key = _slice_key(req, part[0])
                 slices.append(key)
                 run = PumpAwait(
@@ -125,9 +131,8 @@ def pump_object(routing: Routing, *, metadata: dict[str, str] | None = None) -> 
                     incarnation=req.incarnation,
                     children=part,
                     listens=False,
-                    plan=req.plan[offset : offset + len(part)],
+                    plan=part_plan,
                 )
-                offset += len(part)
                 awaited[PUMP_RUN2.call(ctx, key, run)] = _Awaited(_SLICE, -1, key)
             ctx.set(SLICES, slices, serde=_KEYS)
         closing = ctx.awakeable(serde=_BYTES) if req.listens else None
@@ -154,7 +159,7 @@ def pump_object(routing: Routing, *, metadata: dict[str, str] | None = None) -> 
         """`run2` for a group opened in parts (decision 65): this slice's children are staged here."""
         own = await ctx.get(STAGED, serde=_STAGED) or []
         ctx.clear(STAGED)  # dispatched from the journal from now on
-        awaited = await _dispatch_all(ctx, own, routing, req.incarnation, [])
+        awaited = await _dispatch_all(ctx, own, routing, req.incarnation, None)
         slices: list[str] = []
         for offset, count in fan_out(req.count - 1):
             first = req.first + 1 + offset
@@ -259,14 +264,12 @@ async def _dispatch_all(
     children: list[RuntimeEffectEnvelope],
     routing: Routing,
     incarnation: str,
-    decided: list[str],
+    decided: list[str] | None,
 ) -> dict[Any, _Awaited]:
-    """Call each of ``children`` from this pump, as the open ``decided`` (`PumpAwait.plan`) or, when it
-    did not, as this pump decides; what is awaited, by future."""
-    how_each = decided
-    if len(how_each) != len(children):
-        how_each = [CHILD] * len(children)
-    if not decided and any(isinstance(child.command, Call) for child in children):
+    """Call each of ``children`` from this pump, as the open ``decided`` (`PumpAwait.plan`, one per
+    child) or, when it did not, as this pump decides; what is awaited, by future."""
+    how_each = decided if decided is not None else [CHILD] * len(children)
+    if decided is None and any(isinstance(child.command, Call) for child in children):
         # Decided once and journaled: an in-place redeploy may change this endpoint's routing, and a
         # replay must make the calls the first execution made (decision 61). A plan the open sent is
         # in this pump's input, which a replay reads as it was.
@@ -285,11 +288,10 @@ def _dispatch(
 ) -> tuple[Any, _Awaited] | None:
     """Call ``child`` from this pump as its plan says (`plan`)."""
     position = _position(child)
-    if how == CHILD:
+    if how == CHILD or not isinstance(child.command, Call):  # only a call child is called directly
         future = CHILD_EXECUTE.call(ctx, child.replay_key, child)
         return future, _Awaited(CHILD, position, child.replay_key)
     call = child.command
-    assert isinstance(call, Call)  # the plan calls only a call child directly
     if how == MISS:
         # A routing miss, never an outcome (ADR: the Restate host's form of it, the ADR's "engine
         # tier", is a terminal 404; the rank stays unallocated).
@@ -478,6 +480,15 @@ def fan_out(count: int) -> list[tuple[int, int]]:
     even as they come: (offset of the run's first slice, its number of slices) each (decision 65)."""
     per = -(-count // PUMP_FANOUT)
     return [(offset, min(per, count - offset)) for offset in range(0, count, per)] if count else []
+
+
+def split_plan(plan: list[str], parts: list[list[RuntimeEffectEnvelope]]) -> list[list[str]]:
+    """``plan`` (one entry per child of ``parts``, in order) cut as ``parts`` are, one list per part."""
+    cut, first = [], 0
+    for part in parts:
+        cut.append(plan[first : first + len(part)])
+        first += len(part)
+    return cut
 
 
 def subtrees(further: list[RuntimeEffectEnvelope]) -> list[list[RuntimeEffectEnvelope]]:
