@@ -79,7 +79,8 @@ def timeline(admin: str, caller: str) -> list[str]:
     """The group path's invocations since the latest ``caller`` handler started, by part."""
     [row] = sql(
         admin,
-        "SELECT to_unixtime(created_at) AS c, to_unixtime(completed_at) AS d, journal_size AS j "
+        "SELECT date_part('epoch', created_at) AS c, date_part('epoch', completed_at) AS d, "
+        "journal_size AS j "
         f"FROM sys_invocation WHERE target_handler_name = '{caller}' ORDER BY created_at DESC LIMIT 1",
     )
     t0 = row["c"]
@@ -87,14 +88,15 @@ def timeline(admin: str, caller: str) -> list[str]:
     for name, where in PARTS.items():
         [r] = sql(
             admin,
-            f"SELECT count(*) AS n, min(to_unixtime(created_at)) - {t0} AS c0, "
-            f"max(to_unixtime(created_at)) - {t0} AS c1, min(to_unixtime(running_at)) - {t0} AS r0, "
-            f"approx_percentile_cont(to_unixtime(completed_at) - {t0}, 0.5) AS dmed, "
-            f"max(to_unixtime(completed_at)) - {t0} AS d1, "
-            "sum(to_unixtime(running_at) - to_unixtime(created_at)) AS queued, "
-            "sum(to_unixtime(completed_at) - to_unixtime(running_at)) AS ran, "
+            f"SELECT count(*) AS n, min(date_part('epoch', created_at)) - {t0} AS c0, "
+            f"max(date_part('epoch', created_at)) - {t0} AS c1, "
+            f"min(date_part('epoch', running_at)) - {t0} AS r0, "
+            f"approx_percentile_cont(date_part('epoch', completed_at) - {t0}, 0.5) AS dmed, "
+            f"max(date_part('epoch', completed_at)) - {t0} AS d1, "
+            "sum(date_part('epoch', running_at) - date_part('epoch', created_at)) AS queued, "
+            "sum(date_part('epoch', completed_at) - date_part('epoch', running_at)) AS ran, "
             "max(journal_size) AS jmax "
-            f"FROM sys_invocation WHERE {where} AND to_unixtime(created_at) >= {t0}",
+            f"FROM sys_invocation WHERE {where} AND date_part('epoch', created_at) >= {t0}",
         )
         if not r["n"]:
             continue
