@@ -26,7 +26,6 @@ from ..contract import (
     GroupNotOpen,
     GroupShape,
     InvalidInput,
-    InvalidSettlement,
     LashError,
     LoserPolicy,
     RuntimeEffectEnvelope,
@@ -54,7 +53,7 @@ from ._messages import (
     decode,
 )
 from ._mode import INVOCATIONS, PUMP_SLICE, REDISPATCHED, AwaitedDispatch, mode_for, slice_key
-from ._pages import PAGED, Ranked, paged, read_ranked, write_keys
+from ._pages import PAGED, Ranked, check_position, paged, read_ranked, write_keys
 from ._records import (
     ENDS,
     LINK,
@@ -174,17 +173,7 @@ def group_object(
             elif not req.stage.startswith(PAGED) or req.parts != -(-req.shape.child_count // PUMP_SLICE):
                 raise InvalidInput("an open in parts names no staged parts of this group")
             else:
-                meta = _recorded(ctx, req.shape, req.wakes, req.stage, SettlementMode.PUMPED)
-                logs.event(
-                    "group.opened",
-                    ctx,
-                    group_key=ctx.key(),
-                    children=req.shape.child_count,
-                    wake=req.shape.wake.value,
-                    disposition=req.shape.disposition.value,
-                    mode=meta.mode.value,
-                    parts=req.parts,
-                )
+                meta = _recorded(ctx, req.shape, req.wakes, req.stage, SettlementMode.PUMPED, parts=req.parts)
         except LashError as error:
             _release_staged(ctx, staged)
             ctx.reject_awakeable(req.reply_to, error.to_wire(), terminal_status(error))
@@ -437,23 +426,19 @@ async def _record(
     # Decision 65: a pumped group wider than one slice keeps its ranks in pages.
     pages = mode is SettlementMode.PUMPED and req.shape.child_count > PUMP_SLICE
     incarnation = f"{PAGED}{ctx.uuid()}" if pages else str(ctx.uuid())
-    meta = _recorded(ctx, req.shape, req.wakes, incarnation, mode)
-    logs.event(
-        "group.opened",
-        ctx,
-        group_key=ctx.key(),
-        children=req.shape.child_count,
-        wake=req.shape.wake.value,
-        disposition=req.shape.disposition.value,
-        mode=meta.mode.value,
-    )
-    return meta, children
+    return _recorded(ctx, req.shape, req.wakes, incarnation, mode), children
 
 
 def _recorded(
-    ctx: restate.ObjectContext, shape: GroupShape, wakes: list[str], incarnation: str, mode: SettlementMode
+    ctx: restate.ObjectContext,
+    shape: GroupShape,
+    wakes: list[str],
+    incarnation: str,
+    mode: SettlementMode,
+    **logged: Any,
 ) -> GroupMeta:
-    """Record a first open: its meta, its fence and (a paged group) its slices' keys."""
+    """Record a first open: its meta, its fence and (a paged group) its slices' keys; log it, with
+    ``logged`` besides what every open logs."""
     meta = GroupMeta(
         child_count=shape.child_count,
         wake=shape.wake,
@@ -467,6 +452,16 @@ def _recorded(
     ctx.set("meta", meta, serde=META)
     if paged(meta):
         write_keys(ctx, shape)
+    logs.event(
+        "group.opened",
+        ctx,
+        group_key=ctx.key(),
+        children=shape.child_count,
+        wake=shape.wake.value,
+        disposition=shape.disposition.value,
+        mode=meta.mode.value,
+        **logged,
+    )
     return meta
 
 
@@ -507,13 +502,7 @@ def _rank(ctx: restate.ObjectContext, meta: GroupMeta, refs: list[Ref]) -> None:
     settled = meta.settled()  # once per batch: a lookup per ref, not a scan of every rank (decision 36)
     fresh: list[int] = []
     for ref in refs:
-        if not 0 <= ref.position < meta.child_count:
-            raise InvalidSettlement(
-                "settlement names no child of this group",
-                group_key=ctx.key(),
-                position=ref.position,
-                replay_key=ref.replay_key,
-            )
+        check_position(meta, ref, ctx.key())
         if ref.position in settled:
             continue
         settled.add(ref.position)

@@ -37,6 +37,7 @@ __all__ = [
     "RankTail",
     "Ranked",
     "assemble_order",
+    "check_position",
     "key_page",
     "paged",
     "rank_page",
@@ -74,6 +75,17 @@ class RankTail(msgspec.Struct, **RECORD_OPTIONS):
 _TAIL: MsgspecSerde[RankTail] = MsgspecSerde(RankTail)
 _POSITIONS: MsgspecSerde[list[int]] = MsgspecSerde(list[int])
 _KEYS: MsgspecSerde[list[str]] = MsgspecSerde(list[str])
+
+
+def check_position(meta: GroupMeta, ref: Ref, group_key: str) -> None:
+    """Refuse a settlement naming no child of the group ``meta`` records, before anything is ranked."""
+    if not 0 <= ref.position < meta.child_count:
+        raise InvalidSettlement(
+            "settlement names no child of this group",
+            group_key=group_key,
+            position=ref.position,
+            replay_key=ref.replay_key,
+        )
 
 
 def paged(meta: GroupMeta) -> bool:
@@ -123,13 +135,7 @@ class Ranked:
         rank -> ref. ADR: strictly monotonic, appended above every consumed rank, idempotent on the child.
         """
         for ref in refs:
-            if not 0 <= ref.position < meta.child_count:
-                raise InvalidSettlement(
-                    "settlement names no child of this group",
-                    group_key=ctx.key(),
-                    position=ref.position,
-                    replay_key=ref.replay_key,
-                )
+            check_position(meta, ref, ctx.key())
         slices = sorted({ref.position // _SLICE for ref in refs})
         ranked: RankTail = await reads[0] or RankTail()
         settled = {k: set(await read or []) for k, read in zip(slices, reads[1:], strict=True)}
