@@ -109,8 +109,10 @@ def pump_object(routing: Routing, *, metadata: dict[str, str] | None = None) -> 
     @pump.handler(name=PUMP_RUN2.handler, ingress_private=True, state_preload=False)
     async def run2(ctx: restate.ObjectContext, req: PumpAwait) -> None:
         own, further = req.children[:PUMP_SLICE], req.children[PUMP_SLICE:]
-        plan = req.plan if isinstance(req.plan, list) and len(req.plan) == len(req.children) else None
-        awaited = await _dispatch_all(ctx, own, routing, req.incarnation, plan and plan[:PUMP_SLICE])
+        # The open's plan (decision 66), if it sent one entry per child; else this pump plans itself.
+        decided = req.plan if isinstance(req.plan, list) and len(req.plan) == len(req.children) else None
+        own_plan = decided[:PUMP_SLICE] if decided is not None else None
+        awaited = await _dispatch_all(ctx, own, routing, req.incarnation, own_plan)
         slices: list[str] = []
         if further:
             # Decision 65: a tree of pumps. The further slices are split into at most PUMP_FANOUT runs of
@@ -121,8 +123,8 @@ def pump_object(routing: Routing, *, metadata: dict[str, str] | None = None) -> 
             parts = subtrees(further)
             # Each further pump gets its part of the open's plan; without one, plans for itself.
             plans: list[list[str] | msgspec.UnsetType] = [msgspec.UNSET] * len(parts)
-            if plan:
-                plans = [*split_plan(plan[PUMP_SLICE:], parts)]
+            if decided is not None:
+                plans = [*split_plan(decided[PUMP_SLICE:], parts)]
             for part, part_plan in zip(parts, plans, strict=True):
                 key = _slice_key(req, part[0])
                 slices.append(key)
