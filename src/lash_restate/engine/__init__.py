@@ -33,7 +33,7 @@ from ._routes import (
     use_groups_served_elsewhere,
     use_prefix,
 )
-from ._server import SERVERS, ServerUnavailable, serve
+from ._server import FULL_GC_EVERY, SERVERS, ServerUnavailable, collect_rarely, serve
 
 __all__ = [
     "APP_METADATA",
@@ -43,6 +43,7 @@ __all__ = [
     "DEFAULT_PREFIX",
     "FORMAT",
     "FORMATS",
+    "FULL_GC_EVERY",
     "GROUP",
     "GROUP_OPERATOR_CLOSE",
     "OPENER_ENDS",
@@ -66,6 +67,7 @@ __all__ = [
     "call_targets",
     "check_app_name",
     "check_prefix",
+    "collect_rarely",
     "configure_admin",
     "inside_run",
     "lash_services",
