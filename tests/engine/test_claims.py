@@ -16,8 +16,9 @@ from typing import Any
 
 import pytest
 
+from lash_restate.engine._mode import PUMP_SLICE
 from lash_restate.inspection import quote, show_group, sql
-from lash_restate.testing import TURN, LocalStack
+from lash_restate.testing import TURN, LocalStack, StackError
 from tests.conformance.builders import (
     Scope,
     close,
@@ -222,6 +223,43 @@ async def test_a_settlement_delivered_twice_takes_one_rank(restate_stack: LocalS
     [_, second, _] = await stack.turn(use(ok(saved)), next_(), close())
     assert (ok(second)["rank"], ok(second)["position"]) == (2, 1)
     assert ok(second)["outcome"] == {"type": "ok", "value": "second"}
+
+
+# -- S3: a settlement naming no child of the group is refused, and ranks nothing -----------------
+
+
+@pytest.mark.parametrize("path", [*PATHS, "paged"])
+async def test_a_settlement_naming_no_child_is_refused_and_ranks_nothing(
+    restate_stack: LocalStack, path: str
+) -> None:
+    """ADR: the single writer ranks its own group's children. A settlement naming the position just past
+    the group's width reaches the group from inside Restate (`LashTurn/resettle`: to `settle`, or to
+    `report` for a group wider than one slice, which keeps its ranks in pages); the group refuses it with
+    a terminal `invalid_settlement`, and the next child to settle still takes rank 2.
+    """
+    stack, s = restate_stack, Scope()
+    gate = s.event("gate")
+    width = PUMP_SLICE + 1 if path == "paged" else PATHS[path]
+    group = s.group(_widened(s, [echo("first"), event(gate)], width))
+    [_, first, saved] = await stack.turn(open_(group), next_(), save())
+    assert (ok(first)["rank"], ok(first)["position"]) == (1, 0)
+    [meta] = await _sql(
+        stack,
+        "SELECT value_utf8 FROM state WHERE service_name = 'LashGroup' "
+        f"AND service_key = {quote(s.key())} AND key = 'meta'",
+    )
+    recorded = json.loads(meta["value_utf8"])
+    assert recorded["incarnation"].startswith("p-") == (path == "paged")
+    stray = [{"position": width, "replay_key": f"{s.key()}/c{width}"}]
+    batch: dict[str, Any] = {"incarnation": recorded["incarnation"], "refs": stray}
+    if path != "paged":
+        batch["mode"] = recorded["mode"]
+    handler = "report" if path == "paged" else "settle"
+    with pytest.raises(StackError, match="invalid_settlement"):
+        await stack.call(f"{TURN}/resettle", {"group_key": s.key(), "batch": batch, "handler": handler})
+    await stack.emit(gate, "second")
+    [_, second, _] = await stack.turn(use(ok(saved)), next_(), close())
+    assert (ok(second)["rank"], ok(second)["position"]) == (2, 1)
 
 
 # -- R7 / S5: close deletes the whole group, idempotently, and awaits no loser ------------------

@@ -10,7 +10,7 @@ the tests alone: it hands a group a settlement again from inside Restate (see `R
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import msgspec
 import restate
@@ -51,16 +51,18 @@ class CombineRequest(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_f
 
 
 class Resettle(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """A settlement ``batch`` (the `LashGroup/settle` message, as JSON) to deliver to ``group_key``.
+    """A settlement ``batch`` (the `LashGroup/settle` message as JSON, or with ``handler="report"`` a
+    pump's `LashGroup/report`) to deliver to ``group_key``.
 
-    The group's settle handler is private to the ingress, and a sender may deliver one settlement
-    twice (a pump re-sends a batch whose call a cancel interrupted); this is how a test delivers
-    it twice on purpose, from inside Restate, to show that a child takes one rank however often
-    it settles (ADR: idempotent on the child).
+    The group's settle and report handlers are private to the ingress, and a sender may deliver one
+    settlement twice (a pump re-sends a batch whose call a cancel interrupted); this is how a test
+    delivers it twice on purpose, from inside Restate, to show that a child takes one rank however
+    often it settles (ADR: idempotent on the child), or delivers one naming no child of the group.
     """
 
     group_key: str
     batch: msgspec.Raw
+    handler: Literal["settle", "report"] = "settle"
 
 
 def _children(req: CombineRequest, key: str) -> list[Any]:
@@ -114,7 +116,7 @@ def turn_service(resolver: GroupExecutors) -> restate.Service:
     async def resettle(ctx: restate.Context, request: bytes) -> None:
         req = msgspec.json.decode(request, type=Resettle)
         # A call, so the test's request returns once the group has handled the settlement.
-        await ctx.generic_call(named(GROUP), "settle", bytes(req.batch), key=req.group_key)
+        await ctx.generic_call(named(GROUP), req.handler, bytes(req.batch), key=req.group_key)
 
     del run, combine, resettle
     return turn
