@@ -74,8 +74,9 @@ async def serve(
         await _serve_hypercorn(app, host, port, stop)
 
 
+# Decision 68.
 def collect_rarely(full_every: int = FULL_GC_EVERY) -> None:
-    """Tune this process's garbage collector for a Restate endpoint (decision 68).
+    """Tune this process's garbage collector for a Restate endpoint.
 
     Every in-flight invocation keeps its state machine, its request and its pending futures alive,
     so the heap of a busy endpoint grows to hundreds of MB, and Python walks all of it at each
