@@ -82,9 +82,9 @@ def collect_rarely(full_every: int = FULL_GC_EVERY) -> None:
     so the heap of a busy endpoint grows to hundreds of MB, and Python walks all of it at each
     collection of the oldest generation: once per 10 collections of the middle one by default, which
     was a third of the endpoint's CPU in an `all` over 100,000 children. The reference cycles an
-    endpoint makes die young, in the two younger generations, which run as before; the oldest is
-    collected ``full_every`` times less often, and what start-up built (modules, the app, the SDK's
-    tables) is frozen out of every collection.
+    endpoint makes mostly die young, in the two younger generations, which run as before; the
+    oldest is collected once per ``full_every`` collections of the middle one, and what start-up
+    built (modules, the app, the SDK's tables) is frozen out of every collection.
     """
     if full_every < 1:
         raise ValueError(f"full_every must be at least 1, got {full_every}")
