@@ -232,10 +232,12 @@ async def test_a_settlement_delivered_twice_takes_one_rank(restate_stack: LocalS
 async def test_a_settlement_naming_no_child_is_refused_and_ranks_nothing(
     restate_stack: LocalStack, path: str
 ) -> None:
-    """ADR: the single writer ranks its own group's children. A settlement naming the position just past
-    the group's width reaches the group from inside Restate (`LashTurn/resettle`: to `settle`, or to
-    `report` for a group wider than one slice, which keeps its ranks in pages); the group refuses it with
-    a terminal `invalid_settlement`, and the next child to settle still takes rank 2.
+    """ADR: the single writer ranks its own group's children. A batch naming an unsettled child of the
+    group and then the position just past its width reaches the group from inside Restate
+    (`LashTurn/resettle`: to `settle`, or to `report` for a group wider than one slice, which keeps
+    its ranks in pages, with an awakeable to listen on); the group refuses the whole batch with a
+    terminal `invalid_settlement` before it writes anything: the unsettled child is not ranked, the
+    report's awakeable is not kept, and that child takes rank 2 when it settles.
     """
     stack, s = restate_stack, Scope()
     gate = s.event("gate")
@@ -250,13 +252,25 @@ async def test_a_settlement_naming_no_child_is_refused_and_ranks_nothing(
     )
     recorded = json.loads(meta["value_utf8"])
     assert recorded["incarnation"].startswith("p-") == (path == "paged")
-    stray = [{"position": width, "replay_key": f"{s.key()}/c{width}"}]
-    batch: dict[str, Any] = {"incarnation": recorded["incarnation"], "refs": stray}
-    if path != "paged":
+    refs = [
+        {"position": 1, "replay_key": f"{s.key()}/c1"},  # the gate's child: not settled yet
+        {"position": width, "replay_key": f"{s.key()}/c{width}"},
+    ]
+    batch: dict[str, Any] = {"incarnation": recorded["incarnation"], "refs": refs}
+    if path == "paged":
+        batch["listen"] = "not-an-awakeable"
+    else:
         batch["mode"] = recorded["mode"]
+    link = (
+        "SELECT value_utf8 FROM state WHERE service_name = 'LashGroup' "
+        f"AND service_key = {quote(s.key())} AND key = 'pump'"
+    )
+    before = await _sql(stack, link)
+    assert len(before) == (0 if path == "direct" else 1)  # a pumped group's pump listens on it
     handler = "report" if path == "paged" else "settle"
     with pytest.raises(StackError, match="invalid_settlement"):
         await stack.call(f"{TURN}/resettle", {"group_key": s.key(), "batch": batch, "handler": handler})
+    assert await _sql(stack, link) == before  # a pumped group's link to its pump, untouched
     await stack.emit(gate, "second")
     [_, second, _] = await stack.turn(use(ok(saved)), next_(), close())
     assert (ok(second)["rank"], ok(second)["position"]) == (2, 1)

@@ -207,6 +207,8 @@ def group_object(
         meta = await meta_read
         if meta is None or meta.incarnation != batch.incarnation:
             return ReportReply(open=False)  # closed (or a closed namesake's pump): nothing is read again
+        for ref in batch.refs:
+            check_position(meta, ref, ctx.key())  # refused before anything is written, the link included
         if batch.listen is not None or batch.left:
             ctx.set(PUMP_LINK, PumpLink(awakeable=batch.listen, left=batch.left), serde=LINK)
         if pages:
