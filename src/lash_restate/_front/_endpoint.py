@@ -100,8 +100,8 @@ async def serve(
     (with the ``granian`` extra) granian, in this process either way.
 
     It tunes the process's garbage collector for an endpoint first: what start-up built is frozen,
-    and the oldest generation is collected once per ``full_gc_every`` collections of the middle one
-    (Python's default is 10), since a full collection walks every in-flight invocation. ``None``
-    leaves the collector as it is."""
+    and the oldest generation is collected at most once per ``full_gc_every`` collections of the
+    middle one (CPython's default is 10), since a full collection walks every in-flight invocation.
+    ``None`` leaves the collector as it is."""
     # One process either way (decision 33); the collector's tuning: decision 68.
     await _serve(asgi, host, port, server=server, full_gc_every=full_gc_every)
