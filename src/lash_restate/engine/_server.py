@@ -57,8 +57,6 @@ async def serve(
     """
     if server not in SERVERS:
         raise ValueError(f"server must be one of {', '.join(SERVERS)}, got {server!r}")
-    if full_gc_every is not None and full_gc_every < 1:
-        raise ValueError(f"full_gc_every must be at least 1, got {full_gc_every}")
     from restate.server import install_shutdown_hook
 
     stop = asyncio.Event()
