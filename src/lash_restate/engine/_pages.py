@@ -133,9 +133,9 @@ class Ranked:
     ) -> dict[int, Ref]:
         """Rank the refs not ranked yet, after the recorded ones (``reads``: `prefetch`'s, completed):
         rank -> ref. ADR: strictly monotonic, appended above every consumed rank, idempotent on the child.
+        Every ref names a child of the group: `report`, its one caller, refused the batch otherwise
+        (`check_position`) before it wrote anything.
         """
-        for ref in refs:
-            check_position(meta, ref, ctx.key())
         slices = sorted({ref.position // _SLICE for ref in refs})
         ranked: RankTail = await reads[0] or RankTail()
         settled = {k: set(await read or []) for k, read in zip(slices, reads[1:], strict=True)}

@@ -22,7 +22,7 @@ __all__ = ["FULL_GC_EVERY", "GRACE_S", "SERVERS", "ServerUnavailable", "collect_
 
 SERVERS = ("hypercorn", "granian")  # what `serve` runs the app under; hypercorn is the default (decision 33)
 GRACE_S = 2.0  # how long a stopping endpoint lets in-flight requests finish
-# Decision 68: the oldest generation is collected once per this many collections of the middle one
+# Decision 68: the oldest generation is collected at most once per this many collections of the middle one
 # (Python's default is 10): an endpoint's in-flight invocations make a heap of hundreds of MB that a
 # full collection walks, and at 10 those walks were a third of a wide group's endpoint CPU.
 FULL_GC_EVERY = 1000
