@@ -9,12 +9,15 @@ from typing import Any
 
 import pytest
 
+from lash_restate.engine._endpoint import PAGE_FROM_ENV
 from lash_restate.testing import LocalStack
 from lash_restate.testing.conformance import MemoryTier, RestateTier, Tier
 
 # Every conformance test runs on each tier; "restate-replay" forces every suspension to replay
 # (inactivity timeout 0, as the SDK's own harness does), the cheapest way to find non-determinism;
-# "restate-batched" settles every group, however small, through the batch pump (decision 20);
+# "restate-batched" settles every group, however small, through the batch pump (decision 20), its
+# ranks in pages as a group wider than a slice keeps them (decision 65): with "restate" (direct tool
+# groups, pumped call groups) every scenario runs on every rank layout;
 # "restate-v7" turns on the server's newest service protocol (server-side combinator evaluation).
 TIERS = ["memory", "restate", "restate-replay", "restate-batched", "restate-v7"]
 
@@ -73,7 +76,7 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
 
 
 def _stack(
-    tmp: Path, replay: bool, batch_from: int | None = None, *, v7: bool = False
+    tmp: Path, replay: bool, batch_from: int | None = None, *, v7: bool = False, paged: bool = False
 ) -> Iterator[LocalStack]:
     env = {
         "RESTATE_DEFAULT_NUM_PARTITIONS": "4",
@@ -82,6 +85,8 @@ def _stack(
         **({"RESTATE_EXPERIMENTAL_ENABLE_PROTOCOL_V7": "true"} if v7 else {}),
     }
     endpoint_env = {} if batch_from is None else {"LASH_BATCH_FROM": str(batch_from)}
+    if paged:
+        endpoint_env[PAGE_FROM_ENV] = "1"
     with LocalStack.single(tmp, server_env=env, endpoint_env=endpoint_env).start() as stack:
         yield stack
 
@@ -98,7 +103,7 @@ def restate_replay_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[L
 
 @pytest.fixture(scope="session")
 def restate_batched_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
-    yield from _stack(tmp_path_factory.mktemp("stack-batched"), replay=False, batch_from=1)
+    yield from _stack(tmp_path_factory.mktemp("stack-batched"), replay=False, batch_from=1, paged=True)
 
 
 @pytest.fixture(scope="session")

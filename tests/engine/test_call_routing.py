@@ -7,11 +7,15 @@ run there, so the answer about a call target is the second endpoint's, whoever o
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
+from typing import Any
 
-from lash_restate.inspection import quote
+import pytest
+
+from lash_restate.inspection import quote, sql
 from lash_restate.testing import LocalStack
-from tests.conformance.builders import Scope, err, next_, ok, open_, use
+from tests.conformance.builders import Scope, combine, err, next_, ok, open_, use
 from tests.engine.test_engine import _poll, _runs_of, _wait_run_completed
 
 
@@ -140,58 +144,48 @@ async def _child_ended_or_retried(stack: LocalStack, replay_key: str, handler: s
     return row
 
 
-async def test_a_declared_target_nobody_registered_ends_a_narrow_groups_child_with_a_terminal_404(
-    tmp_path: Path,
+@pytest.mark.parametrize("width", [2, 3], ids=["narrow", "pumped"])
+async def test_a_first_open_calling_a_declared_target_nobody_registered_is_refused_recording_nothing(
+    tmp_path: Path, width: int
 ) -> None:
-    """ADR: a call no registered deployment binds is a routing fact, a terminal 404, never a retry.
-
-    A narrow group's pump calls a call to a target only declared external through `LashChild/execute`,
-    which asks the admin API before calling (decision 47), and awaits it (decision 61).
-    """
-    with with_ghost_declared(tmp_path) as stack:
-        s = Scope()
-        group = s.group([ghost(), {"type": "tool_call", "tool": "echo", "args": {"value": "fine"}}])
-        [opened] = await stack.turn(open_(group))
-        assert ok(opened)  # the declaration routes it at the open
-        row = await _child_ended_or_retried(stack, f"{s.key()}/c0", "execute")
-        assert row["status"] == "completed", row  # not backing off on RT0018
-        failure = str(row["completion_failure"])
-        assert "404" in failure and "Ghost" in failure and "no executor" in failure, row
-        # No outcome was invented for the call: only the tool holds a rank, the call's stays unallocated.
-        [_, served, last] = await stack.turn(use(ok(opened)), next_(), next_(cancel_after_ms=300))
-        assert ok(served)["position"] == 1
-        assert err(last)["code"] == "await_cancelled"
-
-
-async def test_a_declared_target_nobody_registered_ends_a_pumped_child_with_a_terminal_404(
-    tmp_path: Path,
-) -> None:
-    """The same on the pumped path: `LashChild/execute` ends 404 and the pump settles the others."""
+    """ADR: a first open resolves all N children before it records the group, and a miss refuses the
+    whole open with a typed error naming the child; nothing is journaled, so a second open is refused
+    the same way. With the admin API's address the open can tell that no deployment of the cluster
+    serves a target only declared external (decision 47): the caller gets the refusal, instead of a
+    group whose child ends 404 and whose rank nothing will ever allocate."""
     with with_ghost_declared(tmp_path) as stack:
         s = Scope()
         echo = {"type": "tool_call", "tool": "echo", "args": {"value": "fine"}}
-        group = s.group([echo, ghost(), echo])  # three children: settled through a pump
-        [opened] = await stack.turn(open_(group))
-        assert ok(opened)
-        row = await _child_ended_or_retried(stack, f"{s.key()}/c1", "execute")
-        assert row["status"] == "completed", row
-        failure = str(row["completion_failure"])
-        assert "404" in failure and "Ghost" in failure, row
-        steps = await stack.turn(use(ok(opened)), next_(), next_(), next_(cancel_after_ms=300))
-        assert sorted(ok(step)["position"] for step in steps[1:3]) == [0, 2]
-        assert err(steps[3])["code"] == "await_cancelled"
-        await _poll(  # the pump ended normally: a 404 child is no fault of the pump's
-            stack,
-            "SELECT status, completion_failure FROM sys_invocation WHERE target_service_name = 'LashPump'",
-            lambda rows: bool(rows) and all(r["status"] == "completed" for r in rows),
+        children: list[dict[str, Any]] = [echo, ghost(), echo]
+        group = s.group(children[:width])
+        [a] = await stack.turn(combine("all", group))
+        [b] = await stack.turn(combine("all", group))
+        assert err(a) == err(b)
+        assert (err(a)["code"], err(a)["position"], err(a)["replay_key"]) == (
+            "child_unroutable",
+            1,
+            f"{s.key()}/c1",
         )
+        assert "Ghost" in err(a)["message"], err(a)
+        rows = await asyncio.to_thread(
+            sql, stack.server.admin_url, f"SELECT * FROM state WHERE service_key = {quote(s.key())}"
+        )
+        assert rows == []  # nothing of the group was recorded, group row included
+        children = await asyncio.to_thread(
+            sql,
+            stack.server.admin_url,
+            "SELECT id FROM sys_invocation WHERE target_service_name IN ('LashChild', 'LashPump') AND "
+            f"(starts_with(target_service_key, {quote(s.key() + '/')}) "
+            f"OR ends_with(target_service_key, {quote(':' + s.key())}))",
+        )
+        assert children == []  # and no child was started
 
 
-async def test_a_declared_target_served_by_another_deployment_is_called_and_a_missing_handler_is_404(
+async def test_a_declared_target_served_by_another_deployment_is_called_and_a_missing_handler_refused(
     tmp_path: Path,
 ) -> None:
     """The admin API's answer is per handler: a handler another deployment serves is called; one of
-    the same service that nobody serves ends the child as a terminal 404."""
+    the same service that nobody serves refuses the first open that calls it."""
     stack = LocalStack(tmp_path)
     server = stack.add_server()
     stack.add_endpoint("callers")  # serves DemoCalls
@@ -203,18 +197,16 @@ async def test_a_declared_target_served_by_another_deployment_is_called_and_a_mi
         stack.register(stack.endpoints[0])
         stack.register(stack.endpoints[1], take_over=True)  # lash's services now run here
         s = Scope()
-        missing = {"type": "call", "service": "DemoCalls", "handler": "nope", "arg": {}}
-        group = s.group([demo_echo("served elsewhere"), missing])
-        [opened] = await stack.turn(open_(group))
+        [opened, served] = await stack.turn(open_(s.group([demo_echo("served elsewhere")])), next_())
         assert ok(opened)
-        row = await _child_ended_or_retried(stack, f"{s.key()}/c1", "execute")
-        assert row["status"] == "completed" and "404" in str(row["completion_failure"]), row
-        [_, served, last] = await stack.turn(use(ok(opened)), next_(), next_(cancel_after_ms=300))
         assert ok(served)["position"] == 0 and ok(served)["outcome"] == {
             "type": "ok",
             "value": "served elsewhere",
         }
-        assert err(last)["code"] == "await_cancelled"
+        missing = {"type": "call", "service": "DemoCalls", "handler": "nope", "arg": {}}
+        [refused] = await stack.turn(open_(Scope().group([demo_echo("fine"), missing])))
+        assert (err(refused)["code"], err(refused)["position"]) == ("child_unroutable", 1)
+        assert "DemoCalls/nope" in err(refused)["message"], err(refused)
 
 
 async def test_without_an_admin_url_a_declared_target_nobody_registered_is_retried(tmp_path: Path) -> None:

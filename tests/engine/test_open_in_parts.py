@@ -23,9 +23,22 @@ from lash_restate.contract import (
 )
 from lash_restate.engine._mode import PUMP_SLICE
 from lash_restate.inspection import quote, sql
-from tests.conformance.builders import Scope, close, combine, echo, err, next_, ok, open_, save, tool, use
+from tests.conformance.builders import (
+    Scope,
+    close,
+    combine,
+    count,
+    echo,
+    err,
+    next_,
+    ok,
+    open_,
+    save,
+    tool,
+    use,
+)
 from tests.engine.conftest import Stack
-from tests.engine.test_engine import _handle, _poll
+from tests.engine.test_engine import _handle, _poll, _wait_run_completed, _wait_run_started
 
 WIDTH = PUMP_SLICE + 44  # two parts
 BIG = "x" * 110_000
@@ -101,4 +114,33 @@ async def test_a_child_nobody_can_route_refuses_an_open_in_parts_and_nothing_is_
     [b] = await stack.turn(combine("all", bad), within=300)
     assert err(a) == err(b)  # nothing was recorded: the second open is refused identically
     assert (err(a)["code"], err(a)["position"]) == ("child_unroutable", PUMP_SLICE + 3)
+    await _poll(stack, _left(s.key()), lambda rows: not rows, within=120)
+
+
+async def test_a_reopen_of_a_group_opened_in_parts_runs_again_a_child_whose_tool_came_back(
+    stack: Stack,
+) -> None:
+    """Decision 48 on a group opened in parts: its child 0 ran while the endpoint lost its tool, so its
+    run ended with no outcome and no rank. With the tool back, a reopen (which stages the children
+    again) hands the staged part to that slice's pump, which runs the child again: it takes the last
+    rank, as the reference host's reopen gives it, its side effect done once."""
+    s = Scope()
+    name = f"{s.id}-slow"
+    children = _children()
+    children[0] = count(name, "slow", delay_ms=4000)
+    group = s.group(children)
+    [opened] = await stack.turn(open_(group), within=300)
+    await _wait_run_started(stack, f"{s.key()}/c0")
+    stack.restart_endpoint(LASH_DEMO_TOOLS_OFF="count")  # the deployment lost the tool while it ran
+    await _wait_run_completed(stack, f"{s.key()}/c0")
+    stack.restart_endpoint(LASH_DEMO_TOOLS_OFF="")  # the tool is back
+    [reopened] = await stack.turn(open_(group), within=300)
+    assert "ok" in reopened and "ok" in opened
+    [_, last, closed] = await stack.turn(
+        use(_handle(s.key(), WIDTH, WIDTH - 1)), next_(), close(), within=300
+    )
+    assert (ok(last)["rank"], ok(last)["position"]) == (WIDTH, 0)
+    assert ok(last)["outcome"] == {"type": "ok", "value": "slow"}
+    assert "error" not in closed
+    assert stack.counts().count(name) == 1
     await _poll(stack, _left(s.key()), lambda rows: not rows, within=120)

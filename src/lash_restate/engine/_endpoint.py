@@ -8,6 +8,7 @@ the first `Promise.all`.
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -19,6 +20,7 @@ from ..calls import CallTargets, Target
 from ..contract import GroupExecutors, LashError, RuntimeErrorCode
 from ._child import DEFAULT_TOOL_ATTEMPTS, child_object
 from ._group import group_object
+from ._pages import PAGE_FROM
 from ._pump import pump_object
 from ._routes import CHILD, GROUP, PUMP, SIGNAL, named, use_prefix, wire_groups
 from ._routing import Routing
@@ -43,6 +45,10 @@ __all__ = [
 # (one hop less, what a two-arm race or a signal/deadline select is measured by), and a group with a
 # call child settles through a pump too, which calls the user's handler itself (decision 61).
 BATCH_FROM = 3
+# For tests: a pumped group this wide or wider keeps its ranks in pages (by default, one wider than a
+# slice). The test suite sets it to 1 on the stack that pumps every group, so that every conformance
+# scenario runs on the paged layout too.
+PAGE_FROM_ENV = "LASH_PAGE_FROM"
 
 Bindable = restate.Service | restate.VirtualObject | restate.Workflow
 
@@ -124,8 +130,9 @@ def lash_services(
     prefix = use_prefix(prefix)
     metadata = {APP_METADATA: check_app_name(name)} if name is not None else None
     routing = Routing(resolver, calls if calls is not None else CallTargets())
+    page_from = int(os.environ.get(PAGE_FROM_ENV) or PAGE_FROM)
     services: list[Bindable] = [
-        group_object(batch_from, routing, metadata=metadata),
+        group_object(batch_from, routing, page_from=page_from, metadata=metadata),
         child_object(routing, tool_attempts=tool_attempts, metadata=metadata),
         pump_object(routing, metadata=metadata),
         signal_object(metadata=metadata),

@@ -52,8 +52,8 @@ from ._messages import (
     WaitRequest,
     decode,
 )
-from ._mode import INVOCATIONS, PUMP_SLICE, REDISPATCHED, AwaitedDispatch, mode_for, slice_key
-from ._pages import PAGED, Ranked, check_position, paged, read_ranked, write_keys
+from ._mode import INVOCATIONS, PUMP_SLICE, REDISPATCHED, mode_for, redispatch_staged, slice_key
+from ._pages import PAGE_FROM, PAGED, Ranked, check_position, paged, read_ranked, write_keys
 from ._records import (
     ENDS,
     LINK,
@@ -102,9 +102,14 @@ _LISTENED = b"true"  # what a listening pump's awakeable is resolved with (the v
 
 
 def group_object(
-    batch_from: int, routing: Routing, *, metadata: dict[str, str] | None = None
+    batch_from: int,
+    routing: Routing,
+    *,
+    page_from: int = PAGE_FROM,
+    metadata: dict[str, str] | None = None,
 ) -> restate.VirtualObject:
-    """`LashGroup`; a group of ``batch_from`` children or more settles through a pump (decision 20).
+    """`LashGroup`; a group of ``batch_from`` children or more settles through a pump (decision 20),
+    and a pumped group of ``page_from`` children or more keeps its ranks in pages (decision 65).
 
     A first open is routed here, where the children run, with ``routing`` (decision 37).
     """
@@ -120,22 +125,20 @@ def group_object(
         them. The answer goes out before the awaits that follow, so the opener resumes at once.
 
         Decision 61: a group with a call child, and every group of ``batch_from`` children or more,
-        settles through one pump that awaits each child where it runs (`AwaitedDispatch`) and
-        releases its store when the close resolves its awakeable; a narrower group of tools, timers
-        and events settles directly, each child by itself (decision 20).
+        settles through one pump that awaits each child where it runs and releases its store when
+        the close resolves its awakeable; a narrower group of tools, timers and events settles
+        directly, each child by itself (decision 20).
         """
         meta = await ctx.get("meta", serde=META)
         try:
-            meta, children = await _record(ctx, meta, req, batch_from, routing)
+            meta, children = await _record(ctx, meta, req, batch_from, page_from, routing)
         except LashError as error:
             ctx.reject_awakeable(req.reply_to, error.to_wire(), terminal_status(error))
             return
         handles: list[SendHandle] = []
-        if children and meta.mode is SettlementMode.PUMPED:
-            # Decided here, so that the pump's first step is its first call (decision 66).
-            handles = AwaitedDispatch.dispatch(ctx, meta, children, opened_plan(routing, children))
-        elif children:
-            handles = mode_for(meta.mode).dispatch(ctx, meta, children)
+        if children:
+            # Decided here, so that a pump's first step is its first call (decision 66).
+            handles = mode_for(meta.mode).dispatch(ctx, meta, children, opened_plan(routing, children))
         reply = OpenReply(reopened=not children, incarnation=meta.incarnation)
         ctx.resolve_awakeable(req.reply_to, reply, serde=_OPENED)
         # What follows is off the opener's path: it has its answer.
@@ -154,8 +157,9 @@ def group_object(
         one part per slice, with the pumps keyed by ``req.stage``, each of which routed its part.
 
         A first open records the group under that incarnation, paged, and sends its pump `run_parts`,
-        in one handler run; anything else (a reopen, a refusal) releases the parts staged. A reopen
-        dispatches nothing (a group opened in parts re-dispatches no child whose runner came back).
+        in one handler run; a refusal releases the parts staged. A reopen (decision 48) hands each
+        staged part holding an unsettled child to its slice's `redispatch`, as a reopen of a group
+        opened in one message does, and releases the others.
         """
         meta = await ctx.get("meta", serde=META)
         staged = [
@@ -180,9 +184,15 @@ def group_object(
             return
         assert meta is not None
         pump = None
+        redispatched: list[SendHandle] = []
         if first:
             run = PumpParts(group_key=ctx.key(), incarnation=meta.incarnation, first=0, count=req.parts)
             pump = PUMP_RUN_PARTS.send(ctx, pump_key(ctx.key(), meta.incarnation), run)
+        elif staged and paged(meta):  # a group opened in parts is paged (`_recorded` below)
+            settled = await Ranked.settled(ctx, meta)
+            slices = [k for k in range(req.parts) if _unsettled_in(k, settled, meta.child_count)]
+            _release_staged(ctx, [key for k, key in enumerate(staged) if k not in slices])
+            redispatched = redispatch_staged(ctx, meta, req.stage, slices)
         else:
             _release_staged(ctx, staged)
         ctx.resolve_awakeable(
@@ -191,6 +201,7 @@ def group_object(
         if pump is not None:  # a Cancel cancels the group's pump, which cancels its calls (decision 35)
             ctx.set(INVOCATIONS, [await pump.invocation_id()], serde=STRINGS)
             meta = msgspec.structs.replace(meta, opened_at_ms=int(await ctx.time() * 1000))
+        await _note_redispatched(ctx, redispatched)
         await _note_opener(ctx, meta, req.caller, changed=first)
 
     @group.handler(name=GROUP_REPORT.handler, ingress_private=True, state_preload=False)
@@ -207,14 +218,9 @@ def group_object(
         meta = await meta_read
         if meta is None or meta.incarnation != batch.incarnation:
             return ReportReply(open=False)  # closed (or a closed namesake's pump): nothing is read again
-        for ref in batch.refs:
-            check_position(meta, ref, ctx.key())  # refused before anything is written, the link included
+        await _rank(ctx, meta, batch.refs, reads)  # refuses a bad batch before it writes anything
         if batch.listen is not None or batch.left:
             ctx.set(PUMP_LINK, PumpLink(awakeable=batch.listen, left=batch.left), serde=LINK)
-        if pages:
-            await _rank_paged(ctx, meta, batch.refs, reads)
-        elif batch.refs:
-            _rank(ctx, meta, batch.refs)
         return ReportReply(open=True)
 
     @group.handler(name=GROUP_SETTLE.handler, ingress_private=True, state_preload=False)
@@ -227,7 +233,7 @@ def group_object(
             for release in mode_for(batch.mode).late_releases(batch):
                 release.send(ctx)
             return
-        _rank(ctx, meta, batch.refs)
+        await _rank(ctx, meta, batch.refs)
 
     @group.handler(name=GROUP_WAIT.handler, ingress_private=True, state_preload=False)
     @terminal_errors
@@ -393,11 +399,17 @@ async def _close(ctx: restate.ObjectContext, meta: GroupMeta, effective: LoserPo
 
 
 async def _record(
-    ctx: restate.ObjectContext, meta: GroupMeta | None, req: OpenRequest, batch_from: int, routing: Routing
+    ctx: restate.ObjectContext,
+    meta: GroupMeta | None,
+    req: OpenRequest,
+    batch_from: int,
+    page_from: int,
+    routing: Routing,
 ) -> tuple[GroupMeta, list[RuntimeEffectEnvelope]]:
     """The group's record after this open, and the children to dispatch (none on a reopen).
 
-    Decision 61: pumped from ``batch_from`` children on, or with a call child whatever the width.
+    Decision 61: pumped from ``batch_from`` children on, or with a call child whatever the width;
+    a pumped group of ``page_from`` children or more keeps its ranks in pages (decision 65).
     """
     if meta is not None:
         # ADR: a reopen is fenced on shape, resolves only what it dispatches and refuses nothing;
@@ -419,14 +431,16 @@ async def _record(
     # Decision 50: decided once, by the execution that records the group. An open that suspends after
     # answering and resumes on a process that routes differently replays past this point: asked
     # again, it would refuse a group it already recorded and fail its replay for ever.
-    miss = None if replaying(ctx) else routing.first_miss(children)
+    miss = None
+    if not replaying(ctx):
+        miss = routing.first_miss(children) or await routing.first_unregistered(children)
     if miss is not None:
         # ADR: a first open with a child nobody can run records nothing, group row included.
         raise ChildUnroutable.no_executor(
             miss.what, group_key=ctx.key(), position=miss.position, replay_key=miss.replay_key
         )
     # Decision 65: a pumped group wider than one slice keeps its ranks in pages.
-    pages = mode is SettlementMode.PUMPED and req.shape.child_count > PUMP_SLICE
+    pages = mode is SettlementMode.PUMPED and req.shape.child_count >= page_from
     incarnation = f"{PAGED}{ctx.uuid()}" if pages else str(ctx.uuid())
     return _recorded(ctx, req.shape, req.wakes, incarnation, mode), children
 
@@ -472,8 +486,6 @@ async def _redispatch(
 ) -> None:
     """ADR: a reopen resolves only what it dispatches and refuses nothing (decision 48).
 
-    A pumped group is re-dispatched through `redrive2`, which asks the group first (decision 61).
-
     A child whose runner was missing ended without an outcome (the Restate host's terminal 404); once the
     endpoint can route it again, a reopen dispatches it again, as the reference host's reopen does.
     Every unsettled child it can route is dispatched: the dispatch queues behind whatever still
@@ -485,48 +497,67 @@ async def _redispatch(
     routable = [child for child in children if routing.routes(child)]
     if not routable:
         return
-    if meta.mode is SettlementMode.PUMPED:
-        handles = AwaitedDispatch.redispatch(ctx, meta, routable)
-    else:
-        handles = mode_for(meta.mode).redispatch(ctx, meta, routable)
-    known = await ctx.get(REDISPATCHED, serde=STRINGS) or []
-    ctx.set(REDISPATCHED, [*known, *[await h.invocation_id() for h in handles]], serde=STRINGS)
+    await _note_redispatched(ctx, mode_for(meta.mode).redispatch(ctx, meta, routable))
     logs.event("group.redispatched", ctx, group_key=ctx.key(), children=len(routable))
 
 
-def _rank(ctx: restate.ObjectContext, meta: GroupMeta, refs: list[Ref]) -> None:
-    """Rank each settled child in order, record it and wake its waiter: one durable handler step.
+async def _note_redispatched(ctx: restate.ObjectContext, handles: list[SendHandle]) -> None:
+    """Keep the invocations a reopen re-dispatched, which a Cancel cancels too (decision 48)."""
+    if handles:
+        known = await ctx.get(REDISPATCHED, serde=STRINGS) or []
+        ctx.set(REDISPATCHED, [*known, *[await h.invocation_id() for h in handles]], serde=STRINGS)
+
+
+def _unsettled_in(slice_index: int, settled: set[int], child_count: int) -> bool:
+    """Whether a child of slice ``slice_index`` holds no rank yet."""
+    first = slice_index * PUMP_SLICE
+    return any(p not in settled for p in range(first, min(first + PUMP_SLICE, child_count)))
+
+
+async def _rank(
+    ctx: restate.ObjectContext, meta: GroupMeta, refs: list[Ref], reads: list[Any] | None = None
+) -> None:
+    """Rank each settled child in order, record it and wake its waiter: one durable handler step,
+    whichever entry (a report, a settle) brought it and whatever the group's layout.
 
     ADR: rank assignment, rank readability and the wake are one journal step; a child already
     ranked is skipped (idempotent on the child: one terminal, one rank, however often it is sent).
+    A batch naming no child of the group is refused whole, before anything is written. A paged
+    group (decision 65) reads and writes only its counter with the last page's tail and the
+    reporting slices' entries: ``reads`` are `Ranked.prefetch`'s, if the caller issued them.
     """
+    for ref in refs:
+        check_position(meta, ref, ctx.key())
+    if not refs:
+        return
+    if paged(meta):
+        if not reads:
+            reads = Ranked.prefetch(ctx, refs)
+            await restate.gather(*reads)
+        woken = await Ranked.rank(ctx, meta, refs, reads)
+        changed = any(waiter.rank in woken for waiter in meta.waiters)
+    else:
+        woken, fresh = _order(meta, refs)
+        meta, changed = meta.ranked(fresh), bool(fresh)
+    for rank, ref in woken.items():
+        logs.event("group.ranked", ctx, group_key=ctx.key(), rank=rank, position=ref.position)
+    if changed:
+        ctx.set("meta", msgspec.structs.replace(meta, waiters=_wake(ctx, meta, woken)), serde=META)
+
+
+def _order(meta: GroupMeta, refs: list[Ref]) -> tuple[dict[int, Ref], list[int]]:
+    """A group ordered in ``meta``: the ranks ``refs`` take (rank -> ref) and their positions, in order."""
     woken: dict[int, Ref] = {}
     settled = meta.settled()  # once per batch: a lookup per ref, not a scan of every rank (decision 36)
     fresh: list[int] = []
     for ref in refs:
-        check_position(meta, ref, ctx.key())
         if ref.position in settled:
             continue
         settled.add(ref.position)
         fresh.append(ref.position)
         # (1) strictly monotonic; (2) appends above every consumed rank
-        rank = meta.counter + len(fresh)
-        woken[rank] = ref
-        logs.event("group.ranked", ctx, group_key=ctx.key(), rank=rank, position=ref.position)
-    if not woken:
-        return  # all of them ranked already: nothing to write
-    meta = meta.ranked(fresh)
-    ctx.set("meta", msgspec.structs.replace(meta, waiters=_wake(ctx, meta, woken)), serde=META)
-
-
-async def _rank_paged(ctx: restate.ObjectContext, meta: GroupMeta, refs: list[Ref], reads: list[Any]) -> None:
-    """`_rank` for a group keeping its ranks in pages (decision 65): the same one handler step, which
-    reads and writes only the counter with the last page's tail and the reporting slice's entry."""
-    woken = await Ranked.rank(ctx, meta, refs, reads)
-    for rank, ref in woken.items():
-        logs.event("group.ranked", ctx, group_key=ctx.key(), rank=rank, position=ref.position)
-    if any(waiter.rank in woken for waiter in meta.waiters):
-        ctx.set("meta", msgspec.structs.replace(meta, waiters=_wake(ctx, meta, woken)), serde=META)
+        woken[meta.counter + len(fresh)] = ref
+    return woken, fresh
 
 
 def _wake(ctx: restate.ObjectContext, meta: GroupMeta, woken: dict[int, Ref]) -> list[Waiter]:

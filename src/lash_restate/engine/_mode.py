@@ -8,8 +8,10 @@ outcomes that did not ride the wake — is a method here; the group object and t
 
 Direct: each child is its own `LashChild` invocation, stores its outcome in its own state (per group
 incarnation) and settles itself. Pumped: one `LashPump` invocation per group incarnation calls the
-children, stores the outcomes in its own state and settles them a batch at a time; past
-`PUMP_SLICE` children it keeps the first slice and calls one pump per further slice (decision 35).
+children, stores the outcomes in its own state and reports them a batch at a time; past
+`PUMP_SLICE` children it keeps the first slice and calls a tree of further pumps, one per slice
+(decisions 35, 65). A reopen re-dispatches a pumped group's children slice by slice, to the pump
+that keeps each slice's outcomes, which dispatches and reports them as the first run did.
 """
 
 from __future__ import annotations
@@ -28,7 +30,6 @@ from ._messages import (
     ChildRun,
     OutcomesRead,
     PumpAwait,
-    PumpRun,
     Ref,
     SettleBatch,
     WaitReply,
@@ -43,9 +44,8 @@ from ._routes import (
     PUMP,
     PUMP_FORGET,
     PUMP_OUTCOMES,
-    PUMP_REDRIVE,
-    PUMP_REDRIVE2,
-    PUMP_RUN,
+    PUMP_REDISPATCH,
+    PUMP_REDISPATCH_STAGED,
     PUMP_RUN2,
     Route,
     named,
@@ -57,13 +57,13 @@ __all__ = [
     "PUMP_FANOUT",
     "PUMP_SLICE",
     "REDISPATCHED",
-    "AwaitedDispatch",
     "Mode",
     "OutcomeStore",
     "Release",
     "mode_for",
     "outcome_store",
     "pump_store",
+    "redispatch_staged",
     "slice_key",
 ]
 
@@ -103,16 +103,18 @@ class Mode(Protocol):
     """What a settlement mode decides; every method reads before any effect is issued (decision 22)."""
 
     def dispatch(
-        self, ctx: restate.ObjectContext, meta: GroupMeta, children: list[Envelope]
+        self, ctx: restate.ObjectContext, meta: GroupMeta, children: list[Envelope], plan: list[str]
     ) -> list[SendHandle]:
-        """Start the children; the returned sends' invocation ids are what `to_cancel` cancels."""
+        """Start the children, a pump calling each as ``plan`` says (`opened_plan`, decision 66); the
+        returned sends' invocation ids are what `to_cancel` cancels."""
         ...
 
     def redispatch(
         self, ctx: restate.ObjectContext, meta: GroupMeta, children: list[Envelope]
     ) -> list[SendHandle]:
         """A reopen's dispatch of ``children``, unsettled: each runs again only if it ended without an
-        outcome (its runner was missing), once whatever runs it already has ended (decision 48)."""
+        outcome (its runner was missing), once whatever runs it already has ended (decision 48). The
+        same dispatch as the first, so a re-run child reaches its rank as a first run's would."""
         ...
 
     def check_fits(self, group_key: str, children: list[Envelope], sizes: list[int]) -> None:
@@ -196,7 +198,7 @@ class _Direct:
                 raise _too_large(group_key, child, position, f"child {position} is {size} bytes encoded")
 
     def dispatch(
-        self, ctx: restate.ObjectContext, meta: GroupMeta, children: list[Envelope]
+        self, ctx: restate.ObjectContext, meta: GroupMeta, children: list[Envelope], plan: list[str]
     ) -> list[SendHandle]:
         return [
             CHILD_RUN.send(ctx, child.replay_key, ChildRun(envelope=child, incarnation=meta.incarnation))
@@ -208,7 +210,7 @@ class _Direct:
     ) -> list[SendHandle]:
         # Queued behind a run still going on the child's key (both exclusive): a child that stored its
         # outcome meanwhile only settles again, and the group dedups by position.
-        return self.dispatch(ctx, meta, children)
+        return self.dispatch(ctx, meta, children, [])
 
     async def to_cancel(self, ctx: restate.ObjectContext, meta: GroupMeta) -> list[str]:
         settled = set(meta.positions())
@@ -240,7 +242,7 @@ class _Direct:
 
 class _Pumped:
     def check_fits(self, group_key: str, children: list[Envelope], sizes: list[int]) -> None:
-        total = len(group_key) + _DISPATCH_ALLOWANCE  # the PumpRun carries every child
+        total = len(group_key) + _DISPATCH_ALLOWANCE  # the pump's run carries every child
         for position, (child, size) in enumerate(zip(children, sizes, strict=True)):
             # A `PumpAwait`'s plan entry per child (decision 66) is smaller than the hash and replay key
             # the open request carried for it in its shape, so what that request fitted, this fits.
@@ -250,19 +252,31 @@ class _Pumped:
                 raise _too_large(group_key, child, position, what)
 
     def dispatch(
-        self, ctx: restate.ObjectContext, meta: GroupMeta, children: list[Envelope]
+        self, ctx: restate.ObjectContext, meta: GroupMeta, children: list[Envelope], plan: list[str]
     ) -> list[SendHandle]:
-        # One send whatever the width: the group's pump calls the further slices' pumps (decision 35).
-        run = PumpRun(group_key=ctx.key(), children=children, incarnation=meta.incarnation)
-        return [PUMP_RUN.send(ctx, pump_key(ctx.key(), meta.incarnation), run)]
+        # Decision 61: one pump (`LashPump/run2`) is every child's only caller; it calls further pumps
+        # past PUMP_SLICE children. The open decided how it calls each, so its first step is its
+        # first call (decision 66); sent before the opener's answer.
+        run = PumpAwait(group_key=ctx.key(), incarnation=meta.incarnation, children=children, plan=plan)
+        return [PUMP_RUN2.send(ctx, pump_key(ctx.key(), meta.incarnation), run)]
 
     def redispatch(
         self, ctx: restate.ObjectContext, meta: GroupMeta, children: list[Envelope]
     ) -> list[SendHandle]:
-        # To the group's pump, queued behind its run (which outlives every further slice's): it runs
-        # only the children no pump stored an outcome for.
-        run = PumpRun(group_key=ctx.key(), children=children, incarnation=meta.incarnation)
-        return [PUMP_REDRIVE.send(ctx, pump_key(ctx.key(), meta.incarnation), run)]
+        # To the pump of each slice, which keeps that slice's outcomes, queued behind its run: it asks
+        # the group first (a run releases its store once the group closes), then dispatches the
+        # children no outcome is stored for as `run2` does and reports them as `run2` does.
+        by_slice: dict[str, list[Envelope]] = {}
+        for child in children:
+            by_slice.setdefault(slice_key(ctx.key(), meta.incarnation, _position(child)), []).append(child)
+        return [
+            PUMP_REDISPATCH.send(
+                ctx,
+                key,
+                PumpAwait(group_key=ctx.key(), incarnation=meta.incarnation, children=part, listens=False),
+            )
+            for key, part in by_slice.items()
+        ]
 
     async def to_cancel(self, ctx: restate.ObjectContext, meta: GroupMeta) -> list[str]:
         # Cancelling the group's pump cancels the calls it still awaits: its unsettled children and
@@ -316,31 +330,20 @@ class _Pumped:
 _MODES: dict[SettlementMode, Mode] = {SettlementMode.DIRECT: _Direct(), SettlementMode.PUMPED: _Pumped()}
 
 
-class AwaitedDispatch:
-    """Decision 61: how `LashGroup/open` dispatches a pumped group it records.
+def redispatch_staged(
+    ctx: restate.ObjectContext, meta: GroupMeta, stage: str, slices: list[int]
+) -> list[SendHandle]:
+    """A reopen of a group opened in parts (its children are staged again, under ``stage``): each of
+    ``slices`` hands its staged part to that slice's `redispatch`, as `_Pumped.redispatch` sends it."""
+    run = PumpAwait(group_key=ctx.key(), incarnation=meta.incarnation, listens=False)
+    return [
+        PUMP_REDISPATCH_STAGED.send(ctx, slice_key(ctx.key(), stage, k * PUMP_SLICE), run) for k in slices
+    ]
 
-    One pump (`LashPump/run2`, under the group's pump key) is the only caller of every child: it
-    calls a call child straight to the user's handler, any other child through `LashChild/execute`
-    (past `PUMP_SLICE` children through further pumps), stores the outcomes in the pumped layout
-    and reports them. A Cancel cancels the pump, which cancels the calls it still awaits. The
-    group's state is the pumped one, which a caller of the release before reads as it reads every
-    pumped group.
-    """
 
-    @staticmethod
-    def dispatch(
-        ctx: restate.ObjectContext, meta: GroupMeta, children: list[Envelope], plan: list[str]
-    ) -> list[SendHandle]:
-        """Send the group's pump its children and how to call each: before the opener's answer."""
-        run = PumpAwait(group_key=ctx.key(), incarnation=meta.incarnation, children=children, plan=plan)
-        return [PUMP_RUN2.send(ctx, pump_key(ctx.key(), meta.incarnation), run)]
-
-    @staticmethod
-    def redispatch(ctx: restate.ObjectContext, meta: GroupMeta, children: list[Envelope]) -> list[SendHandle]:
-        """A reopen of a pumped group (decision 48): as `_Pumped`'s, through `redrive2`, which asks
-        the group first, since a `run2` ahead of it releases its store once the group closes."""
-        run = PumpRun(group_key=ctx.key(), children=children, incarnation=meta.incarnation)
-        return [PUMP_REDRIVE2.send(ctx, pump_key(ctx.key(), meta.incarnation), run)]
+def _position(child: Envelope) -> int:
+    assert child.membership is not None  # the group stamped every child
+    return child.membership.position
 
 
 def mode_for(mode: SettlementMode) -> Mode:

@@ -32,6 +32,7 @@ from ._records import RECORD_OPTIONS, GroupMeta, MsgspecSerde
 __all__ = [
     "KEY_PAGES_PER_WAIT",
     "PAGED",
+    "PAGE_FROM",
     "RANKED",
     "RANK_PAGE",
     "RankTail",
@@ -55,6 +56,10 @@ KEY_PAGES_PER_WAIT = 8
 RANKED = "ranked"
 
 _SLICE = 256  # PUMP_SLICE, repeated to keep this module below `_mode` (asserted there)
+# A pumped group this wide or wider keeps its ranks in pages: one wider than a slice. The tests run
+# the conformance suite with every group paged (`lash_services(page_from=1)`), so that every clause
+# is proven on this layout too.
+PAGE_FROM = _SLICE + 1
 
 
 class RankTail(msgspec.Struct, **RECORD_OPTIONS):

@@ -57,6 +57,8 @@ from ._routes import (
     PUMP,
     PUMP_FORGET,
     PUMP_OUTCOMES,
+    PUMP_REDISPATCH,
+    PUMP_REDISPATCH_STAGED,
     PUMP_REDRIVE,
     PUMP_REDRIVE2,
     PUMP_RUN,
@@ -148,7 +150,9 @@ def pump_object(routing: Routing, *, metadata: dict[str, str] | None = None) -> 
         ADR: a first open resolves all N before it records the group; refused here, before anything
         is kept, the opener releases the parts staged already and the group is never recorded.
         """
-        miss = None if replaying(ctx) else routing.first_miss(part.children)
+        miss = None
+        if not replaying(ctx):
+            miss = routing.first_miss(part.children) or await routing.first_unregistered(part.children)
         if miss is not None:
             child = part.children[miss.position]
             raise ChildUnroutable.no_executor(
@@ -176,6 +180,39 @@ def pump_object(routing: Routing, *, metadata: dict[str, str] | None = None) -> 
         closing = ctx.awakeable(serde=_BYTES) if req.listens else None
         await _await_and_report(ctx, req.group_key, req.incarnation, awaited, closing, slices)
 
+    @pump.handler(name=PUMP_REDISPATCH.handler, ingress_private=True, state_preload=False)
+    async def redispatch(ctx: restate.ObjectContext, req: PumpAwait) -> None:
+        """Decision 48: a reopen's re-dispatch of this slice's children that had no outcome when it
+        reopened, by the dispatch `run2` makes, reported as `run2` reports: a re-run child reaches its
+        rank by the same code as a first run's, whatever the group's layout.
+
+        Queued behind this key's run (both exclusive), which ends only once its children have: a
+        child runs again only if no outcome is stored for it (its runner was missing). It asks the
+        group first: a run releases its store once the group closes, and a closed group needs
+        nothing re-run.
+        """
+        if not (await _report(ctx, req.group_key, PumpReport(incarnation=req.incarnation))).open:
+            return
+        stored: list[Any] = [ctx.get(pump_store(_position(child)), serde=_BYTES) for child in req.children]
+        if stored:
+            await restate.gather(*stored)
+        missing = [child for child, read in zip(req.children, stored, strict=True) if await read is None]
+        awaited = await _dispatch_all(ctx, missing, routing, req.incarnation, None)
+        await _await_and_report(ctx, req.group_key, req.incarnation, awaited, None, [])
+
+    @pump.handler(name=PUMP_REDISPATCH_STAGED.handler, ingress_private=True, state_preload=False)
+    async def redispatch_staged(ctx: restate.ObjectContext, req: PumpAwait) -> None:
+        """A reopen of a group opened in parts (decision 65): its opener staged the children here again;
+        they go to their slice's `redispatch` under the group's incarnation, and the stage is released.
+        Called, so that a Cancel close cancelling this invocation cancels the re-run children too."""
+        staged = await ctx.get(STAGED, serde=_STAGED) or []
+        ctx.clear_all()
+        if staged:
+            key = slice_key(req.group_key, req.incarnation, _position(staged[0]))
+            await PUMP_REDISPATCH.call(ctx, key, msgspec.structs.replace(req, children=staged))
+
+    # Kept for a reopen an earlier release sent (`redispatch` replaced it): a pumped group recorded by
+    # `run`, whose children settle through `LashGroup/settle`.
     @pump.handler(name=PUMP_REDRIVE.handler, ingress_private=True, state_preload=False)
     async def redrive(ctx: restate.ObjectContext, req: PumpRun) -> None:
         """Decision 48: a reopen's re-dispatch of children that had no outcome when it reopened.
@@ -188,6 +225,7 @@ def pump_object(routing: Routing, *, metadata: dict[str, str] | None = None) -> 
         """
         await _redrive(ctx, req)
 
+    # Kept for a reopen an earlier release sent (`redispatch` replaced it).
     @pump.handler(name=PUMP_REDRIVE2.handler, ingress_private=True, state_preload=False)
     async def redrive2(ctx: restate.ObjectContext, req: PumpRun) -> None:
         """`redrive` for a group `open` records now (decision 61): it asks the group first whether it is
@@ -244,7 +282,7 @@ def pump_object(routing: Routing, *, metadata: dict[str, str] | None = None) -> 
             PUMP_FORGET.send(ctx, key, None)  # each ran to its end before this pump's run did
         ctx.clear_all()
 
-    del run, run2, stage, run_parts, redrive, redrive2, outcomes, forget
+    del run, run2, stage, run_parts, redispatch, redispatch_staged, redrive, redrive2, outcomes, forget
     return pump
 
 

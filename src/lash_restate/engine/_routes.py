@@ -59,6 +59,8 @@ __all__ = [
     "PUMP",
     "PUMP_FORGET",
     "PUMP_OUTCOMES",
+    "PUMP_REDISPATCH",
+    "PUMP_REDISPATCH_STAGED",
     "PUMP_REDRIVE",
     "PUMP_REDRIVE2",
     "PUMP_RUN",
@@ -250,6 +252,11 @@ PUMP_REDRIVE2: Route[PumpRun, None] = Route(PUMP, "redrive2", PumpRun, type(None
 # Decision 65: a slice of a group opened in parts, staged by its opener, then run.
 PUMP_STAGE: Route[StagedPart, None] = Route(PUMP, "stage", StagedPart, type(None))
 PUMP_RUN_PARTS: Route[PumpParts, None] = Route(PUMP, "run_parts", PumpParts, type(None))
+# A reopen's re-dispatch of one slice of a pumped group (what `redrive`/`redrive2` were): the
+# dispatch `run2` makes and the reports it sends, so a re-run child ranks as a first run's does.
+PUMP_REDISPATCH: Route[PumpAwait, None] = Route(PUMP, "redispatch", PumpAwait, type(None))
+# A reopen of a group opened in parts: the staged part, handed to its slice's `redispatch`.
+PUMP_REDISPATCH_STAGED: Route[PumpAwait, None] = Route(PUMP, "redispatch_staged", PumpAwait, type(None))
 
 SIGNAL_SUBSCRIBE: Route[str, None] = Route(SIGNAL, "subscribe", str, type(None))
 
@@ -276,6 +283,8 @@ ROUTES: tuple[Route[Any, Any], ...] = (
     PUMP_REDRIVE2,
     PUMP_STAGE,
     PUMP_RUN_PARTS,
+    PUMP_REDISPATCH,
+    PUMP_REDISPATCH_STAGED,
     SIGNAL_SUBSCRIBE,
 )
 

@@ -12,6 +12,7 @@ from typing import Any, assert_never
 
 from ..calls import CallTargets
 from ..contract import AwaitEvent, Call, GroupExecutors, RuntimeEffectEnvelope, Sleep, ToolCall, describe_miss
+from ._lookup import unregistered
 
 __all__ = ["Miss", "Routing", "replaying"]
 
@@ -47,6 +48,21 @@ class Routing:
     def miss_reason(self, envelope: RuntimeEffectEnvelope) -> str | None:
         command = envelope.command
         return self.targets.miss(command) if isinstance(command, Call) else None
+
+    async def first_unregistered(self, children: Sequence[RuntimeEffectEnvelope]) -> Miss | None:
+        """The first call child whose target is only declared external and that no deployment of the
+        cluster serves, as the admin API answers (decision 47): a first open refuses it, as it refuses
+        a child this endpoint cannot run, instead of recording a group around a child that never
+        settles. None when the admin API is not configured, or does not answer (the declaration is
+        trusted then, as a child's own run trusts it)."""
+        for position, child in enumerate(children):
+            command = child.command
+            if isinstance(command, Call) and self.targets.is_external(command.service):
+                why = await unregistered(command)
+                if why is not None:
+                    what = f"{describe_miss(self, child)} ({why})"
+                    return Miss(position=position, replay_key=child.replay_key, what=what)
+        return None
 
     def first_miss(self, children: Sequence[RuntimeEffectEnvelope]) -> Miss | None:
         """ADR: a first open resolves all N before recording; the first child nobody can run refuses it."""

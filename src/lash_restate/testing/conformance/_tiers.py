@@ -174,14 +174,19 @@ class RestateTier:
             )
             async with asyncio.timeout(30):
                 while True:
+                    # Rank 1 is recorded: in `meta`'s order, or in a paged group's `ranked` tail.
                     rows = await self.sql(
                         "SELECT (SELECT id FROM sys_invocation WHERE idempotency_key = "
                         f"{quote_sql(marker)}) AS id, (SELECT value_utf8 FROM state WHERE "
                         f"service_name = 'LashGroup' AND service_key = {quote_sql(group_key)} "
-                        "AND key = 'meta') AS meta"
+                        "AND key = 'meta') AS meta, (SELECT value_utf8 FROM state WHERE "
+                        f"service_name = 'LashGroup' AND service_key = {quote_sql(group_key)} "
+                        "AND key = 'ranked') AS ranked"
                     )
                     row = rows[0]
-                    if row.get("id") and row.get("meta") and json.loads(row["meta"]).get("order"):
+                    ranked = row.get("ranked") and json.loads(row["ranked"])
+                    first = ranked and (ranked.get("pages") or ranked.get("tail"))
+                    if row.get("id") and row.get("meta") and (json.loads(row["meta"]).get("order") or first):
                         break
                     assert not turn.done(), (await turn).text
                     await asyncio.sleep(0.05)
