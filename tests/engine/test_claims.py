@@ -192,17 +192,19 @@ async def test_a_restate_controller_without_a_resolver_refuses_the_whole_surface
 # -- S3 / F1: a child settling twice takes one rank ---------------------------------------------
 
 
-@pytest.mark.parametrize("path", PATHS)
+@pytest.mark.parametrize("path", [*PATHS, "paged"])
 async def test_a_settlement_delivered_twice_takes_one_rank(restate_stack: LocalStack, path: str) -> None:
     """ADR: settlement is idempotent on the child: one terminal, one rank, however often it is sent.
 
     Child 0 settles and takes rank 1; its settlement is then delivered to the group again from inside
-    Restate (as a sender retrying it would: `LashTurn/resettle`), in the wire form its path uses. The
+    Restate (as a sender retrying it would: `LashTurn/resettle`), in the wire form its path uses: a
+    group wider than one slice keeps its ranks in pages, and takes it as a pump's `report`. The
     next child to settle still takes rank 2, and no rank ever names child 0 twice.
     """
     stack, s = restate_stack, Scope()
     gate = s.event("gate")
-    group = s.group(_widened(s, [echo("first"), event(gate)], PATHS[path]))
+    width = PUMP_SLICE + 1 if path == "paged" else PATHS[path]
+    group = s.group(_widened(s, [echo("first"), event(gate)], width))
     [_, first, saved] = await stack.turn(open_(group), next_(), save())
     assert ok(first)["position"] == 0
     [meta] = await _sql(
@@ -211,14 +213,17 @@ async def test_a_settlement_delivered_twice_takes_one_rank(restate_stack: LocalS
         f"AND service_key = {quote(s.key())} AND key = 'meta'",
     )
     recorded = json.loads(meta["value_utf8"])
-    assert recorded["mode"] == ("pumped" if path == "batched" else "direct")
-    again = {
+    assert recorded["mode"] == ("direct" if path == "direct" else "pumped")
+    assert recorded["incarnation"].startswith("p-") == (path == "paged")
+    again: dict[str, Any] = {
         "incarnation": recorded["incarnation"],
-        "mode": recorded["mode"],
         "refs": [{"position": 0, "replay_key": f"{s.key()}/c0"}],
     }
+    if path != "paged":
+        again["mode"] = recorded["mode"]
+    handler = "report" if path == "paged" else "settle"
     for _ in range(2):
-        await stack.call(f"{TURN}/resettle", {"group_key": s.key(), "batch": again})
+        await stack.call(f"{TURN}/resettle", {"group_key": s.key(), "batch": again, "handler": handler})
     await stack.emit(gate, "second")
     [_, second, _] = await stack.turn(use(ok(saved)), next_(), close())
     assert (ok(second)["rank"], ok(second)["position"]) == (2, 1)

@@ -523,3 +523,34 @@ async def test_closing_a_cancel_group_ends_its_caller_watch(stack: Stack) -> Non
     [raced, _, timed_out] = caller.result()
     assert ok(raced)["value"] == "won"
     assert err(timed_out)["code"] == "await_cancelled"
+
+
+@pytest.mark.parametrize("width", [2, 3], ids=["direct", "batched"])
+async def test_a_cancel_close_cancels_a_child_a_reopen_ran_again(stack: Stack, width: int) -> None:
+    """Decisions 48 and 69 under a declared `Cancel`: a child whose tool went missing mid-run is run
+    again by a reopen once the tool is back; the close then cancels that run too, as it cancels every
+    unsettled child, so its side effect never happens. On both settlement paths (the re-run is a
+    `LashChild/run` of its own, or a pump's `redispatch`, each kept in what a `Cancel` cancels)."""
+    s = Scope()
+    name = f"{s.id}-again"
+    fast = [echo(f"fast{i}") for i in range(width - 1)]
+    group = s.group(
+        [tool("count", {"name": name, "delay_ms": 60_000}), *fast], wake="first", disposition="cancel"
+    )
+    [opened] = await stack.turn(open_(group))
+    assert "ok" in opened
+    await _wait_run_started(stack, f"{s.key()}/c0")
+    stack.restart_endpoint(LASH_DEMO_TOOLS_OFF="count")  # the deployment lost the tool while it ran
+    await _wait_run_completed(stack, f"{s.key()}/c0")
+    stack.restart_endpoint(LASH_DEMO_TOOLS_OFF="")  # the tool is back
+    [reopened, first] = await stack.turn(open_(group), next_())
+    assert "ok" in reopened and ok(first)["position"] != 0
+    await _poll(  # the re-run is under way
+        stack,
+        f"SELECT status FROM sys_invocation WHERE {_runs_of(f'{s.key()}/c0')}",
+        lambda rows: len(rows) == 2 and any(r["status"] == "running" for r in rows),
+    )
+    [_, closed] = await stack.turn(use(ok(reopened)), close())
+    assert "error" not in closed
+    await _wait_run_completed(stack, f"{s.key()}/c0")  # the re-run too: cancelled, not waited out
+    assert name not in stack.counts()

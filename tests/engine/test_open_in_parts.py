@@ -144,3 +144,23 @@ async def test_a_reopen_of_a_group_opened_in_parts_runs_again_a_child_whose_tool
     assert "error" not in closed
     assert stack.counts().count(name) == 1
     await _poll(stack, _left(s.key()), lambda rows: not rows, within=120)
+
+
+async def test_a_reopen_in_parts_under_another_shape_is_refused_and_keeps_no_part(stack: Stack) -> None:
+    """ADR: a reopen is fenced on group shape. A group opened in parts is opened again under its key
+    with another wake rule: `open_parts` refuses it (`shape_mismatch`), and the parts that open staged
+    are released, none left behind; the recorded group is untouched and closes as before."""
+    s = Scope()
+    [opened] = await stack.turn(open_(s.group(_children())), within=300)
+    assert "ok" in opened
+    [refused] = await stack.turn(open_(s.group(_children(), wake="first")), within=300)
+    assert err(refused)["code"] == "shape_mismatch"
+    staged = (
+        "SELECT service_key FROM state WHERE service_name = 'LashPump' AND key = 'staged' "
+        f"AND ends_with(service_key, {quote(':' + s.key())})"
+    )
+    await _poll(stack, staged, lambda rows: not rows, within=120)
+    [_, first, closed] = await stack.turn(use(_handle(s.key(), WIDTH, 0)), next_(), close(), within=300)
+    assert ok(first)["rank"] == 1
+    assert "error" not in closed
+    await _poll(stack, _left(s.key()), lambda rows: not rows, within=120)
