@@ -384,6 +384,26 @@ async def test_a_forged_close_without_the_incarnation_is_refused(stack: LocalSta
     await until(lambda: _nothing_left(stack, s.key()))
 
 
+async def test_an_operator_close_decided_before_a_reopen_is_refused(stack: LocalStack) -> None:
+    """The operator's close names the incarnation and how many openers they saw: a group reopened
+    since they looked is refused, to be looked at again, and stays open."""
+    s, opener = await open_group(stack)
+    [row] = await asyncio.to_thread(
+        sql,
+        stack.server.admin_url,
+        "SELECT value_utf8 FROM state WHERE service_name = 'LashGroup' "
+        f"AND service_key = {quote(s.key())} AND key = 'meta'",
+    )
+    meta = json.loads(row["value_utf8"])
+    seen = {"incarnation": meta["incarnation"], "openers": len(meta["openers"]) - 1, "cancel": True}
+    answer = await stack.call(f"LashGroup/{s.key()}/operator_close", seen)
+    assert answer["closed"] is False and "reopened since" in answer["refused"]
+    assert await listed(stack, s.key(), "open")
+    assert lash(stack, "groups", "close", s.key(), "--force", "--cancel").returncode == 0
+    await opener
+    await until(lambda: _nothing_left(stack, s.key()))
+
+
 async def test_the_front_doors_save_parks_the_group(tmp_path_factory: pytest.TempPathFactory) -> None:
     """`Group.save()` in an application's handler records the park, beyond Restate's retention."""
     app = LocalStack.single(
