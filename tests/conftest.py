@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from lash_restate.engine._controller import PARTS_FROM_ENV
 from lash_restate.engine._endpoint import PAGE_FROM_ENV
 from lash_restate.testing import LocalStack
 from lash_restate.testing.conformance import MemoryTier, RestateTier, Tier
@@ -85,8 +86,9 @@ def _stack(
         **({"RESTATE_EXPERIMENTAL_ENABLE_PROTOCOL_V7": "true"} if v7 else {}),
     }
     endpoint_env = {} if batch_from is None else {"LASH_BATCH_FROM": str(batch_from)}
-    if paged:
+    if paged:  # every group paged, and opened in parts (decision 65): the widest layout, at any width
         endpoint_env[PAGE_FROM_ENV] = "1"
+        endpoint_env[PARTS_FROM_ENV] = "1"
     with LocalStack.single(tmp, server_env=env, endpoint_env=endpoint_env).start() as stack:
         yield stack
 

@@ -14,9 +14,9 @@ from typing import Any
 from lash_restate.engine._mode import PUMP_FANOUT, PUMP_SLICE
 from lash_restate.engine._pages import RANK_PAGE
 from lash_restate.inspection import quote
-from tests.conformance.builders import Scope, close, combine, echo, event, next_, ok, open_, save, use
+from tests.conformance.builders import Scope, close, combine, count, echo, event, next_, ok, open_, save, use
 from tests.engine.conftest import Stack
-from tests.engine.test_engine import _handle, _poll
+from tests.engine.test_engine import _handle, _poll, _wait_run_completed, _wait_run_started
 
 WIDTH = 2 * PUMP_SLICE + 88  # three slices: the group's own pump and two more
 # Decision 65: six slices, so the group's pump hands runs of two slices to the pumps of slices 1 and 3
@@ -77,4 +77,31 @@ async def test_a_cancel_close_of_a_wide_group_reaches_every_slice_and_releases_e
     # The cancel reached that child through three pumps, and nothing of the group is left: each pump
     # released its subtree's stores.
     await _poll(stack, _running(s.key()), lambda rows: not rows, within=120)
+    await _poll(stack, _pump_rows(s.key()), lambda rows: not rows, within=120)
+
+
+async def test_a_reopen_of_a_wide_group_ranks_a_child_it_ran_again_in_the_groups_pages(stack: Stack) -> None:
+    """Decisions 48 and 69 on a wide group opened in one message: its child 0 ran while the endpoint
+    lost its tool, so it ended with no outcome and no rank while the others ranked. With the tool
+    back, a reopen runs it again through its slice's pump, and it takes the last rank in the group's
+    pages, read from a saved cursor as the reference host serves it (it ranked in the narrow layout
+    before, where no wait could read it)."""
+    s = Scope()
+    width = PUMP_SLICE + 4
+    name = f"{s.id}-slow"
+    group = s.group([count(name, "slow", delay_ms=4000), *[echo(i) for i in range(1, width)]])
+    [opened] = await stack.turn(open_(group))
+    await _wait_run_started(stack, f"{s.key()}/c0")
+    stack.restart_endpoint(LASH_DEMO_TOOLS_OFF="count")  # the deployment lost the tool while it ran
+    await _wait_run_completed(stack, f"{s.key()}/c0")
+    stack.restart_endpoint(LASH_DEMO_TOOLS_OFF="")  # the tool is back
+    [reopened] = await stack.turn(open_(group))
+    [_, last, closed] = await stack.turn(
+        use(_handle(s.key(), width, width - 1)), next_(), close(), within=120
+    )
+    assert "ok" in reopened and "ok" in opened
+    assert (ok(last)["rank"], ok(last)["position"]) == (width, 0)
+    assert ok(last)["outcome"] == {"type": "ok", "value": "slow"}
+    assert "error" not in closed
+    assert stack.counts().count(name) == 1
     await _poll(stack, _pump_rows(s.key()), lambda rows: not rows, within=120)
