@@ -364,6 +364,33 @@ def _groups_close(args: argparse.Namespace) -> int:
     return 0
 
 
+def _groups_staged(args: argparse.Namespace) -> int:
+    from .inspection import InspectionError, left_staged, release_staged
+
+    if (failed := _use_prefix(args)) is not None:
+        return failed
+    try:
+        admin = AdminApi.from_env(args.admin_url)
+        parts = left_staged(admin)
+        for part in parts if args.release else []:
+            release_staged(admin, part)
+    except InspectionError as exc:
+        return _fail(str(exc))
+    if args.json:
+        print(json.dumps([{**p.as_dict(), "released": args.release} for p in parts]))
+        return 0
+    for part in parts:
+        by = f"staged by {part.opener}, which ended" if part.opener else "its opener is long gone"
+        print(f"{'released' if args.release else 'left'} {part.pump_key} (group {part.group_key}; {by})")
+    if not parts:
+        print("no parts left staged")
+    elif not args.release:
+        print(
+            f"{len(parts)} part(s) left staged by openers that ended before their open: --release frees them"
+        )
+    return 0
+
+
 def _dev(args: argparse.Namespace) -> int:
     from .testing.dev import run_dev
 
@@ -471,10 +498,18 @@ def build_parser() -> argparse.ArgumentParser:
             "open group unless --force; a group that is not open is left alone (exit 0)",
             _groups_close,
         ),
+        (
+            "staged",
+            "the children an open too large for one message staged with its pumps, left by an opener "
+            "that ended before it sent the open: no group holds them. --release frees them",
+            _groups_staged,
+        ),
     ):
         cmd = groups_sub.add_parser(name, help=helptext, description=helptext)
         if name in ("show", "close"):
             cmd.add_argument("key", help="the group key, {scope_id}:group:{batch_id}:{occurrence}")
+        elif name == "staged":
+            cmd.add_argument("--release", action="store_true", help="release the parts listed")
         else:
             cmd.add_argument(
                 "--orphaned", action="store_true", help="only groups none of whose openers holds them"

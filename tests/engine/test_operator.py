@@ -13,6 +13,7 @@ import json
 import os
 import subprocess
 import sys
+import uuid
 from collections.abc import Awaitable, Callable, Iterator
 from typing import Any, TypeVar
 
@@ -402,6 +403,60 @@ async def test_an_operator_close_decided_before_a_reopen_is_refused(stack: Local
     assert lash(stack, "groups", "close", s.key(), "--force", "--cancel").returncode == 0
     await opener
     await until(lambda: _nothing_left(stack, s.key()))
+
+
+async def test_parts_an_opener_left_staged_are_listed_and_released_and_a_groups_own_are_not(
+    stack: LocalStack,
+) -> None:
+    """An open in parts whose opener is killed after staging and before its open leaves its parts
+    staged with no group to read them. `groups staged` lists such a part (here written through the
+    admin API as the killed opener leaves it) and `--release` frees it; a part staged under the
+    incarnation of a recorded group is that group's own (its pump runs it) and is never listed."""
+    s = Scope()
+    [opened] = await stack.turn(open_(s.group([echo("a"), event(s.event("never"))])))
+    [row] = await asyncio.to_thread(
+        sql,
+        stack.server.admin_url,
+        "SELECT value_utf8 FROM state WHERE service_name = 'LashGroup' "
+        f"AND service_key = {quote(s.key())} AND key = 'meta'",
+    )
+    own = f"{json.loads(row['value_utf8'])['incarnation']}:{s.key()}"
+    left = f"p-{uuid.uuid4()}:{s.key()}"
+    for key in (own, left):
+        await _write_state(stack, key, {"staged": list(b"[]")})
+    staged = (
+        "SELECT service_key FROM state WHERE service_name = 'LashPump' AND key = 'staged' "
+        f"AND ends_with(service_key, {quote(':' + s.key())})"
+    )
+
+    async def rows() -> list[str]:
+        return sorted(r["service_key"] for r in await asyncio.to_thread(sql, stack.server.admin_url, staged))
+
+    await until(lambda: _equal(rows(), sorted([own, left])))
+    listed_ = lash(stack, "groups", "staged", "--json")
+    assert listed_.returncode == 0, listed_.stderr
+    assert [(p["pump_key"], p["group_key"]) for p in json.loads(listed_.stdout)] == [(left, s.key())]
+    released = lash(stack, "groups", "staged", "--release")
+    assert released.returncode == 0 and f"released {left}" in released.stdout, released.stdout
+    await until(lambda: _equal(rows(), [own]))
+    assert "no parts left staged" in lash(stack, "groups", "staged").stdout
+    await _write_state(stack, own, {})
+    assert lash(stack, "groups", "close", s.key(), "--force", "--cancel").returncode == 0
+    assert "ok" in opened
+
+
+async def _equal(found: Awaitable[list[str]], expected: list[str]) -> bool:
+    return await found == expected
+
+
+async def _write_state(stack: LocalStack, pump_key: str, state: dict[str, list[int]]) -> None:
+    """Replace a pump key's state through the admin API, as an operator (or a test) can."""
+    async with httpx.AsyncClient(timeout=30) as client:
+        written = await client.post(
+            f"{stack.server.admin_url}/services/LashPump/state",
+            json={"object_key": pump_key, "new_state": state},
+        )
+    assert written.status_code == 202, written.text
 
 
 async def test_the_front_doors_save_parks_the_group(tmp_path_factory: pytest.TempPathFactory) -> None:

@@ -19,6 +19,7 @@ from ._lookup import configure_admin
 from ._messages import OperatorClose, OperatorClosed
 from ._mode import OutcomeStore, outcome_store
 from ._pages import assemble_order
+from ._pump import STAGED
 from ._records import OPENER_ENDS, GroupMeta, OpenerEnd, SettlementMode
 from ._routes import (
     CHILD,
@@ -29,6 +30,7 @@ from ._routes import (
     SIGNAL,
     PrefixChosen,
     check_prefix,
+    group_of_pump,
     named,
     use_groups_served_elsewhere,
     use_prefix,
@@ -50,6 +52,7 @@ __all__ = [
     "PUMP",
     "SERVERS",
     "SIGNAL",
+    "STAGED",
     "DeploymentError",
     "Format",
     "GroupMeta",
@@ -69,6 +72,7 @@ __all__ = [
     "check_prefix",
     "collect_rarely",
     "configure_admin",
+    "group_of_pump",
     "inside_run",
     "lash_services",
     "named",
