@@ -218,9 +218,12 @@ def group_object(
         meta = await meta_read
         if meta is None or meta.incarnation != batch.incarnation:
             return ReportReply(open=False)  # closed (or a closed namesake's pump): nothing is read again
-        await _rank(ctx, meta, batch.refs, reads)  # refuses a bad batch before it writes anything
+        for ref in batch.refs:
+            check_position(meta, ref, ctx.key())  # refused before anything is written, the link included
+        # The link first, the ranks after: the order of the writes the release before journaled.
         if batch.listen is not None or batch.left:
             ctx.set(PUMP_LINK, PumpLink(awakeable=batch.listen, left=batch.left), serde=LINK)
+        await _rank(ctx, meta, batch.refs, reads)
         return ReportReply(open=True)
 
     @group.handler(name=GROUP_SETTLE.handler, ingress_private=True, state_preload=False)
