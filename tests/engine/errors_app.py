@@ -86,7 +86,37 @@ async def not_open_below(ctx: restate.Context) -> Any:
     return await lash.controller(ctx).await_next_settlement(handle)
 
 
-app = lash.app(shop, carriers, tools=demo_tools())
+tally = restate.VirtualObject("Tally")
+
+
+@tally.handler()
+async def add(ctx: restate.ObjectContext, amount: int) -> int:
+    total = (await ctx.get("total", type_hint=int) or 0) + amount
+    ctx.set("total", total)
+    return total
+
+
+@shop.handler()
+async def not_json(ctx: restate.Context) -> Any:
+    """A call whose argument is no JSON value (a set): refused where lash builds the child."""
+    return await lash.all(ctx, [lash.call("Carriers", "quote", {"w": {1, 2}})])
+
+
+@shop.handler()
+async def unkeyed(ctx: restate.Context) -> Any:
+    """A call to a virtual object's handler without ``key=``."""
+    return await lash.all(ctx, [lash.call(add, 3)])
+
+
+@shop.handler()
+async def bad_sleep(ctx: restate.Context) -> Any:
+    """A sleep of an int, not a timedelta."""
+    seconds: Any = 5  # what a caller who forgot the timedelta passes
+    children: list[Any] = [_quote(price=1), lash.sleep(seconds)]
+    return await lash.race(ctx, children)
+
+
+app = lash.app(shop, carriers, tally, tools=demo_tools())
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser()

@@ -91,6 +91,25 @@ async def test_an_uncaught_child_unroutable_is_a_404_naming_the_child(stack: Loc
     assert "position=1" in message
 
 
+@pytest.mark.parametrize(
+    ("entry", "says"),
+    [
+        ("not_json", "[invalid_envelope] "),
+        ("unkeyed", "[invalid_input] Tally/add is a virtual object's handler: the call needs key="),
+        ("bad_sleep", "[invalid_input] lash.sleep takes a timedelta"),
+    ],
+)
+async def test_a_child_refused_where_the_handler_builds_it_ends_the_caller_with_400(
+    stack: LocalStack, entry: str, says: str
+) -> None:
+    """Bad input to `lash.call`, `lash.sleep` (or `lash.tool`, `lash.event`), raised in the handler's
+    own code before any combinator runs, ends the invocation with 400 and the refusal's line: the
+    client gets its answer, instead of an invocation that Restate retries for ever."""
+    status, message = await _post(stack, f"Shop/{entry}")
+    assert status == 400, message
+    assert message.startswith(says), message
+
+
 def test_the_cli_shows_an_earlier_endpoints_wire_line_as_the_error() -> None:
     """An endpoint of an earlier release answered an operator's close with the wire form: the CLI shows
     the error's line instead."""

@@ -16,6 +16,7 @@ from ..contract import (
     ToolCall,
 )
 from ..handlers import HandlerRef, handler_ref
+from ._terminal import terminal_here
 
 In = TypeVar("In")
 Out = TypeVar("Out")
@@ -98,7 +99,20 @@ def call(service: Any, handler: Any = _UNSET, arg: Any = _UNSET, *, key: str | N
     the handler's input serde and the value comes back through its output serde, typed.
     ``call("Service", "handler", arg)`` names a handler served elsewhere: ``arg`` is a JSON value,
     and so is the value.
+
+    Raises:
+        InvalidInput: the arguments do not make a call (a handler's name missing, an argument given
+            twice or to a handler that takes none, ``key=`` missing for a virtual object's or a
+            workflow's handler, or given for a service's).
+        InvalidEnvelope: ``arg`` is not a JSON value (a set, say).
+
+    Uncaught in a handler, either ends the invocation with status 400, never a retry.
     """
+    with terminal_here():
+        return _call(service, handler, arg, key)
+
+
+def _call(service: Any, handler: Any, arg: Any, key: str | None) -> Any:
     if isinstance(service, str):
         if not isinstance(handler, str):
             raise InvalidInput(
@@ -122,15 +136,32 @@ def call(service: Any, handler: Any = _UNSET, arg: Any = _UNSET, *, key: str | N
 
 
 def tool(name: str, args: Any = None) -> ToolCall:
-    """A child that runs the tool ``name`` (registered in the endpoint's `ToolRegistry`) with ``args``."""
-    return ToolCall(tool=name, args=args)
+    """A child that runs the tool ``name`` (registered in the endpoint's `ToolRegistry`) with ``args``.
+
+    Uncaught in a handler, its refusal (`InvalidEnvelope`: ``args`` is not a JSON value) ends the
+    invocation with status 400, never a retry."""
+    with terminal_here():
+        return ToolCall(tool=name, args=args)
 
 
 def sleep(duration: timedelta) -> Sleep:
-    """A child that is a durable timer: it fulfils with ``None`` after ``duration``."""
-    return Sleep(duration_ms=int(duration / timedelta(milliseconds=1)))
+    """A child that is a durable timer: it fulfils with ``None`` after ``duration``.
+
+    Uncaught in a handler, its refusal (`InvalidInput`: ``duration`` is not a ``timedelta``) ends the
+    invocation with status 400, never a retry."""
+    with terminal_here():
+        if not isinstance(duration, timedelta):
+            raise InvalidInput(
+                f"lash.sleep takes a timedelta (lash.sleep(timedelta(seconds=5))), "
+                f"not the {type(duration).__name__} {duration!r}"
+            )
+        return Sleep(duration_ms=int(duration / timedelta(milliseconds=1)))
 
 
 def event(name: str) -> AwaitEvent:
-    """A child that waits for the durable event ``name`` and fulfils with its payload."""
-    return AwaitEvent(name=name)
+    """A child that waits for the durable event ``name`` and fulfils with its payload.
+
+    Uncaught in a handler, its refusal (`InvalidEnvelope`: ``name`` is not a valid event name) ends
+    the invocation with status 400, never a retry."""
+    with terminal_here():
+        return AwaitEvent(name=name)

@@ -9,7 +9,8 @@ with lash's wire form, which is between lash's own handlers.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
 from functools import wraps
 from typing import ParamSpec, TypeVar
 
@@ -88,13 +89,21 @@ def terminal(fn: Callable[_P, Awaitable[_R]]) -> Callable[_P, Awaitable[_R]]:
 
     @wraps(fn)
     async def wrapper(*args: _P.args, **kwargs: _P.kwargs) -> _R:
-        try:
+        with terminal_here():
             return await fn(*args, **kwargs)
-        except LashError as error:
-            if not isinstance(error, restate.TerminalError) and not isinstance(error.__cause__, _Ending):
-                shown = ending(error)
-                shown.__cause__ = error.__cause__
-                error.__cause__ = shown
-            raise
 
     return wrapper
+
+
+@contextmanager
+def terminal_here() -> Iterator[None]:
+    """`terminal` for a block of a handler's own code, such as building a child (`lash.call(...)`):
+    a lash error raised in it ends the invocation as `terminal` says, never a retry of bad input."""
+    try:
+        yield
+    except LashError as error:
+        if not isinstance(error, restate.TerminalError) and not isinstance(error.__cause__, _Ending):
+            shown = ending(error)
+            shown.__cause__ = error.__cause__
+            error.__cause__ = shown
+        raise
