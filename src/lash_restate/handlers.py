@@ -50,6 +50,12 @@ class JsonCodec(Generic[T]):
         """The annotated type's name, for messages (``Any`` when the handler names none)."""
         return getattr(self._annotation, "__name__", None) or repr(self._annotation or Any)
 
+    @property
+    def a_type(self) -> str:
+        """`type_name` with its article, for messages: ``an int``, ``a Parcel``."""
+        name = self.type_name
+        return f"{'an' if name[:1].lower() in 'aeiou' else 'a'} {name}"
+
     def to_json(self, value: T) -> Any:
         """``value`` as the JSON value its serde writes; raises what the serde raises, or
         `msgspec.DecodeError` if the serde does not write JSON."""

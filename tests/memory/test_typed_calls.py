@@ -182,7 +182,7 @@ async def test_an_argument_the_serde_cannot_write_is_refused_before_anything_is_
             await lash.race(host, children, key="s:group:bad:0")
         assert refused.value.position == 1
         assert refused.value.message == (
-            "child 1: Shop/price takes a Order, and its input serde cannot write the dict given "
+            "child 1: Shop/price takes an Order, and its input serde cannot write the dict given "
             "(AttributeError: 'dict' object has no attribute 'model_dump_json')"
         )
         with pytest.raises(lash.InvalidInput, match="child 'paid': Shop/book takes a Booking") as named:

@@ -60,7 +60,7 @@ class TypedCall(Child, Generic[T_co]):
         except Exception as exc:  # a serde is the application's code: anything it raises is a refusal
             reason = f"{type(exc).__name__}: {exc}"
         raise InvalidInput(
-            f"{where}: {ref.target} takes a {ref.arg.type_name}, and its input serde cannot write the "
+            f"{where}: {ref.target} takes {ref.arg.a_type}, and its input serde cannot write the "
             f"{type(self._arg).__name__} given ({reason})",
             position=position,
         )
@@ -71,7 +71,8 @@ class TypedCall(Child, Generic[T_co]):
 
     @property
     def result_type(self) -> str:
-        return self._ref.result.type_name
+        """The handler's output type, with its article (``an int``, ``a Quote``), for messages."""
+        return self._ref.result.a_type
 
     def __repr__(self) -> str:
         key = f", key={self._key!r}" if self._key is not None else ""

@@ -125,7 +125,7 @@ class Values:
             return child.value(recorded)
         except Exception as exc:  # a serde is the application's code: anything it raises is a refusal
             raise UndecodableResult(
-                f"{child.target} settled with a value its output serde cannot read as a {child.result_type} "
+                f"{child.target} settled with a value its output serde cannot read as {child.result_type} "
                 f"({type(exc).__name__}: {exc})",
                 group_key=self._group_key,
                 position=position,
