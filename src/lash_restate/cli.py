@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import errno
 import importlib
 import json
 import os
@@ -202,7 +203,19 @@ def _run_server(app: Any, settings: Any) -> int:
         asyncio.run(serve(app, settings.host, settings.port, server=settings.server))
     except ServerUnavailable as exc:
         return _fail(str(exc), 2)
+    except OSError as exc:
+        if exc.errno not in _CANNOT_LISTEN:
+            raise
+        return _fail(
+            f"cannot listen on {settings.host}:{settings.port}: {exc.strerror} "
+            "(another process serves there? pick another --port or LASH_PORT)",
+            2,
+        )
     return 0
+
+
+# What binding the endpoint's port fails with: in use, not this machine's address, or not allowed.
+_CANNOT_LISTEN = frozenset({errno.EADDRINUSE, errno.EADDRNOTAVAIL, errno.EACCES})
 
 
 def load_app(spec: str) -> Any:

@@ -6,6 +6,7 @@ import asyncio
 import json
 import os
 import re
+import socket
 import subprocess
 import sys
 import tempfile
@@ -169,6 +170,21 @@ def test_serve_settings_are_validated_with_one_clear_line() -> None:
     no_such_server = lash("serve", env={"LASH_SERVER": "uvicorn"})
     assert no_such_server.returncode == 2
     assert "LASH_SERVER" in no_such_server.stderr and "Traceback" not in no_such_server.stderr
+
+
+def test_serve_on_a_port_in_use_says_so_in_one_line() -> None:
+    """A port another process listens on is one line naming the address and what to change, exit 2,
+    never the HTTP server's traceback."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        env = {"LASH_RESOLVER": "lash_restate.testing.tools:demo_tools"}
+        busy = lash("serve", "--host", "127.0.0.1", "--port", str(port), env=env)
+    assert busy.returncode == 2, busy.stderr
+    [line] = [line for line in busy.stderr.splitlines() if line.startswith("lash-restate:")]
+    assert f"cannot listen on 127.0.0.1:{port}" in line and "--port" in line, busy.stderr
+    assert "Traceback" not in busy.stderr
 
 
 def test_serve_under_granian_without_the_extra_names_the_extra(tmp_path: Path) -> None:
