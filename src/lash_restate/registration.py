@@ -23,6 +23,7 @@ __all__ = [
     "PrefixTaken",
     "RegistrationError",
     "StartCheck",
+    "Unchanged",
     "check_at_start",
     "prefix_holders",
     "register_deployment",
@@ -203,14 +204,46 @@ def register_deployment(
     application (another URL, or the same with ``force``) is registered.
     """
     admin = AdminApi(admin) if isinstance(admin, str) else admin
+    # What the endpoint serves now: a dry run that may replace, so Restate discovers it afresh.
+    dry = _answer(admin, {"uri": endpoint_url, "force": True, "dry_run": True}, endpoint_url, timeout)
     if not take_over:
-        dry = _answer(admin, {"uri": endpoint_url, "force": force, "dry_run": True}, endpoint_url, timeout)
         new = Application.of(dry, uri=endpoint_url)
         if new.prefix is not None:
             for holder in prefix_holders(admin, new.prefix, timeout=timeout):
                 if not holder.same_as(new):
                     raise PrefixTaken(endpoint_url, new, holder)
-    return _answer(admin, {"uri": endpoint_url, "force": force}, endpoint_url, timeout)
+    answer = _answer(admin, {"uri": endpoint_url, "force": force}, endpoint_url, timeout)
+    if not force and _handlers(answer) != _handlers(dry):
+        # Restate keeps a deployment registered at this URL as it was, and answers with it.
+        raise Unchanged(endpoint_url, answer, dry)
+    return answer
+
+
+class Unchanged(RegistrationError):
+    """The endpoint's URL is registered already, and it serves other handlers now: without force,
+    Restate kept the deployment as it was, so a new handler would not be found. The message names
+    what differs and ``--force``."""
+
+    def __init__(self, endpoint_url: str, registered: Any, serves: Any) -> None:
+        kept, now = _handlers(registered), _handlers(serves)
+        differs = sorted(f"{name}/{handler}" for name, handler in kept.symmetric_difference(now))
+        shown = ", ".join(differs[:10]) + (f" and {len(differs) - 10} more" if len(differs) > 10 else "")
+        super().__init__(
+            f"{endpoint_url} is registered already (as {registered.get('id')}) with other handlers than "
+            f"it serves now ({shown}): Restate kept that deployment unchanged. Register it again with "
+            "--force (force=True) to replace it, or serve the new version at a new URL"
+        )
+
+
+def _handlers(answer: Any) -> frozenset[tuple[str, str]]:
+    """(service, handler) of every handler a deployment answer lists."""
+    services = answer.get("services", []) if isinstance(answer, Mapping) else []
+    return frozenset(
+        (str(service.get("name")), str(handler.get("name")))
+        for service in services
+        for handler in service.get("handlers", [])
+        if isinstance(handler, Mapping)
+    )
 
 
 @dataclass(frozen=True)

@@ -156,6 +156,22 @@ def test_unreachable_or_wrong_admin_urls_get_one_clear_line(stack: LocalStack) -
     assert wrong.stderr.startswith("lash-restate: ")
 
 
+def test_register_of_an_endpoint_whose_handlers_changed_needs_force(stack: LocalStack) -> None:
+    """Without ``--force`` Restate keeps a deployment registered at the same URL as it was and answers
+    with it: `register` says so, names what differs and ``--force``, and exits 1, instead of printing
+    "registered" with the old handlers. With ``--force`` it is replaced; unchanged, it needs none."""
+    stack.restart_endpoint(LASH_DEMO_CALLS_OFF="1")  # the same URL, serving fewer handlers now
+    env = {"RESTATE_ADMIN_URL": stack.server.admin_url}
+    kept = lash("register", "--endpoint-url", stack.endpoint.url, env=env)
+    assert kept.returncode == 1, kept.stdout
+    assert "registered already" in kept.stderr and "--force" in kept.stderr, kept.stderr
+    assert "DemoCalls/echo" in kept.stderr and "Traceback" not in kept.stderr
+    forced = lash("register", "--endpoint-url", stack.endpoint.url, "--force", env=env)
+    assert forced.returncode == 0 and "DemoCalls" not in forced.stdout, forced.stderr
+    again = lash("register", "--endpoint-url", stack.endpoint.url, env=env)
+    assert again.returncode == 0, again.stderr
+
+
 def test_serve_settings_are_validated_with_one_clear_line() -> None:
     bad_port = lash("serve", "--port", "70000")
     assert bad_port.returncode == 2
