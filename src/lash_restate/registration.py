@@ -23,7 +23,6 @@ __all__ = [
     "PrefixTaken",
     "RegistrationError",
     "StartCheck",
-    "Unchanged",
     "check_at_start",
     "prefix_holders",
     "register_deployment",
@@ -215,24 +214,20 @@ def register_deployment(
     answer = _answer(admin, {"uri": endpoint_url, "force": force}, endpoint_url, timeout)
     if not force and _handlers(answer) != _handlers(dry):
         # Restate keeps a deployment registered at this URL as it was, and answers with it.
-        raise Unchanged(endpoint_url, answer, dry)
+        raise _unchanged(endpoint_url, answer, dry)
     return answer
 
 
-class Unchanged(RegistrationError):
-    """The endpoint's URL is registered already, and it serves other handlers now: without force,
-    Restate kept the deployment as it was, so a new handler would not be found. The message names
-    what differs and ``--force``."""
-
-    def __init__(self, endpoint_url: str, registered: Any, serves: Any) -> None:
-        kept, now = _handlers(registered), _handlers(serves)
-        differs = sorted(f"{name}/{handler}" for name, handler in kept.symmetric_difference(now))
-        shown = ", ".join(differs[:10]) + (f" and {len(differs) - 10} more" if len(differs) > 10 else "")
-        super().__init__(
-            f"{endpoint_url} is registered already (as {registered.get('id')}) with other handlers than "
-            f"it serves now ({shown}): Restate kept that deployment unchanged. Register it again with "
-            "--force (force=True) to replace it, or serve the new version at a new URL"
-        )
+def _unchanged(endpoint_url: str, registered: Any, serves: Any) -> RegistrationError:
+    """The refusal for an endpoint URL registered already that serves other handlers now: without
+    force, Restate kept the deployment as it was, so a new handler would not be found."""
+    differs = sorted(f"{name}/{handler}" for name, handler in _handlers(registered) ^ _handlers(serves))
+    shown = ", ".join(differs[:10]) + (f" and {len(differs) - 10} more" if len(differs) > 10 else "")
+    return RegistrationError(
+        f"{endpoint_url} is registered already (as {registered.get('id')}) with other handlers than "
+        f"it serves now ({shown}): Restate kept that deployment unchanged. Register it again with "
+        "--force (force=True) to replace it, or serve the new version at a new URL"
+    )
 
 
 def _handlers(answer: Any) -> frozenset[tuple[str, str]]:
