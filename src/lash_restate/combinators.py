@@ -114,6 +114,11 @@ class Rejected(LashError):
         )
         self.settlement = settlement
 
+    def named(self, name: str) -> None:
+        """Name the child that rejected (`select`'s name for it), in ``name`` and in the message."""
+        self.name = name
+        self.message = f"child {name!r} rejected: {describe_rejection(self.settlement.outcome)}"
+
     def __str__(self) -> str:
         return self.message
 
@@ -491,7 +496,7 @@ async def select(
             await combine(controller, Combinator.RACE, key, list(children.values()), losers=losers)
         )
     except Rejected as rejected:
-        rejected.name = names[rejected.settlement.position]
+        rejected.named(names[rejected.settlement.position])
         raise
     return names[position], value
 

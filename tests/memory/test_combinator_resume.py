@@ -25,6 +25,7 @@ from lash_restate.combinators import (
     any_,
     combine,
     race,
+    select,
     signal_or_deadline,
 )
 from lash_restate.contract import (
@@ -254,6 +255,16 @@ async def test_race_over_no_children_is_refused_naming_the_group() -> None:
         "message": "race([]) never settles; refused instead of parking forever",
         "group_key": KEY,
     }
+
+
+async def test_a_select_rejection_names_the_child_by_its_name() -> None:
+    host = MemoryHost(resolver=demo_tools())
+    with pytest.raises(Rejected) as rejected:
+        await select(host, "s:group:sel:0", {"pay": fail("card declined", "p0"), "later": wait("never")})
+    assert rejected.value.name == "pay"
+    assert str(rejected.value) == "child 'pay' rejected: card declined"
+    assert rejected.value.position == 0
+    await host.aclose()
 
 
 async def test_rejections_read_as_what_rejected() -> None:
