@@ -267,6 +267,9 @@ def test_call_targets_know_bound_and_declared_services() -> None:
     assert targets.miss(lash.call("Payments", "charge", key="k")) == (
         "service 'Payments' is not keyed: the call must not carry a key"
     )
-    assert targets.miss(lash.call("Nowhere", "x")) == "service 'Nowhere' is not bound here and not declared"
+    assert targets.miss(lash.call("Nowhere", "x")) == (
+        "service 'Nowhere' is not bound here and not declared: serve it in this app, "
+        "or declare it served by another deployment with lash.external('Nowhere')"
+    )
     with pytest.raises(ValueError, match="declared twice"):
         call_targets([payments], [lash.external("Payments", "other")])

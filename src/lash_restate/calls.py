@@ -59,7 +59,10 @@ class CallTargets:
         """Why ``call`` cannot be routed here, or None when it can."""
         target = self._by_service.get(call.service)
         if target is None:
-            return f"service {call.service!r} is not bound here and not declared"
+            return (
+                f"service {call.service!r} is not bound here and not declared: serve it in this app, "
+                f"or declare it served by another deployment with lash.external({call.service!r})"
+            )
         if target.handlers is not None and call.handler not in target.handlers:
             return f"service {call.service!r} has no handler {call.handler!r}"
         if target.keyed and call.key is None:

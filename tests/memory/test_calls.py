@@ -25,7 +25,10 @@ async def _answer(key: str | None, arg: Any) -> Any:
 def test_an_empty_registry_routes_no_call_and_says_why() -> None:
     calls = CallRegistry()
     assert calls.resolve(_call("Cart", "add")) is None
-    assert calls.miss_reason(_call("Cart", "add")) == "service 'Cart' is not bound here and not declared"
+    assert calls.miss_reason(_call("Cart", "add")) == (
+        "service 'Cart' is not bound here and not declared: serve it in this app, "
+        "or declare it served by another deployment with lash.external('Cart')"
+    )
 
 
 async def test_a_service_registered_without_keyed_takes_calls_without_a_key() -> None:

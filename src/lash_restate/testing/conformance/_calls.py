@@ -72,7 +72,9 @@ async def a_first_open_with_an_unroutable_call_is_refused_whole(tier: Tier, chil
     unroutable = [
         (
             call("NoSuchService", "echo", 1),
-            "call 'NoSuchService/echo' (service 'NoSuchService' is not bound here and not declared)",
+            "call 'NoSuchService/echo' (service 'NoSuchService' is not bound here and not declared: "
+            "serve it in this app, or declare it served by another deployment with "
+            "lash.external('NoSuchService'))",
         ),
         (
             call(ECHO_SERVICE, "no_such_handler", 1),
