@@ -79,7 +79,7 @@ def load_resolver(spec: str) -> GroupExecutors:
 
 def _serve(args: argparse.Namespace) -> int:
     from . import logs
-    from .engine import BATCH_FROM, DeploymentError, build_app, use_prefix
+    from .engine import BATCH_FROM, DeploymentError, build_app, groups_wired, use_prefix
     from .settings import ServeSettings, SettingsError
 
     try:
@@ -121,6 +121,15 @@ def _serve(args: argparse.Namespace) -> int:
             app = load_app(settings.app)
         except SystemExit as exc:
             return _fail(str(exc).removeprefix("lash-restate: "), 2)
+        if not groups_wired():
+            # A plain `restate.app(...)`: lash called from its handlers would answer 501 on each call.
+            print(
+                f"lash-restate: warning: {settings.app} serves none of lash's services and declares none "
+                "served elsewhere, so a lash combinator in its handlers is refused (501 "
+                "effect_group_unsupported). Build it with lash.app(...), or call lash.use_prefix() "
+                "where another deployment serves them",
+                file=sys.stderr,
+            )
         return _run_server(app, settings)
     if settings.resolver is None:
         return _fail(

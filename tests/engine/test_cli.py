@@ -203,6 +203,45 @@ def test_serve_on_a_port_in_use_says_so_in_one_line() -> None:
     assert "Traceback" not in busy.stderr
 
 
+@pytest.mark.parametrize("built", ["restate.app", "lash.app"])
+def test_serve_of_an_app_that_serves_no_lash_services_warns_at_start(tmp_path: Path, built: str) -> None:
+    """A plain `restate.app(...)` served with `--app` would answer each lash combinator in its
+    handlers with 501: serve says so when it starts, and how to build it; `lash.app(...)` starts
+    without the warning."""
+    (tmp_path / "plainapp.py").write_text(
+        "import restate\nimport lash_restate as lash\n"
+        "svc = restate.Service('Plain')\n\n"
+        "@svc.handler()\nasync def go(ctx: restate.Context) -> object:\n"
+        "    return await lash.all(ctx, [lash.tool('echo', {'value': 1})])\n\n"
+        + (
+            "app = restate.app([svc])\n"
+            if built == "restate.app"
+            else "from lash_restate.testing import demo_tools\napp = lash.app(svc, tools=demo_tools())\n"
+        )
+    )
+    env = {**os.environ, "PYTHONPATH": str(tmp_path)}
+    port = free_port()
+    args = [sys.executable, "-m", "lash_restate", "serve", "--app", "plainapp:app", "--host", "127.0.0.1"]
+    with subprocess.Popen(
+        [*args, "--port", str(port)],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    ) as served:
+        deadline = time.monotonic() + 30
+        while served.poll() is None and time.monotonic() < deadline:  # until it serves
+            with socket.socket() as probe:
+                if probe.connect_ex(("127.0.0.1", port)) == 0:
+                    break
+            time.sleep(0.05)
+        served.terminate()
+        _, err = served.communicate(timeout=30)
+    warned = [line for line in err.splitlines() if "warning" in line and "lash.app(...)" in line]
+    assert bool(warned) == (built == "restate.app"), err
+
+
 def test_serve_under_granian_without_the_extra_names_the_extra(tmp_path: Path) -> None:
     """Decision 33: granian is optional; asking for it where it is missing says how to install it."""
     (tmp_path / "granian").mkdir()  # shadows the installed granian: importing it fails
