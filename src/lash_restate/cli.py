@@ -381,6 +381,14 @@ def _groups_close(args: argparse.Namespace) -> int:
     elif result.closed:
         cancels = f", {result.cancelled} cancel(s) sent" if result.cancelled else ""
         print(f"closed {args.key} (it was {result.was}; losers: {result.disposition}{cancels})")
+        if result.running:
+            print(f"{len(result.running)} of its children still run, as a RunToCompletion group's do:")
+            for child in result.running:
+                print(f"  child {child.position} ({child.replay_key}): {child.invocation_id} {child.status}")
+            print(
+                "cancel one with `restate invocations cancel ID`; `groups close KEY --cancel` cancels "
+                "them with the close"
+            )
     else:
         print(f"{args.key} is not open (closed already, or never opened): nothing to close")
     return 0

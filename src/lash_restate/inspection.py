@@ -529,6 +529,9 @@ class CloseResult:
     was: str | None  # its state before the close: "open", "parked" or "orphaned"; None if not open
     disposition: str | None = None  # the disposition the close applied
     cancelled: int = 0  # cancels sent: one per unsettled child, or the one pump
+    # Closed under RunToCompletion: the unsettled children whose invocations still ran, which run on
+    # (an operator cancels one with Restate's own `restate invocations cancel ID`).
+    running: list[ChildView] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -573,6 +576,12 @@ def close_group(
     state, _ = _classify(group, known)
     if state in _WHY and not force:
         raise CloseRefused(f"not closing {group_key}: {_WHY[state]}")
+    running: list[ChildView] = []
+    if not cancel and group.meta.disposition is LoserPolicy.RUN_TO_COMPLETION:
+        view = show_group(admin, group_key)
+        running = [
+            c for c in (view.children if view else []) if c.rank is None and c.status not in (None, _ENDED)
+        ]
     request = OperatorClose(
         incarnation=group.meta.incarnation, openers=len(group.meta.openers), cancel=cancel
     )
@@ -585,6 +594,7 @@ def close_group(
         was=state if answer.closed else None,
         disposition=answer.disposition.value if isinstance(answer.disposition, LoserPolicy) else None,
         cancelled=answer.cancelled,
+        running=running if answer.closed else [],
     )
 
 

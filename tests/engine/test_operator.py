@@ -269,6 +269,7 @@ async def test_close_refuses_a_parked_group_unless_forced_and_is_idempotent(stac
         "was": "parked",
         "disposition": "cancel",
         "cancelled": 1,  # the event child still waiting
+        "running": [],  # cancelled with the close: none left running
     }
     await until(lambda: _nothing_left(stack, s.key()))
 
@@ -283,13 +284,18 @@ async def test_close_of_an_orphaned_group_cancels_its_loser_only_when_asked(stac
     await until(lambda: listed(stack, kept.key(), "orphaned"))
     closed = lash(stack, "groups", "close", kept.key(), "--json")
     assert closed.returncode == 0, closed.stderr
-    assert json.loads(closed.stdout) | {"group_key": ""} == {
+    answer = json.loads(closed.stdout)
+    running = answer.pop("running")
+    assert answer | {"group_key": ""} == {
         "group_key": "",
         "closed": True,
         "was": "orphaned",
         "disposition": "run_to_completion",
         "cancelled": 0,
     }
+    # The close names the child it leaves running, with the invocation an operator can cancel.
+    assert [(c["position"], c["replay_key"]) for c in running] == [(1, f"{kept.key()}/c1")]
+    assert running[0]["invocation_id"].startswith("inv_") and running[0]["status"] != "completed"
     assert not await state_rows(stack, kept.key())
     # RunToCompletion: the loser runs on (it waits for its event), released of its group.
     [loser] = await unfinished(stack, kept.key())
@@ -300,6 +306,7 @@ async def test_close_of_an_orphaned_group_cancels_its_loser_only_when_asked(stac
     human = lash(stack, "groups", "close", cancelled.key(), "--cancel")
     assert human.returncode == 0, human.stderr
     assert "it was orphaned" in human.stdout and "1 cancel(s) sent" in human.stdout
+    assert "still run" not in human.stdout  # cancelled with the close: none is left running
     await until(lambda: _nothing_left(stack, cancelled.key()))
     await stack.emit(kept.event("never"), "late")  # lets the first group's loser end too
     await until(lambda: _nothing_left(stack, kept.key()))
