@@ -8,7 +8,6 @@ gets the right answer: every rank, each child's real outcome, its side effect on
 
 from __future__ import annotations
 
-import asyncio
 import os
 import subprocess
 from pathlib import Path
@@ -16,9 +15,10 @@ from typing import Any
 
 import pytest
 
-from lash_restate.inspection import quote, sql
+from lash_restate.inspection import quote
 from lash_restate.testing import LocalStack
 from tests.conformance.builders import Scope, close, combine, count, echo, next_, ok, open_, use
+from tests.engine.test_engine import _poll
 
 CLI = Path(__file__).resolve().parents[2] / "node_modules" / ".bin" / "restate"
 
@@ -27,15 +27,6 @@ def restate(stack: LocalStack, tmp: Path, *args: str) -> subprocess.CompletedPro
     """Restate's CLI against ``stack``'s admin API, with a configuration of its own (none of the user's)."""
     env = {**os.environ, "RESTATE_ADMIN_URL": stack.server.admin_url, "RESTATE_CLI_CONFIG_HOME": str(tmp)}
     return subprocess.run([str(CLI), *args, "--yes"], capture_output=True, text=True, timeout=60, env=env)
-
-
-async def _rows(stack: LocalStack, query: str, done: Any, within: float = 60) -> list[dict[str, Any]]:
-    async with asyncio.timeout(within):
-        while True:
-            rows = await asyncio.to_thread(sql, stack.server.admin_url, query)
-            if done(rows):
-                return rows
-            await asyncio.sleep(0.05)
 
 
 def _invocation(service: str, key_clause: str, handler: str) -> str:
@@ -67,10 +58,10 @@ async def test_pausing_and_resuming_a_groups_invocation_with_restates_cli_change
         query = _invocation("LashPump", f"ends_with(target_service_key, {quote(':' + s.key())})", "run2")
     else:
         query = _invocation("LashChild", f"target_service_key = {quote(s.key() + '/c1')}", "execute")
-    [row] = await _rows(stack, query, lambda rows: len(rows) == 1)
+    [row] = await _poll(stack, query, lambda rows: len(rows) == 1)
     paused = restate(stack, tmp_path, "invocations", "pause", row["id"])
     assert paused.returncode == 0, paused.stderr
-    await _rows(stack, query, lambda rows: rows[0]["status"] == "paused")
+    await _poll(stack, query, lambda rows: rows[0]["status"] == "paused")
     resumed = restate(stack, tmp_path, "invocations", "resume", row["id"])
     assert resumed.returncode == 0, resumed.stderr
     [_, again, _, third, closed] = await stack.turn(use(ok(opened)), next_(), next_(), next_(), close())
@@ -98,10 +89,10 @@ async def test_restart_as_new_of_a_finished_caller_runs_it_again_with_a_group_of
     [first] = await stack.turn(combine("all", group))
     assert ok(first)["value"] == ["a", "b"]
     turns = _invocation("LashTurn", "true", "run") + " ORDER BY created_at"
-    [row] = (await _rows(stack, turns, lambda rows: bool(rows)))[-1:]
+    [row] = (await _poll(stack, turns, lambda rows: bool(rows)))[-1:]
     restarted = restate(stack, tmp_path, "invocations", "restart-as-new", row["id"])
     assert restarted.returncode == 0, restarted.stderr
-    rows = await _rows(
+    rows = await _poll(
         stack,
         "SELECT id, status, completion_result, completion_failure FROM sys_invocation "
         f"WHERE target_service_name = 'LashTurn' AND id != {quote(row['id'])}",
