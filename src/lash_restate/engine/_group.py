@@ -218,8 +218,7 @@ def group_object(
         meta = await meta_read
         if meta is None or meta.incarnation != batch.incarnation:
             return ReportReply(open=False)  # closed (or a closed namesake's pump): nothing is read again
-        for ref in batch.refs:
-            check_position(meta, ref, ctx.key())  # refused before anything is written, the link included
+        _check_batch(ctx, meta, batch.refs)  # refused before anything is written, the link included
         # The link first, the ranks after: the order of the writes the release before journaled.
         if batch.listen is not None or batch.left:
             ctx.set(PUMP_LINK, PumpLink(awakeable=batch.listen, left=batch.left), serde=LINK)
@@ -236,6 +235,7 @@ def group_object(
             for release in mode_for(batch.mode).late_releases(batch):
                 release.send(ctx)
             return
+        _check_batch(ctx, meta, batch.refs)
         await _rank(ctx, meta, batch.refs)
 
     @group.handler(name=GROUP_WAIT.handler, ingress_private=True, state_preload=False)
@@ -525,12 +525,10 @@ async def _rank(
 
     ADR: rank assignment, rank readability and the wake are one journal step; a child already
     ranked is skipped (idempotent on the child: one terminal, one rank, however often it is sent).
-    A batch naming no child of the group is refused whole, before anything is written. A paged
-    group (decision 65) reads and writes only its counter with the last page's tail and the
+    Every ref names a child of the group: its callers refused the batch otherwise (`_check_batch`).
+    A paged group (decision 65) reads and writes only its counter with the last page's tail and the
     reporting slices' entries: ``reads`` are `Ranked.prefetch`'s, if the caller issued them.
     """
-    for ref in refs:
-        check_position(meta, ref, ctx.key())
     if not refs:
         return
     if paged(meta):
@@ -546,6 +544,12 @@ async def _rank(
         logs.event("group.ranked", ctx, group_key=ctx.key(), rank=rank, position=ref.position)
     if changed:
         ctx.set("meta", msgspec.structs.replace(meta, waiters=_wake(ctx, meta, woken)), serde=META)
+
+
+def _check_batch(ctx: restate.ObjectContext, meta: GroupMeta, refs: list[Ref]) -> None:
+    """Refuse a batch naming no child of the group, whole, before anything of it is written."""
+    for ref in refs:
+        check_position(meta, ref, ctx.key())
 
 
 def _order(meta: GroupMeta, refs: list[Ref]) -> tuple[dict[int, Ref], list[int]]:

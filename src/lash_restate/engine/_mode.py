@@ -62,6 +62,7 @@ __all__ = [
     "Release",
     "mode_for",
     "outcome_store",
+    "position_of",
     "pump_store",
     "redispatch_staged",
     "slice_key",
@@ -268,7 +269,7 @@ class _Pumped:
         # children no outcome is stored for as `run2` does and reports them as `run2` does.
         by_slice: dict[str, list[Envelope]] = {}
         for child in children:
-            by_slice.setdefault(slice_key(ctx.key(), meta.incarnation, _position(child)), []).append(child)
+            by_slice.setdefault(slice_key(ctx.key(), meta.incarnation, position_of(child)), []).append(child)
         return [
             PUMP_REDISPATCH.send(
                 ctx,
@@ -341,7 +342,8 @@ def redispatch_staged(
     ]
 
 
-def _position(child: Envelope) -> int:
+def position_of(child: Envelope) -> int:
+    """The position the group stamped on ``child``."""
     assert child.membership is not None  # the group stamped every child
     return child.membership.position
 

@@ -138,7 +138,7 @@ class Ranked:
     ) -> dict[int, Ref]:
         """Rank the refs not ranked yet, after the recorded ones (``reads``: `prefetch`'s, completed):
         rank -> ref. ADR: strictly monotonic, appended above every consumed rank, idempotent on the child.
-        Every ref names a child of the group: `report`, its one caller, refused the batch otherwise
+        Every ref names a child of the group: the group's `_rank` callers refused the batch otherwise
         (`check_position`) before it wrote anything.
         """
         slices = sorted({ref.position // _SLICE for ref in refs})

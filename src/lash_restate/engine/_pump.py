@@ -48,7 +48,7 @@ from ._messages import (
     StagedPart,
     encode,
 )
-from ._mode import PUMP_FANOUT, PUMP_SLICE, pump_store, slice_key
+from ._mode import PUMP_FANOUT, PUMP_SLICE, position_of, pump_store, slice_key
 from ._records import MsgspecSerde, SettlementMode
 from ._routes import (
     CHILD_EXECUTE,
@@ -156,7 +156,7 @@ def pump_object(routing: Routing, *, metadata: dict[str, str] | None = None) -> 
         if miss is not None:
             child = part.children[miss.position]
             raise ChildUnroutable.no_executor(
-                miss.what, group_key=part.group_key, position=_position(child), replay_key=child.replay_key
+                miss.what, group_key=part.group_key, position=position_of(child), replay_key=child.replay_key
             )
         ctx.set(STAGED, part.children, serde=_STAGED)
 
@@ -193,7 +193,7 @@ def pump_object(routing: Routing, *, metadata: dict[str, str] | None = None) -> 
         """
         if not (await _report(ctx, req.group_key, PumpReport(incarnation=req.incarnation))).open:
             return
-        stored: list[Any] = [ctx.get(pump_store(_position(child)), serde=_BYTES) for child in req.children]
+        stored: list[Any] = [ctx.get(pump_store(position_of(child)), serde=_BYTES) for child in req.children]
         if stored:
             await restate.gather(*stored)
         missing = [child for child, read in zip(req.children, stored, strict=True) if await read is None]
@@ -208,7 +208,7 @@ def pump_object(routing: Routing, *, metadata: dict[str, str] | None = None) -> 
         staged = await ctx.get(STAGED, serde=_STAGED) or []
         ctx.clear_all()
         if staged:
-            key = slice_key(req.group_key, req.incarnation, _position(staged[0]))
+            key = slice_key(req.group_key, req.incarnation, position_of(staged[0]))
             await PUMP_REDISPATCH.call(ctx, key, msgspec.structs.replace(req, children=staged))
 
     # Kept for a reopen an earlier release sent (`redispatch` replaced it): a pumped group recorded by
@@ -327,7 +327,7 @@ def _dispatch(
     ctx: restate.ObjectContext, child: RuntimeEffectEnvelope, how: str, incarnation: str
 ) -> tuple[Any, _Awaited] | None:
     """Call ``child`` from this pump as its plan says (`plan`)."""
-    position = _position(child)
+    position = position_of(child)
     if how == CHILD or not isinstance(child.command, Call):  # only a call child is called directly
         future = CHILD_EXECUTE.call(ctx, child.replay_key, child)
         return future, _Awaited(CHILD, position, child.replay_key)
@@ -483,7 +483,7 @@ async def _settle_as_they_finish(
             outcome = await _child_outcome(future, child.replay_key)
             if outcome is None:
                 continue  # a routing miss: no terminal is synthesized, the rank stays unallocated
-            position = _position(child)
+            position = position_of(child)
             # Stored before the batch is sent, so a rank is never readable before its outcome.
             ctx.set(pump_store(position), outcome, serde=_BYTES)
             carry = len(outcome) <= INLINE_OUTCOME_BYTES and inline + len(outcome) <= BATCH_INLINE_BYTES
@@ -508,7 +508,7 @@ async def _redrive(ctx: restate.ObjectContext, req: PumpRun) -> None:
             theirs.setdefault(key, []).append(child)
     calls: dict[Any, RuntimeEffectEnvelope | None] = {}
     for child in mine:
-        if await ctx.get(pump_store(_position(child)), serde=_BYTES) is None:
+        if await ctx.get(pump_store(position_of(child)), serde=_BYTES) is None:
             calls[CHILD_EXECUTE.call(ctx, child.replay_key, child)] = child
     for key, part in theirs.items():
         calls[PUMP_REDRIVE.call(ctx, key, msgspec.structs.replace(req, children=part))] = None
@@ -535,11 +535,6 @@ def subtrees(further: list[RuntimeEffectEnvelope]) -> list[list[RuntimeEffectEnv
     """``further`` (whole slices after a pump's own, in position order) as `fan_out` splits them."""
     runs = fan_out(-(-len(further) // PUMP_SLICE))
     return [further[o * PUMP_SLICE : (o + n) * PUMP_SLICE] for o, n in runs]
-
-
-def _position(child: RuntimeEffectEnvelope) -> int:
-    assert child.membership is not None  # the group stamped every child
-    return child.membership.position
 
 
 def _slice_key(req: PumpRun | PumpAwait, first: RuntimeEffectEnvelope) -> str:
