@@ -267,8 +267,19 @@ def _table(rows: list[dict[str, Any]], columns: list[str]) -> str:
     return "\n".join(line.rstrip() for line in lines)
 
 
-_COLUMNS = ["group_key", "child_count", "settled", "wake", "disposition", "mode", "state", "age", "paused"]
-_CHILD_COLUMNS = ["position", "replay_key", "rank", "outcome", "invocation_id", "status"]
+_COLUMNS = [
+    "group_key",
+    "child_count",
+    "settled",
+    "wake",
+    "disposition",
+    "mode",
+    "state",
+    "age",
+    "paused",
+    "missed",
+]
+_CHILD_COLUMNS = ["position", "replay_key", "rank", "outcome", "invocation_id", "status", "missed"]
 
 
 def _age(seconds: int | None) -> str:
@@ -340,6 +351,13 @@ def _groups_show(args: argparse.Namespace) -> int:
     print()
     rows = [{k: "-" if v is None else v for k, v in c.items() if k != "paused"} for c in children]
     print(_table(rows, _CHILD_COLUMNS))
+    if any(c["missed"] for c in children):
+        print()
+        print(
+            "a missed child's runner was missing when it ran (a tool or handler this deployment does not "
+            "serve): it ended with no outcome. Once the endpoint serves it again, "
+            f"`lash-restate groups redispatch {args.key}` runs it again (a reopen does too)"
+        )
     paused = [c for c in children if c["paused"] is not None]
     for child in paused:
         p = child["paused"]
@@ -391,6 +409,28 @@ def _groups_close(args: argparse.Namespace) -> int:
             )
     else:
         print(f"{args.key} is not open (closed already, or never opened): nothing to close")
+    return 0
+
+
+def _groups_redispatch(args: argparse.Namespace) -> int:
+    from .inspection import InspectionError, redispatch_missed
+
+    if (failed := _use_prefix(args)) is not None:
+        return failed
+    if (args.key is None) == (not args.all):
+        return _fail("name one group KEY, or pass --all for every group with missed children", 2)
+    try:
+        results = redispatch_missed(AdminApi.from_env(args.admin_url), args.key, ingress=args.ingress_url)
+    except InspectionError as exc:
+        return _fail(str(exc))
+    if args.json:
+        print(json.dumps([r.as_dict() for r in results]))
+        return 0
+    for r in results:
+        still = f"; {r.unroutable} still have no runner on the endpoint" if r.unroutable else ""
+        print(f"{r.group_key}: {r.dispatched} child(ren) dispatched again{still}")
+    if not results:
+        print("no open group has children whose runner was missing")
     return 0
 
 
@@ -529,6 +569,13 @@ def build_parser() -> argparse.ArgumentParser:
             _groups_close,
         ),
         (
+            "redispatch",
+            "run again the children whose runner was missing (`groups show` marks them missed: their "
+            "run ended with no outcome), once a deployment serves them again; the waiting caller then "
+            "reads their ranks, no reopen needed. A child runs again only if it has no outcome",
+            _groups_redispatch,
+        ),
+        (
             "staged",
             "the children an open too large for one message staged with its pumps, left by an opener "
             "that ended before it sent the open: no group holds them. --release frees them",
@@ -540,12 +587,21 @@ def build_parser() -> argparse.ArgumentParser:
             cmd.add_argument("key", help="the group key, {scope_id}:group:{batch_id}:{occurrence}")
         elif name == "staged":
             cmd.add_argument("--release", action="store_true", help="release the parts listed")
+        elif name == "redispatch":
+            cmd.add_argument("key", nargs="?", help="the group key (or --all)")
+            cmd.add_argument("--all", action="store_true", help="every open group with missed children")
         else:
             cmd.add_argument(
                 "--orphaned", action="store_true", help="only groups none of whose openers holds them"
             )
             cmd.add_argument(
                 "--state", choices=["open", "parked", "orphaned"], help="only groups in this state"
+            )
+        if name in ("close", "redispatch"):
+            cmd.add_argument(
+                "--ingress-url",
+                help="Restate ingress, where the request is sent [RESTATE_INGRESS_URL, then "
+                "LASH_INGRESS_URL; default http://127.0.0.1:8080]",
             )
         if name == "close":
             cmd.add_argument(
@@ -558,11 +614,6 @@ def build_parser() -> argparse.ArgumentParser:
                 action="store_true",
                 help="close a parked group (a continuation that resumes it then finds it closed) or an "
                 "open one (its running opener's next read fails)",
-            )
-            cmd.add_argument(
-                "--ingress-url",
-                help="Restate ingress, where the close is sent [RESTATE_INGRESS_URL, then LASH_INGRESS_URL; "
-                "default http://127.0.0.1:8080]",
             )
         cmd.add_argument(
             "--admin-url",

@@ -18,7 +18,7 @@ import re
 import time
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import quote as url_quote
 
 import httpx
@@ -30,13 +30,16 @@ from .engine import (
     CHILD,
     GROUP,
     GROUP_OPERATOR_CLOSE,
+    GROUP_OPERATOR_REDISPATCH,
+    MISSED,
     OPENER_ENDS,
     PUMP,
     STAGED,
     GroupMeta,
     OpenerEnd,
     OperatorClose,
-    OperatorClosed,
+    OperatorRedispatch,
+    Route,
     assemble_order,
     group_of_pump,
     named,
@@ -53,12 +56,14 @@ __all__ = [
     "OpenGroup",
     "OpenerView",
     "PausedView",
+    "RedispatchResult",
     "StagedPart",
     "close_group",
     "ingress_url",
     "left_staged",
     "list_open_groups",
     "quote",
+    "redispatch_missed",
     "release_staged",
     "show_group",
     "sql",
@@ -96,6 +101,7 @@ class OpenGroup:
     orphaned: bool  # state == "orphaned": the ADR's leak, countable (and closable) by an operator
     age_s: int | None  # seconds since it was first opened (None: its open is not timed)
     paused: int  # children Restate paused (or whose calls it paused) after their retries ran out
+    missed: int = 0  # children whose runner was missing: their run ended with no outcome
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -132,6 +138,7 @@ class ChildView:
     invocation_id: str | None
     status: str | None  # the invocation's status in sys_invocation
     paused: PausedView | None = None  # what Restate paused on this child's path, and its last failure
+    missed: bool = False  # its runner was missing: it ended with no outcome; `groups redispatch` reruns it
 
 
 @dataclass(frozen=True)
@@ -208,20 +215,26 @@ class _Group:
     key: str
     meta: GroupMeta
     ends: dict[str, bool]  # how the callers that saved its handle ended: caller -> failed (decision 45)
+    missed: list[int] = field(default_factory=list)  # positions whose runner was missing
 
 
+_I = TypeVar("_I")
+_O = TypeVar("_O")
 _ENDS = msgspec.json.Decoder(list[OpenerEnd])
+_POSITIONS = msgspec.json.Decoder(list[int])
 
 
 def _groups(admin: Admin, where: str = "") -> list[_Group]:
     rows = sql(
         admin,
         "SELECT service_key, key, value_utf8 FROM state "
-        f"WHERE service_name = {quote(named(GROUP))} AND (key IN ('meta', {quote(OPENER_ENDS)}) "
+        f"WHERE service_name = {quote(named(GROUP))} AND (key IN ('meta', {quote(OPENER_ENDS)}, "
+        f"{quote(MISSED)}) "
         f"OR key = 'ranked' OR starts_with(key, 'ranks:')){where}",
     )
     metas = {r["service_key"]: r["value_utf8"] for r in rows if r["key"] == "meta"}
     ends = {r["service_key"]: r["value_utf8"] for r in rows if r["key"] == OPENER_ENDS}
+    missed = {r["service_key"]: r["value_utf8"] for r in rows if r["key"] == MISSED}
     pages: dict[str, dict[str, str]] = {}
     for r in rows:
         if r["key"].startswith("ranks:") or r["key"] == "ranked":
@@ -231,7 +244,8 @@ def _groups(admin: Admin, where: str = "") -> list[_Group]:
         # A wide group keeps its rank order in pages (decision 65): read as one order.
         meta = assemble_order(msgspec.json.decode(metas[key], type=GroupMeta), pages.get(key, {}))
         recorded = _ENDS.decode(ends[key]) if key in ends else []  # absent on a format-1 group
-        found.append(_Group(key, meta, {end.caller: end.failed for end in recorded}))
+        positions = _POSITIONS.decode(missed[key]) if key in missed else []
+        found.append(_Group(key, meta, {end.caller: end.failed for end in recorded}, positions))
     return found
 
 
@@ -280,6 +294,7 @@ def _open_group(group: _Group, state: str, now_ms: int, paused: int) -> dict[str
         "orphaned": state == ORPHANED,
         "age_s": _age(meta, now_ms),
         "paused": paused,
+        "missed": len(group.missed),
     }
 
 
@@ -434,6 +449,7 @@ def show_group(admin: Admin, group_key: str) -> GroupView | None:
                 invocation_id=invocation.get("id"),
                 status=invocation.get("status"),
                 paused=paused.get(invocation.get("id", "")),
+                missed=position in group.missed,
             )
         )
     opened = meta.opened_at_ms / 1000
@@ -585,7 +601,7 @@ def close_group(
     request = OperatorClose(
         incarnation=group.meta.incarnation, openers=len(group.meta.openers), cancel=cancel
     )
-    answer = _operator_close(_api(admin), ingress_url(ingress), group_key, request)
+    answer = _operator(_api(admin), ingress_url(ingress), group_key, GROUP_OPERATOR_CLOSE, request)
     if answer.refused is not None:
         raise CloseRefused(f"not closing {group_key}: {answer.refused}")
     return CloseResult(
@@ -598,8 +614,38 @@ def close_group(
     )
 
 
-def _operator_close(api: AdminApi, ingress: str, group_key: str, request: OperatorClose) -> OperatorClosed:
-    route = GROUP_OPERATOR_CLOSE
+@dataclass(frozen=True)
+class RedispatchResult:
+    group_key: str
+    dispatched: int  # children dispatched again
+    unroutable: int  # children the endpoint that answered still cannot route: still missed
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def redispatch_missed(
+    admin: Admin, group_key: str | None = None, *, ingress: str | None = None
+) -> list[RedispatchResult]:
+    """Run again the children whose runner was missing, of ``group_key`` or (None) of every open
+    group with such children, without a reopen: the Restate form of the reference host's drain,
+    for once a deployment routes them again. A child dispatched again runs only if it has no
+    outcome, and reaches its rank as a first run's does; a group that is not open is skipped.
+    """
+    where = f" AND service_key = {quote(group_key)}" if group_key is not None else ""
+    results = []
+    for group in _groups(admin, where):
+        if not group.missed:
+            continue
+        request = OperatorRedispatch(incarnation=group.meta.incarnation)
+        answer = _operator(_api(admin), ingress_url(ingress), group.key, GROUP_OPERATOR_REDISPATCH, request)
+        if answer.refused is None:
+            results.append(RedispatchResult(group.key, answer.dispatched, answer.unroutable))
+    return results
+
+
+def _operator(api: AdminApi, ingress: str, group_key: str, route: Route[_I, _O], request: _I) -> _O:
+    """One operator's handler of the group object, reached through the ingress (decision 45)."""
     url = f"{ingress.rstrip('/')}/{route.service}/{url_quote(group_key, safe='')}/{route.handler}"
     headers = {"content-type": "application/json"}
     if api.token:
@@ -610,10 +656,11 @@ def _operator_close(api: AdminApi, ingress: str, group_key: str, request: Operat
         raise InspectionError(f"cannot reach the Restate ingress at {ingress} ({exc})") from None
     if response.status_code != 200:
         raise InspectionError(
-            f"the ingress at {ingress} answered {response.status_code} to the close: {_said(response)[:200]}"
+            f"the ingress at {ingress} answered {response.status_code} to {route.handler}: "
+            f"{_said(response)[:200]}"
         )
     try:
-        return msgspec.json.decode(response.content, type=OperatorClosed)
+        return msgspec.json.decode(response.content, type=route.output)
     except msgspec.DecodeError as exc:
         raise InspectionError(f"{ingress} is not serving {route.service}/{route.handler} ({exc})") from None
 

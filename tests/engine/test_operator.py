@@ -22,7 +22,7 @@ import pytest
 
 from lash_restate.inspection import GroupView, OpenGroup, _callee_of, list_open_groups, quote, show_group, sql
 from lash_restate.testing import LocalStack, StackError
-from tests.conformance.builders import Scope, close, echo, event, next_, ok, open_, save
+from tests.conformance.builders import Scope, close, count, echo, event, next_, ok, open_, save, use
 
 PAUSE_FAST = {
     "RESTATE_DEFAULT_NUM_PARTITIONS": "4",
@@ -42,7 +42,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
 
 def lash(stack: LocalStack, *args: str) -> subprocess.CompletedProcess[str]:
     urls = ["--admin-url", stack.server.admin_url]
-    if args[:2] == ("groups", "close"):
+    if args[:2] in (("groups", "close"), ("groups", "redispatch")):
         urls += ["--ingress-url", stack.server.ingress_url]
     return subprocess.run(
         [sys.executable, "-m", "lash_restate", *args, *urls],
@@ -501,6 +501,45 @@ async def test_a_savers_watch_ends_when_it_closes_the_group(stack: LocalStack) -
     await until(ended)
     assert not caller.done()  # the close ended the watch, not the caller's end
     assert (await caller).status_code == 200
+
+
+async def _missed(stack: LocalStack, key: str) -> GroupView | None:
+    view = await asyncio.to_thread(show_group, stack.server.admin_url, key)
+    return view if view is not None and view.missed else None
+
+
+async def test_a_child_that_missed_its_runner_is_shown_and_run_again_by_groups_redispatch(
+    stack: LocalStack,
+) -> None:
+    """The endpoint loses the `count` tool while a child of it runs: `groups list` counts the child
+    missed and `groups show` marks it. A re-dispatch while the endpoint still lacks the tool leaves it
+    missed; once the tool is back, `groups redispatch --all` runs it again, and the caller reads its
+    real outcome at its rank without a reopen, the side effect once."""
+    s = Scope()
+    name = f"{s.id}-slow"
+    group = s.group([count(name, "slow", delay_ms=3000), echo("fast")])
+    [opened] = await stack.turn(open_(group))
+    try:
+        await asyncio.to_thread(stack.restart_endpoint, LASH_DEMO_TOOLS_OFF="count")
+        view = await until(lambda: _missed(stack, s.key()))
+        assert [c.position for c in view.children if c.missed] == [0] and view.missed == 1
+        shown = lash(stack, "groups", "show", s.key())
+        assert shown.returncode == 0 and f"groups redispatch {s.key()}" in shown.stdout, shown.stdout
+        [row] = [
+            g for g in json.loads(lash(stack, "groups", "list", "--json").stdout) if g["group_key"] == s.key()
+        ]
+        assert row["missed"] == 1
+        still = lash(stack, "groups", "redispatch", s.key(), "--json")
+        assert json.loads(still.stdout) == [{"group_key": s.key(), "dispatched": 0, "unroutable": 1}]
+    finally:
+        await asyncio.to_thread(stack.restart_endpoint, LASH_DEMO_TOOLS_OFF="")
+    again = lash(stack, "groups", "redispatch", "--all")
+    assert again.returncode == 0 and f"{s.key()}: 1 child(ren) dispatched again" in again.stdout, again.stdout
+    [_, fast, slow, closed] = await stack.turn(use(ok(opened)), next_(), next_(), close())
+    assert ok(fast)["position"] == 1 and (ok(slow)["rank"], ok(slow)["position"]) == (2, 0)
+    assert ok(slow)["outcome"] == {"type": "ok", "value": "slow"} and "error" not in closed
+    assert stack.counts().count(name) == 1
+    assert lash(stack, "groups", "redispatch").returncode == 2  # neither a key nor --all
 
 
 def test_closing_a_group_that_is_not_open_is_a_no_op(stack: LocalStack) -> None:

@@ -39,10 +39,13 @@ from lash_restate.engine._messages import (
     CallerEnded,
     ChildRun,
     CloseRequest,
+    MissedChildren,
     OpenReply,
     OpenRequest,
     OperatorClose,
     OperatorClosed,
+    OperatorRedispatch,
+    OperatorRedispatched,
     OutcomesRead,
     PartedOpen,
     PumpAwait,
@@ -237,6 +240,17 @@ def _samples() -> list[Sample]:
     add("msg.group.operator_closed.closed", closed, _json(OperatorClosed))
     refused = OperatorClosed(closed=False, refused="the group was reopened since")
     add("msg.group.operator_closed.refused", refused, _json(OperatorClosed))
+    add("state.group.missed.two", [0, 2], _json(list[int]))
+    add("state.group.missed_child.tool", TOOL, _json(RuntimeEffectEnvelope))
+    missed = MissedChildren(children=[TOOL], incarnation=INCARNATION)
+    add("msg.group.missed.run", missed, _json(MissedChildren))
+    add("msg.group.missed.execute", MissedChildren(children=[CALL]), _json(MissedChildren))
+    again = OperatorRedispatch(incarnation=INCARNATION)
+    add("msg.group.operator_redispatch.incarnation", again, _json(OperatorRedispatch))
+    redispatched = OperatorRedispatched(dispatched=1, unroutable=1)
+    add("msg.group.operator_redispatched.dispatched", redispatched, _json(OperatorRedispatched))
+    gone = OperatorRedispatched(refused="the group was closed and opened again since")
+    add("msg.group.operator_redispatched.refused", gone, _json(OperatorRedispatched))
     for variant, outcome in OUTCOMES.items():
         add(f"state.child.outcome.{variant}", outcome, _json(Outcome))
         add(f"state.pump.outcome.{variant}", outcome, _json(Outcome))

@@ -16,19 +16,21 @@ from ._endpoint import (
 from ._errors import terminal_status
 from ._formats import BASELINE, FORMAT, FORMATS, Format
 from ._lookup import configure_admin
-from ._messages import OperatorClose, OperatorClosed
+from ._messages import OperatorClose, OperatorClosed, OperatorRedispatch, OperatorRedispatched
 from ._mode import OutcomeStore, outcome_store
 from ._pages import assemble_order
 from ._pump import STAGED
-from ._records import OPENER_ENDS, GroupMeta, OpenerEnd, SettlementMode
+from ._records import MISSED, OPENER_ENDS, GroupMeta, OpenerEnd, SettlementMode
 from ._routes import (
     CHILD,
     DEFAULT_PREFIX,
     GROUP,
     GROUP_OPERATOR_CLOSE,
+    GROUP_OPERATOR_REDISPATCH,
     PUMP,
     SIGNAL,
     PrefixChosen,
+    Route,
     check_prefix,
     group_of_pump,
     groups_wired,
@@ -49,6 +51,8 @@ __all__ = [
     "FULL_GC_EVERY",
     "GROUP",
     "GROUP_OPERATOR_CLOSE",
+    "GROUP_OPERATOR_REDISPATCH",
+    "MISSED",
     "OPENER_ENDS",
     "PUMP",
     "SERVERS",
@@ -60,9 +64,12 @@ __all__ = [
     "OpenerEnd",
     "OperatorClose",
     "OperatorClosed",
+    "OperatorRedispatch",
+    "OperatorRedispatched",
     "OutcomeStore",
     "PrefixChosen",
     "RestateController",
+    "Route",
     "ServedApplication",
     "ServerUnavailable",
     "SettlementMode",

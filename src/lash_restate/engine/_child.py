@@ -37,7 +37,7 @@ from ..contract import (
 from ._calls import answered, call_arg, cancelled, refused
 from ._errors import HANDLER_RETRY, NOT_FOUND, is_cancellation, lash_terminal, terminal_errors
 from ._lookup import unregistered
-from ._messages import INLINE_OUTCOME_BYTES, ChildRun, Ref, SettleBatch, encode
+from ._messages import INLINE_OUTCOME_BYTES, ChildRun, MissedChildren, Ref, SettleBatch, encode
 from ._mode import child_store
 from ._records import SettlementMode
 from ._routes import (
@@ -46,6 +46,7 @@ from ._routes import (
     CHILD_FORGET,
     CHILD_OUTCOME,
     CHILD_RUN,
+    GROUP_MISSED,
     GROUP_SETTLE,
     SIGNAL_SUBSCRIBE,
     named,
@@ -75,7 +76,8 @@ def child_object(
         store = child_store(req.incarnation)
         stored = await ctx.get(store, serde=_BYTES)
         if stored is None:
-            stored = stored_outcome(await _execute(ctx, envelope, routing, tool_attempts))
+            outcome = await _execute_or_miss(ctx, envelope, routing, tool_attempts, req.incarnation)
+            stored = stored_outcome(outcome)
             ctx.set(store, stored, serde=_BYTES)
         # Already settled (a re-dispatch after a reopen): settle again; the group dedups by position.
         ref = Ref(
@@ -90,7 +92,7 @@ def child_object(
     @terminal_errors
     async def execute(ctx: restate.ObjectContext, envelope: RuntimeEffectEnvelope) -> bytes:
         """A child the group's pump calls: run it and answer its outcome to the pump, which stores it."""
-        return stored_outcome(await _execute(ctx, envelope, routing, tool_attempts))
+        return stored_outcome(await _execute_or_miss(ctx, envelope, routing, tool_attempts))
 
     @child.handler(name=CHILD_OUTCOME.handler, kind="shared", ingress_private=True, output_serde=_BYTES)
     @terminal_errors
@@ -107,6 +109,29 @@ def child_object(
 
     del run, execute, outcome, forget
     return child
+
+
+async def _execute_or_miss(
+    ctx: restate.ObjectContext,
+    envelope: RuntimeEffectEnvelope,
+    routing: Routing,
+    attempts: int,
+    incarnation: str = "",
+) -> Outcome:
+    """`_execute`; a child with no runner here ends with its terminal 404 as before, and first tells
+    its group, which keeps it for inspection and the operator's re-dispatch (ADR: a miss is a routing
+    fact, never an outcome).
+
+    The message is the child's last command before it ends, so a run that an earlier release
+    journaled replays as a prefix of this one.
+    """
+    try:
+        return await _execute(ctx, envelope, routing, attempts)
+    except restate.TerminalError as error:
+        if error.status_code == NOT_FOUND and envelope.membership is not None:
+            missed = MissedChildren(incarnation=incarnation, children=[envelope])
+            GROUP_MISSED.send(ctx, envelope.membership.group_key, missed)
+        raise
 
 
 async def _execute(

@@ -72,6 +72,16 @@ FORMATS: Final[tuple[Format, ...]] = (
         "{prefix}Group state `keys:{slice}` of a paged group: its children's replay keys, a JSON array",
         since="unreleased",
     ),
+    Format(
+        "state.group.missed",
+        "{prefix}Group state `missed`: positions of the children whose runner was missing, a JSON array",
+        since="unreleased",
+    ),
+    Format(
+        "state.group.missed_child",
+        "{prefix}Group state `missed:{position}`: RuntimeEffectEnvelope (a child whose runner was missing)",
+        since="unreleased",
+    ),
     Format("state.child.outcome", "{prefix}Child state `outcome:{incarnation}`: Outcome"),
     Format("state.pump.outcome", "{prefix}Pump state `o{position}`: Outcome"),
     Format("state.pump.slices", "{prefix}Pump state `slices`: list of pump keys"),
@@ -111,6 +121,22 @@ FORMATS: Final[tuple[Format, ...]] = (
     Format(
         "msg.group.operator_closed",
         "{prefix}Group/operator_close output: OperatorClosed",
+        since="unreleased",
+    ),
+    Format(
+        "msg.group.missed",
+        "{prefix}Group/missed input: MissedChildren (children whose runner was missing)",
+        since="unreleased",
+    ),
+    Format(
+        "msg.group.operator_redispatch",
+        "{prefix}Group/operator_redispatch input, from `groups redispatch` through the ingress: "
+        "OperatorRedispatch",
+        since="unreleased",
+    ),
+    Format(
+        "msg.group.operator_redispatched",
+        "{prefix}Group/operator_redispatch output: OperatorRedispatched",
         since="unreleased",
     ),
     Format("msg.child.run", "{prefix}Child/run input: ChildRun"),

@@ -37,11 +37,14 @@ from ._errors import HANDLER_RETRY, NOT_FOUND, client_errors, terminal_errors, t
 from ._messages import (
     CallerEnded,
     CloseRequest,
+    MissedChildren,
     OpenReply,
     OpenRequest,
     OpenRequestSerde,
     OperatorClose,
     OperatorClosed,
+    OperatorRedispatch,
+    OperatorRedispatched,
     PartedOpen,
     PumpParts,
     PumpReport,
@@ -52,13 +55,16 @@ from ._messages import (
     WaitRequest,
     decode,
 )
-from ._mode import INVOCATIONS, PUMP_SLICE, REDISPATCHED, mode_for, redispatch_staged, slice_key
+from ._mode import INVOCATIONS, PUMP_SLICE, REDISPATCHED, mode_for, position_of, redispatch_staged, slice_key
 from ._pages import PAGE_FROM, PAGED, Ranked, check_position, paged, read_ranked, write_keys
 from ._records import (
     ENDS,
+    ENVELOPE,
     LINK,
     META,
+    MISSED,
     OPENER_ENDS,
+    POSITIONS,
     PUMP_LINK,
     SHAPE,
     STRINGS,
@@ -69,6 +75,7 @@ from ._records import (
     PumpLink,
     SettlementMode,
     Waiter,
+    missed_key,
 )
 from ._routes import (
     GROUP,
@@ -76,9 +83,11 @@ from ._routes import (
     GROUP_CLOSE,
     GROUP_HELD,
     GROUP_HOLD,
+    GROUP_MISSED,
     GROUP_OPEN,
     GROUP_OPEN_PARTS,
     GROUP_OPERATOR_CLOSE,
+    GROUP_OPERATOR_REDISPATCH,
     GROUP_REPORT,
     GROUP_SETTLE,
     GROUP_WAIT,
@@ -355,7 +364,51 @@ def group_object(
         ends = [end for end in await ctx.get(OPENER_ENDS, serde=ENDS) or [] if end.caller != ended.caller]
         ctx.set(OPENER_ENDS, [*ends, OpenerEnd(caller=ended.caller, failed=ended.failed)], serde=ENDS)
 
+    @group.handler(name=GROUP_MISSED.handler, ingress_private=True, state_preload=False)
+    async def missed(ctx: restate.ObjectContext, req: MissedChildren) -> None:
+        """ADR: a child with no runner is a routing fact, never an outcome. Its run ended with none
+        (the terminal 404); the group keeps the child, so inspection lists it and the operator's
+        `operator_redispatch` can run it again once a deployment routes it, as a reopen would."""
+        meta = await ctx.get("meta", serde=META)
+        if meta is None or (req.incarnation and meta.incarnation != req.incarnation):
+            return  # closed (or a closed namesake's child): nobody will rank it
+        fence = await ctx.get("fence", serde=SHAPE)
+        assert fence is not None  # written with meta, cleared with it
+        known = await ctx.get(MISSED, serde=POSITIONS) or []
+        added = [c for c in req.children if _is_child(fence, c) and position_of(c) not in known]
+        for child in added:
+            ctx.set(missed_key(position_of(child)), child, serde=ENVELOPE)
+        if added:
+            ctx.set(MISSED, sorted([*known, *map(position_of, added)]), serde=POSITIONS)
+            logs.event("group.missed", ctx, group_key=ctx.key(), children=len(added))
+
+    @group.handler(name=GROUP_OPERATOR_REDISPATCH.handler, state_preload=False)
+    @client_errors  # called through the ingress only: what it answers is for a client
+    async def operator_redispatch(
+        ctx: restate.ObjectContext, req: OperatorRedispatch
+    ) -> OperatorRedispatched:
+        """The operator's re-dispatch: run again the children whose runner was missing, without a
+        reopen (the Restate form of the reference host's drain, which runs them once it can).
+
+        It dispatches as a reopen does, so a re-run child reaches its rank by the same code as a
+        first run's; a child this endpoint still cannot route stays listed as missed.
+        """
+        meta = await ctx.get("meta", serde=META)
+        if meta is None:
+            return OperatorRedispatched(refused="the group is not open")
+        if meta.incarnation != req.incarnation:
+            return OperatorRedispatched(refused="the group was closed and opened again since")
+        positions = await ctx.get(MISSED, serde=POSITIONS) or []
+        reads: list[Any] = [ctx.get(missed_key(position), serde=ENVELOPE) for position in positions]
+        if reads:
+            await restate.gather(*reads)
+        children = [child for read in reads if (child := await read) is not None]
+        dispatched = await _dispatch_again(ctx, meta, children, routing)
+        left = len(positions) - len(dispatched)
+        return OperatorRedispatched(dispatched=len(dispatched), unroutable=left)
+
     del open, open_parts, report, settle, wait, close, operator_close, watch, caller_ended, hold, held
+    del missed, operator_redispatch
     return group
 
 
@@ -494,14 +547,45 @@ async def _redispatch(
     Every unsettled child it can route is dispatched: the dispatch queues behind whatever still
     runs it, and runs the child only if that left no outcome, so no child runs twice.
     """
+    positions = range(meta.child_count)
+    children = [decode(req.children[position], RuntimeEffectEnvelope) for position in positions]
+    await _dispatch_again(ctx, meta, children, routing)
+
+
+async def _dispatch_again(
+    ctx: restate.ObjectContext, meta: GroupMeta, children: list[RuntimeEffectEnvelope], routing: Routing
+) -> list[int]:
+    """Dispatch again those of ``children`` that hold no rank and this endpoint can route, through
+    the mode's `redispatch`; the positions dispatched. A reopen and the operator's re-dispatch both
+    come here (decision 73): no child list is re-run by two different codes.
+
+    The dispatch queues behind whatever still runs a child, and runs it only if that left no
+    outcome, so no child runs twice. A child dispatched is no longer kept as missed.
+    """
     settled = await Ranked.settled(ctx, meta) if paged(meta) else meta.settled()
-    unsettled = [position for position in range(meta.child_count) if position not in settled]
-    children = [decode(req.children[position], RuntimeEffectEnvelope) for position in unsettled]
-    routable = [child for child in children if routing.routes(child)]
+    routable = [c for c in children if position_of(c) not in settled and routing.routes(c)]
     if not routable:
-        return
+        return []
     await _note_redispatched(ctx, mode_for(meta.mode).redispatch(ctx, meta, routable))
     logs.event("group.redispatched", ctx, group_key=ctx.key(), children=len(routable))
+    # After everything the release before journaled here (decision 48's in-place replay).
+    dispatched = [position_of(c) for c in routable]
+    missed = await ctx.get(MISSED, serde=POSITIONS)
+    if missed:
+        for position in set(missed).intersection(dispatched):
+            ctx.clear(missed_key(position))
+        left = [position for position in missed if position not in dispatched]
+        if left:
+            ctx.set(MISSED, left, serde=POSITIONS)
+        else:
+            ctx.clear(MISSED)
+    return dispatched
+
+
+def _is_child(fence: GroupShape, child: RuntimeEffectEnvelope) -> bool:
+    """Whether ``child`` is the one this group recorded at its position (not a namesake's)."""
+    position = position_of(child)
+    return position < fence.child_count and fence.replay_keys[position] == child.replay_key
 
 
 async def _note_redispatched(ctx: restate.ObjectContext, handles: list[SendHandle]) -> None:

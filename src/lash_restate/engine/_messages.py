@@ -25,11 +25,14 @@ __all__ = [
     "CallerEnded",
     "ChildRun",
     "CloseRequest",
+    "MissedChildren",
     "OpenReply",
     "OpenRequest",
     "OpenRequestSerde",
     "OperatorClose",
     "OperatorClosed",
+    "OperatorRedispatch",
+    "OperatorRedispatched",
     "OutcomesRead",
     "PartedOpen",
     "PumpAwait",
@@ -172,6 +175,18 @@ class ChildRun(msgspec.Struct, **RECORD_OPTIONS):
     incarnation: str
 
 
+class MissedChildren(msgspec.Struct, **RECORD_OPTIONS):
+    """What `LashGroup/missed` receives: children whose runner was missing, so their run ended with
+    no outcome (ADR: a routing fact, never an outcome); sent by each such child before it ends.
+
+    The group keeps them (it keeps no child's envelope otherwise), so that inspection lists them
+    and an operator's re-dispatch can run them again once a deployment routes them, without a reopen.
+    """
+
+    children: list[RuntimeEffectEnvelope]
+    incarnation: str = ""  # "" from a pump's `execute`, which is not told it: the fence checks
+
+
 class PumpRun(msgspec.Struct, **RECORD_OPTIONS):
     """What `LashPump/run` receives: the group's stamped envelopes and the incarnation they settle into."""
 
@@ -306,6 +321,22 @@ class OperatorClosed(msgspec.Struct, **RECORD_OPTIONS):
     disposition: LoserPolicy | None = None  # the disposition the close applied
     cancelled: int = 0  # cancels sent: one per unsettled child, or the one pump
     refused: str | None = None
+
+
+class OperatorRedispatch(msgspec.Struct, **STRICT_OPTIONS):
+    """An operator's re-dispatch through the ingress, answered with `OperatorRedispatched`: run again
+    the children of incarnation ``incarnation`` whose runner was missing (`MissedChildren`).
+
+    The incarnation is read from the group's state through the admin API, as for `OperatorClose`.
+    """
+
+    incarnation: str
+
+
+class OperatorRedispatched(msgspec.Struct, **RECORD_OPTIONS):
+    dispatched: int = 0  # children dispatched again
+    unroutable: int = 0  # children still missing a runner on the endpoint that answered
+    refused: str | None = None  # why nothing was done (the group is another incarnation, or not open)
 
 
 class CloseRequest(msgspec.Struct, **RECORD_OPTIONS):

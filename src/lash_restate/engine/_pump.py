@@ -49,7 +49,7 @@ from ._messages import (
     encode,
 )
 from ._mode import PUMP_FANOUT, PUMP_SLICE, position_of, pump_store, slice_key
-from ._records import MsgspecSerde, SettlementMode
+from ._records import ENVELOPES, MsgspecSerde, SettlementMode
 from ._routes import (
     CHILD_EXECUTE,
     GROUP_REPORT,
@@ -80,7 +80,6 @@ _READ: MsgspecSerde[list[int] | OutcomesRead] = MsgspecSerde(list[int] | Outcome
 SLICES = "slices"
 # Decision 65: a slice's children of a group opened in parts, kept here by `stage` until `run_parts`.
 STAGED = "staged"
-_STAGED: MsgspecSerde[list[RuntimeEffectEnvelope]] = MsgspecSerde(list[RuntimeEffectEnvelope])
 # A bulk read of the outcomes this pump keeps asks for at most this many at once.
 OUTCOMES_PER_READ = 256
 # Decision 61: how long the group's pump, every child settled, keeps listening for the close before it
@@ -158,12 +157,12 @@ def pump_object(routing: Routing, *, metadata: dict[str, str] | None = None) -> 
             raise ChildUnroutable.no_executor(
                 miss.what, group_key=part.group_key, position=position_of(child), replay_key=child.replay_key
             )
-        ctx.set(STAGED, part.children, serde=_STAGED)
+        ctx.set(STAGED, part.children, serde=ENVELOPES)
 
     @pump.handler(name=PUMP_RUN_PARTS.handler, ingress_private=True, state_preload=False)
     async def run_parts(ctx: restate.ObjectContext, req: PumpParts) -> None:
         """`run2` for a group opened in parts (decision 65): this slice's children are staged here."""
-        own = await ctx.get(STAGED, serde=_STAGED) or []
+        own = await ctx.get(STAGED, serde=ENVELOPES) or []
         ctx.clear(STAGED)  # dispatched from the journal from now on
         awaited = await _dispatch_all(ctx, own, routing, req.incarnation, None)
         slices: list[str] = []
@@ -205,7 +204,7 @@ def pump_object(routing: Routing, *, metadata: dict[str, str] | None = None) -> 
         """A reopen of a group opened in parts (decision 65): its opener staged the children here again;
         they go to their slice's `redispatch` under the group's incarnation, and the stage is released.
         Called, so that a Cancel close cancelling this invocation cancels the re-run children too."""
-        staged = await ctx.get(STAGED, serde=_STAGED) or []
+        staged = await ctx.get(STAGED, serde=ENVELOPES) or []
         ctx.clear_all()
         if staged:
             key = slice_key(req.group_key, req.incarnation, position_of(staged[0]))

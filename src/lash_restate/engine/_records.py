@@ -17,13 +17,17 @@ from typing import Any, Final, TypeVar
 import msgspec
 from restate.serde import Serde
 
-from ..contract import GroupShape, GroupWakePolicy, LoserPolicy
+from ..contract import GroupShape, GroupWakePolicy, LoserPolicy, RuntimeEffectEnvelope
 
 __all__ = [
     "ENDS",
+    "ENVELOPE",
+    "ENVELOPES",
     "LINK",
     "META",
+    "MISSED",
     "OPENER_ENDS",
+    "POSITIONS",
     "PUMP_LINK",
     "RECORD_OPTIONS",
     "SHAPE",
@@ -35,6 +39,7 @@ __all__ = [
     "PumpLink",
     "SettlementMode",
     "Waiter",
+    "missed_key",
 ]
 
 _T = TypeVar("_T")
@@ -188,3 +193,16 @@ SHAPE: MsgspecSerde[GroupShape] = MsgspecSerde(GroupShape)
 STRINGS: MsgspecSerde[list[str]] = MsgspecSerde(list[str])
 ENDS: MsgspecSerde[list[OpenerEnd]] = MsgspecSerde(list[OpenerEnd])
 LINK: MsgspecSerde[PumpLink] = MsgspecSerde(PumpLink)
+ENVELOPES: MsgspecSerde[list[RuntimeEffectEnvelope]] = MsgspecSerde(list[RuntimeEffectEnvelope])
+ENVELOPE: MsgspecSerde[RuntimeEffectEnvelope] = MsgspecSerde(RuntimeEffectEnvelope)
+POSITIONS: MsgspecSerde[list[int]] = MsgspecSerde(list[int])
+
+# Newer group keys: the positions of the children whose runner was missing (`LashGroup/missed`), and
+# each one's envelope under a key of its own (a write stays one child's size), until a re-dispatch
+# runs them again. Absent on a group none of whose children missed (every format-1 group).
+MISSED = "missed"
+
+
+def missed_key(position: int) -> str:
+    """The group's state key for the envelope of the child at ``position`` that missed its runner."""
+    return f"missed:{position}"

@@ -21,9 +21,12 @@ from ._messages import (
     CallerEnded,
     ChildRun,
     CloseRequest,
+    MissedChildren,
     OpenRequest,
     OperatorClose,
     OperatorClosed,
+    OperatorRedispatch,
+    OperatorRedispatched,
     OutcomesRead,
     PartedOpen,
     PumpAwait,
@@ -49,9 +52,11 @@ __all__ = [
     "GROUP_CLOSE",
     "GROUP_HELD",
     "GROUP_HOLD",
+    "GROUP_MISSED",
     "GROUP_OPEN",
     "GROUP_OPEN_PARTS",
     "GROUP_OPERATOR_CLOSE",
+    "GROUP_OPERATOR_REDISPATCH",
     "GROUP_REPORT",
     "GROUP_SETTLE",
     "GROUP_WAIT",
@@ -232,6 +237,14 @@ GROUP_OPEN_PARTS: Route[PartedOpen, None] = Route(GROUP, "open_parts", PartedOpe
 GROUP_OPERATOR_CLOSE: Route[OperatorClose, OperatorClosed] = Route(
     GROUP, "operator_close", OperatorClose, OperatorClosed
 )
+# Children whose runner was missing (a child's run, or a pump, sends them): kept for inspection and
+# for the operator's re-dispatch, which needs no reopen.
+GROUP_MISSED: Route[MissedChildren, None] = Route(GROUP, "missed", MissedChildren, type(None))
+# The operator's re-dispatch of those children, reached through the ingress by `lash-restate groups
+# redispatch`; never called between lash's own services (so not in ROUTES).
+GROUP_OPERATOR_REDISPATCH: Route[OperatorRedispatch, OperatorRedispatched] = Route(
+    GROUP, "operator_redispatch", OperatorRedispatch, OperatorRedispatched
+)
 
 CHILD_RUN: Route[ChildRun, None] = Route(CHILD, "run", ChildRun, type(None))
 CHILD_EXECUTE: Route[RuntimeEffectEnvelope, bytes] = Route(CHILD, "execute", RuntimeEffectEnvelope, bytes)
@@ -271,6 +284,7 @@ ROUTES: tuple[Route[Any, Any], ...] = (
     GROUP_HELD,
     GROUP_REPORT,
     GROUP_OPEN_PARTS,
+    GROUP_MISSED,
     CHILD_RUN,
     CHILD_EXECUTE,
     CHILD_OUTCOME,

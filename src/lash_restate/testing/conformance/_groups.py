@@ -473,6 +473,37 @@ async def a_child_whose_tool_was_missing_for_a_while_settles_once_a_reopen_finds
 
 
 @scenario("groups")
+async def a_child_whose_tool_came_back_settles_at_the_drain_for_a_resumer_that_does_not_reopen(
+    tier: Tier, children: ChildKind
+) -> None:
+    """ADR: a miss is a routing fact, and the drain runs the child once it can. The process restarts
+    without the `count` tool while that child runs: its run ends with no outcome, and inspection lists
+    it as missed. The tool is restored and the drain runs (on Restate, the operator's re-dispatch):
+    a caller that resumes from the saved cursor, without a reopen, reads the tool's real outcome at
+    rank 2, the side effect done once."""
+    s = Scope(children)
+    name = f"{s.id}-slow"
+    group = s.group([count(name, "slow", delay_ms=4000), s.echo("fast")])
+    async with Turn(tier) as t:
+        opened = t.open(group).opened
+    await tier.restart(without="count")  # the deployment lost the tool while the child ran
+    await tier.wait_child_ended(f"{s.key()}/c0")
+    await tier.wait_missed(s.key(), 0)
+    await tier.restart()  # the tool is back
+    await tier.drain()
+    async with Turn(tier) as t:
+        g = t.resume(opened.ok)
+        first, second = g.next(), g.next()
+        g.close()
+    assert (first.ok.rank, first.ok.position) == (1, 1)
+    assert (second.ok.rank, second.ok.position) == (2, 0)
+    assert second.ok.outcome == Ok(value="slow")
+    await tier.wait_closed(s.key())
+    await tier.wait_child_finished(f"{s.key()}/c0")
+    assert [n for n in await tier.counts() if n == name] == [name]
+
+
+@scenario("groups")
 async def a_reopen_while_a_child_runs_does_not_run_it_twice(tier: Tier, children: ChildKind) -> None:
     """Decision 48: a reopen dispatches every unsettled child again, and the dispatch runs a child
     only if nothing left an outcome for it: one still running settles once, its side effect once."""

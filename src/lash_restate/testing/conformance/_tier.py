@@ -68,6 +68,16 @@ class Tier(Protocol):
         """
         ...
 
+    async def wait_missed(self, group_key: str, position: int) -> None:
+        """Return once inspection lists the child at ``position`` of ``group_key`` as missed: its
+        runner was missing, its run ended with no outcome, and nothing runs it."""
+        ...
+
+    async def drain(self) -> None:
+        """Run again each child whose runner was missing, where the process can route it now: the
+        reference host's drain; on Restate, the operator's `lash-restate groups redispatch --all`."""
+        ...
+
     async def wait_child_finished(self, replay_key: str) -> None:
         """Return once the child with ``replay_key`` has finished running (its terminal is known)."""
         ...

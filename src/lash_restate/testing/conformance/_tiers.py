@@ -16,7 +16,7 @@ import httpx
 import msgspec
 
 from ...contract import GroupExecutor, GroupExecutors, RuntimeEffectEnvelope, ToolCall
-from ...inspection import list_open_groups, sql
+from ...inspection import list_open_groups, redispatch_missed, show_group, sql
 from ...inspection import quote as quote_sql
 from ...memory import MemoryHost, MemoryStore, first_of
 from ..driver import TURN
@@ -98,6 +98,13 @@ class MemoryTier:
     async def wait_child_finished(self, replay_key: str) -> None:
         await self.host.join_child(replay_key)
 
+    async def wait_missed(self, group_key: str, position: int) -> None:
+        record = self.store.groups[group_key]
+        assert position not in record.sequences and position not in record.live
+
+    async def drain(self) -> None:
+        self.host.drain()
+
     async def sever(self, group_key: str, *steps: dict[str, Any]) -> None:
         turn = asyncio.create_task(self.turn(*steps))
         while not (record := self.store.groups.get(group_key)) or not record.order:
@@ -161,6 +168,18 @@ class RestateTier:
                 if rows and all(row["status"] == "completed" for row in rows):
                     return
                 await asyncio.sleep(0.05)
+
+    async def wait_missed(self, group_key: str, position: int) -> None:
+        async with asyncio.timeout(30):
+            while True:
+                view = await asyncio.to_thread(show_group, self.stack.admin_url, group_key)
+                assert view is not None, f"{group_key} is not open"
+                if view.children[position].missed:
+                    return
+                await asyncio.sleep(0.05)
+
+    async def drain(self) -> None:
+        await asyncio.to_thread(redispatch_missed, self.stack.admin_url, ingress=self.stack.ingress_url)
 
     async def sever(self, group_key: str, *steps: dict[str, Any]) -> None:
         marker = f"sever-{uuid.uuid4()}"  # the turn's idempotency key: how its invocation is found
