@@ -120,6 +120,7 @@ async def test_groups_list_and_show_against_a_running_stack(stack: LocalStack) -
         "state": "parked",  # its only opener, the turn, returned normally with the group open
         "orphaned": False,
         "paused": 0,
+        "missed": 0,
     }
     table = lash("groups", "list", "--admin-url", admin)
     assert table.stdout.splitlines()[0].split() == [
@@ -132,6 +133,7 @@ async def test_groups_list_and_show_against_a_running_stack(stack: LocalStack) -
         "STATE",
         "AGE",
         "PAUSED",
+        "MISSED",
     ]
     assert s.key() in table.stdout
 

@@ -289,7 +289,7 @@ async def _assert_group_state_is_references_only(stack: Stack, group_key: str, p
     )
     # `opener_ends`: how the callers that saved its handle ended (decision 45), invocation ids only;
     # `pump`: the awakeable its pump listens on for the close (decision 61).
-    assert {r["key"] for r in rows} <= {"meta", "fence", "invocations", "opener_ends", "pump"}
+    assert {r["key"] for r in rows} <= {"meta", "fence", "invocations", "opener_ends", "pump", "watches"}
     assert not any(payload in (r["value_utf8"] or "") for r in rows)
 
 

@@ -8,6 +8,7 @@ gets the right answer: every rank, each child's real outcome, its side effect on
 
 from __future__ import annotations
 
+import asyncio
 import os
 import subprocess
 from pathlib import Path
@@ -101,3 +102,41 @@ async def test_restart_as_new_of_a_finished_caller_runs_it_again_with_a_group_of
     [again] = [r for r in rows if r["status"] == "completed"]
     assert again["completion_result"] == "success", again
     assert stack.counts().count(name) == 2  # the restarted caller's group ran its children again
+
+
+KILLED = {"type": "err", "code": "409", "message": "killed"}  # what a killed callee answers its caller
+
+
+@pytest.mark.parametrize(
+    ("which", "width"),
+    [("pump", 3), ("child", 3), ("child", 2)],
+    ids=["pump", "pumped-child", "direct-child"],
+)
+async def test_killing_a_groups_pump_or_child_with_restates_cli_settles_its_unsettled_children_as_killed(
+    stack: LocalStack, tmp_path: Path, which: str, width: int
+) -> None:
+    """`restate invocations kill` of the group's pump, of the `LashChild/execute` it awaits, or of a
+    narrow group's `LashChild/run`, while a caller waits on the slow child: as a killed callee answers
+    its caller, the slow child settles as killed (409) and takes its rank, so the waiting caller ends;
+    the ranks read before are served the same, and the close finds nothing left running."""
+    s = Scope()
+    name = f"{s.id}-slow"
+    fast = [echo("a"), echo("b")][: width - 1]
+    group = s.group([*fast, count(name, "slow", delay_ms=120_000)])
+    [opened, *read] = await stack.turn(open_(group), *[next_() for _ in fast])
+    slow = f"{s.key()}/c{width - 1}"
+    if which == "pump":
+        query = _invocation("LashPump", f"ends_with(target_service_key, {quote(':' + s.key())})", "run2")
+    else:
+        handler = "execute" if width >= 3 else "run"
+        query = _invocation("LashChild", f"target_service_key = {quote(slow)}", handler)
+    [row] = await _poll(stack, query, lambda rows: len(rows) == 1 and rows[0]["status"] != "completed")
+    steps = [use(ok(opened)), *[next_() for _ in range(width)], close()]
+    async with asyncio.TaskGroup() as tasks:
+        waiting = tasks.create_task(stack.turn(*steps))  # a caller waits on the slow child's rank
+        killed = await asyncio.to_thread(restate, stack, tmp_path, "invocations", "kill", row["id"])
+    assert killed.returncode == 0, killed.stderr
+    [_, *again, last, closed] = waiting.result()
+    assert [ok(r) for r in again] == [ok(r) for r in read]  # the ranks read before are served the same
+    assert (ok(last)["rank"], ok(last)["position"], ok(last)["outcome"]) == (width, width - 1, KILLED)
+    assert "error" not in closed

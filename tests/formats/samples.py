@@ -37,6 +37,7 @@ from lash_restate.contract import (
 )
 from lash_restate.engine._messages import (
     CallerEnded,
+    ChildrenFailed,
     ChildRun,
     CloseRequest,
     MissedChildren,
@@ -54,10 +55,13 @@ from lash_restate.engine._messages import (
     PumpRun,
     Ref,
     ReportReply,
+    RunEnded,
+    RunsWatch,
     SettleBatch,
     StagedPart,
     WaitReply,
     WaitRequest,
+    WatchedRun,
     decode_open,
 )
 from lash_restate.engine._pages import RankTail
@@ -241,6 +245,25 @@ def _samples() -> list[Sample]:
     refused = OperatorClosed(closed=False, refused="the group was reopened since")
     add("msg.group.operator_closed.refused", refused, _json(OperatorClosed))
     add("state.group.missed.two", [0, 2], _json(list[int]))
+    add("state.group.watches.two", ["inv_1w0", "inv_1w1"], _json(list[str]))
+    runs = [WatchedRun(invocation="inv_1pump"), WatchedRun(invocation="inv_1c0", positions=[0])]
+    add(
+        "msg.group.watch_runs.pump_and_child", RunsWatch(incarnation=INCARNATION, runs=runs), _json(RunsWatch)
+    )
+    killed = RunEnded(incarnation=INCARNATION, positions=None, message="killed", code="409")
+    add("msg.group.run_ended.pump", killed, _json(RunEnded))
+    sliced = RunEnded(incarnation=INCARNATION, positions=[256, 257], message="killed", code="409")
+    add("msg.group.run_ended.slice", sliced, _json(RunEnded))
+    failed = ChildrenFailed(
+        group_key=KEY,
+        incarnation=INCARNATION,
+        positions=[0, 2],
+        replay_keys=[f"{KEY}/c0", f"{KEY}/c2"],
+        outcome=Err(message="killed", code="409"),
+    )
+    add("msg.pump.fail.two", failed, _json(ChildrenFailed))
+    one = msgspec.structs.replace(failed, positions=[0], replay_keys=[f"{KEY}/c0"])
+    add("msg.child.fail.one", one, _json(ChildrenFailed))
     add("state.group.missed_child.tool", TOOL, _json(RuntimeEffectEnvelope))
     missed = MissedChildren(children=[TOOL], incarnation=INCARNATION)
     add("msg.group.missed.run", missed, _json(MissedChildren))

@@ -37,12 +37,21 @@ from ..contract import (
 from ._calls import answered, call_arg, cancelled, refused
 from ._errors import HANDLER_RETRY, NOT_FOUND, is_cancellation, lash_terminal, terminal_errors
 from ._lookup import unregistered
-from ._messages import INLINE_OUTCOME_BYTES, ChildRun, MissedChildren, Ref, SettleBatch, encode
+from ._messages import (
+    INLINE_OUTCOME_BYTES,
+    ChildrenFailed,
+    ChildRun,
+    MissedChildren,
+    Ref,
+    SettleBatch,
+    encode,
+)
 from ._mode import child_store
 from ._records import SettlementMode
 from ._routes import (
     CHILD,
     CHILD_EXECUTE,
+    CHILD_FAIL,
     CHILD_FORGET,
     CHILD_OUTCOME,
     CHILD_RUN,
@@ -80,13 +89,19 @@ def child_object(
             stored = stored_outcome(outcome)
             ctx.set(store, stored, serde=_BYTES)
         # Already settled (a re-dispatch after a reopen): settle again; the group dedups by position.
-        ref = Ref(
-            position=membership.position,
-            replay_key=envelope.replay_key,
-            outcome=stored if len(stored) <= INLINE_OUTCOME_BYTES else None,
-        )
-        batch = SettleBatch(incarnation=req.incarnation, mode=SettlementMode.DIRECT, refs=[ref])
-        GROUP_SETTLE.send(ctx, membership.group_key, batch)
+        _settle(ctx, membership.group_key, req.incarnation, membership.position, stored)
+
+    @child.handler(name=CHILD_FAIL.handler, ingress_private=True)
+    async def fail(ctx: restate.ObjectContext, req: ChildrenFailed) -> None:
+        """Decision 74: this child's run ended in failure (an operator killed it) before it stored an
+        outcome; it settles with that failure, as `run` settles an outcome. One stored before the
+        kill is settled instead."""
+        store = child_store(req.incarnation)
+        stored = await ctx.get(store, serde=_BYTES)
+        if stored is None:
+            stored = stored_outcome(req.outcome)
+            ctx.set(store, stored, serde=_BYTES)
+        _settle(ctx, req.group_key, req.incarnation, req.positions[0], stored)
 
     @child.handler(name=CHILD_EXECUTE.handler, ingress_private=True, output_serde=_BYTES)
     @terminal_errors
@@ -107,8 +122,21 @@ def child_object(
         """Release the outcome one group incarnation stored; another incarnation's stays."""
         ctx.clear(child_store(incarnation))
 
-    del run, execute, outcome, forget
+    del run, fail, execute, outcome, forget
     return child
+
+
+def _settle(
+    ctx: restate.ObjectContext, group_key: str, incarnation: str, position: int, stored: bytes
+) -> None:
+    """Settle this child's stored outcome into its group (a direct child settles itself)."""
+    ref = Ref(
+        position=position,
+        replay_key=ctx.key(),
+        outcome=stored if len(stored) <= INLINE_OUTCOME_BYTES else None,
+    )
+    batch = SettleBatch(incarnation=incarnation, mode=SettlementMode.DIRECT, refs=[ref])
+    GROUP_SETTLE.send(ctx, group_key, batch)
 
 
 async def _execute_or_miss(

@@ -82,6 +82,11 @@ FORMATS: Final[tuple[Format, ...]] = (
         "{prefix}Group state `missed:{position}`: RuntimeEffectEnvelope (a child whose runner was missing)",
         since="unreleased",
     ),
+    Format(
+        "state.group.watches",
+        "{prefix}Group state `watches`: list of invocation ids (the watches of what it dispatched)",
+        since="unreleased",
+    ),
     Format("state.child.outcome", "{prefix}Child state `outcome:{incarnation}`: Outcome"),
     Format("state.pump.outcome", "{prefix}Pump state `o{position}`: Outcome"),
     Format("state.pump.slices", "{prefix}Pump state `slices`: list of pump keys"),
@@ -139,9 +144,24 @@ FORMATS: Final[tuple[Format, ...]] = (
         "{prefix}Group/operator_redispatch output: OperatorRedispatched",
         since="unreleased",
     ),
+    Format(
+        "msg.group.watch_runs",
+        "{prefix}Group/watch_runs input: RunsWatch (what an open or a reopen dispatched)",
+        since="unreleased",
+    ),
+    Format(
+        "msg.group.run_ended",
+        "{prefix}Group/run_ended input: RunEnded (a dispatched run ended in failure)",
+        since="unreleased",
+    ),
     Format("msg.child.run", "{prefix}Child/run input: ChildRun"),
     Format("msg.child.execute", "{prefix}Child/execute input: RuntimeEffectEnvelope"),
     Format("msg.child.execute_reply", "{prefix}Child/execute output: Outcome"),
+    Format(
+        "msg.child.fail",
+        "{prefix}Child/fail input: ChildrenFailed (one child, settled with its run's failure)",
+        since="unreleased",
+    ),
     Format("msg.child.outcome", "{prefix}Child/outcome input: the incarnation, a JSON string"),
     Format("msg.child.forget", "{prefix}Child/forget input: the incarnation, a JSON string"),
     Format("msg.pump.run", "{prefix}Pump/run input: PumpRun"),
@@ -151,6 +171,11 @@ FORMATS: Final[tuple[Format, ...]] = (
     Format(
         "msg.pump.listen",
         "the pump's awakeable (PumpReport.listen), resolved by the close: `true`",
+        since="unreleased",
+    ),
+    Format(
+        "msg.pump.fail",
+        "{prefix}Pump/fail input: ChildrenFailed (a slice's children, settled with their run's failure)",
         since="unreleased",
     ),
     Format("msg.pump.outcomes", "{prefix}Pump/outcomes input: OutcomesRead, or a list of positions"),

@@ -12,17 +12,18 @@ before recorded (direct or pumped) goes on as it did.
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 import msgspec
 import restate
-from restate import SendHandle
 from restate.serde import BytesSerde
 
 from .. import logs
 from ..contract import (
     Call,
     ChildUnroutable,
+    Err,
     GroupNotOpen,
     GroupShape,
     InvalidInput,
@@ -32,10 +33,11 @@ from ..contract import (
     check_child_count,
     effective_disposition,
 )
-from ._calls import opened_plan
+from ._calls import cancelled, opened_plan
 from ._errors import HANDLER_RETRY, NOT_FOUND, client_errors, terminal_errors, terminal_status
 from ._messages import (
     CallerEnded,
+    ChildrenFailed,
     CloseRequest,
     MissedChildren,
     OpenReply,
@@ -50,12 +52,24 @@ from ._messages import (
     PumpReport,
     Ref,
     ReportReply,
+    RunEnded,
+    RunsWatch,
     SettleBatch,
     WaitReply,
     WaitRequest,
+    WatchedRun,
     decode,
 )
-from ._mode import INVOCATIONS, PUMP_SLICE, REDISPATCHED, mode_for, position_of, redispatch_staged, slice_key
+from ._mode import (
+    INVOCATIONS,
+    PUMP_SLICE,
+    REDISPATCHED,
+    Dispatched,
+    mode_for,
+    position_of,
+    redispatch_staged,
+    slice_key,
+)
 from ._pages import PAGE_FROM, PAGED, Ranked, check_position, paged, read_ranked, write_keys
 from ._records import (
     ENDS,
@@ -89,9 +103,11 @@ from ._routes import (
     GROUP_OPERATOR_CLOSE,
     GROUP_OPERATOR_REDISPATCH,
     GROUP_REPORT,
+    GROUP_RUN_ENDED,
     GROUP_SETTLE,
     GROUP_WAIT,
     GROUP_WATCH,
+    GROUP_WATCH_RUNS,
     PUMP_FORGET,
     PUMP_RUN_PARTS,
     named,
@@ -108,6 +124,10 @@ WAIT_REFS = 1024
 _OPENED: MsgspecSerde[OpenReply] = MsgspecSerde(OpenReply)
 _RAW = BytesSerde()  # an attached caller's answer is not read, whatever it is
 _LISTENED = b"true"  # what a listening pump's awakeable is resolved with (the value is not read)
+# Decision 74: how long after a dispatch its watch starts; a group closed sooner never runs one.
+WATCH_AFTER = timedelta(seconds=1)
+# The group's state key holding its watches' invocation ids, which its close cancels (decision 74).
+WATCHES = "watches"
 
 
 def group_object(
@@ -144,7 +164,8 @@ def group_object(
         except LashError as error:
             ctx.reject_awakeable(req.reply_to, error.to_wire(), terminal_status(error))
             return
-        handles: list[SendHandle] = []
+        handles: list[Dispatched] = []
+        watched: list[WatchedRun] = []
         if children:
             # Decided here, so that a pump's first step is its first call (decision 66).
             handles = mode_for(meta.mode).dispatch(ctx, meta, children, opened_plan(routing, children))
@@ -152,13 +173,18 @@ def group_object(
         ctx.resolve_awakeable(req.reply_to, reply, serde=_OPENED)
         # What follows is off the opener's path: it has its answer.
         if children:  # cancels need these: one per child, or the one pump (decisions 4, 61)
-            ctx.set(INVOCATIONS, [await h.invocation_id() for h in handles], serde=STRINGS)
+            ids = [await d.handle.invocation_id() for d in handles]
+            ctx.set(INVOCATIONS, ids, serde=STRINGS)
+            watched = [
+                WatchedRun(invocation=i, positions=d.positions) for i, d in zip(ids, handles, strict=True)
+            ]
             meta = msgspec.structs.replace(meta, opened_at_ms=int(await ctx.time() * 1000))
         await _note_opener(ctx, meta, req.caller, changed=bool(children))
         if not children:
             # After everything a format-1 open journals, so a reopen in flight when the code was
             # replaced in place replays its journal as a prefix of this one (decision 48).
             await _redispatch(ctx, meta, req, routing)
+        await _watch(ctx, meta, watched)  # last, for the same reason: watched until they end (decision 74)
 
     @group.handler(name=GROUP_OPEN_PARTS.handler, ingress_private=True, state_preload=False)
     async def open_parts(ctx: restate.ObjectContext, req: PartedOpen) -> None:
@@ -193,7 +219,7 @@ def group_object(
             return
         assert meta is not None
         pump = None
-        redispatched: list[SendHandle] = []
+        redispatched: list[Dispatched] = []
         if first:
             run = PumpParts(group_key=ctx.key(), incarnation=meta.incarnation, first=0, count=req.parts)
             pump = PUMP_RUN_PARTS.send(ctx, pump_key(ctx.key(), meta.incarnation), run)
@@ -207,11 +233,15 @@ def group_object(
         ctx.resolve_awakeable(
             req.reply_to, OpenReply(reopened=not first, incarnation=meta.incarnation), serde=_OPENED
         )
+        watched: list[WatchedRun] = []
         if pump is not None:  # a Cancel cancels the group's pump, which cancels its calls (decision 35)
-            ctx.set(INVOCATIONS, [await pump.invocation_id()], serde=STRINGS)
+            pump_id = await pump.invocation_id()
+            ctx.set(INVOCATIONS, [pump_id], serde=STRINGS)
             meta = msgspec.structs.replace(meta, opened_at_ms=int(await ctx.time() * 1000))
-        await _note_redispatched(ctx, redispatched)
+            watched = [WatchedRun(invocation=pump_id)]
+        watched += await _note_redispatched(ctx, redispatched)
         await _note_opener(ctx, meta, req.caller, changed=first)
+        await _watch(ctx, meta, watched)  # last: watched until they end (decision 74)
 
     @group.handler(name=GROUP_REPORT.handler, ingress_private=True, state_preload=False)
     @terminal_errors
@@ -407,8 +437,66 @@ def group_object(
         left = len(positions) - len(dispatched)
         return OperatorRedispatched(dispatched=len(dispatched), unroutable=left)
 
+    @group.handler(name=GROUP_WATCH_RUNS.handler, kind="shared", ingress_private=True)
+    async def watch_runs(ctx: restate.ObjectSharedContext, req: RunsWatch) -> None:
+        """Decision 74: wait for each invocation the group dispatched to end; one that ended in failure
+        (an operator killed it, say) without settling its children is reported to the writer.
+
+        A run that ends normally has settled its children (or reported them missed); a 404 is a
+        miss (or a run Restate no longer remembers); a cancellation comes from a close, or is
+        answered by the run itself (a Cancel loser still settles, as cancelled).
+        """
+        attached = {ctx.attach_invocation(run.invocation, serde=_RAW): run for run in req.runs}
+        pending = list(attached)
+        while pending:
+            done, pending = await restate.wait_completed(*pending)
+            for future in done:
+                try:
+                    await future
+                except restate.TerminalError as error:
+                    if error.status_code == NOT_FOUND or cancelled(error):
+                        continue
+                    ended = RunEnded(
+                        incarnation=req.incarnation,
+                        positions=attached[future].positions,
+                        message=error.message,
+                        code=str(error.status_code),
+                    )
+                    GROUP_RUN_ENDED.send(ctx, ctx.key(), ended)
+
+    @group.handler(name=GROUP_RUN_ENDED.handler, ingress_private=True, state_preload=False)
+    async def run_ended(ctx: restate.ObjectContext, ended: RunEnded) -> None:
+        """Decision 74: a run the group dispatched ended in failure. Its children that hold no rank
+        settle with that failure (a killed run's: 409 `killed`, as a killed callee answers its
+        caller), each through the store that keeps its outcome, so each takes its rank and the
+        waiting caller is woken; one whose outcome was stored before the kill settles with it."""
+        meta = await ctx.get("meta", serde=META)
+        if meta is None or meta.incarnation != ended.incarnation:
+            return  # closed already (or a namesake's run): nobody will read it
+        settled = await Ranked.settled(ctx, meta) if paged(meta) else meta.settled()
+        asked = range(meta.child_count) if ended.positions is None else ended.positions
+        positions = [p for p in asked if p < meta.child_count and p not in settled]
+        if ended.positions is None and meta.mode is SettlementMode.PUMPED:
+            # The group's pump is gone: it listens for no close, so the close releases by `forget`.
+            link = await ctx.get(PUMP_LINK, serde=LINK)
+            if link is not None and not link.left:
+                ctx.set(PUMP_LINK, msgspec.structs.replace(link, left=True), serde=LINK)
+        if not positions:
+            return
+        fence = await ctx.get("fence", serde=SHAPE)
+        assert fence is not None  # written with meta, cleared with it
+        failed = ChildrenFailed(
+            group_key=ctx.key(),
+            incarnation=meta.incarnation,
+            positions=positions,
+            replay_keys=[fence.replay_keys[p] for p in positions],
+            outcome=Err(message=ended.message, code=ended.code),
+        )
+        mode_for(meta.mode).fail(ctx, meta, failed)
+        logs.event("group.run_ended", ctx, group_key=ctx.key(), children=len(positions), code=ended.code)
+
     del open, open_parts, report, settle, wait, close, operator_close, watch, caller_ended, hold, held
-    del missed, operator_redispatch
+    del missed, operator_redispatch, watch_runs, run_ended
     return group
 
 
@@ -429,6 +517,7 @@ async def _close(ctx: restate.ObjectContext, meta: GroupMeta, effective: LoserPo
     link = None
     if meta.mode is SettlementMode.PUMPED:
         link = await ctx.get(PUMP_LINK, serde=LINK)
+    watches = await ctx.get(WATCHES, serde=STRINGS) or []
     # One cancel per unsettled child, not awaiting termination (ADR, "Close deletes…").
     _cancel(ctx, cancels, meta)
     if link is not None and link.awakeable is not None and not link.left and not cancels:
@@ -444,6 +533,8 @@ async def _close(ctx: restate.ObjectContext, meta: GroupMeta, effective: LoserPo
     for waiter in meta.waiters:
         gone = GroupNotOpen.closed_while_awaiting(group_key=ctx.key())
         ctx.reject_awakeable(waiter.awakeable, gone.to_wire(), NOT_FOUND)
+    for watch in watches:  # scheduled (a quick group's) or attached: nothing is left to settle
+        ctx.cancel_invocation(watch)
     for watcher in (o.watcher for o in meta.openers if o.watcher is not None and not o.ended):
         # Closed: nothing is left to apply when the callers end, so their watches end now
         # instead of staying attached for the callers' whole lives.
@@ -566,7 +657,7 @@ async def _dispatch_again(
     routable = [c for c in children if position_of(c) not in settled and routing.routes(c)]
     if not routable:
         return []
-    await _note_redispatched(ctx, mode_for(meta.mode).redispatch(ctx, meta, routable))
+    watched = await _note_redispatched(ctx, mode_for(meta.mode).redispatch(ctx, meta, routable))
     logs.event("group.redispatched", ctx, group_key=ctx.key(), children=len(routable))
     # After everything the release before journaled here (decision 48's in-place replay).
     dispatched = [position_of(c) for c in routable]
@@ -579,6 +670,7 @@ async def _dispatch_again(
             ctx.set(MISSED, left, serde=POSITIONS)
         else:
             ctx.clear(MISSED)
+    await _watch(ctx, meta, watched)  # last: watched until they end (decision 74)
     return dispatched
 
 
@@ -588,11 +680,29 @@ def _is_child(fence: GroupShape, child: RuntimeEffectEnvelope) -> bool:
     return position < fence.child_count and fence.replay_keys[position] == child.replay_key
 
 
-async def _note_redispatched(ctx: restate.ObjectContext, handles: list[SendHandle]) -> None:
-    """Keep the invocations a reopen re-dispatched, which a Cancel cancels too (decision 48)."""
-    if handles:
-        known = await ctx.get(REDISPATCHED, serde=STRINGS) or []
-        ctx.set(REDISPATCHED, [*known, *[await h.invocation_id() for h in handles]], serde=STRINGS)
+async def _note_redispatched(ctx: restate.ObjectContext, dispatched: list[Dispatched]) -> list[WatchedRun]:
+    """Keep the invocations a reopen re-dispatched, which a Cancel cancels too (decision 48); what
+    to watch of them (decision 74)."""
+    if not dispatched:
+        return []
+    known = await ctx.get(REDISPATCHED, serde=STRINGS) or []
+    ids = [await d.handle.invocation_id() for d in dispatched]
+    ctx.set(REDISPATCHED, [*known, *ids], serde=STRINGS)
+    return [WatchedRun(invocation=i, positions=d.positions) for i, d in zip(ids, dispatched, strict=True)]
+
+
+async def _watch(ctx: restate.ObjectContext, meta: GroupMeta, runs: list[WatchedRun]) -> None:
+    """Decision 74: attach to ``runs`` until each ends; one killed settles its unsettled children.
+
+    The watch starts WATCH_AFTER from now, so a group closed sooner (a race of quick calls) never
+    runs one: its close cancels it while it is scheduled. Restate keeps a run's end for longer than
+    that, so a kill before the watch starts is seen when it attaches.
+    """
+    if runs:
+        watch = RunsWatch(incarnation=meta.incarnation, runs=runs)
+        handle = GROUP_WATCH_RUNS.send(ctx, ctx.key(), watch, delay=WATCH_AFTER)
+        known = await ctx.get(WATCHES, serde=STRINGS) or []
+        ctx.set(WATCHES, [*known, await handle.invocation_id()], serde=STRINGS)
 
 
 def _unsettled_in(slice_index: int, settled: set[int], child_count: int) -> bool:

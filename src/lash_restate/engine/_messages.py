@@ -24,6 +24,7 @@ __all__ = [
     "READ_BUDGET",
     "CallerEnded",
     "ChildRun",
+    "ChildrenFailed",
     "CloseRequest",
     "MissedChildren",
     "OpenReply",
@@ -41,10 +42,13 @@ __all__ = [
     "PumpRun",
     "Ref",
     "ReportReply",
+    "RunEnded",
+    "RunsWatch",
     "SettleBatch",
     "StagedPart",
     "WaitReply",
     "WaitRequest",
+    "WatchedRun",
     "decode",
     "decode_open",
     "decode_outcome",
@@ -185,6 +189,43 @@ class MissedChildren(msgspec.Struct, **RECORD_OPTIONS):
 
     children: list[RuntimeEffectEnvelope]
     incarnation: str = ""  # "" from a pump's `execute`, which is not told it: the fence checks
+
+
+class WatchedRun(msgspec.Struct, **RECORD_OPTIONS):
+    """An invocation the group dispatched, and the positions of the children it runs (None: every
+    child of the group, as its pump)."""
+
+    invocation: str
+    positions: list[int] | None = None
+
+
+class RunsWatch(msgspec.Struct, **RECORD_OPTIONS):
+    """What `LashGroup/watch_runs` receives: the invocations an open or a reopen dispatched, to be
+    attached to until each ends; one that ends in failure (killed, say) is reported as `RunEnded`."""
+
+    incarnation: str
+    runs: list[WatchedRun]
+
+
+class RunEnded(msgspec.Struct, **RECORD_OPTIONS):
+    """What `LashGroup/run_ended` receives: a dispatched invocation ended in failure without settling
+    the children at ``positions`` (None: every child); they settle with that failure."""
+
+    incarnation: str
+    positions: list[int] | None
+    message: str
+    code: str
+
+
+class ChildrenFailed(msgspec.Struct, **RECORD_OPTIONS):
+    """What `LashPump/fail` (one slice's children) and `LashChild/fail` (one child) receive: settle
+    each child at ``positions`` with ``outcome`` unless an outcome is stored for it already."""
+
+    group_key: str
+    incarnation: str
+    positions: list[int]
+    replay_keys: list[str]
+    outcome: Outcome
 
 
 class PumpRun(msgspec.Struct, **RECORD_OPTIONS):

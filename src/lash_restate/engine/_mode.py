@@ -27,6 +27,7 @@ from ..contract import BODY_LIMIT, PART_CHILDREN, PayloadTooLarge
 from ..contract import RuntimeEffectEnvelope as Envelope
 from ._messages import (
     READ_BUDGET,
+    ChildrenFailed,
     ChildRun,
     OutcomesRead,
     PumpAwait,
@@ -38,10 +39,12 @@ from ._pages import _SLICE as _PAGE_SLICE
 from ._records import SHAPE, STRINGS, GroupMeta, SettlementMode
 from ._routes import (
     CHILD,
+    CHILD_FAIL,
     CHILD_FORGET,
     CHILD_OUTCOME,
     CHILD_RUN,
     PUMP,
+    PUMP_FAIL,
     PUMP_FORGET,
     PUMP_OUTCOMES,
     PUMP_REDISPATCH,
@@ -57,6 +60,7 @@ __all__ = [
     "PUMP_FANOUT",
     "PUMP_SLICE",
     "REDISPATCHED",
+    "Dispatched",
     "Mode",
     "OutcomeStore",
     "Release",
@@ -100,19 +104,27 @@ class Release:
         self.route.send(ctx, self.key, self.arg)
 
 
+@dataclass(frozen=True)
+class Dispatched:
+    """An invocation a dispatch sent, and the positions of the children it runs (None: every child)."""
+
+    handle: SendHandle
+    positions: list[int] | None
+
+
 class Mode(Protocol):
     """What a settlement mode decides; every method reads before any effect is issued (decision 22)."""
 
     def dispatch(
         self, ctx: restate.ObjectContext, meta: GroupMeta, children: list[Envelope], plan: list[str]
-    ) -> list[SendHandle]:
+    ) -> list[Dispatched]:
         """Start the children, a pump calling each as ``plan`` says (`opened_plan`, decision 66); the
         returned sends' invocation ids are what `to_cancel` cancels."""
         ...
 
     def redispatch(
         self, ctx: restate.ObjectContext, meta: GroupMeta, children: list[Envelope]
-    ) -> list[SendHandle]:
+    ) -> list[Dispatched]:
         """A reopen's dispatch of ``children``, unsettled: each runs again only if it ended without an
         outcome (its runner was missing), once whatever runs it already has ended (decision 48). The
         same dispatch as the first, so a re-run child reaches its rank as a first run's would."""
@@ -141,6 +153,11 @@ class Mode(Protocol):
 
     def store(self, group_key: str, meta: GroupMeta, position: int, replay_key: str) -> OutcomeStore:
         """Where a settled child's outcome is kept (what an operator's view reads)."""
+        ...
+
+    def fail(self, ctx: restate.ObjectContext, meta: GroupMeta, failed: ChildrenFailed) -> None:
+        """Settle the children ``failed`` names with its outcome, each unless an outcome is stored for
+        it: through the store that keeps it, which settles it as a run would (decision 74)."""
         ...
 
 
@@ -200,15 +217,18 @@ class _Direct:
 
     def dispatch(
         self, ctx: restate.ObjectContext, meta: GroupMeta, children: list[Envelope], plan: list[str]
-    ) -> list[SendHandle]:
+    ) -> list[Dispatched]:
         return [
-            CHILD_RUN.send(ctx, child.replay_key, ChildRun(envelope=child, incarnation=meta.incarnation))
+            Dispatched(
+                CHILD_RUN.send(ctx, child.replay_key, ChildRun(envelope=child, incarnation=meta.incarnation)),
+                [position_of(child)],
+            )
             for child in children
         ]
 
     def redispatch(
         self, ctx: restate.ObjectContext, meta: GroupMeta, children: list[Envelope]
-    ) -> list[SendHandle]:
+    ) -> list[Dispatched]:
         # Queued behind a run still going on the child's key (both exclusive): a child that stored its
         # outcome meanwhile only settles again, and the group dedups by position.
         return self.dispatch(ctx, meta, children, [])
@@ -234,6 +254,12 @@ class _Direct:
     def store(self, group_key: str, meta: GroupMeta, position: int, replay_key: str) -> OutcomeStore:
         return OutcomeStore(named(CHILD), replay_key, child_store(meta.incarnation))
 
+    def fail(self, ctx: restate.ObjectContext, meta: GroupMeta, failed: ChildrenFailed) -> None:
+        # Each child's store is its own object, which settles itself (queued behind a run still going).
+        for position, replay_key in zip(failed.positions, failed.replay_keys, strict=True):
+            one = msgspec.structs.replace(failed, positions=[position], replay_keys=[replay_key])
+            CHILD_FAIL.send(ctx, replay_key, one)
+
     async def read(self, ctx: restate.Context, group_key: str, reply: WaitReply) -> list[bytes]:
         calls = [CHILD_OUTCOME.call(ctx, ref.replay_key, reply.incarnation) for ref in _stored(reply)]
         if calls:
@@ -254,16 +280,16 @@ class _Pumped:
 
     def dispatch(
         self, ctx: restate.ObjectContext, meta: GroupMeta, children: list[Envelope], plan: list[str]
-    ) -> list[SendHandle]:
+    ) -> list[Dispatched]:
         # Decision 61: one pump (`LashPump/run2`) is every child's only caller; it calls further pumps
         # past PUMP_SLICE children. The open decided how it calls each, so its first step is its
         # first call (decision 66); sent before the opener's answer.
         run = PumpAwait(group_key=ctx.key(), incarnation=meta.incarnation, children=children, plan=plan)
-        return [PUMP_RUN2.send(ctx, pump_key(ctx.key(), meta.incarnation), run)]
+        return [Dispatched(PUMP_RUN2.send(ctx, pump_key(ctx.key(), meta.incarnation), run), None)]
 
     def redispatch(
         self, ctx: restate.ObjectContext, meta: GroupMeta, children: list[Envelope]
-    ) -> list[SendHandle]:
+    ) -> list[Dispatched]:
         # To the pump of each slice, which keeps that slice's outcomes, queued behind its run: it asks
         # the group first (a run releases its store once the group closes), then dispatches the
         # children no outcome is stored for as `run2` does and reports them as `run2` does.
@@ -271,10 +297,15 @@ class _Pumped:
         for child in children:
             by_slice.setdefault(slice_key(ctx.key(), meta.incarnation, position_of(child)), []).append(child)
         return [
-            PUMP_REDISPATCH.send(
-                ctx,
-                key,
-                PumpAwait(group_key=ctx.key(), incarnation=meta.incarnation, children=part, listens=False),
+            Dispatched(
+                PUMP_REDISPATCH.send(
+                    ctx,
+                    key,
+                    PumpAwait(
+                        group_key=ctx.key(), incarnation=meta.incarnation, children=part, listens=False
+                    ),
+                ),
+                [position_of(child) for child in part],
             )
             for key, part in by_slice.items()
         ]
@@ -298,6 +329,18 @@ class _Pumped:
         return OutcomeStore(
             named(PUMP), slice_key(group_key, meta.incarnation, position), pump_store(position)
         )
+
+    def fail(self, ctx: restate.ObjectContext, meta: GroupMeta, failed: ChildrenFailed) -> None:
+        # To the pump of each slice, which keeps that slice's outcomes and reports them as a run does.
+        by_slice: dict[str, list[tuple[int, str]]] = {}
+        for position, replay_key in zip(failed.positions, failed.replay_keys, strict=True):
+            key = slice_key(ctx.key(), meta.incarnation, position)
+            by_slice.setdefault(key, []).append((position, replay_key))
+        for key, part in by_slice.items():
+            positions, replay_keys = [p for p, _ in part], [k for _, k in part]
+            PUMP_FAIL.send(
+                ctx, key, msgspec.structs.replace(failed, positions=positions, replay_keys=replay_keys)
+            )
 
     async def read(self, ctx: restate.Context, group_key: str, reply: WaitReply) -> list[bytes]:
         positions = [ref.position for ref in _stored(reply)][:OUTCOMES_PER_CALLER_READ]
@@ -333,12 +376,16 @@ _MODES: dict[SettlementMode, Mode] = {SettlementMode.DIRECT: _Direct(), Settleme
 
 def redispatch_staged(
     ctx: restate.ObjectContext, meta: GroupMeta, stage: str, slices: list[int]
-) -> list[SendHandle]:
+) -> list[Dispatched]:
     """A reopen of a group opened in parts (its children are staged again, under ``stage``): each of
     ``slices`` hands its staged part to that slice's `redispatch`, as `_Pumped.redispatch` sends it."""
     run = PumpAwait(group_key=ctx.key(), incarnation=meta.incarnation, listens=False)
     return [
-        PUMP_REDISPATCH_STAGED.send(ctx, slice_key(ctx.key(), stage, k * PUMP_SLICE), run) for k in slices
+        Dispatched(
+            PUMP_REDISPATCH_STAGED.send(ctx, slice_key(ctx.key(), stage, k * PUMP_SLICE), run),
+            list(range(k * PUMP_SLICE, min((k + 1) * PUMP_SLICE, meta.child_count))),
+        )
+        for k in slices
     ]
 
 

@@ -30,13 +30,14 @@ import restate
 from restate.serde import BytesSerde
 
 from .. import logs
-from ..contract import Call, Cancelled, ChildUnroutable, GroupNotOpen, RuntimeEffectEnvelope
-from ._calls import CALL, CHILD, MISS, answered, call_arg, callee_key, plan, refused
+from ..contract import Call, ChildUnroutable, GroupNotOpen, RuntimeEffectEnvelope
+from ._calls import CALL, CHILD, MISS, answered, call_arg, callee_key, cancelled, plan, refused
 from ._child import stored_outcome
 from ._errors import HANDLER_RETRY, NOT_FOUND, is_cancellation, terminal_errors
 from ._messages import (
     BATCH_INLINE_BYTES,
     INLINE_OUTCOME_BYTES,
+    ChildrenFailed,
     OutcomesRead,
     PumpAwait,
     PumpParts,
@@ -44,17 +45,19 @@ from ._messages import (
     PumpRun,
     Ref,
     ReportReply,
+    RunEnded,
     SettleBatch,
     StagedPart,
-    encode,
 )
 from ._mode import PUMP_FANOUT, PUMP_SLICE, position_of, pump_store, slice_key
 from ._records import ENVELOPES, MsgspecSerde, SettlementMode
 from ._routes import (
     CHILD_EXECUTE,
     GROUP_REPORT,
+    GROUP_RUN_ENDED,
     GROUP_SETTLE,
     PUMP,
+    PUMP_FAIL,
     PUMP_FORGET,
     PUMP_OUTCOMES,
     PUMP_REDISPATCH,
@@ -136,7 +139,8 @@ def pump_object(routing: Routing, *, metadata: dict[str, str] | None = None) -> 
                     listens=False,
                     plan=part_plan,
                 )
-                awaited[PUMP_RUN2.call(ctx, key, run)] = _Awaited(_SLICE, -1, key)
+                covers = (position_of(part[0]), position_of(part[-1]) + 1)
+                awaited[PUMP_RUN2.call(ctx, key, run)] = _Awaited(_SLICE, -1, key, covers=covers)
             ctx.set(SLICES, slices, serde=_KEYS)
         closing = ctx.awakeable(serde=_BYTES) if req.listens else None
         await _await_and_report(ctx, req.group_key, req.incarnation, awaited, closing, slices)
@@ -173,7 +177,8 @@ def pump_object(routing: Routing, *, metadata: dict[str, str] | None = None) -> 
             run = PumpParts(
                 group_key=req.group_key, incarnation=req.incarnation, first=first, count=count, listens=False
             )
-            awaited[PUMP_RUN_PARTS.call(ctx, key, run)] = _Awaited(_SLICE, -1, key)
+            covers = (first * PUMP_SLICE, (first + count) * PUMP_SLICE)  # the group clips the last
+            awaited[PUMP_RUN_PARTS.call(ctx, key, run)] = _Awaited(_SLICE, -1, key, covers=covers)
         if slices:
             ctx.set(SLICES, slices, serde=_KEYS)
         closing = ctx.awakeable(serde=_BYTES) if req.listens else None
@@ -198,6 +203,29 @@ def pump_object(routing: Routing, *, metadata: dict[str, str] | None = None) -> 
         missing = [child for child, read in zip(req.children, stored, strict=True) if await read is None]
         awaited = await _dispatch_all(ctx, missing, routing, req.incarnation, None)
         await _await_and_report(ctx, req.group_key, req.incarnation, awaited, None, [])
+
+    @pump.handler(name=PUMP_FAIL.handler, ingress_private=True, state_preload=False)
+    async def fail(ctx: restate.ObjectContext, req: ChildrenFailed) -> None:
+        """Decision 74: the run that awaited these children of this slice ended in failure (an
+        operator killed it, and its calls with it). Each settles with that failure, stored here as a
+        run stores an outcome and reported as a run reports; one whose outcome was stored before the
+        kill settles with it. Asks the group first: a closed group's store is released."""
+        if not (await _report(ctx, req.group_key, PumpReport(incarnation=req.incarnation))).open:
+            return
+        reads: list[Any] = [ctx.get(pump_store(position), serde=_BYTES) for position in req.positions]
+        if reads:
+            await restate.gather(*reads)
+        failure = stored_outcome(req.outcome)
+        refs, inline = [], 0
+        for position, replay_key, read in zip(req.positions, req.replay_keys, reads, strict=True):
+            outcome = await read
+            if outcome is None:
+                outcome = failure
+                ctx.set(pump_store(position), outcome, serde=_BYTES)
+            carry = len(outcome) <= INLINE_OUTCOME_BYTES and inline + len(outcome) <= BATCH_INLINE_BYTES
+            inline += len(outcome) if carry else 0
+            refs.append(Ref(position=position, replay_key=replay_key, outcome=outcome if carry else None))
+        await _report(ctx, req.group_key, PumpReport(incarnation=req.incarnation, refs=refs))
 
     @pump.handler(name=PUMP_REDISPATCH_STAGED.handler, ingress_private=True, state_preload=False)
     async def redispatch_staged(ctx: restate.ObjectContext, req: PumpAwait) -> None:
@@ -281,7 +309,7 @@ def pump_object(routing: Routing, *, metadata: dict[str, str] | None = None) -> 
             PUMP_FORGET.send(ctx, key, None)  # each ran to its end before this pump's run did
         ctx.clear_all()
 
-    del run, run2, stage, run_parts, redispatch, redispatch_staged, redrive, redrive2, outcomes, forget
+    del run, run2, stage, run_parts, redispatch, fail, redispatch_staged, redrive, redrive2, outcomes, forget
     return pump
 
 
@@ -296,6 +324,7 @@ class _Awaited:
     position: int
     replay_key: str  # a further slice's pump key for a pump
     target: str = ""  # a call's ``service/handler``
+    covers: tuple[int, int] = (0, 0)  # a pump's: the positions its subtree runs, first and past the last
 
 
 async def _dispatch_all(
@@ -387,7 +416,17 @@ async def _await_and_report(
         for future in done:
             what = awaited[future]
             if what.kind == _SLICE:
-                await _slice_ended(future)
+                failure = await _slice_ended(future)
+                if failure is not None:
+                    # Decision 74: killed (say), its subtree's children are settled by the group with
+                    # the failure, through their slices' stores, unless they hold a rank already.
+                    ended = RunEnded(
+                        incarnation=incarnation,
+                        positions=list(range(*what.covers)),
+                        message=failure.message,
+                        code=str(failure.status_code),
+                    )
+                    GROUP_RUN_ENDED.send(ctx, group_key, ended)
                 continue
             if closed:
                 continue  # nobody reads it: the group is closed, and this pump's store released
@@ -541,13 +580,17 @@ def _slice_key(req: PumpRun | PumpAwait, first: RuntimeEffectEnvelope) -> str:
     return slice_key(req.group_key, req.incarnation, first.membership.position)
 
 
-async def _slice_ended(future: Any) -> None:
-    """A further slice's pump returned: its children were settled by it, not here."""
+async def _slice_ended(future: Any) -> restate.TerminalError | None:
+    """A further slice's pump returned: its children were settled by it, not here; the failure it
+    ended with, if it did not settle them (it was killed, say), else None."""
     try:
         await future
     except restate.TerminalError as error:
-        if not is_cancellation(error):
-            logs.logger.warning("a slice's pump failed: %s", error.message)
+        if cancelled(error):
+            return None  # a Cancel close: its children settled as cancelled through it
+        logs.logger.warning("a slice's pump failed: %s", error.message)
+        return error
+    return None
 
 
 async def _child_outcome(future: Any, replay_key: str) -> bytes | None:
@@ -555,12 +598,11 @@ async def _child_outcome(future: Any, replay_key: str) -> bytes | None:
     try:
         return bytes(await future)
     except restate.TerminalError as error:
-        if is_cancellation(error):
-            return encode(Cancelled())  # cancelled before it could record its own terminal
-        if error.status_code != NOT_FOUND:
-            ended = "child ended without a settlement: %s"
-            logs.logger.warning(ended, error.message, extra={"replay_key": replay_key})
-        return None
+        if error.status_code == NOT_FOUND:
+            return None  # a miss: the child told its group, which keeps it (decision 73)
+        # Cancelled before it could record its own terminal, or ended otherwise (an operator killed
+        # it: 409 `killed`), as a call child's callee would answer (decision 74): never unsettled.
+        return stored_outcome(refused(error))
 
 
 async def _forward(ctx: restate.ObjectContext, group_key: str, batch: SettleBatch) -> None:

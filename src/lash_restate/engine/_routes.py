@@ -10,6 +10,7 @@ every route is bound by `lash_services` with the route's input type.
 from __future__ import annotations
 
 import re
+from datetime import timedelta
 from typing import Any, Generic, TypeVar
 
 import msgspec
@@ -19,6 +20,7 @@ from restate import SendHandle
 from ..contract import LashError, RuntimeEffectEnvelope, RuntimeErrorCode
 from ._messages import (
     CallerEnded,
+    ChildrenFailed,
     ChildRun,
     CloseRequest,
     MissedChildren,
@@ -34,6 +36,8 @@ from ._messages import (
     PumpReport,
     PumpRun,
     ReportReply,
+    RunEnded,
+    RunsWatch,
     SettleBatch,
     StagedPart,
     WaitReply,
@@ -43,6 +47,7 @@ from ._messages import (
 __all__ = [
     "CHILD",
     "CHILD_EXECUTE",
+    "CHILD_FAIL",
     "CHILD_FORGET",
     "CHILD_OUTCOME",
     "CHILD_RUN",
@@ -58,10 +63,13 @@ __all__ = [
     "GROUP_OPERATOR_CLOSE",
     "GROUP_OPERATOR_REDISPATCH",
     "GROUP_REPORT",
+    "GROUP_RUN_ENDED",
     "GROUP_SETTLE",
     "GROUP_WAIT",
     "GROUP_WATCH",
+    "GROUP_WATCH_RUNS",
     "PUMP",
+    "PUMP_FAIL",
     "PUMP_FORGET",
     "PUMP_OUTCOMES",
     "PUMP_REDISPATCH",
@@ -198,10 +206,18 @@ class Route(Generic[I, O]):
         return ctx.generic_call(self.service, self.handler, encoded, key=key, idempotency_key=idempotency_key)
 
     def send(
-        self, ctx: restate.Context, key: str, arg: I, *, idempotency_key: str | None = None
+        self,
+        ctx: restate.Context,
+        key: str,
+        arg: I,
+        *,
+        idempotency_key: str | None = None,
+        delay: timedelta | None = None,
     ) -> SendHandle:
-        """A one-way message, journaled in the sender's invocation."""
+        """A one-way message, journaled in the sender's invocation; ``delay``ed, if given."""
         encoded = self._encode(arg)
+        if delay is not None:
+            return ctx.generic_send(self.service, self.handler, encoded, key=key, send_delay=delay)
         if idempotency_key is None:
             return ctx.generic_send(self.service, self.handler, encoded, key=key)
         return ctx.generic_send(self.service, self.handler, encoded, key=key, idempotency_key=idempotency_key)
@@ -245,11 +261,16 @@ GROUP_MISSED: Route[MissedChildren, None] = Route(GROUP, "missed", MissedChildre
 GROUP_OPERATOR_REDISPATCH: Route[OperatorRedispatch, OperatorRedispatched] = Route(
     GROUP, "operator_redispatch", OperatorRedispatch, OperatorRedispatched
 )
+# What an open or a reopen dispatched is watched until it ends: one ended in failure (an operator's
+# kill) settles the children it had not settled with that failure, as a killed callee answers its caller.
+GROUP_WATCH_RUNS: Route[RunsWatch, None] = Route(GROUP, "watch_runs", RunsWatch, type(None))
+GROUP_RUN_ENDED: Route[RunEnded, None] = Route(GROUP, "run_ended", RunEnded, type(None))
 
 CHILD_RUN: Route[ChildRun, None] = Route(CHILD, "run", ChildRun, type(None))
 CHILD_EXECUTE: Route[RuntimeEffectEnvelope, bytes] = Route(CHILD, "execute", RuntimeEffectEnvelope, bytes)
 CHILD_OUTCOME: Route[str, bytes] = Route(CHILD, "outcome", str, bytes)
 CHILD_FORGET: Route[str, None] = Route(CHILD, "forget", str, type(None))
+CHILD_FAIL: Route[ChildrenFailed, None] = Route(CHILD, "fail", ChildrenFailed, type(None))
 
 PUMP_RUN: Route[PumpRun, None] = Route(PUMP, "run", PumpRun, type(None))
 PUMP_OUTCOMES: Route[list[int] | OutcomesRead, bytes] = Route(
@@ -270,6 +291,7 @@ PUMP_RUN_PARTS: Route[PumpParts, None] = Route(PUMP, "run_parts", PumpParts, typ
 PUMP_REDISPATCH: Route[PumpAwait, None] = Route(PUMP, "redispatch", PumpAwait, type(None))
 # A reopen of a group opened in parts: the staged part, handed to its slice's `redispatch`.
 PUMP_REDISPATCH_STAGED: Route[PumpAwait, None] = Route(PUMP, "redispatch_staged", PumpAwait, type(None))
+PUMP_FAIL: Route[ChildrenFailed, None] = Route(PUMP, "fail", ChildrenFailed, type(None))
 
 SIGNAL_SUBSCRIBE: Route[str, None] = Route(SIGNAL, "subscribe", str, type(None))
 
@@ -285,10 +307,13 @@ ROUTES: tuple[Route[Any, Any], ...] = (
     GROUP_REPORT,
     GROUP_OPEN_PARTS,
     GROUP_MISSED,
+    GROUP_WATCH_RUNS,
+    GROUP_RUN_ENDED,
     CHILD_RUN,
     CHILD_EXECUTE,
     CHILD_OUTCOME,
     CHILD_FORGET,
+    CHILD_FAIL,
     PUMP_RUN,
     PUMP_OUTCOMES,
     PUMP_FORGET,
@@ -299,6 +324,7 @@ ROUTES: tuple[Route[Any, Any], ...] = (
     PUMP_RUN_PARTS,
     PUMP_REDISPATCH,
     PUMP_REDISPATCH_STAGED,
+    PUMP_FAIL,
     SIGNAL_SUBSCRIBE,
 )
 
