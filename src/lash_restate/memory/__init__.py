@@ -2,9 +2,10 @@
 handlers its `Call` children reach."""
 
 from ._calls import CallRegistry, Handler, TypedHandler, first_of
-from ._host import DrainReport, MemoryHost, MemoryStore, NoExecutor
+from ._host import KILLED, DrainReport, MemoryHost, MemoryStore, NoExecutor
 
 __all__ = [
+    "KILLED",
     "CallRegistry",
     "DrainReport",
     "Handler",

@@ -50,9 +50,11 @@ from ..contract import (
     require_ungrouped,
 )
 
-__all__ = ["DrainReport", "MemoryHost", "MemoryStore", "NoExecutor"]
+__all__ = ["KILLED", "DrainReport", "MemoryHost", "MemoryStore", "NoExecutor"]
 
 DEFAULT_MAX_ATTEMPTS = 3
+# What a child an operator killed settles as: what Restate answers the caller of a killed callee.
+KILLED = Err(message="killed", code="409")
 
 
 @dataclass
@@ -211,6 +213,7 @@ class MemoryHost:
         self._tasks: dict[tuple[str, int], asyncio.Task[None]] = {}
         self._runners: dict[asyncio.Task[None], str] = {}
         self._crashed = False
+        self._killed: set[str] = set()  # replay keys an operator killed (`kill_child`)
         self._id = next(self._ids)
         if resolver is not None:
             self.register_executors(resolver)
@@ -340,6 +343,16 @@ class MemoryHost:
                 if task is not None and position not in record.sequences:
                     task.cancel()
 
+    async def kill_child(self, replay_key: str) -> None:
+        """An operator's kill of the running child ``replay_key``: it stops where it is and settles
+        as a killed callee's caller is answered (`KILLED`), taking its rank like any settlement."""
+        tasks = [task for task, key in self._runners.items() if key == replay_key]
+        self._killed.add(replay_key)
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.wait(tasks)
+
     async def join_child(self, replay_key: str) -> None:
         """Wait until this host's runner for the child ``replay_key`` (if any) has finished."""
         tasks = [task for task, key in self._runners.items() if key == replay_key]
@@ -437,7 +450,8 @@ class MemoryHost:
             if self._crashed:
                 record.live.discard(position)
                 raise  # a dead process records nothing
-            final = Cancelled()
+            # Killed by an operator: as Restate answers a killed callee's caller; else cancelled.
+            final = KILLED if child.replay_key in self._killed else Cancelled()
         finally:
             self._tasks.pop((key, position), None)
         record.live.discard(position)

@@ -504,6 +504,28 @@ async def a_child_whose_tool_came_back_settles_at_the_drain_for_a_resumer_that_d
 
 
 @scenario("groups")
+async def a_child_an_operator_killed_settles_as_killed_and_takes_its_rank(
+    tier: Tier, children: ChildKind
+) -> None:
+    """A running child is killed by an operator (on Restate, `restate invocations kill` of its
+    invocation, or of its callee's): it settles as a killed callee's caller is answered, 409
+    `killed`, and takes its rank, so the caller that resumes reads it and nothing waits for ever."""
+    s = Scope(children)
+    group = s.group([s.echo("fast"), count(f"{s.id}-slow", "slow", delay_ms=120_000)])
+    async with Turn(tier) as t:
+        g = t.open(group)
+        first, saved = g.next(), g.save()
+    assert first.ok.position == 0
+    await tier.kill_child(f"{s.key()}/c1")
+    async with Turn(tier) as t:
+        g = t.resume(saved.ok)  # its cursor is past rank 1
+        killed = g.next()
+        g.close()
+    assert (killed.ok.rank, killed.ok.position) == (2, 1)
+    assert killed.ok.outcome == Err(message="killed", code="409")
+
+
+@scenario("groups")
 async def a_reopen_while_a_child_runs_does_not_run_it_twice(tier: Tier, children: ChildKind) -> None:
     """Decision 48: a reopen dispatches every unsettled child again, and the dispatch runs a child
     only if nothing left an outcome for it: one still running settles once, its side effect once."""

@@ -78,6 +78,11 @@ class Tier(Protocol):
         reference host's drain; on Restate, the operator's `lash-restate groups redispatch --all`."""
         ...
 
+    async def kill_child(self, replay_key: str) -> None:
+        """An operator's kill of the running child ``replay_key`` (on Restate, of its invocation, or
+        of its callee's for a call child), once it runs."""
+        ...
+
     async def wait_child_finished(self, replay_key: str) -> None:
         """Return once the child with ``replay_key`` has finished running (its terminal is known)."""
         ...

@@ -105,6 +105,9 @@ class MemoryTier:
     async def drain(self) -> None:
         self.host.drain()
 
+    async def kill_child(self, replay_key: str) -> None:
+        await self.host.kill_child(replay_key)
+
     async def sever(self, group_key: str, *steps: dict[str, Any]) -> None:
         turn = asyncio.create_task(self.turn(*steps))
         while not (record := self.store.groups.get(group_key)) or not record.order:
@@ -180,6 +183,23 @@ class RestateTier:
 
     async def drain(self) -> None:
         await asyncio.to_thread(redispatch_missed, self.stack.admin_url, ingress=self.stack.ingress_url)
+
+    async def kill_child(self, replay_key: str) -> None:
+        key = quote_sql(replay_key)
+        query = (
+            "SELECT id FROM sys_invocation WHERE status != 'completed' AND ((target_service_name = "
+            f"'LashChild' AND target_handler_name IN ('run', 'execute') AND target_service_key = {key}) "
+            f"OR {_callee(replay_key)})"
+        )
+        async with asyncio.timeout(30), httpx.AsyncClient(timeout=30) as client:
+            while True:
+                rows = await self.sql(query)
+                if rows:
+                    break
+                await asyncio.sleep(0.05)
+            [row] = rows
+            killed = await client.patch(f"{self.stack.admin_url}/invocations/{row['id']}/kill")
+            assert killed.status_code in (200, 202), killed.text
 
     async def sever(self, group_key: str, *steps: dict[str, Any]) -> None:
         marker = f"sever-{uuid.uuid4()}"  # the turn's idempotency key: how its invocation is found
