@@ -338,14 +338,16 @@ def _paused_replay_keys(admin: Admin) -> dict[str, int]:
         row["target_service_key"] if row.get("target_service_name") == child else _callee_of(row)
         for row in paused
     ]
+    # An invocation the ingress started has no invoker: the admin API leaves the column out.
     callers = sorted(
         {
-            row["invoked_by_id"]
+            str(row["invoked_by_id"])
             for row in paused
-            if row.get("target_service_name") != child and _callee_of(row) is None
+            if row.get("target_service_name") != child
+            and _callee_of(row) is None
+            and row.get("invoked_by_id")
         }
     )
-    callers = [c for c in callers if c]
     if callers:
         rows = _rows_in(
             admin,

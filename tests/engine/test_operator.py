@@ -559,6 +559,17 @@ def test_closing_a_group_that_is_not_open_is_a_no_op(stack: LocalStack) -> None:
     assert missing.returncode == 0 and "not open" in missing.stdout  # nothing to close: no ingress needed
 
 
+def test_a_paused_invocation_the_ingress_started_counts_on_no_child(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The admin API leaves out a paused invocation's `invoked_by_id` when the ingress started it (an
+    application's request, or an operator's): it is on no child's path, and the listing goes on."""
+    import lash_restate.inspection as inspection
+
+    paused = [{"id": "inv_1turn", "target_service_name": "LashTurn", "target_service_key": None}]
+    monkeypatch.setattr(inspection, "_paused_rows", lambda admin, where="": paused)
+    monkeypatch.setattr(inspection, "_rows_in", lambda *_: pytest.fail("no invoker to look up"))
+    assert inspection._paused_replay_keys("http://127.0.0.1:1") == {}
+
+
 UUID = "0b6c2f4e-3d1a-4c8e-9f70-2a5b8e1d4c37"
 
 
