@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 from ...contract import Cancelled, Err, GroupHandle, Ok, Settlement
 from ._scenario import scenario
@@ -439,6 +440,22 @@ async def a_cancel_group_whose_holder_returned_keeps_its_losers_for_a_resumer(
     await _a_returned_cancel_groups_loser_is_served_to_a_resumer(tier, children, restart=False)
 
 
+async def _lose_the_tool_of_a_running_child(
+    tier: Tier, children: ChildKind
+) -> tuple[Scope, str, dict[str, Any], GroupHandle]:
+    """A group of a slow `count` child and a fast one, opened; then the process restarts without
+    the `count` tool while that child runs, and its run ends with no outcome. The scope, the `count`
+    witness name, the group and the handle the open answered."""
+    s = Scope(children)
+    name = f"{s.id}-slow"
+    group = s.group([count(name, "slow", delay_ms=4000), s.echo("fast")])
+    async with Turn(tier) as t:
+        opened = t.open(group).opened
+    await tier.restart(without="count")  # the deployment lost the tool while the child ran
+    await tier.wait_child_ended(f"{s.key()}/c0")
+    return s, name, group, opened.ok
+
+
 @scenario("groups")
 async def a_child_whose_tool_was_missing_for_a_while_settles_once_a_reopen_finds_it(
     tier: Tier, children: ChildKind
@@ -448,15 +465,9 @@ async def a_child_whose_tool_was_missing_for_a_while_settles_once_a_reopen_finds
     an outcome), the group stays listed and the rank stays unallocated. The tool is restored; a
     reopen (which resolves what it dispatches and refuses nothing) runs the child again, and the
     resumed group finishes with the tool's real outcome, the side effect done once."""
-    s = Scope(children)
-    name = f"{s.id}-slow"
-    group = s.group([count(name, "slow", delay_ms=4000), s.echo("fast")])
+    s, name, group, opened = await _lose_the_tool_of_a_running_child(tier, children)
     async with Turn(tier) as t:
-        opened = t.open(group).opened
-    await tier.restart(without="count")  # the deployment lost the tool while the child ran
-    await tier.wait_child_ended(f"{s.key()}/c0")
-    async with Turn(tier) as t:
-        g = t.resume(opened.ok)
+        g = t.resume(opened)
         fast, gone = g.next(), g.next(cancel_after_ms=300)
     assert fast.ok.position == 1
     assert gone.error.code == "await_cancelled"  # no outcome invented while the tool was gone
@@ -464,7 +475,7 @@ async def a_child_whose_tool_was_missing_for_a_while_settles_once_a_reopen_finds
     await tier.restart()  # the tool is back
     async with Turn(tier) as t:
         t.open(group)
-        g = t.resume(opened.ok)
+        g = t.resume(opened)
         first, second = g.next(), g.next()
     assert (first.ok.rank, first.ok.position) == (1, 1)
     assert (second.ok.rank, second.ok.position) == (2, 0)
@@ -481,18 +492,12 @@ async def a_child_whose_tool_came_back_settles_at_the_drain_for_a_resumer_that_d
     it as missed. The tool is restored and the drain runs (on Restate, the operator's re-dispatch):
     a caller that resumes from the saved cursor, without a reopen, reads the tool's real outcome at
     rank 2, the side effect done once."""
-    s = Scope(children)
-    name = f"{s.id}-slow"
-    group = s.group([count(name, "slow", delay_ms=4000), s.echo("fast")])
-    async with Turn(tier) as t:
-        opened = t.open(group).opened
-    await tier.restart(without="count")  # the deployment lost the tool while the child ran
-    await tier.wait_child_ended(f"{s.key()}/c0")
+    s, name, _, opened = await _lose_the_tool_of_a_running_child(tier, children)
     await tier.wait_missed(s.key(), 0)
     await tier.restart()  # the tool is back
     await tier.drain()
     async with Turn(tier) as t:
-        g = t.resume(opened.ok)
+        g = t.resume(opened)
         first, second = g.next(), g.next()
         g.close()
     assert (first.ok.rank, first.ok.position) == (1, 1)
