@@ -216,15 +216,14 @@ def pump_object(routing: Routing, *, metadata: dict[str, str] | None = None) -> 
         if reads:
             await restate.gather(*reads)
         failure = stored_outcome(req.outcome)
-        refs, inline = [], 0
+        refs: list[Ref] = []
+        inline = 0
         for position, replay_key, read in zip(req.positions, req.replay_keys, reads, strict=True):
             outcome = await read
             if outcome is None:
                 outcome = failure
                 ctx.set(pump_store(position), outcome, serde=_BYTES)
-            carry = len(outcome) <= INLINE_OUTCOME_BYTES and inline + len(outcome) <= BATCH_INLINE_BYTES
-            inline += len(outcome) if carry else 0
-            refs.append(Ref(position=position, replay_key=replay_key, outcome=outcome if carry else None))
+            inline = _add_ref(refs, position, replay_key, outcome, inline)
         await _report(ctx, req.group_key, PumpReport(incarnation=req.incarnation, refs=refs))
 
     @pump.handler(name=PUMP_REDISPATCH_STAGED.handler, ingress_private=True, state_preload=False)
@@ -412,7 +411,8 @@ async def _await_and_report(
             _release(ctx, slices)
             return
         pending = [future for future in pending if future not in done]
-        refs, inline = [], 0
+        refs: list[Ref] = []
+        inline = 0
         for future in done:
             what = awaited[future]
             if what.kind == _SLICE:
@@ -439,11 +439,7 @@ async def _await_and_report(
             # Stored before the report is sent, so a rank is never readable before its outcome.
             ctx.set(pump_store(what.position), outcome, serde=_BYTES)
             stored = True
-            carry = len(outcome) <= INLINE_OUTCOME_BYTES and inline + len(outcome) <= BATCH_INLINE_BYTES
-            inline += len(outcome) if carry else 0
-            refs.append(
-                Ref(position=what.position, replay_key=what.replay_key, outcome=outcome if carry else None)
-            )
+            inline = _add_ref(refs, what.position, what.replay_key, outcome, inline)
         if refs:
             answer = await _report(
                 ctx, group_key, PumpReport(incarnation=incarnation, refs=refs, listen=listen)
@@ -480,6 +476,14 @@ async def _await_and_report(
         _release(ctx, slices)
 
 
+def _add_ref(refs: list[Ref], position: int, replay_key: str, outcome: bytes, inline: int) -> int:
+    """Append the ref reporting a stored ``outcome``, carrying it if it fits what one outcome and one
+    batch may carry (``inline`` bytes carried so far); the bytes carried now."""
+    carry = len(outcome) <= INLINE_OUTCOME_BYTES and inline + len(outcome) <= BATCH_INLINE_BYTES
+    refs.append(Ref(position=position, replay_key=replay_key, outcome=outcome if carry else None))
+    return inline + len(outcome) if carry else inline
+
+
 def _release(ctx: restate.ObjectContext, slices: list[str]) -> None:
     """The group is closed: nothing this pump (or a further slice's) keeps will be read again."""
     for key in slices:
@@ -512,7 +516,8 @@ async def _settle_as_they_finish(
             # Cancelled (a Cancel close, or its caller ended): the SDK has cancelled the calls
             # still pending, and their Cancelled terminals still rank (ADR, "Close deletes…").
             continue
-        refs, inline = [], 0
+        refs: list[Ref] = []
+        inline = 0
         for future in done:
             child = calls[future]
             if child is None:
@@ -524,11 +529,7 @@ async def _settle_as_they_finish(
             position = position_of(child)
             # Stored before the batch is sent, so a rank is never readable before its outcome.
             ctx.set(pump_store(position), outcome, serde=_BYTES)
-            carry = len(outcome) <= INLINE_OUTCOME_BYTES and inline + len(outcome) <= BATCH_INLINE_BYTES
-            inline += len(outcome) if carry else 0
-            refs.append(
-                Ref(position=position, replay_key=child.replay_key, outcome=outcome if carry else None)
-            )
+            inline = _add_ref(refs, position, child.replay_key, outcome, inline)
         if refs:
             batch = SettleBatch(incarnation=req.incarnation, mode=SettlementMode.PUMPED, refs=refs)
             await _forward(ctx, req.group_key, batch)
