@@ -30,6 +30,7 @@ from tests.engine.test_engine import (
     test_killed_endpoint_mid_group_serves_identical_ranks_to_a_fresh_invocation,  # noqa: F401
     test_the_endpoint_keeps_one_http2_connection_past_a_thousand_requests,  # noqa: F401
 )
+from tests.engine.test_operator import open_group
 
 pytestmark = pytest.mark.restate
 
@@ -137,6 +138,25 @@ def test_sigterm_stops_the_endpoint_gracefully_and_frees_its_port(tmp_path: Path
         assert endpoint.process.wait(30) == 0  # it stopped on its own, cleanly, not killed
         assert _listeners(endpoint.port) == set()
         assert _refused(endpoint.port)
+
+
+@pytest.mark.parametrize("server", SERVERS)
+async def test_sigterm_stops_an_endpoint_with_invocations_in_flight_quietly_and_loses_nothing(
+    tmp_path: Path, server: str
+) -> None:
+    """Restate holds its HTTP/2 connections open while invocations run on them: the stop cuts what is
+    still in flight after the grace, exits 0 with no error logged, and the next endpoint serves on."""
+    with LocalStack.single(tmp_path, server_env=SERVER_ENV, endpoint_server=server).start() as stack:
+        s, opener = await open_group(stack)  # its caller waits on the endpoint for rank 2
+        process = stack.endpoint.process
+        assert process is not None
+        await asyncio.to_thread(stack.endpoint.stop)  # SIGTERM; a SIGKILL after 15 s
+        assert process.returncode == 0  # it stopped on its own, not killed
+        log = (tmp_path / "endpoint.log").read_text()
+        assert [line for line in log.splitlines() if '"level": "error"' in line or "Traceback" in line] == []
+        stack.endpoint.start(repick_port=False)
+        await stack.emit(s.event("never"), "late")
+        assert (await opener).status_code == 200  # the cut caller ran again and got its rank 2
 
 
 @pytest.mark.parametrize("server", SERVERS)

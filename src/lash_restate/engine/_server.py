@@ -10,11 +10,13 @@ import asyncio
 import contextlib
 import gc
 import logging
+import math
 import os
 import signal
 import threading
 from typing import Any
 
+from .. import logs
 from ..contract import LashError, RuntimeErrorCode
 
 __all__ = ["FULL_GC_EVERY", "GRACE_S", "SERVERS", "ServerUnavailable", "collect_rarely", "serve"]
@@ -68,10 +70,44 @@ async def serve(
         install_shutdown_hook(loop, stop.set, sig)
     if full_gc_every is not None:
         collect_rarely(full_gc_every)  # once this process is sure to serve (a main thread, signals set)
-    if server == "granian":
-        await _serve_granian(app, host, port, stop)
-    else:
-        await _serve_hypercorn(app, host, port, stop)
+    tracked = _InFlight(app)
+    quiet = asyncio.create_task(_quiet_once_stopping(stop))
+    try:
+        if server == "granian":
+            await _serve_granian(tracked, host, port, stop)
+        else:
+            await _serve_hypercorn(tracked, host, port, stop)
+    finally:
+        quiet.cancel()
+    # Restate retries on another attempt whatever the stop cut; an operator may want to know.
+    logs.event("endpoint.stopped", in_flight=tracked.count)
+
+
+# Where the SDK and the servers log the errors of a request the stop cut.
+_CUT_LOGGERS = ("restate.server", "hypercorn.error", "_granian")
+
+
+async def _quiet_once_stopping(stop: asyncio.Event) -> None:
+    """Once a stop is asked for, what cutting the requests still in flight raises (cancellations, a
+    task group shutting down, a closed stream) is expected: it is logged at debug, not as an error,
+    up to the process's end (asyncio.run cancels what is left after `serve` returns)."""
+    await stop.wait()
+    asyncio.get_running_loop().set_exception_handler(
+        lambda _, context: _to_debug(context.get("message"), context.get("exception"))
+    )
+    for name in _CUT_LOGGERS:
+        logging.getLogger(name).addFilter(_at_debug)
+
+
+def _at_debug(record: logging.LogRecord) -> bool:
+    if record.levelno < logging.ERROR:
+        return True
+    _to_debug(record.getMessage(), record.exc_info)
+    return False
+
+
+def _to_debug(message: object, error: Any) -> None:
+    logs.logger.debug("while stopping: %s", message, exc_info=error)
 
 
 # Decision 68.
@@ -97,7 +133,7 @@ def collect_rarely(full_every: int = FULL_GC_EVERY) -> None:
     gc.set_threshold(young, middle, full_every)
 
 
-async def _serve_hypercorn(app: Any, host: str, port: int, stop: asyncio.Event) -> None:
+async def _serve_hypercorn(app: _InFlight, host: str, port: int, stop: asyncio.Event) -> None:
     from hypercorn.asyncio import serve as hypercorn_serve
     from hypercorn.config import Config
 
@@ -112,10 +148,16 @@ async def _serve_hypercorn(app: Any, host: str, port: int, stop: asyncio.Event) 
     config.accesslog = None
     config.errorlog = logging.getLogger("hypercorn.error")  # through our JSON lines, at our level
     config.graceful_timeout = GRACE_S
-    await hypercorn_serve(_answer_lifespan(app), config, shutdown_trigger=stop.wait)
+    try:
+        await hypercorn_serve(_answer_lifespan(app), config, shutdown_trigger=stop.wait)
+    except Exception:
+        # Past its grace hypercorn cuts the connections still open and its teardown of their HTTP/2
+        # streams can raise (an ExceptionGroup of a KeyError, seen here): the stop was asked for.
+        if not stop.is_set():
+            raise
 
 
-async def _serve_granian(app: Any, host: str, port: int, stop: asyncio.Event) -> None:
+async def _serve_granian(tracked: _InFlight, host: str, port: int, stop: asyncio.Event) -> None:
     """Granian's embedded server: its Rust HTTP stack on threads of this process, the app on this
     loop (decision 33). Its process-per-worker server is not used: that worker outlives a SIGKILLed
     parent and keeps the port."""
@@ -126,7 +168,6 @@ async def _serve_granian(app: Any, host: str, port: int, stop: asyncio.Event) ->
         from granian.server.embed import Server
     except ImportError:
         raise ServerUnavailable("granian is not installed: pip install 'lash-restate[granian]'") from None
-    tracked = _InFlight(app)
     verbose = logging.getLogger("lash_restate").isEnabledFor(logging.INFO)
     server = Server(
         tracked,
@@ -142,6 +183,9 @@ async def _serve_granian(app: Any, host: str, port: int, stop: asyncio.Event) ->
         # Granian's records go through the root logger, as JSON lines like ours, not to its stdout handler.
         log_dictconfig={"loggers": {name: {"handlers": [], "propagate": True} for name in _GRANIAN_LOGGERS}},
     )
+    # Decision 75: its stop otherwise waits for every connection to close, and Restate holds its
+    # HTTP/2 connections open while invocations run on them: never, for an endpoint with a caller waiting.
+    server.workers_kill_timeout = math.ceil(GRACE_S)
     if _known_experimental not in logging.getLogger("_granian").filters:
         logging.getLogger("_granian").addFilter(_known_experimental)
 
@@ -152,11 +196,16 @@ async def _serve_granian(app: Any, host: str, port: int, stop: asyncio.Event) ->
     stopper = asyncio.create_task(stop_on_signal())
     try:
         await server.serve()
+    except TimeoutError:
+        # Its join of the worker timed out, which cancelled it; granian then raises instead of going on.
+        if not stop.is_set():
+            raise
+    else:
+        # The embedded server returns once it stops listening; the app's requests still run on this
+        # loop, and asyncio.run would cancel them on return: let them finish, as hypercorn's grace does.
+        await tracked.drained(GRACE_S)
     finally:
         stopper.cancel()
-    # The embedded server returns once it stops listening; the app's requests still run on this
-    # loop, and asyncio.run would cancel them on return: let them finish, as hypercorn's grace does.
-    await tracked.drained(GRACE_S)
     # Granian's Rust threads finish their teardown just after `serve` returns; one still attaching to
     # the interpreter while it finalizes aborts the process (SIGABRT, about one stop in ten here).
     await _rust_threads_ended(GRACE_S)
