@@ -226,9 +226,15 @@ class LocalStack:
         server.start()
 
     def stop(self) -> None:
-        """End every endpoint, then every server, by pid; remove the servers' data unless ``keep``."""
+        """End every endpoint, then every server, by pid; remove the servers' data unless ``keep``.
+
+        A stack that keeps nothing is SIGKILLed: its data goes with it, so a graceful stop (the
+        endpoint's grace, the server's wait for what is in flight) would only cost time."""
         for endpoint in self.endpoints:
-            endpoint.stop()
+            if self.keep:
+                endpoint.stop()
+            else:
+                endpoint.kill()
         for server in self.servers:
             if self.keep:
                 server.stop()
