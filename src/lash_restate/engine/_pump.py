@@ -395,7 +395,7 @@ async def _await_and_report(
     call; stop once the group is closed (its close resolves ``closing``, or a report finds it closed)."""
     pending: list[Any] = list(awaited)
     listen = closing[0] if closing is not None else None
-    stored = cancelled = closed = False
+    stored = cancelled = closed = missed = False
     while pending:
         watched = pending if closing is None or closed else [*pending, closing[1]]
         try:
@@ -435,7 +435,8 @@ async def _await_and_report(
             else:
                 outcome = await _child_outcome(future, what.replay_key)
             if outcome is None:
-                continue  # a routing miss: no terminal is synthesized, the rank stays unallocated
+                missed = True  # a routing miss: no terminal is synthesized, the rank stays unallocated
+                continue
             # Stored before the report is sent, so a rank is never readable before its outcome.
             ctx.set(pump_store(what.position), outcome, serde=_BYTES)
             stored = True
@@ -459,7 +460,9 @@ async def _await_and_report(
         _release(ctx, slices)
         return
     # Every child settled: listen for the close a while longer, then tell the group the store stays.
-    linger = ctx.sleep(LINGER)
+    # Not after a miss: that group waits for a reopen or a drain, whose re-dispatch queues behind this
+    # run on this key. A sleep of zero journals the same command, so a run journaled either way replays.
+    linger = ctx.sleep(timedelta(0) if missed else LINGER)
     while True:
         try:
             which, _ = await restate.select(closed=closing[1], linger=linger)
