@@ -18,6 +18,8 @@ from lash_restate.testing.processes import restate_server_binary
 ROOT = Path(__file__).resolve().parents[2]
 # The user pins another patch version of a dependency lash-restate shares (the lock has httpx 0.28.1).
 USER_PIN = "httpx==0.28.0"
+# One worker runs both tests, so the wheel and its virtualenv are built once per run, not per worker.
+pytestmark = pytest.mark.xdist_group("wheel")
 
 
 @pytest.fixture(scope="module")
