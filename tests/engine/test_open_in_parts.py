@@ -4,14 +4,21 @@ Each slice's children are staged with the pump that will run them (`LashPump/sta
 them), then `LashGroup/open_parts` records the group with the shape alone and starts the tree of
 pumps. What must hold: every child ranked once, payloads read back, a child nobody can route
 refusing the whole open with nothing kept, a resume reading the same ranks, and nothing left after
-the close. Here the children are large (about 110 KB each, so 300 of them do not fit one open while
-each slice of 256 fits one part); at N = 100,000 small children do the same (docs/performance.md).
+the close. The first test's children are large (about 110 KB each, so 300 of them do not fit one
+open while each slice of 256 fits one part): the size is what sends them in parts. The others take
+the same layout at a hundredth of the bytes and CPU, with small children on an endpoint told to open
+in parts every group this wide (`LASH_PARTS_FROM`, the switch the conformance suite's batched tier
+sets to 1); at N = 100,000 small children open in parts by size too (docs/performance.md).
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
+
+import pytest
 
 from lash_restate.contract import (
     GroupWakePolicy,
@@ -21,8 +28,10 @@ from lash_restate.contract import (
     ToolCall,
     opens_in_parts,
 )
+from lash_restate.engine._controller import PARTS_FROM_ENV
 from lash_restate.engine._mode import PUMP_SLICE
 from lash_restate.inspection import quote, sql
+from lash_restate.testing import LocalStack
 from tests.conformance.builders import (
     Scope,
     close,
@@ -37,15 +46,31 @@ from tests.conformance.builders import (
     tool,
     use,
 )
-from tests.engine.conftest import Stack
+from tests.engine.conftest import Stack, private_stack
 from tests.engine.test_engine import _handle, _poll, _wait_run_completed, _wait_run_started
 
 WIDTH = PUMP_SLICE + 44  # two parts
 BIG = "x" * 110_000
 
 
-def _children() -> list[dict[str, Any]]:
-    return [echo(f"{i}:{BIG}") for i in range(WIDTH)]
+def _children(payload: str = "") -> list[dict[str, Any]]:
+    return [echo(f"{i}:{payload}") for i in range(WIDTH)]
+
+
+@pytest.fixture
+def stack(tmp_path: Path) -> Iterator[Stack]:
+    """A stack of the test's own whose endpoint opens in parts every group of `WIDTH` children."""
+    env = {"RESTATE_DEFAULT_NUM_PARTITIONS": "4"}
+    endpoint_env = {PARTS_FROM_ENV: str(WIDTH)}
+    with LocalStack.single(tmp_path, server_env=env, endpoint_env=endpoint_env).start() as s:
+        yield s
+
+
+@pytest.fixture
+def by_size(tmp_path: Path) -> Iterator[Stack]:
+    """A stack of the test's own, as the engine tests' (what sends a group in parts is its size)."""
+    with private_stack(tmp_path) as s:
+        yield s
 
 
 def test_these_children_need_two_parts() -> None:
@@ -66,6 +91,16 @@ async def _rows(stack: Stack, query: str) -> list[dict[str, Any]]:
     return await asyncio.to_thread(sql, stack.server.admin_url, query)
 
 
+async def _parts(stack: Stack, group_key: str) -> list[str]:
+    """The group's pumps' `stage` and `run_parts` invocations, by handler: what opening in parts ran."""
+    rows = await _rows(
+        stack,
+        "SELECT target_handler_name AS h FROM sys_invocation WHERE target_service_name = 'LashPump' "
+        f"AND ends_with(target_service_key, {quote(':' + group_key)})",
+    )
+    return sorted(r["h"] for r in rows if r["h"] in ("stage", "run_parts"))
+
+
 def _left(group_key: str) -> str:
     return (
         "SELECT service_name, service_key, key FROM state WHERE service_key = "
@@ -73,24 +108,17 @@ def _left(group_key: str) -> str:
     )
 
 
-async def test_an_all_too_large_for_one_open_ranks_every_child_once_and_leaves_nothing(stack: Stack) -> None:
+async def test_an_all_too_large_for_one_open_ranks_every_child_once_and_leaves_nothing(
+    by_size: Stack,
+) -> None:
+    stack = by_size
     s = Scope()
-    [result] = await stack.turn(combine("all", s.group(_children())), within=300)
+    [result] = await stack.turn(combine("all", s.group(_children(BIG))), within=300)
     done = ok(result)
     assert done["status"] == "fulfilled"
     assert [v.split(":")[0] for v in done["value"]] == [str(i) for i in range(WIDTH)]
     assert sorted(done["order"]) == list(range(WIDTH))  # one rank per child
-    staged = await _rows(
-        stack,
-        "SELECT target_handler_name AS h FROM sys_invocation WHERE target_service_name = 'LashPump' "
-        f"AND ends_with(target_service_key, {quote(':' + s.key())})",
-    )
-    assert sorted(r["h"] for r in staged if r["h"] in ("stage", "run_parts")) == [
-        "run_parts",
-        "run_parts",
-        "stage",
-        "stage",
-    ]
+    assert await _parts(stack, s.key()) == ["run_parts", "run_parts", "stage", "stage"]
     await _poll(stack, _left(s.key()), lambda rows: not rows, within=120)
 
 
@@ -98,6 +126,7 @@ async def test_a_resume_of_a_group_opened_in_parts_reads_the_same_ranks(stack: S
     s = Scope()
     group = s.group(_children())
     [_, first, _] = await stack.turn(open_(group), next_(), save(), within=300)
+    assert (await _parts(stack, s.key())).count("stage") == 2  # its children went first, in two parts
     assert ok(first)["rank"] == 1
     [_, again, closed] = await stack.turn(use(_handle(s.key(), WIDTH, 0)), next_(), close(), within=300)
     assert ok(again) == ok(first)  # rank 1 again, from a cursor saved at 0
@@ -112,6 +141,7 @@ async def test_a_child_nobody_can_route_refuses_an_open_in_parts_and_nothing_is_
     bad = s.group(children)
     [a] = await stack.turn(combine("all", bad), within=300)
     [b] = await stack.turn(combine("all", bad), within=300)
+    assert set(await _parts(stack, s.key())) == {"stage"}  # refused by its second part's stage
     assert err(a) == err(b)  # nothing was recorded: the second open is refused identically
     assert (err(a)["code"], err(a)["position"]) == ("child_unroutable", PUMP_SLICE + 3)
     await _poll(stack, _left(s.key()), lambda rows: not rows, within=120)
@@ -130,6 +160,7 @@ async def test_a_reopen_of_a_group_opened_in_parts_runs_again_a_child_whose_tool
     children[0] = count(name, "slow", delay_ms=4000)
     group = s.group(children)
     [opened] = await stack.turn(open_(group), within=300)
+    assert (await _parts(stack, s.key())).count("stage") == 2  # its children went first, in two parts
     await _wait_run_started(stack, f"{s.key()}/c0")
     stack.restart_endpoint(LASH_DEMO_TOOLS_OFF="count")  # the deployment lost the tool while it ran
     await _wait_run_completed(stack, f"{s.key()}/c0")
@@ -152,6 +183,7 @@ async def test_a_reopen_in_parts_under_another_shape_is_refused_and_keeps_no_par
     are released, none left behind; the recorded group is untouched and closes as before."""
     s = Scope()
     [opened] = await stack.turn(open_(s.group(_children())), within=300)
+    assert (await _parts(stack, s.key())).count("stage") == 2  # its children went first, in two parts
     assert "ok" in opened
     [refused] = await stack.turn(open_(s.group(_children(), wake="first")), within=300)
     assert err(refused)["code"] == "shape_mismatch"
