@@ -8,7 +8,9 @@ two attempts, so a call child whose target keeps failing is paused within a seco
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
+import io
 import json
 import os
 import subprocess
@@ -20,6 +22,7 @@ from typing import Any, TypeVar
 import httpx
 import pytest
 
+from lash_restate.cli import main
 from lash_restate.inspection import GroupView, OpenGroup, _callee_of, list_open_groups, quote, show_group, sql
 from lash_restate.testing import LocalStack, StackError
 from tests.conformance.builders import Scope, close, count, echo, event, next_, ok, open_, save, use
@@ -41,16 +44,20 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
 
 
 def lash(stack: LocalStack, *args: str) -> subprocess.CompletedProcess[str]:
+    """`lash-restate ARGS` against the stack, through the CLI's `main` in this process (what the
+    console script calls; tests/engine/test_cli.py runs the command itself): its output and exit
+    code, without an interpreter's start-up per call."""
     urls = ["--admin-url", stack.server.admin_url]
     if args[:2] in (("groups", "close"), ("groups", "redispatch")):
         urls += ["--ingress-url", stack.server.ingress_url]
-    return subprocess.run(
-        [sys.executable, "-m", "lash_restate", *args, *urls],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env=dict(os.environ),
-    )
+    argv = [*args, *urls]
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = main(argv)
+        except SystemExit as exit:  # argparse's usage errors
+            code = exit.code if isinstance(exit.code, int) else int(exit.code is not None)
+    return subprocess.CompletedProcess(["lash-restate", *argv], code, out.getvalue(), err.getvalue())
 
 
 async def until(probe: Callable[[], Awaitable[T | None]], within: float = 60) -> T:
