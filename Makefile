@@ -25,13 +25,14 @@ node_modules/.installed: package.json package-lock.json
 dev: setup
 	$(BIN)/lash-restate dev
 
+# The suite ends with its 20 slowest tests; docs/test-suite.md keeps the measurements.
 test: setup
 	$(BIN)/ruff check src tests bench examples
 	$(BIN)/ruff format --check src tests bench examples
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
-	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadgroup
+	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadgroup --durations=20
 
 lint: setup
 	$(BIN)/ruff check src tests bench examples

@@ -1,0 +1,55 @@
+"""Opt-in pytest plugin: the CPU each test cost, its own and its servers' and endpoints'.
+
+``pytest -p tests.cpu_usage`` (with or without ``-n``) appends one line per test to
+``$LASH_CPU_USAGE`` (default ``cpu-usage.tsv``): CPU seconds, wall seconds, test id. A test's CPU
+is what the worker process and every process under it (the servers and endpoints the test or a
+session fixture started) spent from the test's start to its end, so a stack's idle time lands on
+whichever test was running. docs/test-suite.md says what it found.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+_TICKS = os.sysconf("SC_CLK_TCK")
+_started: dict[str, tuple[float, float]] = {}
+
+
+def _tree_cpu() -> float:
+    """CPU seconds of this process, the children it reaped, and every live process under it."""
+    parent_of: dict[int, int] = {}
+    spent: dict[int, int] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            text = Path(f"/proc/{entry}/stat").read_text()
+        except OSError:  # ended while we looked
+            continue
+        fields = text.rsplit(")", 1)[1].split()  # after the command name, which may hold spaces
+        pid = int(entry)
+        parent_of[pid] = int(fields[1])
+        utime, stime, cutime, cstime = (int(f) for f in fields[11:15])
+        spent[pid] = utime + stime + (cutime + cstime if pid == os.getpid() else 0)
+    children: dict[int, list[int]] = {}
+    for pid, parent in parent_of.items():
+        children.setdefault(parent, []).append(pid)
+    total, todo = 0, [os.getpid()]
+    while todo:
+        pid = todo.pop()
+        total += spent.get(pid, 0)
+        todo.extend(children.get(pid, []))
+    return total / _TICKS
+
+
+def pytest_runtest_logstart(nodeid: str, location: tuple[str, int | None, str]) -> None:
+    _started[nodeid] = (_tree_cpu(), time.monotonic())
+
+
+def pytest_runtest_logfinish(nodeid: str, location: tuple[str, int | None, str]) -> None:
+    cpu, wall = _started.pop(nodeid)
+    line = f"{_tree_cpu() - cpu:.2f}\t{time.monotonic() - wall:.2f}\t{nodeid}\n"
+    with Path(os.environ.get("LASH_CPU_USAGE", "cpu-usage.tsv")).open("a") as out:
+        out.write(line)
