@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _pytest.nodeid import NodeId
 
 from lash_restate.engine._controller import PARTS_FROM_ENV
 from lash_restate.engine._endpoint import PAGE_FROM_ENV
@@ -54,7 +55,9 @@ def _starts_a_server(fn: Any, seen: set[Any]) -> bool:
     )
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+@pytest.hookimpl(trylast=True)  # after pytest-xdist's own, whose suffix no longer takes (below)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    _keep_xdist_groups(config, items)
     for item in items:
         params = getattr(item, "callspec", None)
         on_restate = params is not None and str(params.params.get("tier", "")).startswith("restate")
@@ -64,6 +67,20 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             on_restate = any(_starts_a_server(fn, seen) for fn in (item.function, *fixtures))
         if on_restate:
             item.add_marker(pytest.mark.restate)
+
+
+def _keep_xdist_groups(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """`--dist loadgroup` sends the tests of one `xdist_group` to one worker by a suffix on their node
+    ids, which pytest-xdist 3.8 still writes to `_nodeid`; pytest 9.2 reads a structured `_id`, so
+    every group was silently spread over the workers (pytest-dev/pytest-xdist#1386). Until xdist
+    writes it, the worker's collection writes it here. Drop this once that issue is fixed."""
+    if not getattr(config.option, "loadgroup", False):
+        return
+    for item in items:
+        marks = item.iter_markers("xdist_group")
+        names = sorted({str(m.args[0] if m.args else m.kwargs.get("name", "default")) for m in marks})
+        if names and "@" not in item.nodeid.rpartition("]")[2]:
+            item._id = NodeId.parse(f"{item.nodeid}@{'_'.join(names)}")
 
 
 @pytest.hookimpl(tryfirst=True)

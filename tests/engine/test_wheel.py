@@ -18,11 +18,12 @@ from lash_restate.testing.processes import restate_server_binary
 ROOT = Path(__file__).resolve().parents[2]
 # The user pins another patch version of a dependency lash-restate shares (the lock has httpx 0.28.1).
 USER_PIN = "httpx==0.28.0"
-# One worker runs both tests, so the wheel and its virtualenv are built once per run, not per worker.
+# One worker runs both tests, and the fixture lives for the session (the worker may run other modules'
+# tests between them), so the wheel and its virtualenv are built once per run.
 pytestmark = pytest.mark.xdist_group("wheel")
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def user_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A fresh virtualenv with the built wheel installed next to the user's own pin: its python."""
     tmp_path = tmp_path_factory.mktemp("wheel")
