@@ -26,7 +26,8 @@ USER_PAGES = [
 
 def _tests_by_file() -> dict[str, set[str]]:
     found: dict[str, set[str]] = {}
-    for path in (ROOT / "tests").rglob("test_*.py"):
+    # The suite's own tests by their path under tests/, an application's example tests by theirs.
+    for path in [*(ROOT / "tests").rglob("test_*.py"), *(ROOT / "examples").rglob("test_*.py")]:
         tree = ast.parse(path.read_text())
         names = {
             node.name
@@ -36,7 +37,8 @@ def _tests_by_file() -> dict[str, set[str]]:
         if "pytest_tests(" in path.read_text():  # tests built from the conformance suite's scenarios
             module = importlib.import_module(".".join(path.relative_to(ROOT).with_suffix("").parts))
             names |= {name for name in vars(module) if name.startswith("test_")}
-        found[str(path.relative_to(ROOT / "tests"))] = names
+        under = ROOT / "tests" if path.is_relative_to(ROOT / "tests") else ROOT
+        found[str(path.relative_to(under))] = names
     return found
 
 
