@@ -17,6 +17,7 @@ from lash_restate.inspection import quote, sql
 from lash_restate.testing import LocalStack
 from tests.conformance.builders import Scope, combine, err, next_, ok, open_, use
 from tests.engine.test_engine import _poll, _runs_of, _wait_run_completed
+from tests.engine.test_operator import _missed, until
 
 
 def demo_echo(value: str, delay_ms: int = 0) -> dict[str, object]:
@@ -92,12 +93,7 @@ async def test_a_call_whose_target_left_the_deployment_ends_with_a_terminal_404(
         # Redeploying in place is safe only for invocations that are not running (Restate replays a
         # running one on the new code): wait until the group's open has finished, as an operator
         # would, so that only the queued child meets the new code.
-        await _poll(
-            stack,
-            "SELECT status FROM sys_invocation WHERE target_service_name = 'LashGroup' AND "
-            f"target_handler_name = 'open' AND target_service_key = {quote(s.key('late'))}",
-            lambda rows: bool(rows) and all(r["status"] == "completed" for r in rows),
-        )
+        await _wait_open_completed(stack, s.key("late"))
         stack.restart_endpoint(children, LASH_DEMO_EXTERNAL="")  # redeployed in place, undeclared
         await stack.emit(hold, 1)  # the holder ends; the queued call runs on the new code
         rows = await _wait_run_completed(stack, shared)
@@ -107,6 +103,66 @@ async def test_a_call_whose_target_left_the_deployment_ends_with_a_terminal_404(
         [_, served, last] = await stack.turn(use(ok(opened)), next_(), next_(cancel_after_ms=300))
         assert ok(served)["position"] == 1
         assert err(last)["code"] == "await_cancelled"
+
+
+async def test_a_call_whose_target_left_before_its_redispatch_stays_missed(tmp_path: Path) -> None:
+    """A re-dispatched call child whose target left the endpoint between the reopen and its pump's
+    turn is listed as missed again (for the operator's `groups redispatch`), like a first run's miss.
+
+    The call runs in a `LashChild` queued behind a holder (the first miss, as in the test above); the
+    reopen, made while the target is declared again, queues its re-dispatch behind the group's pump,
+    which still awaits an event; the endpoint drops the declaration, and only then is the event
+    emitted, so the re-dispatch plans its calls on the new code whatever the load.
+    """
+    stack = LocalStack(tmp_path)
+    stack.add_server(env={"RESTATE_DEFAULT_NUM_PARTITIONS": "4"})
+    stack.add_endpoint("callers")  # serves DemoCalls and the turn driver
+    children = stack.add_endpoint(
+        "children", env={"LASH_DEMO_CALLS_OFF": "1", "LASH_DEMO_EXTERNAL": "DemoCalls"}
+    )
+    stack.start(register=False)
+    with stack:
+        stack.register(stack.endpoints[0])
+        stack.register(children, take_over=True)  # lash's services now run here
+        s = Scope()
+        shared = f"{s.id}/shared"
+        hold, later = s.event("hold"), s.event("later")
+        holding = s.group([{"type": "await_event", "name": hold}], batch="hold", replay_keys=[shared])
+        [first] = await stack.turn(open_(holding))
+        assert ok(first)
+        await _wait_run_holding(stack, shared)
+        group = s.group(
+            [demo_echo("late"), {"type": "await_event", "name": later}],
+            batch="late",
+            replay_keys=[shared, f"{s.id}/later"],
+        )
+        [opened] = await stack.turn(open_(group))
+        assert ok(opened)
+        await _wait_open_completed(stack, s.key("late"))
+        stack.restart_endpoint(children, LASH_DEMO_EXTERNAL="")  # undeclared: the queued call misses
+        await stack.emit(hold, 1)
+        assert [
+            c.position for c in (await until(lambda: _missed(stack, s.key("late")))).children if c.missed
+        ] == [0]
+        stack.restart_endpoint(children, LASH_DEMO_EXTERNAL="DemoCalls")  # declared: the reopen routes it
+        [reopened] = await stack.turn(open_(group))
+        assert ok(reopened)
+        assert await _missed(stack, s.key("late")) is None  # dispatched again: no longer kept missed
+        stack.restart_endpoint(children, LASH_DEMO_EXTERNAL="")  # gone again before the pump's turn
+        await stack.emit(later, 1)  # the pump's run ends; the queued re-dispatch plans on the new code
+        view = await until(lambda: _missed(stack, s.key("late")))
+        assert [c.position for c in view.children if c.missed] == [0] and view.missed == 1
+
+
+async def _wait_open_completed(stack: LocalStack, group_key: str) -> None:
+    """The group's `open` invocations have finished: redeploying in place is safe only for
+    invocations that are not running (Restate replays a running one on the new code)."""
+    await _poll(
+        stack,
+        "SELECT status FROM sys_invocation WHERE target_service_name = 'LashGroup' AND "
+        f"target_handler_name = 'open' AND target_service_key = {quote(group_key)}",
+        lambda rows: bool(rows) and all(r["status"] == "completed" for r in rows),
+    )
 
 
 async def _wait_run_holding(stack: LocalStack, replay_key: str) -> None:

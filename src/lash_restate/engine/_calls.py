@@ -31,7 +31,8 @@ __all__ = [
 _CANCELLED = {"cancelled", "canceled"}  # how Restate words a cancellation it propagated to a call
 
 # How a pump calls a child (decision 61), as `PumpAwait.plan` and the pump's journaled `route` carry it:
-# straight to the user's handler, through `LashChild/execute`, or not at all (its target left).
+# straight to the user's handler, or through `LashChild/execute`. `MISS` (not at all: its target
+# left) is only read from a `route` an earlier release journaled; `plan` no longer decides it.
 CALL, CHILD, MISS = "call", "child", "miss"
 
 
@@ -54,10 +55,13 @@ def direct(routing: Routing, envelope: RuntimeEffectEnvelope) -> Call | None:
 
 
 def plan(routing: Routing, children: list[RuntimeEffectEnvelope]) -> list[str]:
-    """How a pump calls each of ``children``: a call to a handler this endpoint binds straight to it,
-    a call to a target only declared external and any other child through `LashChild/execute`, which
-    checks the target when it runs (decision 47); a call whose target is not bound here not at all."""
-    return [CHILD if direct(routing, c) is None else CALL if routing.routes(c) else MISS for c in children]
+    """How a pump calls each of ``children``: a call to a handler this endpoint binds straight to it;
+    any other child through `LashChild/execute`, which checks the target when it runs (decision 47).
+
+    A call whose target left this endpoint goes there too: its run ends with the terminal 404 of a
+    miss and tells the group, which lists it as missed for a drain, as any other miss (decision 73).
+    """
+    return [CALL if direct(routing, c) is not None and routing.routes(c) else CHILD for c in children]
 
 
 def opened_plan(routing: Routing, children: list[RuntimeEffectEnvelope]) -> list[str]:

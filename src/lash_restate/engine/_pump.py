@@ -360,8 +360,9 @@ def _dispatch(
         return future, _Awaited(CHILD, position, child.replay_key)
     call = child.command
     if how == MISS:
-        # A routing miss, never an outcome (ADR: the Restate host's form of it, the ADR's "engine
-        # tier", is a terminal 404; the rank stays unallocated).
+        # Only in a `route` an earlier release journaled (`plan` now sends such a call through
+        # `LashChild/execute`, which lists the miss): a routing miss, never an outcome (ADR: the
+        # Restate host's form of it is a terminal 404; the rank stays unallocated).
         logs.logger.warning(
             "call child ended without a settlement: %s is not bound here",
             call.target,
