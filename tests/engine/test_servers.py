@@ -11,6 +11,7 @@ and crashes: the endpoint SIGKILLed while a caller is parked, mid-tool, and insi
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import socket
@@ -146,7 +147,10 @@ async def test_sigterm_stops_an_endpoint_with_invocations_in_flight_quietly_and_
 ) -> None:
     """Restate holds its HTTP/2 connections open while invocations run on them: the stop cuts what is
     still in flight after the grace, exits 0 with no error logged, and the next endpoint serves on."""
-    with LocalStack.single(tmp_path, server_env=SERVER_ENV, endpoint_server=server).start() as stack:
+    verbose = {"LASH_VERBOSE": "1"}  # for the stop's own event
+    with LocalStack.single(
+        tmp_path, server_env=SERVER_ENV, endpoint_server=server, endpoint_env=verbose
+    ).start() as stack:
         s, opener = await open_group(stack)  # its caller waits on the endpoint for rank 2
         process = stack.endpoint.process
         assert process is not None
@@ -154,6 +158,8 @@ async def test_sigterm_stops_an_endpoint_with_invocations_in_flight_quietly_and_
         assert process.returncode == 0  # it stopped on its own, not killed
         log = (tmp_path / "endpoint.log").read_text()
         assert [line for line in log.splitlines() if '"level": "error"' in line or "Traceback" in line] == []
+        [stopped] = [json.loads(line) for line in log.splitlines() if '"endpoint.stopped"' in line]
+        assert stopped["in_flight"] >= 1, stopped  # the waiting caller's request, at least
         stack.endpoint.start(repick_port=False)
         await stack.emit(s.event("never"), "late")
         assert (await opener).status_code == 200  # the cut caller ran again and got its rank 2

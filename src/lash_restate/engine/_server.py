@@ -72,6 +72,7 @@ async def serve(
         collect_rarely(full_gc_every)  # once this process is sure to serve (a main thread, signals set)
     tracked = _InFlight(app)
     quiet = asyncio.create_task(_quiet_once_stopping(stop))
+    met = asyncio.create_task(_in_flight_once_stopping(stop, tracked))
     try:
         if server == "granian":
             await _serve_granian(tracked, host, port, stop)
@@ -79,12 +80,21 @@ async def serve(
             await _serve_hypercorn(tracked, host, port, stop)
     finally:
         quiet.cancel()
-    # Restate retries on another attempt whatever the stop cut; an operator may want to know.
-    logs.event("endpoint.stopped", in_flight=tracked.count)
+        met.cancel()
+    # Restate retries on another attempt whatever the stop cut; an operator may want to know. What the
+    # stop met is counted, not what it cut: past the grace a server may end a request as if it had
+    # completed (granian's does), so no count taken later tells a cut request from a finished one.
+    logs.event("endpoint.stopped", in_flight=met.result() if met.done() else 0, grace_s=GRACE_S)
 
 
 # Where the SDK and the servers log the errors of a request the stop cut.
 _CUT_LOGGERS = ("restate.server", "hypercorn.error", "_granian")
+
+
+async def _in_flight_once_stopping(stop: asyncio.Event, tracked: _InFlight) -> int:
+    """The requests in flight when a stop is asked for: those not done within its grace are cut."""
+    await stop.wait()
+    return tracked.count
 
 
 async def _quiet_once_stopping(stop: asyncio.Event) -> None:
