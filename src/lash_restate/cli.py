@@ -521,7 +521,8 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--admin-url",
         help="check at start, through this admin API, that no other application serves lash's services "
-        "under this prefix; refuse to start (exit 4) if one does [LASH_ADMIN_URL] (default: no check)",
+        "under this prefix; refuse to start (exit 4) if one does; also where children check a declared "
+        "call target [RESTATE_ADMIN_URL, then LASH_ADMIN_URL] (default: no check)",
     )
     serve.add_argument(
         "--take-over",

@@ -12,7 +12,7 @@ from .contract import LashError, RuntimeErrorCode
 
 __all__ = ["ServeSettings", "SettingsError"]
 
-_ENV = {
+_ENV: dict[str, str | tuple[str, ...]] = {
     "host": "LASH_HOST",
     "port": "LASH_PORT",
     "resolver": "LASH_RESOLVER",
@@ -23,7 +23,7 @@ _ENV = {
     "verbose": "LASH_VERBOSE",
     "prefix": "LASH_PREFIX",
     "server": "LASH_SERVER",
-    "admin_url": "LASH_ADMIN_URL",
+    "admin_url": ("RESTATE_ADMIN_URL", "LASH_ADMIN_URL"),  # the first set, as Restate's own CLI reads it
     "app_name": "LASH_APP_NAME",
     "take_over": "LASH_TAKE_OVER",
 }
@@ -93,13 +93,29 @@ class ServeSettings(BaseModel):
     def load(cls, flags: Mapping[str, Any], env: Mapping[str, str] | None = None) -> ServeSettings:
         """Settings from ``env`` (default: the process environment), overridden by non-None ``flags``."""
         env = os.environ if env is None else env
-        values: dict[str, Any] = {field: env[name] for field, name in _ENV.items() if name in env}
+        values: dict[str, Any] = {}
+        for field, names in _ENV.items():
+            name = _first_set(names, env)
+            if name is not None:
+                values[field] = env[name]
         values.update({k: v for k, v in flags.items() if v is not None})
         try:
             return cls.model_validate(values)
         except ValidationError as exc:
             problems = "; ".join(
-                f"{'.'.join(str(p) for p in e['loc'])} ({_ENV.get(str(e['loc'][0]), 'flag')}): {e['msg']}"
+                f"{'.'.join(str(p) for p in e['loc'])} ({_source(str(e['loc'][0]), flags, env)}): {e['msg']}"
                 for e in exc.errors()
             )
             raise SettingsError(f"invalid settings: {problems}") from None
+
+
+def _first_set(names: str | tuple[str, ...], env: Mapping[str, str]) -> str | None:
+    """The first of a setting's environment variables that ``env`` sets."""
+    return next((name for name in ((names,) if isinstance(names, str) else names) if name in env), None)
+
+
+def _source(field: str, flags: Mapping[str, Any], env: Mapping[str, str]) -> str:
+    """Where a bad setting came from, for its message: a flag, else its environment variable."""
+    names = _ENV.get(field)
+    name = _first_set(names, env) if names is not None and flags.get(field) is None else None
+    return name or "flag"

@@ -3,10 +3,11 @@
 A `Call` child may reach a service the application only declared (`lash.external`), served by
 another deployment. Restate 1.7 answers a call to a service or handler no deployment registered
 with RT0018, a retryable error of the *calling* invocation (the SDK never sees it), so a child
-calling a declared target nobody binds would retry for ever. With the admin API's address (the
-endpoint's ``LASH_ADMIN_URL``, which ``lash-restate serve --admin-url`` also sets), a child asks the
-admin API first and ends as a terminal 404 when the cluster does not know the handler. Without an
-address, or when the admin API cannot be reached, the declaration is trusted as before.
+calling a declared target nobody binds would retry for ever. With the admin API's address
+(``lash-restate serve --admin-url``, else the endpoint's ``RESTATE_ADMIN_URL`` as Restate's CLI reads
+it, else its ``LASH_ADMIN_URL``), a child asks the admin API first and ends as a terminal 404 when
+the cluster does not know the handler. Without an address, or when the admin API cannot be reached,
+the declaration is trusted as before.
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ from ..contract import Call
 __all__ = ["ADMIN_URL_ENV", "KNOWN_FOR_S", "configure_admin", "unregistered"]
 
 ADMIN_URL_ENV = "LASH_ADMIN_URL"
+# Read first, as Restate's own CLI and lash's `register` and `groups` read it.
+RESTATE_ADMIN_URL_ENV = "RESTATE_ADMIN_URL"
 # How long a handler the admin API listed is taken as registered without asking again: a wide group
 # of calls asks once, and a target removed meanwhile is seen at the child's next attempt after this.
 KNOWN_FOR_S = 5.0
@@ -46,7 +49,7 @@ def configure_admin(url: str | None) -> None:
 
 def _admin() -> AdminApi | None:
     if not _Lookup.configured:
-        configure_admin(os.environ.get(ADMIN_URL_ENV) or None)
+        configure_admin(os.environ.get(RESTATE_ADMIN_URL_ENV) or os.environ.get(ADMIN_URL_ENV) or None)
     return _Lookup.admin
 
 
