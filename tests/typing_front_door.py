@@ -71,6 +71,9 @@ async def children_are_typed_from_their_handlers() -> None:
     assert_type(lash.call(seat, 3), lash.TypedCall[Seat])
     assert_type(lash.call(ping), lash.TypedCall[int])
     assert_type(lash.call("Billing", "charge", {"amount": 1}), lash.Call)  # served elsewhere: JSON
+    scoped = lash.call(quote, QuoteRequest(sku="tea"), headers={"x-t": "a"}, scope="billing", limit_key="a/u")
+    assert_type(scoped, lash.TypedCall[Quote])
+    assert_type(lash.call(weigh, Parcel(grams=1), key="p1", scope="billing"), lash.TypedCall[Label])
 
 
 async def results_are_the_handlers_types(ctx: restate.Context) -> None:

@@ -200,12 +200,64 @@ def test_non_json_args_are_refused(args: Any) -> None:
             "call arg holds a non-finite float, which JSON cannot carry",
         ),
         ({"service": "S", "handler": "h", "arg": {1: 2}}, "call arg has a non-string object key 1"),
+        (
+            {"service": "S", "handler": "h", "limit_key": "acme"},
+            "a call's limit_key needs a scope (Restate applies limits within a scope)",
+        ),
+        (
+            {"service": "S", "handler": "h", "scope": "bad scope"},
+            "call scope 'bad scope' must be 1..36 characters of letters, digits, '_', '.' and '-'",
+        ),
+        (
+            {"service": "S", "handler": "h", "scope": "s" * 37},
+            f"call scope {'s' * 37!r} must be 1..36 characters of letters, digits, '_', '.' and '-'",
+        ),
+        (
+            {"service": "S", "handler": "h", "scope": "billing", "limit_key": "a/b/c"},
+            "call limit_key 'a/b/c' must be one or two levels separated by '/', each 1..36 characters of "
+            "letters, digits, '_', '.' and '-'",
+        ),
+        (
+            {"service": "S", "handler": "h", "headers": {"x-a": 1}},
+            "call header 'x-a' must map a string to a string, not 1",
+        ),
+        (
+            {"service": "S", "handler": "h", "headers": {"x-a": "b\r\nx-injected: 1"}},
+            "call header 'x-a' must be at most 8192 characters, none of them a control character",
+        ),
+        (
+            {"service": "S", "handler": "h", "headers": {"": "v"}},
+            "call header name must be 1..512 characters",
+        ),
     ],
 )
 def test_a_call_is_refused_typed_naming_the_bad_field(fields: dict[str, Any], message: str) -> None:
     with pytest.raises(InvalidEnvelope) as refused:
         Call(**fields)
     assert refused.value.message == message
+
+
+def test_a_calls_headers_scope_and_limit_key_are_its_identity_and_absent_ones_leave_it_as_before() -> None:
+    """Given, they are encoded (and so hashed: a replay must give the same ones); absent, the call
+    encodes as a call of a release before them did."""
+    plain = RuntimeEffectEnvelope(command=Call(service="S", handler="h", arg=1), replay_key="r")
+    assert canonical_bytes(plain) == (
+        b'{"command":{"arg":1,"handler":"h","service":"S","type":"call"},"replay_key":"r"}'
+    )
+    call = Call(service="S", handler="h", arg=1, headers={"x-t": "a"}, scope="billing", limit_key="acme/u1")
+    scoped = RuntimeEffectEnvelope(command=call, replay_key="r")
+    assert msgspec.json.decode(canonical_bytes(scoped))["command"] == {
+        "type": "call",
+        "arg": 1,
+        "handler": "h",
+        "headers": {"x-t": "a"},
+        "limit_key": "acme/u1",
+        "scope": "billing",
+        "service": "S",
+    }
+    assert decode_envelope(canonical_bytes(scoped)) == scoped
+    other = msgspec.structs.replace(scoped, command=msgspec.structs.replace(call, limit_key="acme/u2"))
+    assert len({envelope_hash(plain), envelope_hash(scoped), envelope_hash(other)}) == 3
 
 
 def test_a_call_names_its_target() -> None:

@@ -22,6 +22,10 @@ USER_PIN = "httpx==0.28.0"
 # tests between them), so the wheel and its virtualenv are built once per run.
 pytestmark = pytest.mark.xdist_group("wheel")
 
+# The user's environment: nothing of this checkout on the path (a PYTHONPATH naming its `src`, as a run
+# of the suite from a worktree sets, would hand pip an installed-looking lash-restate to skip).
+USER_ENV = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+
 
 @pytest.fixture(scope="session")
 def user_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
@@ -46,6 +50,7 @@ def user_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
         capture_output=True,
         text=True,
         timeout=600,
+        env=USER_ENV,
     )
     assert install.returncode == 0, install.stderr[-3000:]
     return python
@@ -55,7 +60,7 @@ def test_the_wheel_installs_beside_an_application_pinning_its_own_patch_version(
     user_venv: Path, tmp_path: Path
 ) -> None:
     python = user_venv
-    check = subprocess.run([str(python), "-m", "pip", "check"], capture_output=True, text=True)
+    check = subprocess.run([str(python), "-m", "pip", "check"], capture_output=True, text=True, env=USER_ENV)
     assert check.returncode == 0, check.stdout
     version = subprocess.run(
         [str(python), "-c", "import httpx; print(httpx.__version__)"], capture_output=True, text=True
@@ -72,6 +77,7 @@ def test_the_wheel_installs_beside_an_application_pinning_its_own_patch_version(
             cwd=tmp_path,  # nothing of this checkout is importable but the installed wheel
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
+            env=USER_ENV,
         )
         try:
             deadline = time.monotonic() + 60
@@ -99,7 +105,7 @@ def test_dev_works_for_a_pip_user_with_a_server_on_path_and_says_how_to_get_one_
     """No checkout, no node_modules, no restate.toml: `lash-restate dev` from the wheel runs the
     restate-server on PATH, and without one names the pinned version and how to get it."""
     dev = [str(user_venv.with_name("lash-restate")), "dev", "--once"]
-    clean = {k: v for k, v in os.environ.items() if k not in ("LASH_RESTATE_SERVER", "PATH")}
+    clean = {k: v for k, v in USER_ENV.items() if k not in ("LASH_RESTATE_SERVER", "PATH")}
     temporary = tmp_path / "tmp"
     temporary.mkdir()
     without = subprocess.run(

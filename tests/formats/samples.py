@@ -158,6 +158,13 @@ CALL_PLAIN = RuntimeEffectEnvelope(
     replay_key=_KEYS[1],
     membership=_member(1, GroupWakePolicy.FIRST_SUCCESS, LoserPolicy.RUN_TO_COMPLETION),
 )
+# A call given what a native call gives its callee beside the argument (written since they exist).
+CALL_OPTIONS = msgspec.structs.replace(
+    CALL,
+    command=msgspec.structs.replace(
+        CALL.command, headers={"x-tenant": "acme"}, scope="billing", limit_key="acme/u42"
+    ),
+)
 UNGROUPED = RuntimeEffectEnvelope(command=ToolCall(tool="count"), replay_key="inv_1abc:effect:3")
 
 SHAPE = GroupShape(child_count=3, wake=_FIRST, disposition=_CANCEL, replay_keys=_KEYS, hashes=_HASHES)
@@ -347,6 +354,7 @@ def _samples() -> list[Sample]:
     for variant, envelope in {"tool": TOOL, "sleep": SLEEP, "event": EVENT, "call": CALL}.items():
         add(f"msg.child.run.{variant}", ChildRun(envelope=envelope, incarnation=INCARNATION), _json(ChildRun))
     add("msg.child.execute.call", CALL_PLAIN, _json(RuntimeEffectEnvelope))
+    add("msg.child.execute.call_options", CALL_OPTIONS, _json(RuntimeEffectEnvelope))
     add("msg.child.outcome.incarnation", INCARNATION, _json(str))
     add("msg.child.forget.incarnation", INCARNATION, _json(str))
     pump = PumpRun(group_key=KEY, children=[TOOL, SLEEP, EVENT], incarnation=INCARNATION)
@@ -394,7 +402,8 @@ def _samples() -> list[Sample]:
         _error(),
     )
     add("caller.handle.consumed", GroupHandle(KEY, 3, 1), _handle())
-    for variant, envelope in {"tool": TOOL, "call": CALL, "ungrouped": UNGROUPED}.items():
+    envelopes = {"tool": TOOL, "call": CALL, "call_options": CALL_OPTIONS, "ungrouped": UNGROUPED}
+    for variant, envelope in envelopes.items():
         add(f"contract.envelope.{variant}", envelope, _envelope())
     return samples
 

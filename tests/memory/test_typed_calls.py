@@ -270,3 +270,38 @@ async def test_any_answers_the_position_of_its_first_success_not_of_its_first_se
             await (record.changed.wait() if record is not None else asyncio.sleep(0))
         host.store.emit_event("approved", {"by": "ops"})  # the success comes second, at rank 2
         assert await answer == (1, {"by": "ops"})
+
+
+async def test_call_options_are_carried_in_the_command_and_ignored_by_the_reference_host() -> None:
+    """They are what Restate gives the callee's invocation (tests/engine/test_call_options.py); an
+    in-process twin has no invocation to give them to, and settles as without them."""
+    options: dict[str, Any] = {"headers": {"x-tenant": "acme"}, "scope": "billing", "limit_key": "acme/u1"}
+    typed = lash.call(price, Order(sku="tea", qty=2), **options)
+    assert typed.command(0) == lash.Call(
+        service="Shop", handler="price", arg={"sku": "tea", "qty": 2}, **options
+    )
+    assert repr(typed).endswith("headers={'x-tenant': 'acme'}, scope='billing', limit_key='acme/u1')")
+    named = lash.call("Shop", "price", {"sku": "tea", "qty": 2}, **options)
+    assert named == typed.command(0)
+    assert lash.call("S", "h", headers={}) == lash.call("S", "h")  # empty headers are no headers
+    async with _host() as host:
+        assert await lash.all(host, typed, key="s:group:options:0") == (Priced(sku="tea", total=6),)
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"limit_key": "acme"},
+        {"scope": "no spaces"},
+        {"scope": "s", "limit_key": "a/b/c"},
+        {"headers": {"x": 1}},
+    ],
+    ids=["limit-key-alone", "bad-scope", "bad-limit-key", "non-string-header"],
+)
+def test_a_bad_call_option_is_refused_typed_where_the_call_is_written(options: dict[str, Any]) -> None:
+    """Restate retries a call whose scope or limit key breaks its rules for ever (RT0024): refused here,
+    as `InvalidEnvelope`, for a typed call and a named one alike."""
+    with pytest.raises(lash.InvalidEnvelope):
+        lash.call(price, Order(sku="tea", qty=2), **options)
+    with pytest.raises(lash.InvalidEnvelope):
+        lash.call("Shop", "price", {}, **options)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from datetime import timedelta
 from typing import Any, Generic, TypeVar, overload
 
@@ -34,10 +34,13 @@ class TypedCall(Child, Generic[T_co]):
     cannot write is refused there, `InvalidInput` naming the child's position, before anything is sent.
     """
 
-    __slots__ = ("_arg", "_key", "_ref")
+    __slots__ = ("_arg", "_key", "_options", "_ref")
 
-    def __init__(self, ref: HandlerRef[Any, T_co], arg: Any, key: str | None) -> None:
+    def __init__(
+        self, ref: HandlerRef[Any, T_co], arg: Any, key: str | None, options: _Options | None = None
+    ) -> None:
         self._ref, self._arg, self._key = ref, arg, key
+        self._options = options or _Options()
 
     @property
     def target(self) -> str:
@@ -54,7 +57,9 @@ class TypedCall(Child, Generic[T_co]):
         ref, where = self._ref, label or f"child {position}"
         try:
             value = ref.arg.to_json(self._arg) if ref.takes_input else None
-            return Call(service=ref.service, handler=ref.handler, arg=value, key=self._key)
+            return Call(
+                service=ref.service, handler=ref.handler, arg=value, key=self._key, **self._options.fields()
+            )
         except InvalidEnvelope as refused:
             reason = refused.message
         except Exception as exc:  # a serde is the application's code: anything it raises is a refusal
@@ -76,24 +81,83 @@ class TypedCall(Child, Generic[T_co]):
 
     def __repr__(self) -> str:
         key = f", key={self._key!r}" if self._key is not None else ""
-        return f"lash.call({self.target}, {self._arg!r}{key})"
+        options = "".join(f", {name}={value!r}" for name, value in self._options.fields().items())
+        return f"lash.call({self.target}, {self._arg!r}{key}{options})"
+
+
+class _Options:
+    """What a call passes to its callee's invocation beside its argument, as a native call does."""
+
+    __slots__ = ("headers", "limit_key", "scope")
+
+    def __init__(
+        self, headers: Mapping[str, str] | None = None, scope: str | None = None, limit_key: str | None = None
+    ) -> None:
+        # Empty headers are no headers: the call encodes (and hashes) as one given none.
+        self.headers = dict(headers) if headers else None
+        self.scope, self.limit_key = scope, limit_key
+
+    def fields(self) -> dict[str, Any]:
+        """The `Call` fields given (the others stay omitted)."""
+        given = {"headers": self.headers, "scope": self.scope, "limit_key": self.limit_key}
+        return {name: value for name, value in given.items() if value is not None}
 
 
 @overload
 def call(
-    handler: Callable[[Any, In], Awaitable[Out]], arg: In, /, *, key: str | None = None
+    handler: Callable[[Any, In], Awaitable[Out]],
+    arg: In,
+    /,
+    *,
+    key: str | None = None,
+    headers: Mapping[str, str] | None = None,
+    scope: str | None = None,
+    limit_key: str | None = None,
 ) -> TypedCall[Out]: ...
 @overload
 def call(
-    handler: Callable[[Any, In], Awaitable[Out]], /, *, arg: In, key: str | None = None
+    handler: Callable[[Any, In], Awaitable[Out]],
+    /,
+    *,
+    arg: In,
+    key: str | None = None,
+    headers: Mapping[str, str] | None = None,
+    scope: str | None = None,
+    limit_key: str | None = None,
 ) -> TypedCall[Out]: ...
 @overload
-def call(handler: Callable[[Any], Awaitable[Out]], /, *, key: str | None = None) -> TypedCall[Out]: ...
+def call(
+    handler: Callable[[Any], Awaitable[Out]],
+    /,
+    *,
+    key: str | None = None,
+    headers: Mapping[str, str] | None = None,
+    scope: str | None = None,
+    limit_key: str | None = None,
+) -> TypedCall[Out]: ...
 @overload
-def call(service: str, handler: str, arg: Any = None, *, key: str | None = None) -> Call: ...
-def call(service: Any, handler: Any = _UNSET, arg: Any = _UNSET, *, key: str | None = None) -> Any:
+def call(
+    service: str,
+    handler: str,
+    arg: Any = None,
+    *,
+    key: str | None = None,
+    headers: Mapping[str, str] | None = None,
+    scope: str | None = None,
+    limit_key: str | None = None,
+) -> Call: ...
+def call(
+    service: Any,
+    handler: Any = _UNSET,
+    arg: Any = _UNSET,
+    *,
+    key: str | None = None,
+    headers: Mapping[str, str] | None = None,
+    scope: str | None = None,
+    limit_key: str | None = None,
+) -> Any:
     """A child that invokes a Restate handler; it settles with the handler's output or its terminal
-    error. ``key`` addresses a virtual object or a workflow.
+    error.
 
     ``call(handler, arg)`` takes the handler itself (a function decorated with ``@service.handler()``,
     as ``ctx.service_call`` / ``ctx.object_call`` / ``ctx.workflow_call`` do): ``arg`` goes through
@@ -101,25 +165,39 @@ def call(service: Any, handler: Any = _UNSET, arg: Any = _UNSET, *, key: str | N
     ``call("Service", "handler", arg)`` names a handler served elsewhere: ``arg`` is a JSON value,
     and so is the value.
 
+    Args:
+        key: the virtual object's or workflow's key (required for their handlers, refused for a
+            service's).
+        headers: headers of the callee's invocation, as a native call's ``headers=``.
+        scope: the Restate flow-control scope the callee's invocation runs in, as
+            ``ctx.scope(scope)``'s calls do (the server must have flow control enabled; without it
+            Restate retries the call until it is).
+        limit_key: the concurrency-limit key within ``scope`` (``"tenant1"`` or ``"tenant1/user42"``),
+            as a scoped call's ``limit_key=``.
+
+    Like the argument, these are part of the child's identity: a replay must give the same ones.
+
     Raises:
         InvalidInput: the arguments do not make a call (a handler's name missing, an argument given
             twice or to a handler that takes none, ``key=`` missing for a virtual object's or a
             workflow's handler, or given for a service's).
-        InvalidEnvelope: ``arg`` is not a JSON value (a set, say).
+        InvalidEnvelope: ``arg`` is not a JSON value (a set, say), a header is not a string, or
+            ``limit_key`` is malformed or given without ``scope``.
 
     Uncaught in a handler, either ends the invocation with status 400, never a retry.
     """
     with terminal_here():
-        return _call(service, handler, arg, key)
+        return _call(service, handler, arg, key, _Options(headers, scope, limit_key))
 
 
-def _call(service: Any, handler: Any, arg: Any, key: str | None) -> Any:
+def _call(service: Any, handler: Any, arg: Any, key: str | None, options: _Options) -> Any:
     if isinstance(service, str):
         if not isinstance(handler, str):
             raise InvalidInput(
                 f"lash.call({service!r}, ...) needs the handler's name: call(service, handler, arg)"
             )
-        return Call(service=service, handler=handler, arg=None if arg is _UNSET else arg, key=key)
+        value = None if arg is _UNSET else arg
+        return Call(service=service, handler=handler, arg=value, key=key, **options.fields())
     ref: HandlerRef[Any, Any] = handler_ref(service)
     if handler is not _UNSET and arg is not _UNSET:
         raise InvalidInput(f"lash.call({ref.target}, ...) takes one argument, given twice")
@@ -133,7 +211,9 @@ def _call(service: Any, handler: Any, arg: Any, key: str | None) -> Any:
         raise InvalidInput(f"{ref.target} is {kind}'s handler: the call needs key=")
     if not ref.keyed and key is not None:
         raise InvalidInput(f"{ref.target} is a service's handler: the call must not carry a key")
-    return TypedCall(ref, None if value is _UNSET else value, key)
+    # The options are checked now, where the application wrote them, not when a combinator builds it.
+    Call(service=ref.service, handler=ref.handler, **options.fields())
+    return TypedCall(ref, None if value is _UNSET else value, key, options)
 
 
 def tool(name: str, args: Any = None) -> ToolCall:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import re
 from typing import Any, assert_never
 
 import msgspec
@@ -59,6 +60,28 @@ def validate_json_value(value: Any, where: str = "value") -> None:
             validate_json_value(item, where)
         return
     raise InvalidEnvelope(f"{where} holds a {type(value).__name__}, which is not a JSON value")
+
+
+# Restate 1.7's rules (a call breaking them is retried for ever, RT0024): a scope is 1..36 of these
+# characters, a limit key one or two such levels separated by '/' ("tenant1" or "tenant1/user42").
+_LEVEL = r"[A-Za-z0-9_.-]{1,36}"
+_SCOPE = re.compile(_LEVEL)
+_LIMIT_KEY = re.compile(rf"{_LEVEL}(/{_LEVEL})?")
+MAX_HEADER_VALUE = 8192
+
+
+def _check_headers(headers: object) -> None:
+    if not isinstance(headers, dict):
+        raise InvalidEnvelope(f"call headers must be a dict of strings, not {type(headers).__name__}")
+    for name, value in headers.items():
+        if not isinstance(name, str) or not isinstance(value, str):
+            raise InvalidEnvelope(f"call header {name!r} must map a string to a string, not {value!r}")
+        _check_key(name, "call header name")
+        if len(value) > MAX_HEADER_VALUE or any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in value):
+            raise InvalidEnvelope(
+                f"call header {name!r} must be at most {MAX_HEADER_VALUE} characters, "
+                "none of them a control character"
+            )
 
 
 def _check_key(value: str, what: str) -> None:
@@ -110,12 +133,19 @@ class AwaitEvent(Child, msgspec.Struct, tag="await_event", **_STRUCT):
 class Call(Child, msgspec.Struct, tag="call", **_STRUCT):
     """Invoke the handler ``service/handler`` with JSON ``arg``; ``key`` addresses a virtual object or
     workflow. Settles Ok(the handler's output), or Err(message, code) when it ends in a terminal error.
+
+    ``headers``, ``scope`` and ``limit_key`` go to the callee's invocation as a native Restate call's
+    do (Restate's flow control: a scope, and a limit key within it); a host without them ignores
+    them. Each is omitted when absent, so a call without them encodes (and hashes) as before.
     """
 
     service: str
     handler: str
     arg: Any = None
     key: str | None = None
+    headers: dict[str, str] | None = None
+    scope: str | None = None
+    limit_key: str | None = None
 
     def __post_init__(self) -> None:
         _check_key(self.service, "service name")
@@ -123,6 +153,22 @@ class Call(Child, msgspec.Struct, tag="call", **_STRUCT):
         if self.key is not None:
             _check_key(self.key, "call key")
         validate_json_value(self.arg, "call arg")
+        if self.headers is not None:
+            _check_headers(self.headers)
+        if self.scope is not None and not (isinstance(self.scope, str) and _SCOPE.fullmatch(self.scope)):
+            raise InvalidEnvelope(
+                f"call scope {self.scope!r} must be 1..36 characters of letters, digits, '_', '.' and '-'"
+            )
+        if self.limit_key is not None:
+            if self.scope is None:
+                raise InvalidEnvelope(
+                    "a call's limit_key needs a scope (Restate applies limits within a scope)"
+                )
+            if not (isinstance(self.limit_key, str) and _LIMIT_KEY.fullmatch(self.limit_key)):
+                raise InvalidEnvelope(
+                    f"call limit_key {self.limit_key!r} must be one or two levels separated by '/', each "
+                    "1..36 characters of letters, digits, '_', '.' and '-'"
+                )
 
     @property
     def target(self) -> str:

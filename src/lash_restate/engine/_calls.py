@@ -7,6 +7,8 @@ callee's answer into an outcome here, so a call child settles alike whoever call
 
 from __future__ import annotations
 
+from typing import Any
+
 import msgspec
 import restate
 
@@ -23,6 +25,7 @@ __all__ = [
     "callee_key",
     "cancelled",
     "direct",
+    "invocation_options",
     "opened_plan",
     "plan",
     "refused",
@@ -39,6 +42,14 @@ CALL, CHILD, MISS = "call", "child", "miss"
 def call_arg(call: Call) -> bytes:
     """The bytes the callee receives: the call's JSON argument."""
     return msgspec.json.encode(call.arg)
+
+
+def invocation_options(call: Call) -> dict[str, Any]:
+    """What the call gives its callee's invocation beside its argument, as `generic_call` takes it:
+    its headers, and Restate's flow-control scope and limit key (only those given, so a call without
+    them is made exactly as before)."""
+    given = {"headers": call.headers, "scope": call.scope, "limit_key": call.limit_key}
+    return {name: value for name, value in given.items() if value is not None}
 
 
 def direct(routing: Routing, envelope: RuntimeEffectEnvelope) -> Call | None:

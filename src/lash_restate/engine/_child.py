@@ -34,7 +34,7 @@ from ..contract import (
     execute_once,
     fit_outcome,
 )
-from ._calls import answered, call_arg, cancelled, refused
+from ._calls import answered, call_arg, cancelled, invocation_options, refused
 from ._errors import HANDLER_RETRY, NOT_FOUND, is_cancellation, lash_terminal, terminal_errors
 from ._lookup import unregistered
 from ._messages import (
@@ -232,7 +232,9 @@ async def _call(
         if reason is not None:
             raise lash_terminal(_unroutable(envelope, routing, reason))
     try:
-        raw = await ctx.generic_call(call.service, call.handler, call_arg(call), key=call.key)
+        raw = await ctx.generic_call(
+            call.service, call.handler, call_arg(call), key=call.key, **invocation_options(call)
+        )
     except restate.TerminalError as error:
         if cancelled(error):
             raise  # this child (and so its call) was cancelled

@@ -31,7 +31,18 @@ from restate.serde import BytesSerde
 
 from .. import logs
 from ..contract import Call, ChildUnroutable, GroupNotOpen, RuntimeEffectEnvelope
-from ._calls import CALL, CHILD, MISS, answered, call_arg, callee_key, cancelled, plan, refused
+from ._calls import (
+    CALL,
+    CHILD,
+    MISS,
+    answered,
+    call_arg,
+    callee_key,
+    cancelled,
+    invocation_options,
+    plan,
+    refused,
+)
 from ._child import stored_outcome
 from ._errors import HANDLER_RETRY, NOT_FOUND, is_cancellation, terminal_errors
 from ._messages import (
@@ -371,7 +382,14 @@ def _dispatch(
         return None
     # The idempotency key names the child on the callee's invocation, for inspection and operators.
     key = callee_key(child, incarnation)
-    future = ctx.generic_call(call.service, call.handler, call_arg(call), key=call.key, idempotency_key=key)
+    future = ctx.generic_call(
+        call.service,
+        call.handler,
+        call_arg(call),
+        key=call.key,
+        idempotency_key=key,
+        **invocation_options(call),
+    )
     return future, _Awaited(CALL, position, child.replay_key, call.target)
 
 

@@ -10,6 +10,8 @@ tier of the conformance suite.
   policy and, on a server that pauses when retries run out, pauses (the Restate host only).
 - ``DemoCalls/echo_size`` ``V`` → how many characters the string V has (for argument-size tests).
 - ``DemoCalls/blob`` ``{"size": N}`` → a string of N characters (for result-size tests).
+- ``DemoCalls/request`` → what its invocation carries beside the argument: ``{"headers": {…the
+  x-… ones}, "scope": S, "limit_key": K}`` (on Restate; the reference host has none of them).
 - ``DemoFlow/run`` (a workflow, keyed) ``{"value": V}`` → V: a workflow's main handler, which Restate
   runs once per key whatever the idempotency key.
 - ``DemoCounter/add`` (keyed) ``N`` → the key's running total after adding N.
@@ -147,6 +149,10 @@ def demo_calls(count_file: str | Path | None = None) -> CallRegistry:
     async def blob_(key: str | None, arg: Any) -> Any:
         return blob(arg)
 
+    @calls.handler(DEMO_SERVICE, "request")
+    async def request(key: str | None, arg: Any) -> Any:
+        return {"headers": {}, "scope": None, "limit_key": None}  # an in-process call carries none
+
     @calls.handler(DEMO_OBJECT, "add", keyed=True)
     async def add(key: str | None, arg: Any) -> Any:
         assert key is not None  # keyed: routing refuses a call without one
@@ -235,6 +241,12 @@ def demo_call_services(
     async def blob_(ctx: restate.Context, arg: Any) -> Any:
         return blob(arg)
 
+    @service.handler()
+    async def request(ctx: restate.Context, arg: Any) -> Any:
+        invocation = ctx.request()
+        headers = {name: value for name, value in invocation.headers.items() if name.startswith("x-")}
+        return {"headers": headers, "scope": invocation.scope, "limit_key": invocation.limit_key}
+
     @counter.handler()
     async def add(ctx: restate.ObjectContext, arg: Any) -> Any:
         current = await ctx.get("total", type_hint=int)
@@ -246,5 +258,5 @@ def demo_call_services(
     async def run(ctx: restate.WorkflowContext, arg: Any) -> Any:
         return arg_of(arg, "value")
 
-    del echo, fail, stall, count, echo_size_, blob_, add, run
+    del echo, fail, stall, count, echo_size_, blob_, request, add, run
     return [service, counter, flow, _typed, _ledger]

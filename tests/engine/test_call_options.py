@@ -1,0 +1,59 @@
+"""What a call child gives its callee's invocation beside its argument, as `ctx.service_call` and a
+scoped call (`ctx.scope(scope).service_call(..., limit_key=...)`) do: headers, and Restate's flow
+control scope and limit key, seen by the callee in its own `ctx.request()`.
+
+The server runs with flow control (protocol v7 and virtual queues: experimental in 1.7, only on a new
+cluster), so Restate's concurrency-limit rules would apply to lash's calls as to native ones.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from lash_restate.testing import LocalStack
+from tests.conformance.builders import Scope, combine, ok
+
+FLOW_CONTROL = {
+    "RESTATE_DEFAULT_NUM_PARTITIONS": "4",
+    "RESTATE_EXPERIMENTAL_ENABLE_PROTOCOL_V7": "true",
+    "RESTATE_EXPERIMENTAL_ENABLE_VQUEUES": "true",
+}
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
+    """One server with flow control; the first endpoint serves `DemoCalls` (and, once registered,
+    lash's services); the second declares it external without serving it, so once it takes lash's
+    services over each call is made by its child's `LashChild/execute`."""
+    started = LocalStack(tmp_path_factory.mktemp("call-options"))
+    started.add_server(env=FLOW_CONTROL)
+    started.add_endpoint("callers")
+    started.add_endpoint("children", env={"LASH_DEMO_CALLS_OFF": "1", "LASH_DEMO_EXTERNAL": "DemoCalls"})
+    started.start(register=False)
+    with started:
+        started.register(started.endpoints[0])
+        yield started
+
+
+def request(**options: Any) -> dict[str, Any]:
+    """A call to `DemoCalls/request`, which answers what its invocation carries."""
+    return {"type": "call", "service": "DemoCalls", "handler": "request", "arg": {}, **options}
+
+
+async def _carried(stack: LocalStack, **options: Any) -> Any:
+    [answer] = await stack.turn(combine("all", Scope().group([request(**options), request()])))
+    return ok(answer)["value"]
+
+
+async def test_a_calls_headers_scope_and_limit_key_reach_its_callee(stack: LocalStack) -> None:
+    """Both ways lash calls: the pump calling a handler this endpoint binds, and, for a target only
+    declared external, the child's own `LashChild/execute`. A call given none carries none."""
+    options = {"headers": {"x-tenant": "acme", "x-trace": "t-1"}, "scope": "billing", "limit_key": "acme/u42"}
+    carried = {"headers": options["headers"], "scope": "billing", "limit_key": "acme/u42"}
+    plain: dict[str, Any] = {"headers": {}, "scope": None, "limit_key": None}
+    assert await _carried(stack, **options) == [carried, plain]  # called by the group's pump
+    stack.register(stack.endpoints[1], take_over=True)  # lash's services now run where it is declared
+    assert await _carried(stack, **options) == [carried, plain]  # each called by its child
