@@ -29,7 +29,7 @@ import struct
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import quote as url_quote
 
 import httpx
@@ -44,9 +44,16 @@ from tests.engine.baseline import REPO, Baseline, BaselineError, materialise
 from tests.engine.upgrade_tools import RESOLVER
 
 # One worker builds the baseline and runs every upgrade test (pytest-xdist, `make test`).
-pytestmark = [pytest.mark.restate, pytest.mark.xdist_group("upgrade")]
+# A hang guard only: every wait in these tests fails on its own once nothing progresses (`Progress`),
+# and a healthy upgrade on a busy machine takes longer than the suite's default guard of 120 s.
+pytestmark = [pytest.mark.restate, pytest.mark.xdist_group("upgrade"), pytest.mark.timeout(900)]
 
-PARKED_S = 3600  # a parked caller's own HTTP deadline: none to speak of (see upgrade_with_groups_in_flight)
+PARKED_S = 3600  # a turn's own HTTP deadline: none to speak of; `Progress` tells a stuck wait (see there)
+# How long a wait may see nothing at all progress before it is called stuck: longer than any quiet
+# spell of a healthy upgrade (a retry's backoff, a pump's linger, a gate tool running), and counted
+# from the cluster's last progress, so a loaded machine, slower at everything, is never a failure.
+QUIET_S = 45
+T = TypeVar("T")
 SLEEP_MS = 3000  # a durable timer that usually fires after the upgrade
 NEVER_MS = 600_000  # a timer that only a Cancel close ends
 WIDE = 300  # wider than one pump slice (256): two pumps, the first calling the second
@@ -282,13 +289,55 @@ FAILING = (
 )
 
 
-async def turn(stack: LocalStack, *steps: dict[str, Any], within: float = 45) -> list[dict[str, Any]]:
-    """`LocalStack.turn`, and if it does not answer, the failures Restate keeps retrying: an upgrade
+async def turn(stack: LocalStack, *steps: dict[str, Any]) -> list[dict[str, Any]]:
+    """`LocalStack.turn`, and if it stops progressing, the failures Restate keeps retrying: an upgrade
     that breaks a format shows as a handler failing to decode what the other release wrote."""
     try:
-        return await stack.turn(*steps, within=within)
+        return await Progress(stack).unless_stuck(stack.turn(*steps, within=PARKED_S), "a turn")
     except (httpx.HTTPError, StackError) as exc:
         raise AssertionError(f"a turn did not answer ({exc!r}); {await failing(stack)}") from None
+
+
+class Progress:
+    """Whether anything in the cluster still moves: an invocation started, ended, or grew its journal.
+
+    A wait fails once nothing has moved for QUIET_S, not after a fixed time: on a busy machine every
+    step is slower, and a wait sized from an idle one fails there though nothing is wrong.
+    """
+
+    _QUERY = "SELECT count(*) AS n, sum(journal_size) AS j FROM sys_invocation"
+
+    def __init__(self, stack: LocalStack) -> None:
+        self.stack = stack
+        self.mark: Any = None
+        self.since = asyncio.get_running_loop().time()
+        self.checked = -1.0
+
+    async def stuck(self) -> bool:
+        """Whether nothing has moved for QUIET_S (asked at most once a second)."""
+        now = asyncio.get_running_loop().time()
+        if now - self.checked < 1:
+            return False
+        self.checked = now
+        mark = await asyncio.to_thread(sql, self.stack.admin_url, self._QUERY)
+        if mark != self.mark:
+            self.mark, self.since = mark, now
+        return now - self.since > QUIET_S
+
+    async def unless_stuck(self, waited: Awaitable[T], what: str) -> T:
+        """``waited``'s result, or an AssertionError naming ``what`` once nothing moves for QUIET_S."""
+        task = asyncio.ensure_future(waited)
+        try:
+            while True:
+                done, _ = await asyncio.wait({task}, timeout=1)
+                if done:
+                    return task.result()
+                if await self.stuck():
+                    raise AssertionError(
+                        f"{what}: nothing progressed for {QUIET_S}s; {await failing(self.stack)}"
+                    )
+        finally:
+            task.cancel()
 
 
 async def failing(stack: LocalStack) -> str:
@@ -298,21 +347,19 @@ async def failing(stack: LocalStack) -> str:
     return "invocations retrying:\n" + "\n".join(lines) if lines else "no invocation is retrying"
 
 
-async def poll(
-    stack: LocalStack, query: str, done: Any, what: str, within: float = 60
-) -> list[dict[str, Any]]:
+async def poll(stack: LocalStack, query: str, done: Any, what: str) -> list[dict[str, Any]]:
+    """``query``'s rows once ``done`` says so; an AssertionError once nothing progresses (`Progress`)."""
     rows: list[dict[str, Any]] = []
-    try:
-        async with asyncio.timeout(within):
-            while True:
-                rows = await asyncio.to_thread(sql, stack.admin_url, query)
-                if done(rows):
-                    return rows
-                await asyncio.sleep(0.05)
-    except TimeoutError:
-        raise AssertionError(
-            f"{what}: not after {within:.0f}s; last rows: {rows[:10]}; {await failing(stack)}"
-        ) from None
+    progress = Progress(stack)
+    while True:
+        rows = await asyncio.to_thread(sql, stack.admin_url, query)
+        if done(rows):
+            return rows
+        if await progress.stuck():
+            raise AssertionError(
+                f"{what}: nothing progressed for {QUIET_S}s; last rows: {rows[:10]}; {await failing(stack)}"
+            )
+        await asyncio.sleep(0.05)
 
 
 def durable_order(rows: list[dict[str, Any]]) -> list[int]:
@@ -353,11 +400,21 @@ async def settle_pending(stack: LocalStack, cases: list[Case], gate: Path | None
     return orders
 
 
-async def read_all(stack: LocalStack, case: Case, within: float = 45) -> list[dict[str, Any]]:
+async def read_all(stack: LocalStack, case: Case) -> list[dict[str, Any]]:
     """Every rank the group will record before its close, read from the cursor saved at 0."""
-    steps = [use(case.handle0), *[next_() for _ in range(case.settling)]]
-    results = await turn(stack, *steps, within=within)
+    results = await turn(stack, *_read_steps(case))
     return [ok(r) for r in results[1:]]
+
+
+async def read_parked(stack: LocalStack, case: Case) -> list[dict[str, Any]]:
+    """`read_all` by a caller parked across the upgrade: nothing it waits for can progress before the
+    test settles the group, so it is watched for progress only from then on."""
+    results = await stack.turn(*_read_steps(case), within=PARKED_S)
+    return [ok(r) for r in results[1:]]
+
+
+def _read_steps(case: Case) -> list[dict[str, Any]]:
+    return [use(case.handle0), *[next_() for _ in range(case.settling)]]
 
 
 def check_ranks(case: Case, reread: list[dict[str, Any]], order: list[int], who: str) -> None:
@@ -427,7 +484,7 @@ async def upgrade_with_groups_in_flight(
     # before the test releases its group's held children.
     # Their wait spans the whole upgrade, however long a loaded machine takes over it: it is bounded
     # from the settle on, when they can answer, not from here.
-    parked = {c.name: asyncio.create_task(read_all(stack, c, within=PARKED_S)) for c in groups}
+    parked = {c.name: asyncio.create_task(read_parked(stack, c)) for c in groups}
     waiting_calls = sum(c.specs.count("call_wait") for c in groups)
     await poll(
         stack,
@@ -448,11 +505,7 @@ async def upgrade_with_groups_in_flight(
 
     orders = await settle_pending(stack, groups, gate)
     for case in groups:
-        try:
-            reread = await asyncio.wait_for(parked[case.name], 45)
-        except TimeoutError:
-            stuck = await failing(stack)
-            raise AssertionError(f"{case.name}: its parked caller did not answer; {stuck}") from None
+        reread = await Progress(stack).unless_stuck(parked[case.name], f"{case.name}: its parked caller")
         check_ranks(case, reread, orders[case.name], "a caller parked on the baseline")
     await asyncio.gather(*(resume_on_current(stack, c, orders[c.name]) for c in groups))
     await clear_events(stack, groups)
@@ -460,17 +513,13 @@ async def upgrade_with_groups_in_flight(
     return old_id, new_id
 
 
-async def poll_counts(
-    stack: LocalStack, done: Callable[[list[str]], bool], what: str, within: float = 30
-) -> None:
-    try:
-        async with asyncio.timeout(within):
-            while True:
-                if done(stack.counts()):
-                    return
-                await asyncio.sleep(0.05)
-    except TimeoutError:
-        raise AssertionError(f"{what}: not after {within:.0f}s; {await failing(stack)}") from None
+async def poll_counts(stack: LocalStack, done: Callable[[list[str]], bool], what: str) -> None:
+    """Until ``done`` holds of the tools' count file; an AssertionError once nothing progresses."""
+    progress = Progress(stack)
+    while not done(stack.counts()):
+        if await progress.stuck():
+            raise AssertionError(f"{what}: nothing progressed for {QUIET_S}s; {await failing(stack)}")
+        await asyncio.sleep(0.05)
 
 
 async def test_groups_opened_by_the_baseline_resume_and_close_on_the_current_code_side_by_side(
