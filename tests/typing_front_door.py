@@ -64,6 +64,24 @@ async def weigh(ctx: restate.ObjectContext, parcel: Parcel) -> Label:
     return Label(tracking="t")
 
 
+@post.handler(kind="shared")
+async def track(ctx: restate.ObjectSharedContext) -> Label:
+    return Label(tracking="t")
+
+
+flow = restate.Workflow("Ship")
+
+
+@flow.main()
+async def ship(ctx: restate.WorkflowContext, parcel: Parcel) -> Label:
+    return Label(tracking="t")
+
+
+@flow.handler()
+async def where(ctx: restate.WorkflowSharedContext) -> str:
+    return "here"
+
+
 async def children_are_typed_from_their_handlers() -> None:
     assert_type(lash.call(quote, QuoteRequest(sku="tea")), lash.TypedCall[Quote])
     assert_type(lash.call(quote, arg=QuoteRequest(sku="tea")), lash.TypedCall[Quote])
@@ -74,6 +92,11 @@ async def children_are_typed_from_their_handlers() -> None:
     scoped = lash.call(quote, QuoteRequest(sku="tea"), headers={"x-t": "a"}, scope="billing", limit_key="a/u")
     assert_type(scoped, lash.TypedCall[Quote])
     assert_type(lash.call(weigh, Parcel(grams=1), key="p1", scope="billing"), lash.TypedCall[Label])
+    # A virtual object's or a workflow's handler, exclusive or shared, takes its key.
+    assert_type(lash.call(weigh, arg=Parcel(grams=1), key="p1"), lash.TypedCall[Label])
+    assert_type(lash.call(track, key="p1"), lash.TypedCall[Label])
+    assert_type(lash.call(ship, Parcel(grams=1), key="order-7"), lash.TypedCall[Label])
+    assert_type(lash.call(where, key="order-7"), lash.TypedCall[str])
 
 
 async def results_are_the_handlers_types(ctx: restate.Context) -> None:
@@ -112,6 +135,12 @@ async def mistakes_do_not_type_check(ctx: restate.Context) -> None:
     lash.call(quote, {"sku": "tea"})  # type: ignore[arg-type]
     lash.call(quote)  # type: ignore[arg-type]
     lash.call(ping, 1)  # type: ignore[arg-type]
+    lash.call(weigh, Parcel(grams=1))  # type: ignore[arg-type]  # a virtual object's handler needs key=
+    lash.call(weigh, arg=Parcel(grams=1))  # type: ignore[arg-type]
+    lash.call(track)  # type: ignore[arg-type]
+    lash.call(ship, Parcel(grams=1))  # type: ignore[arg-type]  # so does a workflow's
+    lash.call(quote, QuoteRequest(sku="tea"), key="k")  # type: ignore[type-var]  # a service's takes none
+    lash.call(ping, key="k")  # type: ignore[type-var]
     await lash.race(ctx, [lash.call(quote, QuoteRequest(sku="tea"))], with_position=1)  # type: ignore[call-overload]
 
 

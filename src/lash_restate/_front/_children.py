@@ -6,6 +6,8 @@ from collections.abc import Awaitable, Callable, Mapping
 from datetime import timedelta
 from typing import Any, Generic, TypeVar, overload
 
+import restate
+
 from ..contract import (
     AwaitEvent,
     Call,
@@ -103,34 +105,77 @@ class _Options:
         return {name: value for name, value in given.items() if value is not None}
 
 
+# The context a keyed handler takes: a virtual object's or a workflow's, exclusive or shared. Its
+# handler's call must name the key, as `ctx.object_call` / `ctx.workflow_call` take one.
+KeyedContext = TypeVar(
+    "KeyedContext",
+    restate.ObjectContext,
+    restate.ObjectSharedContext,
+    restate.WorkflowContext,
+    restate.WorkflowSharedContext,
+)
+
+
 @overload
 def call(
-    handler: Callable[[Any, In], Awaitable[Out]],
+    handler: Callable[[restate.Context, In], Awaitable[Out]],
     arg: In,
     /,
     *,
-    key: str | None = None,
+    key: None = None,
     headers: Mapping[str, str] | None = None,
     scope: str | None = None,
     limit_key: str | None = None,
 ) -> TypedCall[Out]: ...
 @overload
 def call(
-    handler: Callable[[Any, In], Awaitable[Out]],
+    handler: Callable[[KeyedContext, In], Awaitable[Out]],
+    arg: In,
     /,
     *,
-    arg: In,
-    key: str | None = None,
+    key: str,
     headers: Mapping[str, str] | None = None,
     scope: str | None = None,
     limit_key: str | None = None,
 ) -> TypedCall[Out]: ...
 @overload
 def call(
-    handler: Callable[[Any], Awaitable[Out]],
+    handler: Callable[[restate.Context, In], Awaitable[Out]],
     /,
     *,
-    key: str | None = None,
+    arg: In,
+    key: None = None,
+    headers: Mapping[str, str] | None = None,
+    scope: str | None = None,
+    limit_key: str | None = None,
+) -> TypedCall[Out]: ...
+@overload
+def call(
+    handler: Callable[[KeyedContext, In], Awaitable[Out]],
+    /,
+    *,
+    arg: In,
+    key: str,
+    headers: Mapping[str, str] | None = None,
+    scope: str | None = None,
+    limit_key: str | None = None,
+) -> TypedCall[Out]: ...
+@overload
+def call(
+    handler: Callable[[restate.Context], Awaitable[Out]],
+    /,
+    *,
+    key: None = None,
+    headers: Mapping[str, str] | None = None,
+    scope: str | None = None,
+    limit_key: str | None = None,
+) -> TypedCall[Out]: ...
+@overload
+def call(
+    handler: Callable[[KeyedContext], Awaitable[Out]],
+    /,
+    *,
+    key: str,
     headers: Mapping[str, str] | None = None,
     scope: str | None = None,
     limit_key: str | None = None,
@@ -166,8 +211,8 @@ def call(
     and so is the value.
 
     Args:
-        key: the virtual object's or workflow's key (required for their handlers, refused for a
-            service's).
+        key: the virtual object's or workflow's key: required for their handlers (exclusive or
+            shared), refused for a service's, by a type checker and at run time alike.
         headers: headers of the callee's invocation, as a native call's ``headers=``.
         scope: the Restate flow-control scope the callee's invocation runs in, as
             ``ctx.scope(scope)``'s calls do (the server must have flow control enabled; without it
