@@ -31,9 +31,10 @@ def demo_echo(value: str, delay_ms: int = 0) -> dict[str, object]:
 
 def two_endpoints(tmp: Path) -> LocalStack:
     stack = LocalStack(tmp)
-    stack.add_server(env={"RESTATE_DEFAULT_NUM_PARTITIONS": "4"})
+    server = stack.add_server(env={"RESTATE_DEFAULT_NUM_PARTITIONS": "4"})
     stack.add_endpoint("callers")  # --with-turn: LashTurn, DemoCalls, DemoCounter and lash's services
-    stack.add_endpoint("children", args=())  # lash's services and the demo tools only
+    # lash's services and the demo tools only; it can ask the admin API who serves a call's target
+    stack.add_endpoint("children", args=(), env={"LASH_ADMIN_URL": server.admin_url})
     stack.start(register=False)
     stack.register(stack.endpoints[0])
     return stack
@@ -52,6 +53,10 @@ async def test_a_first_open_is_routed_by_the_endpoint_that_runs_the_children(tmp
         [refused] = await stack.turn(open_(other.group([demo_echo("a")])))
         assert err(refused)["code"] == "child_unroutable"  # the second endpoint does not know DemoCalls
         assert err(refused)["replay_key"] == f"{other.key()}/c0"
+        # The first deployment still serves DemoCalls: the refusal says what most likely happened.
+        message = err(refused)["message"]
+        assert "another deployment of this cluster serves DemoCalls/echo" in message, message
+        assert "took them over" in message and "prefix=" in message, message
 
 
 async def test_a_call_whose_target_left_the_deployment_ends_with_a_terminal_404(tmp_path: Path) -> None:

@@ -580,7 +580,7 @@ async def _record(
     # again, it would refuse a group it already recorded and fail its replay for ever.
     miss = None
     if not replaying(ctx):
-        miss = routing.first_miss(children) or await routing.first_unregistered(children)
+        miss = await routing.first_refusal(children)
     if miss is not None:
         # ADR: a first open with a child nobody can run records nothing, group row included.
         raise ChildUnroutable.no_executor(

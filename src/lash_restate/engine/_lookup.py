@@ -23,7 +23,7 @@ from .. import logs
 from ..admin import AdminApi
 from ..contract import Call
 
-__all__ = ["ADMIN_URL_ENV", "KNOWN_FOR_S", "configure_admin", "unregistered"]
+__all__ = ["ADMIN_URL_ENV", "KNOWN_FOR_S", "configure_admin", "served_elsewhere", "unregistered"]
 
 ADMIN_URL_ENV = "LASH_ADMIN_URL"
 # Read first, as Restate's own CLI and lash's `register` and `groups` read it.
@@ -51,6 +51,15 @@ def _admin() -> AdminApi | None:
     if not _Lookup.configured:
         configure_admin(os.environ.get(RESTATE_ADMIN_URL_ENV) or os.environ.get(ADMIN_URL_ENV) or None)
     return _Lookup.admin
+
+
+async def served_elsewhere(call: Call) -> bool:
+    """Whether the admin API says some deployment of the cluster serves ``call``'s handler (False when
+    it says none does, or when that cannot be told)."""
+    if _admin() is None or await unregistered(call) is not None:
+        return False
+    cached = _Lookup.known.get(call.service)  # fresh if the admin API answered: else it could not tell
+    return cached is not None and time.monotonic() - cached[0] < KNOWN_FOR_S and call.handler in cached[1]
 
 
 async def unregistered(call: Call) -> str | None:

@@ -166,7 +166,7 @@ def pump_object(routing: Routing, *, metadata: dict[str, str] | None = None) -> 
         """
         miss = None
         if not replaying(ctx):
-            miss = routing.first_miss(part.children) or await routing.first_unregistered(part.children)
+            miss = await routing.first_refusal(part.children)
         if miss is not None:
             child = part.children[miss.position]
             raise ChildUnroutable.no_executor(

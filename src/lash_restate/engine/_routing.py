@@ -7,12 +7,13 @@ call targets it knows, so a caller needs only its context and every caller gets 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, assert_never
 
 from ..calls import CallTargets
 from ..contract import AwaitEvent, Call, GroupExecutors, RuntimeEffectEnvelope, Sleep, ToolCall, describe_miss
-from ._lookup import unregistered
+from ._lookup import served_elsewhere, unregistered
+from ._routes import GROUP, named
 
 __all__ = ["Miss", "Routing", "replaying"]
 
@@ -64,12 +65,41 @@ class Routing:
                     return Miss(position=position, replay_key=child.replay_key, what=what)
         return None
 
+    async def first_refusal(self, children: Sequence[RuntimeEffectEnvelope]) -> Miss | None:
+        """What refuses a first open: the first child this endpoint cannot run (`first_miss`), else the
+        first call to a declared target no deployment serves (`first_unregistered`).
+
+        A call this endpoint neither binds nor declares, which another deployment of the cluster
+        serves (when the admin API can tell), most often means lash's services under this prefix
+        run on another application's deployment, which took the prefix over: the refusal says so.
+        """
+        miss = self.first_miss(children)
+        if miss is None:
+            return await self.first_unregistered(children)
+        command = children[miss.position].command
+        if (
+            isinstance(command, Call)
+            and command.service not in self.targets.services
+            and await served_elsewhere(command)
+        ):
+            return replace(miss, what=f"{miss.what}; {_elsewhere(command)}")
+        return miss
+
     def first_miss(self, children: Sequence[RuntimeEffectEnvelope]) -> Miss | None:
         """ADR: a first open resolves all N before recording; the first child nobody can run refuses it."""
         for position, child in enumerate(children):
             if not self.routes(child):
                 return Miss(position=position, replay_key=child.replay_key, what=describe_miss(self, child))
         return None
+
+
+def _elsewhere(call: Call) -> str:
+    group = named(GROUP)
+    return (
+        f"another deployment of this cluster serves {call.target}, but lash's services ({group}, ...) "
+        f"run on this one: if another application's deployment took them over, give each application "
+        "a prefix of its own (lash.app(..., prefix=...)), or register yours again"
+    )
 
 
 def replaying(ctx: Any) -> bool:
