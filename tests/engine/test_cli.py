@@ -19,6 +19,7 @@ import pytest
 from lash_restate.inspection import list_open_groups
 from lash_restate.testing import LocalStack, free_port
 from tests.conformance.builders import Scope, close, echo, event, next_, open_
+from tests.engine.cli_main import run_main
 
 
 @pytest.mark.restate  # `lash-restate dev` starts a server in its own process
@@ -82,7 +83,8 @@ def test_the_pinned_server_version_is_the_one_package_json_installs() -> None:
     assert json.loads((repo / "package.json").read_text())["dependencies"][SERVER_PACKAGE] == SERVER_VERSION
 
 
-def lash(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+def command(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """The command itself, in a fresh interpreter: for what serves, binds a port or loads an app."""
     return subprocess.run(
         [sys.executable, "-m", "lash_restate", *args],
         capture_output=True,
@@ -90,6 +92,12 @@ def lash(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedP
         timeout=60,
         env={**os.environ, **(env or {})},
     )
+
+
+def lash(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """The command through its `main(argv)` in this process (tests/engine/cli_main.py): for argument
+    and setting refusals, help, `register` and `groups`, which end before anything is served."""
+    return run_main(list(args), env)
 
 
 async def test_groups_list_and_show_against_a_running_stack(stack: LocalStack) -> None:
@@ -198,7 +206,7 @@ def test_serve_on_a_port_in_use_says_so_in_one_line() -> None:
         taken.listen()
         port = taken.getsockname()[1]
         env = {"LASH_RESOLVER": "lash_restate.testing.tools:demo_tools"}
-        busy = lash("serve", "--host", "127.0.0.1", "--port", str(port), env=env)
+        busy = command("serve", "--host", "127.0.0.1", "--port", str(port), env=env)
     assert busy.returncode == 2, busy.stderr
     [line] = [line for line in busy.stderr.splitlines() if line.startswith("lash-restate:")]
     assert f"cannot listen on 127.0.0.1:{port}" in line and "--port" in line, busy.stderr
@@ -249,7 +257,7 @@ def test_serve_under_granian_without_the_extra_names_the_extra(tmp_path: Path) -
     (tmp_path / "granian").mkdir()  # shadows the installed granian: importing it fails
     (tmp_path / "granian" / "__init__.py").write_text("raise ImportError('granian is not here')\n")
     env = {"PYTHONPATH": str(tmp_path), "LASH_RESOLVER": "lash_restate.testing.tools:demo_tools"}
-    missing = lash("serve", "--server", "granian", "--port", str(free_port()), env=env)
+    missing = command("serve", "--server", "granian", "--port", str(free_port()), env=env)
     assert missing.returncode == 2
     assert missing.stderr.strip().splitlines()[-1] == (
         "lash-restate: granian is not installed: pip install 'lash-restate[granian]'"
@@ -257,7 +265,7 @@ def test_serve_under_granian_without_the_extra_names_the_extra(tmp_path: Path) -
 
 
 def test_every_command_has_help() -> None:
-    for command in (
+    for argv in (
         ["--help"],
         ["serve", "--help"],
         ["register", "--help"],
@@ -266,7 +274,7 @@ def test_every_command_has_help() -> None:
         ["groups", "close", "--help"],
         ["dev", "--help"],
     ):
-        shown = lash(*command)
+        shown = lash(*argv)
         assert shown.returncode == 0
         assert "usage: lash-restate" in shown.stdout
 
@@ -326,9 +334,9 @@ def test_serve_without_a_resolver_exits_with_one_clear_line() -> None:
 def test_serve_app_serves_an_application_as_it_is_and_refuses_extras(tmp_path: Path) -> None:
     """`serve --app module:attribute` serves what `lash.app(...)` built (the image's way); it takes no
     resolver or driver of its own, and a name that is no app is one clear line."""
-    both = lash("serve", "--app", "examples.checkout:app", "--resolver", "a:b")
+    both = command("serve", "--app", "examples.checkout:app", "--resolver", "a:b")
     assert both.returncode == 2 and "takes no --resolver" in both.stderr
-    missing = lash("serve", "--app", "examples.checkout:nothing", "--port", str(free_port()))
+    missing = command("serve", "--app", "examples.checkout:nothing", "--port", str(free_port()))
     assert missing.returncode != 0 and "cannot load app 'examples.checkout:nothing'" in missing.stderr
     assert "Traceback" not in missing.stderr
 
@@ -336,7 +344,7 @@ def test_serve_app_serves_an_application_as_it_is_and_refuses_extras(tmp_path: P
 def test_version_names_the_installed_distribution() -> None:
     from importlib.metadata import version
 
-    run = lash("--version")
+    run = command("--version")  # the installed distribution, through the command itself
     assert run.returncode == 0
     assert run.stdout.strip() == f"lash-restate {version('lash-restate')}"
 

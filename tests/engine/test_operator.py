@@ -8,9 +8,7 @@ two attempts, so a call child whose target keeps failing is paused within a seco
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
-import io
 import json
 import os
 import subprocess
@@ -22,10 +20,10 @@ from typing import Any, TypeVar
 import httpx
 import pytest
 
-from lash_restate.cli import main
 from lash_restate.inspection import GroupView, OpenGroup, _callee_of, list_open_groups, quote, show_group, sql
 from lash_restate.testing import LocalStack, StackError
 from tests.conformance.builders import Scope, close, count, echo, event, next_, ok, open_, save, use
+from tests.engine.cli_main import run_main
 
 PAUSE_FAST = {
     "RESTATE_DEFAULT_NUM_PARTITIONS": "4",
@@ -50,14 +48,7 @@ def lash(stack: LocalStack, *args: str) -> subprocess.CompletedProcess[str]:
     urls = ["--admin-url", stack.server.admin_url]
     if args[:2] in (("groups", "close"), ("groups", "redispatch")):
         urls += ["--ingress-url", stack.server.ingress_url]
-    argv = [*args, *urls]
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        try:
-            code = main(argv)
-        except SystemExit as exit:  # argparse's usage errors
-            code = exit.code if isinstance(exit.code, int) else int(exit.code is not None)
-    return subprocess.CompletedProcess(["lash-restate", *argv], code, out.getvalue(), err.getvalue())
+    return run_main([*args, *urls])
 
 
 async def until(probe: Callable[[], Awaitable[T | None]], within: float = 60) -> T:
