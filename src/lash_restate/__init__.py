@@ -90,7 +90,7 @@ from .engine import DeploymentError, RestateController, ServerUnavailable
 from .tools import ToolRegistry
 
 CANCEL = LoserPolicy.CANCEL
-"""Losers are cancelled once the combinator decides (ADR, "Loser disposition is declared at open")."""
+"""Losers are cancelled once the combinator decides (declared when the group opens)."""
 RUN_TO_COMPLETION = LoserPolicy.RUN_TO_COMPLETION
 """Losers run on to completion (ECMA-262's behaviour, and the default)."""
 

@@ -125,6 +125,28 @@ async def all(
     The others run on to completion, as in ECMA-262; ``on_reject=CANCEL`` fails fast instead: once a
     rejection is consumed the children still running are cancelled (the group declares
     `RunToCompletion` at open and the close narrows it to `Cancel`).
+
+    Args:
+        ctx: the handler's ``restate.Context`` (or a `RuntimeEffectController`, given ``key``).
+        children: the children as one iterable, or the first of them, given one by one.
+        *more: the other children, given one by one.
+        on_reject: `CANCEL` to cancel the children still running once a rejection is consumed;
+            `RUN_TO_COMPLETION` (the default) lets them run on.
+        key: the group's key (a `GroupKey` or its text); by default one is derived from the
+            invocation and the children. Required with a controller.
+
+    Returns:
+        The values in input order: a list for an iterable, a tuple for children given one by one.
+        No children: ``[]``, and no group is opened.
+
+    Raises:
+        Rejected: the first rejection consumed (in rank order); its ``settlement`` says which child.
+        InvalidInput: refused before anything is sent, as `open` refuses (a bad ``ctx``, child or
+            ``key``, a typed call's argument its serde cannot write, a call inside ``ctx.run``, or
+            children too large for one message: `PayloadTooLarge`).
+        ChildUnroutable: a child no runner is registered for (an unknown tool or call target).
+        EffectGroupUnsupported: this process cannot open groups (see `use_prefix`).
+        UndecodableResult: a typed call's value that its handler's output serde cannot read.
     """
     listed, one_by_one = _spread(children, more)
     group_key, envelopes, values = typed_grouped(ctx, listed, key, "lash.all")
@@ -138,7 +160,26 @@ async def all_settled(
     ctx: Caller, children: Child | Iterable[Child], *more: Child, key: GroupKey | str | None = None
 ) -> list[Outcome]:
     """`Promise.allSettled`: every outcome (`Ok`, `Err` or `Cancelled`) in input order; a typed call's
-    `Ok` holds its value as its handler's output serde reads it."""
+    `Ok` holds its value as its handler's output serde reads it.
+
+    Args:
+        ctx: the handler's ``restate.Context`` (or a `RuntimeEffectController`, given ``key``).
+        children: the children as one iterable, or the first of them, given one by one.
+        *more: the other children, given one by one.
+        key: the group's key (a `GroupKey` or its text); by default one is derived from the
+            invocation and the children. Required with a controller.
+
+    Returns:
+        One outcome per child, in input order (``[]`` for no children, and no group is opened).
+
+    Raises:
+        InvalidInput: refused before anything is sent, as `open` refuses (a bad ``ctx``, child or
+            ``key``, a typed call's argument its serde cannot write, a call inside ``ctx.run``, or
+            children too large for one message: `PayloadTooLarge`).
+        ChildUnroutable: a child no runner is registered for (an unknown tool or call target).
+        EffectGroupUnsupported: this process cannot open groups (see `use_prefix`).
+        UndecodableResult: a typed call's value that its handler's output serde cannot read.
+    """
     listed, _ = _spread(children, more)
     group_key, envelopes, values = typed_grouped(ctx, listed, key, "lash.all_settled")
     outcomes = await combinators.all_settled(controller(ctx), group_key, envelopes)
@@ -271,7 +312,31 @@ async def race(
 ) -> Any:
     """`Promise.race`: the first settlement's value, or `Rejected` if it rejected (its position is
     ``settlement.position``). ``losers=CANCEL`` cancels the children still running once it is
-    decided; ``with_position=True`` answers ``(position, value)``."""
+    decided; ``with_position=True`` answers ``(position, value)``.
+
+    Args:
+        ctx: the handler's ``restate.Context`` (or a `RuntimeEffectController`, given ``key``).
+        children: the children as one iterable, or the first of them, given one by one.
+        *more: the other children, given one by one.
+        losers: `CANCEL` to cancel the children still running once the race is decided;
+            `RUN_TO_COMPLETION` (the default) lets them run on.
+        key: the group's key (a `GroupKey` or its text); by default one is derived from the
+            invocation and the children. Required with a controller.
+        with_position: answer ``(position, value)``, the winner's input position with its value.
+
+    Returns:
+        The first settlement's value (``None`` for a `lash.sleep`), or ``(position, value)``.
+
+    Raises:
+        Rejected: the first settlement is a rejection.
+        EmptyGroup: no children (a race of none would never settle).
+        InvalidInput: refused before anything is sent, as `open` refuses (a bad ``ctx``, child or
+            ``key``, a typed call's argument its serde cannot write, a call inside ``ctx.run``, or
+            children too large for one message: `PayloadTooLarge`).
+        ChildUnroutable: a child no runner is registered for (an unknown tool or call target).
+        EffectGroupUnsupported: this process cannot open groups (see `use_prefix`).
+        UndecodableResult: a typed call's value that its handler's output serde cannot read.
+    """
     return await _first(Combinator.RACE, ctx, children, more, losers, key, with_position)
 
 
@@ -381,7 +446,31 @@ async def any(
     with_position: bool = False,
 ) -> Any:
     """`Promise.any`: the first success, or `AggregateRejection` (an exception group of every
-    child's rejection, in input order); ``with_position=True`` answers ``(position, value)``."""
+    child's rejection, in input order); ``with_position=True`` answers ``(position, value)``.
+
+    Args:
+        ctx: the handler's ``restate.Context`` (or a `RuntimeEffectController`, given ``key``).
+        children: the children as one iterable, or the first of them, given one by one.
+        *more: the other children, given one by one.
+        losers: `CANCEL` to cancel the children still running once a child succeeds;
+            `RUN_TO_COMPLETION` (the default) lets them run on.
+        key: the group's key (a `GroupKey` or its text); by default one is derived from the
+            invocation and the children. Required with a controller.
+        with_position: answer ``(position, value)``, the winner's input position with its value.
+
+    Returns:
+        The first success's value (``None`` for a `lash.sleep`), or ``(position, value)``.
+
+    Raises:
+        AggregateRejection: every child rejected; one `ChildRejected` per child, in input order.
+        EmptyGroup: no children (none could succeed).
+        InvalidInput: refused before anything is sent, as `open` refuses (a bad ``ctx``, child or
+            ``key``, a typed call's argument its serde cannot write, a call inside ``ctx.run``, or
+            children too large for one message: `PayloadTooLarge`).
+        ChildUnroutable: a child no runner is registered for (an unknown tool or call target).
+        EffectGroupUnsupported: this process cannot open groups (see `use_prefix`).
+        UndecodableResult: a typed call's value that its handler's output serde cannot read.
+    """
     return await _first(Combinator.ANY, ctx, children, more, losers, key, with_position)
 
 
@@ -412,6 +501,27 @@ async def select(
 
     If that child rejected, `Rejected` is raised with its ``name``. ``losers`` and ``key`` are
     lash's keywords, so no child can take those names.
+
+    Args:
+        ctx: the handler's ``restate.Context`` (or a `RuntimeEffectController`, given ``key``).
+        losers: `CANCEL` to cancel the children still running once one has settled;
+            `RUN_TO_COMPLETION` (the default) lets them run on.
+        key: the group's key (a `GroupKey` or its text); by default one is derived from the
+            invocation and the children. Required with a controller.
+        **children: the children, by name; their positions are the order they are given in.
+
+    Returns:
+        ``(name, value)`` of the first child to settle (``None`` for a `lash.sleep`).
+
+    Raises:
+        Rejected: the first child to settle rejected; its ``name`` is that child's.
+        EmptyGroup: no children.
+        InvalidInput: refused before anything is sent, as `open` refuses (a bad ``ctx``, child or
+            ``key``, a typed call's argument its serde cannot write, a call inside ``ctx.run``, or
+            children too large for one message: `PayloadTooLarge`).
+        ChildUnroutable: a child no runner is registered for (an unknown tool or call target).
+        EffectGroupUnsupported: this process cannot open groups (see `use_prefix`).
+        UndecodableResult: a typed call's value that its handler's output serde cannot read.
     """
     names = list(children)
     group_key, envelopes, values = typed_grouped(ctx, children.values(), key, "lash.select", names)

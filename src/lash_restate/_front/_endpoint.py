@@ -37,7 +37,16 @@ def use_prefix(prefix: str | None = None) -> None:
 
 def external(service: str, *handlers: str, keyed: bool = False) -> Target:
     """Declare a service another endpoint of the cluster serves, so children may call it; without
-    ``handlers``, any handler of it."""
+    ``handlers``, any handler of it.
+
+    Args:
+        service: the service's name.
+        *handlers: the handlers children may call; none given: any of its handlers.
+        keyed: the service is a virtual object or a workflow, so each call of it names a key.
+
+    Returns:
+        The `Target`, for the ``external=`` of `app` or `services`.
+    """
     return Target(service, frozenset(handlers) if handlers else None, keyed)
 
 
@@ -54,7 +63,24 @@ def services(
     ``batch_from`` children or more settle in batches. They are named ``{prefix}Group``,
     ``{prefix}Child``, …, so two applications on one cluster can each have their own; without
     ``prefix``, the process's (see `use_prefix`). ``name`` names your application on them (see
-    `app`). `app` takes the same keywords."""
+    `app`). `app` takes the same keywords.
+
+    Args:
+        *yours: your services, virtual objects and workflows, whose handlers children may call.
+        tools: the tools children may run (default: none).
+        external: services served by another endpoint of the cluster (see `external`).
+        batch_from: the child count from which a group settles in batches (at least 1).
+        prefix: the prefix of lash's services' names (default: the process's).
+        name: your application's name, carried by lash's services (see `app`).
+
+    Returns:
+        lash's services, to bind beside yours.
+
+    Raises:
+        PrefixChosen: this process already chose another prefix (a `ValueError`).
+        ValueError: ``prefix`` or ``name`` is malformed, ``batch_from`` is below 1, or a service is
+            declared twice, differently (bound here and also declared with `external`, say).
+    """
     calls = call_targets(yours, external)
     resolver = tools if tools is not None else ToolRegistry()
     return lash_services(resolver, calls=calls, batch_from=batch_from, prefix=prefix, name=name)
@@ -76,7 +102,26 @@ def app(
     refused by `lash-restate register`. Two deployments are taken for the same application (an
     upgrade) when both carry the same ``name``, or, when either has none, when they serve a service
     of their own in common, or the same services; give ``name`` to keep one identity across an
-    upgrade that renames every service."""
+    upgrade that renames every service.
+
+    Args:
+        *yours: your services, virtual objects and workflows, served beside lash's.
+        tools: the tools children may run (default: none).
+        external: services served by another endpoint of the cluster (see `external`).
+        batch_from: the child count from which a group settles in batches (at least 1).
+        prefix: the prefix of lash's services' names (default: the process's, see `use_prefix`).
+        name: your application's name, carried by lash's services, as above.
+        identity_keys: Restate request identity public keys; given any, only requests signed by
+            one of them are served.
+
+    Returns:
+        The ASGI app, for `serve` or any ASGI server.
+
+    Raises:
+        PrefixChosen: this process already chose another prefix (a `ValueError`).
+        ValueError: ``prefix`` or ``name`` is malformed, ``batch_from`` is below 1, or a service is
+            declared twice, differently (bound here and also declared with `external`, say).
+    """
     return build_app(
         tools if tools is not None else ToolRegistry(),
         extra_services=yours,
@@ -102,6 +147,19 @@ async def serve(
     It tunes the process's garbage collector for an endpoint first: what start-up built is frozen,
     and the oldest generation is collected at most once per ``full_gc_every`` collections of the
     middle one (CPython's default is 10), since a full collection walks every in-flight invocation.
-    ``None`` leaves the collector as it is."""
+    ``None`` leaves the collector as it is.
+
+    Args:
+        asgi: the app to serve (from `app`).
+        host: the address to listen on.
+        port: the port to listen on.
+        server: ``"hypercorn"`` or ``"granian"``.
+        full_gc_every: collections of the middle generation per full collection (at least 1), or
+            ``None``.
+
+    Raises:
+        ServerUnavailable: ``server="granian"`` without the ``granian`` extra installed.
+        ValueError: an unknown ``server``, or ``full_gc_every`` below 1.
+    """
     # One process either way (decision 33); the collector's tuning: decision 68.
     await _serve(asgi, host, port, server=server, full_gc_every=full_gc_every)

@@ -54,8 +54,13 @@ class Group:
 
     @terminal
     async def next(self, cancel: Awaitable[object] | None = None) -> Settlement:
-        """The next settlement in rank order (ADR: the cursor advances by exactly this one); a typed
-        call's `Ok` holds its value as its handler's output serde reads it."""
+        """The next settlement in rank order (the order the children settled in); the cursor advances
+        by exactly this one, so a fresh invocation resuming the saved cursor gets the settlement after
+        it. A typed call's `Ok` holds its value as its handler's output serde reads it.
+
+        ``cancel``, an awaitable (on Restate a durable one, such as ``ctx.sleep(...)``), ends the wait
+        with `AwaitCancelled` if it completes first; the cursor is then left where it was. Once every
+        settlement was consumed, `CursorOverrun`."""
         outside_run(self._controller, "Group.next")
         settlement = await self._controller.await_next_settlement(self._handle, cancel)
         return settlement if self._values is None else self._values.settlement(settlement)
@@ -134,6 +139,34 @@ def open(
 
     ``group = await lash.open(...)``, or ``async with lash.open(...) as group:`` to have it closed
     when the block ends (a saved group is left open for the invocation that resumes it).
+
+    Args:
+        ctx: the handler's ``restate.Context`` (or a `RuntimeEffectController`, given ``key``).
+        children: the children (`lash.call`, `lash.tool`, `lash.sleep`, `lash.event`), read once.
+        wake: the group's wake rule, declared at open and part of its identity:
+            `GroupWakePolicy.ALL` (the default), `GroupWakePolicy.FIRST` or `FIRST_SUCCESS`.
+        losers: what becomes of the children still running once the group closes:
+            `RUN_TO_COMPLETION` (the default) or `CANCEL`; a close may narrow it, never widen it.
+        key: the group's key (a `GroupKey` or its text); by default one is derived from the
+            invocation and the children. Required with a controller.
+        resume: a cursor from `Group.save`: reopen that group (its own key is used) with the same
+            children, wake and losers, and go on from where it was saved.
+
+    Returns:
+        An `Opening`: await it for the `Group`, or use it in ``async with``.
+
+    Raises:
+        InvalidInput: when awaited, before anything is sent: ``ctx`` is neither a handler's context
+            nor a controller, a child is not one, a typed call's argument cannot be written, ``key``
+            is missing with a controller or malformed (`InvalidGroupKey`), ``resume`` is not a saved
+            cursor (`InvalidHandle`), the call is made inside a ``ctx.run`` action, or the children
+            would not fit one message (`PayloadTooLarge`).
+        GroupShapeError: no children (`EmptyGroup`), or a child no runner is registered for
+            (`ChildUnroutable`); with ``resume``, a count, wake or losers that differ from the
+            recorded group's (`ShapeMismatch`).
+        ReplayMismatch: with ``resume``, a child that differs from the recorded one.
+        GroupNotOpen: ``resume`` names a group that was closed.
+        EffectGroupUnsupported: this process cannot open groups (see `use_prefix`).
     """
     return Opening(_open(ctx, children, wake=wake, losers=losers, key=key, resume=resume))
 

@@ -81,7 +81,9 @@ class GroupExecutor(Protocol):
 class GroupExecutors(Protocol):
     """Maps an envelope to a fresh single-use executor, or None when this deployment cannot run it.
 
-    None is a routing fact, never an outcome: no terminal is synthesized from it (ADR).
+    None is a routing fact, never an outcome: the host records no settlement for the child from it.
+    A first open is refused whole (`ChildUnroutable`); a child whose runner goes missing later stays
+    unsettled, for a drain or a redispatch to run where it can be routed.
     """
 
     def resolve(self, envelope: RuntimeEffectEnvelope) -> GroupExecutor | None: ...
@@ -174,8 +176,9 @@ def settlement_run(controller: RuntimeEffectController) -> SettlementRun:  # dec
 class EffectGroupDefaults:
     """Group methods that fail closed, for controllers that have not implemented groups.
 
-    ADR: the defaults "error loudly with EffectGroupUnsupported" so an
-    out-of-tree controller never mis-executes a batch.
+    `supports_effect_groups` answers False and every other group method raises
+    `EffectGroupUnsupported`, so a controller written elsewhere that mixes this in fails loudly
+    rather than running a group's children some other way.
     """
 
     def supports_effect_groups(self) -> bool:
@@ -243,7 +246,9 @@ def require_disposition(disposition: object) -> LoserPolicy | None:
 
 
 def require_groups(supported: bool, *, group_key: str) -> None:
-    """A host does groups only once a resolver is registered (ADR: the answer is never a constant)."""
+    """Refuse with `EffectGroupUnsupported` unless ``supported``: a host does groups only once a
+    `GroupExecutors` resolver is registered, so ``supported`` is that deployment fact (what
+    `supports_effect_groups()` answers), never a constant."""
     if not supported:
         raise EffectGroupUnsupported("no GroupExecutors resolver is registered", group_key=group_key)
 
@@ -259,6 +264,19 @@ def check_close(handle: GroupHandle, disposition: LoserPolicy | None, supported:
 
     Arguments are checked at run time too (an untyped caller may pass anything). Whether the
     disposition narrows the declared one is the group's to decide: see `effective_disposition`.
+
+    Args:
+        handle: the caller's cursor of the group to close.
+        disposition: the disposition the close asks for (a `LoserPolicy` or its value), or None.
+        supported: what the host's `supports_effect_groups()` answers.
+
+    Returns:
+        ``disposition`` as a `LoserPolicy`, or None.
+
+    Raises:
+        EffectGroupUnsupported: ``supported`` is false.
+        InvalidHandle: ``handle`` is not a `GroupHandle`.
+        InvalidInput: ``disposition`` is not a `LoserPolicy` value.
     """
     require_groups(supported, group_key=require_handle(handle).group_key)
     return require_disposition(disposition)

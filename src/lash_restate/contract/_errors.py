@@ -255,8 +255,9 @@ class GroupShapeError(LashError, ValueError):
 
 
 class EmptyGroup(GroupShapeError):
-    """A group has no child: `all([])` resolves locally, but `race([])` never settles and `any([])`
-    has no child to succeed, so neither can become a group (ADR) and both are refused."""
+    """A group has no child. `all([])` resolves locally to ``[]`` and opens no group, but `race([])`
+    would never settle and `any([])` has no child to succeed, so a group needs at least one child and
+    both are refused."""
 
     code = RuntimeErrorCode.EMPTY_GROUP
 
@@ -298,7 +299,17 @@ class ChildUnroutable(GroupShapeError):
 
     @classmethod
     def no_executor(cls, what: str, *, group_key: str, position: int, replay_key: str) -> Self:
-        """The refusal for a child nobody can run; ``what`` names it (see `describe_command`)."""
+        """The refusal for a child nobody can run; ``what`` names it (see `describe_command`).
+
+        Args:
+            what: the child as the message names it (`describe_command`, or `describe_miss`).
+            group_key: the group's key.
+            position: the child's position in the group.
+            replay_key: the child's replay key.
+
+        Returns:
+            The error, to raise.
+        """
         return cls(
             f"no executor is registered for {what}",
             group_key=group_key,

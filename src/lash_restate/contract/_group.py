@@ -44,7 +44,7 @@ _SEPARATOR = ":group:"
 
 
 class GroupKey(msgspec.Struct, **STRUCT_OPTIONS):
-    """`{scope_id}:group:{batch_id}:{occurrence}` (ADR, "Group identity carries an occurrence discriminator").
+    """A group's identity, spelled `{scope_id}:group:{batch_id}:{occurrence}`.
 
     ``occurrence`` comes from the caller's deterministic effect sequence (it rides
     the continuation), never from host memory: two identical calls in one
@@ -92,9 +92,10 @@ class GroupShape(msgspec.Struct, **STRUCT_OPTIONS):
     def fence_reopen(self, offered: GroupShape, group_key: str) -> None:
         """Refuse a reopen whose shape or any child's envelope hash differs from this recorded one.
 
-        ADR: a shrunk child vec under one key silently renumbers every rank above
-        the truncation and the per-child hash fence cannot see it, so count, wake
-        rule and disposition are fenced first; then each child's hash.
+        Count, wake rule and disposition are compared first (`ShapeMismatch`): a group reopened
+        with fewer children under the same key would silently renumber every rank above the cut,
+        which comparing the children's hashes one by one cannot see. Then each child's hash
+        (`ReplayMismatch`, naming the child).
         """
         for what, was, now in (
             ("child count", self.child_count, offered.child_count),

@@ -26,9 +26,9 @@ class _HandleWire(msgspec.Struct, **STRUCT_OPTIONS):
 class GroupHandle:
     """Which group, how many children it has, and how many settlements this caller consumed.
 
-    Mutable, because the host advances the caller's own handle (ADR: taken by ``&mut``), and
-    therefore not hashable: a hash over ``consumed`` would change under a dict or set holding it.
-    Equality compares all three fields.
+    Mutable, because the host advances the caller's own handle in place (each settlement it returns
+    adds one to ``consumed``), and therefore not hashable: a hash over ``consumed`` would change
+    under a dict or set holding it. Equality compares all three fields.
     """
 
     __slots__ = ("_child_count", "_consumed", "_group_key")
@@ -118,6 +118,15 @@ class GroupHandle:
 
 
 def check_child_count(recorded: int, claimed: int, *, group_key: str) -> None:
-    """Refuse a handle whose child count is not the recorded group's: it belongs to another shape."""
+    """Refuse a handle whose child count is not the recorded group's: it belongs to another shape.
+
+    Args:
+        recorded: the child count the group recorded.
+        claimed: the handle's ``child_count``.
+        group_key: the group's key, for the refusal.
+
+    Raises:
+        HandleMismatch: the two counts differ.
+    """
     if recorded != claimed:
         raise HandleMismatch(f"handle has {claimed} children, group has {recorded}", group_key=group_key)

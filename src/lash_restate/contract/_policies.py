@@ -10,7 +10,9 @@ __all__ = ["GroupWakePolicy", "LoserPolicy", "effective_disposition"]
 
 
 class GroupWakePolicy(StrEnum):
-    """Exactly three variants; a fourth would change the identity of recorded groups (ADR)."""
+    """When a group's combinator has decided; declared at open. Exactly three variants: the wake rule
+    is part of a recorded group's identity (a reopen is fenced on it), so a fourth would change the
+    identity of groups already recorded."""
 
     FIRST = "first"
     """`Promise.race` and the signal/deadline select."""
@@ -21,7 +23,8 @@ class GroupWakePolicy(StrEnum):
 
 
 class LoserPolicy(StrEnum):
-    """What happens to unsettled children once the caller closes; declared at open (ADR)."""
+    """What happens to unsettled children once the caller closes. Declared at open and recorded with
+    the group; a close may narrow it to `CANCEL`, never widen it (`DispositionWidening`)."""
 
     RUN_TO_COMPLETION = "run_to_completion"
     """ECMA-262: a losing promise keeps running and its side effects still happen."""
@@ -38,8 +41,19 @@ def effective_disposition(
 ) -> LoserPolicy:
     """The disposition a close applies: ``requested`` if it narrows ``declared``, ``declared`` if None.
 
-    ADR, "Loser disposition is declared at open": close may only narrow; a widening is refused
-    with `DispositionWidening` rather than ignored.
+    The disposition is declared at open, so a close may only narrow it; a widening is refused rather
+    than ignored.
+
+    Args:
+        declared: the disposition the group declared at open.
+        requested: the disposition the close asks for, or None to keep ``declared``.
+        group_key: the group's key, for the refusal.
+
+    Returns:
+        The disposition to apply.
+
+    Raises:
+        DispositionWidening: ``requested`` is `RUN_TO_COMPLETION` on a group declared `CANCEL`.
     """
     effective = declared if requested is None else requested
     if not declared.narrows_to(effective):

@@ -145,8 +145,9 @@ class RestateController(EffectGroupDefaults):
 
     def outside_run(self, what: str) -> None:
         """Refuse `CalledInsideRun` if this is called inside the action of a ``ctx.run`` of this
-        invocation: lash dispatches and awaits a group's children from the handler body only (ADR:
-        "from outside any recorded body"). ``what`` names what was called, for the message."""
+        invocation: lash dispatches and awaits a group's children from the handler body only, since
+        an action's own steps are not journaled one by one. ``what`` names what was called, for the
+        message."""
         if inside_run(self._ctx):
             raise CalledInsideRun(what)
 
@@ -386,7 +387,7 @@ class RestateController(EffectGroupDefaults):
         A close of a group this invocation opened, with its child count and a disposition that
         narrows (or keeps) the declared one, is a one-way message in the caller's journal: Restate
         delivers it exactly once, and after any earlier message of this invocation to the group, so
-        it is issued durably when this returns (ADR, "Close deletes…": issued, not awaited). Any
+        it is issued durably when this returns, and the caller does not wait for the losers. Any
         other close is a call, so a refusal (widening, wrong handle) reaches the caller typed.
         """
         self.outside_run("close_effect_group")

@@ -70,7 +70,21 @@ class LocalStack:
         endpoint_server: str | None = None,
         keep: bool | None = None,
     ) -> LocalStack:
-        """The common stack: one server and one endpoint (not started yet)."""
+        """The common stack: one server and one endpoint (not started yet).
+
+        Args:
+            base_dir: where the stack keeps its data and logs (default: a temporary directory,
+                removed at `stop` unless ``keep``).
+            server_env: environment variables for the server (`add_server`'s ``env``).
+            config_file: a restate-server configuration file.
+            module: what the endpoint runs with ``python -m`` (see `Endpoint`).
+            endpoint_args: the endpoint's arguments (default: ``--with-turn``, with the demo tools).
+            endpoint_env: environment variables for the endpoint.
+            endpoint_server: the endpoint's HTTP server, ``hypercorn`` or ``granian`` (default:
+                ``$LASH_SERVER``, else hypercorn).
+            keep: keep the servers' data at `stop` (default: whether ``$LASH_KEEP_STACK_LOGS`` is
+                set).
+        """
         stack = cls(base_dir, keep=keep)
         stack.add_server(env=server_env, config_file=config_file)
         stack.add_endpoint(module=module, args=endpoint_args, env=endpoint_env, server=endpoint_server)
@@ -97,6 +111,20 @@ class LocalStack:
 
         With ``signing_key`` (an ed25519 private key PEM file) it signs every request to an endpoint;
         ``binary`` is the restate-server it runs (default: `restate_server_binary` finds one).
+
+        Args:
+            name: the server's name in the stack: its data directory and log file.
+            env: environment variables for the server, over this process's and the stack's own.
+            config_file: a restate-server configuration file.
+            node_name: the node's name in its cluster.
+            signing_key: an ed25519 private key PEM file to sign requests to endpoints with.
+            ingress_port: the ingress port (default: a free one).
+            admin_port: the admin API port (default: a free one).
+            fabric_port: the port the nodes of a cluster talk on (default: a free one).
+            binary: the restate-server to run.
+
+        Returns:
+            The server, added to `servers` (not started yet).
         """
         base = self.base_dir / name
         base.mkdir(parents=True, exist_ok=True)
@@ -135,7 +163,22 @@ class LocalStack:
         With ``app`` (``module:attribute``, an application built with ``lash.app``) it is
         ``lash-restate serve --app app ARGS``, run in ``cwd`` (default: this process's directory),
         where ``module`` is found; otherwise ``module`` with ``args`` (default: ``--with-turn``,
-        with the demo tools)."""
+        with the demo tools).
+
+        Args:
+            name: the endpoint's name in the stack: its log file.
+            module: what it runs with ``python -m`` (see `Endpoint`); ignored with ``app``.
+            args: its arguments (default: ``--with-turn``; none with ``app``).
+            env: environment variables for it, over this process's.
+            identity_keys: Restate request identity keys: it serves only requests signed by one.
+            server: its HTTP server, ``hypercorn`` or ``granian``.
+            python: the interpreter that runs it.
+            app: an application to serve, as ``module:attribute``.
+            cwd: the directory it runs in (default: this process's).
+
+        Returns:
+            The endpoint, added to `endpoints` (not started yet).
+        """
         if args is None:
             args = () if app is not None else ("--with-turn",)
         keys = [arg for key in identity_keys for arg in ("--identity-key", key)]
@@ -202,6 +245,17 @@ class LocalStack:
 
         Returns each admin API's answer, in order. Refused (`PrefixTaken`) where another application
         serves lash's services under the endpoint's prefix, unless ``take_over``.
+
+        Args:
+            endpoint: the endpoint to register (default: the first).
+            at: the servers, or admin API URLs, to register it with (default: the first server).
+            force: register again over a deployment at the same URL.
+            take_over: register even where another application serves lash's services under the
+                endpoint's prefix.
+
+        Raises:
+            PrefixTaken: another application serves lash's services under that prefix.
+            StackError: the admin API refused the registration or could not be reached.
         """
         endpoint = endpoint or self.endpoint
         urls = [t.admin_url if isinstance(t, RestateServer) else t for t in (at or [self.server])]
@@ -265,6 +319,15 @@ class LocalStack:
         """POST ``body`` as JSON (or ``content`` as is) to ``/{path}`` on the ingress; its JSON answer.
 
         Any answer but 200 raises `StackError` with the answer's text.
+
+        Args:
+            path: the path on the ingress, ``Service/handler`` or ``Object/key/handler``.
+            body: the request body, encoded as JSON.
+            content: the request body as is, sent as JSON instead of ``body``.
+            within: the request's timeout, in seconds.
+
+        Returns:
+            The answer's JSON value (None for an empty answer).
         """
         url = f"{self.ingress_url}/{path}"
         async with httpx.AsyncClient(timeout=within) as client:
@@ -284,9 +347,21 @@ class LocalStack:
         return results
 
     async def emit(self, name: str, value: Any = None, *, within: float = 60) -> None:
-        """Fulfil every waiter of the durable event ``name`` with ``value``, now and later."""
+        """Fulfil every waiter of the durable event ``name`` with ``value``, now and later.
+
+        Args:
+            name: the event's name.
+            value: its payload, a JSON value.
+            within: the request's timeout, in seconds.
+        """
         await self.call(f"{named(SIGNAL)}/{quote(name, safe='')}/emit", value, within=within)
 
     async def reject(self, name: str, message: str, *, within: float = 60) -> None:
-        """Reject every waiter of the durable event ``name`` with ``message``."""
+        """Reject every waiter of the durable event ``name`` with ``message``.
+
+        Args:
+            name: the event's name.
+            message: the rejection's message.
+            within: the request's timeout, in seconds.
+        """
         await self.call(f"{named(SIGNAL)}/{quote(name, safe='')}/reject", message, within=within)

@@ -227,7 +227,16 @@ async def run_turn(
 ) -> list[dict[str, Any]]:
     """Run ``steps`` in order; each gives ``{"ok": ...}`` or ``{"error": {...}}`` and the turn goes on.
 
-    ``executors`` resolves the executor an `execute` step hands to `execute_effect`.
+    Args:
+        controller: the host the steps run against (a handler's `RestateController`, or a
+            `MemoryHost`).
+        steps: the turn's steps, decoded (`Step`).
+        make_cancel: given a step's ``cancel_after_ms``, the awaitable that cancels its wait (a
+            durable sleep on Restate).
+        executors: resolves the executor an `execute` step hands to `execute_effect`.
+
+    Returns:
+        One result per step, in order.
     """
     handle: GroupHandle | None = None
     results: list[dict[str, Any]] = []

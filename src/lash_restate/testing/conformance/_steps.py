@@ -119,6 +119,18 @@ class Scope:
         replay_keys: list[str] | None = None,
         memberships: list[dict[str, Any] | None] | None = None,
     ) -> dict[str, Any]:
+        """A group of ``commands`` under this scope's key ``batch``/``occurrence``, as a step takes it.
+
+        Args:
+            commands: the children's commands (`echo`, `tool`, `call`, ...), in position order.
+            wake: the wake rule: ``all``, ``first`` or ``first_success``.
+            disposition: the losers' policy: ``run_to_completion`` or ``cancel``.
+            batch: the key's batch id.
+            occurrence: the key's occurrence.
+            replay_keys: the children's replay keys (default: ``{key}/c{position}``).
+            memberships: per child, a membership to stamp it with (None: none), for the scenarios
+                of a child that disagrees with its group.
+        """
         key = self.key(batch, occurrence)
         keys = replay_keys or [f"{key}/c{i}" for i in range(len(commands))]
         children = []

@@ -62,9 +62,9 @@ class Tier(Protocol):
     async def sever(self, group_key: str, *steps: dict[str, Any]) -> None:
         """Run ``steps`` as a turn and sever it once rank 1 of ``group_key`` is recorded.
 
-        Severed is the ADR's crashed caller: on the reference host its process dies and the drain
-        runs; on Restate the turn's invocation is killed. Return once the group has noted how its
-        opener ended.
+        Severed is how the suite crashes a caller mid-turn: on the reference host its process dies
+        and the drain runs; on Restate the turn's invocation is killed. Return once the group has
+        noted how its opener ended.
         """
         ...
 

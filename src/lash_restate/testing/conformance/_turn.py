@@ -254,7 +254,15 @@ class Turn:
         on_reject: str | None = None,
     ) -> Answer[Combined]:
         """`run_combinator` of ``kind`` over ``group``: stopped after ``stop_after`` settlements, resumed
-        from the cursor ``resume``, failing fast with ``on_reject``."""
+        from the cursor ``resume``, failing fast with ``on_reject``.
+
+        Args:
+            kind: ``all``, ``all_settled``, ``race`` or ``any``.
+            group: the group, as `Scope.group` writes it.
+            stop_after: suspend after this many settlements, answering the saved cursor.
+            resume: a saved cursor to go on from.
+            on_reject: ``cancel`` to cancel the children still running once a rejection is consumed.
+        """
         handle = _text(resume) if resume is not None else None
         step = steps.combine(kind, group, stop_after=stop_after, handle=handle, on_reject=on_reject)
         self._current = None  # the driver's current handle is the result's, if it suspended
@@ -268,7 +276,14 @@ class Turn:
         resume: GroupHandle | str | None = None,
         on_reject: str | None = None,
     ) -> Answer[Combined]:
-        """`combine` of ``all`` (``lash.all``'s loop)."""
+        """`combine` of ``all`` (``lash.all``'s loop).
+
+        Args:
+            group: the group, as `Scope.group` writes it.
+            stop_after: suspend after this many settlements, answering the saved cursor.
+            resume: a saved cursor to go on from.
+            on_reject: ``cancel`` to cancel the children still running once a rejection is consumed.
+        """
         return self.combine("all", group, stop_after=stop_after, resume=resume, on_reject=on_reject)
 
     def all_settled(
@@ -279,7 +294,14 @@ class Turn:
         resume: GroupHandle | str | None = None,
         on_reject: str | None = None,
     ) -> Answer[Combined]:
-        """`combine` of ``all_settled`` (``lash.all_settled``'s loop)."""
+        """`combine` of ``all_settled`` (``lash.all_settled``'s loop).
+
+        Args:
+            group: the group, as `Scope.group` writes it.
+            stop_after: suspend after this many settlements, answering the saved cursor.
+            resume: a saved cursor to go on from.
+            on_reject: ``cancel`` to cancel the children still running once a rejection is consumed.
+        """
         return self.combine("all_settled", group, stop_after=stop_after, resume=resume, on_reject=on_reject)
 
     def race(
@@ -290,7 +312,14 @@ class Turn:
         resume: GroupHandle | str | None = None,
         on_reject: str | None = None,
     ) -> Answer[Combined]:
-        """`combine` of ``race`` (``lash.race``'s loop)."""
+        """`combine` of ``race`` (``lash.race``'s loop).
+
+        Args:
+            group: the group, as `Scope.group` writes it.
+            stop_after: suspend after this many settlements, answering the saved cursor.
+            resume: a saved cursor to go on from.
+            on_reject: ``cancel`` to cancel the children still running once a rejection is consumed.
+        """
         return self.combine("race", group, stop_after=stop_after, resume=resume, on_reject=on_reject)
 
     def any(
@@ -301,11 +330,24 @@ class Turn:
         resume: GroupHandle | str | None = None,
         on_reject: str | None = None,
     ) -> Answer[Combined]:
-        """`combine` of ``any`` (``lash.any``'s loop)."""
+        """`combine` of ``any`` (``lash.any``'s loop).
+
+        Args:
+            group: the group, as `Scope.group` writes it.
+            stop_after: suspend after this many settlements, answering the saved cursor.
+            resume: a saved cursor to go on from.
+            on_reject: ``cancel`` to cancel the children still running once a rejection is consumed.
+        """
         return self.combine("any", group, stop_after=stop_after, resume=resume, on_reject=on_reject)
 
     def signal_or_deadline(self, key: str, event: str, deadline_ms: int) -> Answer[Selected]:
-        """`combinators.signal_or_deadline`: the event against a deadline, as group ``key``."""
+        """`combinators.signal_or_deadline`: the event against a deadline, as group ``key``.
+
+        Args:
+            key: the group's key.
+            event: the durable event's name.
+            deadline_ms: the deadline, in milliseconds.
+        """
         step = steps.select(key, event, deadline_ms, f"{key}/sel")
         return self._record(step, "signal_or_deadline", lambda v: msgspec.convert(v, Selected))
 
@@ -319,7 +361,15 @@ class Turn:
     ) -> Answer[dict[str, Any]]:
         """``lash.<entry>(ctx, children, key=key)`` through the front door. Its values come back as
         ``{"type": class name, "value": JSON}`` (the shape `lash_restate.testing.turn.FrontStep` gives),
-        so a scenario sees which model the front door handed back."""
+        so a scenario sees which model the front door handed back.
+
+        Args:
+            entry: the front door's entry point.
+            key: the group's key.
+            children: the children (for ``select``, by name).
+            losers: ``cancel`` or ``run_to_completion`` (the default), for ``race``, ``any`` and
+                ``select``.
+        """
         step = steps.front(entry, key, children, losers=losers)
         return self._record(step, f"lash.{entry}", dict)
 
@@ -332,7 +382,17 @@ class Turn:
         raise_after: int | None = None,
     ) -> Block:
         """``async with lash.open(group, resume=resume) as g: async for s in g``, saving and leaving the
-        block after ``save_after`` settlements, or raising inside it after ``raise_after``."""
+        block after ``save_after`` settlements, or raising inside it after ``raise_after``.
+
+        Args:
+            group: the group, as `Scope.group` writes it.
+            resume: a saved cursor to reopen the group from.
+            save_after: save the cursor and leave the block after this many settlements.
+            raise_after: raise inside the block after this many settlements.
+
+        Returns:
+            The `Block`: what the loop received, and the group it left current.
+        """
         if resume is not None:
             self.resume(resume)
         step = steps.iterate(group, resume=resume is not None, save_after=save_after, raise_after=raise_after)
