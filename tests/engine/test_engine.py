@@ -6,6 +6,7 @@ import asyncio
 import json
 import subprocess
 import sys
+from dataclasses import replace
 from typing import Any
 
 import httpx
@@ -97,7 +98,10 @@ async def test_internal_handlers_cannot_be_called_through_the_ingress(stack: Sta
             )
             assert response.status_code == 400, (route, response.text)
             assert "not public" in response.text.lower() or "private" in response.text.lower()
-    assert await asyncio.to_thread(ours) == before  # the group is exactly as it was
+    # The group is exactly as it was; only its age moved on (a busy machine takes seconds here).
+    assert [replace(g, age_s=0) for g in await asyncio.to_thread(ours)] == [
+        replace(g, age_s=0) for g in before
+    ]
     [_, first] = await stack.turn(use(ok(opened)), next_())
     assert ok(first)["position"] == 1  # the forged settlement of child 0 never took rank 1
 

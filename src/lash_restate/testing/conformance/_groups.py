@@ -605,10 +605,13 @@ async def a_run_to_completion_group_whose_holder_is_severed_keeps_its_losers_for
         g = t.resume(GroupHandle(s.key(), width, 0))
         first, *rest = [g.next() for _ in range(width)]
         g.close()
-    assert first.ok.outcome == Ok(value="won")
-    assert [r.ok.rank for r in rest] == list(range(2, width + 1))
-    expected = {1: Ok(value="late"), 2: Ok(value="ran")}
-    assert {r.ok.position: r.ok.outcome for r in rest} == {p: expected[p] for p in range(1, width)}
+    served = [first, *rest]
+    assert [r.ok.rank for r in served] == list(range(1, width + 1))
+    # Rank 1 is the echo's or, on a machine slow enough, the tool loser's (it waits only 200 ms):
+    # the ranks are the order they settled in, whichever it was; every outcome is the real one.
+    expected = {0: Ok(value="won"), 1: Ok(value="late"), 2: Ok(value="ran")}
+    assert {r.ok.position: r.ok.outcome for r in served} == {p: expected[p] for p in range(width)}
+    assert first.ok.position != 1  # the event was emitted after the sever
     await tier.wait_closed(s.key())
     for position in range(1, width):
         await tier.wait_child_finished(f"{s.key()}/c{position}")
