@@ -40,6 +40,19 @@ def two_endpoints(tmp: Path) -> LocalStack:
     return stack
 
 
+def declared_elsewhere(tmp: Path) -> LocalStack:
+    """lash's services on a second endpoint, which declares DemoCalls (served by the first) without an
+    admin URL: the declaration is trusted (decision 47) until a redeploy drops it."""
+    stack = LocalStack(tmp)
+    stack.add_server(env={"RESTATE_DEFAULT_NUM_PARTITIONS": "4"})
+    stack.add_endpoint("callers")  # serves DemoCalls and the turn driver
+    stack.add_endpoint("children", env={"LASH_DEMO_CALLS_OFF": "1", "LASH_DEMO_EXTERNAL": "DemoCalls"})
+    stack.start(register=False)
+    stack.register(stack.endpoints[0])
+    stack.register(stack.endpoints[1], take_over=True)  # lash's services now run here
+    return stack
+
+
 async def test_a_first_open_is_routed_by_the_endpoint_that_runs_the_children(tmp_path: Path) -> None:
     with two_endpoints(tmp_path) as stack:
         s = Scope()
@@ -70,18 +83,8 @@ async def test_a_call_whose_target_left_the_deployment_ends_with_a_terminal_404(
     one invocation per key at a time), the endpoint is redeployed in place without the target, and
     only then is the event emitted, so the queued call meets the new code whatever the load.
     """
-    # lash's services on a second endpoint, which declares DemoCalls (served by the first) without an
-    # admin URL: the declaration is trusted (decision 47) until the redeploy drops it.
-    stack = LocalStack(tmp_path)
-    stack.add_server(env={"RESTATE_DEFAULT_NUM_PARTITIONS": "4"})
-    stack.add_endpoint("callers")  # serves DemoCalls and the turn driver
-    children = stack.add_endpoint(
-        "children", env={"LASH_DEMO_CALLS_OFF": "1", "LASH_DEMO_EXTERNAL": "DemoCalls"}
-    )
-    stack.start(register=False)
-    with stack:
-        stack.register(stack.endpoints[0])
-        stack.register(children, take_over=True)  # lash's services now run here
+    with declared_elsewhere(tmp_path) as stack:
+        children = stack.endpoints[1]
         s = Scope()
         shared = f"{s.id}/shared"  # both children's replay key: the same `LashChild` object
         hold = s.event("hold")
@@ -119,16 +122,8 @@ async def test_a_call_whose_target_left_before_its_redispatch_stays_missed(tmp_p
     which still awaits an event; the endpoint drops the declaration, and only then is the event
     emitted, so the re-dispatch plans its calls on the new code whatever the load.
     """
-    stack = LocalStack(tmp_path)
-    stack.add_server(env={"RESTATE_DEFAULT_NUM_PARTITIONS": "4"})
-    stack.add_endpoint("callers")  # serves DemoCalls and the turn driver
-    children = stack.add_endpoint(
-        "children", env={"LASH_DEMO_CALLS_OFF": "1", "LASH_DEMO_EXTERNAL": "DemoCalls"}
-    )
-    stack.start(register=False)
-    with stack:
-        stack.register(stack.endpoints[0])
-        stack.register(children, take_over=True)  # lash's services now run here
+    with declared_elsewhere(tmp_path) as stack:
+        children = stack.endpoints[1]
         s = Scope()
         shared = f"{s.id}/shared"
         hold, later = s.event("hold"), s.event("later")
