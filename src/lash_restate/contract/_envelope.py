@@ -77,17 +77,21 @@ def _check_headers(headers: object) -> None:
         if not isinstance(name, str) or not isinstance(value, str):
             raise InvalidEnvelope(f"call header {name!r} must map a string to a string, not {value!r}")
         _check_key(name, "call header name")
-        if len(value) > MAX_HEADER_VALUE or any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in value):
+        if len(value) > MAX_HEADER_VALUE or _has_control(value):
             raise InvalidEnvelope(
                 f"call header {name!r} must be at most {MAX_HEADER_VALUE} characters, "
                 "none of them a control character"
             )
 
 
+def _has_control(value: str) -> bool:
+    return any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in value)
+
+
 def _check_key(value: str, what: str) -> None:
     if not value or len(value) > MAX_KEY_LENGTH:
         raise InvalidEnvelope(f"{what} must be 1..{MAX_KEY_LENGTH} characters")
-    if any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in value):
+    if _has_control(value):
         raise InvalidEnvelope(f"{what} contains a control character")
 
 
