@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import calendar
 import errno
 import importlib
 import json
 import os
 import sys
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -278,6 +280,7 @@ _COLUMNS = [
     "age",
     "paused",
     "missed",
+    "reclaim",
 ]
 _CHILD_COLUMNS = ["position", "replay_key", "rank", "outcome", "invocation_id", "status", "missed"]
 
@@ -305,6 +308,14 @@ def _use_prefix(args: argparse.Namespace) -> int | None:
     return None
 
 
+def _reclaim(at: str | None, now: float) -> str:
+    """When an orphan is reclaimed, from now: ``in 23h59m``, ``due``; ``-`` for any other group."""
+    if at is None:
+        return "-"
+    seconds = calendar.timegm(time.strptime(at, "%Y-%m-%dT%H:%M:%SZ")) - now
+    return f"in {_age(int(seconds))}" if seconds >= 1 else "due"
+
+
 def _groups_list(args: argparse.Namespace) -> int:
     from .inspection import InspectionError, list_open_groups
 
@@ -318,7 +329,9 @@ def _groups_list(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(groups))
     elif groups:
-        print(_table([{**g, "age": _age(g["age_s"])} for g in groups], _COLUMNS))
+        now = time.time()
+        rows = [{**g, "age": _age(g["age_s"]), "reclaim": _reclaim(g["reclaim_at"], now)} for g in groups]
+        print(_table(rows, _COLUMNS))
     else:
         print("no open groups")
     return 0

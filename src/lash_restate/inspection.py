@@ -34,6 +34,7 @@ from .engine import (
     MISSED,
     OPENER_ENDS,
     PUMP,
+    RECLAIM_AT,
     STAGED,
     GroupMeta,
     OpenerEnd,
@@ -102,6 +103,9 @@ class OpenGroup:
     age_s: int | None  # seconds since it was first opened (None: its open is not timed)
     paused: int  # children Restate paused (or whose calls it paused) after their retries ran out
     missed: int = 0  # children whose runner was missing: their run ended with no outcome
+    # An orphan nobody can resume is reclaimed (closed) at this time (UTC, ISO 8601), or later if its
+    # children still run then; None for any other group.
+    reclaim_at: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -216,6 +220,7 @@ class _Group:
     meta: GroupMeta
     ends: dict[str, bool]  # how the callers that saved its handle ended: caller -> failed (decision 45)
     missed: list[int] = field(default_factory=list)  # positions whose runner was missing
+    reclaim_at_ms: int | None = None  # when the orphan is due to be reclaimed (decision 78)
 
 
 _I = TypeVar("_I")
@@ -229,12 +234,13 @@ def _groups(admin: Admin, where: str = "") -> list[_Group]:
         admin,
         "SELECT service_key, key, value_utf8 FROM state "
         f"WHERE service_name = {quote(named(GROUP))} AND (key IN ('meta', {quote(OPENER_ENDS)}, "
-        f"{quote(MISSED)}) "
+        f"{quote(MISSED)}, {quote(RECLAIM_AT)}) "
         f"OR key = 'ranked' OR starts_with(key, 'ranks:')){where}",
     )
     metas = {r["service_key"]: r["value_utf8"] for r in rows if r["key"] == "meta"}
     ends = {r["service_key"]: r["value_utf8"] for r in rows if r["key"] == OPENER_ENDS}
     missed = {r["service_key"]: r["value_utf8"] for r in rows if r["key"] == MISSED}
+    reclaims = {r["service_key"]: int(r["value_utf8"]) for r in rows if r["key"] == RECLAIM_AT}
     pages: dict[str, dict[str, str]] = {}
     for r in rows:
         if r["key"].startswith("ranks:") or r["key"] == "ranked":
@@ -245,7 +251,8 @@ def _groups(admin: Admin, where: str = "") -> list[_Group]:
         meta = assemble_order(msgspec.json.decode(metas[key], type=GroupMeta), pages.get(key, {}))
         recorded = _ENDS.decode(ends[key]) if key in ends else []  # absent on a format-1 group
         positions = _POSITIONS.decode(missed[key]) if key in missed else []
-        found.append(_Group(key, meta, {end.caller: end.failed for end in recorded}, positions))
+        ended = {end.caller: end.failed for end in recorded}
+        found.append(_Group(key, meta, ended, positions, reclaims.get(key)))
     return found
 
 
@@ -262,9 +269,11 @@ def _classify(group: _Group, known: dict[str, dict[str, Any]]) -> tuple[str, str
         if group.ends[latest.caller]:
             return ORPHANED, "its latest opener saved its handle, then failed or was killed"
         return PARKED, "its latest opener saved its handle and returned normally: a continuation holds it"
-    if latest.ended:  # a Cancel group's watch reported it (decision 13)
-        if latest.failed:
+    if latest.ended:  # the group's watch of its openers reported it (decisions 13, 78)
+        if latest.failed and group.meta.disposition is LoserPolicy.CANCEL:
             return ORPHANED, "its latest opener failed or was killed; its unsettled children were cancelled"
+        if latest.failed:
+            return ORPHANED, "its latest opener failed or was killed"
         return PARKED, "its latest opener returned normally: a continuation holds it"
     row = known.get(latest.caller)
     if row is not None and row.get("completion_result") == "success":
@@ -295,7 +304,12 @@ def _open_group(group: _Group, state: str, now_ms: int, paused: int) -> dict[str
         "age_s": _age(meta, now_ms),
         "paused": paused,
         "missed": len(group.missed),
+        "reclaim_at": _utc(group.reclaim_at_ms / 1000) if group.reclaim_at_ms else None,
     }
+
+
+def _utc(seconds: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(seconds))
 
 
 def _paused_rows(admin: Admin, where: str = "") -> list[dict[str, Any]]:
@@ -311,7 +325,8 @@ def _paused_rows(admin: Admin, where: str = "") -> list[dict[str, Any]]:
 # A call child lash calls itself is the callee's invocation, called by its group's pump under the
 # idempotency key `{replay key}@{group incarnation}` (decision 61; `engine/_calls.py` `callee_key`);
 # a paged group's incarnation begins `p-` (decision 65).
-_CALLEE = re.compile(r"(.+)@(?:p-)?[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+# An incarnation: a UUID, after `p-` if the group is paged, and before `-s` if it records saves.
+_CALLEE = re.compile(r"(.+)@(?:p-)?[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}(?:-s)?")
 
 
 def _callee_key(idempotency_key: str | None) -> str | None:
@@ -463,7 +478,7 @@ def show_group(admin: Admin, group_key: str) -> GroupView | None:
     return GroupView(
         **_open_group(group, state, int(time.time() * 1000), count),
         reason=reason,
-        opened_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(opened)) if opened else None,
+        opened_at=_utc(opened) if opened else None,
         openers=openers,
         children=children,
     )

@@ -298,10 +298,10 @@ async def test_close_deletes_every_state_key_of_the_group(
     group = s.group(_widened(s, [echo("won")], PATHS[path]), wake="first", disposition=disposition)
     [_, won, _] = await stack.turn(open_(group), next_(), save())
     assert ok(won)["position"] == 0
-    # The save leaves how the turn ended under `opener_ends` (decision 45; a Cancel group's own watch
-    # records it in `meta` instead).
+    # The save is recorded under `savers` (decision 78), and how the turn ended under `opener_ends`
+    # (decision 45; a Cancel group's own watch records it in `meta` instead).
     # What it dispatched is watched (`watches`: decision 74).
-    keys = {"meta", "fence", "invocations", "watches"} | (
+    keys = {"meta", "fence", "invocations", "watches", "savers"} | (
         {"opener_ends"} if disposition != "cancel" else set()
     )
     if path == "batched":

@@ -129,6 +129,7 @@ async def test_groups_list_and_show_against_a_running_stack(stack: LocalStack) -
         "orphaned": False,
         "paused": 0,
         "missed": 0,
+        "reclaim_at": None,
     }
     table = lash("groups", "list", "--admin-url", admin)
     assert table.stdout.splitlines()[0].split() == [
@@ -142,6 +143,7 @@ async def test_groups_list_and_show_against_a_running_stack(stack: LocalStack) -
         "AGE",
         "PAUSED",
         "MISSED",
+        "RECLAIM",
     ]
     assert s.key() in table.stdout
 

@@ -291,9 +291,11 @@ async def _assert_group_state_is_references_only(stack: Stack, group_key: str, p
         "SELECT key, value_utf8 FROM state "
         f"WHERE service_name = 'LashGroup' AND service_key = {quote(group_key)}",
     )
-    # `opener_ends`: how the callers that saved its handle ended (decision 45), invocation ids only;
-    # `pump`: the awakeable its pump listens on for the close (decision 61).
-    assert {r["key"] for r in rows} <= {"meta", "fence", "invocations", "opener_ends", "pump", "watches"}
+    # `opener_ends`: how the callers that saved its handle ended (decision 45), and `savers`, who saved
+    # it (decision 78), invocation ids only; `pump`: the awakeable its pump listens on for the close
+    # (decision 61).
+    keys = {"meta", "fence", "invocations", "opener_ends", "savers", "pump", "watches"}
+    assert {r["key"] for r in rows} <= keys
     assert not any(payload in (r["value_utf8"] or "") for r in rows)
 
 

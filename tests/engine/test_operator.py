@@ -191,7 +191,7 @@ async def test_list_and_show_tell_open_parked_and_orphaned_apart(stack: LocalSta
     assert orphaned.key() in {row["group_key"] for row in json.loads(only.stdout)}
     assert parked.key() not in {row["group_key"] for row in json.loads(only.stdout)}
     table = lash(stack, "groups", "list")
-    assert table.stdout.splitlines()[0].split()[-4:] == ["STATE", "AGE", "PAUSED", "MISSED"]
+    assert table.stdout.splitlines()[0].split()[-5:] == ["STATE", "AGE", "PAUSED", "MISSED", "RECLAIM"]
 
     shown = json.loads(lash(stack, "groups", "show", parked.key(), "--json").stdout)
     assert shown["state"] == "parked" and "saved its handle and returned normally" in shown["reason"]
@@ -583,6 +583,15 @@ UUID = "0b6c2f4e-3d1a-4c8e-9f70-2a5b8e1d4c37"
         (
             {"invoked_by_service_name": "LashPump", "idempotency_key": f"k:group:b:0/c9@p-{UUID}"},
             "k:group:b:0/c9",
+        ),
+        # A group that records saves ends its incarnation in `-s` (paged or not).
+        (
+            {"invoked_by_service_name": "LashPump", "idempotency_key": f"k:group:b:0/c2@{UUID}-s"},
+            "k:group:b:0/c2",
+        ),
+        (
+            {"invoked_by_service_name": "LashPump", "idempotency_key": f"k:group:b:0/c3@p-{UUID}-s"},
+            "k:group:b:0/c3",
         ),
         # An application's own invocation whose key has the same shape is not a child of any group.
         ({"invoked_by_service_name": "Checkout", "idempotency_key": f"order-7@{UUID}"}, None),

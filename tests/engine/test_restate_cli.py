@@ -9,17 +9,31 @@ gets the right answer: every rank, each child's real outcome, its side effect on
 from __future__ import annotations
 
 import asyncio
+import functools
+import json
 import os
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 
-from lash_restate.inspection import quote
+from lash_restate.engine import GroupMeta
+from lash_restate.inspection import OpenGroup, quote, sql
 from lash_restate.testing import LocalStack
-from tests.conformance.builders import Scope, close, combine, count, echo, next_, ok, open_, use
+from tests.conformance.builders import Scope, close, combine, count, echo, event, next_, ok, open_, save, use
 from tests.engine.test_engine import _poll
+from tests.engine.test_operator import (
+    _nothing_left,
+    lash,
+    listed,
+    parked_group,
+    turn_id,
+    turn_in_background,
+    until,
+)
 
 CLI = Path(__file__).resolve().parents[2] / "node_modules" / ".bin" / "restate"
 
@@ -140,3 +154,111 @@ async def test_killing_a_groups_pump_or_child_with_restates_cli_settles_its_unse
     assert [ok(r) for r in again] == [ok(r) for r in read]  # the ranks read before are served the same
     assert (ok(last)["rank"], ok(last)["position"], ok(last)["outcome"]) == (width, width - 1, KILLED)
     assert "error" not in closed
+
+
+@pytest.fixture
+def reclaiming(tmp_path: Path) -> Iterator[LocalStack]:
+    """A stack whose endpoint reclaims a group nobody can resume two seconds after it was orphaned."""
+    env = {"LASH_ORPHAN_RETENTION": "2s", "LASH_VERBOSE": "1"}  # verbose: the groups' events, logged
+    with LocalStack.single(tmp_path / "stack", endpoint_env=env).start() as s:
+        yield s
+
+
+async def test_a_group_whose_opener_was_killed_or_cancelled_is_reclaimed_and_a_saved_one_is_kept(
+    reclaiming: LocalStack, tmp_path: Path
+) -> None:
+    """`restate invocations kill` (or `cancel`) of a caller waiting on its group, with no handle saved:
+    nobody can resume the group. `groups list` says when it will be reclaimed; once the retention has
+    passed and its children have settled (a `RunToCompletion` loser ran to its end; a `Cancel`
+    group's were cancelled), it is closed and nothing of it is left. A group whose caller saved its
+    handle, then was killed, is never due (whoever holds the handle may resume it); nor is a parked one."""
+    stack = reclaiming
+    parked = await parked_group(stack, event(Scope().event("never")))
+    savers = []
+    kept = {"run_to_completion": Scope(), "cancel": Scope()}
+    for disposition, scope in kept.items():
+        group = scope.group([echo("won"), event(scope.event("never"))], wake="first", disposition=disposition)
+        savers.append(turn_in_background(stack, scope, open_(group), next_(), save(), next_()))
+        # Saved: the group holds the saver (it watches a Cancel group's openers anyway) and records it.
+        await until(
+            functools.partial(_saved, stack, scope.key(), "hold" if disposition != "cancel" else None)
+        )
+        _operator(stack, tmp_path, "kill", await turn_id(stack, scope))
+
+    killed, cancelled = Scope(), Scope()
+    name = f"{killed.id}-slow"
+    loser = killed.group([echo("won"), count(name, "slow", delay_ms=4000)], wake="first")
+    gone = cancelled.group([echo("won"), event(cancelled.event("never"))], wake="first", disposition="cancel")
+    openers = [turn_in_background(stack, killed, open_(loser), next_(), next_())]
+    openers.append(turn_in_background(stack, cancelled, open_(gone), next_(), next_()))
+    for scope, action in ((killed, "kill"), (cancelled, "cancel")):
+        await until(functools.partial(listed, stack, scope.key(), "open"))
+        _operator(stack, tmp_path, action, await turn_id(stack, scope))
+    for opener in [*savers, *openers]:
+        assert (await opener).status_code != 200
+
+    row = await until(lambda: _due(stack, killed.key()))
+    assert row.reclaim_at is not None and row.reclaim_at.endswith("Z")
+    table = lash(stack, "groups", "list")
+    assert table.returncode == 0 and table.stdout.splitlines()[0].split()[-1] == "RECLAIM", table.stdout
+    [line] = [line for line in table.stdout.splitlines() if line.startswith(killed.key())]
+    assert line.split()[-2] == "in" or line.split()[-1] == "due", line
+    for scope in (killed, cancelled):
+        await until(functools.partial(_nothing_left, stack, scope.key()))
+    assert stack.counts().count(name) == 1  # the loser ran to its end
+    for scope in (killed, cancelled):  # and its group was closed once every child had settled
+        [closed] = _events(tmp_path, "group.closed", scope.key())
+        assert closed["settled"] == 2 and _events(tmp_path, "group.reclaimed", scope.key())
+
+    for scope in kept.values():
+        await until(functools.partial(_opener_ended, stack, scope.key()))  # the group heard of the kill
+        assert not await asyncio.to_thread(sql, stack.server.admin_url, _reclaims(scope.key()))
+        still = await listed(stack, scope.key(), "orphaned")
+        assert still is not None and still.reclaim_at is None
+    assert await listed(stack, parked.key(), "parked")
+
+
+def _operator(stack: LocalStack, tmp: Path, action: str, invocation: str) -> None:
+    done = restate(stack, tmp, "invocations", action, invocation)
+    assert done.returncode == 0, done.stderr
+
+
+async def _due(stack: LocalStack, key: str) -> OpenGroup | None:
+    row = await listed(stack, key, "orphaned")
+    return row if row is not None and row.reclaim_at is not None else None
+
+
+async def _saved(stack: LocalStack, key: str, handler: str | None) -> bool:
+    """Whether the group has an invocation of ``handler`` (when one is named), or else whether it
+    recorded that a caller saved its handle (its `savers` key)."""
+    if handler is not None:
+        query = _invocation("LashGroup", f"target_service_key = {quote(key)}", handler)
+    else:
+        query = (
+            "SELECT key FROM state WHERE service_name = 'LashGroup' "
+            f"AND service_key = {quote(key)} AND key = 'savers'"
+        )
+    return bool(await asyncio.to_thread(sql, stack.server.admin_url, query))
+
+
+async def _opener_ended(stack: LocalStack, key: str) -> bool:
+    """Whether the group's own record says its opener ended (what its watch of the opener reports)."""
+    query = (
+        "SELECT value_utf8 FROM state WHERE service_name = 'LashGroup' "
+        f"AND service_key = {quote(key)} AND key = 'meta'"
+    )
+    rows = await asyncio.to_thread(sql, stack.server.admin_url, query)
+    return bool(rows) and all(
+        o.ended for o in msgspec.json.decode(rows[0]["value_utf8"], type=GroupMeta).openers
+    )
+
+
+def _events(tmp: Path, name: str, key: str) -> list[dict[str, Any]]:
+    """The endpoint's events ``name`` of group ``key``, from its log."""
+    lines = (tmp / "stack" / "endpoint.log").read_text().splitlines()
+    found = [json.loads(line) for line in lines if f'"{name}"' in line and key in line]
+    return [event for event in found if event.get("event") == name and event.get("group_key") == key]
+
+
+def _reclaims(key: str) -> str:
+    return _invocation("LashGroup", f"target_service_key = {quote(key)}", "reclaim")

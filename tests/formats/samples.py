@@ -53,6 +53,7 @@ from lash_restate.engine._messages import (
     PumpParts,
     PumpReport,
     PumpRun,
+    Reclaim,
     Ref,
     ReportReply,
     RunEnded,
@@ -240,6 +241,10 @@ def _samples() -> list[Sample]:
     returned = CallerEnded(caller="inv_1abc", incarnation=INCARNATION, failed=False)
     add("msg.group.hold.saved", CallerEnded(caller="inv_1abc", incarnation=INCARNATION), _json(CallerEnded))
     add("msg.group.hold.returned", returned, _json(CallerEnded))
+    add("msg.group.saved.saver", CallerEnded(caller="inv_1abc", incarnation=INCARNATION), _json(CallerEnded))
+    add("state.group.savers.two", ["inv_1abc", "inv_1def"], _json(list[str]))
+    add("state.group.reclaim_at.ms", 1_796_000_000_000, _json(int))
+    add("msg.group.reclaim.due", Reclaim(incarnation=INCARNATION, at=1_796_000_000_000), _json(Reclaim))
     close = OperatorClose(incarnation=INCARNATION, openers=2, cancel=True)
     add("msg.group.operator_close.cancel", close, _json(OperatorClose))
     add(
@@ -257,6 +262,8 @@ def _samples() -> list[Sample]:
     add(
         "msg.group.watch_runs.pump_and_child", RunsWatch(incarnation=INCARNATION, runs=runs), _json(RunsWatch)
     )
+    with_opener = RunsWatch(incarnation=INCARNATION, runs=runs[:1], callers=["inv_1abc"])
+    add("msg.group.watch_runs.pump_and_opener", with_opener, _json(RunsWatch))
     killed = RunEnded(incarnation=INCARNATION, positions=None, message="killed", code="409")
     add("msg.group.run_ended.pump", killed, _json(RunEnded))
     sliced = RunEnded(incarnation=INCARNATION, positions=[256, 257], message="killed", code="409")

@@ -20,7 +20,7 @@ from ._messages import OperatorClose, OperatorClosed, OperatorRedispatch, Operat
 from ._mode import OutcomeStore, outcome_store
 from ._pages import assemble_order
 from ._pump import STAGED
-from ._records import MISSED, OPENER_ENDS, GroupMeta, OpenerEnd, SettlementMode
+from ._records import MISSED, OPENER_ENDS, RECLAIM_AT, GroupMeta, OpenerEnd, SettlementMode
 from ._routes import (
     CHILD,
     DEFAULT_PREFIX,
@@ -55,6 +55,7 @@ __all__ = [
     "MISSED",
     "OPENER_ENDS",
     "PUMP",
+    "RECLAIM_AT",
     "SERVERS",
     "SIGNAL",
     "STAGED",

@@ -12,6 +12,7 @@ import os
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
 import restate
@@ -19,7 +20,7 @@ import restate
 from ..calls import CallTargets, Target
 from ..contract import GroupExecutors, LashError, RuntimeErrorCode
 from ._child import DEFAULT_TOOL_ATTEMPTS, child_object
-from ._group import group_object
+from ._group import ORPHAN_RETENTION, group_object
 from ._pages import PAGE_FROM
 from ._pump import pump_object
 from ._routes import CHILD, GROUP, PUMP, SIGNAL, named, use_prefix, wire_groups
@@ -49,8 +50,28 @@ BATCH_FROM = 3
 # slice). The test suite sets it to 1 on the stack that pumps every group, so that every conformance
 # scenario runs on the paged layout too.
 PAGE_FROM_ENV = "LASH_PAGE_FROM"
+# How long a group nobody can resume is kept before it is reclaimed (decision 78).
+ORPHAN_RETENTION_ENV = "LASH_ORPHAN_RETENTION"
 
 Bindable = restate.Service | restate.VirtualObject | restate.Workflow
+
+
+def _orphan_retention(value: str | None) -> timedelta:
+    """``$LASH_ORPHAN_RETENTION`` (decision 78): seconds, or a number with ``s``, ``m``, ``h`` or ``d``
+    (``36h``, as Restate's own retention settings read); a day when it is not set."""
+    if not value:
+        return ORPHAN_RETENTION
+    found = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*", value)
+    seconds = float(found[1]) * _UNIT_S[found[2]] if found else 0.0
+    if not seconds > 0:
+        raise DeploymentError(
+            f"{ORPHAN_RETENTION_ENV} must be a duration above 0 (seconds, or like 90s, 30m, 36h, 7d), "
+            f"not {value!r}"
+        )
+    return timedelta(seconds=seconds)
+
+
+_UNIT_S = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
 
 
 class DeploymentError(LashError, RuntimeError):
@@ -131,8 +152,9 @@ def lash_services(
     metadata = {APP_METADATA: check_app_name(name)} if name is not None else None
     routing = Routing(resolver, calls if calls is not None else CallTargets())
     page_from = int(os.environ.get(PAGE_FROM_ENV) or PAGE_FROM)
+    retention = _orphan_retention(os.environ.get(ORPHAN_RETENTION_ENV))
     services: list[Bindable] = [
-        group_object(batch_from, routing, page_from=page_from, metadata=metadata),
+        group_object(batch_from, routing, page_from=page_from, orphan_retention=retention, metadata=metadata),
         child_object(routing, tool_attempts=tool_attempts, metadata=metadata),
         pump_object(routing, metadata=metadata),
         signal_object(metadata=metadata),

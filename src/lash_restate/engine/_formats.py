@@ -150,6 +150,26 @@ FORMATS: Final[tuple[Format, ...]] = (
         since="unreleased",
     ),
     Format(
+        "msg.group.saved",
+        "{prefix}Group/saved input: CallerEnded (a caller saved the group's handle)",
+        since="unreleased",
+    ),
+    Format(
+        "state.group.savers",
+        "{prefix}Group state `savers`: list of invocation ids (the callers that saved its handle)",
+        since="unreleased",
+    ),
+    Format(
+        "state.group.reclaim_at",
+        "{prefix}Group state `reclaim_at`: ms since the epoch (when an orphan is due to be reclaimed)",
+        since="unreleased",
+    ),
+    Format(
+        "msg.group.reclaim",
+        "{prefix}Group/reclaim input: Reclaim (an orphan's retention has passed)",
+        since="unreleased",
+    ),
+    Format(
         "msg.group.run_ended",
         "{prefix}Group/run_ended input: RunEnded (a dispatched run ended in failure)",
         since="unreleased",

@@ -50,6 +50,7 @@ from ._messages import (
     PartedOpen,
     PumpParts,
     PumpReport,
+    Reclaim,
     Ref,
     ReportReply,
     RunEnded,
@@ -76,10 +77,14 @@ from ._records import (
     ENVELOPE,
     LINK,
     META,
+    MILLIS,
     MISSED,
     OPENER_ENDS,
     POSITIONS,
     PUMP_LINK,
+    RECLAIM_AT,
+    SAVERS,
+    SAVES,
     SHAPE,
     STRINGS,
     GroupMeta,
@@ -102,8 +107,10 @@ from ._routes import (
     GROUP_OPEN_PARTS,
     GROUP_OPERATOR_CLOSE,
     GROUP_OPERATOR_REDISPATCH,
+    GROUP_RECLAIM,
     GROUP_REPORT,
     GROUP_RUN_ENDED,
+    GROUP_SAVED,
     GROUP_SETTLE,
     GROUP_WAIT,
     GROUP_WATCH,
@@ -124,6 +131,8 @@ WAIT_REFS = 1024
 _OPENED: MsgspecSerde[OpenReply] = MsgspecSerde(OpenReply)
 _RAW = BytesSerde()  # an attached caller's answer is not read, whatever it is
 _LISTENED = b"true"  # what a listening pump's awakeable is resolved with (the value is not read)
+# Decision 78: how long an orphaned group is kept, as Restate keeps a completed invocation's end.
+ORPHAN_RETENTION = timedelta(days=1)
 # Decision 74: how long after a dispatch its watch starts; a group closed sooner never runs one.
 WATCH_AFTER = timedelta(seconds=1)
 # The group's state key holding its watches' invocation ids, which its close cancels (decision 74).
@@ -135,10 +144,12 @@ def group_object(
     routing: Routing,
     *,
     page_from: int = PAGE_FROM,
+    orphan_retention: timedelta = ORPHAN_RETENTION,
     metadata: dict[str, str] | None = None,
 ) -> restate.VirtualObject:
     """`LashGroup`; a group of ``batch_from`` children or more settles through a pump (decision 20),
-    and a pumped group of ``page_from`` children or more keeps its ranks in pages (decision 65).
+    and a pumped group of ``page_from`` children or more keeps its ranks in pages (decision 65). A
+    group nobody can resume is closed ``orphan_retention`` after it was orphaned (decision 78).
 
     A first open is routed here, where the children run, with ``routing`` (decision 37).
     """
@@ -183,8 +194,9 @@ def group_object(
         if not children:
             # After everything a format-1 open journals, so a reopen in flight when the code was
             # replaced in place replays its journal as a prefix of this one (decision 48).
-            await _redispatch(ctx, meta, req, routing)
-        await _watch(ctx, meta, watched)  # last, for the same reason: watched until they end (decision 74)
+            watched = await _redispatch(ctx, meta, req, routing)
+        # Last, for the same reason: watched until they end (decisions 74, 78).
+        await _watch(ctx, meta, watched, _callers(meta, req.caller))
 
     @group.handler(name=GROUP_OPEN_PARTS.handler, ingress_private=True, state_preload=False)
     async def open_parts(ctx: restate.ObjectContext, req: PartedOpen) -> None:
@@ -241,7 +253,7 @@ def group_object(
             watched = [WatchedRun(invocation=pump_id)]
         watched += await _note_redispatched(ctx, redispatched)
         await _note_opener(ctx, meta, req.caller, changed=first)
-        await _watch(ctx, meta, watched)  # last: watched until they end (decision 74)
+        await _watch(ctx, meta, watched, _callers(meta, req.caller))  # last (decisions 74, 78)
 
     @group.handler(name=GROUP_REPORT.handler, ingress_private=True, state_preload=False)
     @terminal_errors
@@ -362,6 +374,51 @@ def group_object(
         if cancel:
             logs.event("group.caller_gone_cancel", ctx, group_key=ctx.key())
         _cancel(ctx, cancels, meta)
+        if after.severed and not meta.severed and not await _saved(ctx):
+            await _reclaim_later(ctx, after, orphan_retention)  # orphaned now: nobody can resume it
+
+    @group.handler(name=GROUP_RECLAIM.handler, ingress_private=True, state_preload=False)
+    async def reclaim(ctx: restate.ObjectContext, req: Reclaim) -> None:
+        """Decision 78: close a group nobody can resume, a retention after it was orphaned.
+
+        Nobody can resume it when every opener has ended, the latest in failure (killed, cancelled),
+        and none saved its handle (a saved handle may be resumed, however long from now). Once its
+        children have all settled (or were cancelled: a `Cancel` group's were), it is closed as its
+        caller's close would; while any still runs, it is looked at again a retention later.
+        """
+        meta = await ctx.get("meta", serde=META)
+        if meta is None or meta.incarnation != req.incarnation:
+            return  # closed already (or a namesake)
+        if await ctx.get(RECLAIM_AT, serde=MILLIS) != req.at:
+            return  # a later orphaning scheduled its own
+        if not meta.severed or await _saved(ctx):
+            ctx.clear(RECLAIM_AT)
+            return  # reopened since, or a caller saved its handle: someone may resume it
+        settled = (await read_ranked(ctx)).counter if paged(meta) else meta.counter
+        if settled < meta.child_count:
+            await _reclaim_later(ctx, meta, orphan_retention)  # its children still run
+            return
+        watches = await ctx.get(WATCHES, serde=STRINGS) or []
+        ctx.set(WATCHES, [w for w in watches if w != ctx.request().id], serde=STRINGS)  # not itself
+        await _close(ctx, meta, meta.disposition)
+        logs.event("group.reclaimed", ctx, group_key=ctx.key())
+
+    @group.handler(name=GROUP_SAVED.handler, ingress_private=True, state_preload=False)
+    async def saved(ctx: restate.ObjectContext, saver: CallerEnded) -> None:
+        """Decision 78: a caller saved its handle. Recorded at once, so the group is never reclaimed
+        (whoever holds the handle may resume it), and held from here: a hold the caller sent itself
+        would be killed with it, and could then say nothing of how it ended.
+        """
+        meta = await ctx.get("meta", serde=META)
+        if meta is None or (saver.incarnation and saver.incarnation != meta.incarnation):
+            return  # closed already, or saved from a closed namesake
+        savers = await ctx.get(SAVERS, serde=STRINGS) or []
+        if saver.caller in savers:
+            return
+        ctx.set(SAVERS, [*savers, saver.caller], serde=STRINGS)
+        if meta.disposition is not LoserPolicy.CANCEL:  # a Cancel group watches its openers already
+            held = CallerEnded(caller=saver.caller, incarnation=meta.incarnation)
+            await _keep_watch(ctx, GROUP_HOLD.send(ctx, ctx.key(), held))
 
     @group.handler(name=GROUP_HOLD.handler, kind="shared", ingress_private=True)
     async def hold(ctx: restate.ObjectSharedContext, saver: CallerEnded) -> None:
@@ -433,7 +490,8 @@ def group_object(
         if reads:
             await restate.gather(*reads)
         children = [child for read in reads if (child := await read) is not None]
-        dispatched = await _dispatch_again(ctx, meta, children, routing)
+        dispatched, watched = await _dispatch_again(ctx, meta, children, routing)
+        await _watch(ctx, meta, watched, [])
         left = len(positions) - len(dispatched)
         return OperatorRedispatched(dispatched=len(dispatched), unroutable=left)
 
@@ -447,10 +505,21 @@ def group_object(
         answered by the run itself (a Cancel loser still settles, as cancelled).
         """
         attached = {ctx.attach_invocation(run.invocation, serde=_RAW): run for run in req.runs}
-        pending = list(attached)
+        openers = req.callers or []  # UNSET: an earlier release's watch, of runs alone
+        callers = {ctx.attach_invocation(caller, serde=_RAW): caller for caller in openers}
+        pending = [*attached, *callers]
         while pending:
             done, pending = await restate.wait_completed(*pending)
             for future in done:
+                if future in callers:  # decision 78: as a `Cancel` group's `watch` reports its openers
+                    try:
+                        await future
+                        failed = False
+                    except restate.TerminalError:
+                        failed = True  # failed, killed or cancelled
+                    end = CallerEnded(caller=callers[future], incarnation=req.incarnation, failed=failed)
+                    GROUP_CALLER_ENDED.send(ctx, ctx.key(), end)
+                    continue
                 try:
                     await future
                 except restate.TerminalError as error:
@@ -496,7 +565,7 @@ def group_object(
         logs.event("group.run_ended", ctx, group_key=ctx.key(), children=len(positions), code=ended.code)
 
     del open, open_parts, report, settle, wait, close, operator_close, watch, caller_ended, hold, held
-    del missed, operator_redispatch, watch_runs, run_ended
+    del missed, operator_redispatch, watch_runs, run_ended, reclaim, saved
     return group
 
 
@@ -588,7 +657,8 @@ async def _record(
         )
     # Decision 65: a pumped group wider than one slice keeps its ranks in pages.
     pages = mode is SettlementMode.PUMPED and req.shape.child_count >= page_from
-    incarnation = f"{PAGED}{ctx.uuid()}" if pages else str(ctx.uuid())
+    # Decision 78: an incarnation ending in SAVES tells its openers that the group records saves.
+    incarnation = f"{PAGED if pages else ''}{ctx.uuid()}{SAVES}"
     return _recorded(ctx, req.shape, req.wakes, incarnation, mode), children
 
 
@@ -630,7 +700,7 @@ def _recorded(
 
 async def _redispatch(
     ctx: restate.ObjectContext, meta: GroupMeta, req: OpenRequest, routing: Routing
-) -> None:
+) -> list[WatchedRun]:
     """ADR: a reopen resolves only what it dispatches and refuses nothing (decision 48).
 
     A child whose runner was missing ended without an outcome (the Restate host's terminal 404); once the
@@ -640,15 +710,15 @@ async def _redispatch(
     """
     positions = range(meta.child_count)
     children = [decode(req.children[position], RuntimeEffectEnvelope) for position in positions]
-    await _dispatch_again(ctx, meta, children, routing)
+    return (await _dispatch_again(ctx, meta, children, routing))[1]
 
 
 async def _dispatch_again(
     ctx: restate.ObjectContext, meta: GroupMeta, children: list[RuntimeEffectEnvelope], routing: Routing
-) -> list[int]:
+) -> tuple[list[int], list[WatchedRun]]:
     """Dispatch again those of ``children`` that hold no rank and this endpoint can route, through
-    the mode's `redispatch`; the positions dispatched. A reopen and the operator's re-dispatch both
-    come here (decision 73): no child list is re-run by two different codes.
+    the mode's `redispatch`; the positions dispatched, and the runs to watch. A reopen and the
+    operator's re-dispatch both come here (decision 73): no child list is re-run by two codes.
 
     The dispatch queues behind whatever still runs a child, and runs it only if that left no
     outcome, so no child runs twice. A child dispatched is no longer kept as missed.
@@ -656,7 +726,7 @@ async def _dispatch_again(
     settled = await Ranked.settled(ctx, meta) if paged(meta) else meta.settled()
     routable = [c for c in children if position_of(c) not in settled and routing.routes(c)]
     if not routable:
-        return []
+        return [], []
     watched = await _note_redispatched(ctx, mode_for(meta.mode).redispatch(ctx, meta, routable))
     logs.event("group.redispatched", ctx, group_key=ctx.key(), children=len(routable))
     # After everything the release before journaled here (decision 48's in-place replay).
@@ -670,8 +740,7 @@ async def _dispatch_again(
             ctx.set(MISSED, left, serde=POSITIONS)
         else:
             ctx.clear(MISSED)
-    await _watch(ctx, meta, watched)  # last: watched until they end (decision 74)
-    return dispatched
+    return dispatched, watched
 
 
 def _is_child(fence: GroupShape, child: RuntimeEffectEnvelope) -> bool:
@@ -691,18 +760,47 @@ async def _note_redispatched(ctx: restate.ObjectContext, dispatched: list[Dispat
     return [WatchedRun(invocation=i, positions=d.positions) for i, d in zip(ids, dispatched, strict=True)]
 
 
-async def _watch(ctx: restate.ObjectContext, meta: GroupMeta, runs: list[WatchedRun]) -> None:
+async def _watch(
+    ctx: restate.ObjectContext, meta: GroupMeta, runs: list[WatchedRun], callers: list[str]
+) -> None:
     """Decision 74: attach to ``runs`` until each ends; one killed settles its unsettled children.
+    And to ``callers`` (decision 78): how each ends is recorded, as a `Cancel` group's watch does.
 
     The watch starts WATCH_AFTER from now, so a group closed sooner (a race of quick calls) never
     runs one: its close cancels it while it is scheduled. Restate keeps a run's end for longer than
     that, so a kill before the watch starts is seen when it attaches.
     """
-    if runs:
-        watch = RunsWatch(incarnation=meta.incarnation, runs=runs)
-        handle = GROUP_WATCH_RUNS.send(ctx, ctx.key(), watch, delay=WATCH_AFTER)
-        known = await ctx.get(WATCHES, serde=STRINGS) or []
-        ctx.set(WATCHES, [*known, await handle.invocation_id()], serde=STRINGS)
+    if runs or callers:
+        watch = RunsWatch(incarnation=meta.incarnation, runs=runs, callers=callers or msgspec.UNSET)
+        await _keep_watch(ctx, GROUP_WATCH_RUNS.send(ctx, ctx.key(), watch, delay=WATCH_AFTER))
+
+
+async def _keep_watch(ctx: restate.ObjectContext, handle: restate.SendHandle) -> None:
+    """Keep the id of an invocation the group sent itself, which its close cancels (decision 74)."""
+    known = await ctx.get(WATCHES, serde=STRINGS) or []
+    ctx.set(WATCHES, [*known, await handle.invocation_id()], serde=STRINGS)
+
+
+def _callers(meta: GroupMeta, caller: str | None) -> list[str]:
+    """The opener to watch (decision 78): a `Cancel` group's are watched already (decision 13)."""
+    return [caller] if caller is not None and meta.disposition is not LoserPolicy.CANCEL else []
+
+
+async def _reclaim_later(ctx: restate.ObjectContext, meta: GroupMeta, retention: timedelta) -> None:
+    """Decision 78: have `reclaim` look at this orphaned group once ``retention`` has passed."""
+    at = int(await ctx.time() * 1000 + retention.total_seconds() * 1000)
+    handle = GROUP_RECLAIM.send(ctx, ctx.key(), Reclaim(incarnation=meta.incarnation, at=at), delay=retention)
+    ctx.set(RECLAIM_AT, at, serde=MILLIS)
+    # Kept with the watches, which a close cancels: a group closed meanwhile leaves nothing scheduled.
+    await _keep_watch(ctx, handle)
+
+
+async def _saved(ctx: restate.ObjectContext) -> bool:
+    """Whether a caller saved the group's handle: recorded at the save (decision 78), or, for a saver
+    an earlier release held, when it ended (decision 45)."""
+    savers = await ctx.get(SAVERS, serde=STRINGS)
+    ends = await ctx.get(OPENER_ENDS, serde=ENDS)
+    return bool(savers) or bool(ends)
 
 
 def _unsettled_in(slice_index: int, settled: set[int], child_count: int) -> bool:

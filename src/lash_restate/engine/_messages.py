@@ -40,6 +40,7 @@ __all__ = [
     "PumpParts",
     "PumpReport",
     "PumpRun",
+    "Reclaim",
     "Ref",
     "ReportReply",
     "RunEnded",
@@ -205,6 +206,10 @@ class RunsWatch(msgspec.Struct, **RECORD_OPTIONS):
 
     incarnation: str
     runs: list[WatchedRun]
+    # Openers of a group that does not watch them otherwise (not `Cancel`): an opener that ends in
+    # failure without saving its handle leaves the group to be reclaimed (decision 78). UNSET is
+    # never encoded, so a watch with no opener is the same bytes as an earlier release's.
+    callers: list[str] | msgspec.UnsetType = msgspec.UNSET
 
 
 class RunEnded(msgspec.Struct, **RECORD_OPTIONS):
@@ -215,6 +220,14 @@ class RunEnded(msgspec.Struct, **RECORD_OPTIONS):
     positions: list[int] | None
     message: str
     code: str
+
+
+class Reclaim(msgspec.Struct, **RECORD_OPTIONS):
+    """What `LashGroup/reclaim` receives, a retention after the group was orphaned (decision 78);
+    ``at`` is when it was due, as `reclaim_at` holds it: a later orphaning's supersedes it."""
+
+    incarnation: str
+    at: int
 
 
 class ChildrenFailed(msgspec.Struct, **RECORD_OPTIONS):

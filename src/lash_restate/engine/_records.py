@@ -25,11 +25,15 @@ __all__ = [
     "ENVELOPES",
     "LINK",
     "META",
+    "MILLIS",
     "MISSED",
     "OPENER_ENDS",
     "POSITIONS",
     "PUMP_LINK",
+    "RECLAIM_AT",
     "RECORD_OPTIONS",
+    "SAVERS",
+    "SAVES",
     "SHAPE",
     "STRINGS",
     "GroupMeta",
@@ -40,6 +44,7 @@ __all__ = [
     "SettlementMode",
     "Waiter",
     "missed_key",
+    "records_saves",
 ]
 
 _T = TypeVar("_T")
@@ -201,6 +206,24 @@ POSITIONS: MsgspecSerde[list[int]] = MsgspecSerde(list[int])
 # each one's envelope under a key of its own (a write stays one child's size), until a re-dispatch
 # runs them again. Absent on a group none of whose children missed (every format-1 group).
 MISSED = "missed"
+
+# A newer group key (decision 78): when an orphaned group is due to be reclaimed, in ms since the epoch.
+RECLAIM_AT = "reclaim_at"
+# A newer group key (decision 78): the invocation ids of the callers that saved the group's handle,
+# recorded when each saved it (an earlier release's group has none; `opener_ends` tells of its savers).
+SAVERS = "savers"
+# What ends the incarnation of a group that records saves (decision 78). The incarnation is in the
+# open's reply, which its opener journals, so the opener's replay saves as its first run did: a
+# group an earlier release opened (no such ending) is saved with the opener's own `hold`, as then.
+SAVES = "-s"
+
+
+def records_saves(incarnation: str) -> bool:
+    """Whether the group of ``incarnation`` records a save with `saved` (decision 78)."""
+    return incarnation.endswith(SAVES)
+
+
+MILLIS: MsgspecSerde[int] = MsgspecSerde(int)
 
 
 def missed_key(position: int) -> str:

@@ -35,6 +35,7 @@ from ._messages import (
     PumpParts,
     PumpReport,
     PumpRun,
+    Reclaim,
     ReportReply,
     RunEnded,
     RunsWatch,
@@ -62,8 +63,10 @@ __all__ = [
     "GROUP_OPEN_PARTS",
     "GROUP_OPERATOR_CLOSE",
     "GROUP_OPERATOR_REDISPATCH",
+    "GROUP_RECLAIM",
     "GROUP_REPORT",
     "GROUP_RUN_ENDED",
+    "GROUP_SAVED",
     "GROUP_SETTLE",
     "GROUP_WAIT",
     "GROUP_WATCH",
@@ -244,6 +247,8 @@ GROUP_CALLER_ENDED: Route[CallerEnded, None] = Route(GROUP, "caller_ended", Call
 # Decision 45: a caller that saved a handle is watched until it ends, and how it ended is recorded.
 GROUP_HOLD: Route[CallerEnded, None] = Route(GROUP, "hold", CallerEnded, type(None))
 GROUP_HELD: Route[CallerEnded, None] = Route(GROUP, "held", CallerEnded, type(None))
+# A caller saved the group's handle: recorded at once, then held (decision 78).
+GROUP_SAVED: Route[CallerEnded, None] = Route(GROUP, "saved", CallerEnded, type(None))
 # Decision 61: a pump of a group recorded now reports its settlements here, and learns if it is closed.
 GROUP_REPORT: Route[PumpReport, ReportReply] = Route(GROUP, "report", PumpReport, ReportReply)
 # Decision 65: an open too large for one message, its children staged with the pumps first.
@@ -265,6 +270,8 @@ GROUP_OPERATOR_REDISPATCH: Route[OperatorRedispatch, OperatorRedispatched] = Rou
 # kill) settles the children it had not settled with that failure, as a killed callee answers its caller.
 GROUP_WATCH_RUNS: Route[RunsWatch, None] = Route(GROUP, "watch_runs", RunsWatch, type(None))
 GROUP_RUN_ENDED: Route[RunEnded, None] = Route(GROUP, "run_ended", RunEnded, type(None))
+# A group nobody can resume is closed a retention after it was orphaned (decision 78).
+GROUP_RECLAIM: Route[Reclaim, None] = Route(GROUP, "reclaim", Reclaim, type(None))
 
 CHILD_RUN: Route[ChildRun, None] = Route(CHILD, "run", ChildRun, type(None))
 CHILD_EXECUTE: Route[RuntimeEffectEnvelope, bytes] = Route(CHILD, "execute", RuntimeEffectEnvelope, bytes)
@@ -304,11 +311,13 @@ ROUTES: tuple[Route[Any, Any], ...] = (
     GROUP_CALLER_ENDED,
     GROUP_HOLD,
     GROUP_HELD,
+    GROUP_SAVED,
     GROUP_REPORT,
     GROUP_OPEN_PARTS,
     GROUP_MISSED,
     GROUP_WATCH_RUNS,
     GROUP_RUN_ENDED,
+    GROUP_RECLAIM,
     CHILD_RUN,
     CHILD_EXECUTE,
     CHILD_OUTCOME,
@@ -335,5 +344,5 @@ def pump_key(group_key: str, incarnation: str) -> str:
 
 
 def group_of_pump(key: str) -> str:
-    """The group key inside a `pump_key` (the incarnation is a UUID: it holds no colon)."""
+    """The group key inside a `pump_key` (an incarnation is a UUID with a marker or two: no colon)."""
     return key.partition(":")[2]
