@@ -156,6 +156,40 @@ async def test_killing_a_groups_pump_or_child_with_restates_cli_settles_its_unse
     assert "error" not in closed
 
 
+_STARTED = (["running"], ["suspended"])  # attached to what it watches: neither scheduled nor ended
+
+
+async def test_killing_a_groups_own_watches_with_restates_cli_changes_no_answer(
+    stack: LocalStack, tmp_path: Path
+) -> None:
+    """`restate invocations kill` of what a group runs beside its children while its caller waits:
+    its watch of what it dispatched and of its opener (`watch_runs`), its hold of a caller that saved
+    its handle (`hold`), a `Cancel` group's watch of its opener (`watch`). Each only reports to the
+    group; killed, it reports nothing, and the caller still reads every rank, closes, and leaves
+    nothing behind."""
+    cases = {"watch_runs": ("run_to_completion", False), "hold": ("run_to_completion", True)}
+    cases["watch"] = ("cancel", False)
+    callers = {}
+    for handler, (disposition, saves) in cases.items():
+        s = Scope()
+        group = s.group([echo("won"), event(s.event("later"))], wake="first", disposition=disposition)
+        steps = [open_(group), next_(), *([save()] if saves else []), next_(), close()]
+        callers[handler] = (s, turn_in_background(stack, s, *steps))
+    for handler, (s, _) in callers.items():
+        query = _invocation("LashGroup", f"target_service_key = {quote(s.key())}", handler)
+        [row] = await _poll(stack, query, lambda rows: [r["status"] for r in rows] in _STARTED)
+        _operator(stack, tmp_path, "kill", row["id"])
+        await _poll(stack, query, lambda rows: [r["status"] for r in rows] == ["completed"])
+    for handler, (s, caller) in callers.items():
+        await stack.emit(s.event("later"), handler)
+        answered = await caller
+        assert answered.status_code == 200, answered.text
+        *_, last, closed = answered.json()
+        assert (ok(last)["rank"], ok(last)["outcome"]) == (2, {"type": "ok", "value": handler})
+        assert "error" not in closed
+        await until(functools.partial(_nothing_left, stack, s.key()))
+
+
 @pytest.fixture
 def reclaiming(tmp_path: Path) -> Iterator[LocalStack]:
     """A stack whose endpoint reclaims a group nobody can resume two seconds after it was orphaned."""
