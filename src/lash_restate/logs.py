@@ -14,7 +14,7 @@ from typing import Any
 
 import restate
 
-from . import tracing
+from . import metrics, tracing
 
 __all__ = ["configure", "event", "logger"]
 
@@ -58,8 +58,10 @@ def configure(verbose: bool = False) -> None:
 
 def event(name: str, ctx: Any = None, **fields: Any) -> None:
     """Log one group event at INFO with the invocation id of ``ctx`` (a Restate context) if given,
-    and record it as a span where tracing is configured (`lash_restate.tracing`)."""
+    and record it as a span and in metrics where OpenTelemetry is configured (`lash_restate.tracing`,
+    `lash_restate.metrics`). A field that is None is left out."""
     tracing.record(name, ctx, fields)
+    metrics.record(name, fields)
     if not logger.isEnabledFor(logging.INFO):
         return
     extra: dict[str, Any] = {"event": name}
@@ -68,5 +70,5 @@ def event(name: str, ctx: Any = None, **fields: Any) -> None:
     for key in ("group_key", "replay_key", "position", "rank"):
         if key in fields:
             extra[key] = fields.pop(key)
-    extra["data"] = fields
+    extra["data"] = {key: value for key, value in fields.items() if value is not None}
     logger.info(name, extra=extra)

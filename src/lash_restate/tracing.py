@@ -5,6 +5,7 @@ application configures a tracer provider, and nothing is emitted where the API i
 Each span is a child of the Restate invocation's own trace (the ``traceparent`` Restate passes to the
 handler), so it joins the server's invocation spans in the same trace, and it carries the group key,
 rank, position and disposition as attributes. A replayed handler step emits nothing, as with logs.
+A group's close spans its life from its open, and its first rank the time from its open to it.
 """
 
 from __future__ import annotations
@@ -47,5 +48,8 @@ def record(name: str, ctx: Any, fields: Mapping[str, Any]) -> None:
         request = ctx.request()
         parent = propagate.extract(dict(request.headers))  # Restate's traceparent, if it sent one
         attributes["restate.invocation.id"] = request.id
-    with tracer.start_as_current_span(name, context=parent, attributes=attributes):
+    # The group's close, and its first rank, span the time since its open; any other event is a point.
+    opened = fields.get("opened_at_ms")
+    start = int(opened) * 1_000_000 if opened else None
+    with tracer.start_as_current_span(name, context=parent, attributes=attributes, start_time=start):
         pass

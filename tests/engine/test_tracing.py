@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
+import json
 from collections.abc import Iterator
+from datetime import datetime
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
@@ -14,6 +18,8 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from restate.server_context import restate_context_is_replaying
 
 from lash_restate import logs
+from lash_restate.testing import LocalStack
+from tests.conformance.builders import Scope, combine, echo, event, next_, ok, open_, save
 
 _EXPORTER = InMemorySpanExporter()
 
@@ -70,3 +76,71 @@ def test_a_replayed_step_emits_no_span() -> None:
     finally:
         restate_context_is_replaying.reset(token)
     assert _EXPORTER.get_finished_spans() == ()
+
+
+async def test_a_served_endpoint_exports_each_groups_metrics_and_spans(tmp_path: Path) -> None:
+    """An application that set OpenTelemetry's providers (`telemetry_app`), served against a real
+    server: a race and a group left open are counted (`lash.group.opened` 2, closed 1, open 1), the
+    time to each one's first rank and the race's life are recorded, and its close's span lasts from
+    its open (a real duration, not a point)."""
+    with LocalStack.single(tmp_path, module="tests.engine.telemetry_app", endpoint_args=()).start() as stack:
+        s = Scope()
+        race = s.group([echo("won", delay_ms=300), echo("lost", delay_ms=2_000)], wake="first")
+        [raced] = await stack.turn(combine("race", race))
+        assert ok(raced)["value"] == "won"
+        kept = s.group([echo("a"), event(s.event("never"))], batch="kept")
+        await stack.turn(open_(kept), next_(), save())
+        log = tmp_path / "endpoint.log"
+
+        def exported() -> dict[str, Any] | None:
+            points = _metric_points(log.read_text())
+            done = points.get("lash.group.opened", 0) >= 2 and "lash.group.duration" in points
+            return points if done else None
+
+        points = await _until(exported)
+        counted = [points[f"lash.group.{name}"] for name in ("opened", "closed", "open", "ranks")]
+        assert counted == [2, 1, 1, 2]  # the race's winner and the kept group's first
+        assert points["lash.group.first_rank.duration"] == 2 and points["lash.group.duration"] == 1
+        [closed] = [span for span in _spans(log.read_text()) if span["name"] == "group.closed"]
+        lived = _ns(closed["end_time"]) - _ns(closed["start_time"])
+        assert lived >= 300_000_000  # at least its winner's 300 ms
+
+
+def _otel(text: str, kind: str) -> list[dict[str, Any]]:
+    found = []
+    for line in text.splitlines():
+        if line.startswith('{"otel": '):
+            record = json.loads(line)
+            if record["otel"] == kind:
+                found.append(record["data"])
+    return found
+
+
+def _metric_points(text: str) -> dict[str, float]:
+    """The latest export's value of each metric: a sum's value, a histogram's count (cumulative)."""
+    latest: dict[str, float] = {}
+    for data in _otel(text, "metrics"):
+        for resource in data["resource_metrics"]:
+            for scope in resource["scope_metrics"]:
+                for metric in scope["metrics"]:
+                    points = metric["data"]["data_points"]
+                    latest[metric["name"]] = sum(p["value"] if "value" in p else p["count"] for p in points)
+    return latest
+
+
+def _spans(text: str) -> list[dict[str, Any]]:
+    return _otel(text, "span")
+
+
+def _ns(stamp: str) -> int:
+    """An exported span's ISO 8601 time (microseconds, UTC), in nanoseconds."""
+    return int(datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp() * 1_000_000) * 1_000
+
+
+async def _until(probe: Any, within: float = 30) -> Any:
+    async with asyncio.timeout(within):
+        while True:
+            found = probe()
+            if found is not None:
+                return found
+            await asyncio.sleep(0.1)

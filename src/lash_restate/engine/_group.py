@@ -610,7 +610,14 @@ async def _close(ctx: restate.ObjectContext, meta: GroupMeta, effective: LoserPo
         ctx.cancel_invocation(watcher)
     # ADR: retirement is group-atomic; close deletes the object's state.
     ctx.clear_all()
-    logs.event("group.closed", ctx, group_key=ctx.key(), disposition=effective.value, settled=settled)
+    logs.event(
+        "group.closed",
+        ctx,
+        group_key=ctx.key(),
+        disposition=effective.value,
+        settled=settled,
+        opened_at_ms=meta.opened_at_ms or None,  # a group's life, for its span and metrics
+    )
     return len(cancels)
 
 
@@ -833,7 +840,11 @@ async def _rank(
         woken, fresh = _order(meta, refs)
         meta, changed = meta.ranked(fresh), bool(fresh)
     for rank, ref in woken.items():
-        logs.event("group.ranked", ctx, group_key=ctx.key(), rank=rank, position=ref.position)
+        # The first rank carries when the group opened: the time to it is a span's and a metric's.
+        opened = (meta.opened_at_ms or None) if rank == 1 else None
+        logs.event(
+            "group.ranked", ctx, group_key=ctx.key(), rank=rank, position=ref.position, opened_at_ms=opened
+        )
     if changed:
         ctx.set("meta", msgspec.structs.replace(meta, waiters=_wake(ctx, meta, woken)), serde=META)
 
