@@ -12,8 +12,10 @@ before recorded (direct or pumped) goes on as it did.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 import msgspec
 import restate
@@ -139,6 +141,30 @@ WATCH_AFTER = timedelta(seconds=1)
 WATCHES = "watches"
 
 
+@dataclass(frozen=True)
+class GroupSettings:
+    """What an endpoint sets for its groups: where a group is pumped (decision 20) and paged
+    (decision 65), how its children are routed (decision 37), how long an orphan is kept (decision 78)."""
+
+    batch_from: int
+    routing: Routing
+    page_from: int
+    orphan_retention: timedelta
+
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def _told_by(body: Callable[..., Any]) -> Callable[[_F], _F]:
+    """Give a bound handler its body's docstring: Restate publishes it as the handler's description."""
+
+    def described(handler: _F) -> _F:
+        handler.__doc__ = body.__doc__
+        return handler
+
+    return described
+
+
 def group_object(
     batch_from: int,
     routing: Routing,
@@ -154,419 +180,507 @@ def group_object(
     A first open is routed here, where the children run, with ``routing`` (decision 37).
     """
     group = restate.VirtualObject(named(GROUP), invocation_retry_policy=HANDLER_RETRY, metadata=metadata)
+    settings = GroupSettings(batch_from, routing, page_from, orphan_retention)
 
     # Reads children in either format (decision 46); this release writes format 1.
     @group.handler(name=GROUP_OPEN.handler, ingress_private=True, input_serde=OpenRequestSerde())
+    @_told_by(on_open)
     async def open(ctx: restate.ObjectContext, req: OpenRequest) -> None:
-        """Record (or fence a reopen of) the group and dispatch its children; answer on ``reply_to``.
-
-        The opener sends this and awaits its awakeable (decision 25), so its own cancellation never
-        reaches this handler: a group whose children were dispatched always records how to cancel
-        them. The answer goes out before the awaits that follow, so the opener resumes at once.
-
-        Decision 61: a group with a call child, and every group of ``batch_from`` children or more,
-        settles through one pump that awaits each child where it runs and releases its store when
-        the close resolves its awakeable; a narrower group of tools, timers and events settles
-        directly, each child by itself (decision 20).
-        """
-        meta = await ctx.get("meta", serde=META)
-        try:
-            meta, children = await _record(ctx, meta, req, batch_from, page_from, routing)
-        except LashError as error:
-            ctx.reject_awakeable(req.reply_to, error.to_wire(), terminal_status(error))
-            return
-        handles: list[Dispatched] = []
-        watched: list[WatchedRun] = []
-        if children:
-            # Decided here, so that a pump's first step is its first call (decision 66).
-            handles = mode_for(meta.mode).dispatch(ctx, meta, children, opened_plan(routing, children))
-        reply = OpenReply(reopened=not children, incarnation=meta.incarnation)
-        ctx.resolve_awakeable(req.reply_to, reply, serde=_OPENED)
-        # What follows is off the opener's path: it has its answer.
-        if children:  # cancels need these: one per child, or the one pump (decisions 4, 61)
-            ids = [await d.handle.invocation_id() for d in handles]
-            ctx.set(INVOCATIONS, ids, serde=STRINGS)
-            watched = [
-                WatchedRun(invocation=i, positions=d.positions) for i, d in zip(ids, handles, strict=True)
-            ]
-            meta = msgspec.structs.replace(meta, opened_at_ms=int(await ctx.time() * 1000))
-        await _note_opener(ctx, meta, req.caller, changed=bool(children))
-        if not children:
-            # After everything a format-1 open journals, so a reopen in flight when the code was
-            # replaced in place replays its journal as a prefix of this one (decision 48).
-            watched = await _redispatch(ctx, meta, req, routing)
-        # Last, for the same reason: watched until they end (decisions 74, 78).
-        await _watch(ctx, meta, watched, _callers(meta, req.caller))
+        await on_open(ctx, req, settings)
 
     @group.handler(name=GROUP_OPEN_PARTS.handler, ingress_private=True, state_preload=False)
+    @_told_by(on_open_parts)
     async def open_parts(ctx: restate.ObjectContext, req: PartedOpen) -> None:
-        """`open` for a group too large for one message (decision 65): its opener staged the children,
-        one part per slice, with the pumps keyed by ``req.stage``, each of which routed its part.
-
-        A first open records the group under that incarnation, paged, and sends its pump `run_parts`,
-        in one handler run; a refusal releases the parts staged. A reopen (decision 48) hands each
-        staged part holding an unsettled child to its slice's `redispatch`, as a reopen of a group
-        opened in one message does, and releases the others.
-        """
-        meta = await ctx.get("meta", serde=META)
-        staged = [
-            slice_key(ctx.key(), req.stage, first) for first in range(0, req.parts * PUMP_SLICE, PUMP_SLICE)
-        ]
-        first = meta is None
-        try:
-            if meta is not None:
-                recorded = await ctx.get("fence", serde=SHAPE)
-                assert recorded is not None  # written with meta, cleared with it
-                recorded.fence_reopen(req.shape, ctx.key())
-                logs.event("group.reopened", ctx, group_key=ctx.key())
-            elif req.reopen_only:
-                raise GroupNotOpen.not_recorded(group_key=ctx.key())
-            elif not req.stage.startswith(PAGED) or req.parts != -(-req.shape.child_count // PUMP_SLICE):
-                raise InvalidInput("an open in parts names no staged parts of this group")
-            else:
-                meta = _recorded(ctx, req.shape, req.wakes, req.stage, SettlementMode.PUMPED, parts=req.parts)
-        except LashError as error:
-            _release_staged(ctx, staged)
-            ctx.reject_awakeable(req.reply_to, error.to_wire(), terminal_status(error))
-            return
-        assert meta is not None
-        pump = None
-        redispatched: list[Dispatched] = []
-        if first:
-            run = PumpParts(group_key=ctx.key(), incarnation=meta.incarnation, first=0, count=req.parts)
-            pump = PUMP_RUN_PARTS.send(ctx, pump_key(ctx.key(), meta.incarnation), run)
-        elif staged and paged(meta):  # a group opened in parts is paged (`_recorded` below)
-            settled = await Ranked.settled(ctx, meta)
-            slices = [k for k in range(req.parts) if _unsettled_in(k, settled, meta.child_count)]
-            _release_staged(ctx, [key for k, key in enumerate(staged) if k not in slices])
-            redispatched = redispatch_staged(ctx, meta, req.stage, slices)
-        else:
-            _release_staged(ctx, staged)
-        ctx.resolve_awakeable(
-            req.reply_to, OpenReply(reopened=not first, incarnation=meta.incarnation), serde=_OPENED
-        )
-        watched: list[WatchedRun] = []
-        if pump is not None:  # a Cancel cancels the group's pump, which cancels its calls (decision 35)
-            pump_id = await pump.invocation_id()
-            ctx.set(INVOCATIONS, [pump_id], serde=STRINGS)
-            meta = msgspec.structs.replace(meta, opened_at_ms=int(await ctx.time() * 1000))
-            watched = [WatchedRun(invocation=pump_id)]
-        watched += await _note_redispatched(ctx, redispatched)
-        await _note_opener(ctx, meta, req.caller, changed=first)
-        await _watch(ctx, meta, watched, _callers(meta, req.caller))  # last (decisions 74, 78)
+        await on_open_parts(ctx, req)
 
     @group.handler(name=GROUP_REPORT.handler, ingress_private=True, state_preload=False)
     @terminal_errors
+    @_told_by(on_report)
     async def report(ctx: restate.ObjectContext, batch: PumpReport) -> ReportReply:
-        """A pump's settlements (decision 61), ranked as `settle` ranks them; answers whether the group
-        is still open, so a pump whose group closed releases its store and stops."""
-        # Decision 65: a paged group's report (its incarnation says so) reads all it needs at once.
-        pages = batch.incarnation.startswith(PAGED) and bool(batch.refs)
-        meta_read: Any = ctx.get("meta", serde=META)
-        reads = Ranked.prefetch(ctx, batch.refs) if pages else []
-        if reads:
-            await restate.gather(meta_read, *reads)
-        meta = await meta_read
-        if meta is None or meta.incarnation != batch.incarnation:
-            return ReportReply(open=False)  # closed (or a closed namesake's pump): nothing is read again
-        _check_batch(ctx, meta, batch.refs)  # refused before anything is written, the link included
-        # The link first, the ranks after: the order of the writes the release before journaled.
-        if batch.listen is not None or batch.left:
-            ctx.set(PUMP_LINK, PumpLink(awakeable=batch.listen, left=batch.left), serde=LINK)
-        await _rank(ctx, meta, batch.refs, reads)
-        return ReportReply(open=True)
+        return await on_report(ctx, batch)
 
     @group.handler(name=GROUP_SETTLE.handler, ingress_private=True, state_preload=False)
     @terminal_errors
+    @_told_by(on_settle)
     async def settle(ctx: restate.ObjectContext, batch: SettleBatch) -> None:
-        meta = await ctx.get("meta", serde=META)
-        if meta is None or meta.incarnation != batch.incarnation:
-            # Closed (or a closed namesake's child): a late settlement must not resurrect the group,
-            # and whatever store it filled has nobody left to read it.
-            for release in mode_for(batch.mode).late_releases(batch):
-                release.send(ctx)
-            return
-        _check_batch(ctx, meta, batch.refs)
-        await _rank(ctx, meta, batch.refs)
+        await on_settle(ctx, batch)
 
     @group.handler(name=GROUP_WAIT.handler, ingress_private=True, state_preload=False)
     @terminal_errors
+    @_told_by(on_wait)
     async def wait(ctx: restate.ObjectContext, req: WaitRequest) -> WaitReply:
-        meta = await _open_meta(ctx, req.child_count)
-        if paged(meta):
-            # Decision 65: the counter, at most two rank pages and a few slices' keys; never the fence.
-            ranked = await read_ranked(ctx)
-            if ranked.counter > req.consumed or not req.wakes:
-                refs = await Ranked.serve(ctx, ranked, req.consumed, WAIT_REFS)
-                return WaitReply(refs=refs, mode=meta.mode, incarnation=meta.incarnation)
-        elif meta.counter > req.consumed or not req.wakes:
-            # ADR: read rank consumed + 1 out of state first, and only otherwise wait.
-            fence = await ctx.get("fence", serde=SHAPE)
-            assert fence is not None
-            served = meta.positions(req.consumed, WAIT_REFS)
-            refs = [Ref(position=p, replay_key=fence.replay_keys[p]) for p in served]
-            return WaitReply(refs=refs, mode=meta.mode, incarnation=meta.incarnation)
-        waiters = [*meta.waiters, *meta.waiting(req.consumed, req.wakes)]
-        ctx.set("meta", msgspec.structs.replace(meta, waiters=waiters), serde=META)
-        return WaitReply(refs=[], mode=meta.mode, incarnation=meta.incarnation)
+        return await on_wait(ctx, req)
 
     @group.handler(name=GROUP_CLOSE.handler, ingress_private=True, state_preload=False)
     @terminal_errors
+    @_told_by(on_close)
     async def close(ctx: restate.ObjectContext, req: CloseRequest) -> None:
-        meta = await ctx.get("meta", serde=META)
-        if meta is None:
-            return  # ADR: close is idempotent, and so is the delete
-        check_child_count(meta.child_count, req.child_count, group_key=ctx.key())
-        effective = effective_disposition(meta.disposition, req.disposition, group_key=ctx.key())
-        await _close(ctx, meta, effective)
+        await on_close(ctx, req)
 
     @group.handler(name=GROUP_OPERATOR_CLOSE.handler, state_preload=False)
     @client_errors  # called through the ingress only: what it answers is for a client
+    @_told_by(on_operator_close)
     async def operator_close(ctx: restate.ObjectContext, req: OperatorClose) -> OperatorClosed:
-        """The operator's close (decision 45): a caller's close, nothing else, reached through the ingress.
-
-        It can only close: it records no rank and settles nothing. It closes only the incarnation the
-        operator read through the admin API (which is the capability: the ingress does not show it),
-        and only if no opener arrived since they looked. Narrowing only, like any close.
-        """
-        meta = await ctx.get("meta", serde=META)
-        if meta is None:
-            return OperatorClosed(closed=False)  # idempotent: not open (closed already, or never)
-        if meta.incarnation != req.incarnation:
-            return OperatorClosed(closed=False, refused="the group was closed and opened again since")
-        if len(meta.openers) != req.openers:
-            return OperatorClosed(closed=False, refused="the group was reopened since: look at it again")
-        requested = LoserPolicy.CANCEL if req.cancel else None
-        effective = effective_disposition(meta.disposition, requested, group_key=ctx.key())
-        cancelled = await _close(ctx, meta, effective)
-        logs.event("group.operator_closed", ctx, group_key=ctx.key())
-        return OperatorClosed(closed=True, disposition=effective, cancelled=cancelled)
+        return await on_operator_close(ctx, req)
 
     @group.handler(name=GROUP_WATCH.handler, kind="shared", ingress_private=True)
+    @_told_by(on_watch)
     async def watch(ctx: restate.ObjectSharedContext, ended: CallerEnded) -> None:
-        """Wait for an opener's invocation to end, however it ends, then report how to the writer."""
-        try:
-            await ctx.attach_invocation(ended.caller)
-            failed = False
-        except restate.TerminalError:
-            # Failed, killed or cancelled; or this watch was cancelled by the group's close, in which
-            # case the report finds the incarnation gone and changes nothing.
-            failed = True
-        GROUP_CALLER_ENDED.send(ctx, ctx.key(), msgspec.structs.replace(ended, failed=failed))
+        await on_watch(ctx, ended)
 
     @group.handler(name=GROUP_CALLER_ENDED.handler, ingress_private=True, state_preload=False)
+    @_told_by(on_caller_ended)
     async def caller_ended(ctx: restate.ObjectContext, ended: CallerEnded) -> None:
-        """ADR: the declared disposition applies even when the caller never reaches its close.
-
-        Decision 13: once every opener of a group that declared `Cancel` has ended without closing,
-        and the latest of them ended in failure (or was killed or cancelled), its unsettled children
-        are cancelled; they still take ranks (as `Cancelled`) for a resumer. An opener that returned
-        normally has parked a continuation: the losers run on, and the group stays open for whoever
-        resumes it.
-        """
-        meta = await ctx.get("meta", serde=META)
-        if meta is None or meta.incarnation != ended.incarnation:
-            return  # closed already (or a namesake): nothing is left to apply
-        after = meta.opener_ended(ended.caller, ended.failed)
-        cancel = after.severed and meta.disposition is LoserPolicy.CANCEL
-        cancels = await mode_for(meta.mode).to_cancel(ctx, meta) if cancel else []  # reads first
-        ctx.set("meta", after, serde=META)
-        if cancel:
-            logs.event("group.caller_gone_cancel", ctx, group_key=ctx.key())
-        _cancel(ctx, cancels, meta)
-        if after.severed and not meta.severed and not await _saved(ctx):
-            await _reclaim_later(ctx, after, orphan_retention)  # orphaned now: nobody can resume it
+        await on_caller_ended(ctx, ended, settings)
 
     @group.handler(name=GROUP_RECLAIM.handler, ingress_private=True, state_preload=False)
+    @_told_by(on_reclaim)
     async def reclaim(ctx: restate.ObjectContext, req: Reclaim) -> None:
-        """Decision 78: close a group nobody can resume, a retention after it was orphaned.
-
-        Nobody can resume it when every opener has ended, the latest in failure (killed, cancelled),
-        and none saved its handle (a saved handle may be resumed, however long from now). Once its
-        children have all settled (or were cancelled: a `Cancel` group's were), it is closed as its
-        caller's close would; while any still runs, it is looked at again a retention later.
-        """
-        meta = await ctx.get("meta", serde=META)
-        if meta is None or meta.incarnation != req.incarnation:
-            return  # closed already (or a namesake)
-        if await ctx.get(RECLAIM_AT, serde=MILLIS) != req.at:
-            return  # a later orphaning scheduled its own
-        if not meta.severed or await _saved(ctx):
-            ctx.clear(RECLAIM_AT)
-            return  # reopened since, or a caller saved its handle: someone may resume it
-        settled = (await read_ranked(ctx)).counter if paged(meta) else meta.counter
-        if settled < meta.child_count:
-            await _reclaim_later(ctx, meta, orphan_retention)  # its children still run
-            return
-        watches = await ctx.get(WATCHES, serde=STRINGS) or []
-        ctx.set(WATCHES, [w for w in watches if w != ctx.request().id], serde=STRINGS)  # not itself
-        await _close(ctx, meta, meta.disposition)
-        logs.event("group.reclaimed", ctx, group_key=ctx.key())
+        await on_reclaim(ctx, req, settings)
 
     @group.handler(name=GROUP_SAVED.handler, ingress_private=True, state_preload=False)
+    @_told_by(on_saved)
     async def saved(ctx: restate.ObjectContext, saver: CallerEnded) -> None:
-        """Decision 78: a caller saved its handle. Recorded at once, so the group is never reclaimed
-        (whoever holds the handle may resume it), and held from here: a hold the caller sent itself
-        would be killed with it, and could then say nothing of how it ended.
-        """
-        meta = await ctx.get("meta", serde=META)
-        if meta is None or (saver.incarnation and saver.incarnation != meta.incarnation):
-            return  # closed already, or saved from a closed namesake
-        savers = await ctx.get(SAVERS, serde=STRINGS) or []
-        if saver.caller in savers:
-            return
-        ctx.set(SAVERS, [*savers, saver.caller], serde=STRINGS)
-        if meta.disposition is not LoserPolicy.CANCEL:  # a Cancel group watches its openers already
-            held = CallerEnded(caller=saver.caller, incarnation=meta.incarnation)
-            await _keep_watch(ctx, GROUP_HOLD.send(ctx, ctx.key(), held))
+        await on_saved(ctx, saver)
 
     @group.handler(name=GROUP_HOLD.handler, kind="shared", ingress_private=True)
+    @_told_by(on_hold)
     async def hold(ctx: restate.ObjectSharedContext, saver: CallerEnded) -> None:
-        """Decision 45: a caller saved its handle; wait for it to end, then report how to the writer.
-
-        A `Cancel` group's openers are watched already (decision 13), so it needs no second watch.
-        """
-        meta = await ctx.get("meta", serde=META)
-        if meta is None or meta.disposition is LoserPolicy.CANCEL:
-            return
-        if saver.incarnation and saver.incarnation != meta.incarnation:
-            return  # saved from a closed namesake
-        ends = await ctx.get(OPENER_ENDS, serde=ENDS) or []
-        if any(end.caller == saver.caller for end in ends):
-            return  # its end is recorded already
-        try:
-            await ctx.attach_invocation(saver.caller, serde=_RAW)
-            failed = False
-        except restate.TerminalError:
-            failed = True  # failed, killed or cancelled
-        report = CallerEnded(caller=saver.caller, incarnation=meta.incarnation, failed=failed)
-        GROUP_HELD.send(ctx, ctx.key(), report)
+        await on_hold(ctx, saver)
 
     @group.handler(name=GROUP_HELD.handler, ingress_private=True, state_preload=False)
+    @_told_by(on_held)
     async def held(ctx: restate.ObjectContext, ended: CallerEnded) -> None:
-        """Record how a saver ended, under a key of its own: `GroupMeta` keeps its format-1 bytes."""
-        meta = await ctx.get("meta", serde=META)
-        if meta is None or meta.incarnation != ended.incarnation:
-            return  # closed already (or a namesake): nothing to record
-        ends = [end for end in await ctx.get(OPENER_ENDS, serde=ENDS) or [] if end.caller != ended.caller]
-        ctx.set(OPENER_ENDS, [*ends, OpenerEnd(caller=ended.caller, failed=ended.failed)], serde=ENDS)
+        await on_held(ctx, ended)
 
     @group.handler(name=GROUP_MISSED.handler, ingress_private=True, state_preload=False)
+    @_told_by(on_missed)
     async def missed(ctx: restate.ObjectContext, req: MissedChildren) -> None:
-        """ADR: a child with no runner is a routing fact, never an outcome. Its run ended with none
-        (the terminal 404); the group keeps the child, so inspection lists it and the operator's
-        `operator_redispatch` can run it again once a deployment routes it, as a reopen would."""
-        meta = await ctx.get("meta", serde=META)
-        if meta is None or (req.incarnation and meta.incarnation != req.incarnation):
-            return  # closed (or a closed namesake's child): nobody will rank it
-        fence = await ctx.get("fence", serde=SHAPE)
-        assert fence is not None  # written with meta, cleared with it
-        known = await ctx.get(MISSED, serde=POSITIONS) or []
-        added = [c for c in req.children if _is_child(fence, c) and position_of(c) not in known]
-        for child in added:
-            ctx.set(missed_key(position_of(child)), child, serde=ENVELOPE)
-        if added:
-            ctx.set(MISSED, sorted([*known, *map(position_of, added)]), serde=POSITIONS)
-            logs.event("group.missed", ctx, group_key=ctx.key(), children=len(added))
+        await on_missed(ctx, req)
 
     @group.handler(name=GROUP_OPERATOR_REDISPATCH.handler, state_preload=False)
     @client_errors  # called through the ingress only: what it answers is for a client
+    @_told_by(on_operator_redispatch)
     async def operator_redispatch(
         ctx: restate.ObjectContext, req: OperatorRedispatch
     ) -> OperatorRedispatched:
-        """The operator's re-dispatch: run again the children whose runner was missing, without a
-        reopen (the Restate form of the reference host's drain, which runs them once it can).
-
-        It dispatches as a reopen does, so a re-run child reaches its rank by the same code as a
-        first run's; a child this endpoint still cannot route stays listed as missed.
-        """
-        meta = await ctx.get("meta", serde=META)
-        if meta is None:
-            return OperatorRedispatched(refused="the group is not open")
-        if meta.incarnation != req.incarnation:
-            return OperatorRedispatched(refused="the group was closed and opened again since")
-        positions = await ctx.get(MISSED, serde=POSITIONS) or []
-        reads: list[Any] = [ctx.get(missed_key(position), serde=ENVELOPE) for position in positions]
-        if reads:
-            await restate.gather(*reads)
-        children = [child for read in reads if (child := await read) is not None]
-        dispatched, watched = await _dispatch_again(ctx, meta, children, routing)
-        await _watch(ctx, meta, watched, [])
-        left = len(positions) - len(dispatched)
-        return OperatorRedispatched(dispatched=len(dispatched), unroutable=left)
+        return await on_operator_redispatch(ctx, req, settings)
 
     @group.handler(name=GROUP_WATCH_RUNS.handler, kind="shared", ingress_private=True)
+    @_told_by(on_watch_runs)
     async def watch_runs(ctx: restate.ObjectSharedContext, req: RunsWatch) -> None:
-        """Decision 74: wait for each invocation the group dispatched to end; one that ended in failure
-        (an operator killed it, say) without settling its children is reported to the writer.
-
-        A run that ends normally has settled its children (or reported them missed); a 404 is a
-        miss (or a run Restate no longer remembers); a cancellation comes from a close, or is
-        answered by the run itself (a Cancel loser still settles, as cancelled).
-        """
-        attached = {ctx.attach_invocation(run.invocation, serde=_RAW): run for run in req.runs}
-        openers = req.callers or []  # UNSET: an earlier release's watch, of runs alone
-        callers = {ctx.attach_invocation(caller, serde=_RAW): caller for caller in openers}
-        pending = [*attached, *callers]
-        while pending:
-            done, pending = await restate.wait_completed(*pending)
-            for future in done:
-                if future in callers:  # decision 78: as a `Cancel` group's `watch` reports its openers
-                    try:
-                        await future
-                        failed = False
-                    except restate.TerminalError:
-                        failed = True  # failed, killed or cancelled
-                    end = CallerEnded(caller=callers[future], incarnation=req.incarnation, failed=failed)
-                    GROUP_CALLER_ENDED.send(ctx, ctx.key(), end)
-                    continue
-                try:
-                    await future
-                except restate.TerminalError as error:
-                    if error.status_code == NOT_FOUND or cancelled(error):
-                        continue
-                    ended = RunEnded(
-                        incarnation=req.incarnation,
-                        positions=attached[future].positions,
-                        message=error.message,
-                        code=str(error.status_code),
-                    )
-                    GROUP_RUN_ENDED.send(ctx, ctx.key(), ended)
+        await on_watch_runs(ctx, req)
 
     @group.handler(name=GROUP_RUN_ENDED.handler, ingress_private=True, state_preload=False)
+    @_told_by(on_run_ended)
     async def run_ended(ctx: restate.ObjectContext, ended: RunEnded) -> None:
-        """Decision 74: a run the group dispatched ended in failure. Its children that hold no rank
-        settle with that failure (a killed run's: 409 `killed`, as a killed callee answers its
-        caller), each through the store that keeps its outcome, so each takes its rank and the
-        waiting caller is woken; one whose outcome was stored before the kill settles with it."""
-        meta = await ctx.get("meta", serde=META)
-        if meta is None or meta.incarnation != ended.incarnation:
-            return  # closed already (or a namesake's run): nobody will read it
-        settled = await Ranked.settled(ctx, meta) if paged(meta) else meta.settled()
-        asked = range(meta.child_count) if ended.positions is None else ended.positions
-        positions = [p for p in asked if p < meta.child_count and p not in settled]
-        if ended.positions is None and meta.mode is SettlementMode.PUMPED:
-            # The group's pump is gone: it listens for no close, so the close releases by `forget`.
-            link = await ctx.get(PUMP_LINK, serde=LINK)
-            if link is not None and not link.left:
-                ctx.set(PUMP_LINK, msgspec.structs.replace(link, left=True), serde=LINK)
-        if not positions:
-            return
-        fence = await ctx.get("fence", serde=SHAPE)
-        assert fence is not None  # written with meta, cleared with it
-        failed = ChildrenFailed(
-            group_key=ctx.key(),
-            incarnation=meta.incarnation,
-            positions=positions,
-            replay_keys=[fence.replay_keys[p] for p in positions],
-            outcome=Err(message=ended.message, code=ended.code),
-        )
-        mode_for(meta.mode).fail(ctx, meta, failed)
-        logs.event("group.run_ended", ctx, group_key=ctx.key(), children=len(positions), code=ended.code)
+        await on_run_ended(ctx, ended)
 
     del open, open_parts, report, settle, wait, close, operator_close, watch, caller_ended, hold, held
     del missed, operator_redispatch, watch_runs, run_ended, reclaim, saved
     return group
+
+
+async def on_open(ctx: restate.ObjectContext, req: OpenRequest, settings: GroupSettings) -> None:
+    """Record (or fence a reopen of) the group and dispatch its children; answer on ``reply_to``.
+
+    The opener sends this and awaits its awakeable (decision 25), so its own cancellation never
+    reaches this handler: a group whose children were dispatched always records how to cancel
+    them. The answer goes out before the awaits that follow, so the opener resumes at once.
+
+    Decision 61: a group with a call child, and every group of ``batch_from`` children or more,
+    settles through one pump that awaits each child where it runs and releases its store when
+    the close resolves its awakeable; a narrower group of tools, timers and events settles
+    directly, each child by itself (decision 20).
+    """
+    meta = await ctx.get("meta", serde=META)
+    try:
+        meta, children = await _record(
+            ctx, meta, req, settings.batch_from, settings.page_from, settings.routing
+        )
+    except LashError as error:
+        ctx.reject_awakeable(req.reply_to, error.to_wire(), terminal_status(error))
+        return
+    handles: list[Dispatched] = []
+    watched: list[WatchedRun] = []
+    if children:
+        # Decided here, so that a pump's first step is its first call (decision 66).
+        handles = mode_for(meta.mode).dispatch(ctx, meta, children, opened_plan(settings.routing, children))
+    reply = OpenReply(reopened=not children, incarnation=meta.incarnation)
+    ctx.resolve_awakeable(req.reply_to, reply, serde=_OPENED)
+    # What follows is off the opener's path: it has its answer.
+    if children:  # cancels need these: one per child, or the one pump (decisions 4, 61)
+        ids = [await d.handle.invocation_id() for d in handles]
+        ctx.set(INVOCATIONS, ids, serde=STRINGS)
+        watched = [WatchedRun(invocation=i, positions=d.positions) for i, d in zip(ids, handles, strict=True)]
+        meta = msgspec.structs.replace(meta, opened_at_ms=int(await ctx.time() * 1000))
+    await _note_opener(ctx, meta, req.caller, changed=bool(children))
+    if not children:
+        # After everything a format-1 open journals, so a reopen in flight when the code was
+        # replaced in place replays its journal as a prefix of this one (decision 48).
+        watched = await _redispatch(ctx, meta, req, settings.routing)
+    # Last, for the same reason: watched until they end (decisions 74, 78).
+    await _watch(ctx, meta, watched, _callers(meta, req.caller))
+
+
+async def on_open_parts(ctx: restate.ObjectContext, req: PartedOpen) -> None:
+    """`open` for a group too large for one message (decision 65): its opener staged the children,
+    one part per slice, with the pumps keyed by ``req.stage``, each of which routed its part.
+
+    A first open records the group under that incarnation, paged, and sends its pump `run_parts`,
+    in one handler run; a refusal releases the parts staged. A reopen (decision 48) hands each
+    staged part holding an unsettled child to its slice's `redispatch`, as a reopen of a group
+    opened in one message does, and releases the others.
+    """
+    meta = await ctx.get("meta", serde=META)
+    staged = [
+        slice_key(ctx.key(), req.stage, first) for first in range(0, req.parts * PUMP_SLICE, PUMP_SLICE)
+    ]
+    first = meta is None
+    try:
+        if meta is not None:
+            recorded = await ctx.get("fence", serde=SHAPE)
+            assert recorded is not None  # written with meta, cleared with it
+            recorded.fence_reopen(req.shape, ctx.key())
+            logs.event("group.reopened", ctx, group_key=ctx.key())
+        elif req.reopen_only:
+            raise GroupNotOpen.not_recorded(group_key=ctx.key())
+        elif not req.stage.startswith(PAGED) or req.parts != -(-req.shape.child_count // PUMP_SLICE):
+            raise InvalidInput("an open in parts names no staged parts of this group")
+        else:
+            meta = _recorded(ctx, req.shape, req.wakes, req.stage, SettlementMode.PUMPED, parts=req.parts)
+    except LashError as error:
+        _release_staged(ctx, staged)
+        ctx.reject_awakeable(req.reply_to, error.to_wire(), terminal_status(error))
+        return
+    assert meta is not None
+    pump = None
+    redispatched: list[Dispatched] = []
+    if first:
+        run = PumpParts(group_key=ctx.key(), incarnation=meta.incarnation, first=0, count=req.parts)
+        pump = PUMP_RUN_PARTS.send(ctx, pump_key(ctx.key(), meta.incarnation), run)
+    elif staged and paged(meta):  # a group opened in parts is paged (`_recorded` below)
+        settled = await Ranked.settled(ctx, meta)
+        slices = [k for k in range(req.parts) if _unsettled_in(k, settled, meta.child_count)]
+        _release_staged(ctx, [key for k, key in enumerate(staged) if k not in slices])
+        redispatched = redispatch_staged(ctx, meta, req.stage, slices)
+    else:
+        _release_staged(ctx, staged)
+    ctx.resolve_awakeable(
+        req.reply_to, OpenReply(reopened=not first, incarnation=meta.incarnation), serde=_OPENED
+    )
+    watched: list[WatchedRun] = []
+    if pump is not None:  # a Cancel cancels the group's pump, which cancels its calls (decision 35)
+        pump_id = await pump.invocation_id()
+        ctx.set(INVOCATIONS, [pump_id], serde=STRINGS)
+        meta = msgspec.structs.replace(meta, opened_at_ms=int(await ctx.time() * 1000))
+        watched = [WatchedRun(invocation=pump_id)]
+    watched += await _note_redispatched(ctx, redispatched)
+    await _note_opener(ctx, meta, req.caller, changed=first)
+    await _watch(ctx, meta, watched, _callers(meta, req.caller))  # last (decisions 74, 78)
+
+
+async def on_report(ctx: restate.ObjectContext, batch: PumpReport) -> ReportReply:
+    """A pump's settlements (decision 61), ranked as `settle` ranks them; answers whether the group
+    is still open, so a pump whose group closed releases its store and stops."""
+    # Decision 65: a paged group's report (its incarnation says so) reads all it needs at once.
+    pages = batch.incarnation.startswith(PAGED) and bool(batch.refs)
+    meta_read: Any = ctx.get("meta", serde=META)
+    reads = Ranked.prefetch(ctx, batch.refs) if pages else []
+    if reads:
+        await restate.gather(meta_read, *reads)
+    meta = await meta_read
+    if meta is None or meta.incarnation != batch.incarnation:
+        return ReportReply(open=False)  # closed (or a closed namesake's pump): nothing is read again
+    _check_batch(ctx, meta, batch.refs)  # refused before anything is written, the link included
+    # The link first, the ranks after: the order of the writes the release before journaled.
+    if batch.listen is not None or batch.left:
+        ctx.set(PUMP_LINK, PumpLink(awakeable=batch.listen, left=batch.left), serde=LINK)
+    await _rank(ctx, meta, batch.refs, reads)
+    return ReportReply(open=True)
+
+
+async def on_settle(ctx: restate.ObjectContext, batch: SettleBatch) -> None:
+    meta = await ctx.get("meta", serde=META)
+    if meta is None or meta.incarnation != batch.incarnation:
+        # Closed (or a closed namesake's child): a late settlement must not resurrect the group,
+        # and whatever store it filled has nobody left to read it.
+        for release in mode_for(batch.mode).late_releases(batch):
+            release.send(ctx)
+        return
+    _check_batch(ctx, meta, batch.refs)
+    await _rank(ctx, meta, batch.refs)
+
+
+async def on_wait(ctx: restate.ObjectContext, req: WaitRequest) -> WaitReply:
+    meta = await _open_meta(ctx, req.child_count)
+    if paged(meta):
+        # Decision 65: the counter, at most two rank pages and a few slices' keys; never the fence.
+        ranked = await read_ranked(ctx)
+        if ranked.counter > req.consumed or not req.wakes:
+            refs = await Ranked.serve(ctx, ranked, req.consumed, WAIT_REFS)
+            return WaitReply(refs=refs, mode=meta.mode, incarnation=meta.incarnation)
+    elif meta.counter > req.consumed or not req.wakes:
+        # ADR: read rank consumed + 1 out of state first, and only otherwise wait.
+        fence = await ctx.get("fence", serde=SHAPE)
+        assert fence is not None
+        served = meta.positions(req.consumed, WAIT_REFS)
+        refs = [Ref(position=p, replay_key=fence.replay_keys[p]) for p in served]
+        return WaitReply(refs=refs, mode=meta.mode, incarnation=meta.incarnation)
+    waiters = [*meta.waiters, *meta.waiting(req.consumed, req.wakes)]
+    ctx.set("meta", msgspec.structs.replace(meta, waiters=waiters), serde=META)
+    return WaitReply(refs=[], mode=meta.mode, incarnation=meta.incarnation)
+
+
+async def on_close(ctx: restate.ObjectContext, req: CloseRequest) -> None:
+    meta = await ctx.get("meta", serde=META)
+    if meta is None:
+        return  # ADR: close is idempotent, and so is the delete
+    check_child_count(meta.child_count, req.child_count, group_key=ctx.key())
+    effective = effective_disposition(meta.disposition, req.disposition, group_key=ctx.key())
+    await _close(ctx, meta, effective)
+
+
+async def on_operator_close(ctx: restate.ObjectContext, req: OperatorClose) -> OperatorClosed:
+    """The operator's close (decision 45): a caller's close, nothing else, reached through the ingress.
+
+    It can only close: it records no rank and settles nothing. It closes only the incarnation the
+    operator read through the admin API (which is the capability: the ingress does not show it),
+    and only if no opener arrived since they looked. Narrowing only, like any close.
+    """
+    meta = await ctx.get("meta", serde=META)
+    if meta is None:
+        return OperatorClosed(closed=False)  # idempotent: not open (closed already, or never)
+    if meta.incarnation != req.incarnation:
+        return OperatorClosed(closed=False, refused="the group was closed and opened again since")
+    if len(meta.openers) != req.openers:
+        return OperatorClosed(closed=False, refused="the group was reopened since: look at it again")
+    requested = LoserPolicy.CANCEL if req.cancel else None
+    effective = effective_disposition(meta.disposition, requested, group_key=ctx.key())
+    cancelled = await _close(ctx, meta, effective)
+    logs.event("group.operator_closed", ctx, group_key=ctx.key())
+    return OperatorClosed(closed=True, disposition=effective, cancelled=cancelled)
+
+
+async def on_watch(ctx: restate.ObjectSharedContext, ended: CallerEnded) -> None:
+    """Wait for an opener's invocation to end, however it ends, then report how to the writer."""
+    try:
+        await ctx.attach_invocation(ended.caller)
+        failed = False
+    except restate.TerminalError:
+        # Failed, killed or cancelled; or this watch was cancelled by the group's close, in which
+        # case the report finds the incarnation gone and changes nothing.
+        failed = True
+    GROUP_CALLER_ENDED.send(ctx, ctx.key(), msgspec.structs.replace(ended, failed=failed))
+
+
+async def on_caller_ended(ctx: restate.ObjectContext, ended: CallerEnded, settings: GroupSettings) -> None:
+    """ADR: the declared disposition applies even when the caller never reaches its close.
+
+    Decision 13: once every opener of a group that declared `Cancel` has ended without closing,
+    and the latest of them ended in failure (or was killed or cancelled), its unsettled children
+    are cancelled; they still take ranks (as `Cancelled`) for a resumer. An opener that returned
+    normally has parked a continuation: the losers run on, and the group stays open for whoever
+    resumes it.
+    """
+    meta = await ctx.get("meta", serde=META)
+    if meta is None or meta.incarnation != ended.incarnation:
+        return  # closed already (or a namesake): nothing is left to apply
+    after = meta.opener_ended(ended.caller, ended.failed)
+    cancel = after.severed and meta.disposition is LoserPolicy.CANCEL
+    cancels = await mode_for(meta.mode).to_cancel(ctx, meta) if cancel else []  # reads first
+    ctx.set("meta", after, serde=META)
+    if cancel:
+        logs.event("group.caller_gone_cancel", ctx, group_key=ctx.key())
+    _cancel(ctx, cancels, meta)
+    if after.severed and not meta.severed and not await _saved(ctx):
+        await _reclaim_later(ctx, after, settings.orphan_retention)  # orphaned now: nobody can resume it
+
+
+async def on_reclaim(ctx: restate.ObjectContext, req: Reclaim, settings: GroupSettings) -> None:
+    """Decision 78: close a group nobody can resume, a retention after it was orphaned.
+
+    Nobody can resume it when every opener has ended, the latest in failure (killed, cancelled),
+    and none saved its handle (a saved handle may be resumed, however long from now). Once its
+    children have all settled (or were cancelled: a `Cancel` group's were), it is closed as its
+    caller's close would; while any still runs, it is looked at again a retention later.
+    """
+    meta = await ctx.get("meta", serde=META)
+    if meta is None or meta.incarnation != req.incarnation:
+        return  # closed already (or a namesake)
+    if await ctx.get(RECLAIM_AT, serde=MILLIS) != req.at:
+        return  # a later orphaning scheduled its own
+    if not meta.severed or await _saved(ctx):
+        ctx.clear(RECLAIM_AT)
+        return  # reopened since, or a caller saved its handle: someone may resume it
+    settled = (await read_ranked(ctx)).counter if paged(meta) else meta.counter
+    if settled < meta.child_count:
+        await _reclaim_later(ctx, meta, settings.orphan_retention)  # its children still run
+        return
+    watches = await ctx.get(WATCHES, serde=STRINGS) or []
+    ctx.set(WATCHES, [w for w in watches if w != ctx.request().id], serde=STRINGS)  # not itself
+    await _close(ctx, meta, meta.disposition)
+    logs.event("group.reclaimed", ctx, group_key=ctx.key())
+
+
+async def on_saved(ctx: restate.ObjectContext, saver: CallerEnded) -> None:
+    """Decision 78: a caller saved its handle. Recorded at once, so the group is never reclaimed
+    (whoever holds the handle may resume it), and held from here: a hold the caller sent itself
+    would be killed with it, and could then say nothing of how it ended.
+    """
+    meta = await ctx.get("meta", serde=META)
+    if meta is None or (saver.incarnation and saver.incarnation != meta.incarnation):
+        return  # closed already, or saved from a closed namesake
+    savers = await ctx.get(SAVERS, serde=STRINGS) or []
+    if saver.caller in savers:
+        return
+    ctx.set(SAVERS, [*savers, saver.caller], serde=STRINGS)
+    if meta.disposition is not LoserPolicy.CANCEL:  # a Cancel group watches its openers already
+        held = CallerEnded(caller=saver.caller, incarnation=meta.incarnation)
+        await _keep_watch(ctx, GROUP_HOLD.send(ctx, ctx.key(), held))
+
+
+async def on_hold(ctx: restate.ObjectSharedContext, saver: CallerEnded) -> None:
+    """Decision 45: a caller saved its handle; wait for it to end, then report how to the writer.
+
+    A `Cancel` group's openers are watched already (decision 13), so it needs no second watch.
+    """
+    meta = await ctx.get("meta", serde=META)
+    if meta is None or meta.disposition is LoserPolicy.CANCEL:
+        return
+    if saver.incarnation and saver.incarnation != meta.incarnation:
+        return  # saved from a closed namesake
+    ends = await ctx.get(OPENER_ENDS, serde=ENDS) or []
+    if any(end.caller == saver.caller for end in ends):
+        return  # its end is recorded already
+    try:
+        await ctx.attach_invocation(saver.caller, serde=_RAW)
+        failed = False
+    except restate.TerminalError:
+        failed = True  # failed, killed or cancelled
+    report = CallerEnded(caller=saver.caller, incarnation=meta.incarnation, failed=failed)
+    GROUP_HELD.send(ctx, ctx.key(), report)
+
+
+async def on_held(ctx: restate.ObjectContext, ended: CallerEnded) -> None:
+    """Record how a saver ended, under a key of its own: `GroupMeta` keeps its format-1 bytes."""
+    meta = await ctx.get("meta", serde=META)
+    if meta is None or meta.incarnation != ended.incarnation:
+        return  # closed already (or a namesake): nothing to record
+    ends = [end for end in await ctx.get(OPENER_ENDS, serde=ENDS) or [] if end.caller != ended.caller]
+    ctx.set(OPENER_ENDS, [*ends, OpenerEnd(caller=ended.caller, failed=ended.failed)], serde=ENDS)
+
+
+async def on_missed(ctx: restate.ObjectContext, req: MissedChildren) -> None:
+    """ADR: a child with no runner is a routing fact, never an outcome. Its run ended with none
+    (the terminal 404); the group keeps the child, so inspection lists it and the operator's
+    `operator_redispatch` can run it again once a deployment routes it, as a reopen would."""
+    meta = await ctx.get("meta", serde=META)
+    if meta is None or (req.incarnation and meta.incarnation != req.incarnation):
+        return  # closed (or a closed namesake's child): nobody will rank it
+    fence = await ctx.get("fence", serde=SHAPE)
+    assert fence is not None  # written with meta, cleared with it
+    known = await ctx.get(MISSED, serde=POSITIONS) or []
+    added = [c for c in req.children if _is_child(fence, c) and position_of(c) not in known]
+    for child in added:
+        ctx.set(missed_key(position_of(child)), child, serde=ENVELOPE)
+    if added:
+        ctx.set(MISSED, sorted([*known, *map(position_of, added)]), serde=POSITIONS)
+        logs.event("group.missed", ctx, group_key=ctx.key(), children=len(added))
+
+
+async def on_operator_redispatch(
+    ctx: restate.ObjectContext, req: OperatorRedispatch, settings: GroupSettings
+) -> OperatorRedispatched:
+    """The operator's re-dispatch: run again the children whose runner was missing, without a
+    reopen (the Restate form of the reference host's drain, which runs them once it can).
+
+    It dispatches as a reopen does, so a re-run child reaches its rank by the same code as a
+    first run's; a child this endpoint still cannot route stays listed as missed.
+    """
+    meta = await ctx.get("meta", serde=META)
+    if meta is None:
+        return OperatorRedispatched(refused="the group is not open")
+    if meta.incarnation != req.incarnation:
+        return OperatorRedispatched(refused="the group was closed and opened again since")
+    positions = await ctx.get(MISSED, serde=POSITIONS) or []
+    reads: list[Any] = [ctx.get(missed_key(position), serde=ENVELOPE) for position in positions]
+    if reads:
+        await restate.gather(*reads)
+    children = [child for read in reads if (child := await read) is not None]
+    dispatched, watched = await _dispatch_again(ctx, meta, children, settings.routing)
+    await _watch(ctx, meta, watched, [])
+    left = len(positions) - len(dispatched)
+    return OperatorRedispatched(dispatched=len(dispatched), unroutable=left)
+
+
+async def on_watch_runs(ctx: restate.ObjectSharedContext, req: RunsWatch) -> None:
+    """Decision 74: wait for each invocation the group dispatched to end; one that ended in failure
+    (an operator killed it, say) without settling its children is reported to the writer.
+
+    A run that ends normally has settled its children (or reported them missed); a 404 is a
+    miss (or a run Restate no longer remembers); a cancellation comes from a close, or is
+    answered by the run itself (a Cancel loser still settles, as cancelled).
+    """
+    attached = {ctx.attach_invocation(run.invocation, serde=_RAW): run for run in req.runs}
+    openers = req.callers or []  # UNSET: an earlier release's watch, of runs alone
+    callers = {ctx.attach_invocation(caller, serde=_RAW): caller for caller in openers}
+    pending = [*attached, *callers]
+    while pending:
+        done, pending = await restate.wait_completed(*pending)
+        for future in done:
+            if future in callers:  # decision 78: as a `Cancel` group's `watch` reports its openers
+                try:
+                    await future
+                    failed = False
+                except restate.TerminalError:
+                    failed = True  # failed, killed or cancelled
+                end = CallerEnded(caller=callers[future], incarnation=req.incarnation, failed=failed)
+                GROUP_CALLER_ENDED.send(ctx, ctx.key(), end)
+                continue
+            try:
+                await future
+            except restate.TerminalError as error:
+                if error.status_code == NOT_FOUND or cancelled(error):
+                    continue
+                ended = RunEnded(
+                    incarnation=req.incarnation,
+                    positions=attached[future].positions,
+                    message=error.message,
+                    code=str(error.status_code),
+                )
+                GROUP_RUN_ENDED.send(ctx, ctx.key(), ended)
+
+
+async def on_run_ended(ctx: restate.ObjectContext, ended: RunEnded) -> None:
+    """Decision 74: a run the group dispatched ended in failure. Its children that hold no rank
+    settle with that failure (a killed run's: 409 `killed`, as a killed callee answers its
+    caller), each through the store that keeps its outcome, so each takes its rank and the
+    waiting caller is woken; one whose outcome was stored before the kill settles with it."""
+    meta = await ctx.get("meta", serde=META)
+    if meta is None or meta.incarnation != ended.incarnation:
+        return  # closed already (or a namesake's run): nobody will read it
+    settled = await Ranked.settled(ctx, meta) if paged(meta) else meta.settled()
+    asked = range(meta.child_count) if ended.positions is None else ended.positions
+    positions = [p for p in asked if p < meta.child_count and p not in settled]
+    if ended.positions is None and meta.mode is SettlementMode.PUMPED:
+        # The group's pump is gone: it listens for no close, so the close releases by `forget`.
+        link = await ctx.get(PUMP_LINK, serde=LINK)
+        if link is not None and not link.left:
+            ctx.set(PUMP_LINK, msgspec.structs.replace(link, left=True), serde=LINK)
+    if not positions:
+        return
+    fence = await ctx.get("fence", serde=SHAPE)
+    assert fence is not None  # written with meta, cleared with it
+    failed = ChildrenFailed(
+        group_key=ctx.key(),
+        incarnation=meta.incarnation,
+        positions=positions,
+        replay_keys=[fence.replay_keys[p] for p in positions],
+        outcome=Err(message=ended.message, code=ended.code),
+    )
+    mode_for(meta.mode).fail(ctx, meta, failed)
+    logs.event("group.run_ended", ctx, group_key=ctx.key(), children=len(positions), code=ended.code)
 
 
 async def _close(ctx: restate.ObjectContext, meta: GroupMeta, effective: LoserPolicy) -> int:
