@@ -35,7 +35,7 @@ from lash_restate.contract import (
 from lash_restate.contract._limits import open_size
 from lash_restate.engine._controller import WAKE_WINDOW
 from lash_restate.engine._errors import terminal_status
-from lash_restate.engine._group import WAIT_REFS
+from lash_restate.engine._group_rank import WAIT_REFS
 from lash_restate.engine._messages import (
     BATCH_INLINE_BYTES,
     INLINE_OUTCOME_BYTES,
