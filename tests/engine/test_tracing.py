@@ -94,7 +94,9 @@ async def test_a_served_endpoint_exports_each_groups_metrics_and_spans(tmp_path:
 
         def exported() -> dict[str, Any] | None:
             points = _metric_points(log.read_text())
-            done = points.get("lash.group.opened", 0) >= 2 and "lash.group.duration" in points
+            # An export may fall between two events: wait for one that has seen all of them.
+            wanted = {"opened": 2, "ranks": 2, "first_rank.duration": 2, "duration": 1}
+            done = all(points.get(f"lash.group.{name}", 0) >= least for name, least in wanted.items())
             return points if done else None
 
         points = await _until(exported)

@@ -58,6 +58,7 @@ from ._routes import (
     GROUP_MISSED,
     GROUP_SETTLE,
     SIGNAL_SUBSCRIBE,
+    described_by,
     named,
 )
 from ._routing import Routing, replaying
@@ -77,53 +78,80 @@ def child_object(
 
     @child.handler(name=CHILD_RUN.handler, ingress_private=True)
     @terminal_errors
+    @described_by(on_run)
     async def run(ctx: restate.ObjectContext, req: ChildRun) -> None:
-        envelope = req.envelope
-        membership = envelope.membership
-        if membership is None:
-            return  # only grouped children are dispatched here
-        store = child_store(req.incarnation)
-        stored = await ctx.get(store, serde=_BYTES)
-        if stored is None:
-            outcome = await _execute_or_miss(ctx, envelope, routing, tool_attempts, req.incarnation)
-            stored = stored_outcome(outcome)
-            ctx.set(store, stored, serde=_BYTES)
-        # Already settled (a re-dispatch after a reopen): settle again; the group dedups by position.
-        _settle(ctx, membership.group_key, req.incarnation, membership.position, stored)
+        await on_run(ctx, req, routing, tool_attempts)
 
     @child.handler(name=CHILD_FAIL.handler, ingress_private=True)
+    @described_by(on_fail)
     async def fail(ctx: restate.ObjectContext, req: ChildrenFailed) -> None:
-        """Decision 74: this child's run ended in failure (an operator killed it) before it stored an
-        outcome; it settles with that failure, as `run` settles an outcome. One stored before the
-        kill is settled instead."""
-        store = child_store(req.incarnation)
-        stored = await ctx.get(store, serde=_BYTES)
-        if stored is None:
-            stored = stored_outcome(req.outcome)
-            ctx.set(store, stored, serde=_BYTES)
-        _settle(ctx, req.group_key, req.incarnation, req.positions[0], stored)
+        await on_fail(ctx, req)
 
     @child.handler(name=CHILD_EXECUTE.handler, ingress_private=True, output_serde=_BYTES)
     @terminal_errors
+    @described_by(on_execute)
     async def execute(ctx: restate.ObjectContext, envelope: RuntimeEffectEnvelope) -> bytes:
-        """A child the group's pump calls: run it and answer its outcome to the pump, which stores it."""
-        return stored_outcome(await _execute_or_miss(ctx, envelope, routing, tool_attempts))
+        return await on_execute(ctx, envelope, routing, tool_attempts)
 
     @child.handler(name=CHILD_OUTCOME.handler, kind="shared", ingress_private=True, output_serde=_BYTES)
     @terminal_errors
+    @described_by(on_outcome)
     async def outcome(ctx: restate.ObjectSharedContext, incarnation: str) -> bytes:
-        stored = await ctx.get(child_store(incarnation), serde=_BYTES)
-        if stored is None:  # released: its group was closed meanwhile
-            raise GroupNotOpen("the group was closed while reading", replay_key=ctx.key())
-        return stored
+        return await on_outcome(ctx, incarnation)
 
     @child.handler(name=CHILD_FORGET.handler, ingress_private=True)
+    @described_by(on_forget)
     async def forget(ctx: restate.ObjectContext, incarnation: str) -> None:
-        """Release the outcome one group incarnation stored; another incarnation's stays."""
-        ctx.clear(child_store(incarnation))
+        await on_forget(ctx, incarnation)
 
     del run, fail, execute, outcome, forget
     return child
+
+
+async def on_run(ctx: restate.ObjectContext, req: ChildRun, routing: Routing, tool_attempts: int) -> None:
+    envelope = req.envelope
+    membership = envelope.membership
+    if membership is None:
+        return  # only grouped children are dispatched here
+    store = child_store(req.incarnation)
+    stored = await ctx.get(store, serde=_BYTES)
+    if stored is None:
+        outcome = await _execute_or_miss(ctx, envelope, routing, tool_attempts, req.incarnation)
+        stored = stored_outcome(outcome)
+        ctx.set(store, stored, serde=_BYTES)
+    # Already settled (a re-dispatch after a reopen): settle again; the group dedups by position.
+    _settle(ctx, membership.group_key, req.incarnation, membership.position, stored)
+
+
+async def on_fail(ctx: restate.ObjectContext, req: ChildrenFailed) -> None:
+    """Decision 74: this child's run ended in failure (an operator killed it) before it stored an
+    outcome; it settles with that failure, as `run` settles an outcome. One stored before the
+    kill is settled instead."""
+    store = child_store(req.incarnation)
+    stored = await ctx.get(store, serde=_BYTES)
+    if stored is None:
+        stored = stored_outcome(req.outcome)
+        ctx.set(store, stored, serde=_BYTES)
+    _settle(ctx, req.group_key, req.incarnation, req.positions[0], stored)
+
+
+async def on_execute(
+    ctx: restate.ObjectContext, envelope: RuntimeEffectEnvelope, routing: Routing, tool_attempts: int
+) -> bytes:
+    """A child the group's pump calls: run it and answer its outcome to the pump, which stores it."""
+    return stored_outcome(await _execute_or_miss(ctx, envelope, routing, tool_attempts))
+
+
+async def on_outcome(ctx: restate.ObjectSharedContext, incarnation: str) -> bytes:
+    stored = await ctx.get(child_store(incarnation), serde=_BYTES)
+    if stored is None:  # released: its group was closed meanwhile
+        raise GroupNotOpen("the group was closed while reading", replay_key=ctx.key())
+    return stored
+
+
+async def on_forget(ctx: restate.ObjectContext, incarnation: str) -> None:
+    """Release the outcome one group incarnation stored; another incarnation's stays."""
+    ctx.clear(child_store(incarnation))
 
 
 def _settle(

@@ -17,9 +17,7 @@ job: `_group_open` (open, open in parts), `_group_rank` (report, settle, wait), 
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from datetime import timedelta
-from typing import Any, TypeVar
 
 import restate
 
@@ -80,23 +78,12 @@ from ._routes import (
     GROUP_WAIT,
     GROUP_WATCH,
     GROUP_WATCH_RUNS,
+    described_by,
     named,
 )
 from ._routing import Routing
 
 __all__ = ["ORPHAN_RETENTION", "GroupSettings", "group_object"]
-
-_F = TypeVar("_F", bound=Callable[..., Any])
-
-
-def _told_by(body: Callable[..., Any]) -> Callable[[_F], _F]:
-    """Give a bound handler its body's docstring: Restate publishes it as the handler's description."""
-
-    def described(handler: _F) -> _F:
-        handler.__doc__ = body.__doc__
-        return handler
-
-    return described
 
 
 def group_object(
@@ -118,95 +105,95 @@ def group_object(
 
     # Reads children in either format (decision 46); this release writes format 1.
     @group.handler(name=GROUP_OPEN.handler, ingress_private=True, input_serde=OpenRequestSerde())
-    @_told_by(on_open)
+    @described_by(on_open)
     async def open(ctx: restate.ObjectContext, req: OpenRequest) -> None:
         await on_open(ctx, req, settings)
 
     @group.handler(name=GROUP_OPEN_PARTS.handler, ingress_private=True, state_preload=False)
-    @_told_by(on_open_parts)
+    @described_by(on_open_parts)
     async def open_parts(ctx: restate.ObjectContext, req: PartedOpen) -> None:
         await on_open_parts(ctx, req)
 
     @group.handler(name=GROUP_REPORT.handler, ingress_private=True, state_preload=False)
     @terminal_errors
-    @_told_by(on_report)
+    @described_by(on_report)
     async def report(ctx: restate.ObjectContext, batch: PumpReport) -> ReportReply:
         return await on_report(ctx, batch)
 
     @group.handler(name=GROUP_SETTLE.handler, ingress_private=True, state_preload=False)
     @terminal_errors
-    @_told_by(on_settle)
+    @described_by(on_settle)
     async def settle(ctx: restate.ObjectContext, batch: SettleBatch) -> None:
         await on_settle(ctx, batch)
 
     @group.handler(name=GROUP_WAIT.handler, ingress_private=True, state_preload=False)
     @terminal_errors
-    @_told_by(on_wait)
+    @described_by(on_wait)
     async def wait(ctx: restate.ObjectContext, req: WaitRequest) -> WaitReply:
         return await on_wait(ctx, req)
 
     @group.handler(name=GROUP_CLOSE.handler, ingress_private=True, state_preload=False)
     @terminal_errors
-    @_told_by(on_close)
+    @described_by(on_close)
     async def close(ctx: restate.ObjectContext, req: CloseRequest) -> None:
         await on_close(ctx, req)
 
     @group.handler(name=GROUP_OPERATOR_CLOSE.handler, state_preload=False)
     @client_errors  # called through the ingress only: what it answers is for a client
-    @_told_by(on_operator_close)
+    @described_by(on_operator_close)
     async def operator_close(ctx: restate.ObjectContext, req: OperatorClose) -> OperatorClosed:
         return await on_operator_close(ctx, req)
 
     @group.handler(name=GROUP_WATCH.handler, kind="shared", ingress_private=True)
-    @_told_by(on_watch)
+    @described_by(on_watch)
     async def watch(ctx: restate.ObjectSharedContext, ended: CallerEnded) -> None:
         await on_watch(ctx, ended)
 
     @group.handler(name=GROUP_CALLER_ENDED.handler, ingress_private=True, state_preload=False)
-    @_told_by(on_caller_ended)
+    @described_by(on_caller_ended)
     async def caller_ended(ctx: restate.ObjectContext, ended: CallerEnded) -> None:
         await on_caller_ended(ctx, ended, settings)
 
     @group.handler(name=GROUP_RECLAIM.handler, ingress_private=True, state_preload=False)
-    @_told_by(on_reclaim)
+    @described_by(on_reclaim)
     async def reclaim(ctx: restate.ObjectContext, req: Reclaim) -> None:
         await on_reclaim(ctx, req, settings)
 
     @group.handler(name=GROUP_SAVED.handler, ingress_private=True, state_preload=False)
-    @_told_by(on_saved)
+    @described_by(on_saved)
     async def saved(ctx: restate.ObjectContext, saver: CallerEnded) -> None:
         await on_saved(ctx, saver)
 
     @group.handler(name=GROUP_HOLD.handler, kind="shared", ingress_private=True)
-    @_told_by(on_hold)
+    @described_by(on_hold)
     async def hold(ctx: restate.ObjectSharedContext, saver: CallerEnded) -> None:
         await on_hold(ctx, saver)
 
     @group.handler(name=GROUP_HELD.handler, ingress_private=True, state_preload=False)
-    @_told_by(on_held)
+    @described_by(on_held)
     async def held(ctx: restate.ObjectContext, ended: CallerEnded) -> None:
         await on_held(ctx, ended)
 
     @group.handler(name=GROUP_MISSED.handler, ingress_private=True, state_preload=False)
-    @_told_by(on_missed)
+    @described_by(on_missed)
     async def missed(ctx: restate.ObjectContext, req: MissedChildren) -> None:
         await on_missed(ctx, req)
 
     @group.handler(name=GROUP_OPERATOR_REDISPATCH.handler, state_preload=False)
     @client_errors  # called through the ingress only: what it answers is for a client
-    @_told_by(on_operator_redispatch)
+    @described_by(on_operator_redispatch)
     async def operator_redispatch(
         ctx: restate.ObjectContext, req: OperatorRedispatch
     ) -> OperatorRedispatched:
         return await on_operator_redispatch(ctx, req, settings)
 
     @group.handler(name=GROUP_WATCH_RUNS.handler, kind="shared", ingress_private=True)
-    @_told_by(on_watch_runs)
+    @described_by(on_watch_runs)
     async def watch_runs(ctx: restate.ObjectSharedContext, req: RunsWatch) -> None:
         await on_watch_runs(ctx, req)
 
     @group.handler(name=GROUP_RUN_ENDED.handler, ingress_private=True, state_preload=False)
-    @_told_by(on_run_ended)
+    @described_by(on_run_ended)
     async def run_ended(ctx: restate.ObjectContext, ended: RunEnded) -> None:
         await on_run_ended(ctx, ended)
 

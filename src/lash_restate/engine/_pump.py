@@ -79,6 +79,7 @@ from ._routes import (
     PUMP_RUN2,
     PUMP_RUN_PARTS,
     PUMP_STAGE,
+    described_by,
     group_of_pump,
     named,
 )
@@ -106,175 +107,53 @@ def pump_object(routing: Routing, *, metadata: dict[str, str] | None = None) -> 
     pump = restate.VirtualObject(named(PUMP), invocation_retry_policy=HANDLER_RETRY, metadata=metadata)
 
     @pump.handler(name=PUMP_RUN.handler, ingress_private=True, state_preload=False)
+    @described_by(on_run)
     async def run(ctx: restate.ObjectContext, req: PumpRun) -> None:
-        own, further = req.children[:PUMP_SLICE], req.children[PUMP_SLICE:]
-        calls: dict[Any, RuntimeEffectEnvelope | None] = {
-            CHILD_EXECUTE.call(ctx, child.replay_key, child): child for child in own
-        }
-        if further:
-            # Decision 35: each further slice of PUMP_SLICE children gets a pump of its own, called (not
-            # sent) so that cancelling this pump cancels it, and this run outlives it.
-            keys = [_slice_key(req, child) for child in further[::PUMP_SLICE]]
-            ctx.set(SLICES, keys, serde=_KEYS)
-            for key, first in zip(keys, range(0, len(further), PUMP_SLICE), strict=True):
-                part = msgspec.structs.replace(req, children=further[first : first + PUMP_SLICE])
-                calls[PUMP_RUN.call(ctx, key, part)] = None
-        await _settle_as_they_finish(ctx, req, calls)
+        await on_run(ctx, req)
 
     @pump.handler(name=PUMP_RUN2.handler, ingress_private=True, state_preload=False)
+    @described_by(on_run2)
     async def run2(ctx: restate.ObjectContext, req: PumpAwait) -> None:
-        own, further = req.children[:PUMP_SLICE], req.children[PUMP_SLICE:]
-        # The open's plan (decision 66), if it sent one entry per child; else this pump plans itself.
-        decided = req.plan if isinstance(req.plan, list) and len(req.plan) == len(req.children) else None
-        own_plan = decided[:PUMP_SLICE] if decided is not None else None
-        awaited = await _dispatch_all(ctx, own, routing, req.incarnation, own_plan)
-        slices: list[str] = []
-        if further:
-            # Decision 65: a tree of pumps. The further slices are split into at most PUMP_FANOUT runs of
-            # whole slices, each handed to the pump of its first slice, which keeps that slice and splits
-            # the rest the same way: no pump awaits more than PUMP_SLICE children and PUMP_FANOUT pumps,
-            # whatever the width. Called, as `run` calls its slices (decision 35), so that cancelling
-            # this pump cancels them, and they theirs; each releases its subtree's stores by `forget`.
-            parts = subtrees(further)
-            # Each further pump gets its part of the open's plan; without one, plans for itself.
-            plans: list[list[str] | msgspec.UnsetType] = [msgspec.UNSET] * len(parts)
-            if decided is not None:
-                plans = [*split_plan(decided[PUMP_SLICE:], parts)]
-            for part, part_plan in zip(parts, plans, strict=True):
-                key = _slice_key(req, part[0])
-                slices.append(key)
-                run = PumpAwait(
-                    group_key=req.group_key,
-                    incarnation=req.incarnation,
-                    children=part,
-                    listens=False,
-                    plan=part_plan,
-                )
-                covers = (position_of(part[0]), position_of(part[-1]) + 1)
-                awaited[PUMP_RUN2.call(ctx, key, run)] = _Awaited(_SLICE, -1, key, covers=covers)
-            ctx.set(SLICES, slices, serde=_KEYS)
-        closing = ctx.awakeable(serde=_BYTES) if req.listens else None
-        await _await_and_report(ctx, req.group_key, req.incarnation, awaited, closing, slices)
+        await on_run2(ctx, req, routing)
 
     @pump.handler(name=PUMP_STAGE.handler, ingress_private=True, state_preload=False)
     @terminal_errors
+    @described_by(on_stage)
     async def stage(ctx: restate.ObjectContext, part: StagedPart) -> None:
-        """Decision 65: keep one slice's children of a group opened in parts, once they all route.
-
-        ADR: a first open resolves all N before it records the group; refused here, before anything
-        is kept, the opener releases the parts staged already and the group is never recorded.
-        """
-        miss = None
-        if not replaying(ctx):
-            miss = await routing.first_refusal(part.children)
-        if miss is not None:
-            child = part.children[miss.position]
-            raise ChildUnroutable.no_executor(
-                miss.what, group_key=part.group_key, position=position_of(child), replay_key=child.replay_key
-            )
-        ctx.set(STAGED, part.children, serde=ENVELOPES)
+        await on_stage(ctx, part, routing)
 
     @pump.handler(name=PUMP_RUN_PARTS.handler, ingress_private=True, state_preload=False)
+    @described_by(on_run_parts)
     async def run_parts(ctx: restate.ObjectContext, req: PumpParts) -> None:
-        """`run2` for a group opened in parts (decision 65): this slice's children are staged here."""
-        own = await ctx.get(STAGED, serde=ENVELOPES) or []
-        ctx.clear(STAGED)  # dispatched from the journal from now on
-        awaited = await _dispatch_all(ctx, own, routing, req.incarnation, None)
-        slices: list[str] = []
-        for offset, count in fan_out(req.count - 1):
-            first = req.first + 1 + offset
-            key = slice_key(req.group_key, req.incarnation, first * PUMP_SLICE)
-            slices.append(key)
-            run = PumpParts(
-                group_key=req.group_key, incarnation=req.incarnation, first=first, count=count, listens=False
-            )
-            covers = (first * PUMP_SLICE, (first + count) * PUMP_SLICE)  # the group clips the last
-            awaited[PUMP_RUN_PARTS.call(ctx, key, run)] = _Awaited(_SLICE, -1, key, covers=covers)
-        if slices:
-            ctx.set(SLICES, slices, serde=_KEYS)
-        closing = ctx.awakeable(serde=_BYTES) if req.listens else None
-        await _await_and_report(ctx, req.group_key, req.incarnation, awaited, closing, slices)
+        await on_run_parts(ctx, req, routing)
 
     @pump.handler(name=PUMP_REDISPATCH.handler, ingress_private=True, state_preload=False)
+    @described_by(on_redispatch)
     async def redispatch(ctx: restate.ObjectContext, req: PumpAwait) -> None:
-        """Decision 48: a reopen's re-dispatch of this slice's children that had no outcome when it
-        reopened, by the dispatch `run2` makes, reported as `run2` reports: a re-run child reaches its
-        rank by the same code as a first run's, whatever the group's layout.
-
-        Queued behind this key's run (both exclusive), which ends only once its children have: a
-        child runs again only if no outcome is stored for it (its runner was missing). It asks the
-        group first: a run releases its store once the group closes, and a closed group needs
-        nothing re-run.
-        """
-        if not (await _report(ctx, req.group_key, PumpReport(incarnation=req.incarnation))).open:
-            return
-        stored: list[Any] = [ctx.get(pump_store(position_of(child)), serde=_BYTES) for child in req.children]
-        if stored:
-            await restate.gather(*stored)
-        missing = [child for child, read in zip(req.children, stored, strict=True) if await read is None]
-        awaited = await _dispatch_all(ctx, missing, routing, req.incarnation, None)
-        await _await_and_report(ctx, req.group_key, req.incarnation, awaited, None, [])
+        await on_redispatch(ctx, req, routing)
 
     @pump.handler(name=PUMP_FAIL.handler, ingress_private=True, state_preload=False)
+    @described_by(on_fail)
     async def fail(ctx: restate.ObjectContext, req: ChildrenFailed) -> None:
-        """Decision 74: the run that awaited these children of this slice ended in failure (an
-        operator killed it, and its calls with it). Each settles with that failure, stored here as a
-        run stores an outcome and reported as a run reports; one whose outcome was stored before the
-        kill settles with it. Asks the group first: a closed group's store is released."""
-        if not (await _report(ctx, req.group_key, PumpReport(incarnation=req.incarnation))).open:
-            return
-        reads: list[Any] = [ctx.get(pump_store(position), serde=_BYTES) for position in req.positions]
-        if reads:
-            await restate.gather(*reads)
-        failure = stored_outcome(req.outcome)
-        refs: list[Ref] = []
-        inline = 0
-        for position, replay_key, read in zip(req.positions, req.replay_keys, reads, strict=True):
-            outcome = await read
-            if outcome is None:
-                outcome = failure
-                ctx.set(pump_store(position), outcome, serde=_BYTES)
-            inline = _add_ref(refs, position, replay_key, outcome, inline)
-        await _report(ctx, req.group_key, PumpReport(incarnation=req.incarnation, refs=refs))
+        await on_fail(ctx, req)
 
     @pump.handler(name=PUMP_REDISPATCH_STAGED.handler, ingress_private=True, state_preload=False)
+    @described_by(on_redispatch_staged)
     async def redispatch_staged(ctx: restate.ObjectContext, req: PumpAwait) -> None:
-        """A reopen of a group opened in parts (decision 65): its opener staged the children here again;
-        they go to their slice's `redispatch` under the group's incarnation, and the stage is released.
-        Called, so that a Cancel close cancelling this invocation cancels the re-run children too."""
-        staged = await ctx.get(STAGED, serde=ENVELOPES) or []
-        ctx.clear_all()
-        if staged:
-            key = slice_key(req.group_key, req.incarnation, position_of(staged[0]))
-            await PUMP_REDISPATCH.call(ctx, key, msgspec.structs.replace(req, children=staged))
+        await on_redispatch_staged(ctx, req)
 
     # Kept for a reopen an earlier release sent (`redispatch` replaced it): a pumped group recorded by
     # `run`, whose children settle through `LashGroup/settle`.
     @pump.handler(name=PUMP_REDRIVE.handler, ingress_private=True, state_preload=False)
+    @described_by(on_redrive)
     async def redrive(ctx: restate.ObjectContext, req: PumpRun) -> None:
-        """Decision 48: a reopen's re-dispatch of children that had no outcome when it reopened.
-
-        Sent to the group's pump, it queues behind that pump's run (both exclusive on its key), which
-        ends only after every further slice's run has: so every child some run could still settle has
-        settled or ended by now, and a child runs again only if no outcome is stored for it (its runner
-        was missing: a routing miss ended it). The further slices' children are redriven by their
-        own pumps, called (so that cancelling this one cancels them), where their outcomes live.
-        """
-        await _redrive(ctx, req)
+        await on_redrive(ctx, req)
 
     # Kept for a reopen an earlier release sent (`redispatch` replaced it).
     @pump.handler(name=PUMP_REDRIVE2.handler, ingress_private=True, state_preload=False)
+    @described_by(on_redrive2)
     async def redrive2(ctx: restate.ObjectContext, req: PumpRun) -> None:
-        """`redrive` for a group `open` records now (decision 61): it asks the group first whether it is
-        still open.
-
-        Queued behind the group's `run2`, which releases its store when the group closes: a redrive
-        behind it would find no outcome stored and run every child again (and keep their outcomes
-        with nobody left to release them). A group that is still open has nothing released, as
-        `redrive` expects; a closed one needs nothing re-run.
-        """
-        if (await _report(ctx, req.group_key, PumpReport(incarnation=req.incarnation))).open:
-            await _redrive(ctx, req)
+        await on_redrive2(ctx, req)
 
     # Lazy state (decision 46): Restate 1.7 pauses an invocation whose eager state is over its
     # per-invocation memory limit (the message limit, 32 MiB, by default), and a pump may keep up to
@@ -288,39 +167,213 @@ def pump_object(routing: Routing, *, metadata: dict[str, str] | None = None) -> 
         output_serde=_BYTES,
     )
     @terminal_errors
+    @described_by(on_outcomes)
     async def outcomes(ctx: restate.ObjectSharedContext, asked: list[int] | OutcomesRead) -> bytes:
-        """The stored outcomes asked for, one JSON array, cut short to stay within the read's budget."""
-        read = asked if isinstance(asked, OutcomesRead) else OutcomesRead(positions=asked)
-        reads = [
-            ctx.get(pump_store(int(position)), serde=_BYTES)
-            for position in read.positions[:OUTCOMES_PER_READ]
-        ]
-        if reads:
-            await restate.gather(*reads)
-        found: list[bytes] = []
-        size = 0
-        for state in reads:
-            outcome = await state
-            if outcome is None:
-                if not found:  # ranked, so stored, unless the group was closed meanwhile
-                    raise GroupNotOpen(
-                        "the group was closed while reading", group_key=group_of_pump(ctx.key())
-                    )
-                break
-            if (found or not read.first) and size + len(outcome) > read.budget:
-                break
-            found.append(outcome)
-            size += len(outcome)
-        return b"[" + b",".join(found) + b"]"
+        return await on_outcomes(ctx, asked)
 
     @pump.handler(name=PUMP_FORGET.handler, ingress_private=True, state_preload=False)
+    @described_by(on_forget)
     async def forget(ctx: restate.ObjectContext) -> None:
-        for key in await ctx.get(SLICES, serde=_KEYS) or []:
-            PUMP_FORGET.send(ctx, key, None)  # each ran to its end before this pump's run did
-        ctx.clear_all()
+        await on_forget(ctx)
 
     del run, run2, stage, run_parts, redispatch, fail, redispatch_staged, redrive, redrive2, outcomes, forget
     return pump
+
+
+async def on_run(ctx: restate.ObjectContext, req: PumpRun) -> None:
+    own, further = req.children[:PUMP_SLICE], req.children[PUMP_SLICE:]
+    calls: dict[Any, RuntimeEffectEnvelope | None] = {
+        CHILD_EXECUTE.call(ctx, child.replay_key, child): child for child in own
+    }
+    if further:
+        # Decision 35: each further slice of PUMP_SLICE children gets a pump of its own, called (not
+        # sent) so that cancelling this pump cancels it, and this run outlives it.
+        keys = [_slice_key(req, child) for child in further[::PUMP_SLICE]]
+        ctx.set(SLICES, keys, serde=_KEYS)
+        for key, first in zip(keys, range(0, len(further), PUMP_SLICE), strict=True):
+            part = msgspec.structs.replace(req, children=further[first : first + PUMP_SLICE])
+            calls[PUMP_RUN.call(ctx, key, part)] = None
+    await _settle_as_they_finish(ctx, req, calls)
+
+
+async def on_run2(ctx: restate.ObjectContext, req: PumpAwait, routing: Routing) -> None:
+    own, further = req.children[:PUMP_SLICE], req.children[PUMP_SLICE:]
+    # The open's plan (decision 66), if it sent one entry per child; else this pump plans itself.
+    decided = req.plan if isinstance(req.plan, list) and len(req.plan) == len(req.children) else None
+    own_plan = decided[:PUMP_SLICE] if decided is not None else None
+    awaited = await _dispatch_all(ctx, own, routing, req.incarnation, own_plan)
+    slices: list[str] = []
+    if further:
+        # Decision 65: a tree of pumps. The further slices are split into at most PUMP_FANOUT runs of
+        # whole slices, each handed to the pump of its first slice, which keeps that slice and splits
+        # the rest the same way: no pump awaits more than PUMP_SLICE children and PUMP_FANOUT pumps,
+        # whatever the width. Called, as `run` calls its slices (decision 35), so that cancelling
+        # this pump cancels them, and they theirs; each releases its subtree's stores by `forget`.
+        parts = subtrees(further)
+        # Each further pump gets its part of the open's plan; without one, plans for itself.
+        plans: list[list[str] | msgspec.UnsetType] = [msgspec.UNSET] * len(parts)
+        if decided is not None:
+            plans = [*split_plan(decided[PUMP_SLICE:], parts)]
+        for part, part_plan in zip(parts, plans, strict=True):
+            key = _slice_key(req, part[0])
+            slices.append(key)
+            run = PumpAwait(
+                group_key=req.group_key,
+                incarnation=req.incarnation,
+                children=part,
+                listens=False,
+                plan=part_plan,
+            )
+            covers = (position_of(part[0]), position_of(part[-1]) + 1)
+            awaited[PUMP_RUN2.call(ctx, key, run)] = _Awaited(_SLICE, -1, key, covers=covers)
+        ctx.set(SLICES, slices, serde=_KEYS)
+    closing = ctx.awakeable(serde=_BYTES) if req.listens else None
+    await _await_and_report(ctx, req.group_key, req.incarnation, awaited, closing, slices)
+
+
+async def on_stage(ctx: restate.ObjectContext, part: StagedPart, routing: Routing) -> None:
+    """Decision 65: keep one slice's children of a group opened in parts, once they all route.
+
+    ADR: a first open resolves all N before it records the group; refused here, before anything
+    is kept, the opener releases the parts staged already and the group is never recorded.
+    """
+    miss = None
+    if not replaying(ctx):
+        miss = await routing.first_refusal(part.children)
+    if miss is not None:
+        child = part.children[miss.position]
+        raise ChildUnroutable.no_executor(
+            miss.what, group_key=part.group_key, position=position_of(child), replay_key=child.replay_key
+        )
+    ctx.set(STAGED, part.children, serde=ENVELOPES)
+
+
+async def on_run_parts(ctx: restate.ObjectContext, req: PumpParts, routing: Routing) -> None:
+    """`run2` for a group opened in parts (decision 65): this slice's children are staged here."""
+    own = await ctx.get(STAGED, serde=ENVELOPES) or []
+    ctx.clear(STAGED)  # dispatched from the journal from now on
+    awaited = await _dispatch_all(ctx, own, routing, req.incarnation, None)
+    slices: list[str] = []
+    for offset, count in fan_out(req.count - 1):
+        first = req.first + 1 + offset
+        key = slice_key(req.group_key, req.incarnation, first * PUMP_SLICE)
+        slices.append(key)
+        run = PumpParts(
+            group_key=req.group_key, incarnation=req.incarnation, first=first, count=count, listens=False
+        )
+        covers = (first * PUMP_SLICE, (first + count) * PUMP_SLICE)  # the group clips the last
+        awaited[PUMP_RUN_PARTS.call(ctx, key, run)] = _Awaited(_SLICE, -1, key, covers=covers)
+    if slices:
+        ctx.set(SLICES, slices, serde=_KEYS)
+    closing = ctx.awakeable(serde=_BYTES) if req.listens else None
+    await _await_and_report(ctx, req.group_key, req.incarnation, awaited, closing, slices)
+
+
+async def on_redispatch(ctx: restate.ObjectContext, req: PumpAwait, routing: Routing) -> None:
+    """Decision 48: a reopen's re-dispatch of this slice's children that had no outcome when it
+    reopened, by the dispatch `run2` makes, reported as `run2` reports: a re-run child reaches its
+    rank by the same code as a first run's, whatever the group's layout.
+
+    Queued behind this key's run (both exclusive), which ends only once its children have: a
+    child runs again only if no outcome is stored for it (its runner was missing). It asks the
+    group first: a run releases its store once the group closes, and a closed group needs
+    nothing re-run.
+    """
+    if not (await _report(ctx, req.group_key, PumpReport(incarnation=req.incarnation))).open:
+        return
+    stored: list[Any] = [ctx.get(pump_store(position_of(child)), serde=_BYTES) for child in req.children]
+    if stored:
+        await restate.gather(*stored)
+    missing = [child for child, read in zip(req.children, stored, strict=True) if await read is None]
+    awaited = await _dispatch_all(ctx, missing, routing, req.incarnation, None)
+    await _await_and_report(ctx, req.group_key, req.incarnation, awaited, None, [])
+
+
+async def on_fail(ctx: restate.ObjectContext, req: ChildrenFailed) -> None:
+    """Decision 74: the run that awaited these children of this slice ended in failure (an
+    operator killed it, and its calls with it). Each settles with that failure, stored here as a
+    run stores an outcome and reported as a run reports; one whose outcome was stored before the
+    kill settles with it. Asks the group first: a closed group's store is released."""
+    if not (await _report(ctx, req.group_key, PumpReport(incarnation=req.incarnation))).open:
+        return
+    reads: list[Any] = [ctx.get(pump_store(position), serde=_BYTES) for position in req.positions]
+    if reads:
+        await restate.gather(*reads)
+    failure = stored_outcome(req.outcome)
+    refs: list[Ref] = []
+    inline = 0
+    for position, replay_key, read in zip(req.positions, req.replay_keys, reads, strict=True):
+        outcome = await read
+        if outcome is None:
+            outcome = failure
+            ctx.set(pump_store(position), outcome, serde=_BYTES)
+        inline = _add_ref(refs, position, replay_key, outcome, inline)
+    await _report(ctx, req.group_key, PumpReport(incarnation=req.incarnation, refs=refs))
+
+
+async def on_redispatch_staged(ctx: restate.ObjectContext, req: PumpAwait) -> None:
+    """A reopen of a group opened in parts (decision 65): its opener staged the children here again;
+    they go to their slice's `redispatch` under the group's incarnation, and the stage is released.
+    Called, so that a Cancel close cancelling this invocation cancels the re-run children too."""
+    staged = await ctx.get(STAGED, serde=ENVELOPES) or []
+    ctx.clear_all()
+    if staged:
+        key = slice_key(req.group_key, req.incarnation, position_of(staged[0]))
+        await PUMP_REDISPATCH.call(ctx, key, msgspec.structs.replace(req, children=staged))
+
+
+async def on_redrive(ctx: restate.ObjectContext, req: PumpRun) -> None:
+    """Decision 48: a reopen's re-dispatch of children that had no outcome when it reopened.
+
+    Sent to the group's pump, it queues behind that pump's run (both exclusive on its key), which
+    ends only after every further slice's run has: so every child some run could still settle has
+    settled or ended by now, and a child runs again only if no outcome is stored for it (its runner
+    was missing: a routing miss ended it). The further slices' children are redriven by their
+    own pumps, called (so that cancelling this one cancels them), where their outcomes live.
+    """
+    await _redrive(ctx, req)
+
+
+async def on_redrive2(ctx: restate.ObjectContext, req: PumpRun) -> None:
+    """`redrive` for a group `open` records now (decision 61): it asks the group first whether it is
+    still open.
+
+    Queued behind the group's `run2`, which releases its store when the group closes: a redrive
+    behind it would find no outcome stored and run every child again (and keep their outcomes
+    with nobody left to release them). A group that is still open has nothing released, as
+    `redrive` expects; a closed one needs nothing re-run.
+    """
+    if (await _report(ctx, req.group_key, PumpReport(incarnation=req.incarnation))).open:
+        await _redrive(ctx, req)
+
+
+async def on_outcomes(ctx: restate.ObjectSharedContext, asked: list[int] | OutcomesRead) -> bytes:
+    """The stored outcomes asked for, one JSON array, cut short to stay within the read's budget."""
+    read = asked if isinstance(asked, OutcomesRead) else OutcomesRead(positions=asked)
+    reads = [
+        ctx.get(pump_store(int(position)), serde=_BYTES) for position in read.positions[:OUTCOMES_PER_READ]
+    ]
+    if reads:
+        await restate.gather(*reads)
+    found: list[bytes] = []
+    size = 0
+    for state in reads:
+        outcome = await state
+        if outcome is None:
+            if not found:  # ranked, so stored, unless the group was closed meanwhile
+                raise GroupNotOpen("the group was closed while reading", group_key=group_of_pump(ctx.key()))
+            break
+        if (found or not read.first) and size + len(outcome) > read.budget:
+            break
+        found.append(outcome)
+        size += len(outcome)
+    return b"[" + b",".join(found) + b"]"
+
+
+async def on_forget(ctx: restate.ObjectContext) -> None:
+    for key in await ctx.get(SLICES, serde=_KEYS) or []:
+        PUMP_FORGET.send(ctx, key, None)  # each ran to its end before this pump's run did
+    ctx.clear_all()
 
 
 _SLICE = "slice"

@@ -10,6 +10,7 @@ every route is bound by `lash_services` with the route's input type.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any, Generic, TypeVar
 
@@ -89,6 +90,7 @@ __all__ = [
     "PrefixChosen",
     "Route",
     "check_prefix",
+    "described_by",
     "group_of_pump",
     "groups_wired",
     "named",
@@ -346,3 +348,16 @@ def pump_key(group_key: str, incarnation: str) -> str:
 def group_of_pump(key: str) -> str:
     """The group key inside a `pump_key` (an incarnation is a UUID with a marker or two: no colon)."""
     return key.partition(":")[2]
+
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def described_by(body: Callable[..., Any]) -> Callable[[_F], _F]:
+    """Give a bound handler its body's docstring: Restate publishes it as the handler's description."""
+
+    def described(handler: _F) -> _F:
+        handler.__doc__ = body.__doc__
+        return handler
+
+    return described
