@@ -7,8 +7,9 @@ under this process's prefix (`lash_restate.engine.use_prefix`; ``--prefix`` on t
 A group is *open* while one of its openers runs, *parked* once the latest of them returned normally
 (a continuation holds its cursor) and *orphaned* otherwise: its latest opener failed or was killed,
 or how it ended is not known (decision 45). `close_group` is the operator's close; no clock closes
-a group. `left_staged` lists the parts an opener killed mid-open left staged, which no group will
-read, and `release_staged` releases one (decision 71).
+a group anybody can resume (one nobody can is reclaimed by the group itself, and listed with when:
+decision 78). `left_staged` lists the parts an opener killed mid-open left staged, which no group
+will read, and `release_staged` releases one (decision 71).
 """
 
 from __future__ import annotations

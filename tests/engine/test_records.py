@@ -28,7 +28,7 @@ from lash_restate.engine._messages import (
     encode,
 )
 from lash_restate.engine._mode import PUMP_SLICE
-from lash_restate.engine._pump import split_plan, subtrees
+from lash_restate.engine._pump_common import split_plan, subtrees
 from lash_restate.engine._records import META, STRINGS, MsgspecSerde, Opener, Waiter
 
 SAMPLE_SHAPE = GroupShape(

@@ -19,7 +19,7 @@ from ._lookup import configure_admin
 from ._messages import OperatorClose, OperatorClosed, OperatorRedispatch, OperatorRedispatched
 from ._mode import OutcomeStore, outcome_store
 from ._pages import assemble_order
-from ._pump import STAGED
+from ._pump_run import STAGED
 from ._records import MISSED, OPENER_ENDS, RECLAIM_AT, GroupMeta, OpenerEnd, SettlementMode
 from ._routes import (
     CHILD,
