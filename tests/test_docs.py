@@ -81,7 +81,7 @@ def test_every_normative_section_of_the_adr_has_rows() -> None:
 # Files the tutorial and the guides have the reader write in their own project, not this package's.
 _READERS_FILES = {"checkout.py", "conftest.py"}
 _SOURCE = re.compile(
-    r"`((?:contract|memory|engine|testing(?:/conformance)?)/\w+\.py|\w+\.py)`((?: `[\w.]+`)?)"
+    r"`((?:contract|memory|engine|inspection|testing(?:/conformance)?)/\w+\.py|\w+\.py)`((?: `[\w.]+`)?)"
 )
 
 

@@ -20,7 +20,8 @@ from typing import Any, TypeVar
 import httpx
 import pytest
 
-from lash_restate.inspection import GroupView, OpenGroup, _callee_of, list_open_groups, quote, show_group, sql
+from lash_restate.inspection import GroupView, OpenGroup, list_open_groups, quote, show_group, sql
+from lash_restate.inspection._groups import callee_of
 from lash_restate.testing import LocalStack, StackError
 from tests.conformance.builders import Scope, close, count, echo, event, next_, ok, open_, save, use
 from tests.engine.cli_main import run_main
@@ -560,12 +561,12 @@ def test_closing_a_group_that_is_not_open_is_a_no_op(stack: LocalStack) -> None:
 def test_a_paused_invocation_the_ingress_started_counts_on_no_child(monkeypatch: pytest.MonkeyPatch) -> None:
     """The admin API leaves out a paused invocation's `invoked_by_id` when the ingress started it (an
     application's request, or an operator's): it is on no child's path, and the listing goes on."""
-    import lash_restate.inspection as inspection
+    import lash_restate.inspection._groups as inspection
 
     paused = [{"id": "inv_1turn", "target_service_name": "LashTurn", "target_service_key": None}]
-    monkeypatch.setattr(inspection, "_paused_rows", lambda admin, where="": paused)
-    monkeypatch.setattr(inspection, "_rows_in", lambda *_: pytest.fail("no invoker to look up"))
-    assert inspection._paused_replay_keys("http://127.0.0.1:1") == {}
+    monkeypatch.setattr(inspection, "paused_rows", lambda admin, where="": paused)
+    monkeypatch.setattr(inspection, "rows_in", lambda *_: pytest.fail("no invoker to look up"))
+    assert inspection.paused_replay_keys("http://127.0.0.1:1") == {}
 
 
 UUID = "0b6c2f4e-3d1a-4c8e-9f70-2a5b8e1d4c37"
@@ -605,4 +606,4 @@ UUID = "0b6c2f4e-3d1a-4c8e-9f70-2a5b8e1d4c37"
 def test_a_call_childs_callee_is_told_by_its_pump_and_its_key(
     row: dict[str, str], replay_key: str | None
 ) -> None:
-    assert _callee_of(row) == replay_key
+    assert callee_of(row) == replay_key

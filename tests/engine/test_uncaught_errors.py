@@ -11,7 +11,7 @@ import httpx
 import pytest
 
 from lash_restate.contract import GroupNotOpen
-from lash_restate.inspection import _said
+from lash_restate.inspection._operator import said
 from lash_restate.testing import LocalStack
 
 WIRE = "lash-error"
@@ -114,6 +114,6 @@ def test_the_cli_shows_an_earlier_endpoints_wire_line_as_the_error() -> None:
     """An endpoint of an earlier release answered an operator's close with the wire form: the CLI shows
     the error's line instead."""
     error = GroupNotOpen.not_recorded(group_key="s:group:b:0")
-    shown = _said(httpx.Response(404, json={"code": 404, "message": error.to_wire()}))
+    shown = said(httpx.Response(404, json={"code": 404, "message": error.to_wire()}))
     assert shown == str(error) and WIRE not in shown
-    assert _said(httpx.Response(502, text="bad gateway")) == "bad gateway"
+    assert said(httpx.Response(502, text="bad gateway")) == "bad gateway"

@@ -1,0 +1,52 @@
+"""Inspection of open groups through Restate's own surface: the admin API's SQL over the `state` table.
+
+ADR: there is no TTL on group state, so orphaned groups must be countable;
+the host exposes open group keys through its existing inspection surface. Services are read
+under this process's prefix (`lash_restate.engine.use_prefix`; ``--prefix`` on the command line).
+
+A group is *open* while one of its openers runs, *parked* once the latest of them returned normally
+(a continuation holds its cursor) and *orphaned* otherwise: its latest opener failed or was killed,
+or how it ended is not known (decision 45). `close_group` is the operator's close; no clock closes
+a group anybody can resume (one nobody can is reclaimed by the group itself, and listed with when:
+decision 78). `left_staged` lists the parts an opener killed mid-open left staged, which no group
+will read, and `release_staged` releases one (decision 71).
+"""
+
+from __future__ import annotations
+
+from ._groups import list_open_groups, show_group
+from ._operator import (
+    DEFAULT_INGRESS_URL,
+    CloseRefused,
+    CloseResult,
+    RedispatchResult,
+    close_group,
+    ingress_url,
+    redispatch_missed,
+)
+from ._sql import InspectionError, quote, sql
+from ._staged import StagedPart, left_staged, release_staged
+from ._views import ChildView, GroupView, OpenerView, OpenGroup, PausedView
+
+__all__ = [
+    "DEFAULT_INGRESS_URL",
+    "ChildView",
+    "CloseRefused",
+    "CloseResult",
+    "GroupView",
+    "InspectionError",
+    "OpenGroup",
+    "OpenerView",
+    "PausedView",
+    "RedispatchResult",
+    "StagedPart",
+    "close_group",
+    "ingress_url",
+    "left_staged",
+    "list_open_groups",
+    "quote",
+    "redispatch_missed",
+    "release_staged",
+    "show_group",
+    "sql",
+]

@@ -1,0 +1,410 @@
+"""Open groups read from the `state` table and classified open, parked or orphaned by how their
+latest opener ended (decision 45); the children Restate paused, counted on each child's path."""
+
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import msgspec
+
+from ..contract import GroupShape, LoserPolicy, without_wire
+from ..engine import (
+    CHILD,
+    GROUP,
+    MISSED,
+    OPENER_ENDS,
+    PUMP,
+    RECLAIM_AT,
+    GroupMeta,
+    OpenerEnd,
+    assemble_order,
+    named,
+    outcome_store,
+)
+from ._sql import ENDED, IN_SLICE, PAUSED, Admin, alive_of, in_list, invocation_rows, quote, rows_in, sql
+from ._views import ChildView, GroupView, OpenerView, OpenGroup, PausedView
+
+__all__ = [
+    "OPEN",
+    "ORPHANED",
+    "PARKED",
+    "StoredGroup",
+    "callee_of",
+    "classify",
+    "list_open_groups",
+    "open_group_row",
+    "outcome_kinds",
+    "paused_by_group",
+    "paused_replay_keys",
+    "paused_rows",
+    "read_groups",
+    "show_group",
+    "utc",
+]
+
+OPEN, PARKED, ORPHANED = "open", "parked", "orphaned"
+
+
+@dataclass(frozen=True)
+class StoredGroup:
+    key: str
+    meta: GroupMeta
+    ends: dict[str, bool]  # how the callers that saved its handle ended: caller -> failed (decision 45)
+    missed: list[int] = field(default_factory=list)  # positions whose runner was missing
+    reclaim_at_ms: int | None = None  # when the orphan is due to be reclaimed (decision 78)
+
+
+_ENDS = msgspec.json.Decoder(list[OpenerEnd])
+_POSITIONS = msgspec.json.Decoder(list[int])
+
+
+def read_groups(admin: Admin, where: str = "") -> list[StoredGroup]:
+    rows = sql(
+        admin,
+        "SELECT service_key, key, value_utf8 FROM state "
+        f"WHERE service_name = {quote(named(GROUP))} AND (key IN ('meta', {quote(OPENER_ENDS)}, "
+        f"{quote(MISSED)}, {quote(RECLAIM_AT)}) "
+        f"OR key = 'ranked' OR starts_with(key, 'ranks:')){where}",
+    )
+    metas = {r["service_key"]: r["value_utf8"] for r in rows if r["key"] == "meta"}
+    ends = {r["service_key"]: r["value_utf8"] for r in rows if r["key"] == OPENER_ENDS}
+    missed = {r["service_key"]: r["value_utf8"] for r in rows if r["key"] == MISSED}
+    reclaims = {r["service_key"]: int(r["value_utf8"]) for r in rows if r["key"] == RECLAIM_AT}
+    pages: dict[str, dict[str, str]] = {}
+    for r in rows:
+        if r["key"].startswith("ranks:") or r["key"] == "ranked":
+            pages.setdefault(r["service_key"], {})[r["key"]] = r["value_utf8"]
+    found = []
+    for key in sorted(metas):
+        # A wide group keeps its rank order in pages (decision 65): read as one order.
+        meta = assemble_order(msgspec.json.decode(metas[key], type=GroupMeta), pages.get(key, {}))
+        recorded = _ENDS.decode(ends[key]) if key in ends else []  # absent on a format-1 group
+        positions = _POSITIONS.decode(missed[key]) if key in missed else []
+        ended = {end.caller: end.failed for end in recorded}
+        found.append(StoredGroup(key, meta, ended, positions, reclaims.get(key)))
+    return found
+
+
+def classify(group: StoredGroup, known: dict[str, dict[str, Any]]) -> tuple[str, str]:
+    """The group's state and why (decision 45): the latest opener, by open order, decides."""
+    openers = group.meta.openers
+    running = [o.caller for o in openers if o.caller in alive_of(known)]
+    if running:
+        return OPEN, f"its opener {running[-1]} is running"
+    if not openers:
+        return ORPHANED, "no opener is recorded"
+    latest = openers[-1]
+    if latest.caller in group.ends:
+        if group.ends[latest.caller]:
+            return ORPHANED, "its latest opener saved its handle, then failed or was killed"
+        return PARKED, "its latest opener saved its handle and returned normally: a continuation holds it"
+    if latest.ended:  # the group's watch of its openers reported it (decisions 13, 78)
+        if latest.failed and group.meta.disposition is LoserPolicy.CANCEL:
+            return ORPHANED, "its latest opener failed or was killed; its unsettled children were cancelled"
+        if latest.failed:
+            return ORPHANED, "its latest opener failed or was killed"
+        return PARKED, "its latest opener returned normally: a continuation holds it"
+    row = known.get(latest.caller)
+    if row is not None and row.get("completion_result") == "success":
+        return PARKED, "its latest opener returned normally (Restate still remembers how it ended)"
+    if row is not None:
+        failure = without_wire((row.get("completion_failure") or "").strip())
+        return ORPHANED, "its latest opener failed or was killed" + (f": {failure}" if failure else "")
+    return ORPHANED, (
+        "how its latest opener ended is not known: it saved no handle, and Restate no longer remembers it"
+    )
+
+
+def _age(meta: GroupMeta, now_ms: int) -> int | None:
+    return max(0, (now_ms - meta.opened_at_ms) // 1000) if meta.opened_at_ms else None
+
+
+def open_group_row(group: StoredGroup, state: str, now_ms: int, paused: int) -> dict[str, Any]:
+    meta = group.meta
+    return {
+        "group_key": group.key,
+        "child_count": meta.child_count,
+        "settled": meta.counter,
+        "wake": meta.wake.value,
+        "disposition": meta.disposition.value,
+        "mode": meta.mode.value,
+        "state": state,
+        "orphaned": state == ORPHANED,
+        "age_s": _age(meta, now_ms),
+        "paused": paused,
+        "missed": len(group.missed),
+        "reclaim_at": utc(group.reclaim_at_ms / 1000) if group.reclaim_at_ms else None,
+    }
+
+
+def utc(seconds: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(seconds))
+
+
+def paused_rows(admin: Admin, where: str = "") -> list[dict[str, Any]]:
+    return sql(
+        admin,
+        "SELECT id, target, target_service_name, target_service_key, invoked_by_id, "
+        "invoked_by_service_name, idempotency_key, retry_count, last_failure, last_failure_error_code "
+        "FROM sys_invocation "
+        f"WHERE status = {quote(PAUSED)}{where}",
+    )
+
+
+# A call child lash calls itself is the callee's invocation, called by its group's pump under the
+# idempotency key `{replay key}@{group incarnation}` (decision 61; `engine/_calls.py` `callee_key`);
+# a paged group's incarnation begins `p-` (decision 65).
+# An incarnation: a UUID, after `p-` if the group is paged, and before `-s` if it records saves.
+_CALLEE = re.compile(r"(.+)@(?:p-)?[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}(?:-s)?")
+
+
+def _callee_key(idempotency_key: str | None) -> str | None:
+    """The replay key a call child's callee names in its idempotency key, if it names one."""
+    found = _CALLEE.fullmatch(idempotency_key or "")
+    return found.group(1) if found else None
+
+
+def callee_of(row: dict[str, Any]) -> str | None:
+    """The replay key of the call child whose own invocation ``row`` is, if it is one: called by a
+    pump of lash's (an application's own invocation may carry a key of the same shape)."""
+    if row.get("invoked_by_service_name") != named(PUMP):
+        return None
+    return _callee_key(row.get("idempotency_key"))
+
+
+def paused_replay_keys(admin: Admin) -> dict[str, int]:
+    """How many paused invocations lie on each child's path, by replay key: the child's own (its
+    `LashChild`, or the callee of a call lash makes itself), or a call it made. One query when
+    nothing is paused (the usual case)."""
+    paused = paused_rows(admin)
+    child = named(CHILD)
+    keys: list[str | None] = [
+        row["target_service_key"] if row.get("target_service_name") == child else callee_of(row)
+        for row in paused
+    ]
+    # An invocation the ingress started has no invoker: the admin API leaves the column out.
+    callers = sorted(
+        {
+            str(row["invoked_by_id"])
+            for row in paused
+            if row.get("target_service_name") != child and callee_of(row) is None and row.get("invoked_by_id")
+        }
+    )
+    if callers:
+        rows = rows_in(
+            admin,
+            f"SELECT target_service_key FROM sys_invocation WHERE target_service_name = {quote(child)} "
+            "AND id IN {values}",
+            callers,
+        )
+        keys += [row["target_service_key"] for row in rows]
+    counts: dict[str, int] = {}
+    for key in keys:
+        if key is not None:
+            counts[key] = counts.get(key, 0) + 1
+    return counts
+
+
+def paused_by_group(admin: Admin) -> dict[str, int]:
+    """Paused invocations on each group's children, by group key (read only when any is paused)."""
+    counts = paused_replay_keys(admin)
+    if not counts:
+        return {}
+    by_group: dict[str, int] = {}
+    for replay_key, count in counts.items():
+        needle = msgspec.json.encode(replay_key).decode()
+        rows = sql(
+            admin,
+            f"SELECT service_key, value_utf8 FROM state WHERE service_name = {quote(named(GROUP))} "
+            f"AND key = 'fence' AND strpos(value_utf8, {quote(needle)}) > 0",
+        )
+        for row in rows:
+            if replay_key in msgspec.json.decode(row["value_utf8"], type=GroupShape).replay_keys:
+                by_group[row["service_key"]] = by_group.get(row["service_key"], 0) + count
+    return by_group
+
+
+def list_open_groups(admin: Admin, *, orphaned: bool = False, state: str | None = None) -> list[OpenGroup]:
+    """Every group the group object holds state for (opened and not yet closed), with its state;
+    with ``orphaned`` (or ``state``), only those in that state."""
+    groups = read_groups(admin)
+    known = invocation_rows(admin, sorted({o.caller for g in groups for o in g.meta.openers}))
+    paused = paused_by_group(admin)
+    now_ms = int(time.time() * 1000)
+    listed = [
+        OpenGroup(**open_group_row(g, classify(g, known)[0], now_ms, paused.get(g.key, 0))) for g in groups
+    ]
+    wanted = ORPHANED if orphaned else state
+    return [g for g in listed if g.state == wanted] if wanted else listed
+
+
+_KIND = re.compile(r'"type":"(\w+)"')
+
+
+def show_group(admin: Admin, group_key: str) -> GroupView | None:
+    """One open group, opener by opener and child by child; None if it is not open."""
+    found = read_groups(admin, f" AND service_key = {quote(group_key)}")
+    fences = sql(
+        admin,
+        "SELECT value_utf8 FROM state WHERE service_name = "
+        f"{quote(named(GROUP))} AND service_key = {quote(group_key)} AND key = 'fence'",
+    )
+    if not found or not fences:
+        return None  # not open (or closed between the two reads)
+    [group] = found
+    meta = group.meta
+    fence = msgspec.json.decode(fences[0]["value_utf8"], type=GroupShape)
+    ranks = {position: rank for rank, position in enumerate(meta.positions(), start=1)}
+    known = invocation_rows(admin, [o.caller for o in meta.openers])
+    alive = alive_of(known)
+    state, reason = classify(group, known)
+    kinds = outcome_kinds(admin, group_key, meta, fence, ranks)
+    runs = rows_in(
+        admin,
+        "SELECT id, status, target_service_key, created_at FROM sys_invocation WHERE "
+        f"target_service_name = {quote(named(CHILD))} AND target_handler_name IN ('run', 'execute') "
+        "AND target_service_key IN {values}",
+        list(fence.replay_keys),
+    )
+    # A call child lash calls itself runs as the callee, under its idempotency key (decision 61).
+    callees = rows_in(
+        admin,
+        "SELECT id, status, idempotency_key, created_at FROM sys_invocation "
+        "WHERE idempotency_key IN {values}",
+        [f"{key}@{meta.incarnation}" for key in fence.replay_keys],
+    )
+    for row in callees:
+        row["target_service_key"] = _callee_key(row.get("idempotency_key"))
+    # The latest run of a replay key wins (a namesake group may have run it before).
+    invocations = {
+        row["target_service_key"]: row
+        for row in sorted([*runs, *callees], key=lambda r: str(r.get("created_at")))
+    }
+    paused = _paused_on(admin, [row["id"] for row in invocations.values()])
+    children = []
+    for position, replay_key in enumerate(fence.replay_keys):
+        invocation = invocations.get(replay_key, {})
+        children.append(
+            ChildView(
+                position=position,
+                replay_key=replay_key,
+                rank=ranks.get(position),
+                outcome=kinds.get(position),
+                invocation_id=invocation.get("id"),
+                status=invocation.get("status"),
+                paused=paused.get(invocation.get("id", "")),
+                missed=position in group.missed,
+            )
+        )
+    opened = meta.opened_at_ms / 1000
+    openers = [
+        OpenerView(invocation_id=o.caller, alive=o.caller in alive, ended=_ended(group, o.caller, known))
+        for o in meta.openers
+    ]
+    count = sum(1 for child in children if child.paused is not None)
+    return GroupView(
+        **open_group_row(group, state, int(time.time() * 1000), count),
+        reason=reason,
+        opened_at=utc(opened) if opened else None,
+        openers=openers,
+        children=children,
+    )
+
+
+def _ended(group: StoredGroup, caller: str, known: dict[str, dict[str, Any]]) -> str | None:
+    """How an opener ended, from what the group recorded or, failing that, from what Restate remembers."""
+    if caller in group.ends:
+        return "failed" if group.ends[caller] else "returned"
+    opener = next(o for o in group.meta.openers if o.caller == caller)
+    if opener.ended:
+        return "failed" if opener.failed else "returned"
+    row = known.get(caller)
+    if row is None or row.get("status") != ENDED:
+        return None
+    return "returned" if row.get("completion_result") == "success" else "failed"
+
+
+def _paused_on(admin: Admin, child_ids: list[str]) -> dict[str, PausedView]:
+    """By child invocation: the invocation Restate paused on its path (its own, or a call it made)."""
+    if not child_ids:
+        return {}
+    rows: list[dict[str, Any]] = []
+    for start in range(0, len(child_ids), IN_SLICE):
+        values = in_list(child_ids[start : start + IN_SLICE])
+        rows += paused_rows(admin, f" AND (id IN {values} OR invoked_by_id IN {values})")
+    wanted = set(child_ids)
+    failures = _pause_failures(admin, [row["id"] for row in rows])
+    paused: dict[str, PausedView] = {}
+    for row in rows:
+        child = row["id"] if row["id"] in wanted else row.get("invoked_by_id")
+        if child is None or (child in paused and row["id"] != child):
+            continue  # the child's own pause wins over a call's
+        retries = row.get("retry_count")
+        message, code = failures.get(row["id"], (None, None))
+        paused[child] = PausedView(
+            invocation_id=row["id"],
+            target=str(row.get("target")),
+            retry_count=int(retries) if retries is not None else None,
+            last_failure=shown(row.get("last_failure") or message),
+            last_failure_error_code=row.get("last_failure_error_code") or code,
+        )
+    return paused
+
+
+_PAUSED_EVENT = msgspec.json.Decoder(dict[str, Any])
+
+
+def _pause_failures(admin: Admin, invocation_ids: list[str]) -> dict[str, tuple[str | None, str | None]]:
+    """The last failure of each paused invocation, from the journal event Restate wrote when it paused
+    (`sys_invocation` keeps its ``last_failure`` columns only while it is backing off)."""
+    if not invocation_ids:
+        return {}
+    rows = rows_in(
+        admin,
+        "SELECT id, appended_at, event_json FROM sys_journal_events WHERE event_type = 'Paused' "
+        "AND id IN {values}",
+        invocation_ids,
+    )
+    failures: dict[str, tuple[str | None, str | None]] = {}
+    for row in sorted(rows, key=lambda r: str(r.get("appended_at"))):  # the latest pause wins
+        try:
+            failure = _PAUSED_EVENT.decode(row.get("event_json") or "{}").get("last_failure") or {}
+        except msgspec.DecodeError:
+            continue  # a form this release does not know: the columns alone are shown
+        code = failure.get("error_code")
+        failures[row["id"]] = (failure.get("error_message"), None if code is None else str(code))
+    return failures
+
+
+def outcome_kinds(
+    admin: Admin, group_key: str, meta: GroupMeta, fence: GroupShape, ranks: dict[int, int]
+) -> dict[int, str]:
+    """The kind of each settled child's stored outcome, read where the group's mode keeps it."""
+    stores = {
+        position: outcome_store(group_key, meta, position, fence.replay_keys[position]) for position in ranks
+    }
+    wanted = {(store.service, store.key, store.name): position for position, store in stores.items()}
+    kinds: dict[int, str] = {}
+    for service in sorted({store.service for store in stores.values()}):
+        keys = sorted({store.key for store in stores.values() if store.service == service})
+        rows = rows_in(
+            admin,
+            # The outcome's tag is its first field (msgspec writes it first): a short prefix is enough.
+            "SELECT service_key, key, substr(value_utf8, 1, 40) AS head FROM state "
+            f"WHERE service_name = {quote(service)} AND service_key IN {{values}}",
+            keys,
+        )
+        for row in rows:
+            position = wanted.get((service, row["service_key"], row["key"]))
+            kind = _KIND.search(row.get("head") or "")
+            if position is not None and kind:
+                kinds[position] = kind.group(1)
+    return kinds
+
+
+def shown(failure: str | None) -> str | None:
+    """A failure as an operator reads it: its text, not lash's wire form."""
+    return None if failure is None else without_wire(failure)

@@ -1,0 +1,185 @@
+"""The operator's levers, through the ingress as a caller would pull them: close a group
+(`LashGroup/operator_close`) and run again what missed its runner (`operator_redispatch`)."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import asdict, dataclass, field
+from typing import Any, TypeVar
+from urllib.parse import quote as url_quote
+
+import httpx
+import msgspec
+
+from ..admin import AdminApi
+from ..contract import LoserPolicy, RuntimeErrorCode, without_wire
+from ..engine import (
+    GROUP_OPERATOR_CLOSE,
+    GROUP_OPERATOR_REDISPATCH,
+    OperatorClose,
+    OperatorRedispatch,
+    Route,
+)
+from ._groups import OPEN, PARKED, classify, read_groups, show_group
+from ._sql import ENDED, Admin, InspectionError, admin_api, invocation_rows, quote
+from ._views import ChildView
+
+__all__ = [
+    "DEFAULT_INGRESS_URL",
+    "CloseRefused",
+    "CloseResult",
+    "RedispatchResult",
+    "close_group",
+    "ingress_url",
+    "redispatch_missed",
+    "said",
+]
+
+_I = TypeVar("_I")
+_O = TypeVar("_O")
+DEFAULT_INGRESS_URL = "http://127.0.0.1:8080"
+
+
+class CloseRefused(InspectionError):
+    """`close_group` would not close: the group is parked or open (and not forced), or changed meanwhile."""
+
+    code = RuntimeErrorCode.CLOSE_REFUSED
+
+
+@dataclass(frozen=True)
+class CloseResult:
+    group_key: str
+    closed: bool  # False: it was not open (closed already, or never): nothing to do
+    was: str | None  # its state before the close: "open", "parked" or "orphaned"; None if not open
+    disposition: str | None = None  # the disposition the close applied
+    cancelled: int = 0  # cancels sent: one per unsettled child, or the one pump
+    # Closed under RunToCompletion: the unsettled children whose invocations still ran, which run on
+    # (an operator cancels one with Restate's own `restate invocations cancel ID`).
+    running: list[ChildView] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+_WHY = {
+    PARKED: "it is parked: its latest opener returned normally and saved its handle, so a continuation "
+    "may resume it (and would then find it closed); pass --force to close it anyway",
+    OPEN: "it is open: its opener is running and still reads it; pass --force to close it anyway",
+}
+
+
+def ingress_url(url: str | None = None) -> str:
+    """``url``, else ``$RESTATE_INGRESS_URL``, else ``$LASH_INGRESS_URL``, else the local default."""
+    return (
+        url
+        or os.environ.get("RESTATE_INGRESS_URL")
+        or os.environ.get("LASH_INGRESS_URL")
+        or DEFAULT_INGRESS_URL
+    )
+
+
+def close_group(
+    admin: Admin,
+    group_key: str,
+    *,
+    cancel: bool = False,
+    force: bool = False,
+    ingress: str | None = None,
+) -> CloseResult:
+    """The operator's close of one group: the ADR's close, as its caller's would be (decision 45).
+
+    Idempotent (a group that is not open is left alone); narrowing only (``cancel`` narrows
+    RunToCompletion to Cancel, which cancels its unsettled children; a declared Cancel stays Cancel);
+    it deletes the group's state. A parked or open group is refused unless ``force``.
+    """
+    found = read_groups(admin, f" AND service_key = {quote(group_key)}")
+    if not found:
+        return CloseResult(group_key=group_key, closed=False, was=None)
+    [group] = found
+    known = invocation_rows(admin, [o.caller for o in group.meta.openers])
+    state, _ = classify(group, known)
+    if state in _WHY and not force:
+        raise CloseRefused(f"not closing {group_key}: {_WHY[state]}")
+    running: list[ChildView] = []
+    if not cancel and group.meta.disposition is LoserPolicy.RUN_TO_COMPLETION:
+        view = show_group(admin, group_key)
+        running = [
+            c for c in (view.children if view else []) if c.rank is None and c.status not in (None, ENDED)
+        ]
+    request = OperatorClose(
+        incarnation=group.meta.incarnation, openers=len(group.meta.openers), cancel=cancel
+    )
+    answer = _operator(admin_api(admin), ingress_url(ingress), group_key, GROUP_OPERATOR_CLOSE, request)
+    if answer.refused is not None:
+        raise CloseRefused(f"not closing {group_key}: {answer.refused}")
+    return CloseResult(
+        group_key=group_key,
+        closed=answer.closed,
+        was=state if answer.closed else None,
+        disposition=answer.disposition.value if isinstance(answer.disposition, LoserPolicy) else None,
+        cancelled=answer.cancelled,
+        running=running if answer.closed else [],
+    )
+
+
+@dataclass(frozen=True)
+class RedispatchResult:
+    group_key: str
+    dispatched: int  # children dispatched again
+    unroutable: int  # children the endpoint that answered still cannot route: still missed
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def redispatch_missed(
+    admin: Admin, group_key: str | None = None, *, ingress: str | None = None
+) -> list[RedispatchResult]:
+    """Run again the children whose runner was missing, of ``group_key`` or (None) of every open
+    group with such children, without a reopen: the Restate form of the reference host's drain,
+    for once a deployment routes them again. A child dispatched again runs only if it has no
+    outcome, and reaches its rank as a first run's does; a group that is not open is skipped.
+    """
+    where = f" AND service_key = {quote(group_key)}" if group_key is not None else ""
+    results = []
+    for group in read_groups(admin, where):
+        if not group.missed:
+            continue
+        request = OperatorRedispatch(incarnation=group.meta.incarnation)
+        answer = _operator(
+            admin_api(admin), ingress_url(ingress), group.key, GROUP_OPERATOR_REDISPATCH, request
+        )
+        if answer.refused is None:
+            results.append(RedispatchResult(group.key, answer.dispatched, answer.unroutable))
+    return results
+
+
+def _operator(api: AdminApi, ingress: str, group_key: str, route: Route[_I, _O], request: _I) -> _O:
+    """One operator's handler of the group object, reached through the ingress (decision 45)."""
+    url = f"{ingress.rstrip('/')}/{route.service}/{url_quote(group_key, safe='')}/{route.handler}"
+    headers = {"content-type": "application/json"}
+    if api.token:
+        headers["authorization"] = f"Bearer {api.token}"
+    try:
+        response = httpx.post(url, content=msgspec.json.encode(request), headers=headers, timeout=60)
+    except httpx.HTTPError as exc:
+        raise InspectionError(f"cannot reach the Restate ingress at {ingress} ({exc})") from None
+    if response.status_code != 200:
+        raise InspectionError(
+            f"the ingress at {ingress} answered {response.status_code} to {route.handler}: "
+            f"{said(response)[:200]}"
+        )
+    try:
+        return msgspec.json.decode(response.content, type=route.output)
+    except msgspec.DecodeError as exc:
+        raise InspectionError(f"{ingress} is not serving {route.service}/{route.handler} ({exc})") from None
+
+
+def said(response: httpx.Response) -> str:
+    """What the ingress answered, for a person: the failure's message (a wire line, from an endpoint
+    of an earlier release, shown as its error), else the text of the answer."""
+    try:
+        message = response.json().get("message")
+    except (ValueError, AttributeError):
+        message = None
+    return without_wire(message) if isinstance(message, str) else response.text

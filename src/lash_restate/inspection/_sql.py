@@ -1,0 +1,99 @@
+"""The admin API's SQL, as inspection asks it: one quoted literal per value (the query API takes no
+parameters), and the rows of the invocations a group is made of."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from ..admin import AdminApi, AdminError
+from ..contract import LashError, RuntimeErrorCode
+
+__all__ = [
+    "ENDED",
+    "PAUSED",
+    "Admin",
+    "InspectionError",
+    "admin_api",
+    "alive_of",
+    "in_list",
+    "invocation_rows",
+    "quote",
+    "rows_in",
+    "sql",
+]
+
+# The `sys_invocation` status of an invocation that has ended, and of one Restate paused after its
+# retries ran out (`on-max-attempts = "pause"`): it waits for an operator's resume or kill.
+ENDED = "completed"
+PAUSED = "paused"
+# How many literals one IN (...) list carries; a wide group is looked up in slices.
+IN_SLICE = 500
+
+
+class InspectionError(LashError, RuntimeError):
+    """The admin API could not be reached or refused the query; the message is one line."""
+
+    code = RuntimeErrorCode.INSPECTION
+
+    def __str__(self) -> str:
+        return self.message
+
+
+def quote(text: str) -> str:
+    """A SQL string literal for ``text``: the admin query API takes no parameters, so quote exactly."""
+    if "\x00" in text:
+        raise ValueError("a NUL character cannot appear in a query literal")
+    return "'" + text.replace("'", "''") + "'"
+
+
+Admin = AdminApi | str  # an admin API, or just its address (no token)
+
+
+def admin_api(admin: Admin) -> AdminApi:
+    return AdminApi(admin) if isinstance(admin, str) else admin
+
+
+def sql(admin: Admin, query: str, *, timeout: float = 10) -> list[dict[str, Any]]:
+    """Rows of ``query`` over the admin API's SQL (`POST /query`)."""
+    api = admin_api(admin)
+    try:
+        response = api.post("/query", {"query": query}, timeout=timeout, accept_json=True)
+    except AdminError as exc:
+        raise InspectionError(str(exc)) from None
+    if response.status_code != 200:
+        raise InspectionError(
+            f"the admin API at {api.url} answered {response.status_code}: {response.text[:200]}"
+        )
+    try:
+        rows: list[dict[str, Any]] = response.json()["rows"]
+    except (ValueError, KeyError) as exc:
+        raise InspectionError(f"{api.url} is not a Restate admin API (no query rows: {exc})") from None
+    return rows
+
+
+def in_list(values: Iterable[str]) -> str:
+    return "(" + ", ".join(quote(v) for v in values) + ")"
+
+
+def rows_in(admin: Admin, query: str, values: list[str]) -> list[dict[str, Any]]:
+    """``query`` (with one ``{values}`` placeholder for an IN list) over ``values``, in slices."""
+    rows: list[dict[str, Any]] = []
+    for start in range(0, len(values), IN_SLICE):
+        rows += sql(admin, query.replace("{values}", in_list(values[start : start + IN_SLICE])))
+    return rows
+
+
+def invocation_rows(admin: Admin, invocation_ids: list[str]) -> dict[str, dict[str, Any]]:
+    """What Restate still knows of ``invocation_ids``, by id (a purged invocation is absent)."""
+    rows = rows_in(
+        admin,
+        "SELECT id, status, completion_result, completion_failure FROM sys_invocation WHERE id IN {values}",
+        invocation_ids,
+    )
+    return {row["id"]: row for row in rows}
+
+
+def alive_of(known: dict[str, dict[str, Any]]) -> set[str]:
+    """Which invocations have not ended (a purged one has ended long ago)."""
+    return {id_ for id_, row in known.items() if row.get("status") != ENDED}

@@ -1,0 +1,106 @@
+"""The parts an opener killed between staging and its open left behind, which no group holds:
+listed, and released through the admin API (decision 71)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+from urllib.parse import quote as url_quote
+
+import msgspec
+
+from ..admin import AdminError
+from ..engine import (
+    GROUP,
+    PUMP,
+    STAGED,
+    GroupMeta,
+    group_of_pump,
+    named,
+)
+from ._sql import Admin, InspectionError, admin_api, alive_of, invocation_rows, quote, rows_in, sql
+
+__all__ = ["StagedPart", "left_staged", "release_staged"]
+
+
+@dataclass(frozen=True)
+class StagedPart:
+    """Children an open in parts staged with a pump and no group will read: their opener ended
+    before it sent the open (decision 71). ``opener`` is that invocation while Restate remembers it."""
+
+    pump_key: str
+    group_key: str
+    opener: str | None
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def left_staged(admin: Admin) -> list[StagedPart]:
+    """The parts staged for an open in parts that no group will read, and nothing will release.
+
+    A part is left when no group is recorded under its stage (a first open's stage is its group's
+    incarnation, whose pumps run the parts they keep), nothing is queued on its pump (a release, a
+    re-dispatch or the run itself) or on its group's `open_parts`, and the invocation that staged it
+    has ended (or Restate no longer remembers it, which it does for a day by default).
+    """
+    rows = sql(
+        admin,
+        f"SELECT service_key FROM state WHERE service_name = {quote(named(PUMP))} AND key = {quote(STAGED)}",
+    )
+    keys = sorted({row["service_key"] for row in rows})
+    if not keys:
+        return []
+    groups = sorted({group_of_pump(key) for key in keys})
+    metas = rows_in(
+        admin,
+        f"SELECT service_key, value_utf8 FROM state WHERE service_name = {quote(named(GROUP))} "
+        "AND key = 'meta' AND service_key IN {values}",
+        groups,
+    )
+    recorded = {row["service_key"]: msgspec.json.decode(row["value_utf8"], type=GroupMeta) for row in metas}
+    queued = rows_in(
+        admin,
+        "SELECT target_service_name AS service, target_service_key AS key, target_handler_name AS handler "
+        "FROM sys_invocation WHERE status != 'completed' AND target_service_key IN {values}",
+        keys + groups,
+    )
+    busy = {row["key"] for row in queued if row["service"] == named(PUMP)}
+    busy |= {
+        row["key"] for row in queued if row["service"] == named(GROUP) and row["handler"] == "open_parts"
+    }
+    stagers = rows_in(
+        admin,
+        "SELECT target_service_key AS key, invoked_by_id AS opener, created_at FROM sys_invocation "
+        f"WHERE target_service_name = {quote(named(PUMP))} AND target_handler_name = 'stage' "
+        "AND target_service_key IN {values} ORDER BY created_at",
+        keys,
+    )
+    openers = {row["key"]: row["opener"] for row in stagers if row.get("opener")}  # the latest
+    alive = alive_of(invocation_rows(admin, sorted(set(openers.values()))))
+    left = []
+    for key in keys:
+        group = group_of_pump(key)
+        stage = key.partition(":")[0].split(".")[0]  # a further slice's pump adds `.{slice}`
+        meta = recorded.get(group)
+        if (meta is not None and meta.incarnation == stage) or key in busy or group in busy:
+            continue
+        if openers.get(key) in alive:
+            continue  # its opener may still send the open
+        left.append(StagedPart(pump_key=key, group_key=group, opener=openers.get(key)))
+    return left
+
+
+def release_staged(admin: Admin, part: StagedPart) -> None:
+    """Release ``part``'s children through the admin API (its pump's state, which holds nothing else)."""
+    api = admin_api(admin)
+    body = {"object_key": part.pump_key, "new_state": {}}
+    try:
+        response = api.post(f"/services/{url_quote(named(PUMP), safe='')}/state", body)
+    except AdminError as exc:
+        raise InspectionError(str(exc)) from None
+    if response.status_code not in (200, 202):
+        raise InspectionError(
+            f"the admin API at {api.url} answered {response.status_code} to the release: "
+            + response.text[:200]
+        )

@@ -1,0 +1,74 @@
+"""What inspection answers: an open group as `groups list` shows it, and as `groups show` shows it
+with its openers and children."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+__all__ = ["ChildView", "GroupView", "OpenGroup", "OpenerView", "PausedView"]
+
+
+@dataclass(frozen=True)
+class OpenGroup:
+    group_key: str
+    child_count: int
+    settled: int
+    wake: str
+    disposition: str
+    mode: str  # how its children settle: "direct", or in batches through one pump (decision 20)
+    state: str  # "open" (an opener runs), "parked" (a continuation holds it) or "orphaned" (nobody does)
+    orphaned: bool  # state == "orphaned": the ADR's leak, countable (and closable) by an operator
+    age_s: int | None  # seconds since it was first opened (None: its open is not timed)
+    paused: int  # children Restate paused (or whose calls it paused) after their retries ran out
+    missed: int = 0  # children whose runner was missing: their run ended with no outcome
+    # An orphan nobody can resume is reclaimed (closed) at this time (UTC, ISO 8601), or later if its
+    # children still run then; None for any other group.
+    reclaim_at: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class OpenerView:
+    """An invocation that opened the group, whether it is still running, and how it ended if known."""
+
+    invocation_id: str
+    alive: bool
+    ended: str | None = None  # "returned" | "failed" | None (running, or its end is not known)
+
+
+@dataclass(frozen=True)
+class PausedView:
+    """An invocation Restate paused: the child's own, or the call it made. It waits for an operator."""
+
+    invocation_id: str
+    target: str  # service/handler (and key) as Restate shows it
+    retry_count: int | None
+    last_failure: str | None
+    last_failure_error_code: str | None
+
+
+@dataclass(frozen=True)
+class ChildView:
+    """One child: its rank and outcome's kind once settled, and its invocation as Restate shows it."""
+
+    position: int
+    replay_key: str
+    rank: int | None
+    outcome: str | None  # "ok" | "err" | "cancelled", while its outcome is stored
+    invocation_id: str | None
+    status: str | None  # the invocation's status in sys_invocation
+    paused: PausedView | None = None  # what Restate paused on this child's path, and its last failure
+    missed: bool = False  # its runner was missing: it ended with no outcome; `groups redispatch` reruns it
+
+
+@dataclass(frozen=True)
+class GroupView(OpenGroup):
+    """`groups show`: the group, its state and why, who opened it and when, and every child."""
+
+    reason: str = ""  # why it is open, parked or orphaned
+    opened_at: str | None = None  # UTC, ISO 8601
+    openers: list[OpenerView] = field(default_factory=list)
+    children: list[ChildView] = field(default_factory=list)
