@@ -1,5 +1,14 @@
 """The engine-neutral effect-group contract. Imports nothing from the Restate SDK."""
 
+from ._combine import (
+    Combinator,
+    CombinatorResult,
+    FulfilledResult,
+    RejectedResult,
+    SuspendedResult,
+    empty_result,
+    run_combinator,
+)
 from ._controller import (
     EffectGroupDefaults,
     ExplainsMisses,
@@ -100,6 +109,8 @@ __all__ = [
     "Cancelled",
     "Child",
     "ChildUnroutable",
+    "Combinator",
+    "CombinatorResult",
     "Command",
     "CursorError",
     "CursorOverrun",
@@ -112,6 +123,7 @@ __all__ = [
     "Err",
     "ExplainsMisses",
     "ForeignGroupKey",
+    "FulfilledResult",
     "GroupExecutor",
     "GroupExecutors",
     "GroupHandle",
@@ -134,6 +146,7 @@ __all__ = [
     "Outcome",
     "PayloadTooLarge",
     "PermutedPosition",
+    "RejectedResult",
     "Reopens",
     "ReplayMismatch",
     "RuntimeEffectController",
@@ -145,6 +158,7 @@ __all__ = [
     "SettlementRun",
     "ShapeMismatch",
     "Sleep",
+    "SuspendedResult",
     "ToolCall",
     "ToolFailure",
     "Transient",
@@ -159,6 +173,7 @@ __all__ = [
     "describe_command",
     "describe_miss",
     "effective_disposition",
+    "empty_result",
     "envelope_hash",
     "error_from_wire",
     "execute_once",
@@ -173,6 +188,7 @@ __all__ = [
     "require_groups",
     "require_handle",
     "require_ungrouped",
+    "run_combinator",
     "settlement_run",
     "without_wire",
 ]
