@@ -1,0 +1,19 @@
+"""The `lash-restate` command: serve the endpoint, register it, inspect open groups, run the dev stack.
+
+Each command is a function of the module for its job: `_serve` (serve, register, dev), `_groups`
+(the `groups` commands); `_parser` builds the command line, `_common` holds what they share.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ._parser import build_parser
+from ._serve import load_app, load_resolver
+
+__all__ = ["build_parser", "load_app", "load_resolver", "main"]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return int(args.run(args))

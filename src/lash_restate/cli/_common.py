@@ -1,0 +1,87 @@
+"""What the commands share: how a refusal is printed, the version, the help texts every command's
+flags share, and a table as the commands print one."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+from typing import Any
+
+__all__ = [
+    "ADMIN_HELP",
+    "PREFIX_HELP",
+    "SERVE_PREFIX_HELP",
+    "age",
+    "fail",
+    "import_attribute",
+    "lash_version",
+    "prefix_from_args",
+    "table",
+]
+
+ADMIN_HELP = (
+    "Restate admin API [RESTATE_ADMIN_URL, then LASH_ADMIN_URL; default http://127.0.0.1:9070]; "
+    "a bearer token is read from RESTATE_AUTH_TOKEN"
+)
+
+
+def lash_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("lash-restate")
+    except PackageNotFoundError:  # running from a source tree that was never installed
+        return "unknown"
+
+
+PREFIX_HELP = "the prefix of lash's service names, {prefix}Group, … (default Lash)"
+SERVE_PREFIX_HELP = (
+    "the prefix of lash's service names, {prefix}Group, …; with --app, the prefix its lash.app(...) takes "
+    "when it names none (default Lash) [LASH_PREFIX]"
+)
+
+
+def fail(message: str, code: int = 1) -> int:
+    print(f"lash-restate: {message}", file=sys.stderr)
+    return code
+
+
+def import_attribute(module_name: str) -> Any:
+    """Import a module the user named, finding it in the current directory first, as hypercorn and
+    uvicorn do (the installed ``lash-restate`` command has its own directory on the path, not it)."""
+    here = os.getcwd()
+    if here not in sys.path:
+        sys.path.insert(0, here)
+    return importlib.import_module(module_name)
+
+
+def table(rows: list[dict[str, Any]], columns: list[str]) -> str:
+    widths = {c: max([len(c), *(len(str(r[c])) for r in rows)]) for c in columns}
+    lines = ["  ".join(c.upper().ljust(widths[c]) for c in columns)]
+    lines += ["  ".join(str(r[c]).ljust(widths[c]) for c in columns) for r in rows]
+    return "\n".join(line.rstrip() for line in lines)
+
+
+def age(seconds: int | None) -> str:
+    """``3d4h``, ``5m12s``: how long a group has been open, to the two largest units."""
+    if seconds is None:
+        return "-"
+    parts: list[str] = []
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60), ("s", 1)):
+        if seconds >= size or (unit == "s" and not parts):
+            parts.append(f"{seconds // size}{unit}")
+            seconds %= size
+    return "".join(parts[:2])
+
+
+def prefix_from_args(args: argparse.Namespace) -> int | None:
+    """Inspect lash's services under ``--prefix`` (decision 40); a bad prefix is one clear line."""
+    from ..engine import use_prefix
+
+    try:
+        use_prefix(args.prefix)
+    except ValueError as exc:
+        return fail(str(exc), 2)
+    return None

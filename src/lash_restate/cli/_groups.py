@@ -1,0 +1,204 @@
+"""`lash-restate groups list|show|close|redispatch|staged`: the operator's view of open groups and
+their levers, printed as tables or JSON."""
+
+from __future__ import annotations
+
+import argparse
+import calendar
+import json
+import time
+
+from ..admin import AdminApi
+from ._common import age, fail, prefix_from_args, table
+
+__all__ = [
+    "CHILD_COLUMNS",
+    "COLUMNS",
+    "groups_close",
+    "groups_list",
+    "groups_redispatch",
+    "groups_show",
+    "groups_staged",
+    "reclaim_in",
+]
+
+COLUMNS = [
+    "group_key",
+    "child_count",
+    "settled",
+    "wake",
+    "disposition",
+    "mode",
+    "state",
+    "age",
+    "paused",
+    "missed",
+    "reclaim",
+]
+CHILD_COLUMNS = ["position", "replay_key", "rank", "outcome", "invocation_id", "status", "missed"]
+
+
+def reclaim_in(at: str | None, now: float) -> str:
+    """When an orphan is reclaimed, from now: ``in 23h59m``, ``due``; ``-`` for any other group."""
+    if at is None:
+        return "-"
+    seconds = calendar.timegm(time.strptime(at, "%Y-%m-%dT%H:%M:%SZ")) - now
+    return f"in {age(int(seconds))}" if seconds >= 1 else "due"
+
+
+def groups_list(args: argparse.Namespace) -> int:
+    from ..inspection import InspectionError, list_open_groups
+
+    if (failed := prefix_from_args(args)) is not None:
+        return failed
+    try:
+        admin = AdminApi.from_env(args.admin_url)
+        groups = [g.as_dict() for g in list_open_groups(admin, orphaned=args.orphaned, state=args.state)]
+    except InspectionError as exc:
+        return fail(str(exc))
+    if args.json:
+        print(json.dumps(groups))
+    elif groups:
+        now = time.time()
+        rows = [{**g, "age": age(g["age_s"]), "reclaim": reclaim_in(g["reclaim_at"], now)} for g in groups]
+        print(table(rows, COLUMNS))
+    else:
+        print("no open groups")
+    return 0
+
+
+def groups_show(args: argparse.Namespace) -> int:
+    from ..inspection import InspectionError, show_group
+
+    if (failed := prefix_from_args(args)) is not None:
+        return failed
+    try:
+        group = show_group(AdminApi.from_env(args.admin_url), args.key)
+    except InspectionError as exc:
+        return fail(str(exc))
+    if group is None:
+        if args.json:
+            print("null")
+        return fail(f"no open group {args.key!r}", 3)
+    shown = group.as_dict()
+    if args.json:
+        print(json.dumps(shown))
+        return 0
+    children, openers = shown.pop("children"), shown.pop("openers")
+    shown["age"] = age(shown.pop("age_s"))
+    for name, value in shown.items():
+        print(f"{name + ':':<13} {value}")
+    for opener in openers:
+        how = "running" if opener["alive"] else (opener["ended"] or "ended: how is not known")
+        print(f"{'opener:':<13} {opener['invocation_id']} ({how})")
+    print()
+    rows = [{k: "-" if v is None else v for k, v in c.items() if k != "paused"} for c in children]
+    print(table(rows, CHILD_COLUMNS))
+    if any(c["missed"] for c in children):
+        print()
+        print(
+            "a missed child's runner was missing when it ran (a tool or handler this deployment does not "
+            "serve): it ended with no outcome. Once the endpoint serves it again, "
+            f"`lash-restate groups redispatch {args.key}` runs it again (a reopen does too)"
+        )
+    paused = [c for c in children if c["paused"] is not None]
+    for child in paused:
+        p = child["paused"]
+        print()
+        print(
+            f"child {child['position']} is waiting on {p['target']} ({p['invocation_id']}), which Restate "
+            "paused when its retries ran out; last failure"
+            + (f" [{p['last_failure_error_code']}]" if p["last_failure_error_code"] else "")
+            + f": {p['last_failure']}"
+        )
+    if paused:
+        print()
+        print(
+            "fix the cause, then resume it (restate invocations resume ID, or PATCH /invocations/ID/resume "
+            "on the admin API), or kill it (restate invocations kill ID): the child then settles as failed"
+        )
+    return 0
+
+
+def groups_close(args: argparse.Namespace) -> int:
+    from ..inspection import CloseRefused, InspectionError, close_group
+
+    if (failed := prefix_from_args(args)) is not None:
+        return failed
+    try:
+        result = close_group(
+            AdminApi.from_env(args.admin_url),
+            args.key,
+            cancel=args.cancel,
+            force=args.force,
+            ingress=args.ingress_url,
+        )
+    except CloseRefused as exc:
+        return fail(str(exc), 4)
+    except InspectionError as exc:
+        return fail(str(exc))
+    if args.json:
+        print(json.dumps(result.as_dict()))
+    elif result.closed:
+        cancels = f", {result.cancelled} cancel(s) sent" if result.cancelled else ""
+        print(f"closed {args.key} (it was {result.was}; losers: {result.disposition}{cancels})")
+        if result.running:
+            print(f"{len(result.running)} of its children still run, as a RunToCompletion group's do:")
+            for child in result.running:
+                print(f"  child {child.position} ({child.replay_key}): {child.invocation_id} {child.status}")
+            print(
+                "cancel one with `restate invocations cancel ID`; `groups close KEY --cancel` cancels "
+                "them with the close"
+            )
+    else:
+        print(f"{args.key} is not open (closed already, or never opened): nothing to close")
+    return 0
+
+
+def groups_redispatch(args: argparse.Namespace) -> int:
+    from ..inspection import InspectionError, redispatch_missed
+
+    if (failed := prefix_from_args(args)) is not None:
+        return failed
+    if (args.key is None) == (not args.all):
+        return fail("name one group KEY, or pass --all for every group with missed children", 2)
+    try:
+        results = redispatch_missed(AdminApi.from_env(args.admin_url), args.key, ingress=args.ingress_url)
+    except InspectionError as exc:
+        return fail(str(exc))
+    if args.json:
+        print(json.dumps([r.as_dict() for r in results]))
+        return 0
+    for r in results:
+        still = f"; {r.unroutable} still have no runner on the endpoint" if r.unroutable else ""
+        print(f"{r.group_key}: {r.dispatched} child(ren) dispatched again{still}")
+    if not results:
+        print("no open group has children whose runner was missing")
+    return 0
+
+
+def groups_staged(args: argparse.Namespace) -> int:
+    from ..inspection import InspectionError, left_staged, release_staged
+
+    if (failed := prefix_from_args(args)) is not None:
+        return failed
+    try:
+        admin = AdminApi.from_env(args.admin_url)
+        parts = left_staged(admin)
+        for part in parts if args.release else []:
+            release_staged(admin, part)
+    except InspectionError as exc:
+        return fail(str(exc))
+    if args.json:
+        print(json.dumps([{**p.as_dict(), "released": args.release} for p in parts]))
+        return 0
+    for part in parts:
+        by = f"staged by {part.opener}, which ended" if part.opener else "its opener is long gone"
+        print(f"{'released' if args.release else 'left'} {part.pump_key} (group {part.group_key}; {by})")
+    if not parts:
+        print("no parts left staged")
+    elif not args.release:
+        print(
+            f"{len(parts)} part(s) left staged by openers that ended before their open: --release frees them"
+        )
+    return 0

@@ -1,0 +1,179 @@
+"""The command line: every command, its flags and its help, as `argparse` parses them."""
+
+from __future__ import annotations
+
+import argparse
+
+from ._common import ADMIN_HELP, PREFIX_HELP, SERVE_PREFIX_HELP, lash_version
+from ._groups import groups_close, groups_list, groups_redispatch, groups_show, groups_staged
+from ._serve import dev_command, register_command, serve_command
+
+__all__ = ["build_parser"]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="lash-restate", description=__doc__)
+    parser.add_argument("--version", action="version", version=f"lash-restate {lash_version()}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    serve = sub.add_parser(
+        "serve",
+        help="serve the deployment endpoint (hypercorn or granian, HTTP/2 cleartext)",
+        description="Serve the endpoint. Every flag also reads an environment variable (in brackets); "
+        "flags win.",
+    )
+    serve.add_argument("--host", help="bind address [LASH_HOST] (default 0.0.0.0)")
+    serve.add_argument("--port", type=int, help="port [LASH_PORT] (default 9080)")
+    serve.add_argument(
+        "--resolver",
+        help="module:attribute of your GroupExecutors: lash's services and your tools [LASH_RESOLVER]",
+    )
+    serve.add_argument(
+        "--app",
+        help="module:attribute of an app built with lash_restate.app(...), served as it is [LASH_APP]",
+    )
+    serve.add_argument(
+        "--with-turn",
+        action="store_true",
+        help="also bind the LashTurn driver and the demo call targets [LASH_WITH_TURN]",
+    )
+    serve.add_argument(
+        "--identity-key",
+        action="append",
+        help="accept only requests signed with this Restate key (publickeyv1_…); repeatable "
+        "[LASH_IDENTITY_KEYS, comma-separated]",
+    )
+    serve.add_argument(
+        "--batch-from",
+        type=int,
+        help="groups with at least this many children settle in batches through one pump invocation "
+        "that starts them (narrower groups with a call child through a pump too) "
+        "[LASH_BATCH_FROM] (default 3)",
+    )
+    serve.add_argument(
+        "--server",
+        choices=["hypercorn", "granian"],
+        help="the HTTP server, in this process either way [LASH_SERVER] (default hypercorn; granian needs "
+        "the granian extra: pip install 'lash-restate[granian]')",
+    )
+    serve.add_argument("--prefix", help=SERVE_PREFIX_HELP)
+    serve.add_argument(
+        "--app-name",
+        help="name this application on lash's services, so an upgrade keeps its identity whatever "
+        "services it adds, removes or renames [LASH_APP_NAME] (with --app: lash.app(..., name=...))",
+    )
+    serve.add_argument(
+        "--admin-url",
+        help="check at start, through this admin API, that no other application serves lash's services "
+        "under this prefix; refuse to start (exit 4) if one does; also where children check a declared "
+        "call target [RESTATE_ADMIN_URL, then LASH_ADMIN_URL] (default: no check)",
+    )
+    serve.add_argument(
+        "--take-over",
+        action="store_true",
+        help="start even though another application serves lash's services under this prefix "
+        "[LASH_TAKE_OVER]",
+    )
+    serve.add_argument("-v", "--verbose", action="store_true", help="log every group event [LASH_VERBOSE]")
+    serve.set_defaults(run=serve_command)
+
+    register = sub.add_parser("register", help="register an endpoint with a Restate admin API")
+    register.add_argument("--admin-url", help=ADMIN_HELP)
+    register.add_argument("--json", action="store_true", help="print the admin API's answer as JSON")
+    register.add_argument("--endpoint-url", default="http://127.0.0.1:9080")
+    register.add_argument("--force", action="store_true", help="overwrite an existing deployment")
+    register.add_argument(
+        "--take-over",
+        action="store_true",
+        help="register even though lash's services under its prefix belong to another application's "
+        "deployment (refused otherwise, exit 4)",
+    )
+    register.set_defaults(run=register_command)
+
+    groups = sub.add_parser("groups", help="inspect open groups through the admin API, and close one")
+    groups_sub = groups.add_subparsers(dest="groups_command", required=True, metavar="SUBCOMMAND")
+    for name, helptext, run in (
+        (
+            "list",
+            "every open group with its child count, settled count, wake rule, disposition, settlement "
+            "mode, state (open: an opener runs; parked: its latest opener returned normally, so a "
+            "continuation holds it; orphaned: nobody does), age and paused children",
+            groups_list,
+        ),
+        (
+            "show",
+            "one open group: its state and why, its openers, when it was opened, and every child "
+            "(with what Restate paused on its path and the last failure)",
+            groups_show,
+        ),
+        (
+            "close",
+            "close one group as its caller would: cancel its unsettled children if its losers are "
+            "Cancel (or with --cancel), release its outcomes, delete its state. Refuses a parked or "
+            "open group unless --force; a group that is not open is left alone (exit 0)",
+            groups_close,
+        ),
+        (
+            "redispatch",
+            "run again the children whose runner was missing (`groups show` marks them missed: their "
+            "run ended with no outcome), once a deployment serves them again; the waiting caller then "
+            "reads their ranks, no reopen needed. A child runs again only if it has no outcome",
+            groups_redispatch,
+        ),
+        (
+            "staged",
+            "the children an open too large for one message staged with its pumps, left by an opener "
+            "that ended before it sent the open: no group holds them. --release frees them",
+            groups_staged,
+        ),
+    ):
+        cmd = groups_sub.add_parser(name, help=helptext, description=helptext)
+        if name in ("show", "close"):
+            cmd.add_argument("key", help="the group key, {scope_id}:group:{batch_id}:{occurrence}")
+        elif name == "staged":
+            cmd.add_argument("--release", action="store_true", help="release the parts listed")
+        elif name == "redispatch":
+            cmd.add_argument("key", nargs="?", help="the group key (or --all)")
+            cmd.add_argument("--all", action="store_true", help="every open group with missed children")
+        else:
+            cmd.add_argument(
+                "--orphaned", action="store_true", help="only groups none of whose openers holds them"
+            )
+            cmd.add_argument(
+                "--state", choices=["open", "parked", "orphaned"], help="only groups in this state"
+            )
+        if name in ("close", "redispatch"):
+            cmd.add_argument(
+                "--ingress-url",
+                help="Restate ingress, where the request is sent [RESTATE_INGRESS_URL, then "
+                "LASH_INGRESS_URL; default http://127.0.0.1:8080]",
+            )
+        if name == "close":
+            cmd.add_argument(
+                "--cancel",
+                action="store_true",
+                help="cancel the unsettled children of a RunToCompletion group too (a Cancel group's are)",
+            )
+            cmd.add_argument(
+                "--force",
+                action="store_true",
+                help="close a parked group (a continuation that resumes it then finds it closed) or an "
+                "open one (its running opener's next read fails)",
+            )
+        cmd.add_argument(
+            "--admin-url",
+            help=ADMIN_HELP,
+        )
+        cmd.add_argument("--json", action="store_true", help="machine-readable output")
+        cmd.add_argument("--prefix", default="Lash", help=PREFIX_HELP)
+        cmd.set_defaults(run=run)
+
+    dev = sub.add_parser("dev", help="start restate-server and the endpoint, register, run a demo race")
+    dev.add_argument("--once", action="store_true", help="exit after the demo instead of serving")
+    dev.add_argument(
+        "--keep",
+        action="store_true",
+        help="keep the server's data and the logs after it stops (default: removed, unless it failed)",
+    )
+    dev.set_defaults(run=dev_command)
+    return parser

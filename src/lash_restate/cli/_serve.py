@@ -1,0 +1,240 @@
+"""`lash-restate serve`, `register` and `dev`: the endpoint's settings checked, the application or
+resolver loaded, the HTTP server run; a deployment registered; a local server and endpoint for a
+demo."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import errno
+import json
+import sys
+from typing import Any
+
+from ..admin import AdminApi
+from ..contract import GroupExecutors
+from ._common import fail, import_attribute
+
+__all__ = [
+    "CANNOT_LISTEN",
+    "check_prefix_at_start",
+    "dev_command",
+    "load_app",
+    "load_resolver",
+    "register_command",
+    "run_server",
+    "serve_command",
+]
+
+
+def load_resolver(spec: str) -> GroupExecutors:
+    """``module:attribute`` naming a `GroupExecutors` or a zero-argument factory of one."""
+    module_name, _, attribute = spec.partition(":")
+    if not module_name or not attribute:
+        raise SystemExit(f"lash-restate: --resolver must be 'module:attribute', got {spec!r}")
+    try:
+        target: Any = getattr(import_attribute(module_name), attribute)
+    except (ImportError, AttributeError) as exc:
+        raise SystemExit(f"lash-restate: cannot load resolver {spec!r}: {exc}") from None
+    resolver = target
+    if callable(target) and not hasattr(target, "resolve"):
+        try:
+            resolver = target()
+        except Exception as exc:
+            raise SystemExit(
+                f"lash-restate: {spec!r} is not a GroupExecutors, and calling it failed: {exc}"
+            ) from None
+    if not isinstance(resolver, GroupExecutors):
+        raise SystemExit(
+            f"lash-restate: {spec!r} is not a GroupExecutors (it has no resolve(envelope) method)"
+        )
+    return resolver
+
+
+def serve_command(args: argparse.Namespace) -> int:
+    from .. import logs
+    from ..engine import BATCH_FROM, DeploymentError, build_app, groups_wired, use_prefix
+    from ..settings import ServeSettings, SettingsError
+
+    try:
+        settings = ServeSettings.load(
+            {
+                "host": args.host,
+                "port": args.port,
+                "resolver": args.resolver,
+                "app": args.app,
+                "with_turn": args.with_turn or None,
+                "identity_keys": args.identity_key,
+                "prefix": args.prefix,
+                "batch_from": args.batch_from,
+                "verbose": args.verbose or None,
+                "server": args.server,
+                "admin_url": args.admin_url,
+                "app_name": args.app_name,
+                "take_over": args.take_over or None,
+            }
+        )
+    except SettingsError as exc:
+        return fail(str(exc), 2)
+    logs.configure(settings.verbose)
+    if settings.app is not None:
+        if settings.resolver is not None or settings.with_turn or settings.app_name is not None:
+            return fail(
+                "--app serves an application as it is: it takes no --resolver, --with-turn or --app-name "
+                "(name it with lash.app(..., name=...))",
+                2,
+            )
+        if settings.prefix is not None:
+            # Chosen before the app is imported: its `lash.app(...)` naming no prefix takes this one
+            # (decision 54), and one naming another is refused as it loads.
+            try:
+                use_prefix(settings.prefix)
+            except ValueError as exc:
+                return fail(str(exc), 2)
+        try:
+            app = load_app(settings.app)
+        except SystemExit as exc:
+            return fail(str(exc).removeprefix("lash-restate: "), 2)
+        if not groups_wired():
+            # A plain `restate.app(...)`: lash called from its handlers would answer 501 on each call.
+            print(
+                f"lash-restate: warning: {settings.app} serves none of lash's services and declares none "
+                "served elsewhere, so a lash combinator in its handlers is refused (501 "
+                "effect_group_unsupported). Build it with lash.app(...), or call lash.use_prefix() "
+                "where another deployment serves them",
+                file=sys.stderr,
+            )
+        return run_server(app, settings)
+    if settings.resolver is None:
+        return fail(
+            "serve needs a resolver or an app: pass --resolver module:attribute (or set LASH_RESOLVER) "
+            "naming your GroupExecutors, e.g. a ToolRegistry, or --app module:attribute (LASH_APP) "
+            "naming the app lash_restate.app(...) built",
+            2,
+        )
+    resolver = load_resolver(settings.resolver)
+    extra: list[Any] = []
+    external: list[Any] = []
+    if settings.with_turn:
+        from ..testing import demo_call_services, demo_external, turn_service  # test tooling: only when asked
+
+        extra.append(turn_service(resolver))
+        extra.extend(demo_call_services())  # what the turn's `Call` children reach
+        external.extend(demo_external())
+    try:
+        app = build_app(
+            resolver,
+            extra_services=extra,
+            external=external,
+            identity_keys=settings.identity_keys,
+            batch_from=BATCH_FROM if settings.batch_from is None else settings.batch_from,
+            prefix=settings.prefix,
+            name=settings.app_name,
+        )
+    except (DeploymentError, ValueError) as exc:
+        return fail(str(exc), 2)
+    return run_server(app, settings)
+
+
+def check_prefix_at_start(settings: Any) -> int | None:
+    """With an admin URL, refuse to start an endpoint whose lash services another application serves
+    now, unless it served them itself before (then it is the one taken over: it keeps serving what is
+    pinned to it, and says so) or ``take_over`` (decision 43). An unreachable admin API is a warning."""
+    from .. import logs
+    from ..engine import served_application
+    from ..registration import Application, PrefixTaken, RegistrationError, check_at_start, taken_over
+
+    served = served_application()
+    if settings.admin_url is None or served is None:
+        return None
+    try:
+        found = check_at_start(AdminApi.from_env(settings.admin_url), served)
+    except RegistrationError as exc:
+        logs.logger.warning(
+            "cannot check who serves lash's services: %s", exc, extra={"event": "endpoint.prefix_unchecked"}
+        )
+        return None
+    if found.ours or found.holder is None:
+        return None
+    mine = Application.served(served)
+    if found.held_before:
+        logs.logger.warning(taken_over(found.holder, mine), extra={"event": "endpoint.prefix_taken"})
+        return None
+    problem = str(PrefixTaken("this endpoint", mine, found.holder))
+    if settings.take_over:
+        logs.logger.warning("taking over: %s", problem, extra={"event": "endpoint.prefix_take_over"})
+        return None
+    return fail(problem, 4)
+
+
+def run_server(app: Any, settings: Any) -> int:
+    from .. import logs
+    from ..engine import ServerUnavailable, configure_admin, serve
+
+    if (refused := check_prefix_at_start(settings)) is not None:
+        return refused
+    # Children ask the admin API whether a declared external call target is registered (decision 47).
+    configure_admin(settings.admin_url)
+    logs.event(
+        "endpoint.serving",
+        host=settings.host,
+        port=settings.port,
+        with_turn=settings.with_turn,
+        server=settings.server,
+    )
+    try:
+        asyncio.run(serve(app, settings.host, settings.port, server=settings.server))
+    except ServerUnavailable as exc:
+        return fail(str(exc), 2)
+    except OSError as exc:
+        if exc.errno not in CANNOT_LISTEN:
+            raise
+        return fail(
+            f"cannot listen on {settings.host}:{settings.port}: {exc.strerror} "
+            "(another process serves there? pick another --port or LASH_PORT)",
+            2,
+        )
+    return 0
+
+
+# What binding the endpoint's port fails with: in use, not this machine's address, or not allowed.
+CANNOT_LISTEN = frozenset({errno.EADDRINUSE, errno.EADDRNOTAVAIL, errno.EACCES})
+
+
+def load_app(spec: str) -> Any:
+    """``module:attribute`` naming an ASGI app (what `lash_restate.app(...)` returns)."""
+    from ..engine import PrefixChosen
+
+    module_name, _, attribute = spec.partition(":")
+    try:
+        app: Any = getattr(import_attribute(module_name), attribute)
+    except (ImportError, AttributeError, PrefixChosen) as exc:
+        raise SystemExit(f"lash-restate: cannot load app {spec!r}: {exc}") from None
+    if not callable(app):
+        raise SystemExit(f"lash-restate: {spec!r} is not an ASGI app (it is not callable)")
+    return app
+
+
+def register_command(args: argparse.Namespace) -> int:
+    from ..registration import PrefixTaken, RegistrationError, register_deployment
+
+    try:
+        answer = register_deployment(
+            AdminApi.from_env(args.admin_url), args.endpoint_url, force=args.force, take_over=args.take_over
+        )
+    except PrefixTaken as exc:
+        return fail(str(exc), 4)
+    except RegistrationError as exc:
+        return fail(str(exc))
+    if args.json:
+        print(json.dumps(answer))
+        return 0
+    services = sorted(s["name"] for s in answer.get("services", []))
+    print(f"registered {args.endpoint_url} as {answer.get('id')}: {', '.join(services)}")
+    return 0
+
+
+def dev_command(args: argparse.Namespace) -> int:
+    from ..testing.dev import run_dev
+
+    return run_dev(once=args.once, keep=args.keep)
