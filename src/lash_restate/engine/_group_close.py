@@ -12,7 +12,7 @@ from ._group_common import LISTENED, RAW, WATCHES, cancel_runs
 from ._messages import CloseRequest, OperatorClose, OperatorClosed
 from ._mode import mode_for
 from ._pages import paged, read_ranked
-from ._records import LINK, META, PUMP_LINK, STRINGS, GroupMeta, SettlementMode
+from ._records import META, STRINGS, GroupMeta
 
 __all__ = ["close_group", "on_close", "on_operator_close"]
 
@@ -58,12 +58,9 @@ async def close_group(ctx: restate.ObjectContext, meta: GroupMeta, effective: Lo
     # surfaces only at an await, so a close is never cut off half done.
     cancels = await mode.to_cancel(ctx, meta) if effective is LoserPolicy.CANCEL else []
     settled = (await read_ranked(ctx)).counter if paged(meta) else meta.counter
-    if meta.mode is SettlementMode.PUMPED and settled == meta.child_count:
-        cancels = []  # every child settled: none is left to cancel (its pump is the invocation listed)
+    cancels = mode.left_to_cancel(meta, cancels, settled)
     releases = await mode.releases(ctx, meta)
-    link = None
-    if meta.mode is SettlementMode.PUMPED:
-        link = await ctx.get(PUMP_LINK, serde=LINK)
+    link = await mode.pump_link(ctx)
     watches = await ctx.get(WATCHES, serde=STRINGS) or []
     # One cancel per unsettled child, not awaiting termination (ADR, "Close deletes…").
     cancel_runs(ctx, cancels, meta)

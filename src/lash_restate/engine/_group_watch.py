@@ -19,18 +19,15 @@ from ._mode import mode_for
 from ._pages import Ranked, paged, read_ranked
 from ._records import (
     ENDS,
-    LINK,
     META,
     MILLIS,
     OPENER_ENDS,
-    PUMP_LINK,
     RECLAIM_AT,
     SAVERS,
     SHAPE,
     STRINGS,
     GroupMeta,
     OpenerEnd,
-    SettlementMode,
 )
 from ._routes import (
     GROUP_CALLER_ENDED,
@@ -222,11 +219,8 @@ async def on_run_ended(ctx: restate.ObjectContext, ended: RunEnded) -> None:
     settled = await Ranked.settled(ctx, meta) if paged(meta) else meta.settled()
     asked = range(meta.child_count) if ended.positions is None else ended.positions
     positions = [p for p in asked if p < meta.child_count and p not in settled]
-    if ended.positions is None and meta.mode is SettlementMode.PUMPED:
-        # The group's pump is gone: it listens for no close, so the close releases by `forget`.
-        link = await ctx.get(PUMP_LINK, serde=LINK)
-        if link is not None and not link.left:
-            ctx.set(PUMP_LINK, msgspec.structs.replace(link, left=True), serde=LINK)
+    if ended.positions is None:
+        await mode_for(meta.mode).run_gone(ctx)
     if not positions:
         return
     fence = await ctx.get("fence", serde=SHAPE)

@@ -36,7 +36,7 @@ from ._messages import (
     WaitReply,
 )
 from ._pages import _SLICE as _PAGE_SLICE
-from ._records import SHAPE, STRINGS, GroupMeta, SettlementMode
+from ._records import LINK, PUMP_LINK, SHAPE, STRINGS, GroupMeta, PumpLink, SettlementMode
 from ._routes import (
     CHILD,
     CHILD_FAIL,
@@ -160,6 +160,19 @@ class Mode(Protocol):
         it: through the store that keeps it, which settles it as a run would (decision 74)."""
         ...
 
+    def left_to_cancel(self, meta: GroupMeta, cancels: list[str], settled: int) -> list[str]:
+        """Of ``cancels`` (`to_cancel`'s), what a close still cancels once ``settled`` children rank."""
+        ...
+
+    async def pump_link(self, ctx: restate.ObjectContext) -> PumpLink | None:
+        """How a close releases the group's pump (decision 61); None where it has no pump."""
+        ...
+
+    async def run_gone(self, ctx: restate.ObjectContext) -> None:
+        """The one invocation that ran every child ended in failure (decision 74): what a close then
+        releases it by."""
+        ...
+
 
 @dataclass(frozen=True)
 class OutcomeStore:
@@ -251,6 +264,15 @@ class _Direct:
     def late_releases(self, batch: SettleBatch) -> list[Release]:
         return [Release(CHILD_FORGET, ref.replay_key, batch.incarnation) for ref in batch.refs]
 
+    def left_to_cancel(self, meta: GroupMeta, cancels: list[str], settled: int) -> list[str]:
+        return cancels  # each child's own invocation: a settled one's cancel finds it ended
+
+    async def pump_link(self, ctx: restate.ObjectContext) -> PumpLink | None:
+        return None  # no pump
+
+    async def run_gone(self, ctx: restate.ObjectContext) -> None:
+        return None  # each child is its own run: nothing of the group's is gone with one
+
     def store(self, group_key: str, meta: GroupMeta, position: int, replay_key: str) -> OutcomeStore:
         return OutcomeStore(named(CHILD), replay_key, child_store(meta.incarnation))
 
@@ -324,6 +346,19 @@ class _Pumped:
 
     def late_releases(self, batch: SettleBatch) -> list[Release]:
         return []  # the close already released every pump's whole store
+
+    def left_to_cancel(self, meta: GroupMeta, cancels: list[str], settled: int) -> list[str]:
+        # Every child settled: none is left to cancel (its pump is the invocation listed).
+        return [] if settled == meta.child_count else cancels
+
+    async def pump_link(self, ctx: restate.ObjectContext) -> PumpLink | None:
+        return await ctx.get(PUMP_LINK, serde=LINK)
+
+    async def run_gone(self, ctx: restate.ObjectContext) -> None:
+        # The group's pump is gone: it listens for no close, so the close releases by `forget`.
+        link = await ctx.get(PUMP_LINK, serde=LINK)
+        if link is not None and not link.left:
+            ctx.set(PUMP_LINK, msgspec.structs.replace(link, left=True), serde=LINK)
 
     def store(self, group_key: str, meta: GroupMeta, position: int, replay_key: str) -> OutcomeStore:
         return OutcomeStore(
