@@ -141,6 +141,12 @@ async def recorded_parked(stack: LocalStack, key: str) -> GroupView | None:
     return view
 
 
+async def kill(stack: LocalStack, invocation: str) -> None:
+    async with httpx.AsyncClient(timeout=30) as client:
+        killed = await client.patch(f"{stack.server.admin_url}/invocations/{invocation}/kill")
+    assert killed.status_code in (200, 202), killed.text
+
+
 async def purge(stack: LocalStack, invocation: str) -> None:
     """Make Restate forget a completed invocation, as its completion retention (24 h) would."""
     async with httpx.AsyncClient(timeout=30) as client:
@@ -333,12 +339,26 @@ async def test_close_of_an_open_group_needs_force_and_ends_its_openers_read(stac
 async def test_a_group_with_no_saved_handle_is_classified_by_what_restate_remembers(
     stack: LocalStack,
 ) -> None:
-    """A group opened without a save (as format 1 did): parked while Restate remembers that its opener
-    returned normally; once that is purged, orphaned, saying its end is not known."""
+    """A group opened without a save, whose own record of how its opener ended is missing (as for a
+    group an earlier release opened, or one whose watch an operator killed): parked while Restate
+    remembers that its opener returned normally; once that is purged, orphaned, its end not known."""
     s = Scope()
     group = s.group([echo("won"), event(s.event("later"))], wake="first")
-    [_, won] = await stack.turn(open_(group), next_())
-    assert ok(won)["position"] == 0
+    go = s.group([event(s.event("go"))], batch="go")
+    turn = turn_in_background(stack, s, open_(group), next_(), open_(go), next_())
+    watch = (
+        "SELECT id, status FROM sys_invocation WHERE target_service_name = 'LashGroup' "
+        f"AND target_service_key = {quote(s.key())} AND target_handler_name = 'watch_runs'"
+    )
+
+    async def watching() -> str | None:
+        rows = await asyncio.to_thread(sql, stack.server.admin_url, watch)
+        return str(rows[0]["id"]) if rows else None
+
+    await kill(stack, await until(watching))  # the opener still waits on `go`: nothing was reported
+    await stack.emit(s.event("go"), "go")
+    answered = await turn
+    assert answered.status_code == 200 and ok(answered.json()[1])["position"] == 0
     row = await until(lambda: listed(stack, s.key(), "parked"))
     assert row.state == "parked"
     view = await asyncio.to_thread(show_group, stack.server.admin_url, s.key())
