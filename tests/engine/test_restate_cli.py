@@ -193,7 +193,9 @@ async def test_killing_a_groups_own_watches_with_restates_cli_changes_no_answer(
 @pytest.fixture
 def reclaiming(tmp_path: Path) -> Iterator[LocalStack]:
     """A stack whose endpoint reclaims a group nobody can resume two seconds after it was orphaned."""
-    env = {"LASH_ORPHAN_RETENTION": "2s", "LASH_VERBOSE": "1"}  # verbose: the groups' events, logged
+    # Verbose: the groups' events, logged. Every pumped group paged, so the reclaim's count of ranks
+    # is read from the pages too.
+    env = {"LASH_ORPHAN_RETENTION": "2s", "LASH_VERBOSE": "1", "LASH_PAGE_FROM": "1"}
     with LocalStack.single(tmp_path / "stack", endpoint_env=env).start() as s:
         yield s
 
@@ -219,13 +221,15 @@ async def test_a_group_whose_opener_was_killed_or_cancelled_is_reclaimed_and_a_s
         )
         _operator(stack, tmp_path, "kill", await turn_id(stack, scope))
 
-    killed, cancelled = Scope(), Scope()
+    killed, cancelled, paged = Scope(), Scope(), Scope()
     name = f"{killed.id}-slow"
     loser = killed.group([echo("won"), count(name, "slow", delay_ms=4000)], wake="first")
     gone = cancelled.group([echo("won"), event(cancelled.event("never"))], wake="first", disposition="cancel")
+    calls = paged.group([echo("won", kind="calls"), echo("late", delay_ms=3000, kind="calls")], wake="first")
     openers = [turn_in_background(stack, killed, open_(loser), next_(), next_())]
     openers.append(turn_in_background(stack, cancelled, open_(gone), next_(), next_()))
-    for scope, action in ((killed, "kill"), (cancelled, "cancel")):
+    openers.append(turn_in_background(stack, paged, open_(calls), next_(), next_()))  # pumped, paged
+    for scope, action in ((killed, "kill"), (cancelled, "cancel"), (paged, "kill")):
         await until(functools.partial(listed, stack, scope.key(), "open"))
         _operator(stack, tmp_path, action, await turn_id(stack, scope))
     for opener in [*savers, *openers]:
@@ -237,10 +241,10 @@ async def test_a_group_whose_opener_was_killed_or_cancelled_is_reclaimed_and_a_s
     assert table.returncode == 0 and table.stdout.splitlines()[0].split()[-1] == "RECLAIM", table.stdout
     [line] = [line for line in table.stdout.splitlines() if line.startswith(killed.key())]
     assert line.split()[-2] == "in" or line.split()[-1] == "due", line
-    for scope in (killed, cancelled):
+    for scope in (killed, cancelled, paged):
         await until(functools.partial(_nothing_left, stack, scope.key()))
     assert stack.counts().count(name) == 1  # the loser ran to its end
-    for scope in (killed, cancelled):  # and its group was closed once every child had settled
+    for scope in (killed, cancelled, paged):  # and its group was closed once every child had settled
         [closed] = _events(tmp_path, "group.closed", scope.key())
         assert closed["settled"] == 2 and _events(tmp_path, "group.reclaimed", scope.key())
 
