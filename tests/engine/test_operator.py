@@ -21,7 +21,7 @@ import httpx
 import pytest
 
 from lash_restate.inspection import GroupView, OpenGroup, list_open_groups, quote, show_group, sql
-from lash_restate.inspection._groups import callee_of
+from lash_restate.inspection._paused import callee_of
 from lash_restate.testing import LocalStack, StackError
 from tests.conformance.builders import Scope, close, count, echo, event, next_, ok, open_, save, use
 from tests.engine.cli_main import run_main
@@ -581,7 +581,7 @@ def test_closing_a_group_that_is_not_open_is_a_no_op(stack: LocalStack) -> None:
 def test_a_paused_invocation_the_ingress_started_counts_on_no_child(monkeypatch: pytest.MonkeyPatch) -> None:
     """The admin API leaves out a paused invocation's `invoked_by_id` when the ingress started it (an
     application's request, or an operator's): it is on no child's path, and the listing goes on."""
-    import lash_restate.inspection._groups as inspection
+    import lash_restate.inspection._paused as inspection
 
     paused = [{"id": "inv_1turn", "target_service_name": "LashTurn", "target_service_key": None}]
     monkeypatch.setattr(inspection, "paused_rows", lambda admin, where="": paused)
