@@ -86,6 +86,11 @@ async def turn_id(stack: LocalStack, scope: Scope) -> str:
         "SELECT id FROM sys_invocation WHERE target_service_name = 'LashTurn' "
         f"AND idempotency_key = {quote(scope.id)}"
     )
+    return await invocation_id(stack, query)
+
+
+async def invocation_id(stack: LocalStack, query: str) -> str:
+    """The id of the first invocation ``query`` finds, once it finds one."""
 
     async def found() -> str | None:
         rows = await asyncio.to_thread(sql, stack.server.admin_url, query)
@@ -347,15 +352,10 @@ async def test_a_group_with_no_saved_handle_is_classified_by_what_restate_rememb
     go = s.group([event(s.event("go"))], batch="go")
     turn = turn_in_background(stack, s, open_(group), next_(), open_(go), next_())
     watch = (
-        "SELECT id, status FROM sys_invocation WHERE target_service_name = 'LashGroup' "
+        "SELECT id FROM sys_invocation WHERE target_service_name = 'LashGroup' "
         f"AND target_service_key = {quote(s.key())} AND target_handler_name = 'watch_runs'"
     )
-
-    async def watching() -> str | None:
-        rows = await asyncio.to_thread(sql, stack.server.admin_url, watch)
-        return str(rows[0]["id"]) if rows else None
-
-    await kill(stack, await until(watching))  # the opener still waits on `go`: nothing was reported
+    await kill(stack, await invocation_id(stack, watch))  # the opener still waits on `go`: nothing reported
     await stack.emit(s.event("go"), "go")
     answered = await turn
     assert answered.status_code == 200 and ok(answered.json()[1])["position"] == 0
