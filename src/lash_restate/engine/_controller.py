@@ -16,7 +16,6 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import restate
-from restate import SendHandle
 from restate.serde import BytesSerde
 from restate.server_context import ServerInvocationContext
 
@@ -60,11 +59,9 @@ from ._messages import (
     encode,
 )
 from ._mode import PUMP_SLICE, mode_for, slice_key
-from ._pages import PAGED
-from ._records import records_saves
+from ._pages import PAGED, records_saves
 from ._routes import (
     GROUP_CLOSE,
-    GROUP_HOLD,
     GROUP_OPEN,
     GROUP_OPEN_PARTS,
     GROUP_SAVED,
@@ -142,11 +139,9 @@ class RestateController(EffectGroupDefaults):
         # Groups this invocation opened, with the recorded child count and declared disposition: a
         # close that can be checked against them cannot be refused, so it need not wait for the object.
         self._declared: dict[str, tuple[int, LoserPolicy]] = {}
-        # Groups whose handle this invocation saved, with the watch it asked the group for (decision 45).
-        # Per group: the hold this invocation sent when it saved the handle, or None once the group
-        # recorded the save itself (and holds the saver from there).
-        self._saved: dict[str, SendHandle | None] = {}
-        self._records_saves: dict[str, bool] = {}  # whether the group's open said it records saves
+        # Groups whose handle this invocation saved and told the group of (decisions 45, 78).
+        self._saved: set[str] = set()
+        self._records_saves: dict[str, bool] = {}  # by the incarnation the group's open answered
 
     def outside_run(self, what: str) -> None:
         """Refuse `CalledInsideRun` if this is called inside the action of a ``ctx.run`` of this
@@ -196,8 +191,7 @@ class RestateController(EffectGroupDefaults):
         # ADR: resolve all N before recording: the group object does, where the children run (decision
         # 37), and only it knows whether the group is recorded already (a reopen refuses nothing).
         answer, opened = self._ctx.awakeable(serde=_BYTES)
-        in_parts = opens_in_parts(group) or len(group) >= _parts_from()
-        if in_parts:
+        if opens_in_parts(group) or len(group) >= _parts_from():
             # Decision 65: too large for one message. The children go first, one part per slice, to
             # the pumps that will run them; then the open, with the shape alone.
             await self._open_in_parts(group, key, answer, list(window), reopen_only=reopen_only)
@@ -214,9 +208,7 @@ class RestateController(EffectGroupDefaults):
             # the open short between dispatching the children and recording how to cancel them.
             GROUP_OPEN.send(self._ctx, key, request)
         reply = decode(await _typed(opened), OpenReply)
-        # Journaled, so a replay saves as its first run did. An open in parts is this release's own: no
-        # earlier release's caller journaled one (its incarnation is the caller's stage, unmarked).
-        self._records_saves[key] = in_parts or records_saves(reply.incarnation)
+        self._records_saves[key] = records_saves(reply.incarnation)  # journaled: replays decide as then
         if not reply.reopened:
             self._wakes[key] = _Wakes(reply.incarnation, dict(enumerate(window.values(), start=1)))
         elif (held := self._wakes.get(key)) is not None and held.incarnation != reply.incarnation:
@@ -274,19 +266,14 @@ class RestateController(EffectGroupDefaults):
         # Parked or orphaned: decision 45; recorded at the save: decision 78.
         self.outside_run("handle_saved")
         key = handle.group_key
-        if key in self._saved:
+        # A group the baseline opened records no save: its `save()` journaled nothing, and a caller
+        # that saved one before an upgrade replays its journal on this code (decision 78).
+        if key in self._saved or not self._records_saves.get(key, False):
             return
         wakes = self._wakes.get(key)
         saver = CallerEnded(caller=self._ctx.request().id, incarnation=wakes.incarnation if wakes else "")
-        if self._records_saves.get(key, False):
-            GROUP_SAVED.send(self._ctx, key, saver)
-            self._saved[key] = None
-            return
-        # A group whose open an earlier release answered (this invocation's journal says so): saved
-        # as then, with the caller's own hold; a Cancel group watches its openers already.
-        declared = self._declared.get(key)
-        if declared is None or declared[1] is not LoserPolicy.CANCEL:
-            self._saved[key] = GROUP_HOLD.send(self._ctx, key, saver)
+        GROUP_SAVED.send(self._ctx, key, saver)
+        self._saved.add(key)
 
     def _window(self, consumed: int, child_count: int) -> dict[str, Any]:
         """Fresh awakeables for ranks ``consumed + 1`` … (at most WAKE_WINDOW), by awakeable id."""
@@ -415,11 +402,8 @@ class RestateController(EffectGroupDefaults):
         else:
             await self._ask(GROUP_CLOSE, key, request)
         self._wakes.pop(key, None)
-        if (hold := self._saved.pop(key, None)) is not None:
-            # Closed: how this invocation ends no longer matters to the group, so its watch ends now
-            # instead of staying attached for the rest of this invocation (as decision 13's do). A
-            # hold the group sent itself is one of its watches, which the close cancels.
-            self._ctx.cancel_invocation(await hold.invocation_id())
+        # The group holds each saver from `saved`; its close cancels that hold with its other watches.
+        self._saved.discard(key)
 
     def _cannot_refuse(self, handle: GroupHandle, disposition: LoserPolicy | None) -> bool:
         """Whether the group this invocation opened would accept this close (decision 21)."""

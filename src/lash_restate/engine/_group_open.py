@@ -23,11 +23,11 @@ from ._calls import opened_plan
 from ._errors import terminal_status
 from ._group_common import OPENED, GroupSettings, release_staged
 from ._group_dispatch import note_redispatched, redispatch, unsettled_in
-from ._group_watch import openers_to_watch, watch_after
+from ._group_watch import is_new_opener, openers_to_watch, watch_after
 from ._messages import CallerEnded, OpenReply, OpenRequest, PartedOpen, PumpParts, WatchedRun, decode
 from ._mode import INVOCATIONS, PUMP_SLICE, Dispatched, mode_for, redispatch_staged, slice_key
 from ._pages import PAGED, Ranked, paged, write_keys
-from ._records import META, SAVES, SHAPE, STRINGS, GroupMeta, Opener, SettlementMode
+from ._records import META, RECLAIM_AT, SAVES, SHAPE, STRINGS, GroupMeta, Opener, SettlementMode
 from ._routes import GROUP_WATCH, PUMP_RUN_PARTS, pump_key
 from ._routing import Routing, replaying
 
@@ -74,6 +74,8 @@ async def on_open(ctx: restate.ObjectContext, req: OpenRequest, settings: GroupS
         watched = await redispatch(ctx, meta, req, settings.routing)
     # Last, for the same reason: watched until they end (decisions 74, 78).
     await watch_after(ctx, meta, watched, openers_to_watch(meta, req.caller))
+    if not children and is_new_opener(meta, req.caller):
+        ctx.clear(RECLAIM_AT)  # reopened: someone holds it again, so it is not due (decision 78)
 
 
 async def on_open_parts(ctx: restate.ObjectContext, req: PartedOpen) -> None:
@@ -131,6 +133,8 @@ async def on_open_parts(ctx: restate.ObjectContext, req: PartedOpen) -> None:
     watched += await note_redispatched(ctx, redispatched)
     await note_opener(ctx, meta, req.caller, changed=first)
     await watch_after(ctx, meta, watched, openers_to_watch(meta, req.caller))  # last (decisions 74, 78)
+    if not first and is_new_opener(meta, req.caller):
+        ctx.clear(RECLAIM_AT)  # reopened: someone holds it again, so it is not due (decision 78)
 
 
 async def record_group(

@@ -16,7 +16,7 @@ from ._group_close import close_group
 from ._group_common import RAW, WATCHES, GroupSettings, cancel_runs, keep_watch
 from ._messages import CallerEnded, ChildrenFailed, Reclaim, RunEnded, RunsWatch, WatchedRun
 from ._mode import mode_for
-from ._pages import Ranked, paged, read_ranked
+from ._pages import Ranked, paged, read_ranked, records_saves
 from ._records import (
     ENDS,
     META,
@@ -42,6 +42,7 @@ __all__ = [
     "ORPHAN_RETENTION",
     "WATCH_AFTER",
     "anybody_saved",
+    "is_new_opener",
     "on_caller_ended",
     "on_held",
     "on_hold",
@@ -92,8 +93,14 @@ async def on_caller_ended(ctx: restate.ObjectContext, ended: CallerEnded, settin
     if cancel:
         logs.event("group.caller_gone_cancel", ctx, group_key=ctx.key())
     cancel_runs(ctx, cancels, meta)
-    if after.severed and not meta.severed and not await anybody_saved(ctx):
-        await reclaim_later(ctx, after, settings.orphan_retention)  # orphaned now: nobody can resume it
+    # Orphaned now: nobody can resume it. Only a group whose savers are recorded (decision 78).
+    if (
+        after.severed
+        and not meta.severed
+        and records_saves(meta.incarnation)
+        and not await anybody_saved(ctx)
+    ):
+        await reclaim_later(ctx, after, settings.orphan_retention)
 
 
 async def on_reclaim(ctx: restate.ObjectContext, req: Reclaim, settings: GroupSettings) -> None:
@@ -113,11 +120,12 @@ async def on_reclaim(ctx: restate.ObjectContext, req: Reclaim, settings: GroupSe
         ctx.clear(RECLAIM_AT)
         return  # reopened since, or a caller saved its handle: someone may resume it
     settled = (await read_ranked(ctx)).counter if paged(meta) else meta.counter
-    if settled < meta.child_count:
-        await reclaim_later(ctx, meta, settings.orphan_retention)  # its children still run
-        return
     watches = await ctx.get(WATCHES, serde=STRINGS) or []
-    ctx.set(WATCHES, [w for w in watches if w != ctx.request().id], serde=STRINGS)  # not itself
+    ctx.set(WATCHES, [w for w in watches if w != ctx.request().id], serde=STRINGS)  # done: not itself
+    if settled < meta.child_count:
+        # A child still runs (or never ends: an event nobody emits, one that missed its runner).
+        await reclaim_later(ctx, meta, settings.orphan_retention)
+        return
     await close_group(ctx, meta, meta.disposition)
     logs.event("group.reclaimed", ctx, group_key=ctx.key())
 
@@ -134,6 +142,7 @@ async def on_saved(ctx: restate.ObjectContext, saver: CallerEnded) -> None:
     if saver.caller in savers:
         return
     ctx.set(SAVERS, [*savers, saver.caller], serde=STRINGS)
+    ctx.clear(RECLAIM_AT)  # saved: never reclaimed (a reclaim already scheduled finds it saved)
     if meta.disposition is not LoserPolicy.CANCEL:  # a Cancel group watches its openers already
         held = CallerEnded(caller=saver.caller, incarnation=meta.incarnation)
         await keep_watch(ctx, GROUP_HOLD.send(ctx, ctx.key(), held))
@@ -252,8 +261,16 @@ async def watch_after(
 
 
 def openers_to_watch(meta: GroupMeta, caller: str | None) -> list[str]:
-    """The opener to watch (decision 78): a `Cancel` group's are watched already (decision 13)."""
-    return [caller] if caller is not None and meta.disposition is not LoserPolicy.CANCEL else []
+    """The opener to watch (decision 78), from ``meta`` before it was recorded: a new one only (a
+    caller that reopens again is watched already), and none of a `Cancel` group, whose openers are
+    watched anyway (decision 13)."""
+    new = is_new_opener(meta, caller)
+    return [caller] if caller is not None and new and meta.disposition is not LoserPolicy.CANCEL else []
+
+
+def is_new_opener(meta: GroupMeta, caller: str | None) -> bool:
+    """Whether ``caller`` opens the group for the first time, by ``meta`` before it was recorded."""
+    return caller is not None and all(opener.caller != caller for opener in meta.openers)
 
 
 async def reclaim_later(ctx: restate.ObjectContext, meta: GroupMeta, retention: timedelta) -> None:

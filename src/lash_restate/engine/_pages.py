@@ -27,7 +27,7 @@ import restate
 
 from ..contract import GroupShape, InvalidSettlement
 from ._messages import Ref
-from ._records import RECORD_OPTIONS, GroupMeta, MsgspecSerde
+from ._records import RECORD_OPTIONS, SAVES, GroupMeta, MsgspecSerde
 
 __all__ = [
     "KEY_PAGES_PER_WAIT",
@@ -43,6 +43,7 @@ __all__ = [
     "paged",
     "rank_page",
     "read_ranked",
+    "records_saves",
     "settled_page",
     "write_keys",
 ]
@@ -96,6 +97,18 @@ def check_position(meta: GroupMeta, ref: Ref, group_key: str) -> None:
 def paged(meta: GroupMeta) -> bool:
     """Whether ``meta``'s group keeps its ranks in pages (decision 65)."""
     return meta.incarnation.startswith(PAGED)
+
+
+def records_saves(incarnation: str) -> bool:
+    """Whether the group of ``incarnation`` was opened by a release that records saves (decision 78):
+    one opened in one message ends in `SAVES`; one opened in parts (which no earlier release did)
+    has its opener's stage, paged. A group the baseline opened has neither: its openers' saves are
+    not recorded (the baseline's `save()` journaled nothing, and its callers' replays must match),
+    and it is never reclaimed.
+
+    The incarnation is in the open's reply, which the opener journals, so a replay decides as its
+    first run did."""
+    return incarnation.endswith(SAVES) or incarnation.startswith(PAGED)
 
 
 def rank_page(page: int) -> str:

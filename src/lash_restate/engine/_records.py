@@ -44,7 +44,6 @@ __all__ = [
     "SettlementMode",
     "Waiter",
     "missed_key",
-    "records_saves",
 ]
 
 _T = TypeVar("_T")
@@ -212,15 +211,8 @@ RECLAIM_AT = "reclaim_at"
 # A newer group key (decision 78): the invocation ids of the callers that saved the group's handle,
 # recorded when each saved it (an earlier release's group has none; `opener_ends` tells of its savers).
 SAVERS = "savers"
-# What ends the incarnation of a group that records saves (decision 78). The incarnation is in the
-# open's reply, which its opener journals, so the opener's replay saves as its first run did: a
-# group an earlier release opened (no such ending) is saved with the opener's own `hold`, as then.
+# What ends the incarnation of a group that records saves (decision 78; `_pages.records_saves`).
 SAVES = "-s"
-
-
-def records_saves(incarnation: str) -> bool:
-    """Whether the group of ``incarnation`` records a save with `saved` (decision 78)."""
-    return incarnation.endswith(SAVES)
 
 
 MILLIS: MsgspecSerde[int] = MsgspecSerde(int)
