@@ -229,6 +229,27 @@ async def test_all_fails_fast_only_when_told_and_declares_run_to_completion_eith
     assert closed == [None, lash.CANCEL, None]  # narrowed only where a rejection decided it
 
 
+async def test_each_combinator_hands_its_bound_to_the_group_it_opens() -> None:
+    bounds: list[int | None] = []
+
+    class Bounded(MemoryHost):
+        async def open_effect_group(self, group: RuntimeEffectGroup) -> lash.GroupHandle:
+            bounds.append(group.max_in_flight)
+            return await super().open_effect_group(group)
+
+    host = Bounded(resolver=demo_tools())
+    kids = [lash.tool("echo", {"value": n}) for n in range(3)]
+    try:
+        assert await lash.all(host, kids, key="s:group:all:0", max_in_flight=1) == [0, 1, 2]
+        assert len(await lash.all_settled(host, kids, key="s:group:settled:0", max_in_flight=2)) == 3
+        assert await lash.race(host, kids, key="s:group:race:0", max_in_flight=1) == 0
+        assert await lash.any(host, *kids, key="s:group:any:0", max_in_flight=1) == 0
+        assert await lash.all(host, kids, key="s:group:none:0") == [0, 1, 2]
+    finally:
+        await host.aclose()
+    assert bounds == [1, 2, 1, 1, None]
+
+
 def test_a_service_prefix_is_checked_and_chosen_once_per_process() -> None:
     from lash_restate.engine import named
 

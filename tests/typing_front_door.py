@@ -110,6 +110,14 @@ async def results_are_the_handlers_types(ctx: restate.Context) -> None:
     assert_type(await lash.all(ctx, q, w, lash.call(seat, 1)), tuple[Quote, Label, Seat])
     assert_type(await lash.all(ctx, [lash.tool("echo"), q]), list[Any])  # an untyped child: JSON
     assert_type(await lash.all_settled(ctx, [q, w]), list[lash.Outcome])
+    # A bound on how many run at once changes no answer's type.
+    assert_type(await lash.all(ctx, [q, q], max_in_flight=1), list[Quote])
+    assert_type(await lash.all(ctx, q, w, max_in_flight=1), tuple[Quote, Label])
+    assert_type(await lash.all_settled(ctx, [q, w], max_in_flight=1), list[lash.Outcome])
+    assert_type(await lash.race(ctx, [q, q], max_in_flight=1), Quote)
+    assert_type(
+        await lash.any(ctx, q, deadline, max_in_flight=1, with_position=True), tuple[int, Quote | None]
+    )
 
     assert_type(await lash.race(ctx, [q, q]), Quote)
     assert_type(await lash.race(ctx, q, deadline, losers=lash.CANCEL), Quote | None)

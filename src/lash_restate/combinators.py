@@ -197,11 +197,12 @@ async def combine(
     handle: GroupHandle | None = None,
     stop_after: int | None = None,
     on_reject: LoserPolicy | None = None,
+    max_in_flight: int | None = None,
 ) -> CombinatorResult:
     """`run_combinator` over ``children`` as a group of ``kind``'s wake rule; no children: `empty_result`."""
     if not children:
         return empty_result(kind, key)
-    group = RuntimeEffectGroup(key, children, wake=kind.wake, disposition=losers)
+    group = RuntimeEffectGroup(key, children, wake=kind.wake, disposition=losers, max_in_flight=max_in_flight)
     return await run_combinator(
         controller, kind, group, handle=handle, stop_after=stop_after, on_reject=on_reject
     )
@@ -237,10 +238,12 @@ async def _settle(
     children: Sequence[RuntimeEffectEnvelope],
     disposition: LoserPolicy,
     on_reject: LoserPolicy | None = None,
+    max_in_flight: int | None = None,
 ) -> Any:
-    return _decided(
-        await combine(controller, kind, key, children, losers=disposition, on_reject=on_reject)
-    ).value
+    result = await combine(
+        controller, kind, key, children, losers=disposition, on_reject=on_reject, max_in_flight=max_in_flight
+    )
+    return _decided(result).value
 
 
 async def all_(
@@ -249,22 +252,31 @@ async def all_(
     children: Sequence[RuntimeEffectEnvelope],
     *,
     on_reject: LoserPolicy = LoserPolicy.RUN_TO_COMPLETION,
+    max_in_flight: int | None = None,
 ) -> list[Any]:
     """`Promise.all`: values in input order, or `Rejected` at the first consumed rejection.
 
     The group declares `RunToCompletion`; ``on_reject=CANCEL`` narrows it to `Cancel` at the close
-    once a rejection is consumed, so the rest are cancelled (fail fast).
+    once a rejection is consumed, so the rest are cancelled (fail fast). ``max_in_flight`` bounds
+    how many children run at once (`RuntimeEffectGroup`).
     """
     disposition = LoserPolicy.RUN_TO_COMPLETION
-    return list(await _settle(controller, Combinator.ALL, key, children, disposition, on_reject))
+    return list(
+        await _settle(controller, Combinator.ALL, key, children, disposition, on_reject, max_in_flight)
+    )
 
 
 async def all_settled(
-    controller: RuntimeEffectController, key: GroupKey | str, children: Sequence[RuntimeEffectEnvelope]
+    controller: RuntimeEffectController,
+    key: GroupKey | str,
+    children: Sequence[RuntimeEffectEnvelope],
+    *,
+    max_in_flight: int | None = None,
 ) -> list[Outcome]:
     """`Promise.allSettled`: every outcome, in input order."""
     disposition = LoserPolicy.RUN_TO_COMPLETION
-    return list(await _settle(controller, Combinator.ALL_SETTLED, key, children, disposition))
+    kind = Combinator.ALL_SETTLED
+    return list(await _settle(controller, kind, key, children, disposition, max_in_flight=max_in_flight))
 
 
 async def race(
@@ -273,9 +285,10 @@ async def race(
     children: Sequence[RuntimeEffectEnvelope],
     *,
     losers: LoserPolicy = LoserPolicy.RUN_TO_COMPLETION,
+    max_in_flight: int | None = None,
 ) -> Any:
     """`Promise.race`: the first settlement's value, or `Rejected` if it rejected (`EmptyGroup` if none)."""
-    return await _settle(controller, Combinator.RACE, key, children, losers)
+    return await _settle(controller, Combinator.RACE, key, children, losers, max_in_flight=max_in_flight)
 
 
 async def any_(
@@ -284,10 +297,11 @@ async def any_(
     children: Sequence[RuntimeEffectEnvelope],
     *,
     losers: LoserPolicy = LoserPolicy.RUN_TO_COMPLETION,
+    max_in_flight: int | None = None,
 ) -> Any:
     """`Promise.any`: the first success, or `AggregateRejection` with errors in input order (`EmptyGroup`
     if there is no child)."""
-    return await _settle(controller, Combinator.ANY, key, children, losers)
+    return await _settle(controller, Combinator.ANY, key, children, losers, max_in_flight=max_in_flight)
 
 
 async def select(

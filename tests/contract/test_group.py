@@ -21,6 +21,7 @@ from lash_restate.contract import (
     InvalidEnvelope,
     InvalidGroupKey,
     InvalidHandle,
+    InvalidInput,
     LoserPolicy,
     PermutedPosition,
     ReplayMismatch,
@@ -31,6 +32,7 @@ from lash_restate.contract import (
 )
 
 KEY = "scope:group:batch:0"
+ALL, RTC = GroupWakePolicy.ALL, LoserPolicy.RUN_TO_COMPLETION
 
 
 def child(name: str, membership: GroupMembership | None = None) -> RuntimeEffectEnvelope:
@@ -221,3 +223,28 @@ def test_no_host_recovers_group_identity_from_its_first_child() -> None:
         if "children[0]" in path.read_text()
     ]
     assert offenders == []
+
+
+@pytest.mark.parametrize("bound", [0, -1, True, 1.5, "2"])
+def test_a_bound_that_is_not_a_positive_integer_is_refused_naming_it(bound: Any) -> None:
+    with pytest.raises(InvalidInput) as refused:
+        RuntimeEffectGroup(KEY, [child("a"), child("b")], wake=ALL, disposition=RTC, max_in_flight=bound)
+    assert refused.value.wire_body() == {
+        "code": "invalid_input",
+        "message": f"max_in_flight must be a positive integer or None; got {bound!r}",
+        "group_key": KEY,
+    }
+
+
+def test_a_bound_below_the_width_is_kept_and_one_at_or_past_it_is_no_bound() -> None:
+    children = [child("a"), child("b"), child("c")]
+    bounded = RuntimeEffectGroup(KEY, children, wake=ALL, disposition=RTC, max_in_flight=2)
+    assert bounded.max_in_flight == 2
+    assert "max_in_flight=2" in repr(bounded)
+    assert RuntimeEffectGroup.from_wire(bounded.to_wire()).max_in_flight == 2
+    for bound in (3, 4, None):
+        group = RuntimeEffectGroup(KEY, children, wake=ALL, disposition=RTC, max_in_flight=bound)
+        assert group.max_in_flight is None
+        assert "max_in_flight" not in group.to_wire()  # the wire form of an unbounded group is unchanged
+    # How the group runs, not what it is: the shape a reopen is fenced on is the same.
+    assert bounded.shape() == RuntimeEffectGroup(KEY, children, wake=ALL, disposition=RTC).shape()

@@ -152,6 +152,24 @@ def test_an_open_at_the_limit_passes_and_one_byte_past_it_names_the_child_that_c
     }
 
 
+def test_a_bounded_group_past_one_open_is_refused_not_opened_in_parts() -> None:
+    small = child(0, "x" * 100)
+    past = tuned([small, small], 1, BODY_LIMIT + 1, request_size)
+    bounded = RuntimeEffectGroup(
+        past.key, past.children, wake=past.wake, disposition=past.disposition, max_in_flight=1
+    )
+    with pytest.raises(PayloadTooLarge) as refused:
+        check_open_size(bounded)
+    assert refused.value.wire_body() == {
+        "code": "too_large",
+        "message": f"the open request is {BODY_LIMIT + 1} bytes, over the limit of {BODY_LIMIT} bytes "
+        "for one message; child 1 is the first past it; a group with max_in_flight is opened in one message",
+        "group_key": KEY,
+        "position": 1,
+        "replay_key": past.children[1].replay_key,
+    }
+
+
 def test_the_first_child_past_the_limit_is_named_not_the_last() -> None:
     children = [child(0, "x" * (BODY_LIMIT // 4)), child(1, ""), child(2, "y"), child(3, "z")]
     # Children 0 and 1 end exactly at the limit: child 2 is the first past it, though 3 is past too.

@@ -314,6 +314,9 @@ def _samples() -> list[Sample]:
     add("msg.group.open.first", open_first, _open())
     resume = msgspec.structs.replace(open_first, wakes=[], reopen_only=True, caller="inv_1def")
     add("msg.group.open.resume", resume, _open())
+    # A bounded open (`max_in_flight`): a field written only when given, which a new open's
+    # invocation reaches on the newest deployment.
+    add("msg.group.open.bounded", msgspec.structs.replace(open_first, window=2), _open())
     # Format 2 of the same message, read by this release and written by none yet: each child is its
     # canonical envelope as raw JSON, not the base64 of it.
     add("msg.group.open.raw_children", open_first, _open(raw=True))

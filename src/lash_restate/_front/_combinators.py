@@ -44,7 +44,13 @@ def _spread(children: Child | Iterable[Child], more: tuple[Child, ...]) -> tuple
 # `all`: children one by one give a tuple, one type per position; an iterable gives a list.
 @overload
 async def all(
-    ctx: Caller, c1: TypedCall[T1], /, *, on_reject: LoserPolicy = _RTC, key: GroupKey | str | None = None
+    ctx: Caller,
+    c1: TypedCall[T1],
+    /,
+    *,
+    on_reject: LoserPolicy = _RTC,
+    key: GroupKey | str | None = None,
+    max_in_flight: int | None = None,
 ) -> tuple[T1]: ...
 @overload
 async def all(
@@ -55,6 +61,7 @@ async def all(
     *,
     on_reject: LoserPolicy = _RTC,
     key: GroupKey | str | None = None,
+    max_in_flight: int | None = None,
 ) -> tuple[T1, T2]: ...
 @overload
 async def all(
@@ -66,6 +73,7 @@ async def all(
     *,
     on_reject: LoserPolicy = _RTC,
     key: GroupKey | str | None = None,
+    max_in_flight: int | None = None,
 ) -> tuple[T1, T2, T3]: ...
 @overload
 async def all(
@@ -78,6 +86,7 @@ async def all(
     *,
     on_reject: LoserPolicy = _RTC,
     key: GroupKey | str | None = None,
+    max_in_flight: int | None = None,
 ) -> tuple[T1, T2, T3, T4]: ...
 @overload
 async def all(
@@ -91,10 +100,17 @@ async def all(
     *,
     on_reject: LoserPolicy = _RTC,
     key: GroupKey | str | None = None,
+    max_in_flight: int | None = None,
 ) -> tuple[T1, T2, T3, T4, T5]: ...
 @overload
 async def all(
-    ctx: Caller, c1: Child, /, *more: Child, on_reject: LoserPolicy = _RTC, key: GroupKey | str | None = None
+    ctx: Caller,
+    c1: Child,
+    /,
+    *more: Child,
+    on_reject: LoserPolicy = _RTC,
+    key: GroupKey | str | None = None,
+    max_in_flight: int | None = None,
 ) -> tuple[Any, ...]: ...
 @overload
 async def all(
@@ -103,6 +119,7 @@ async def all(
     *,
     on_reject: LoserPolicy = _RTC,
     key: GroupKey | str | None = None,
+    max_in_flight: int | None = None,
 ) -> list[T]: ...
 @overload
 async def all(
@@ -111,6 +128,7 @@ async def all(
     *,
     on_reject: LoserPolicy = _RTC,
     key: GroupKey | str | None = None,
+    max_in_flight: int | None = None,
 ) -> list[Any]: ...
 @terminal
 async def all(
@@ -119,6 +137,7 @@ async def all(
     *more: Child,
     on_reject: LoserPolicy = _RTC,
     key: GroupKey | str | None = None,
+    max_in_flight: int | None = None,
 ) -> Any:
     """`Promise.all`: every value in input order, or `Rejected` at the first consumed rejection.
 
@@ -134,6 +153,8 @@ async def all(
             `RUN_TO_COMPLETION` (the default) lets them run on.
         key: the group's key (a `GroupKey` or its text); by default one is derived from the
             invocation and the children. Required with a controller.
+        max_in_flight: at most this many children run at once; the next starts (in input order)
+            as one settles. None (the default): all at once.
 
     Returns:
         The values in input order: a list for an iterable, a tuple for children given one by one.
@@ -150,14 +171,20 @@ async def all(
     """
     listed, one_by_one = _spread(children, more)
     group_key, envelopes, values = typed_grouped(ctx, listed, key, "lash.all")
-    fulfilled = await combinators.all_(controller(ctx), group_key, envelopes, on_reject=on_reject)
+    fulfilled = await combinators.all_(
+        controller(ctx), group_key, envelopes, on_reject=on_reject, max_in_flight=max_in_flight
+    )
     decoded = [values.value(position, value) for position, value in enumerate(fulfilled)]
     return tuple(decoded) if one_by_one else decoded
 
 
 @terminal
 async def all_settled(
-    ctx: Caller, children: Child | Iterable[Child], *more: Child, key: GroupKey | str | None = None
+    ctx: Caller,
+    children: Child | Iterable[Child],
+    *more: Child,
+    key: GroupKey | str | None = None,
+    max_in_flight: int | None = None,
 ) -> list[Outcome]:
     """`Promise.allSettled`: every outcome (`Ok`, `Err` or `Cancelled`) in input order; a typed call's
     `Ok` holds its value as its handler's output serde reads it.
@@ -168,6 +195,8 @@ async def all_settled(
         *more: the other children, given one by one.
         key: the group's key (a `GroupKey` or its text); by default one is derived from the
             invocation and the children. Required with a controller.
+        max_in_flight: at most this many children run at once; the next starts (in input order)
+            as one settles. None (the default): all at once.
 
     Returns:
         One outcome per child, in input order (``[]`` for no children, and no group is opened).
@@ -182,7 +211,9 @@ async def all_settled(
     """
     listed, _ = _spread(children, more)
     group_key, envelopes, values = typed_grouped(ctx, listed, key, "lash.all_settled")
-    outcomes = await combinators.all_settled(controller(ctx), group_key, envelopes)
+    outcomes = await combinators.all_settled(
+        controller(ctx), group_key, envelopes, max_in_flight=max_in_flight
+    )
     return [values.outcome(position, outcome) for position, outcome in enumerate(outcomes)]
 
 
@@ -194,10 +225,13 @@ async def _first(
     losers: LoserPolicy,
     key: GroupKey | str | None,
     with_position: bool,
+    max_in_flight: int | None,
 ) -> Any:
     listed, _ = _spread(children, more)
     group_key, envelopes, values = typed_grouped(ctx, listed, key, f"lash.{kind.value}")
-    result = await combinators.combine(controller(ctx), kind, group_key, envelopes, losers=losers)
+    result = await combinators.combine(
+        controller(ctx), kind, group_key, envelopes, losers=losers, max_in_flight=max_in_flight
+    )
     position, value = combinators.won(result)
     value = values.value(position, value)
     return (position, value) if with_position else value
@@ -213,6 +247,7 @@ async def race(
     *more: TypedCall[T],
     losers: LoserPolicy = _RTC,
     key: GroupKey | str | None = None,
+    max_in_flight: int | None = None,
     with_position: Literal[False] = False,
 ) -> T: ...
 @overload
@@ -223,6 +258,7 @@ async def race(
     *more: TypedCall[T] | Sleep,
     losers: LoserPolicy = _RTC,
     key: GroupKey | str | None = None,
+    max_in_flight: int | None = None,
     with_position: Literal[False] = False,
 ) -> T | None: ...
 @overload
@@ -233,6 +269,7 @@ async def race(
     *more: Child,
     losers: LoserPolicy = _RTC,
     key: GroupKey | str | None = None,
+    max_in_flight: int | None = None,
     with_position: Literal[False] = False,
 ) -> Any: ...
 @overload
@@ -242,6 +279,7 @@ async def race(
     *,
     losers: LoserPolicy = _RTC,
     key: GroupKey | str | None = None,
+    max_in_flight: int | None = None,
     with_position: Literal[False] = False,
 ) -> T: ...
 @overload
@@ -251,6 +289,7 @@ async def race(
     *,
     losers: LoserPolicy = _RTC,
     key: GroupKey | str | None = None,
+    max_in_flight: int | None = None,
     with_position: Literal[False] = False,
 ) -> Any: ...
 @overload
@@ -261,6 +300,7 @@ async def race(
     *more: TypedCall[T],
     losers: LoserPolicy = _RTC,
     key: GroupKey | str | None = None,
+    max_in_flight: int | None = None,
     with_position: Literal[True],
 ) -> tuple[int, T]: ...
 @overload
@@ -271,6 +311,7 @@ async def race(
     *more: TypedCall[T] | Sleep,
     losers: LoserPolicy = _RTC,
     key: GroupKey | str | None = None,
+    max_in_flight: int | None = None,
     with_position: Literal[True],
 ) -> tuple[int, T | None]: ...
 @overload
@@ -281,6 +322,7 @@ async def race(
     *more: Child,
     losers: LoserPolicy = _RTC,
     key: GroupKey | str | None = None,
+    max_in_flight: int | None = None,
     with_position: Literal[True],
 ) -> tuple[int, Any]: ...
 @overload
@@ -290,6 +332,7 @@ async def race(
     *,
     losers: LoserPolicy = _RTC,
     key: GroupKey | str | None = None,
+    max_in_flight: int | None = None,
     with_position: Literal[True],
 ) -> tuple[int, T]: ...
 @overload
@@ -299,6 +342,7 @@ async def race(
     *,
     losers: LoserPolicy = _RTC,
     key: GroupKey | str | None = None,
+    max_in_flight: int | None = None,
     with_position: Literal[True],
 ) -> tuple[int, Any]: ...
 @terminal
@@ -308,6 +352,7 @@ async def race(
     *more: Child,
     losers: LoserPolicy = _RTC,
     key: GroupKey | str | None = None,
+    max_in_flight: int | None = None,
     with_position: bool = False,
 ) -> Any:
     """`Promise.race`: the first settlement's value, or `Rejected` if it rejected (its position is
@@ -322,6 +367,8 @@ async def race(
             `RUN_TO_COMPLETION` (the default) lets them run on.
         key: the group's key (a `GroupKey` or its text); by default one is derived from the
             invocation and the children. Required with a controller.
+        max_in_flight: at most this many children run at once; the next starts (in input order)
+            as one settles. None (the default): all at once.
         with_position: answer ``(position, value)``, the winner's input position with its value.
 
     Returns:
@@ -337,7 +384,7 @@ async def race(
         EffectGroupUnsupported: this process cannot open groups (see `use_prefix`).
         UndecodableResult: a typed call's value that its handler's output serde cannot read.
     """
-    return await _first(Combinator.RACE, ctx, children, more, losers, key, with_position)
+    return await _first(Combinator.RACE, ctx, children, more, losers, key, with_position, max_in_flight)
 
 
 @overload
@@ -348,6 +395,7 @@ async def any(
     *more: TypedCall[T],
     losers: LoserPolicy = _RTC,
     key: GroupKey | str | None = None,
+    max_in_flight: int | None = None,
     with_position: Literal[False] = False,
 ) -> T: ...
 @overload
@@ -358,6 +406,7 @@ async def any(
     *more: TypedCall[T] | Sleep,
     losers: LoserPolicy = _RTC,
     key: GroupKey | str | None = None,
+    max_in_flight: int | None = None,
     with_position: Literal[False] = False,
 ) -> T | None: ...
 @overload
@@ -368,6 +417,7 @@ async def any(
     *more: Child,
     losers: LoserPolicy = _RTC,
     key: GroupKey | str | None = None,
+    max_in_flight: int | None = None,
     with_position: Literal[False] = False,
 ) -> Any: ...
 @overload
@@ -377,6 +427,7 @@ async def any(
     *,
     losers: LoserPolicy = _RTC,
     key: GroupKey | str | None = None,
+    max_in_flight: int | None = None,
     with_position: Literal[False] = False,
 ) -> T: ...
 @overload
@@ -386,6 +437,7 @@ async def any(
     *,
     losers: LoserPolicy = _RTC,
     key: GroupKey | str | None = None,
+    max_in_flight: int | None = None,
     with_position: Literal[False] = False,
 ) -> Any: ...
 @overload
@@ -396,6 +448,7 @@ async def any(
     *more: TypedCall[T],
     losers: LoserPolicy = _RTC,
     key: GroupKey | str | None = None,
+    max_in_flight: int | None = None,
     with_position: Literal[True],
 ) -> tuple[int, T]: ...
 @overload
@@ -406,6 +459,7 @@ async def any(
     *more: TypedCall[T] | Sleep,
     losers: LoserPolicy = _RTC,
     key: GroupKey | str | None = None,
+    max_in_flight: int | None = None,
     with_position: Literal[True],
 ) -> tuple[int, T | None]: ...
 @overload
@@ -416,6 +470,7 @@ async def any(
     *more: Child,
     losers: LoserPolicy = _RTC,
     key: GroupKey | str | None = None,
+    max_in_flight: int | None = None,
     with_position: Literal[True],
 ) -> tuple[int, Any]: ...
 @overload
@@ -425,6 +480,7 @@ async def any(
     *,
     losers: LoserPolicy = _RTC,
     key: GroupKey | str | None = None,
+    max_in_flight: int | None = None,
     with_position: Literal[True],
 ) -> tuple[int, T]: ...
 @overload
@@ -434,6 +490,7 @@ async def any(
     *,
     losers: LoserPolicy = _RTC,
     key: GroupKey | str | None = None,
+    max_in_flight: int | None = None,
     with_position: Literal[True],
 ) -> tuple[int, Any]: ...
 @terminal
@@ -443,6 +500,7 @@ async def any(
     *more: Child,
     losers: LoserPolicy = _RTC,
     key: GroupKey | str | None = None,
+    max_in_flight: int | None = None,
     with_position: bool = False,
 ) -> Any:
     """`Promise.any`: the first success, or `AggregateRejection` (an exception group of every
@@ -456,6 +514,8 @@ async def any(
             `RUN_TO_COMPLETION` (the default) lets them run on.
         key: the group's key (a `GroupKey` or its text); by default one is derived from the
             invocation and the children. Required with a controller.
+        max_in_flight: at most this many children run at once; the next starts (in input order)
+            as one settles. None (the default): all at once.
         with_position: answer ``(position, value)``, the winner's input position with its value.
 
     Returns:
@@ -471,7 +531,7 @@ async def any(
         EffectGroupUnsupported: this process cannot open groups (see `use_prefix`).
         UndecodableResult: a typed call's value that its handler's output serde cannot read.
     """
-    return await _first(Combinator.ANY, ctx, children, more, losers, key, with_position)
+    return await _first(Combinator.ANY, ctx, children, more, losers, key, with_position, max_in_flight)
 
 
 # `select`: named children, as `restate.select` takes them; `losers` and `key` are lash's own.

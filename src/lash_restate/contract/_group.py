@@ -28,6 +28,7 @@ from ._errors import (
     GroupShapeError,
     InvalidEnvelope,
     InvalidGroupKey,
+    InvalidInput,
     PermutedPosition,
     ReplayMismatch,
     ShapeMismatch,
@@ -119,9 +120,13 @@ class RuntimeEffectGroup:
 
     The one way in is this constructor; every child comes out stamped with a
     membership that agrees with the group, or the constructor raises.
+    ``max_in_flight`` bounds how many children run at once: the host starts the
+    first ones in position order and the next each time one settles; ranks are
+    still by settlement. It is how the group runs, not what it is: a reopen is not
+    fenced on it, and the bound recorded at the first open stays the group's.
     """
 
-    __slots__ = ("_children", "_disposition", "_key", "_wake")
+    __slots__ = ("_children", "_disposition", "_key", "_max_in_flight", "_wake")
 
     def __init__(
         self,
@@ -130,6 +135,7 @@ class RuntimeEffectGroup:
         *,
         wake: GroupWakePolicy,
         disposition: LoserPolicy,
+        max_in_flight: int | None = None,
     ) -> None:
         group_key = GroupKey.parse(key) if isinstance(key, str) else key
         if not isinstance(group_key, GroupKey):
@@ -158,6 +164,7 @@ class RuntimeEffectGroup:
         self._wake = wake
         self._disposition = disposition
         self._children = tuple(stamped)
+        self._max_in_flight = _window(max_in_flight, len(stamped), key_text)
 
     @property
     def key(self) -> GroupKey:
@@ -175,13 +182,21 @@ class RuntimeEffectGroup:
     def children(self) -> tuple[RuntimeEffectEnvelope, ...]:
         return self._children
 
+    @property
+    def max_in_flight(self) -> int | None:
+        """How many children may run at once (the next starts as one settles); None: all at once.
+
+        A bound of the group's width or more is no bound, and reads None."""
+        return self._max_in_flight
+
     def __len__(self) -> int:
         return len(self._children)
 
     def __repr__(self) -> str:
         return (
             f"RuntimeEffectGroup({str(self._key)!r}, {len(self)} children, "
-            f"wake={self._wake.value}, disposition={self._disposition.value})"
+            f"wake={self._wake.value}, disposition={self._disposition.value}"
+            + (f", max_in_flight={self._max_in_flight})" if self._max_in_flight is not None else ")")
         )
 
     def shape(self) -> GroupShape:
@@ -200,6 +215,7 @@ class RuntimeEffectGroup:
             "wake": self._wake.value,
             "disposition": self._disposition.value,
             "children": [msgspec.json.decode(canonical_bytes(c)) for c in self._children],
+            **({"max_in_flight": self._max_in_flight} if self._max_in_flight is not None else {}),
         }
 
     @classmethod
@@ -207,7 +223,7 @@ class RuntimeEffectGroup:
         """Rebuild a group from :meth:`to_wire` output (or hand-written JSON), refusing bad input."""
         if not isinstance(data, dict):
             raise InvalidEnvelope("a group must be a JSON object")
-        unknown = set(data) - {"key", "wake", "disposition", "children"}
+        unknown = set(data) - {"key", "wake", "disposition", "children", "max_in_flight"}
         if unknown:
             raise InvalidEnvelope(f"unknown group fields: {sorted(unknown)}")
         children = data.get("children")
@@ -221,7 +237,19 @@ class RuntimeEffectGroup:
             [decode_envelope(msgspec.json.encode(c)) for c in children],
             wake=_coerce(GroupWakePolicy, data.get("wake"), "wake"),
             disposition=_coerce(LoserPolicy, data.get("disposition"), "disposition"),
+            max_in_flight=data.get("max_in_flight"),
         )
+
+
+def _window(max_in_flight: object, width: int, group_key: str) -> int | None:
+    """``max_in_flight`` checked: a positive int, or None; one of ``width`` or more is no bound (None)."""
+    if max_in_flight is None:
+        return None
+    if not isinstance(max_in_flight, int) or isinstance(max_in_flight, bool) or max_in_flight < 1:
+        raise InvalidInput(
+            f"max_in_flight must be a positive integer or None; got {max_in_flight!r}", group_key=group_key
+        )
+    return None if max_in_flight >= width else max_in_flight
 
 
 def _coerce(enum: type[_E], value: object, what: str) -> _E:

@@ -89,9 +89,17 @@ def check_open_size(group: RuntimeEffectGroup) -> None:
     A child that could not ride the open even alone is named with its encoded size. A group whose
     children together do not fit one open request is opened in parts (`opens_in_parts`): refused
     only when a part of `PART_CHILDREN` children, or the shape alone, would not fit one message either,
-    naming the first position past one open request.
+    naming the first position past one open request. A group with ``max_in_flight`` is never opened
+    in parts: one that does not fit one open request is refused (one run holds the bound).
     """
     refusal = _one_open_refusal(group)
+    if refusal is not None and group.max_in_flight is not None:
+        raise PayloadTooLarge(
+            f"{refusal.message}; a group with max_in_flight is opened in one message",
+            group_key=refusal.group_key,
+            position=refusal.position,
+            replay_key=refusal.replay_key,
+        )
     if refusal is not None and not _parts_fit(group):
         raise refusal
 

@@ -15,6 +15,7 @@ from collections.abc import Awaitable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+import msgspec
 import restate
 from restate.serde import BytesSerde
 from restate.server_context import ServerInvocationContext
@@ -191,7 +192,8 @@ class RestateController(EffectGroupDefaults):
         # ADR: resolve all N before recording: the group object does, where the children run (decision
         # 37), and only it knows whether the group is recorded already (a reopen refuses nothing).
         answer, opened = self._ctx.awakeable(serde=_BYTES)
-        if opens_in_parts(group) or len(group) >= _parts_from():
+        # A bounded group always opens in one message (check_open_size refused it otherwise).
+        if group.max_in_flight is None and (opens_in_parts(group) or len(group) >= _parts_from()):
             # Decision 65: too large for one message. The children go first, one part per slice, to
             # the pumps that will run them; then the open, with the shape alone.
             await self._open_in_parts(group, key, answer, list(window), reopen_only=reopen_only)
@@ -203,6 +205,7 @@ class RestateController(EffectGroupDefaults):
                 caller=self._ctx.request().id,
                 wakes=list(window),
                 reopen_only=reopen_only,
+                window=msgspec.UNSET if group.max_in_flight is None else group.max_in_flight,
             )
             # Sent, answered on an awakeable (decision 25): this invocation's cancellation cannot cut
             # the open short between dispatching the children and recording how to cancel them.

@@ -26,7 +26,7 @@ from ._group_dispatch import note_redispatched, redispatch, unsettled_in
 from ._group_watch import is_new_opener, openers_to_watch, watch_after
 from ._messages import CallerEnded, OpenReply, OpenRequest, PartedOpen, PumpParts, WatchedRun, decode
 from ._mode import INVOCATIONS, PUMP_SLICE, Dispatched, mode_for, redispatch_staged, slice_key
-from ._pages import PAGED, Ranked, paged, write_keys
+from ._pages import PAGED, Ranked, paged, window_mark, write_keys
 from ._records import META, RECLAIM_AT, SAVES, SHAPE, STRINGS, GroupMeta, Opener, SettlementMode
 from ._routes import GROUP_WATCH, PUMP_RUN_PARTS, pump_key
 from ._routing import Routing, replaying
@@ -163,7 +163,12 @@ async def record_group(
         raise GroupNotOpen.not_recorded(group_key=ctx.key())
     children = [decode(child, RuntimeEffectEnvelope) for child in req.children]
     calls = any(isinstance(child.command, Call) for child in children)
-    mode = SettlementMode.PUMPED if calls or len(children) >= batch_from else SettlementMode.DIRECT
+    window = None if isinstance(req.window, msgspec.UnsetType) else req.window
+    if window is not None and not 0 < window < len(children):
+        raise InvalidInput(f"max_in_flight must be between 1 and the group's width; got {window}")
+    # Decision 81: a bounded group's one pump starts the next child as one settles.
+    pumped = calls or window is not None or len(children) >= batch_from
+    mode = SettlementMode.PUMPED if pumped else SettlementMode.DIRECT
     # A caller of this release refused an open too large to send; a request that arrived may still
     # hold children that would not fit the messages that dispatch them: refused, recording nothing.
     mode_for(mode).check_fits(ctx.key(), children, [len(child) for child in req.children])
@@ -181,7 +186,7 @@ async def record_group(
     # Decision 65: a pumped group wider than one slice keeps its ranks in pages.
     pages = mode is SettlementMode.PUMPED and req.shape.child_count >= page_from
     # Decision 78: an incarnation ending in SAVES tells its openers that the group records saves.
-    incarnation = f"{PAGED if pages else ''}{ctx.uuid()}{SAVES}"
+    incarnation = f"{PAGED if pages else ''}{window_mark(window)}{ctx.uuid()}{SAVES}"
     return recorded_meta(ctx, req.shape, req.wakes, incarnation, mode), children
 
 

@@ -16,6 +16,7 @@ from ._messages import (
     WaitReply,
 )
 from ._pages import _SLICE as _PAGE_SLICE
+from ._pages import window_of
 from ._routes import (
     Route,
     pump_key,
@@ -98,7 +99,8 @@ def slice_key(group_key: str, incarnation: str, position: int) -> str:
     has a pump of its own, called by that one. `group_of_pump` still finds the group key in every one
     (the slice suffix holds no colon).
     """
-    first = position // PUMP_SLICE
+    # Decision 81: a bounded group's one pump runs (and keeps) every child.
+    first = 0 if window_of(incarnation) is not None else position // PUMP_SLICE
     return pump_key(group_key, incarnation if first == 0 else f"{incarnation}.{first}")
 
 

@@ -21,6 +21,8 @@ class OpenRequest(msgspec.Struct, **RECORD_OPTIONS):
     caller: str | None = None  # the opener's invocation id, watched under a declared Cancel
     wakes: list[str] = msgspec.field(default_factory=list)  # first open: awakeables for ranks 1, 2, …
     reopen_only: bool = False  # a resume: refuse rather than record a group that is not (decision 41)
+    # `max_in_flight` (decision 81): a first open records it in the group's incarnation; absent, unbounded.
+    window: int | msgspec.UnsetType = msgspec.UNSET
 
 
 class _OpenRequestIn(msgspec.Struct, **RECORD_OPTIONS):
@@ -35,6 +37,7 @@ class _OpenRequestIn(msgspec.Struct, **RECORD_OPTIONS):
     caller: str | None = None
     wakes: list[str] = msgspec.field(default_factory=list)
     reopen_only: bool = False
+    window: int | msgspec.UnsetType = msgspec.UNSET
 
 
 _OPEN_IN = msgspec.json.Decoder(_OpenRequestIn)
@@ -52,6 +55,7 @@ def decode_open(data: bytes) -> OpenRequest:
         caller=read.caller,
         wakes=read.wakes,
         reopen_only=read.reopen_only,
+        window=read.window,
     )
 
 

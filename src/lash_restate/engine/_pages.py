@@ -35,6 +35,7 @@ __all__ = [
     "PAGE_FROM",
     "RANKED",
     "RANK_PAGE",
+    "WINDOW",
     "RankTail",
     "Ranked",
     "assemble_order",
@@ -45,6 +46,8 @@ __all__ = [
     "read_ranked",
     "records_saves",
     "settled_page",
+    "window_mark",
+    "window_of",
     "write_keys",
 ]
 
@@ -55,6 +58,8 @@ RANK_PAGE = 1024
 # A wait names the keys of at most this many slices' children (it serves fewer ranks past them).
 KEY_PAGES_PER_WAIT = 8
 RANKED = "ranked"
+# The mark of a bounded group's incarnation, after `PAGED` and before the UUID (`window_mark`).
+WINDOW = "w"
 
 _SLICE = 256  # PUMP_SLICE, repeated to keep this module below `_mode` (asserted there)
 # A pumped group this wide or wider keeps its ranks in pages: one wider than a slice. The tests run
@@ -109,6 +114,23 @@ def records_saves(incarnation: str) -> bool:
     The incarnation is in the open's reply, which the opener journals, so a replay decides as its
     first run did."""
     return incarnation.endswith(SAVES) or incarnation.startswith(PAGED)
+
+
+def window_mark(window: int | None) -> str:
+    """What a bounded group's incarnation carries after `PAGED` (decision 81): ``w{K}-``; else nothing."""
+    return "" if window is None else f"{WINDOW}{window}-"
+
+
+def window_of(incarnation: str) -> int | None:
+    """The bound ``max_in_flight`` of the group of ``incarnation`` (or of one of its pumps'), or None.
+
+    A bounded group's one pump runs every child and keeps every outcome: the bound is in the
+    incarnation, which every pump's run, re-dispatch and every reader of an outcome already holds.
+    """
+    rest = incarnation.removeprefix(PAGED)
+    if not rest.startswith(WINDOW):  # a UUID never starts with it
+        return None
+    return int(rest[len(WINDOW) :].partition("-")[0])
 
 
 def rank_page(page: int) -> str:

@@ -12,7 +12,7 @@ import msgspec
 import restate
 
 from .. import logs
-from ..contract import Call, ChildUnroutable, RuntimeEffectEnvelope
+from ..contract import Call, Cancelled, ChildUnroutable, RuntimeEffectEnvelope
 from ._calls import (
     CALL,
     CHILD,
@@ -36,6 +36,7 @@ from ._messages import (
     StagedPart,
 )
 from ._mode import PUMP_SLICE, position_of, pump_store, slice_key
+from ._pages import window_of
 from ._pump_common import (
     BYTES,
     KEYS,
@@ -65,6 +66,7 @@ __all__ = [
     "SLICE",
     "STAGED",
     "Awaited",
+    "Queue",
     "await_and_report",
     "call_outcome",
     "dispatch_all",
@@ -75,6 +77,7 @@ __all__ = [
     "on_run2",
     "on_run_parts",
     "on_stage",
+    "plan_all",
 ]
 
 # Decision 61: how long the group's pump, every child settled, keeps listening for the close before it
@@ -86,11 +89,15 @@ STAGED = "staged"
 
 
 async def on_run2(ctx: restate.ObjectContext, req: PumpAwait, routing: Routing) -> None:
-    own, further = req.children[:PUMP_SLICE], req.children[PUMP_SLICE:]
+    window = window_of(req.incarnation)
+    # Decision 81: a bounded group's one pump runs every child, so that one run holds the bound.
+    kept = PUMP_SLICE if window is None else len(req.children)
+    own, further = req.children[:kept], req.children[kept:]
     # The open's plan (decision 66), if it sent one entry per child; else this pump plans itself.
     decided = req.plan if isinstance(req.plan, list) and len(req.plan) == len(req.children) else None
-    own_plan = decided[:PUMP_SLICE] if decided is not None else None
-    awaited = await dispatch_all(ctx, own, routing, req.incarnation, own_plan)
+    own_plan = decided[:kept] if decided is not None else None
+    queue = Queue(await plan_all(ctx, own, routing, own_plan), window)
+    awaited = queue.start(ctx, req.incarnation, 0)
     slices: list[str] = []
     if further:
         # Decision 65: a tree of pumps. The further slices are split into at most PUMP_FANOUT runs of
@@ -117,7 +124,7 @@ async def on_run2(ctx: restate.ObjectContext, req: PumpAwait, routing: Routing) 
             awaited[PUMP_RUN2.call(ctx, key, run)] = Awaited(SLICE, -1, key, covers=covers)
         ctx.set(SLICES, slices, serde=KEYS)
     closing = ctx.awakeable(serde=BYTES) if req.listens else None
-    await await_and_report(ctx, req.group_key, req.incarnation, awaited, closing, slices)
+    await await_and_report(ctx, req.group_key, req.incarnation, awaited, closing, slices, queue)
 
 
 async def on_stage(ctx: restate.ObjectContext, part: StagedPart, routing: Routing) -> None:
@@ -174,8 +181,9 @@ async def on_redispatch(ctx: restate.ObjectContext, req: PumpAwait, routing: Rou
     if stored:
         await restate.gather(*stored)
     missing = [child for child, read in zip(req.children, stored, strict=True) if await read is None]
-    awaited = await dispatch_all(ctx, missing, routing, req.incarnation, None)
-    await await_and_report(ctx, req.group_key, req.incarnation, awaited, None, [])
+    queue = Queue(await plan_all(ctx, missing, routing, None), window_of(req.incarnation))
+    awaited = queue.start(ctx, req.incarnation, 0)
+    await await_and_report(ctx, req.group_key, req.incarnation, awaited, None, [], queue)
 
 
 async def on_redispatch_staged(ctx: restate.ObjectContext, req: PumpAwait) -> None:
@@ -234,6 +242,17 @@ async def dispatch_all(
 ) -> dict[Any, Awaited]:
     """Call each of ``children`` from this pump, as the open ``decided`` (`PumpAwait.plan`, one per
     child) or, when it did not, as this pump decides; what is awaited, by future."""
+    return Queue(await plan_all(ctx, children, routing, decided), None).start(ctx, incarnation, 0)
+
+
+async def plan_all(
+    ctx: restate.ObjectContext,
+    children: list[RuntimeEffectEnvelope],
+    routing: Routing,
+    decided: list[str] | None,
+) -> list[tuple[RuntimeEffectEnvelope, str]]:
+    """Each of ``children`` with how this pump calls it: as the open ``decided`` (`PumpAwait.plan`,
+    one per child) or, when it did not, as this pump decides."""
     how_each = decided if decided is not None else [CHILD] * len(children)
     if decided is None and any(isinstance(child.command, Call) for child in children):
         # Decided once and journaled: an in-place redeploy may change this endpoint's routing, and a
@@ -241,12 +260,33 @@ async def dispatch_all(
         # in this pump's input, which a replay reads as it was.
         options: restate.RunOptions[list[str]] = restate.RunOptions(serde=KEYS)
         how_each = await ctx.run_typed("route", lambda: plan(routing, children), options)
-    awaited: dict[Any, Awaited] = {}
-    for child, how in zip(children, how_each, strict=True):
-        dispatched = dispatch_one(ctx, child, how, incarnation)
-        if dispatched is not None:
-            awaited[dispatched[0]] = dispatched[1]
-    return awaited
+    return list(zip(children, how_each, strict=True))
+
+
+class Queue:
+    """The children a pump has yet to call, in position order, and how many may run at once (the
+    group's ``max_in_flight``; None: all at once, decision 81). A replay starts the same children at
+    the same steps: what frees a slot is what the journal says settled."""
+
+    def __init__(self, waiting: list[tuple[RuntimeEffectEnvelope, str]], bound: int | None) -> None:
+        self.waiting = waiting
+        self.bound = bound
+
+    def start(self, ctx: restate.ObjectContext, incarnation: str, running: int) -> dict[Any, Awaited]:
+        """Call the next children while fewer than the bound run (``running`` do); what is awaited."""
+        started: dict[Any, Awaited] = {}
+        while self.waiting and (self.bound is None or running + len(started) < self.bound):
+            child, how = self.waiting.pop(0)
+            dispatched = dispatch_one(ctx, child, how, incarnation)
+            if dispatched is not None:
+                started[dispatched[0]] = dispatched[1]
+        return started
+
+    def drop(self) -> list[RuntimeEffectEnvelope]:
+        """The children never started, which a cancellation settles as cancelled; none is left."""
+        dropped = [child for child, _ in self.waiting]
+        self.waiting = []
+        return dropped
 
 
 def dispatch_one(
@@ -297,9 +337,11 @@ async def await_and_report(
     awaited: dict[Any, Awaited],
     closing: tuple[str, Any] | None,
     slices: list[str],
+    queue: Queue | None = None,
 ) -> None:
     """Await ``awaited``; each time some finish, store what settled and report it to the group in one
-    call; stop once the group is closed (its close resolves ``closing``, or a report finds it closed)."""
+    call; stop once the group is closed (its close resolves ``closing``, or a report finds it closed).
+    A child of ``queue`` is called each time one settles, as its bound allows (decision 81)."""
     pending: list[Any] = list(awaited)
     listen = closing[0] if closing is not None else None
     stored = cancelled = closed = missed = False
@@ -313,15 +355,41 @@ async def await_and_report(
             # Cancelled (a Cancel close, or its caller ended): the SDK has cancelled the calls still
             # pending, and their Cancelled terminals still rank (ADR, "Close deletes…").
             cancelled = True
+            dropped = queue.drop() if queue is not None else []
+            if dropped and not closed:
+                # Never started, they settle cancelled too, as if cancelled at their start.
+                refs: list[Ref] = []
+                inline = 0
+                cancel = stored_outcome(Cancelled())
+                for child in dropped:
+                    ctx.set(pump_store(position_of(child)), cancel, serde=BYTES)
+                    inline = add_ref(refs, position_of(child), child.replay_key, cancel, inline)
+                stored = True
+                report = PumpReport(incarnation=incarnation, refs=refs, listen=listen)
+                listen = None
+                if not (await report_batch(ctx, group_key, report)).open:
+                    release_slices(ctx, slices)
+                    closed = True
             continue
         if closing is not None and not closed and closing[1] in done:
             release_slices(ctx, slices)
-            return
+            if queue is None or not queue.waiting:
+                return
+            # Decision 81: closed (RunToCompletion), with children yet to start: they start as slots
+            # free and run on, as they would have had they started before the close.
+            closed = True
         pending = [future for future in pending if future not in done]
-        refs: list[Ref] = []
+        if queue is not None and not cancelled:
+            # Their slots are free: the next children start now, after a close too (RunToCompletion).
+            started = queue.start(ctx, incarnation, len(pending))
+            awaited.update(started)
+            pending += started
+        refs = []
         inline = 0
         for future in done:
-            what = awaited[future]
+            what = awaited.get(future)
+            if what is None:
+                continue  # the close's awakeable (a bounded group's close, above)
             if what.kind == SLICE:
                 failure = await slice_ended(future)
                 if failure is not None:

@@ -85,6 +85,8 @@ class _GroupRecord:
     outcomes: dict[int, Outcome] = field(default_factory=dict)
     order: list[int] = field(default_factory=list)  # positions in rank order (sorted by sequence)
     live: set[int] = field(default_factory=set)  # positions with a runner in some live host
+    window: int | None = None  # at most this many children run at once (`max_in_flight`); None: all
+    queued: list[int] = field(default_factory=list)  # positions waiting for a slot, in dispatch order
     changed: asyncio.Event = field(default_factory=asyncio.Event)
     openers: list[_Opener] = field(default_factory=list)  # in the order they opened
 
@@ -268,19 +270,22 @@ class MemoryHost:
                         replay_key=child.replay_key,
                     )
                 executors.append(executor)
-            record = _GroupRecord(shape=group.shape(), children=group.children)
+            record = _GroupRecord(shape=group.shape(), children=group.children, window=group.max_in_flight)
             self.store.groups[key] = record
-            for position, executor in enumerate(executors):
-                self._dispatch(key, record, position, executor)
+            self._admit(key, record, list(range(len(executors))))
         else:
             record.shape.fence_reopen(group.shape(), key)
-            # ADR: a reopen resolves only what it dispatches and refuses nothing.
-            for position, child in enumerate(group.children):
-                if position in record.sequences or position in record.live:
-                    continue
-                executor = self._resolve(child)
-                if executor is not None:
-                    self._dispatch(key, record, position, executor)
+            # ADR: a reopen resolves only what it dispatches and refuses nothing. The bound is the
+            # first open's (recorded), whatever this reopen passes.
+            again = [
+                position
+                for position, child in enumerate(group.children)
+                if position not in record.sequences
+                and position not in record.live
+                and position not in record.queued
+                and self._resolve(child) is not None
+            ]
+            self._admit(key, record, again)
         record.note_opener(self._id)
         return GroupHandle.opened(group)
 
@@ -337,6 +342,7 @@ class MemoryHost:
         del self.store.groups[handle.group_key]
         record.changed.set()
         if effective is LoserPolicy.CANCEL:
+            record.queued.clear()  # a child waiting for a slot never starts
             # One cancel per unsettled child; close does not await their termination (ADR).
             for position in range(record.shape.child_count):
                 task = self._tasks.get((handle.group_key, position))
@@ -372,19 +378,26 @@ class MemoryHost:
         """
         report = DrainReport()
         for key, record in list(self.store.groups.items()):
+            again: list[int] = []
             for position, child in enumerate(record.children):
                 if position in record.sequences or position in record.live:
                     continue
                 if record.shape.disposition is LoserPolicy.CANCEL and record.severed():
+                    if position in record.queued:
+                        record.queued.remove(position)  # it never starts
                     record.settle(position, Cancelled())
                     report.cancelled.append((key, position))
+                    continue
+                if position in record.queued:
+                    report.dispatched.append((key, position))  # runs as a slot frees
                     continue
                 executor = self._resolve(child) if self._resolver is not None else None
                 if executor is None:
                     report.no_executor.append(NoExecutor(key, position, child.replay_key))
                     continue
-                self._dispatch(key, record, position, executor)
+                again.append(position)
                 report.dispatched.append((key, position))
+            self._admit(key, record, again)  # also takes over the queue a dead process left
         return report
 
     async def crash(self) -> None:
@@ -417,6 +430,23 @@ class MemoryHost:
             raise GroupNotOpen.not_recorded(group_key=handle.group_key)
         check_child_count(record.shape.child_count, handle.child_count, group_key=handle.group_key)
         return record
+
+    def _admit(self, key: str, record: _GroupRecord, positions: list[int]) -> None:
+        """Run ``positions`` (children to run again first, then the queue) as the group's bound allows:
+        the first ones now, each of the rest as a running child ends."""
+        record.queued[:0] = positions
+        self._fill(key, record)
+
+    def _fill(self, key: str, record: _GroupRecord) -> None:
+        """Start queued children while fewer than the group's bound run: in order, each resolved now
+        (a child with no runner stays unsettled, for the drain to report)."""
+        while record.queued and (record.window is None or len(record.live) < record.window):
+            position = record.queued.pop(0)
+            if position in record.sequences or position in record.live:
+                continue
+            executor = self._resolve(record.children[position])
+            if executor is not None:
+                self._dispatch(key, record, position, executor)
 
     def _dispatch(self, key: str, record: _GroupRecord, position: int, executor: GroupExecutor) -> None:
         record.live.add(position)
@@ -458,3 +488,5 @@ class MemoryHost:
         # A settlement after close must not resurrect the group: only the record we were born in counts.
         if final is not None and self.store.groups.get(key) is record:
             record.settle(position, final)
+        # Its slot goes to the next child waiting, after a close too (a RunToCompletion group's run on).
+        self._fill(key, record)

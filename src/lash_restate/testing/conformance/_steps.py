@@ -118,6 +118,7 @@ class Scope:
         occurrence: int = 0,
         replay_keys: list[str] | None = None,
         memberships: list[dict[str, Any] | None] | None = None,
+        max_in_flight: int | None = None,
     ) -> dict[str, Any]:
         """A group of ``commands`` under this scope's key ``batch``/``occurrence``, as a step takes it.
 
@@ -130,6 +131,7 @@ class Scope:
             replay_keys: the children's replay keys (default: ``{key}/c{position}``).
             memberships: per child, a membership to stamp it with (None: none), for the scenarios
                 of a child that disagrees with its group.
+            max_in_flight: at most this many children run at once (None: all).
         """
         key = self.key(batch, occurrence)
         keys = replay_keys or [f"{key}/c{i}" for i in range(len(commands))]
@@ -139,7 +141,10 @@ class Scope:
             if memberships is not None and memberships[i] is not None:
                 child["membership"] = memberships[i]
             children.append(child)
-        return {"key": key, "wake": wake, "disposition": disposition, "children": children}
+        group = {"key": key, "wake": wake, "disposition": disposition, "children": children}
+        if max_in_flight is not None:
+            group["max_in_flight"] = max_in_flight
+        return group
 
 
 def open_(group: dict[str, Any]) -> dict[str, Any]:

@@ -84,7 +84,8 @@ class Tier(Protocol):
         ...
 
     async def wait_child_finished(self, replay_key: str) -> None:
-        """Return once the child with ``replay_key`` has finished running (its terminal is known)."""
+        """Return once the child with ``replay_key`` has finished running (its terminal is known), or,
+        in a group with ``max_in_flight``, once nothing of its group is left to start it."""
         ...
 
     async def counts(self) -> list[str]:

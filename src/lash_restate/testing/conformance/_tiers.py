@@ -271,8 +271,14 @@ class RestateTier:
                     f"(service_name = 'LashPump' AND ends_with(service_key, {group}))) AS stored, "
                     "(SELECT count(*) FROM sys_invocation WHERE ((target_service_name = 'LashChild' "
                     f"AND target_service_key = {key} AND target_handler_name IN ('run', 'execute')) "
-                    f"OR {_callee(replay_key)}) AND status = 'completed') AS done"
+                    f"OR {_callee(replay_key)}) AND status = 'completed') AS done, "
+                    "(SELECT count(*) FROM sys_invocation WHERE (target_service_name = 'LashChild' "
+                    f"AND target_service_key = {key}) OR {_callee(replay_key)}) AS started, "
+                    "(SELECT count(*) FROM sys_invocation WHERE target_service_name = 'LashPump' AND "
+                    f"ends_with(target_service_key, {group}) AND status = 'completed') AS pumped"
                 )
-                if row["pending"] == 0 and row["stored"] == 0 and row["done"] > 0:
+                # A child a bounded group never started: every pump of its group ended without it.
+                never = row["started"] == 0 and row["pumped"] > 0
+                if row["pending"] == 0 and row["stored"] == 0 and (row["done"] > 0 or never):
                     return
                 await asyncio.sleep(0.05)
