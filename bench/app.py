@@ -128,6 +128,28 @@ async def group_call_all(ctx: restate.Context, arg: dict[str, Any]) -> int:
     return sum(await lash.all(ctx, [lash.call("Thin", "instant", i) for i in range(int(arg["n"]))]))
 
 
+@bench.handler()
+async def native_bounded_all(ctx: restate.Context, arg: dict[str, Any]) -> int:
+    """What a Restate user writes for a bounded fan-out: at most ``k`` calls at once, the next as one ends."""
+    n, k = int(arg["n"]), int(arg["k"])
+    pending: list[Any] = []
+    started = total = 0
+    while started < n or pending:
+        while started < n and len(pending) < k:
+            pending.append(ctx.service_call(thin_instant, arg=started))
+            started += 1
+        done, pending = await restate.wait_completed(*pending)
+        for call in done:
+            total += await call
+    return total
+
+
+@bench.handler()
+async def group_bounded_all(ctx: restate.Context, arg: dict[str, Any]) -> int:
+    children = [lash.call("Thin", "instant", i) for i in range(int(arg["n"]))]
+    return sum(await lash.all(ctx, children, max_in_flight=int(arg["k"])))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--port", type=int, required=True)

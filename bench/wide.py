@@ -1,4 +1,6 @@
-"""`python -m bench.wide N[,N…] [--paths group_all,native_all] [--spy DIR]`: where a wide `all` spends.
+"""`python -m bench.wide N[,N…] [--paths group_all,native_all] [--k K] [--rounds R] [--spy DIR]`: where a
+wide `all` spends; ``--paths group_bounded_all,native_bounded_all`` measures a bounded one (at most K
+calls at once) against a hand-written native loop.
 
 Starts its own restate-server and the bench endpoint, runs each path once per N (after a warm-up
 at N=10), and prints per run: the round trip, ms per child, the endpoint's peak RSS, and from
@@ -120,7 +122,7 @@ def hottest(path: Path, top: int = 25) -> list[str]:
     return [f"  {100 * n / total:5.1f}% {frame}" for frame, n in inclusive.most_common(top)]
 
 
-async def measure(sizes: list[int], paths: list[str], spy: Path | None) -> None:
+async def measure(sizes: list[int], paths: list[str], spy: Path | None, k: int, rounds: int) -> None:
     stack = LocalStack.single(
         server_env={"RESTATE_DEFAULT_NUM_PARTITIONS": "4", "RESTATE_LOG_FILTER": "warn"},
         module="bench.app",
@@ -131,9 +133,9 @@ async def measure(sizes: list[int], paths: list[str], spy: Path | None) -> None:
         assert pid is not None
         async with httpx.AsyncClient(timeout=3600) as client:
             for path in paths:
-                await client.post(f"{stack.ingress_url}/Bench/{path}", json={"n": 10})
+                await client.post(f"{stack.ingress_url}/Bench/{path}", json={"n": 10, "k": 2})
             for n in sizes:
-                for path in paths:
+                for path in [p for _ in range(rounds) for p in paths]:  # alternating rounds
                     recorder: subprocess.Popen[bytes] | None = None
                     if spy is not None:
                         recorder = _record(pid, spy / f"{path}-{n}.txt")
@@ -141,7 +143,7 @@ async def measure(sizes: list[int], paths: list[str], spy: Path | None) -> None:
                     peak: dict[str, tuple[int, int]] = {}
                     poller = asyncio.create_task(_poll_state(stack.admin_url, peak))
                     start = time.perf_counter()
-                    response = await client.post(f"{stack.ingress_url}/Bench/{path}", json={"n": n})
+                    response = await client.post(f"{stack.ingress_url}/Bench/{path}", json={"n": n, "k": k})
                     elapsed = time.perf_counter() - start
                     poller.cancel()
                     if response.status_code != 200:
@@ -169,11 +171,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("sizes", help="comma-separated N, e.g. 1000,4000,10000")
     parser.add_argument("--paths", default="group_all,native_all", help="Bench handlers to run")
     parser.add_argument("--spy", type=Path, help="record the endpoint with py-spy into this directory")
+    parser.add_argument("--k", type=int, default=50, help="max_in_flight of the bounded paths")
+    parser.add_argument("--rounds", type=int, default=1, help="runs of each path per N, alternating")
     args = parser.parse_args(argv)
     sizes = [int(n) for n in args.sizes.split(",")]
     if args.spy is not None:
         args.spy.mkdir(parents=True, exist_ok=True)
-    asyncio.run(measure(sizes, args.paths.split(","), args.spy))
+    asyncio.run(measure(sizes, args.paths.split(","), args.spy, args.k, args.rounds))
     return 0
 
 
