@@ -55,9 +55,8 @@ def _starts_a_server(fn: Any, seen: set[Any]) -> bool:
     )
 
 
-@pytest.hookimpl(trylast=True)  # after pytest-xdist's own, whose suffix no longer takes (below)
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects by the marks
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    _keep_xdist_groups(config, items)
     for item in items:
         params = getattr(item, "callspec", None)
         on_restate = params is not None and str(params.params.get("tier", "")).startswith("restate")
@@ -67,6 +66,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             on_restate = any(_starts_a_server(fn, seen) for fn in (item.function, *fixtures))
         if on_restate:
             item.add_marker(pytest.mark.restate)
+
+
+@pytest.hookimpl(trylast=True, specname="pytest_collection_modifyitems")  # after pytest-xdist's (below)
+def pytest_collection_modifyitems_groups(config: pytest.Config, items: list[pytest.Item]) -> None:
+    _keep_xdist_groups(config, items)
 
 
 def _keep_xdist_groups(config: pytest.Config, items: list[pytest.Item]) -> None:
