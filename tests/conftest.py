@@ -15,6 +15,8 @@ from lash_restate.engine._endpoint import PAGE_FROM_ENV
 from lash_restate.testing import LocalStack
 from lash_restate.testing.conformance import MemoryTier, RestateTier, Tier
 
+from .mutation import hits
+
 # Every conformance test runs on each tier; "restate-replay" forces every suspension to replay
 # (inactivity timeout 0, as the SDK's own harness does), the cheapest way to find non-determinism;
 # "restate-batched" settles every group, however small, through the batch pump (decision 20), its
@@ -85,6 +87,20 @@ def _keep_xdist_groups(config: pytest.Config, items: list[pytest.Item]) -> None:
         names = sorted({str(m.args[0] if m.args else m.kwargs.get("name", "default")) for m in marks})
         if names and "@" not in item.nodeid.rpartition("]")[2]:
             item._id = NodeId.parse(f"{item.nodeid}@{'_'.join(names)}")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    hits.setup_environment()  # a mutation run only (docs/mutation.md)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    hits.mark_test_start()
+
+
+@pytest.hookimpl(tryfirst=True)  # before mutmut's own teardown hook reads what the test reached
+def pytest_runtest_teardown(item: pytest.Item) -> None:
+    hits.credit_hits()
 
 
 @pytest.hookimpl(tryfirst=True)

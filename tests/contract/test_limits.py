@@ -168,6 +168,7 @@ def test_a_bounded_group_past_one_open_is_refused_not_opened_in_parts() -> None:
         "position": 1,
         "replay_key": past.children[1].replay_key,
     }
+    check_open_size(bounded, reopen=True)  # a resume keeps the group's own bound: none, in parts
 
 
 def test_the_first_child_past_the_limit_is_named_not_the_last() -> None:

@@ -9,6 +9,7 @@ import pytest
 
 from lash_restate.contract import (
     AwaitEvent,
+    Call,
     Cancelled,
     GroupShape,
     GroupWakePolicy,
@@ -17,7 +18,8 @@ from lash_restate.contract import (
     RuntimeEffectEnvelope,
     RuntimeEffectGroup,
 )
-from lash_restate.engine import GroupMeta
+from lash_restate.engine import GroupMeta, callee_replay_key
+from lash_restate.engine._calls import callee_key
 from lash_restate.engine._messages import (
     OpenRequest,
     OpenRequestSerde,
@@ -30,6 +32,8 @@ from lash_restate.engine._messages import (
 from lash_restate.engine._mode import PUMP_SLICE
 from lash_restate.engine._pump_common import split_plan, subtrees
 from lash_restate.engine._records import META, STRINGS, MsgspecSerde, Opener, Waiter
+
+UUID = "0b6c2f4e-3d1a-4c8e-9f70-2a5b8e1d4c37"
 
 SAMPLE_SHAPE = GroupShape(
     child_count=1,
@@ -157,3 +161,18 @@ def test_each_further_pump_gets_the_plan_of_exactly_its_own_children() -> None:
     assert [len(p) for p in cut] == [len(part) for part in parts]
     for part, part_plan in zip(parts, cut, strict=True):
         assert part_plan == [plan[child.membership.position] for child in part if child.membership]
+
+
+@pytest.mark.parametrize(
+    "incarnation",
+    [UUID, f"{UUID}-s", f"p-{UUID}-s", f"w2-{UUID}-s", f"p-w50-{UUID}-s", f"p-{UUID}"],
+    ids=["baseline", "saves", "paged", "bounded", "paged-bounded", "parts"],
+)
+def test_a_callees_key_names_its_child_whatever_marks_its_incarnation_carries(incarnation: str) -> None:
+    child = RuntimeEffectEnvelope(command=Call(service="S", handler="h"), replay_key="inv_1:group:b:0/c3")
+    assert callee_replay_key(callee_key(child, incarnation)) == "inv_1:group:b:0/c3"
+
+
+@pytest.mark.parametrize("key", [None, "", f"@{UUID}", "r@not-an-incarnation", f"r@x{UUID}", f"r@w-{UUID}"])
+def test_a_key_that_is_no_callees_names_no_child(key: str | None) -> None:
+    assert callee_replay_key(key) is None

@@ -366,7 +366,10 @@ async def test_a_routing_miss_on_retry_synthesizes_no_terminal() -> None:
             self.resolved += 1
             return ToolRegistry({"flaky": flaky}).resolve(envelope) if self.resolved == 1 else None
 
+    attempts: list[Any] = []
+
     async def flaky(args: Any) -> Any:
+        attempts.append(args)
         raise ConnectionError("try again")
 
     store = MemoryStore()
@@ -374,6 +377,7 @@ async def test_a_routing_miss_on_retry_synthesizes_no_terminal() -> None:
     host = MemoryHost(store, resolver, max_attempts=3)
     await host.open_effect_group(group(tool("flaky", "r0")))
     await host.join_child("r0")
+    assert len(attempts) == 1  # the open ran the child with the executor it resolved
     assert resolver.resolved == 2  # the retry asked the resolver again, which had nothing
     assert store.groups[KEY].outcomes == {}  # no Err(retries_exhausted) was invented
     assert host.drain().no_executor == [NoExecutor(KEY, 0, "r0")]

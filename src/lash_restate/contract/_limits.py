@@ -83,17 +83,19 @@ def open_size(group_shape: bytes, carried: Sequence[int]) -> int:
     return len(group_shape) + sum(carried) + OPEN_ALLOWANCE
 
 
-def check_open_size(group: RuntimeEffectGroup) -> None:
+def check_open_size(group: RuntimeEffectGroup, *, reopen: bool = False) -> None:
     """Refuse, before anything is sent or recorded, a group that no open could carry.
 
     A child that could not ride the open even alone is named with its encoded size. A group whose
     children together do not fit one open request is opened in parts (`opens_in_parts`): refused
     only when a part of `PART_CHILDREN` children, or the shape alone, would not fit one message either,
     naming the first position past one open request. A group with ``max_in_flight`` is never opened
-    in parts: one that does not fit one open request is refused (one run holds the bound).
+    in parts: one that does not fit one open request is refused (one run holds the bound), unless
+    this is a ``reopen``, which keeps the bound the group was opened with (none, if it was opened in
+    parts).
     """
     refusal = _one_open_refusal(group)
-    if refusal is not None and group.max_in_flight is not None:
+    if refusal is not None and group.max_in_flight is not None and not reopen:
         raise PayloadTooLarge(
             f"{refusal.message}; a group with max_in_flight is opened in one message",
             group_key=refusal.group_key,

@@ -1,5 +1,6 @@
 """The Restate host: group virtual object, child invocations, durable waits, controller and endpoint."""
 
+from ._calls import callee_replay_key
 from ._controller import RestateController, inside_run
 from ._endpoint import (
     APP_METADATA,
@@ -77,6 +78,7 @@ __all__ = [
     "assemble_order",
     "build_app",
     "call_targets",
+    "callee_replay_key",
     "check_app_name",
     "check_prefix",
     "collect_rarely",

@@ -14,6 +14,7 @@ import restate
 
 from ..contract import Call, Cancelled, Err, Ok, Outcome, RuntimeEffectEnvelope
 from ._errors import is_cancellation
+from ._pages import INCARNATION
 from ._routing import Routing
 
 __all__ = [
@@ -23,6 +24,7 @@ __all__ = [
     "answered",
     "call_arg",
     "callee_key",
+    "callee_replay_key",
     "cancelled",
     "direct",
     "invocation_options",
@@ -87,6 +89,12 @@ def callee_key(envelope: RuntimeEffectEnvelope, incarnation: str) -> str:
     callee of a child by its replay key. Per group incarnation, so a namesake reopened after a close
     calls again, as on every host, instead of being answered the old call's output."""
     return f"{envelope.replay_key}@{incarnation}"
+
+
+def callee_replay_key(idempotency_key: str | None) -> str | None:
+    """The replay key a callee's idempotency key names (`callee_key`'s inverse), if it is one."""
+    replay_key, at, incarnation = (idempotency_key or "").rpartition("@")
+    return replay_key if at and replay_key and INCARNATION.fullmatch(incarnation) else None
 
 
 def cancelled(error: restate.TerminalError) -> bool:

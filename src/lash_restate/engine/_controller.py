@@ -186,14 +186,19 @@ class RestateController(EffectGroupDefaults):
         # The open request carries every child: one past Restate's message limit would be refused
         # by the server at every retry of this invocation, so it is refused here, before anything
         # is journaled (no awakeable, no send).
-        check_open_size(group)
+        check_open_size(group, reopen=reopen_only)
         # The open also registers wakes for the first ranks, saving those awaits a round trip each.
         window = self._window(0, len(group))
         # ADR: resolve all N before recording: the group object does, where the children run (decision
         # 37), and only it knows whether the group is recorded already (a reopen refuses nothing).
         answer, opened = self._ctx.awakeable(serde=_BYTES)
-        # A bounded group always opens in one message (check_open_size refused it otherwise).
-        if group.max_in_flight is None and (opens_in_parts(group) or len(group) >= _parts_from()):
+        # A bounded group opens in one message (check_open_size refused it otherwise); a resume keeps
+        # the bound the group was opened with, so it reopens in parts a group opened in parts.
+        if group.max_in_flight is None:
+            in_parts = opens_in_parts(group) or len(group) >= _parts_from()
+        else:
+            in_parts = reopen_only and opens_in_parts(group)
+        if in_parts:
             # Decision 65: too large for one message. The children go first, one part per slice, to
             # the pumps that will run them; then the open, with the shape alone.
             await self._open_in_parts(group, key, answer, list(window), reopen_only=reopen_only)

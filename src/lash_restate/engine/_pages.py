@@ -19,6 +19,7 @@ Which layout a group has is told by its incarnation (`PAGED`, which this module'
 
 from __future__ import annotations
 
+import re
 import struct
 from typing import Any
 
@@ -30,6 +31,7 @@ from ._messages import Ref
 from ._records import RECORD_OPTIONS, SAVES, GroupMeta, MsgspecSerde
 
 __all__ = [
+    "INCARNATION",
     "KEY_PAGES_PER_WAIT",
     "PAGED",
     "PAGE_FROM",
@@ -114,6 +116,15 @@ def records_saves(incarnation: str) -> bool:
     The incarnation is in the open's reply, which the opener journals, so a replay decides as its
     first run did."""
     return incarnation.endswith(SAVES) or incarnation.startswith(PAGED)
+
+
+# An incarnation as this engine writes it: a UUID, after `PAGED` if paged and `w{K}-` if bounded, and
+# before `SAVES` if it records saves (an earlier release's carries neither mark).
+INCARNATION = re.compile(
+    rf"(?:{PAGED})?(?:{WINDOW}[0-9]+-)?"
+    r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
+    rf"(?:{SAVES})?"
+)
 
 
 def window_mark(window: int | None) -> str:

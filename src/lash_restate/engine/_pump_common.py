@@ -42,6 +42,7 @@ __all__ = [
     "further_slice_key",
     "release_slices",
     "report_batch",
+    "report_noting_cancel",
     "slice_ended",
     "split_plan",
     "subtrees",
@@ -70,12 +71,21 @@ def release_slices(ctx: restate.ObjectContext, slices: list[str]) -> None:
 
 async def report_batch(ctx: restate.ObjectContext, group_key: str, report: PumpReport) -> ReportReply:
     """Hand a report to the group, again if a cancel of the pump interrupted the call (it is idempotent)."""
+    return (await report_noting_cancel(ctx, group_key, report))[0]
+
+
+async def report_noting_cancel(
+    ctx: restate.ObjectContext, group_key: str, report: PumpReport
+) -> tuple[ReportReply, bool]:
+    """`report_batch`, and whether a cancel of the pump came meanwhile (the SDK delivers it once)."""
+    cancelled = False
     while True:
         try:
-            return await GROUP_REPORT.ask(ctx, group_key, report)
+            return await GROUP_REPORT.ask(ctx, group_key, report), cancelled
         except restate.TerminalError as error:
             if not is_cancellation(error):
                 raise
+            cancelled = True
 
 
 async def slice_ended(future: Any) -> restate.TerminalError | None:

@@ -4,6 +4,7 @@ each time it wakes, store what settled and report it to the group in one batch (
 
 from __future__ import annotations
 
+import collections
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -12,7 +13,7 @@ import msgspec
 import restate
 
 from .. import logs
-from ..contract import Call, Cancelled, ChildUnroutable, RuntimeEffectEnvelope
+from ..contract import Call, Cancelled, ChildUnroutable, LoserPolicy, RuntimeEffectEnvelope
 from ._calls import (
     CALL,
     CHILD,
@@ -47,6 +48,7 @@ from ._pump_common import (
     further_slice_key,
     release_slices,
     report_batch,
+    report_noting_cancel,
     slice_ended,
     split_plan,
     subtrees,
@@ -269,14 +271,19 @@ class Queue:
     the same steps: what frees a slot is what the journal says settled."""
 
     def __init__(self, waiting: list[tuple[RuntimeEffectEnvelope, str]], bound: int | None) -> None:
-        self.waiting = waiting
+        self.waiting = collections.deque(waiting)
         self.bound = bound
+        # Declared at open, never widened at the close: a Cancel group's close is always a Cancel.
+        self.declared_cancel = any(
+            child.membership is not None and child.membership.disposition is LoserPolicy.CANCEL
+            for child, _ in waiting[:1]
+        )
 
     def start(self, ctx: restate.ObjectContext, incarnation: str, running: int) -> dict[Any, Awaited]:
         """Call the next children while fewer than the bound run (``running`` do); what is awaited."""
         started: dict[Any, Awaited] = {}
         while self.waiting and (self.bound is None or running + len(started) < self.bound):
-            child, how = self.waiting.pop(0)
+            child, how = self.waiting.popleft()
             dispatched = dispatch_one(ctx, child, how, incarnation)
             if dispatched is not None:
                 started[dispatched[0]] = dispatched[1]
@@ -285,7 +292,7 @@ class Queue:
     def drop(self) -> list[RuntimeEffectEnvelope]:
         """The children never started, which a cancellation settles as cancelled; none is left."""
         dropped = [child for child, _ in self.waiting]
-        self.waiting = []
+        self.waiting.clear()
         return dropped
 
 
@@ -345,6 +352,26 @@ async def await_and_report(
     pending: list[Any] = list(awaited)
     listen = closing[0] if closing is not None else None
     stored = cancelled = closed = missed = False
+
+    async def cancel_queue() -> None:
+        """Cancelled: the children never started settle Cancelled too, as if cancelled at their start."""
+        nonlocal stored, listen, closed
+        dropped = queue.drop() if queue is not None else []
+        if not dropped or closed:
+            return
+        refs: list[Ref] = []
+        inline = 0
+        cancel = stored_outcome(Cancelled())
+        for child in dropped:
+            ctx.set(pump_store(position_of(child)), cancel, serde=BYTES)
+            inline = add_ref(refs, position_of(child), child.replay_key, cancel, inline)
+        stored = True
+        report = PumpReport(incarnation=incarnation, refs=refs, listen=listen)
+        listen = None
+        if not (await report_batch(ctx, group_key, report)).open:
+            release_slices(ctx, slices)
+            closed = True
+
     while pending:
         watched = pending if closing is None or closed else [*pending, closing[1]]
         try:
@@ -355,21 +382,7 @@ async def await_and_report(
             # Cancelled (a Cancel close, or its caller ended): the SDK has cancelled the calls still
             # pending, and their Cancelled terminals still rank (ADR, "Close deletes…").
             cancelled = True
-            dropped = queue.drop() if queue is not None else []
-            if dropped and not closed:
-                # Never started, they settle cancelled too, as if cancelled at their start.
-                refs: list[Ref] = []
-                inline = 0
-                cancel = stored_outcome(Cancelled())
-                for child in dropped:
-                    ctx.set(pump_store(position_of(child)), cancel, serde=BYTES)
-                    inline = add_ref(refs, position_of(child), child.replay_key, cancel, inline)
-                stored = True
-                report = PumpReport(incarnation=incarnation, refs=refs, listen=listen)
-                listen = None
-                if not (await report_batch(ctx, group_key, report)).open:
-                    release_slices(ctx, slices)
-                    closed = True
+            await cancel_queue()
             continue
         if closing is not None and not closed and closing[1] in done:
             release_slices(ctx, slices)
@@ -384,7 +397,7 @@ async def await_and_report(
             started = queue.start(ctx, incarnation, len(pending))
             awaited.update(started)
             pending += started
-        refs = []
+        refs: list[Ref] = []
         inline = 0
         for future in done:
             what = awaited.get(future)
@@ -417,9 +430,8 @@ async def await_and_report(
             stored = True
             inline = add_ref(refs, what.position, what.replay_key, outcome, inline)
         if refs:
-            answer = await report_batch(
-                ctx, group_key, PumpReport(incarnation=incarnation, refs=refs, listen=listen)
-            )
+            report = PumpReport(incarnation=incarnation, refs=refs, listen=listen)
+            answer, interrupted = await report_noting_cancel(ctx, group_key, report)
             listen = None  # the group keeps it from the first report on
             if not answer.open:
                 # Decision 65: released now, but this pump awaits what is still pending rather than
@@ -428,6 +440,11 @@ async def await_and_report(
                 # which comes down the tree of calls. Under RunToCompletion they run on, as declared.
                 release_slices(ctx, slices)
                 closed = True
+                if queue is not None and queue.declared_cancel:
+                    queue.drop()  # a Cancel group's close is a Cancel: nothing more starts
+            if interrupted:  # the cancel came during the report (decision 81)
+                cancelled = True
+                await cancel_queue()
     if closed or closing is None or not stored:
         return  # a further slice's store is released by the group's pump; an empty one needs nothing
     # A Cancel close does not resolve the awakeable (decision 65): ask whether the group is closed.

@@ -3,7 +3,6 @@ own invocation, or the callee of a call lash makes itself (a call child's idempo
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 import msgspec
@@ -13,6 +12,7 @@ from ..engine import (
     CHILD,
     GROUP,
     PUMP,
+    callee_replay_key,
     named,
 )
 from ._sql import IN_SLICE, PAUSED, Admin, in_list, quote, rows_in, sql
@@ -40,17 +40,11 @@ def paused_rows(admin: Admin, where: str = "") -> list[dict[str, Any]]:
     )
 
 
-# A call child lash calls itself is the callee's invocation, called by its group's pump under the
-# idempotency key `{replay key}@{group incarnation}` (decision 61; `engine/_calls.py` `callee_key`);
-# a paged group's incarnation begins `p-` (decision 65).
-# An incarnation: a UUID, after `p-` if the group is paged, and before `-s` if it records saves.
-_CALLEE = re.compile(r"(.+)@(?:p-)?[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}(?:-s)?")
-
-
 def callee_key(idempotency_key: str | None) -> str | None:
-    """The replay key a call child's callee names in its idempotency key, if it names one."""
-    found = _CALLEE.fullmatch(idempotency_key or "")
-    return found.group(1) if found else None
+    """The replay key a call child's callee names in its idempotency key, if it names one: a call
+    child lash calls itself is the callee's invocation, called by its group's pump under the key
+    ``{replay key}@{group incarnation}`` (decision 61)."""
+    return callee_replay_key(idempotency_key)
 
 
 def callee_of(row: dict[str, Any]) -> str | None:

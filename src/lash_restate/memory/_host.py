@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+from collections import deque
 from collections.abc import Awaitable
 from dataclasses import dataclass, field
 from typing import Any, assert_never
@@ -86,7 +87,7 @@ class _GroupRecord:
     order: list[int] = field(default_factory=list)  # positions in rank order (sorted by sequence)
     live: set[int] = field(default_factory=set)  # positions with a runner in some live host
     window: int | None = None  # at most this many children run at once (`max_in_flight`); None: all
-    queued: list[int] = field(default_factory=list)  # positions waiting for a slot, in dispatch order
+    queued: deque[int] = field(default_factory=deque)  # positions waiting for a slot, in start order
     changed: asyncio.Event = field(default_factory=asyncio.Event)
     openers: list[_Opener] = field(default_factory=list)  # in the order they opened
 
@@ -214,6 +215,7 @@ class MemoryHost:
         self._max_attempts = max_attempts
         self._tasks: dict[tuple[str, int], asyncio.Task[None]] = {}
         self._runners: dict[asyncio.Task[None], str] = {}
+        self._runs_of: dict[asyncio.Task[None], _GroupRecord] = {}  # each runner's group record
         self._crashed = False
         self._killed: set[str] = set()  # replay keys an operator killed (`kill_child`)
         self._id = next(self._ids)
@@ -255,8 +257,8 @@ class MemoryHost:
         require_groups(self._resolver is not None, group_key=key)
         # Restate's open carries every child in one message: one past its limit is refused here too,
         # recording nothing, so both hosts accept the same groups.
-        check_open_size(group)
         record = self.store.groups.get(key)
+        check_open_size(group, reopen=record is not None)
         if record is None:
             # ADR: a first open resolves all N before recording; a miss refuses the whole open.
             executors: list[GroupExecutor] = []
@@ -272,19 +274,19 @@ class MemoryHost:
                 executors.append(executor)
             record = _GroupRecord(shape=group.shape(), children=group.children, window=group.max_in_flight)
             self.store.groups[key] = record
-            self._admit(key, record, list(range(len(executors))))
+            self._admit(key, record, dict(enumerate(executors)))
         else:
             record.shape.fence_reopen(group.shape(), key)
             # ADR: a reopen resolves only what it dispatches and refuses nothing. The bound is the
             # first open's (recorded), whatever this reopen passes.
-            again = [
-                position
-                for position, child in enumerate(group.children)
-                if position not in record.sequences
-                and position not in record.live
-                and position not in record.queued
-                and self._resolve(child) is not None
-            ]
+            waiting = set(record.queued)
+            again: dict[int, GroupExecutor] = {}
+            for position, child in enumerate(group.children):
+                if position in record.sequences or position in record.live or position in waiting:
+                    continue
+                executor = self._resolve(child)
+                if executor is not None:
+                    again[position] = executor
             self._admit(key, record, again)
         record.note_opener(self._id)
         return GroupHandle.opened(group)
@@ -360,10 +362,22 @@ class MemoryHost:
             await asyncio.wait(tasks)
 
     async def join_child(self, replay_key: str) -> None:
-        """Wait until this host's runner for the child ``replay_key`` (if any) has finished."""
-        tasks = [task for task, key in self._runners.items() if key == replay_key]
-        if tasks:
-            await asyncio.wait(tasks)
+        """Wait until this host's runner for the child ``replay_key`` (if any) has finished; a child
+        waiting for a slot (``max_in_flight``) is waited for while a runner of its group could still
+        start it."""
+        while True:
+            tasks = [task for task, key in self._runners.items() if key == replay_key]
+            if tasks:
+                await asyncio.wait(tasks)
+                return
+            ahead = [
+                task
+                for task, record in self._runs_of.items()
+                if any(record.children[p].replay_key == replay_key for p in record.queued)
+            ]
+            if not ahead:
+                return
+            await asyncio.wait(ahead, return_when=asyncio.FIRST_COMPLETED)
 
     # -- drain and crash ---------------------------------------------------------------------
 
@@ -378,24 +392,23 @@ class MemoryHost:
         """
         report = DrainReport()
         for key, record in list(self.store.groups.items()):
-            again: list[int] = []
+            again: dict[int, GroupExecutor] = {}
+            waiting = set(record.queued)
             for position, child in enumerate(record.children):
                 if position in record.sequences or position in record.live:
                     continue
                 if record.shape.disposition is LoserPolicy.CANCEL and record.severed():
-                    if position in record.queued:
-                        record.queued.remove(position)  # it never starts
-                    record.settle(position, Cancelled())
+                    record.settle(position, Cancelled())  # a child waiting for a slot never starts
                     report.cancelled.append((key, position))
                     continue
-                if position in record.queued:
+                if position in waiting:
                     report.dispatched.append((key, position))  # runs as a slot frees
                     continue
                 executor = self._resolve(child) if self._resolver is not None else None
                 if executor is None:
                     report.no_executor.append(NoExecutor(key, position, child.replay_key))
                     continue
-                again.append(position)
+                again[position] = executor
                 report.dispatched.append((key, position))
             self._admit(key, record, again)  # also takes over the queue a dead process left
         return report
@@ -431,20 +444,26 @@ class MemoryHost:
         check_child_count(record.shape.child_count, handle.child_count, group_key=handle.group_key)
         return record
 
-    def _admit(self, key: str, record: _GroupRecord, positions: list[int]) -> None:
-        """Run ``positions`` (children to run again first, then the queue) as the group's bound allows:
-        the first ones now, each of the rest as a running child ends."""
-        record.queued[:0] = positions
-        self._fill(key, record)
+    def _admit(self, key: str, record: _GroupRecord, ready: dict[int, GroupExecutor]) -> None:
+        """Run the children of ``ready`` (to run again first, then the queue), each with the executor
+        resolved for it, as the group's bound allows: the first ones now, the rest as runners end."""
+        record.queued.extendleft(reversed(ready))
+        self._fill(key, record, ready)
 
-    def _fill(self, key: str, record: _GroupRecord) -> None:
-        """Start queued children while fewer than the group's bound run: in order, each resolved now
-        (a child with no runner stays unsettled, for the drain to report)."""
+    def _fill(self, key: str, record: _GroupRecord, ready: dict[int, GroupExecutor] | None = None) -> None:
+        """Start queued children while fewer than the group's bound run, in order: each with the
+        executor resolved for it when it was queued now, else one resolved now (a child with no runner
+        stays unsettled, for the drain to report). A severed `Cancel` group starts none: the drain
+        settles them Cancelled, as the Restate host's cancelled pump does."""
+        if record.queued and record.shape.disposition is LoserPolicy.CANCEL and record.severed():
+            return
         while record.queued and (record.window is None or len(record.live) < record.window):
-            position = record.queued.pop(0)
+            position = record.queued.popleft()
             if position in record.sequences or position in record.live:
                 continue
-            executor = self._resolve(record.children[position])
+            executor = (ready or {}).get(position)
+            if executor is None:
+                executor = self._resolve(record.children[position])
             if executor is not None:
                 self._dispatch(key, record, position, executor)
 
@@ -453,7 +472,9 @@ class MemoryHost:
         task = asyncio.create_task(self._run_child(key, record, position, executor))
         self._tasks[(key, position)] = task
         self._runners[task] = record.children[position].replay_key
+        self._runs_of[task] = record
         task.add_done_callback(self._runners.pop)
+        task.add_done_callback(self._runs_of.pop)
 
     async def _run_child(
         self, key: str, record: _GroupRecord, position: int, executor: GroupExecutor

@@ -67,6 +67,24 @@ async def a_bounded_cancel_groups_children_yet_to_start_never_start(tier: Tier, 
 
 
 @scenario("combinators")
+async def a_bounded_cancel_race_starts_nothing_after_its_close_however_busy_its_runner(
+    tier: Tier, children: ChildKind
+) -> None:
+    """Cancel with one slot, the winner followed by fast children that keep whatever runs them busy
+    when the close comes: none of the children still waiting ever starts."""
+    s = Scope(children)
+    names = [f"{s.id}-n{i}" for i in range(4)]
+    fast = [s.echo(f"e{i}") for i in range(6)]
+    group = s.group([*fast, *map(count, names)], wake="first", disposition="cancel", max_in_flight=1)
+    async with Turn(tier) as t:
+        won = t.race(group)
+    assert won.ok.value == "e0"
+    for position in range(len(fast), len(fast) + len(names)):  # in order: each would start the next
+        await tier.wait_child_finished(f"{s.key()}/c{position}")
+    assert not set(names) & set(await tier.counts())
+
+
+@scenario("combinators")
 async def a_bounded_cancel_group_whose_holder_is_severed_settles_its_unstarted_children_cancelled(
     tier: Tier, children: ChildKind
 ) -> None:

@@ -141,7 +141,7 @@ class Scope:
             if memberships is not None and memberships[i] is not None:
                 child["membership"] = memberships[i]
             children.append(child)
-        group = {"key": key, "wake": wake, "disposition": disposition, "children": children}
+        group: dict[str, Any] = {"key": key, "wake": wake, "disposition": disposition, "children": children}
         if max_in_flight is not None:
             group["max_in_flight"] = max_in_flight
         return group
