@@ -328,6 +328,35 @@ async def test_close_of_an_orphaned_group_cancels_its_loser_only_when_asked(stac
     await until(lambda: _nothing_left(stack, kept.key()))
 
 
+async def test_a_bounded_groups_children_yet_to_start_are_shown_waiting_and_run_after_a_close(
+    stack: LocalStack,
+) -> None:
+    s = Scope()
+    first, second = s.event("first"), s.event("second")
+    group = s.group([echo("won"), event(first), event(second)], wake="first", max_in_flight=1)
+    [_, won, saved] = await stack.turn(open_(group), next_(), save())
+    assert ok(won)["position"] == 0 and ok(saved)
+
+    async def started() -> GroupView | None:  # the first event took the slot the echo freed
+        view = await asyncio.to_thread(show_group, stack.server.admin_url, s.key())
+        return view if view is not None and view.children[1].invocation_id is not None else None
+
+    view = await until(started)
+    assert (view.children[2].invocation_id, view.children[2].status) == (None, "waiting")
+    closed = lash(stack, "groups", "close", s.key(), "--force", "--json")
+    assert closed.returncode == 0, closed.stderr
+    running = json.loads(closed.stdout)["running"]
+    assert [(c["position"], c["status"] == "waiting") for c in running] == [(1, False), (2, True)]
+    await stack.emit(first, 1)  # its slot frees: the child still waiting starts, though closed
+    child = (
+        "SELECT id FROM sys_invocation WHERE target_service_name = 'LashChild' "
+        f"AND target_service_key = {quote(s.key() + '/c2')}"
+    )
+    await invocation_id(stack, child)
+    await stack.emit(second, 2)
+    await until(lambda: _nothing_left(stack, s.key()))
+
+
 async def test_close_of_an_open_group_needs_force_and_ends_its_openers_read(stack: LocalStack) -> None:
     s, opener = await open_group(stack)
     refused = lash(stack, "groups", "close", s.key())

@@ -19,7 +19,7 @@ from ._formats import BASELINE, FORMAT, FORMATS, Format
 from ._lookup import configure_admin
 from ._messages import OperatorClose, OperatorClosed, OperatorRedispatch, OperatorRedispatched
 from ._mode import OutcomeStore, outcome_store
-from ._pages import assemble_order
+from ._pages import assemble_order, window_of
 from ._pump_run import STAGED
 from ._records import MISSED, OPENER_ENDS, RECLAIM_AT, GroupMeta, OpenerEnd, SettlementMode
 from ._routes import (
@@ -95,4 +95,5 @@ __all__ = [
     "use_groups_served_elsewhere",
     "use_prefix",
     "validate_deployment",
+    "window_of",
 ]

@@ -22,9 +22,10 @@ from ..engine import (
     assemble_order,
     named,
     outcome_store,
+    window_of,
 )
 from ._paused import callee_key, paused_by_group, paused_on
-from ._sql import ENDED, Admin, alive_of, invocation_rows, quote, rows_in, sql
+from ._sql import ENDED, WAITING, Admin, alive_of, invocation_rows, quote, rows_in, sql
 from ._views import ChildView, GroupView, OpenerView, OpenGroup
 
 __all__ = [
@@ -197,9 +198,13 @@ def show_group(admin: Admin, group_key: str) -> GroupView | None:
         for row in sorted([*runs, *callees], key=lambda r: str(r.get("created_at")))
     }
     paused = paused_on(admin, [row["id"] for row in invocations.values()])
+    bounded = window_of(meta.incarnation) is not None  # `max_in_flight`: some may not have started
     children = []
     for position, replay_key in enumerate(fence.replay_keys):
         invocation = invocations.get(replay_key, {})
+        status = invocation.get("status")
+        if status is None and bounded and position not in ranks and position not in group.missed:
+            status = WAITING  # its group's pump starts it as a slot frees
         children.append(
             ChildView(
                 position=position,
@@ -207,7 +212,7 @@ def show_group(admin: Admin, group_key: str) -> GroupView | None:
                 rank=ranks.get(position),
                 outcome=kinds.get(position),
                 invocation_id=invocation.get("id"),
-                status=invocation.get("status"),
+                status=status,
                 paused=paused.get(invocation.get("id", "")),
                 missed=position in group.missed,
             )

@@ -12,6 +12,7 @@ from ..contract import LashError, RuntimeErrorCode
 __all__ = [
     "ENDED",
     "PAUSED",
+    "WAITING",
     "Admin",
     "InspectionError",
     "admin_api",
@@ -26,6 +27,9 @@ __all__ = [
 # The `sys_invocation` status of an invocation that has ended, and of one Restate paused after its
 # retries ran out (`on-max-attempts = "pause"`): it waits for an operator's resume or kill.
 ENDED = "completed"
+# `groups show`'s status of a bounded group's child that has not started: no invocation yet, its
+# group's pump starts it as a slot frees (not one of Restate's statuses).
+WAITING = "waiting"
 PAUSED = "paused"
 # How many literals one IN (...) list carries; a wide group is looked up in slices.
 IN_SLICE = 500

@@ -59,7 +59,7 @@ class ChildView:
     rank: int | None
     outcome: str | None  # "ok" | "err" | "cancelled", while its outcome is stored
     invocation_id: str | None
-    status: str | None  # the invocation's status in sys_invocation
+    status: str | None  # its invocation's status in sys_invocation; "waiting" until a bounded group starts it
     paused: PausedView | None = None  # what Restate paused on this child's path, and its last failure
     missed: bool = False  # its runner was missing: it ended with no outcome; `groups redispatch` reruns it
 
