@@ -19,7 +19,7 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "lash_restate"
 # Where a command's kind is dispatched: (module, function). A new kind is handled at each of these.
 DISPATCH_SITES = {
     ("contract/_envelope.py", "describe_command"),
-    ("memory/_host.py", "_DurableWait.execute"),
+    ("memory/_store.py", "DurableWait.execute"),
     ("memory/_host.py", "MemoryHost._resolve"),
     ("engine/_routing.py", "Routing.routes"),
     ("engine/_child.py", "_execute"),

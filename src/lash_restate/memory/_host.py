@@ -11,9 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-from collections import deque
 from collections.abc import Awaitable
-from dataclasses import dataclass, field
 from typing import Any, assert_never
 
 from ..contract import (
@@ -27,16 +25,13 @@ from ..contract import (
     GroupExecutors,
     GroupHandle,
     GroupNotOpen,
-    GroupShape,
     LoserPolicy,
-    Ok,
     Outcome,
     RuntimeEffectEnvelope,
     RuntimeEffectGroup,
     Settlement,
     Sleep,
     ToolCall,
-    ToolFailure,
     Transient,
     check_await,
     check_child_count,
@@ -50,152 +45,13 @@ from ..contract import (
     require_groups,
     require_ungrouped,
 )
+from ._store import DrainReport, DurableWait, GroupRecord, MemoryStore, NoExecutor
 
 __all__ = ["KILLED", "DrainReport", "MemoryHost", "MemoryStore", "NoExecutor"]
 
 DEFAULT_MAX_ATTEMPTS = 3
 # What a child an operator killed settles as: what Restate answers the caller of a killed callee.
 KILLED = Err(message="killed", code="409")
-
-
-@dataclass
-class _Opener:
-    """A caller (the task that opened or reopened the group) and how it ended (decision 13).
-
-    ``host`` is the host it opened through: a crash of that host's process ends it in failure.
-    """
-
-    task: asyncio.Task[Any]
-    host: int
-    ended: bool = False
-    failed: bool = False  # ended in failure, was cancelled, or died with its process
-
-    def end(self, failed: bool) -> None:
-        if not self.ended:  # the first end counts: a task outliving its crashed host changes nothing
-            self.ended, self.failed = True, failed
-
-
-@dataclass
-class _GroupRecord:
-    """One recorded group: shape fence, strictly monotonic counter, and rank order."""
-
-    shape: GroupShape
-    children: tuple[RuntimeEffectEnvelope, ...]
-    counter: int = 0
-    sequences: dict[int, int] = field(default_factory=dict)  # position -> sequence
-    outcomes: dict[int, Outcome] = field(default_factory=dict)
-    order: list[int] = field(default_factory=list)  # positions in rank order (sorted by sequence)
-    live: set[int] = field(default_factory=set)  # positions with a runner in some live host
-    window: int | None = None  # at most this many children run at once (`max_in_flight`); None: all
-    queued: deque[int] = field(default_factory=deque)  # positions waiting for a slot, in start order
-    changed: asyncio.Event = field(default_factory=asyncio.Event)
-    openers: list[_Opener] = field(default_factory=list)  # in the order they opened
-
-    def severed(self) -> bool:
-        """Every opener has ended, and the latest to open ended in failure (decision 13).
-
-        An opener that returned normally parked a continuation: its losers run on for a resumer.
-        """
-        for opener in self.openers:
-            if opener.task.done():
-                opener.end(opener.task.cancelled() or opener.task.exception() is not None)
-        return bool(self.openers) and all(o.ended for o in self.openers) and self.openers[-1].failed
-
-    def note_opener(self, host: int) -> None:
-        task = asyncio.current_task()
-        if task is not None and all(o.task is not task for o in self.openers):
-            self.openers.append(_Opener(task=task, host=host))
-
-    def allocate(self) -> int:
-        # ADR "The settlement obligation" (1): every allocation exceeds every earlier one.
-        self.counter += 1
-        return self.counter
-
-    def settle(self, position: int, outcome: Outcome) -> bool:
-        """Record ``position``'s terminal at the next sequence; False if it already settled."""
-        if position in self.sequences:
-            return False  # idempotent on the child: one terminal, one rank
-        self.sequences[position] = self.allocate()
-        self.outcomes[position] = outcome
-        # (2): a fresh sequence exceeds all recorded ones, so it appends and never inserts below.
-        self.order.append(position)
-        self.changed.set()
-        self.changed = asyncio.Event()
-        return True
-
-
-@dataclass(frozen=True)
-class NoExecutor:
-    """A drained child this host cannot run: the group stays visible and unreclaimable (ADR)."""
-
-    group_key: str
-    position: int
-    replay_key: str
-
-
-@dataclass
-class DrainReport:
-    """What one drain pass did; ``no_executor`` non-empty means the queue is real and unfinished."""
-
-    cancelled: list[tuple[str, int]] = field(default_factory=list)
-    dispatched: list[tuple[str, int]] = field(default_factory=list)
-    no_executor: list[NoExecutor] = field(default_factory=list)
-
-
-class MemoryStore:
-    """What outlives a host in memory: group records and emitted events."""
-
-    def __init__(self) -> None:
-        self.groups: dict[str, _GroupRecord] = {}
-        self.events: dict[str, Ok | Err] = {}
-        self._event_changed = asyncio.Event()
-
-    def emit_event(self, name: str, value: Any = None) -> None:
-        """Emit durable event ``name``; every `AwaitEvent` child on it settles Ok(value)."""
-        self.events[name] = Ok(value=value)
-        self._event_changed.set()
-        self._event_changed = asyncio.Event()
-
-    def reject_event(self, name: str, message: str) -> None:
-        """Reject durable event ``name``; every `AwaitEvent` child on it settles Err(message, "rejected")."""
-        self.events[name] = Err(message=message, code="rejected")
-        self._event_changed.set()
-        self._event_changed = asyncio.Event()
-
-    async def wait_event(self, name: str) -> Any:
-        while name not in self.events:
-            await self._event_changed.wait()
-        outcome = self.events[name]
-        if isinstance(outcome, Err):
-            raise ToolFailure(outcome.message, outcome.code)
-        return outcome.value
-
-    def burn_sequence(self, group_key: str) -> None:
-        """Model a rolled-back finalize: a sequence number is used up and never written (ADR: gaps)."""
-        self.groups[group_key].allocate()
-
-    def open_group_keys(self) -> list[str]:
-        return sorted(self.groups)
-
-
-class _DurableWait:
-    """The host's own runner for `Sleep` and `AwaitEvent` children."""
-
-    def __init__(self, store: MemoryStore, envelope: RuntimeEffectEnvelope) -> None:
-        self._store = store
-        self._command = envelope.command
-
-    async def execute(self) -> Any:
-        match self._command:
-            case Sleep(duration_ms=ms):
-                await asyncio.sleep(ms / 1000)
-                return None
-            case AwaitEvent(name=name):
-                return await self._store.wait_event(name)
-            case ToolCall() | Call():  # `_resolve` hands those to the resolver, never here
-                raise AssertionError(f"not a durable wait: {self._command!r}")
-            case _:
-                assert_never(self._command)
 
 
 class MemoryHost:
@@ -215,7 +71,7 @@ class MemoryHost:
         self._max_attempts = max_attempts
         self._tasks: dict[tuple[str, int], asyncio.Task[None]] = {}
         self._runners: dict[asyncio.Task[None], str] = {}
-        self._runs_of: dict[asyncio.Task[None], _GroupRecord] = {}  # each runner's group record
+        self._runs_of: dict[asyncio.Task[None], GroupRecord] = {}  # each runner's group record
         self._crashed = False
         self._killed: set[str] = set()  # replay keys an operator killed (`kill_child`)
         self._id = next(self._ids)
@@ -238,7 +94,7 @@ class MemoryHost:
     def _resolve(self, envelope: RuntimeEffectEnvelope) -> GroupExecutor | None:
         match envelope.command:
             case Sleep() | AwaitEvent():
-                return _DurableWait(self.store, envelope)
+                return DurableWait(self.store, envelope)
             case ToolCall() | Call():
                 return self._resolver.resolve(envelope) if self._resolver is not None else None
             case _:
@@ -272,7 +128,7 @@ class MemoryHost:
                         replay_key=child.replay_key,
                     )
                 executors.append(executor)
-            record = _GroupRecord(shape=group.shape(), children=group.children, window=group.max_in_flight)
+            record = GroupRecord(shape=group.shape(), children=group.children, window=group.max_in_flight)
             self.store.groups[key] = record
             self._admit(key, record, dict(enumerate(executors)))
         else:
@@ -437,20 +293,20 @@ class MemoryHost:
 
     # -- internals ---------------------------------------------------------------------------
 
-    def _record(self, handle: GroupHandle) -> _GroupRecord:
+    def _record(self, handle: GroupHandle) -> GroupRecord:
         record = self.store.groups.get(handle.group_key)
         if record is None:
             raise GroupNotOpen.not_recorded(group_key=handle.group_key)
         check_child_count(record.shape.child_count, handle.child_count, group_key=handle.group_key)
         return record
 
-    def _admit(self, key: str, record: _GroupRecord, ready: dict[int, GroupExecutor]) -> None:
+    def _admit(self, key: str, record: GroupRecord, ready: dict[int, GroupExecutor]) -> None:
         """Run the children of ``ready`` (to run again first, then the queue), each with the executor
         resolved for it, as the group's bound allows: the first ones now, the rest as runners end."""
         record.queued.extendleft(reversed(ready))
         self._fill(key, record, ready)
 
-    def _fill(self, key: str, record: _GroupRecord, ready: dict[int, GroupExecutor] | None = None) -> None:
+    def _fill(self, key: str, record: GroupRecord, ready: dict[int, GroupExecutor] | None = None) -> None:
         """Start queued children while fewer than the group's bound run, in order: each with the
         executor resolved for it when it was queued now, else one resolved now (a child with no runner
         stays unsettled, for the drain to report). A severed `Cancel` group starts none: the drain
@@ -467,7 +323,7 @@ class MemoryHost:
             if executor is not None:
                 self._dispatch(key, record, position, executor)
 
-    def _dispatch(self, key: str, record: _GroupRecord, position: int, executor: GroupExecutor) -> None:
+    def _dispatch(self, key: str, record: GroupRecord, position: int, executor: GroupExecutor) -> None:
         record.live.add(position)
         task = asyncio.create_task(self._run_child(key, record, position, executor))
         self._tasks[(key, position)] = task
@@ -476,9 +332,7 @@ class MemoryHost:
         task.add_done_callback(self._runners.pop)
         task.add_done_callback(self._runs_of.pop)
 
-    async def _run_child(
-        self, key: str, record: _GroupRecord, position: int, executor: GroupExecutor
-    ) -> None:
+    async def _run_child(self, key: str, record: GroupRecord, position: int, executor: GroupExecutor) -> None:
         child = record.children[position]
         final: Outcome | None
         try:
