@@ -11,8 +11,9 @@ from __future__ import annotations
 
 from ..contract import Child
 from ._children import TypedCall, call, event, sleep, tool
-from ._combinators import all, all_settled, any, race, select
+from ._combinators import all, all_settled
 from ._endpoint import app, external, serve, services, use_prefix
+from ._first import any, race, select
 from ._group import Group, Opening, open
 from ._invocation import controller
 

@@ -1,0 +1,400 @@
+"""`race`, `any` and `select`: a group opened, consumed until it is decided, and closed, in one call.
+
+Children come as `all` takes them; the winner's value is read by its handler's output serde: the
+first settlement's ``T`` (``T | None`` beside a `lash.sleep`), with ``with_position=True`` its position.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any, Literal, TypeVar, overload
+
+from .. import combinators
+from ..combinators import Combinator
+from ..contract import Child, GroupKey, LoserPolicy, Sleep
+from ._children import TypedCall
+from ._combinators import _RTC, _spread
+from ._invocation import Caller, controller, typed_grouped
+from ._terminal import terminal
+
+__all__ = ["any", "race", "select"]
+
+T = TypeVar("T")
+T1 = TypeVar("T1")
+T2 = TypeVar("T2")
+T3 = TypeVar("T3")
+T4 = TypeVar("T4")
+T5 = TypeVar("T5")
+
+
+async def _first(
+    kind: Combinator,
+    ctx: Caller,
+    children: Child | Iterable[Child],
+    more: tuple[Child, ...],
+    losers: LoserPolicy,
+    key: GroupKey | str | None,
+    with_position: bool,
+    max_in_flight: int | None,
+) -> Any:
+    listed, _ = _spread(children, more)
+    group_key, envelopes, values = typed_grouped(ctx, listed, key, f"lash.{kind.value}")
+    result = await combinators.combine(
+        controller(ctx), kind, group_key, envelopes, losers=losers, max_in_flight=max_in_flight
+    )
+    position, value = combinators.won(result)
+    value = values.value(position, value)
+    return (position, value) if with_position else value
+
+
+# `race` and `any`: the winner's value (a union over the children given one by one, `None` for a
+# sleep), or with `with_position=True` its position too.
+@overload
+async def race(
+    ctx: Caller,
+    c1: TypedCall[T],
+    /,
+    *more: TypedCall[T],
+    losers: LoserPolicy = _RTC,
+    key: GroupKey | str | None = None,
+    max_in_flight: int | None = None,
+    with_position: Literal[False] = False,
+) -> T: ...
+@overload
+async def race(
+    ctx: Caller,
+    c1: TypedCall[T] | Sleep,
+    /,
+    *more: TypedCall[T] | Sleep,
+    losers: LoserPolicy = _RTC,
+    key: GroupKey | str | None = None,
+    max_in_flight: int | None = None,
+    with_position: Literal[False] = False,
+) -> T | None: ...
+@overload
+async def race(
+    ctx: Caller,
+    c1: Child,
+    /,
+    *more: Child,
+    losers: LoserPolicy = _RTC,
+    key: GroupKey | str | None = None,
+    max_in_flight: int | None = None,
+    with_position: Literal[False] = False,
+) -> Any: ...
+@overload
+async def race(
+    ctx: Caller,
+    children: Iterable[TypedCall[T]],
+    *,
+    losers: LoserPolicy = _RTC,
+    key: GroupKey | str | None = None,
+    max_in_flight: int | None = None,
+    with_position: Literal[False] = False,
+) -> T: ...
+@overload
+async def race(
+    ctx: Caller,
+    children: Iterable[Child],
+    *,
+    losers: LoserPolicy = _RTC,
+    key: GroupKey | str | None = None,
+    max_in_flight: int | None = None,
+    with_position: Literal[False] = False,
+) -> Any: ...
+@overload
+async def race(
+    ctx: Caller,
+    c1: TypedCall[T],
+    /,
+    *more: TypedCall[T],
+    losers: LoserPolicy = _RTC,
+    key: GroupKey | str | None = None,
+    max_in_flight: int | None = None,
+    with_position: Literal[True],
+) -> tuple[int, T]: ...
+@overload
+async def race(
+    ctx: Caller,
+    c1: TypedCall[T] | Sleep,
+    /,
+    *more: TypedCall[T] | Sleep,
+    losers: LoserPolicy = _RTC,
+    key: GroupKey | str | None = None,
+    max_in_flight: int | None = None,
+    with_position: Literal[True],
+) -> tuple[int, T | None]: ...
+@overload
+async def race(
+    ctx: Caller,
+    c1: Child,
+    /,
+    *more: Child,
+    losers: LoserPolicy = _RTC,
+    key: GroupKey | str | None = None,
+    max_in_flight: int | None = None,
+    with_position: Literal[True],
+) -> tuple[int, Any]: ...
+@overload
+async def race(
+    ctx: Caller,
+    children: Iterable[TypedCall[T]],
+    *,
+    losers: LoserPolicy = _RTC,
+    key: GroupKey | str | None = None,
+    max_in_flight: int | None = None,
+    with_position: Literal[True],
+) -> tuple[int, T]: ...
+@overload
+async def race(
+    ctx: Caller,
+    children: Iterable[Child],
+    *,
+    losers: LoserPolicy = _RTC,
+    key: GroupKey | str | None = None,
+    max_in_flight: int | None = None,
+    with_position: Literal[True],
+) -> tuple[int, Any]: ...
+@terminal
+async def race(
+    ctx: Caller,
+    children: Child | Iterable[Child],
+    *more: Child,
+    losers: LoserPolicy = _RTC,
+    key: GroupKey | str | None = None,
+    max_in_flight: int | None = None,
+    with_position: bool = False,
+) -> Any:
+    """`Promise.race`: the first settlement's value, or `Rejected` if it rejected (its position is
+    ``settlement.position``). ``losers=CANCEL`` cancels the children still running once it is
+    decided; ``with_position=True`` answers ``(position, value)``.
+
+    Args:
+        ctx: the handler's ``restate.Context`` (or a `RuntimeEffectController`, given ``key``).
+        children: the children as one iterable, or the first of them, given one by one.
+        *more: the other children, given one by one.
+        losers: `CANCEL` to cancel the children still running once the race is decided;
+            `RUN_TO_COMPLETION` (the default) lets them run on.
+        key: the group's key (a `GroupKey` or its text); by default one is derived from the
+            invocation and the children. Required with a controller.
+        max_in_flight: at most this many children run at once; the next starts (in input order)
+            as one settles. None (the default): all at once.
+        with_position: answer ``(position, value)``, the winner's input position with its value.
+
+    Returns:
+        The first settlement's value (``None`` for a `lash.sleep`), or ``(position, value)``.
+
+    Raises:
+        Rejected: the first settlement is a rejection.
+        EmptyGroup: no children (a race of none would never settle).
+        InvalidInput: refused before anything is sent, as `open` refuses (a bad ``ctx``, child or
+            ``key``, a typed call's argument its serde cannot write, a call inside ``ctx.run``, or
+            children too large for one message: `PayloadTooLarge`).
+        ChildUnroutable: a child no runner is registered for (an unknown tool or call target).
+        EffectGroupUnsupported: this process cannot open groups (see `use_prefix`).
+        UndecodableResult: a typed call's value that its handler's output serde cannot read.
+    """
+    return await _first(Combinator.RACE, ctx, children, more, losers, key, with_position, max_in_flight)
+
+
+@overload
+async def any(
+    ctx: Caller,
+    c1: TypedCall[T],
+    /,
+    *more: TypedCall[T],
+    losers: LoserPolicy = _RTC,
+    key: GroupKey | str | None = None,
+    max_in_flight: int | None = None,
+    with_position: Literal[False] = False,
+) -> T: ...
+@overload
+async def any(
+    ctx: Caller,
+    c1: TypedCall[T] | Sleep,
+    /,
+    *more: TypedCall[T] | Sleep,
+    losers: LoserPolicy = _RTC,
+    key: GroupKey | str | None = None,
+    max_in_flight: int | None = None,
+    with_position: Literal[False] = False,
+) -> T | None: ...
+@overload
+async def any(
+    ctx: Caller,
+    c1: Child,
+    /,
+    *more: Child,
+    losers: LoserPolicy = _RTC,
+    key: GroupKey | str | None = None,
+    max_in_flight: int | None = None,
+    with_position: Literal[False] = False,
+) -> Any: ...
+@overload
+async def any(
+    ctx: Caller,
+    children: Iterable[TypedCall[T]],
+    *,
+    losers: LoserPolicy = _RTC,
+    key: GroupKey | str | None = None,
+    max_in_flight: int | None = None,
+    with_position: Literal[False] = False,
+) -> T: ...
+@overload
+async def any(
+    ctx: Caller,
+    children: Iterable[Child],
+    *,
+    losers: LoserPolicy = _RTC,
+    key: GroupKey | str | None = None,
+    max_in_flight: int | None = None,
+    with_position: Literal[False] = False,
+) -> Any: ...
+@overload
+async def any(
+    ctx: Caller,
+    c1: TypedCall[T],
+    /,
+    *more: TypedCall[T],
+    losers: LoserPolicy = _RTC,
+    key: GroupKey | str | None = None,
+    max_in_flight: int | None = None,
+    with_position: Literal[True],
+) -> tuple[int, T]: ...
+@overload
+async def any(
+    ctx: Caller,
+    c1: TypedCall[T] | Sleep,
+    /,
+    *more: TypedCall[T] | Sleep,
+    losers: LoserPolicy = _RTC,
+    key: GroupKey | str | None = None,
+    max_in_flight: int | None = None,
+    with_position: Literal[True],
+) -> tuple[int, T | None]: ...
+@overload
+async def any(
+    ctx: Caller,
+    c1: Child,
+    /,
+    *more: Child,
+    losers: LoserPolicy = _RTC,
+    key: GroupKey | str | None = None,
+    max_in_flight: int | None = None,
+    with_position: Literal[True],
+) -> tuple[int, Any]: ...
+@overload
+async def any(
+    ctx: Caller,
+    children: Iterable[TypedCall[T]],
+    *,
+    losers: LoserPolicy = _RTC,
+    key: GroupKey | str | None = None,
+    max_in_flight: int | None = None,
+    with_position: Literal[True],
+) -> tuple[int, T]: ...
+@overload
+async def any(
+    ctx: Caller,
+    children: Iterable[Child],
+    *,
+    losers: LoserPolicy = _RTC,
+    key: GroupKey | str | None = None,
+    max_in_flight: int | None = None,
+    with_position: Literal[True],
+) -> tuple[int, Any]: ...
+@terminal
+async def any(
+    ctx: Caller,
+    children: Child | Iterable[Child],
+    *more: Child,
+    losers: LoserPolicy = _RTC,
+    key: GroupKey | str | None = None,
+    max_in_flight: int | None = None,
+    with_position: bool = False,
+) -> Any:
+    """`Promise.any`: the first success, or `AggregateRejection` (an exception group of every
+    child's rejection, in input order); ``with_position=True`` answers ``(position, value)``.
+
+    Args:
+        ctx: the handler's ``restate.Context`` (or a `RuntimeEffectController`, given ``key``).
+        children: the children as one iterable, or the first of them, given one by one.
+        *more: the other children, given one by one.
+        losers: `CANCEL` to cancel the children still running once a child succeeds;
+            `RUN_TO_COMPLETION` (the default) lets them run on.
+        key: the group's key (a `GroupKey` or its text); by default one is derived from the
+            invocation and the children. Required with a controller.
+        max_in_flight: at most this many children run at once; the next starts (in input order)
+            as one settles. None (the default): all at once.
+        with_position: answer ``(position, value)``, the winner's input position with its value.
+
+    Returns:
+        The first success's value (``None`` for a `lash.sleep`), or ``(position, value)``.
+
+    Raises:
+        AggregateRejection: every child rejected; one `ChildRejected` per child, in input order.
+        EmptyGroup: no children (none could succeed).
+        InvalidInput: refused before anything is sent, as `open` refuses (a bad ``ctx``, child or
+            ``key``, a typed call's argument its serde cannot write, a call inside ``ctx.run``, or
+            children too large for one message: `PayloadTooLarge`).
+        ChildUnroutable: a child no runner is registered for (an unknown tool or call target).
+        EffectGroupUnsupported: this process cannot open groups (see `use_prefix`).
+        UndecodableResult: a typed call's value that its handler's output serde cannot read.
+    """
+    return await _first(Combinator.ANY, ctx, children, more, losers, key, with_position, max_in_flight)
+
+
+# `select`: named children, as `restate.select` takes them; `losers` and `key` are lash's own.
+@overload
+async def select(
+    ctx: Caller, /, *, losers: LoserPolicy = _RTC, key: GroupKey | str | None = None, **children: TypedCall[T]
+) -> tuple[str, T]: ...
+@overload
+async def select(
+    ctx: Caller,
+    /,
+    *,
+    losers: LoserPolicy = _RTC,
+    key: GroupKey | str | None = None,
+    **children: TypedCall[T] | Sleep,
+) -> tuple[str, T | None]: ...
+@overload
+async def select(
+    ctx: Caller, /, *, losers: LoserPolicy = _RTC, key: GroupKey | str | None = None, **children: Child
+) -> tuple[str, Any]: ...
+@terminal
+async def select(
+    ctx: Caller, /, *, losers: LoserPolicy = _RTC, key: GroupKey | str | None = None, **children: Child
+) -> tuple[str, Any]:
+    """Say who won: ``(name, value)`` of the first of the named children to settle, as
+    ``restate.select`` answers (a `race`: ``losers`` as there, `RUN_TO_COMPLETION` unless told).
+
+    If that child rejected, `Rejected` is raised with its ``name``. ``losers`` and ``key`` are
+    lash's keywords, so no child can take those names.
+
+    Args:
+        ctx: the handler's ``restate.Context`` (or a `RuntimeEffectController`, given ``key``).
+        losers: `CANCEL` to cancel the children still running once one has settled;
+            `RUN_TO_COMPLETION` (the default) lets them run on.
+        key: the group's key (a `GroupKey` or its text); by default one is derived from the
+            invocation and the children. Required with a controller.
+        **children: the children, by name; their positions are the order they are given in.
+
+    Returns:
+        ``(name, value)`` of the first child to settle (``None`` for a `lash.sleep`).
+
+    Raises:
+        Rejected: the first child to settle rejected; its ``name`` is that child's.
+        EmptyGroup: no children.
+        InvalidInput: refused before anything is sent, as `open` refuses (a bad ``ctx``, child or
+            ``key``, a typed call's argument its serde cannot write, a call inside ``ctx.run``, or
+            children too large for one message: `PayloadTooLarge`).
+        ChildUnroutable: a child no runner is registered for (an unknown tool or call target).
+        EffectGroupUnsupported: this process cannot open groups (see `use_prefix`).
+        UndecodableResult: a typed call's value that its handler's output serde cannot read.
+    """
+    names = list(children)
+    group_key, envelopes, values = typed_grouped(ctx, children.values(), key, "lash.select", names)
+    named = dict(zip(names, envelopes, strict=True))
+    name, value = await combinators.select(controller(ctx), group_key, named, losers=losers)
+    return name, values.value(names.index(name), value)
