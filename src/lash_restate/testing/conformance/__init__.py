@@ -14,7 +14,18 @@ save, resume, close), compiled to the steps `Tier.turn` runs. `MemoryTier` and `
 this repository's tiers; the guide "Run the conformance suite on your host" says how to write one.
 """
 
-from . import _bounded, _calls, _combinators, _dispositions, _groups, _protocols, _select, _typed_calls  # noqa: F401
+from . import (  # noqa: F401
+    _bounded,
+    _calls,
+    _closing,
+    _combinators,
+    _dispositions,
+    _groups,
+    _losers,
+    _protocols,
+    _select,
+    _typed_calls,
+)
 from ._scenario import _REGISTERED as _ALL
 from ._scenario import Scenario, pytest_tests
 from ._steps import Scope
