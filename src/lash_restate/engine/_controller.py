@@ -9,8 +9,6 @@ is the rank authority (ADR, "Restate satisfaction").
 from __future__ import annotations
 
 import asyncio
-import math
-import os
 from collections.abc import Awaitable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -45,30 +43,26 @@ from ..contract import (
     require_groups,
     require_ungrouped,
 )
-from ._errors import CalledInsideRun, raise_typed
+from ._errors import CalledInsideRun, raise_typed, typed
 from ._messages import (
     CallerEnded,
     CloseRequest,
     OpenReply,
     OpenRequest,
-    PartedOpen,
-    StagedPart,
     WaitReply,
     WaitRequest,
     decode,
     decode_outcome,
     encode,
 )
-from ._mode import PUMP_SLICE, mode_for, slice_key
-from ._pages import PAGED, records_saves
+from ._mode import mode_for
+from ._open_parts import open_in_parts, parts_from
+from ._pages import records_saves
 from ._routes import (
     GROUP_CLOSE,
     GROUP_OPEN,
-    GROUP_OPEN_PARTS,
     GROUP_SAVED,
     GROUP_WAIT,
-    PUMP_FORGET,
-    PUMP_STAGE,
     Route,
     groups_wired,
 )
@@ -76,10 +70,6 @@ from ._routes import (
 __all__ = ["RestateController"]
 
 _BYTES = BytesSerde()
-# For tests: a group this wide or wider opens in parts even when one message would carry it, so that
-# the conformance suite runs on that layout too (the batched tier sets it to 1). Unset: only a group
-# too large for one open message does.
-PARTS_FROM_ENV = "LASH_PARTS_FROM"
 _I = TypeVar("_I")
 _O = TypeVar("_O")
 
@@ -169,7 +159,7 @@ class RestateController(EffectGroupDefaults):
         return decode_outcome(await self._ctx.run_typed("execute_effect", once, options))
 
     async def _ask(self, route: Route[_I, _O], key: str, request: _I) -> _O:
-        return await _typed(route.ask(self._ctx, key, request))
+        return await typed(route.ask(self._ctx, key, request))
 
     async def open_effect_group(self, group: RuntimeEffectGroup) -> GroupHandle:
         return await self._open(group, reopen_only=False)
@@ -195,13 +185,13 @@ class RestateController(EffectGroupDefaults):
         # A bounded group opens in one message (check_open_size refused it otherwise); a resume keeps
         # the bound the group was opened with, so it reopens in parts a group opened in parts.
         if group.max_in_flight is None:
-            in_parts = opens_in_parts(group) or len(group) >= _parts_from()
+            in_parts = opens_in_parts(group) or len(group) >= parts_from()
         else:
             in_parts = reopen_only and opens_in_parts(group)
         if in_parts:
             # Decision 65: too large for one message. The children go first, one part per slice, to
             # the pumps that will run them; then the open, with the shape alone.
-            await self._open_in_parts(group, key, answer, list(window), reopen_only=reopen_only)
+            await open_in_parts(self._ctx, group, key, answer, list(window), reopen_only=reopen_only)
         else:
             request = OpenRequest(
                 reply_to=answer,
@@ -215,7 +205,7 @@ class RestateController(EffectGroupDefaults):
             # Sent, answered on an awakeable (decision 25): this invocation's cancellation cannot cut
             # the open short between dispatching the children and recording how to cancel them.
             GROUP_OPEN.send(self._ctx, key, request)
-        reply = decode(await _typed(opened), OpenReply)
+        reply = decode(await typed(opened), OpenReply)
         self._records_saves[key] = records_saves(reply.incarnation)  # journaled: replays decide as then
         if not reply.reopened:
             self._wakes[key] = _Wakes(reply.incarnation, dict(enumerate(window.values(), start=1)))
@@ -224,44 +214,6 @@ class RestateController(EffectGroupDefaults):
         # Open or reopen, the recorded shape is this group's (the reopen was fenced on it).
         self._declared[key] = (len(group), group.disposition)
         return GroupHandle.opened(group)
-
-    async def _open_in_parts(
-        self, group: RuntimeEffectGroup, key: str, answer: str, wakes: list[str], *, reopen_only: bool
-    ) -> None:
-        """Stage ``group``'s children with the pumps of a fresh incarnation, then send `PartedOpen`.
-
-        Each part is called, so a child the endpoint cannot route refuses the open (`ChildUnroutable`)
-        before the group is recorded; the parts staged are then released, and nothing is left. A
-        resume stages nothing: a reopen dispatches nothing, and one that finds no group refuses.
-        """
-        stage = f"{PAGED}{self._ctx.uuid()}"
-        keys = [slice_key(key, stage, first) for first in range(0, len(group), PUMP_SLICE)]
-        if not reopen_only:
-            children = group.children
-            calls = [
-                PUMP_STAGE.call(
-                    self._ctx, part, StagedPart(group_key=key, children=list(children[f : f + PUMP_SLICE]))
-                )
-                for part, f in zip(keys, range(0, len(group), PUMP_SLICE), strict=True)
-            ]
-            await restate.gather(*calls)
-            try:
-                for call in calls:
-                    await _typed(call)
-            except LashError:
-                for part in keys:  # nothing of a refused group is kept
-                    PUMP_FORGET.send(self._ctx, part, None)
-                raise
-        request = PartedOpen(
-            reply_to=answer,
-            shape=group.shape(),
-            stage=stage,
-            parts=0 if reopen_only else len(keys),
-            caller=self._ctx.request().id,
-            wakes=wakes,
-            reopen_only=reopen_only,
-        )
-        GROUP_OPEN_PARTS.send(self._ctx, key, request)
 
     def handle_saved(self, handle: GroupHandle) -> None:
         """This invocation saved ``handle`` for a continuation: tell the group.
@@ -438,17 +390,3 @@ class _Run:
     async def next(self, handle: GroupHandle) -> Settlement:
         # A resume re-reads ranks from 1 on a second handle: ranks, not handles, key what is held.
         return await self.controller._next(handle, None, self.held, ask_first=False)
-
-
-async def _typed(step: Awaitable[_O]) -> _O:
-    """Await a durable step; a contract error its `TerminalError` carries comes back typed (decision 5)."""
-    try:
-        return await step
-    except restate.TerminalError as error:
-        raise_typed(error)
-        raise
-
-
-def _parts_from() -> float:
-    """How wide a group must be to open in parts whatever its size (`PARTS_FROM_ENV`; else never)."""
-    return int(os.environ.get(PARTS_FROM_ENV) or 0) or math.inf

@@ -39,6 +39,7 @@ __all__ = [
     "raise_typed",
     "terminal_errors",
     "terminal_status",
+    "typed",
 ]
 
 # Restate raises TerminalError("cancelled", 409) at the await a cancelled invocation is parked on.
@@ -58,6 +59,7 @@ HANDLER_RETRY = restate.InvocationRetryPolicy(
 
 P = ParamSpec("P")
 R = TypeVar("R")
+_T = TypeVar("_T")
 
 
 def terminal_status(error: LashError) -> int:
@@ -143,3 +145,12 @@ def terminal_errors(fn: Callable[P, Awaitable[R]]) -> Callable[P, Awaitable[R]]:
             raise lash_terminal(error) from None
 
     return wrapper
+
+
+async def typed(step: Awaitable[_T]) -> _T:
+    """Await a durable step; a contract error its `TerminalError` carries comes back typed (decision 5)."""
+    try:
+        return await step
+    except restate.TerminalError as error:
+        raise_typed(error)
+        raise
