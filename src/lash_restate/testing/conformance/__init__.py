@@ -26,12 +26,13 @@ from . import (  # noqa: F401
     _select,
     _typed_calls,
 )
+from ._answers import Answer, Combined, ErrorBody, Iterated, Selected
 from ._scenario import _REGISTERED as _ALL
 from ._scenario import Scenario, pytest_tests
 from ._steps import Scope
 from ._tier import CHILD_KINDS, ChildKind, Tier
 from ._tiers import MemoryTier, RestateTier
-from ._turn import Answer, Block, Combined, ErrorBody, Group, Iterated, Selected, Turn
+from ._turn import Block, Group, Turn
 
 SCENARIOS: tuple[Scenario, ...] = tuple(_ALL)
 """Every scenario of the suite, each variant its own entry, in the order they are written."""

@@ -7,10 +7,11 @@ from __future__ import annotations
 from typing import Any
 
 from ...contract import Cancelled, Err, GroupHandle, Ok
+from ._answers import ErrorBody
 from ._scenario import scenario
 from ._steps import Scope, call, next_, open_, save
 from ._tier import ChildKind, Tier
-from ._turn import ErrorBody, Turn
+from ._turn import Turn
 
 __all__: list[str] = []
 

@@ -21,137 +21,20 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from types import TracebackType
-from typing import Any, Generic, Literal, TypeVar
+from typing import Any, Literal, TypeVar
 
 import msgspec
 
-from ...contract import STRUCT_OPTIONS, GroupHandle, Outcome, Settlement
+from ...contract import GroupHandle, Settlement
 from . import _steps as steps
+from ._answers import Answer, Combined, Iterated, Selected, decode_handle, decode_none, decode_settlement
 from ._tier import Tier
 
-__all__ = [
-    "Answer",
-    "Block",
-    "Combined",
-    "ErrorBody",
-    "Group",
-    "Iterated",
-    "Selected",
-    "Turn",
-]
+__all__ = ["Block", "Group", "Turn"]
 
 T = TypeVar("T")
 
 Kind = Literal["all", "all_settled", "race", "any"]
-
-
-class ErrorBody(msgspec.Struct, **STRUCT_OPTIONS):
-    """A step's error as every host answers it: the `LashError`'s code and message, and each
-    location that is set."""
-
-    code: str
-    message: str
-    group_key: str | None = None
-    position: int | None = None
-    replay_key: str | None = None
-
-
-class Combined(msgspec.Struct, **STRUCT_OPTIONS):
-    """A combinator's result: ``fulfilled`` with ``value``, ``rejected`` with ``reason`` (the rejecting
-    settlement, or for ``any`` every error in input order), or ``suspended`` with ``handle`` (stopped
-    after ``stop_after`` settlements). ``order`` is the positions in the order they were consumed."""
-
-    status: Literal["fulfilled", "rejected", "suspended"]
-    group_key: str
-    order: list[int]
-    value: Any = msgspec.UNSET
-    reason: Settlement | list[Outcome] | msgspec.UnsetType = msgspec.UNSET
-    handle: str | msgspec.UnsetType = msgspec.UNSET
-
-    @property
-    def rejection(self) -> Settlement:
-        """The settlement that rejected it (``all``, ``race``); fails the test if it has none."""
-        assert isinstance(self.reason, Settlement), f"expected a rejecting settlement, got {self}"
-        return self.reason
-
-    @property
-    def errors(self) -> list[Outcome]:
-        """Every error, in input order (``any`` rejected); fails the test if it has none."""
-        assert isinstance(self.reason, list), f"expected an aggregate rejection, got {self}"
-        return self.reason
-
-    @property
-    def saved(self) -> GroupHandle:
-        """The cursor of a suspended combinator; fails the test if it did not suspend."""
-        assert isinstance(self.handle, str), f"expected a suspended result, got {self}"
-        return GroupHandle.from_bytes(self.handle)
-
-
-class Selected(msgspec.Struct, **STRUCT_OPTIONS):
-    """`signal_or_deadline`'s answer: which arm won and its value, or the event's rejection."""
-
-    winner: Literal["event", "deadline"]
-    value: Any = msgspec.UNSET
-    rejected: Settlement | msgspec.UnsetType = msgspec.UNSET
-
-
-class Iterated(msgspec.Struct, **STRUCT_OPTIONS):
-    """What ``async with lash.open(...) as g: async for s in g`` received, and the cursor it saved."""
-
-    settlements: list[Settlement]
-    saved: str | None = None
-
-    @property
-    def saved_handle(self) -> GroupHandle | None:
-        return GroupHandle.from_bytes(self.saved) if self.saved is not None else None
-
-
-class Answer(Generic[T]):
-    """One step's answer, known once its turn has run."""
-
-    __slots__ = ("_decode", "_what", "_wire")
-
-    def __init__(self, what: str, decode: Callable[[Any], T]) -> None:
-        self._what, self._decode = what, decode
-        self._wire: dict[str, Any] | None = None
-
-    def __repr__(self) -> str:
-        return f"<{self._what}: {'not run' if self._wire is None else self._wire}>"
-
-    @property
-    def wire(self) -> dict[str, Any]:
-        """The step's answer as the tier gave it: ``{"ok": ...}`` or ``{"error": {...}}``."""
-        assert self._wire is not None, f"{self._what}: its turn has not run yet"
-        return self._wire
-
-    @property
-    def ok(self) -> T:
-        """The step's value; fails the test if the step ended in an error."""
-        wire = self.wire
-        assert "ok" in wire, f"{self._what}: expected ok, got {wire}"
-        return self._decode(wire["ok"])
-
-    @property
-    def error(self) -> ErrorBody:
-        """The error the step ended in; fails the test if it succeeded."""
-        wire = self.wire
-        assert "error" in wire, f"{self._what}: expected an error, got {wire}"
-        return msgspec.convert(wire["error"], ErrorBody)
-
-    def _resolve(self, wire: dict[str, Any]) -> None:
-        self._wire = wire
-
-
-def _handle(value: Any) -> GroupHandle:
-    return GroupHandle.from_bytes(value)
-
-
-def _settlement(value: Any) -> Settlement:
-    return msgspec.convert(value, Settlement)
-
-
-def _none(value: Any) -> None:
-    assert value is None, f"expected null, got {value!r}"
 
 
 def _text(handle: GroupHandle | str) -> str:
@@ -171,15 +54,15 @@ class Group:
 
     def next(self, *, cancel_after_ms: int | None = None) -> Answer[Settlement]:
         """`await_next_settlement`; with ``cancel_after_ms``, raced against a cancel after that long."""
-        return self._turn._step(self, steps.next_(cancel_after_ms), "next", _settlement)
+        return self._turn._step(self, steps.next_(cancel_after_ms), "next", decode_settlement)
 
     def save(self) -> Answer[GroupHandle]:
         """``g.save()``: the cursor as the handler would persist it."""
-        return self._turn._step(self, steps.save(), "save", _handle)
+        return self._turn._step(self, steps.save(), "save", decode_handle)
 
     def close(self, disposition: str | None = None) -> Answer[None]:
         """`close_effect_group`, narrowing the disposition to ``disposition`` if given."""
-        return self._turn._step(self, steps.close(disposition), "close", _none)
+        return self._turn._step(self, steps.close(disposition), "close", decode_none)
 
 
 class Block:
@@ -225,15 +108,15 @@ class Turn:
 
     def open(self, group: dict[str, Any]) -> Group:
         """``await lash.open(...)`` of ``group`` (a first open, or a reopen of the same key)."""
-        opened: Answer[GroupHandle] = self._record(steps.open_(group), "open", _handle)
+        opened: Answer[GroupHandle] = self._record(steps.open_(group), "open", decode_handle)
         self._current = Group(self, opened, None)
         return self._current
 
     def resume(self, handle: GroupHandle | str) -> Group:
         """The group a saved cursor names, as a fresh invocation restoring it holds it."""
         text = _text(handle)
-        self._record(steps.use(text), "use", _none)
-        resumed: Answer[GroupHandle] = Answer("resume", _handle)
+        self._record(steps.use(text), "use", decode_none)
+        resumed: Answer[GroupHandle] = Answer("resume", decode_handle)
         resumed._resolve({"ok": text})
         self._current = Group(self, resumed, text)
         return self._current
@@ -398,7 +281,7 @@ class Turn:
         step = steps.iterate(group, resume=resume is not None, save_after=save_after, raise_after=raise_after)
         answer = self._record(step, "async for", lambda v: msgspec.convert(v, Iterated))
         saved: Answer[GroupHandle] = Answer(
-            "the block's save", lambda v: _handle(msgspec.convert(v, Iterated).saved)
+            "the block's save", lambda v: decode_handle(msgspec.convert(v, Iterated).saved)
         )
         self._answers[-1].append(saved)  # the same answer, read as the cursor the block saved
         self._current = Group(self, saved, None)

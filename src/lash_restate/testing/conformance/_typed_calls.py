@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import asyncio
 
+from ._answers import ErrorBody
 from ._scenario import scenario
 from ._steps import Scope, event, fail, typed
 from ._tier import ChildKind, Tier
-from ._turn import ErrorBody, Turn
+from ._turn import Turn
 
 __all__: list[str] = []
 
