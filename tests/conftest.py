@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from _pytest.nodeid import NodeId
 
-from lash_restate.engine._endpoint import PAGE_FROM_ENV
-from lash_restate.engine._open_parts import PARTS_FROM_ENV
+from lash_restate.engine.caller._open_parts import PARTS_FROM_ENV
+from lash_restate.engine.serving._endpoint import PAGE_FROM_ENV
 from lash_restate.testing import LocalStack
 from lash_restate.testing.conformance import MemoryTier, RestateTier, Tier
 

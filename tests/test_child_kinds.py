@@ -21,8 +21,8 @@ DISPATCH_SITES = {
     ("contract/_envelope.py", "describe_command"),
     ("memory/_store.py", "DurableWait.execute"),
     ("memory/_host.py", "MemoryHost._resolve"),
-    ("engine/_routing.py", "Routing.routes"),
-    ("engine/_child.py", "_execute"),
+    ("engine/child/_routing.py", "Routing.routes"),
+    ("engine/child/_child.py", "_execute"),
 }
 
 _UNION = "Command = ToolCall | Sleep | AwaitEvent | Call"

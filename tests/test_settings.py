@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from lash_restate.engine import _lookup
+from lash_restate.engine.child import _lookup
 from lash_restate.settings import ServeSettings, SettingsError
 
 RESTATE, LASH = "http://restate-admin:9070", "http://lash-admin:9070"

@@ -345,7 +345,7 @@ def _commands(s: Scope, specs: list[str]) -> tuple[list[dict[str, Any]], dict[in
 
 def _child_runs(key: str, position: int) -> str:
     """A child's own invocations: its `LashChild` run, or the callee of a call lash makes itself, which
-    carries the idempotency key `{replay key}@{incarnation}` (`engine/_calls.py` `callee_key`)."""
+    carries the idempotency key `{replay key}@{incarnation}` (`engine/child/_calls.py` `callee_key`)."""
     replay_key = f"{key}/c{position}"
     return (
         "SELECT id, status FROM sys_invocation WHERE (target_service_name = 'LashChild' "

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from lash_restate.engine._mode import PUMP_SLICE
+from lash_restate.engine.group._mode import PUMP_SLICE
 from lash_restate.inspection import quote, show_group, sql
 from lash_restate.testing import TURN, LocalStack, StackError
 from tests.conformance.builders import (

@@ -14,7 +14,8 @@ from typing import Any
 import pytest
 
 import lash_restate as lash
-from lash_restate.engine import FULL_GC_EVERY, _server, collect_rarely
+from lash_restate.engine import FULL_GC_EVERY, collect_rarely
+from lash_restate.engine.serving import _server
 
 
 @pytest.fixture

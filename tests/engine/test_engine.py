@@ -14,7 +14,7 @@ import pytest
 import restate
 
 from lash_restate.engine import DeploymentError, build_app, lash_services, validate_deployment
-from lash_restate.engine._routes import ROUTES
+from lash_restate.engine.wire._routes import ROUTES
 from lash_restate.inspection import list_open_groups, quote, show_group, sql
 from lash_restate.testing import demo_tools
 from tests.conformance.builders import (

@@ -11,7 +11,7 @@ import asyncio
 from datetime import datetime
 from typing import Any
 
-from lash_restate.engine._group_watch import WATCH_AFTER
+from lash_restate.engine.group._group_watch import WATCH_AFTER
 from lash_restate.inspection import quote, sql
 from tests.conformance.builders import Scope, close, combine, next_, ok, open_
 from tests.engine.conftest import Stack

@@ -28,8 +28,8 @@ from lash_restate.contract import (
     ToolCall,
     opens_in_parts,
 )
-from lash_restate.engine._mode import PUMP_SLICE
-from lash_restate.engine._open_parts import PARTS_FROM_ENV
+from lash_restate.engine.caller._open_parts import PARTS_FROM_ENV
+from lash_restate.engine.group._mode import PUMP_SLICE
 from lash_restate.inspection import quote, sql
 from lash_restate.testing import LocalStack
 from tests.conformance.builders import (

@@ -19,8 +19,10 @@ from lash_restate.contract import (
     RuntimeEffectGroup,
 )
 from lash_restate.engine import GroupMeta, callee_replay_key
-from lash_restate.engine._calls import callee_key
-from lash_restate.engine._messages import (
+from lash_restate.engine.child._calls import callee_key
+from lash_restate.engine.group._mode import PUMP_SLICE
+from lash_restate.engine.pump._pump_common import split_plan, subtrees
+from lash_restate.engine.wire._messages import (
     OpenRequest,
     OpenRequestSerde,
     Ref,
@@ -29,9 +31,7 @@ from lash_restate.engine._messages import (
     decode_outcome,
     encode,
 )
-from lash_restate.engine._mode import PUMP_SLICE
-from lash_restate.engine._pump_common import split_plan, subtrees
-from lash_restate.engine._records import META, STRINGS, MsgspecSerde, Opener, Waiter
+from lash_restate.engine.wire._records import META, STRINGS, MsgspecSerde, Opener, Waiter
 
 UUID = "0b6c2f4e-3d1a-4c8e-9f70-2a5b8e1d4c37"
 

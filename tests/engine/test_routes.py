@@ -8,7 +8,7 @@ import msgspec
 import pytest
 
 from lash_restate.engine import lash_services
-from lash_restate.engine._routes import ROUTES, Route
+from lash_restate.engine.wire._routes import ROUTES, Route
 from lash_restate.tools import ToolRegistry
 
 

@@ -33,10 +33,11 @@ from lash_restate.contract import (
     ok_size,
 )
 from lash_restate.contract._limits import open_size
-from lash_restate.engine._controller import WAKE_WINDOW
-from lash_restate.engine._errors import terminal_status
-from lash_restate.engine._group_rank import WAIT_REFS
-from lash_restate.engine._messages import (
+from lash_restate.engine.caller._controller import WAKE_WINDOW
+from lash_restate.engine.group._group_rank import WAIT_REFS
+from lash_restate.engine.group._mode import PUMP_SLICE, mode_for
+from lash_restate.engine.wire._errors import terminal_status
+from lash_restate.engine.wire._messages import (
     BATCH_INLINE_BYTES,
     INLINE_OUTCOME_BYTES,
     ChildRun,
@@ -48,8 +49,7 @@ from lash_restate.engine._messages import (
     decode_open,
     encode,
 )
-from lash_restate.engine._mode import PUMP_SLICE, mode_for
-from lash_restate.engine._records import SettlementMode
+from lash_restate.engine.wire._records import SettlementMode
 from lash_restate.inspection import list_open_groups, show_group, sql
 from lash_restate.testing import LocalStack
 from tests.engine.test_engine import _poll

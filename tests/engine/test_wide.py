@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from lash_restate.engine._mode import PUMP_FANOUT, PUMP_SLICE
-from lash_restate.engine._pages import RANK_PAGE
+from lash_restate.engine.group._mode import PUMP_FANOUT, PUMP_SLICE
+from lash_restate.engine.group._pages import RANK_PAGE
 from lash_restate.inspection import quote
 from tests.conformance.builders import Scope, close, combine, count, echo, event, next_, ok, open_, save, use
 from tests.engine.conftest import Stack

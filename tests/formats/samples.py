@@ -35,7 +35,8 @@ from lash_restate.contract import (
     decode_envelope,
     error_from_wire,
 )
-from lash_restate.engine._messages import (
+from lash_restate.engine.group._pages import RankTail
+from lash_restate.engine.wire._messages import (
     CallerEnded,
     ChildrenFailed,
     ChildRun,
@@ -65,8 +66,7 @@ from lash_restate.engine._messages import (
     WatchedRun,
     decode_open,
 )
-from lash_restate.engine._pages import RankTail
-from lash_restate.engine._records import GroupMeta, Opener, OpenerEnd, PumpLink, SettlementMode, Waiter
+from lash_restate.engine.wire._records import GroupMeta, Opener, OpenerEnd, PumpLink, SettlementMode, Waiter
 
 __all__ = ["SAMPLES", "Sample"]
 

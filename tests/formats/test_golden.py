@@ -18,7 +18,7 @@ import pytest
 
 from lash_restate.contract import GroupHandle, LashError
 from lash_restate.engine import FORMAT, FORMATS
-from lash_restate.engine._routes import ROUTES
+from lash_restate.engine.wire._routes import ROUTES
 
 from .samples import SAMPLES, Sample
 
@@ -74,7 +74,7 @@ def test_every_engine_record_and_message_has_a_sample() -> None:
 
     for sample in SAMPLES.values():
         walk(sample.value)
-    for module in ("lash_restate.engine._records", "lash_restate.engine._messages"):
+    for module in ("lash_restate.engine.wire._records", "lash_restate.engine.wire._messages"):
         structs = {
             cls
             for _, cls in inspect.getmembers(importlib.import_module(module), inspect.isclass)

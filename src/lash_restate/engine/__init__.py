@@ -1,8 +1,12 @@
 """The Restate host: group virtual object, child invocations, durable waits, controller and endpoint."""
 
-from ._calls import callee_replay_key
-from ._controller import RestateController, inside_run
-from ._endpoint import (
+from .caller._controller import RestateController, inside_run
+from .child._calls import callee_replay_key
+from .child._lookup import configure_admin
+from .group._mode import OutcomeStore, outcome_store
+from .group._pages import assemble_order
+from .pump._pump_run import STAGED
+from .serving._endpoint import (
     APP_METADATA,
     BATCH_FROM,
     DeploymentError,
@@ -14,15 +18,13 @@ from ._endpoint import (
     served_application,
     validate_deployment,
 )
-from ._errors import terminal_status
-from ._formats import BASELINE, FORMAT, FORMATS, Format
-from ._lookup import configure_admin
-from ._messages import OperatorClose, OperatorClosed, OperatorRedispatch, OperatorRedispatched
-from ._mode import OutcomeStore, outcome_store
-from ._pages import assemble_order, window_of
-from ._pump_run import STAGED
-from ._records import MISSED, OPENER_ENDS, RECLAIM_AT, GroupMeta, OpenerEnd, SettlementMode
-from ._routes import (
+from .serving._server import FULL_GC_EVERY, SERVERS, ServerUnavailable, collect_rarely, serve
+from .wire._errors import terminal_status
+from .wire._formats import BASELINE, FORMAT, FORMATS, Format
+from .wire._incarnation import window_of
+from .wire._messages import OperatorClose, OperatorClosed, OperatorRedispatch, OperatorRedispatched
+from .wire._records import MISSED, OPENER_ENDS, RECLAIM_AT, GroupMeta, OpenerEnd, SettlementMode
+from .wire._routes import (
     CHILD,
     DEFAULT_PREFIX,
     GROUP,
@@ -39,7 +41,6 @@ from ._routes import (
     use_groups_served_elsewhere,
     use_prefix,
 )
-from ._server import FULL_GC_EVERY, SERVERS, ServerUnavailable, collect_rarely, serve
 
 __all__ = [
     "APP_METADATA",

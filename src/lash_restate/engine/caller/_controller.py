@@ -1,0 +1,392 @@
+"""The Restate controller: the contract's three group methods, used inside a caller's handler.
+
+Every durable step goes through the caller's own journal (calls to the group
+object, awakeables), so a retried invocation replays the same answers and a
+fresh invocation asks the group object again: the object, not this process,
+is the rank authority (ADR, "Restate satisfaction").
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+import msgspec
+import restate
+from restate.serde import BytesSerde
+from restate.server_context import ServerInvocationContext
+
+from ...contract import (
+    AwaitCancelled,
+    EffectGroupDefaults,
+    GroupExecutor,
+    GroupHandle,
+    InvalidInput,
+    LashError,
+    LoserPolicy,
+    Outcome,
+    RuntimeEffectEnvelope,
+    RuntimeEffectGroup,
+    Settlement,
+    SettlementRun,
+    canonical_bytes,
+    check_await,
+    check_child_count,
+    check_close,
+    check_open_size,
+    effective_disposition,
+    execute_outcome,
+    opens_in_parts,
+    require_group,
+    require_groups,
+    require_ungrouped,
+)
+from ..group._mode import mode_for
+from ..wire._errors import CalledInsideRun, raise_typed, typed
+from ..wire._incarnation import records_saves
+from ..wire._messages import (
+    CallerEnded,
+    CloseRequest,
+    OpenReply,
+    OpenRequest,
+    WaitReply,
+    WaitRequest,
+    decode,
+    decode_outcome,
+    encode,
+)
+from ..wire._routes import (
+    GROUP_CLOSE,
+    GROUP_OPEN,
+    GROUP_SAVED,
+    GROUP_WAIT,
+    Route,
+    groups_wired,
+)
+from ._open_parts import open_in_parts, parts_from
+
+__all__ = ["RestateController"]
+
+_BYTES = BytesSerde()
+_I = TypeVar("_I")
+_O = TypeVar("_O")
+
+# How many upcoming ranks a caller registers wakes for at once: a caller that keeps up with the
+# settlements then pays no call per rank, and the hot record stays small (decision 16).
+WAKE_WINDOW = 32
+
+
+@dataclass(slots=True)
+class _Wakes:
+    """Wakes this invocation registered with one incarnation of a group, by rank."""
+
+    incarnation: str
+    by_rank: dict[int, Any]
+
+
+def inside_run(ctx: restate.Context) -> bool:
+    """Whether this code runs inside the action of one of ``ctx``'s own ``ctx.run``.
+
+    The SDK runs each run action it executes in a task of its own, and keeps that task (with a sync
+    action, the future of the executor thread running it) in ``ctx.tasks`` until the action ends; it
+    sets no flag or context variable of its own while an action runs. So the code is inside an action
+    when its task is one of those (an async action awaits in it, on every attempt that runs the
+    action), or when it runs on another event loop, or none, while an action of ``ctx`` runs (a
+    sync action runs in a thread: whatever event loop drives lash there is not the handler's). A
+    handler body, and anything it gathers, runs in other tasks of the handler's loop: never refused.
+    """
+    # Decision 49: how the SDK (1.3) runs an action is the only signal there is.
+    if not isinstance(ctx, ServerInvocationContext):
+        return False
+    actions = list(ctx.tasks.tasks)  # one C-level copy, safe to take from a sync action's thread
+    if not actions:
+        return False
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        return True  # no event loop in this thread: a sync action's executor thread
+    current = asyncio.current_task(loop)
+    return any(action is current or action.get_loop() is not loop for action in actions)
+
+
+class RestateController(EffectGroupDefaults):
+    """A `RuntimeEffectController` bound to one handler invocation's context."""
+
+    def __init__(self, ctx: restate.Context, *, groups: bool | None = None) -> None:
+        # Routing where the children run: decision 37.
+        """A controller for the invocation ``ctx`` belongs to. Children are routed by the endpoint
+        that runs them, with the resolver it registered: a caller passes none.
+
+        It does groups (`supports_effect_groups()`) when this process bound lash's services with a
+        resolver (`lash.app`, `lash.services`), or declared that another deployment of its cluster
+        serves them (`lash.use_prefix`); otherwise it refuses the whole group surface. ``groups``
+        overrides that answer (``False``: one that refuses the whole surface)."""
+        self._ctx = ctx
+        self._groups = groups
+        # Wakes this invocation registered, by group: each settle resolves its own.
+        self._wakes: dict[str, _Wakes] = {}
+        # Groups this invocation opened, with the recorded child count and declared disposition: a
+        # close that can be checked against them cannot be refused, so it need not wait for the object.
+        self._declared: dict[str, tuple[int, LoserPolicy]] = {}
+        # Groups whose handle this invocation saved and told the group of (decisions 45, 78).
+        self._saved: set[str] = set()
+        self._records_saves: dict[str, bool] = {}  # by the incarnation the group's open answered
+
+    def outside_run(self, what: str) -> None:
+        """Refuse `CalledInsideRun` if this is called inside the action of a ``ctx.run`` of this
+        invocation: lash dispatches and awaits a group's children from the handler body only, since
+        an action's own steps are not journaled one by one. ``what`` names what was called, for the
+        message."""
+        if inside_run(self._ctx):
+            raise CalledInsideRun(what)
+
+    def supports_concurrent_effects(self) -> bool:
+        return True
+
+    def supports_effect_groups(self) -> bool:
+        # ADR: "a resolver is registered", a per-deployment fact established at wiring (decision 47).
+        return self._groups if self._groups is not None else groups_wired()
+
+    async def execute_effect(self, envelope: RuntimeEffectEnvelope, executor: GroupExecutor) -> Outcome:
+        require_ungrouped(envelope)
+
+        async def once() -> bytes:
+            return encode(await execute_outcome(executor))
+
+        options: restate.RunOptions[bytes] = restate.RunOptions(serde=_BYTES)
+        return decode_outcome(await self._ctx.run_typed("execute_effect", once, options))
+
+    async def _ask(self, route: Route[_I, _O], key: str, request: _I) -> _O:
+        return await typed(route.ask(self._ctx, key, request))
+
+    async def open_effect_group(self, group: RuntimeEffectGroup) -> GroupHandle:
+        return await self._open(group, reopen_only=False)
+
+    async def reopen_effect_group(self, group: RuntimeEffectGroup) -> GroupHandle:
+        """Reopen ``group``, refusing `GroupNotOpen` if it is not recorded: a resume never starts a
+        closed group over."""  # decision 41
+        return await self._open(group, reopen_only=True)
+
+    async def _open(self, group: RuntimeEffectGroup, *, reopen_only: bool) -> GroupHandle:
+        self.outside_run("reopen_effect_group" if reopen_only else "open_effect_group")
+        key = str(require_group(group).key)
+        require_groups(self.supports_effect_groups(), group_key=key)
+        # The open request carries every child: one past Restate's message limit would be refused
+        # by the server at every retry of this invocation, so it is refused here, before anything
+        # is journaled (no awakeable, no send).
+        check_open_size(group, reopen=reopen_only)
+        # The open also registers wakes for the first ranks, saving those awaits a round trip each.
+        window = self._window(0, len(group))
+        # ADR: resolve all N before recording: the group object does, where the children run (decision
+        # 37), and only it knows whether the group is recorded already (a reopen refuses nothing).
+        answer, opened = self._ctx.awakeable(serde=_BYTES)
+        # A bounded group opens in one message (check_open_size refused it otherwise); a resume keeps
+        # the bound the group was opened with, so it reopens in parts a group opened in parts.
+        if group.max_in_flight is None:
+            in_parts = opens_in_parts(group) or len(group) >= parts_from()
+        else:
+            in_parts = reopen_only and opens_in_parts(group)
+        if in_parts:
+            # Decision 65: too large for one message. The children go first, one part per slice, to
+            # the pumps that will run them; then the open, with the shape alone.
+            await open_in_parts(self._ctx, group, key, answer, list(window), reopen_only=reopen_only)
+        else:
+            request = OpenRequest(
+                reply_to=answer,
+                shape=group.shape(),
+                children=[canonical_bytes(c) for c in group.children],
+                caller=self._ctx.request().id,
+                wakes=list(window),
+                reopen_only=reopen_only,
+                window=msgspec.UNSET if group.max_in_flight is None else group.max_in_flight,
+            )
+            # Sent, answered on an awakeable (decision 25): this invocation's cancellation cannot cut
+            # the open short between dispatching the children and recording how to cancel them.
+            GROUP_OPEN.send(self._ctx, key, request)
+        reply = decode(await typed(opened), OpenReply)
+        self._records_saves[key] = records_saves(reply.incarnation)  # journaled: replays decide as then
+        if not reply.reopened:
+            self._wakes[key] = _Wakes(reply.incarnation, dict(enumerate(window.values(), start=1)))
+        elif (held := self._wakes.get(key)) is not None and held.incarnation != reply.incarnation:
+            del self._wakes[key]  # registered with a closed namesake, which rejected them (decision 32)
+        # Open or reopen, the recorded shape is this group's (the reopen was fenced on it).
+        self._declared[key] = (len(group), group.disposition)
+        return GroupHandle.opened(group)
+
+    def handle_saved(self, handle: GroupHandle) -> None:
+        """This invocation saved ``handle`` for a continuation: tell the group.
+
+        The group records the save, so it never reclaims the group (whoever holds the handle may
+        resume it), and learns how this invocation ends: once it has returned normally, the group is
+        parked (a continuation holds its cursor), not orphaned. One one-way message per group and
+        invocation, on the save path only (a combinator that closes its group never saves).
+        """
+        # Parked or orphaned: decision 45; recorded at the save: decision 78.
+        self.outside_run("handle_saved")
+        key = handle.group_key
+        # A group the baseline opened records no save: its `save()` journaled nothing, and a caller
+        # that saved one before an upgrade replays its journal on this code (decision 78).
+        if key in self._saved or not self._records_saves.get(key, False):
+            return
+        wakes = self._wakes.get(key)
+        saver = CallerEnded(caller=self._ctx.request().id, incarnation=wakes.incarnation if wakes else "")
+        GROUP_SAVED.send(self._ctx, key, saver)
+        self._saved.add(key)
+
+    def _window(self, consumed: int, child_count: int) -> dict[str, Any]:
+        """Fresh awakeables for ranks ``consumed + 1`` … (at most WAKE_WINDOW), by awakeable id."""
+        window = {}
+        for _ in range(min(WAKE_WINDOW, child_count - consumed)):
+            awakeable, woken = self._ctx.awakeable(serde=_BYTES)
+            window[awakeable] = woken
+        return window
+
+    def settlement_run(self) -> SettlementRun:
+        return _Run(self)
+
+    async def await_next_settlement(
+        self, handle: GroupHandle, cancel: Awaitable[object] | None = None
+    ) -> Settlement:
+        # Decision 32: answered by the group as it stands now, never from what an earlier await read.
+        return await self._next(handle, cancel, {}, ask_first=True)
+
+    async def _next(
+        self,
+        handle: GroupHandle,
+        cancel: Awaitable[object] | None,
+        held: dict[int, Settlement],
+        *,
+        ask_first: bool,
+    ) -> Settlement:
+        """Serve rank ``consumed + 1`` from ``held`` (what this await's run already read), else from
+        the group: read first, and only otherwise wait on the rank's wake (ADR, "Restate satisfaction")."""
+        self.outside_run("await_next_settlement")
+        check_await(handle, self.supports_effect_groups())
+        rank = handle.next_rank
+        if rank not in held:
+            wakes = self._wakes.get(handle.group_key)
+            if ask_first or wakes is None or rank not in wakes.by_rank:
+                wakes = await self._ask_group(handle, held)
+            if rank not in held:
+                woken = wakes.by_rank.pop(rank)
+                try:
+                    reply = await self._woken(handle, woken, cancel)
+                except AwaitCancelled:
+                    wakes.by_rank[rank] = woken  # still registered and still ours: the next await uses it
+                    raise
+                await self._read(handle, reply, held)
+            else:
+                wakes.by_rank.pop(rank, None)  # the group served the rank: its wake carries nothing new
+        settlement = held[rank]
+        handle.advance()
+        return settlement
+
+    async def _ask_group(self, handle: GroupHandle, held: dict[int, Settlement]) -> _Wakes:
+        """Read the ranks from ``consumed + 1`` the group holds into ``held``; if it holds none yet,
+        make sure a wake of the group's current incarnation is registered for the next rank."""
+        key, rank = handle.group_key, handle.next_rank
+        while True:
+            wakes = self._wakes.get(key)
+            window = (
+                self._window(handle.consumed, handle.child_count)
+                if wakes is None or rank not in wakes.by_rank
+                else {}
+            )
+            request = WaitRequest(
+                consumed=handle.consumed, child_count=handle.child_count, wakes=list(window)
+            )
+            reply = await self._ask(GROUP_WAIT, key, request)
+            if reply.refs:
+                await self._read(handle, reply, held)  # recorded already: read from state
+                return wakes if wakes is not None else _Wakes(reply.incarnation, {})
+            if window:
+                if wakes is None or wakes.incarnation != reply.incarnation:
+                    wakes = self._wakes[key] = _Wakes(reply.incarnation, {})
+                wakes.by_rank.update(enumerate(window.values(), start=rank))
+                return wakes
+            assert wakes is not None
+            if wakes.incarnation == reply.incarnation:
+                return wakes
+            del self._wakes[key]  # registered with a closed namesake, which rejected them: register anew
+
+    async def _woken(self, handle: GroupHandle, woken: Any, cancel: Awaitable[object] | None) -> WaitReply:
+        try:
+            if cancel is None:
+                return decode(await woken, WaitReply)
+            if not isinstance(cancel, restate.RestateDurableFuture):
+                raise InvalidInput("on Restate, cancel must be a durable future (e.g. ctx.sleep(...))")
+            which, value = await restate.select(settled=woken, cancel=cancel)
+        except restate.TerminalError as error:
+            raise_typed(error)
+            raise
+        if which == "cancel":
+            # ADR: cancellation leaves cursor and durable rank untouched.
+            raise AwaitCancelled.at_rank(handle.next_rank, group_key=handle.group_key)
+        return decode(value, WaitReply)
+
+    async def _read(self, handle: GroupHandle, reply: WaitReply, seen: dict[int, Settlement]) -> None:
+        """Outcomes of consecutive ranks: inline from the wake, else from the group's mode's stores."""
+        missing = [ref.position for ref in reply.refs if ref.outcome is None]
+        try:
+            stored = await mode_for(reply.mode).read(self._ctx, handle.group_key, reply)
+        except restate.TerminalError as error:
+            raise_typed(error)  # a store released under the reader: its group was closed meanwhile
+            raise
+        found = dict(zip(missing, stored, strict=False))
+        for offset, ref in enumerate(reply.refs):
+            raw = ref.outcome if ref.outcome is not None else found.get(ref.position)
+            if raw is None:
+                break  # past what one reply could carry: the next await reads on from here
+            rank = handle.consumed + 1 + offset
+            seen[rank] = Settlement(
+                rank=rank, position=ref.position, replay_key=ref.replay_key, outcome=decode_outcome(raw)
+            )
+
+    async def close_effect_group(self, handle: GroupHandle, disposition: LoserPolicy | None = None) -> None:
+        """Close the group; durably sent, not awaited, when nothing about it can be refused.
+
+        A close of a group this invocation opened, with its child count and a disposition that
+        narrows (or keeps) the declared one, is a one-way message in the caller's journal: Restate
+        delivers it exactly once, and after any earlier message of this invocation to the group, so
+        it is issued durably when this returns, and the caller does not wait for the losers. Any
+        other close is a call, so a refusal (widening, wrong handle) reaches the caller typed.
+        """
+        self.outside_run("close_effect_group")
+        disposition = check_close(handle, disposition, self.supports_effect_groups())
+        key = handle.group_key
+        request = CloseRequest(child_count=handle.child_count, disposition=disposition)
+        if self._cannot_refuse(handle, disposition):
+            GROUP_CLOSE.send(self._ctx, key, request)
+        else:
+            await self._ask(GROUP_CLOSE, key, request)
+        self._wakes.pop(key, None)
+        # The group holds each saver from `saved`; its close cancels that hold with its other watches.
+        self._saved.discard(key)
+
+    def _cannot_refuse(self, handle: GroupHandle, disposition: LoserPolicy | None) -> bool:
+        """Whether the group this invocation opened would accept this close (decision 21)."""
+        declared = self._declared.pop(handle.group_key, None)
+        if declared is None:
+            return False
+        count, policy = declared
+        try:
+            check_child_count(count, handle.child_count, group_key=handle.group_key)
+            effective_disposition(policy, disposition, group_key=handle.group_key)
+        except LashError:
+            return False  # the group refuses it: a call, so the refusal reaches the caller typed
+        return True
+
+
+@dataclass(frozen=True, slots=True)
+class _Run:
+    """A combinator's run (decision 32): its awaits are served from what the open and its own reads
+    delivered, with no read of the group per await; a rank it read once is not read again."""
+
+    controller: RestateController
+    held: dict[int, Settlement] = field(default_factory=dict)
+
+    async def next(self, handle: GroupHandle) -> Settlement:
+        # A resume re-reads ranks from 1 on a second handle: ranks, not handles, key what is held.
+        return await self.controller._next(handle, None, self.held, ask_first=False)

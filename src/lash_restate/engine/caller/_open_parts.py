@@ -1,0 +1,71 @@
+"""The caller's side of an open too large for one message (decision 65): its children staged with
+the pumps of a fresh incarnation, part by part, then `LashGroup/open_parts` with the shape alone."""
+
+from __future__ import annotations
+
+import math
+import os
+
+import restate
+
+from ...contract import LashError, RuntimeEffectGroup
+from ..group._mode import PUMP_SLICE, slice_key
+from ..wire._errors import typed
+from ..wire._incarnation import PAGED
+from ..wire._messages import PartedOpen, StagedPart
+from ..wire._routes import GROUP_OPEN_PARTS, PUMP_FORGET, PUMP_STAGE
+
+__all__ = ["PARTS_FROM_ENV", "open_in_parts", "parts_from"]
+
+# For tests: a group this wide or wider opens in parts even when one message would carry it, so that
+# the conformance suite runs on that layout too (the batched tier sets it to 1). Unset: only a group
+# too large for one open message does.
+PARTS_FROM_ENV = "LASH_PARTS_FROM"
+
+
+async def open_in_parts(
+    ctx: restate.Context,
+    group: RuntimeEffectGroup,
+    key: str,
+    answer: str,
+    wakes: list[str],
+    *,
+    reopen_only: bool,
+) -> None:
+    """Stage ``group``'s children with the pumps of a fresh incarnation, then send `PartedOpen`.
+
+    Each part is called, so a child the endpoint cannot route refuses the open (`ChildUnroutable`)
+    before the group is recorded; the parts staged are then released, and nothing is left. A
+    resume stages nothing: a reopen dispatches nothing, and one that finds no group refuses.
+    """
+    stage = f"{PAGED}{ctx.uuid()}"
+    keys = [slice_key(key, stage, first) for first in range(0, len(group), PUMP_SLICE)]
+    if not reopen_only:
+        children = group.children
+        calls = [
+            PUMP_STAGE.call(ctx, part, StagedPart(group_key=key, children=list(children[f : f + PUMP_SLICE])))
+            for part, f in zip(keys, range(0, len(group), PUMP_SLICE), strict=True)
+        ]
+        await restate.gather(*calls)
+        try:
+            for call in calls:
+                await typed(call)
+        except LashError:
+            for part in keys:  # nothing of a refused group is kept
+                PUMP_FORGET.send(ctx, part, None)
+            raise
+    request = PartedOpen(
+        reply_to=answer,
+        shape=group.shape(),
+        stage=stage,
+        parts=0 if reopen_only else len(keys),
+        caller=ctx.request().id,
+        wakes=wakes,
+        reopen_only=reopen_only,
+    )
+    GROUP_OPEN_PARTS.send(ctx, key, request)
+
+
+def parts_from() -> float:
+    """How wide a group must be to open in parts whatever its size (`PARTS_FROM_ENV`; else never)."""
+    return int(os.environ.get(PARTS_FROM_ENV) or 0) or math.inf

@@ -1,0 +1,1 @@
+"""`LashChild` and `LashSignal`: a child's run and a durable event, and how a child is routed."""

@@ -1,0 +1,121 @@
+"""A call child's call, wherever it is made: its argument, where it goes, and the outcome it settles as.
+
+A call is made by `LashChild` (the format-1 path, and a target only declared external) or by its
+group's pump (decision 61), as the plan the group's open decides says (decision 66); both read the
+callee's answer into an outcome here, so a call child settles alike whoever called it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+import restate
+
+from ...contract import Call, Cancelled, Err, Ok, Outcome, RuntimeEffectEnvelope
+from ..wire._errors import is_cancellation
+from ..wire._incarnation import INCARNATION
+from ._routing import Routing
+
+__all__ = [
+    "CALL",
+    "CHILD",
+    "MISS",
+    "answered",
+    "call_arg",
+    "callee_key",
+    "callee_replay_key",
+    "cancelled",
+    "direct",
+    "invocation_options",
+    "opened_plan",
+    "plan",
+    "refused",
+]
+
+_CANCELLED = {"cancelled", "canceled"}  # how Restate words a cancellation it propagated to a call
+
+# How a pump calls a child (decision 61), as `PumpAwait.plan` and the pump's journaled `route` carry it:
+# straight to the user's handler, or through `LashChild/execute`. `MISS` (not at all: its target
+# left) is only read from a `route` an earlier release journaled; `plan` no longer decides it.
+CALL, CHILD, MISS = "call", "child", "miss"
+
+
+def call_arg(call: Call) -> bytes:
+    """The bytes the callee receives: the call's JSON argument."""
+    return msgspec.json.encode(call.arg)
+
+
+def invocation_options(call: Call) -> dict[str, Any]:
+    """What the call gives its callee's invocation beside its argument, as `generic_call` takes it:
+    its headers, and Restate's flow-control scope and limit key (only those given, so a call without
+    them is made exactly as before)."""
+    given = {"headers": call.headers, "scope": call.scope, "limit_key": call.limit_key}
+    return {name: value for name, value in given.items() if value is not None}
+
+
+def direct(routing: Routing, envelope: RuntimeEffectEnvelope) -> Call | None:
+    """The call, if lash calls its target itself (decision 61): a handler this endpoint binds.
+
+    A target only declared external is called by a `LashChild/execute`, which asks the admin API
+    whether any deployment serves it before calling (decision 47), so a forgotten registration ends
+    the child as a terminal 404 instead of a call retried for ever.
+    """
+    command = envelope.command
+    if isinstance(command, Call) and not routing.targets.is_external(command.service):
+        return command
+    return None
+
+
+def plan(routing: Routing, children: list[RuntimeEffectEnvelope]) -> list[str]:
+    """How a pump calls each of ``children``: a call to a handler this endpoint binds straight to it;
+    any other child through `LashChild/execute`, which checks the target when it runs (decision 47).
+
+    A call whose target left this endpoint goes there too: its run ends with the terminal 404 of a
+    miss and tells the group, which lists it as missed for a drain, as any other miss (decision 73).
+    """
+    return [CALL if direct(routing, c) is not None and routing.routes(c) else CHILD for c in children]
+
+
+def opened_plan(routing: Routing, children: list[RuntimeEffectEnvelope]) -> list[str]:
+    """`plan` as the open that records a group decides it: every child routed (a miss refused the open),
+    so this depends only on which services are declared external, and a replay of the open decides
+    as its first execution did."""
+    return [CHILD if direct(routing, child) is None else CALL for child in children]
+
+
+def callee_key(envelope: RuntimeEffectEnvelope, incarnation: str) -> str:
+    """The idempotency key of a call child's invocation: how an operator (and inspection) finds the
+    callee of a child by its replay key. Per group incarnation, so a namesake reopened after a close
+    calls again, as on every host, instead of being answered the old call's output."""
+    return f"{envelope.replay_key}@{incarnation}"
+
+
+def callee_replay_key(idempotency_key: str | None) -> str | None:
+    """The replay key a callee's idempotency key names (`callee_key`'s inverse), if it is one."""
+    replay_key, at, incarnation = (idempotency_key or "").rpartition("@")
+    return replay_key if at and replay_key and INCARNATION.fullmatch(incarnation) else None
+
+
+def cancelled(error: restate.TerminalError) -> bool:
+    """Whether a call's terminal error is its cancellation (not the callee's own 409)."""
+    return is_cancellation(error) and error.message.lower() in _CANCELLED
+
+
+def answered(target: str, raw: bytes | None) -> Outcome:
+    """The outcome of a call to ``target`` (``service/handler``) its callee answered with ``raw``."""
+    try:
+        # What the store holds (the answer wrapped in an `Ok`) may exceed what was answered: the store
+        # sizes the wrapped form, so an answer near the limit settles `too_large`, never a retry loop.
+        return Ok(value=msgspec.json.decode(raw) if raw else None)
+    except msgspec.DecodeError:
+        size = len(raw) if raw else 0
+        return Err(message=f"{target} answered {size} bytes that are not JSON", code="not_json")
+
+
+def refused(error: restate.TerminalError) -> Outcome:
+    """The outcome of a call that ended in ``error``: cancelled, or the handler's own terminal error."""
+    if cancelled(error):
+        return Cancelled()
+    # The handler's own terminal error, a 409 of its own included: a rejection, not a cancel.
+    return Err(message=error.message, code=str(error.status_code))

@@ -1,0 +1,304 @@
+"""`LashChild`, keyed by replay key: one child as its own invocation, and a direct child's outcome store.
+
+ADR, "Tier split": a Restate child is a full invocation, never an inline journaled step. Its outcome
+lives in this object's keyed state, which has no TTL (an invocation's output is kept only for the
+retention window), until its group is done with it (decision 1).
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+from typing import assert_never
+
+import msgspec
+import restate
+from restate.exceptions import RetryableError
+from restate.serde import BytesSerde
+
+from ...contract import (
+    AwaitEvent,
+    Call,
+    Cancelled,
+    ChildUnroutable,
+    Err,
+    GroupExecutors,
+    GroupNotOpen,
+    Ok,
+    Outcome,
+    RuntimeEffectEnvelope,
+    Sleep,
+    ToolCall,
+    Transient,
+    describe_miss,
+    execute_once,
+    fit_outcome,
+)
+from ..wire._errors import HANDLER_RETRY, NOT_FOUND, is_cancellation, lash_terminal, terminal_errors
+from ..wire._messages import (
+    INLINE_OUTCOME_BYTES,
+    ChildrenFailed,
+    ChildRun,
+    MissedChildren,
+    Ref,
+    SettleBatch,
+    encode,
+)
+from ..wire._records import SettlementMode, child_store
+from ..wire._routes import (
+    CHILD,
+    CHILD_EXECUTE,
+    CHILD_FAIL,
+    CHILD_FORGET,
+    CHILD_OUTCOME,
+    CHILD_RUN,
+    GROUP_MISSED,
+    GROUP_SETTLE,
+    SIGNAL_SUBSCRIBE,
+    described_by,
+    named,
+)
+from ._calls import answered, call_arg, cancelled, invocation_options, refused
+from ._lookup import unregistered
+from ._routing import Routing, replaying
+
+__all__ = ["DEFAULT_TOOL_ATTEMPTS", "child_object", "stored_outcome"]
+
+DEFAULT_TOOL_ATTEMPTS = 3
+_BYTES = BytesSerde()
+
+
+def child_object(
+    routing: Routing, *, tool_attempts: int = DEFAULT_TOOL_ATTEMPTS, metadata: dict[str, str] | None = None
+) -> restate.VirtualObject:
+    """`LashChild`: ``run`` (a child that settles itself), ``execute`` (one a pump calls), and the
+    read and release of its outcome store."""
+    child = restate.VirtualObject(named(CHILD), invocation_retry_policy=HANDLER_RETRY, metadata=metadata)
+
+    @child.handler(name=CHILD_RUN.handler, ingress_private=True)
+    @terminal_errors
+    @described_by(on_run)
+    async def run(ctx: restate.ObjectContext, req: ChildRun) -> None:
+        await on_run(ctx, req, routing, tool_attempts)
+
+    @child.handler(name=CHILD_FAIL.handler, ingress_private=True)
+    @described_by(on_fail)
+    async def fail(ctx: restate.ObjectContext, req: ChildrenFailed) -> None:
+        await on_fail(ctx, req)
+
+    @child.handler(name=CHILD_EXECUTE.handler, ingress_private=True, output_serde=_BYTES)
+    @terminal_errors
+    @described_by(on_execute)
+    async def execute(ctx: restate.ObjectContext, envelope: RuntimeEffectEnvelope) -> bytes:
+        return await on_execute(ctx, envelope, routing, tool_attempts)
+
+    @child.handler(name=CHILD_OUTCOME.handler, kind="shared", ingress_private=True, output_serde=_BYTES)
+    @terminal_errors
+    @described_by(on_outcome)
+    async def outcome(ctx: restate.ObjectSharedContext, incarnation: str) -> bytes:
+        return await on_outcome(ctx, incarnation)
+
+    @child.handler(name=CHILD_FORGET.handler, ingress_private=True)
+    @described_by(on_forget)
+    async def forget(ctx: restate.ObjectContext, incarnation: str) -> None:
+        await on_forget(ctx, incarnation)
+
+    del run, fail, execute, outcome, forget
+    return child
+
+
+async def on_run(ctx: restate.ObjectContext, req: ChildRun, routing: Routing, tool_attempts: int) -> None:
+    envelope = req.envelope
+    membership = envelope.membership
+    if membership is None:
+        return  # only grouped children are dispatched here
+    store = child_store(req.incarnation)
+    stored = await ctx.get(store, serde=_BYTES)
+    if stored is None:
+        outcome = await _execute_or_miss(ctx, envelope, routing, tool_attempts, req.incarnation)
+        stored = stored_outcome(outcome)
+        ctx.set(store, stored, serde=_BYTES)
+    # Already settled (a re-dispatch after a reopen): settle again; the group dedups by position.
+    _settle(ctx, membership.group_key, req.incarnation, membership.position, stored)
+
+
+async def on_fail(ctx: restate.ObjectContext, req: ChildrenFailed) -> None:
+    """Decision 74: this child's run ended in failure (an operator killed it) before it stored an
+    outcome; it settles with that failure, as `run` settles an outcome. One stored before the
+    kill is settled instead."""
+    store = child_store(req.incarnation)
+    stored = await ctx.get(store, serde=_BYTES)
+    if stored is None:
+        stored = stored_outcome(req.outcome)
+        ctx.set(store, stored, serde=_BYTES)
+    _settle(ctx, req.group_key, req.incarnation, req.positions[0], stored)
+
+
+async def on_execute(
+    ctx: restate.ObjectContext, envelope: RuntimeEffectEnvelope, routing: Routing, tool_attempts: int
+) -> bytes:
+    """A child the group's pump calls: run it and answer its outcome to the pump, which stores it."""
+    return stored_outcome(await _execute_or_miss(ctx, envelope, routing, tool_attempts))
+
+
+async def on_outcome(ctx: restate.ObjectSharedContext, incarnation: str) -> bytes:
+    stored = await ctx.get(child_store(incarnation), serde=_BYTES)
+    if stored is None:  # released: its group was closed meanwhile
+        raise GroupNotOpen("the group was closed while reading", replay_key=ctx.key())
+    return stored
+
+
+async def on_forget(ctx: restate.ObjectContext, incarnation: str) -> None:
+    """Release the outcome one group incarnation stored; another incarnation's stays."""
+    ctx.clear(child_store(incarnation))
+
+
+def _settle(
+    ctx: restate.ObjectContext, group_key: str, incarnation: str, position: int, stored: bytes
+) -> None:
+    """Settle this child's stored outcome into its group (a direct child settles itself)."""
+    ref = Ref(
+        position=position,
+        replay_key=ctx.key(),
+        outcome=stored if len(stored) <= INLINE_OUTCOME_BYTES else None,
+    )
+    batch = SettleBatch(incarnation=incarnation, mode=SettlementMode.DIRECT, refs=[ref])
+    GROUP_SETTLE.send(ctx, group_key, batch)
+
+
+async def _execute_or_miss(
+    ctx: restate.ObjectContext,
+    envelope: RuntimeEffectEnvelope,
+    routing: Routing,
+    attempts: int,
+    incarnation: str = "",
+) -> Outcome:
+    """`_execute`; a child with no runner here ends with its terminal 404 as before, and first tells
+    its group, which keeps it for inspection and the operator's re-dispatch (ADR: a miss is a routing
+    fact, never an outcome).
+
+    The message is the child's last command before it ends, so a run that an earlier release
+    journaled replays as a prefix of this one.
+    """
+    try:
+        return await _execute(ctx, envelope, routing, attempts)
+    except restate.TerminalError as error:
+        if error.status_code == NOT_FOUND and envelope.membership is not None:
+            missed = MissedChildren(incarnation=incarnation, children=[envelope])
+            GROUP_MISSED.send(ctx, envelope.membership.group_key, missed)
+        raise
+
+
+async def _execute(
+    ctx: restate.ObjectContext, envelope: RuntimeEffectEnvelope, routing: Routing, attempts: int
+) -> Outcome:
+    command = envelope.command
+    try:
+        match command:
+            case Sleep():
+                await ctx.sleep(timedelta(milliseconds=command.duration_ms))
+                return Ok(value=None)
+            case AwaitEvent():
+                awakeable, value = ctx.awakeable(serde=_BYTES)
+                SIGNAL_SUBSCRIBE.send(ctx, command.name, awakeable)
+                try:
+                    return Ok(value=json.loads(await value))
+                except restate.TerminalError as error:
+                    if is_cancellation(error):
+                        raise
+                    return Err(message=error.message, code="rejected")  # the signal was rejected
+            case Call():
+                return await _call(ctx, envelope, command, routing)
+            case ToolCall():
+                return await _run_tool(ctx, envelope, command, routing.resolver, attempts)
+            case _:
+                assert_never(command)
+    except restate.TerminalError as error:
+        if is_cancellation(error):
+            return Cancelled()  # a Cancel loser's terminal still routes through the group for rank
+        raise
+
+
+def _unroutable(
+    envelope: RuntimeEffectEnvelope, routing: Routing | None = None, reason: str | None = None
+) -> ChildUnroutable:
+    membership = envelope.membership
+    assert membership is not None  # only grouped children are dispatched here
+    what = describe_miss(routing, envelope)
+    return ChildUnroutable.no_executor(
+        what if reason is None else f"{what} ({reason})",
+        group_key=membership.group_key,
+        position=membership.position,
+        replay_key=envelope.replay_key,
+    )
+
+
+def stored_outcome(outcome: Outcome) -> bytes:
+    """The bytes a child stores (and a pump serves) for ``outcome``: past the limit for one message
+    (decision 19) a call's answer, a rejection's message or an event's payload could never be stored
+    or served, so the child would retry for ever; it settles ``too_large`` instead."""
+    encoded = encode(outcome)
+    fitted = fit_outcome(outcome, len(encoded))
+    return encoded if fitted is outcome else encode(fitted)
+
+
+async def _call(
+    ctx: restate.ObjectContext, envelope: RuntimeEffectEnvelope, call: Call, routing: Routing
+) -> Outcome:
+    """Invoke the target from this child's invocation: journaled here, so a retried child replays the
+    call instead of issuing it again, and cancelling this child cancels the call (decision 37)."""
+    if not routing.routes(envelope):
+        # Restate answers a call to a handler nobody binds with a retryable error, so the child would
+        # retry for ever; a target this endpoint no longer knows ends it as a terminal 404 (ADR).
+        raise lash_terminal(_unroutable(envelope, routing))
+    if routing.targets.is_external(call.service) and not replaying(ctx):
+        # A declared target nobody registered: Restate fails the call with a retryable RT0018 that
+        # this handler never sees, so ask the admin API first (decision 47). Not journaled, and not
+        # asked once the call is in the journal (a replay): a call that was made stays made.
+        reason = await unregistered(call)
+        if reason is not None:
+            raise lash_terminal(_unroutable(envelope, routing, reason))
+    try:
+        raw = await ctx.generic_call(
+            call.service, call.handler, call_arg(call), key=call.key, **invocation_options(call)
+        )
+    except restate.TerminalError as error:
+        if cancelled(error):
+            raise  # this child (and so its call) was cancelled
+        return refused(error)
+    return answered(call.target, raw)
+
+
+async def _run_tool(
+    ctx: restate.ObjectContext,
+    envelope: RuntimeEffectEnvelope,
+    command: ToolCall,
+    resolver: GroupExecutors,
+    attempts: int,
+) -> Outcome:
+
+    async def attempt() -> bytes:
+        # ADR: each executor is single-execution; every attempt resolves a fresh one.
+        executor = resolver.resolve(envelope)
+        if executor is None:
+            # ADR: the engine tier's form of a routing miss is a terminal 404 (lash_terminal's status).
+            raise lash_terminal(_unroutable(envelope))
+        result = await execute_once(executor)
+        if isinstance(result, Transient):
+            # Retried by ctx.run, bounded by max_attempts; the SDK keeps a RetryableError's message as
+            # it is (any other exception's as its repr), so the give-up reads alike on every tier.
+            raise RetryableError(result.message)
+        # Past the message limit the run's journal entry could never be written and the child would
+        # retry for ever; execute_once settled it `too_large` already (decision 19).
+        return stored_outcome(result)
+
+    options: restate.RunOptions[bytes] = restate.RunOptions(serde=_BYTES, max_attempts=attempts)
+    try:
+        raw = await ctx.run_typed("execute", attempt, options)
+    except restate.TerminalError as error:
+        if is_cancellation(error) or error.status_code == NOT_FOUND:
+            # ADR: the engine tier's form of a routing miss is a terminal 404, never a retry, and
+            # never a synthesized outcome: the child ends without settling.
+            raise
+        return Transient(message=error.message).give_up(attempts)
+    return msgspec.json.decode(raw, type=Outcome)

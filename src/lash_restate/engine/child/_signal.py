@@ -1,0 +1,65 @@
+"""`LashSignal`, keyed by event name: the durable-wait service behind `AwaitEvent` children.
+
+``emit`` and ``reject`` are public: POST the event's JSON payload to ``/LashSignal/{name}/emit`` (or a
+JSON string message to ``…/reject``) on the ingress. An event, once emitted, stays emitted (later
+waiters settle at once) until ``clear`` is called (decision 12).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import restate
+from restate.serde import BytesSerde
+
+from ..wire._errors import HANDLER_RETRY
+from ..wire._records import STRINGS
+from ..wire._routes import SIGNAL, SIGNAL_SUBSCRIBE, named
+
+__all__ = ["signal_object"]
+
+_BYTES = BytesSerde()
+
+
+def signal_object(*, metadata: dict[str, str] | None = None) -> restate.VirtualObject:
+    signal = restate.VirtualObject(named(SIGNAL), invocation_retry_policy=HANDLER_RETRY, metadata=metadata)
+
+    @signal.handler(name=SIGNAL_SUBSCRIBE.handler, ingress_private=True)
+    async def subscribe(ctx: restate.ObjectContext, awakeable: str) -> None:
+        payload = await ctx.get("payload", serde=_BYTES)
+        rejection = await ctx.get("rejection", serde=_BYTES)
+        if payload is not None:
+            ctx.resolve_awakeable(awakeable, payload, serde=_BYTES)
+        elif rejection is not None:
+            ctx.reject_awakeable(awakeable, rejection.decode())
+        else:
+            waiters = await ctx.get("waiters", serde=STRINGS) or []
+            ctx.set("waiters", [*waiters, awakeable], serde=STRINGS)
+
+    @signal.handler(accept="*/*")
+    async def emit(ctx: restate.ObjectContext, payload: Any) -> None:
+        """Fulfil the event with a JSON payload; every waiter, now or later, settles Ok(payload)."""
+        body = json.dumps(payload).encode()
+        ctx.set("payload", body, serde=_BYTES)
+        ctx.clear("rejection")
+        for awakeable in await ctx.get("waiters", serde=STRINGS) or []:
+            ctx.resolve_awakeable(awakeable, body, serde=_BYTES)
+        ctx.clear("waiters")
+
+    @signal.handler()
+    async def reject(ctx: restate.ObjectContext, message: str) -> None:
+        """Reject the event; every waiter, now or later, settles Err(message, "rejected")."""
+        ctx.set("rejection", str(message).encode(), serde=_BYTES)
+        ctx.clear("payload")
+        for awakeable in await ctx.get("waiters", serde=STRINGS) or []:
+            ctx.reject_awakeable(awakeable, str(message))
+        ctx.clear("waiters")
+
+    @signal.handler()
+    async def clear(ctx: restate.ObjectContext) -> None:
+        """Forget the event, so later waiters wait again."""
+        ctx.clear_all()
+
+    del subscribe, emit, reject, clear
+    return signal

@@ -1,0 +1,1 @@
+"""Paths kept only to read what an earlier release wrote (each says which release may delete it)."""

@@ -1,0 +1,145 @@
+"""`LashPump`'s paths kept only for what the baseline release (0450b4d, format 1) sent: its pumped
+groups' `run` (`PumpRun`), and `redrive`/`redrive2` of them, which settle through `LashGroup/settle`
+rather than `report`. A release may delete this module once the compatibility promise's baseline
+moves past 0450b4d (docs/compatibility.md): no group that release opened can then be open."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+import restate
+
+from ...contract import RuntimeEffectEnvelope
+from ..group._mode import PUMP_SLICE, position_of, pump_store
+from ..pump._pump_common import (
+    BYTES,
+    KEYS,
+    SLICES,
+    add_ref,
+    child_outcome,
+    further_slice_key,
+    report_batch,
+    slice_ended,
+)
+from ..wire._errors import is_cancellation
+from ..wire._messages import (
+    PumpReport,
+    PumpRun,
+    Ref,
+    SettleBatch,
+)
+from ..wire._records import SettlementMode
+from ..wire._routes import (
+    CHILD_EXECUTE,
+    GROUP_SETTLE,
+    PUMP_REDRIVE,
+    PUMP_RUN,
+)
+
+__all__ = ["forward_batch", "on_redrive", "on_redrive2", "on_run", "redrive_run", "settle_as_they_finish"]
+
+
+async def on_run(ctx: restate.ObjectContext, req: PumpRun) -> None:
+    own, further = req.children[:PUMP_SLICE], req.children[PUMP_SLICE:]
+    calls: dict[Any, RuntimeEffectEnvelope | None] = {
+        CHILD_EXECUTE.call(ctx, child.replay_key, child): child for child in own
+    }
+    if further:
+        # Decision 35: each further slice of PUMP_SLICE children gets a pump of its own, called (not
+        # sent) so that cancelling this pump cancels it, and this run outlives it.
+        keys = [further_slice_key(req, child) for child in further[::PUMP_SLICE]]
+        ctx.set(SLICES, keys, serde=KEYS)
+        for key, first in zip(keys, range(0, len(further), PUMP_SLICE), strict=True):
+            part = msgspec.structs.replace(req, children=further[first : first + PUMP_SLICE])
+            calls[PUMP_RUN.call(ctx, key, part)] = None
+    await settle_as_they_finish(ctx, req, calls)
+
+
+async def on_redrive(ctx: restate.ObjectContext, req: PumpRun) -> None:
+    """Decision 48: a reopen's re-dispatch of children that had no outcome when it reopened.
+
+    Sent to the group's pump, it queues behind that pump's run (both exclusive on its key), which
+    ends only after every further slice's run has: so every child some run could still settle has
+    settled or ended by now, and a child runs again only if no outcome is stored for it (its runner
+    was missing: a routing miss ended it). The further slices' children are redriven by their
+    own pumps, called (so that cancelling this one cancels them), where their outcomes live.
+    """
+    await redrive_run(ctx, req)
+
+
+async def on_redrive2(ctx: restate.ObjectContext, req: PumpRun) -> None:
+    """`redrive` for a group `open` records now (decision 61): it asks the group first whether it is
+    still open.
+
+    Queued behind the group's `run2`, which releases its store when the group closes: a redrive
+    behind it would find no outcome stored and run every child again (and keep their outcomes
+    with nobody left to release them). A group that is still open has nothing released, as
+    `redrive` expects; a closed one needs nothing re-run.
+    """
+    if (await report_batch(ctx, req.group_key, PumpReport(incarnation=req.incarnation))).open:
+        await redrive_run(ctx, req)
+
+
+async def redrive_run(ctx: restate.ObjectContext, req: PumpRun) -> None:
+    """Run again the children of ``req`` no outcome is stored for, here and in the further slices."""
+    mine: list[RuntimeEffectEnvelope] = []
+    theirs: dict[str, list[RuntimeEffectEnvelope]] = {}
+    for child in req.children:
+        key = further_slice_key(req, child)
+        if key == ctx.key():
+            mine.append(child)
+        else:
+            theirs.setdefault(key, []).append(child)
+    calls: dict[Any, RuntimeEffectEnvelope | None] = {}
+    for child in mine:
+        if await ctx.get(pump_store(position_of(child)), serde=BYTES) is None:
+            calls[CHILD_EXECUTE.call(ctx, child.replay_key, child)] = child
+    for key, part in theirs.items():
+        calls[PUMP_REDRIVE.call(ctx, key, msgspec.structs.replace(req, children=part))] = None
+    await settle_as_they_finish(ctx, req, calls)
+
+
+async def settle_as_they_finish(
+    ctx: restate.ObjectContext, req: PumpRun, calls: dict[Any, RuntimeEffectEnvelope | None]
+) -> None:
+    """Wait on ``calls`` (children, and further slices' pumps: None); each time some finish, store the
+    children's outcomes and settle them into the group in one batch."""
+    pending: list[Any] = list(calls)
+    while pending:
+        try:
+            done, pending = await restate.wait_completed(*pending)
+        except restate.TerminalError as error:
+            if not is_cancellation(error):
+                raise
+            # Cancelled (a Cancel close, or its caller ended): the SDK has cancelled the calls
+            # still pending, and their Cancelled terminals still rank (ADR, "Close deletes…").
+            continue
+        refs: list[Ref] = []
+        inline = 0
+        for future in done:
+            child = calls[future]
+            if child is None:
+                await slice_ended(future)
+                continue
+            outcome = await child_outcome(future, child.replay_key)
+            if outcome is None:
+                continue  # a routing miss: no terminal is synthesized, the rank stays unallocated
+            position = position_of(child)
+            # Stored before the batch is sent, so a rank is never readable before its outcome.
+            ctx.set(pump_store(position), outcome, serde=BYTES)
+            inline = add_ref(refs, position, child.replay_key, outcome, inline)
+        if refs:
+            batch = SettleBatch(incarnation=req.incarnation, mode=SettlementMode.PUMPED, refs=refs)
+            await forward_batch(ctx, req.group_key, batch)
+
+
+async def forward_batch(ctx: restate.ObjectContext, group_key: str, batch: SettleBatch) -> None:
+    """Hand a batch to the group, again if a cancel of the pump interrupted the call (it is idempotent)."""
+    while True:
+        try:
+            await GROUP_SETTLE.call(ctx, group_key, batch)
+            return
+        except restate.TerminalError as error:
+            if not is_cancellation(error):
+                raise

@@ -1,0 +1,1 @@
+"""`LashGroup`: the group object's handlers, the settlement-mode seam and the group's rank layouts."""

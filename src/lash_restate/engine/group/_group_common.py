@@ -1,0 +1,78 @@
+"""What every `LashGroup` handler shares: the endpoint's settings for its groups, the serdes of
+what it answers, and the ids of the invocations it sent itself, which its close cancels."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import timedelta
+
+import restate
+from restate.serde import BytesSerde
+
+from ... import logs
+from ...contract import GroupNotOpen, check_child_count
+from ..child._routing import Routing
+from ..wire._messages import OpenReply, WaitReply
+from ..wire._records import META, STRINGS, GroupMeta, MsgspecSerde
+from ..wire._routes import PUMP_FORGET
+
+__all__ = [
+    "LISTENED",
+    "OPENED",
+    "RAW",
+    "REPLY",
+    "WATCHES",
+    "GroupSettings",
+    "cancel_runs",
+    "keep_watch",
+    "open_meta",
+    "release_staged",
+]
+
+REPLY: MsgspecSerde[WaitReply] = MsgspecSerde(WaitReply)
+OPENED: MsgspecSerde[OpenReply] = MsgspecSerde(OpenReply)
+RAW = BytesSerde()  # an attached caller's answer is not read, whatever it is
+LISTENED = b"true"  # what a listening pump's awakeable is resolved with (the value is not read)
+# The group's state key holding its watches' invocation ids, which its close cancels (decision 74).
+WATCHES = "watches"
+
+
+@dataclass(frozen=True)
+class GroupSettings:
+    """What an endpoint sets for its groups: where a group is pumped (decision 20) and paged
+    (decision 65), how its children are routed (decision 37), how long an orphan is kept (decision 78)."""
+
+    batch_from: int
+    routing: Routing
+    page_from: int
+    orphan_retention: timedelta
+
+
+async def keep_watch(ctx: restate.ObjectContext, handle: restate.SendHandle) -> None:
+    """Keep the id of an invocation the group sent itself, which its close cancels (decision 74)."""
+    known = await ctx.get(WATCHES, serde=STRINGS) or []
+    ctx.set(WATCHES, [*known, await handle.invocation_id()], serde=STRINGS)
+
+
+def cancel_runs(ctx: restate.ObjectContext, invocations: list[str], meta: GroupMeta) -> None:
+    for invocation in invocations:
+        ctx.cancel_invocation(invocation)
+    if invocations:
+        logs.event(
+            "group.cancelled", ctx, group_key=ctx.key(), cancelled=len(invocations), mode=meta.mode.value
+        )
+
+
+def release_staged(ctx: restate.ObjectContext, staged: list[str]) -> None:
+    """The parts an open in parts staged, which no run will read (decision 65)."""
+    for key in staged:
+        PUMP_FORGET.send(ctx, key, None)
+
+
+async def open_meta(ctx: restate.ObjectContext, child_count: int) -> GroupMeta:
+    """The group's record, refused if it is not open or was opened with another child count."""
+    meta = await ctx.get("meta", serde=META)
+    if meta is None:
+        raise GroupNotOpen.not_recorded(group_key=ctx.key())
+    check_child_count(meta.child_count, child_count, group_key=ctx.key())
+    return meta

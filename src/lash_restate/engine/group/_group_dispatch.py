@@ -1,0 +1,146 @@
+"""`LashGroup`'s re-dispatch: a reopen's, and the operator's of the children whose runner was
+missing (decision 73): one code runs every child list again."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import restate
+
+from ... import logs
+from ...contract import GroupShape, RuntimeEffectEnvelope
+from ..child._routing import Routing
+from ..wire._messages import (
+    MissedChildren,
+    OpenRequest,
+    OperatorRedispatch,
+    OperatorRedispatched,
+    WatchedRun,
+    decode,
+)
+from ..wire._records import ENVELOPE, META, MISSED, POSITIONS, SHAPE, STRINGS, GroupMeta, missed_key
+from ._group_common import GroupSettings
+from ._group_watch import watch_after
+from ._mode import PUMP_SLICE, REDISPATCHED, Dispatched, mode_for, position_of
+from ._pages import Ranked, paged
+
+__all__ = [
+    "dispatch_again",
+    "is_child",
+    "note_redispatched",
+    "on_missed",
+    "on_operator_redispatch",
+    "redispatch",
+    "unsettled_in",
+]
+
+
+async def on_missed(ctx: restate.ObjectContext, req: MissedChildren) -> None:
+    """ADR: a child with no runner is a routing fact, never an outcome. Its run ended with none
+    (the terminal 404); the group keeps the child, so inspection lists it and the operator's
+    `operator_redispatch` can run it again once a deployment routes it, as a reopen would."""
+    meta = await ctx.get("meta", serde=META)
+    if meta is None or (req.incarnation and meta.incarnation != req.incarnation):
+        return  # closed (or a closed namesake's child): nobody will rank it
+    fence = await ctx.get("fence", serde=SHAPE)
+    assert fence is not None  # written with meta, cleared with it
+    known = await ctx.get(MISSED, serde=POSITIONS) or []
+    added = [c for c in req.children if is_child(fence, c) and position_of(c) not in known]
+    for child in added:
+        ctx.set(missed_key(position_of(child)), child, serde=ENVELOPE)
+    if added:
+        ctx.set(MISSED, sorted([*known, *map(position_of, added)]), serde=POSITIONS)
+        logs.event("group.missed", ctx, group_key=ctx.key(), children=len(added))
+
+
+async def on_operator_redispatch(
+    ctx: restate.ObjectContext, req: OperatorRedispatch, settings: GroupSettings
+) -> OperatorRedispatched:
+    """The operator's re-dispatch: run again the children whose runner was missing, without a
+    reopen (the Restate form of the reference host's drain, which runs them once it can).
+
+    It dispatches as a reopen does, so a re-run child reaches its rank by the same code as a
+    first run's; a child this endpoint still cannot route stays listed as missed.
+    """
+    meta = await ctx.get("meta", serde=META)
+    if meta is None:
+        return OperatorRedispatched(refused="the group is not open")
+    if meta.incarnation != req.incarnation:
+        return OperatorRedispatched(refused="the group was closed and opened again since")
+    positions = await ctx.get(MISSED, serde=POSITIONS) or []
+    reads: list[Any] = [ctx.get(missed_key(position), serde=ENVELOPE) for position in positions]
+    if reads:
+        await restate.gather(*reads)
+    children = [child for read in reads if (child := await read) is not None]
+    dispatched, watched = await dispatch_again(ctx, meta, children, settings.routing)
+    await watch_after(ctx, meta, watched, [])
+    left = len(positions) - len(dispatched)
+    return OperatorRedispatched(dispatched=len(dispatched), unroutable=left)
+
+
+async def redispatch(
+    ctx: restate.ObjectContext, meta: GroupMeta, req: OpenRequest, routing: Routing
+) -> list[WatchedRun]:
+    """ADR: a reopen resolves only what it dispatches and refuses nothing (decision 48).
+
+    A child whose runner was missing ended without an outcome (the Restate host's terminal 404); once the
+    endpoint can route it again, a reopen dispatches it again, as the reference host's reopen does.
+    Every unsettled child it can route is dispatched: the dispatch queues behind whatever still
+    runs it, and runs the child only if that left no outcome, so no child runs twice.
+    """
+    positions = range(meta.child_count)
+    children = [decode(req.children[position], RuntimeEffectEnvelope) for position in positions]
+    return (await dispatch_again(ctx, meta, children, routing))[1]
+
+
+async def dispatch_again(
+    ctx: restate.ObjectContext, meta: GroupMeta, children: list[RuntimeEffectEnvelope], routing: Routing
+) -> tuple[list[int], list[WatchedRun]]:
+    """Dispatch again those of ``children`` that hold no rank and this endpoint can route, through
+    the mode's `redispatch`; the positions dispatched, and the runs to watch. A reopen and the
+    operator's re-dispatch both come here (decision 73): no child list is re-run by two codes.
+
+    The dispatch queues behind whatever still runs a child, and runs it only if that left no
+    outcome, so no child runs twice. A child dispatched is no longer kept as missed.
+    """
+    settled = await Ranked.settled(ctx, meta) if paged(meta) else meta.settled()
+    routable = [c for c in children if position_of(c) not in settled and routing.routes(c)]
+    if not routable:
+        return [], []
+    watched = await note_redispatched(ctx, mode_for(meta.mode).redispatch(ctx, meta, routable))
+    logs.event("group.redispatched", ctx, group_key=ctx.key(), children=len(routable))
+    # After everything the release before journaled here (decision 48's in-place replay).
+    dispatched = [position_of(c) for c in routable]
+    missed = await ctx.get(MISSED, serde=POSITIONS)
+    if missed:
+        for position in set(missed).intersection(dispatched):
+            ctx.clear(missed_key(position))
+        left = [position for position in missed if position not in dispatched]
+        if left:
+            ctx.set(MISSED, left, serde=POSITIONS)
+        else:
+            ctx.clear(MISSED)
+    return dispatched, watched
+
+
+async def note_redispatched(ctx: restate.ObjectContext, dispatched: list[Dispatched]) -> list[WatchedRun]:
+    """Keep the invocations a reopen re-dispatched, which a Cancel cancels too (decision 48); what
+    to watch of them (decision 74)."""
+    if not dispatched:
+        return []
+    known = await ctx.get(REDISPATCHED, serde=STRINGS) or []
+    ids = [await d.handle.invocation_id() for d in dispatched]
+    ctx.set(REDISPATCHED, [*known, *ids], serde=STRINGS)
+    return [WatchedRun(invocation=i, positions=d.positions) for i, d in zip(ids, dispatched, strict=True)]
+
+
+def unsettled_in(slice_index: int, settled: set[int], child_count: int) -> bool:
+    """Whether a child of slice ``slice_index`` holds no rank yet."""
+    first = slice_index * PUMP_SLICE
+    return any(p not in settled for p in range(first, min(first + PUMP_SLICE, child_count)))
+
+
+def is_child(fence: GroupShape, child: RuntimeEffectEnvelope) -> bool:
+    """Whether ``child`` is the one this group recorded at its position (not a namesake's)."""
+    position = position_of(child)
+    return position < fence.child_count and fence.replay_keys[position] == child.replay_key

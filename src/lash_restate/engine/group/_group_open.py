@@ -1,0 +1,241 @@
+"""`LashGroup`'s open: record the group (or fence a reopen), dispatch its children in the same run,
+and answer the opener (ADR: a first open resolves all N before it records the group)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+import restate
+
+from ... import logs
+from ...contract import (
+    Call,
+    ChildUnroutable,
+    GroupNotOpen,
+    GroupShape,
+    InvalidInput,
+    LashError,
+    LoserPolicy,
+    RuntimeEffectEnvelope,
+)
+from ..child._calls import opened_plan
+from ..child._routing import Routing, replaying
+from ..wire._errors import terminal_status
+from ..wire._incarnation import PAGED, window_mark
+from ..wire._messages import CallerEnded, OpenReply, OpenRequest, PartedOpen, PumpParts, WatchedRun, decode
+from ..wire._records import META, RECLAIM_AT, SAVES, SHAPE, STRINGS, GroupMeta, Opener, SettlementMode
+from ..wire._routes import GROUP_WATCH, PUMP_RUN_PARTS, pump_key
+from ._group_common import OPENED, GroupSettings, release_staged
+from ._group_dispatch import note_redispatched, redispatch, unsettled_in
+from ._group_watch import is_new_opener, openers_to_watch, watch_after
+from ._mode import INVOCATIONS, PUMP_SLICE, Dispatched, mode_for, redispatch_staged, slice_key
+from ._pages import Ranked, paged, write_keys
+
+__all__ = ["note_opener", "on_open", "on_open_parts", "record_group", "recorded_meta"]
+
+
+async def on_open(ctx: restate.ObjectContext, req: OpenRequest, settings: GroupSettings) -> None:
+    """Record (or fence a reopen of) the group and dispatch its children; answer on ``reply_to``.
+
+    The opener sends this and awaits its awakeable (decision 25), so its own cancellation never
+    reaches this handler: a group whose children were dispatched always records how to cancel
+    them. The answer goes out before the awaits that follow, so the opener resumes at once.
+
+    Decision 61: a group with a call child, and every group of ``batch_from`` children or more,
+    settles through one pump that awaits each child where it runs and releases its store when
+    the close resolves its awakeable; a narrower group of tools, timers and events settles
+    directly, each child by itself (decision 20).
+    """
+    meta = await ctx.get("meta", serde=META)
+    try:
+        meta, children = await record_group(
+            ctx, meta, req, settings.batch_from, settings.page_from, settings.routing
+        )
+    except LashError as error:
+        ctx.reject_awakeable(req.reply_to, error.to_wire(), terminal_status(error))
+        return
+    handles: list[Dispatched] = []
+    watched: list[WatchedRun] = []
+    if children:
+        # Decided here, so that a pump's first step is its first call (decision 66).
+        handles = mode_for(meta.mode).dispatch(ctx, meta, children, opened_plan(settings.routing, children))
+    reply = OpenReply(reopened=not children, incarnation=meta.incarnation)
+    ctx.resolve_awakeable(req.reply_to, reply, serde=OPENED)
+    # What follows is off the opener's path: it has its answer.
+    if children:  # cancels need these: one per child, or the one pump (decisions 4, 61)
+        ids = [await d.handle.invocation_id() for d in handles]
+        ctx.set(INVOCATIONS, ids, serde=STRINGS)
+        watched = [WatchedRun(invocation=i, positions=d.positions) for i, d in zip(ids, handles, strict=True)]
+        meta = msgspec.structs.replace(meta, opened_at_ms=int(await ctx.time() * 1000))
+    await note_opener(ctx, meta, req.caller, changed=bool(children))
+    if not children:
+        # After everything a format-1 open journals, so a reopen in flight when the code was
+        # replaced in place replays its journal as a prefix of this one (decision 48).
+        watched = await redispatch(ctx, meta, req, settings.routing)
+    # Last, for the same reason: watched until they end (decisions 74, 78).
+    await watch_after(ctx, meta, watched, openers_to_watch(meta, req.caller))
+    if not children and is_new_opener(meta, req.caller):
+        ctx.clear(RECLAIM_AT)  # reopened: someone holds it again, so it is not due (decision 78)
+
+
+async def on_open_parts(ctx: restate.ObjectContext, req: PartedOpen) -> None:
+    """`open` for a group too large for one message (decision 65): its opener staged the children,
+    one part per slice, with the pumps keyed by ``req.stage``, each of which routed its part.
+
+    A first open records the group under that incarnation, paged, and sends its pump `run_parts`,
+    in one handler run; a refusal releases the parts staged. A reopen (decision 48) hands each
+    staged part holding an unsettled child to its slice's `redispatch`, as a reopen of a group
+    opened in one message does, and releases the others.
+    """
+    meta = await ctx.get("meta", serde=META)
+    staged = [
+        slice_key(ctx.key(), req.stage, first) for first in range(0, req.parts * PUMP_SLICE, PUMP_SLICE)
+    ]
+    first = meta is None
+    try:
+        if meta is not None:
+            recorded = await ctx.get("fence", serde=SHAPE)
+            assert recorded is not None  # written with meta, cleared with it
+            recorded.fence_reopen(req.shape, ctx.key())
+            logs.event("group.reopened", ctx, group_key=ctx.key())
+        elif req.reopen_only:
+            raise GroupNotOpen.not_recorded(group_key=ctx.key())
+        elif not req.stage.startswith(PAGED) or req.parts != -(-req.shape.child_count // PUMP_SLICE):
+            raise InvalidInput("an open in parts names no staged parts of this group")
+        else:
+            meta = recorded_meta(ctx, req.shape, req.wakes, req.stage, SettlementMode.PUMPED, parts=req.parts)
+    except LashError as error:
+        release_staged(ctx, staged)
+        ctx.reject_awakeable(req.reply_to, error.to_wire(), terminal_status(error))
+        return
+    assert meta is not None
+    pump = None
+    redispatched: list[Dispatched] = []
+    if first:
+        run = PumpParts(group_key=ctx.key(), incarnation=meta.incarnation, first=0, count=req.parts)
+        pump = PUMP_RUN_PARTS.send(ctx, pump_key(ctx.key(), meta.incarnation), run)
+    elif staged and paged(meta):  # a group opened in parts is paged (`recorded_meta` below)
+        settled = await Ranked.settled(ctx, meta)
+        slices = [k for k in range(req.parts) if unsettled_in(k, settled, meta.child_count)]
+        release_staged(ctx, [key for k, key in enumerate(staged) if k not in slices])
+        redispatched = redispatch_staged(ctx, meta, req.stage, slices)
+    else:
+        release_staged(ctx, staged)
+    ctx.resolve_awakeable(
+        req.reply_to, OpenReply(reopened=not first, incarnation=meta.incarnation), serde=OPENED
+    )
+    watched: list[WatchedRun] = []
+    if pump is not None:  # a Cancel cancels the group's pump, which cancels its calls (decision 35)
+        pump_id = await pump.invocation_id()
+        ctx.set(INVOCATIONS, [pump_id], serde=STRINGS)
+        meta = msgspec.structs.replace(meta, opened_at_ms=int(await ctx.time() * 1000))
+        watched = [WatchedRun(invocation=pump_id)]
+    watched += await note_redispatched(ctx, redispatched)
+    await note_opener(ctx, meta, req.caller, changed=first)
+    await watch_after(ctx, meta, watched, openers_to_watch(meta, req.caller))  # last (decisions 74, 78)
+    if not first and is_new_opener(meta, req.caller):
+        ctx.clear(RECLAIM_AT)  # reopened: someone holds it again, so it is not due (decision 78)
+
+
+async def record_group(
+    ctx: restate.ObjectContext,
+    meta: GroupMeta | None,
+    req: OpenRequest,
+    batch_from: int,
+    page_from: int,
+    routing: Routing,
+) -> tuple[GroupMeta, list[RuntimeEffectEnvelope]]:
+    """The group's record after this open, and the children to dispatch (none on a reopen).
+
+    Decision 61: pumped from ``batch_from`` children on, or with a call child whatever the width;
+    a pumped group of ``page_from`` children or more keeps its ranks in pages (decision 65).
+    """
+    if meta is not None:
+        # ADR: a reopen is fenced on shape, resolves only what it dispatches and refuses nothing;
+        # on Restate the children are engine-owned invocations already, so it dispatches nothing.
+        recorded = await ctx.get("fence", serde=SHAPE)
+        assert recorded is not None  # written with meta, cleared with it
+        recorded.fence_reopen(req.shape, ctx.key())
+        logs.event("group.reopened", ctx, group_key=ctx.key())
+        return meta, []
+    if req.reopen_only:
+        # Decision 41: a resume of a group that was closed (or never recorded) must not start it over.
+        raise GroupNotOpen.not_recorded(group_key=ctx.key())
+    children = [decode(child, RuntimeEffectEnvelope) for child in req.children]
+    calls = any(isinstance(child.command, Call) for child in children)
+    window = None if isinstance(req.window, msgspec.UnsetType) else req.window
+    if window is not None and not 0 < window < len(children):
+        raise InvalidInput(f"max_in_flight must be between 1 and the group's width; got {window}")
+    # Decision 81: a bounded group's one pump starts the next child as one settles.
+    pumped = calls or window is not None or len(children) >= batch_from
+    mode = SettlementMode.PUMPED if pumped else SettlementMode.DIRECT
+    # A caller of this release refused an open too large to send; a request that arrived may still
+    # hold children that would not fit the messages that dispatch them: refused, recording nothing.
+    mode_for(mode).check_fits(ctx.key(), children, [len(child) for child in req.children])
+    # Decision 50: decided once, by the execution that records the group. An open that suspends after
+    # answering and resumes on a process that routes differently replays past this point: asked
+    # again, it would refuse a group it already recorded and fail its replay for ever.
+    miss = None
+    if not replaying(ctx):
+        miss = await routing.first_refusal(children)
+    if miss is not None:
+        # ADR: a first open with a child nobody can run records nothing, group row included.
+        raise ChildUnroutable.no_executor(
+            miss.what, group_key=ctx.key(), position=miss.position, replay_key=miss.replay_key
+        )
+    # Decision 65: a pumped group wider than one slice keeps its ranks in pages.
+    pages = mode is SettlementMode.PUMPED and req.shape.child_count >= page_from
+    # Decision 78: an incarnation ending in SAVES tells its openers that the group records saves.
+    incarnation = f"{PAGED if pages else ''}{window_mark(window)}{ctx.uuid()}{SAVES}"
+    return recorded_meta(ctx, req.shape, req.wakes, incarnation, mode), children
+
+
+def recorded_meta(
+    ctx: restate.ObjectContext,
+    shape: GroupShape,
+    wakes: list[str],
+    incarnation: str,
+    mode: SettlementMode,
+    **logged: Any,
+) -> GroupMeta:
+    """Record a first open: its meta, its fence and (a paged group) its slices' keys; log it, with
+    ``logged`` besides what every open logs."""
+    meta = GroupMeta(
+        child_count=shape.child_count,
+        wake=shape.wake,
+        disposition=shape.disposition,
+        incarnation=incarnation,
+        mode=mode,
+    )
+    meta = msgspec.structs.replace(meta, waiters=meta.waiting(0, wakes))
+    # Recorded and dispatched in one handler run: a group is never recorded without its children.
+    ctx.set("fence", shape, serde=SHAPE)
+    ctx.set("meta", meta, serde=META)
+    if paged(meta):
+        write_keys(ctx, shape)
+    logs.event(
+        "group.opened",
+        ctx,
+        group_key=ctx.key(),
+        children=shape.child_count,
+        wake=shape.wake.value,
+        disposition=shape.disposition.value,
+        mode=meta.mode.value,
+        **logged,
+    )
+    return meta
+
+
+async def note_opener(ctx: restate.ObjectContext, meta: GroupMeta, caller: str | None, changed: bool) -> None:
+    """Record a new opener in ``meta`` (writing it if anything ``changed``); under a declared
+    `Cancel`, watch for its end (decision 13). RunToCompletion losers run on whatever happens to it."""
+    if caller is not None and all(opener.caller != caller for opener in meta.openers):
+        watcher = None
+        if meta.disposition is LoserPolicy.CANCEL:
+            watch = CallerEnded(caller=caller, incarnation=meta.incarnation)
+            watcher = await GROUP_WATCH.send(ctx, ctx.key(), watch).invocation_id()
+        meta = msgspec.structs.replace(meta, openers=[*meta.openers, Opener(caller=caller, watcher=watcher)])
+        changed = True
+    if changed:
+        ctx.set("meta", meta, serde=META)

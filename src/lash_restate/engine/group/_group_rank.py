@@ -1,0 +1,152 @@
+"""`LashGroup`'s single writer of ranks: a pump's report and a child's settle rank what settled, in
+settlement order, and wake who waits; `wait` serves the ranks recorded (ADR, "Restate satisfaction")."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+import restate
+
+from ... import logs
+from ..wire._incarnation import PAGED
+from ..wire._messages import PumpReport, Ref, ReportReply, SettleBatch, WaitReply, WaitRequest
+from ..wire._records import LINK, META, PUMP_LINK, SHAPE, GroupMeta, PumpLink, Waiter
+from ._group_common import REPLY, open_meta
+from ._mode import mode_for
+from ._pages import Ranked, check_position, paged, read_ranked
+
+__all__ = [
+    "WAIT_REFS",
+    "check_batch",
+    "on_report",
+    "on_settle",
+    "on_wait",
+    "order_refs",
+    "rank_refs",
+    "wake_waiters",
+]
+
+# Decision 36: a wait serves at most this many recorded ranks; the caller reads on with the next wait,
+# so a wide group's reply (and the caller's journal entry) stays bounded whatever the group's width.
+WAIT_REFS = 1024
+
+
+async def on_report(ctx: restate.ObjectContext, batch: PumpReport) -> ReportReply:
+    """A pump's settlements (decision 61), ranked as `settle` ranks them; answers whether the group
+    is still open, so a pump whose group closed releases its store and stops."""
+    # Decision 65: a paged group's report (its incarnation says so) reads all it needs at once.
+    pages = batch.incarnation.startswith(PAGED) and bool(batch.refs)
+    meta_read: Any = ctx.get("meta", serde=META)
+    reads = Ranked.prefetch(ctx, batch.refs) if pages else []
+    if reads:
+        await restate.gather(meta_read, *reads)
+    meta = await meta_read
+    if meta is None or meta.incarnation != batch.incarnation:
+        return ReportReply(open=False)  # closed (or a closed namesake's pump): nothing is read again
+    check_batch(ctx, meta, batch.refs)  # refused before anything is written, the link included
+    # The link first, the ranks after: the order of the writes the release before journaled.
+    if batch.listen is not None or batch.left:
+        ctx.set(PUMP_LINK, PumpLink(awakeable=batch.listen, left=batch.left), serde=LINK)
+    await rank_refs(ctx, meta, batch.refs, reads)
+    return ReportReply(open=True)
+
+
+async def on_settle(ctx: restate.ObjectContext, batch: SettleBatch) -> None:
+    meta = await ctx.get("meta", serde=META)
+    if meta is None or meta.incarnation != batch.incarnation:
+        # Closed (or a closed namesake's child): a late settlement must not resurrect the group,
+        # and whatever store it filled has nobody left to read it.
+        for release in mode_for(batch.mode).late_releases(batch):
+            release.send(ctx)
+        return
+    check_batch(ctx, meta, batch.refs)
+    await rank_refs(ctx, meta, batch.refs)
+
+
+async def on_wait(ctx: restate.ObjectContext, req: WaitRequest) -> WaitReply:
+    meta = await open_meta(ctx, req.child_count)
+    if paged(meta):
+        # Decision 65: the counter, at most two rank pages and a few slices' keys; never the fence.
+        ranked = await read_ranked(ctx)
+        if ranked.counter > req.consumed or not req.wakes:
+            refs = await Ranked.serve(ctx, ranked, req.consumed, WAIT_REFS)
+            return WaitReply(refs=refs, mode=meta.mode, incarnation=meta.incarnation)
+    elif meta.counter > req.consumed or not req.wakes:
+        # ADR: read rank consumed + 1 out of state first, and only otherwise wait.
+        fence = await ctx.get("fence", serde=SHAPE)
+        assert fence is not None
+        served = meta.positions(req.consumed, WAIT_REFS)
+        refs = [Ref(position=p, replay_key=fence.replay_keys[p]) for p in served]
+        return WaitReply(refs=refs, mode=meta.mode, incarnation=meta.incarnation)
+    waiters = [*meta.waiters, *meta.waiting(req.consumed, req.wakes)]
+    ctx.set("meta", msgspec.structs.replace(meta, waiters=waiters), serde=META)
+    return WaitReply(refs=[], mode=meta.mode, incarnation=meta.incarnation)
+
+
+async def rank_refs(
+    ctx: restate.ObjectContext, meta: GroupMeta, refs: list[Ref], reads: list[Any] | None = None
+) -> None:
+    """Rank each settled child in order, record it and wake its waiter: one durable handler step,
+    whichever entry (a report, a settle) brought it and whatever the group's layout.
+
+    ADR: rank assignment, rank readability and the wake are one journal step; a child already
+    ranked is skipped (idempotent on the child: one terminal, one rank, however often it is sent).
+    Every ref names a child of the group: its callers refused the batch otherwise (`check_batch`).
+    A paged group (decision 65) reads and writes only its counter with the last page's tail and the
+    reporting slices' entries: ``reads`` are `Ranked.prefetch`'s, if the caller issued them.
+    """
+    if not refs:
+        return
+    if paged(meta):
+        if not reads:
+            reads = Ranked.prefetch(ctx, refs)
+            await restate.gather(*reads)
+        woken = await Ranked.rank(ctx, meta, refs, reads)
+        changed = any(waiter.rank in woken for waiter in meta.waiters)
+    else:
+        woken, fresh = order_refs(meta, refs)
+        meta, changed = meta.ranked(fresh), bool(fresh)
+    for rank, ref in woken.items():
+        # The first rank carries when the group opened: the time to it is a span's and a metric's.
+        opened = (meta.opened_at_ms or None) if rank == 1 else None
+        logs.event(
+            "group.ranked", ctx, group_key=ctx.key(), rank=rank, position=ref.position, opened_at_ms=opened
+        )
+    if changed:
+        ctx.set("meta", msgspec.structs.replace(meta, waiters=wake_waiters(ctx, meta, woken)), serde=META)
+
+
+def check_batch(ctx: restate.ObjectContext, meta: GroupMeta, refs: list[Ref]) -> None:
+    """Refuse a batch naming no child of the group, whole, before anything of it is written."""
+    for ref in refs:
+        check_position(meta, ref, ctx.key())
+
+
+def order_refs(meta: GroupMeta, refs: list[Ref]) -> tuple[dict[int, Ref], list[int]]:
+    """A group ordered in ``meta``: the ranks ``refs`` take (rank -> ref) and their positions, in order."""
+    woken: dict[int, Ref] = {}
+    settled = meta.settled()  # once per batch: a lookup per ref, not a scan of every rank (decision 36)
+    fresh: list[int] = []
+    for ref in refs:
+        if ref.position in settled:
+            continue
+        settled.add(ref.position)
+        fresh.append(ref.position)
+        # (1) strictly monotonic; (2) appends above every consumed rank
+        woken[meta.counter + len(fresh)] = ref
+    return woken, fresh
+
+
+def wake_waiters(ctx: restate.ObjectContext, meta: GroupMeta, woken: dict[int, Ref]) -> list[Waiter]:
+    """Resolve the waiters of the ranks in ``woken``; the waiters left."""
+    waiting = []
+    for waiter in meta.waiters:
+        if waiter.rank not in woken:
+            waiting.append(waiter)
+            continue
+        # The small outcome rides along; the state keeps only the reference.
+        reply = WaitReply(refs=[woken[waiter.rank]], mode=meta.mode, incarnation=meta.incarnation)
+        ctx.resolve_awakeable(waiter.awakeable, reply, serde=REPLY)
+        logs.event("group.woken", ctx, group_key=ctx.key(), rank=waiter.rank)
+    return waiting

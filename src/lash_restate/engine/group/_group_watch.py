@@ -1,0 +1,291 @@
+"""What `LashGroup` watches beside its children: its openers (how each ended), its savers, the runs
+it dispatched (decision 74), and the clock of a group nobody can resume (decision 78)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import msgspec
+import restate
+
+from ... import logs
+from ...contract import Err, LoserPolicy
+from ..child._calls import cancelled
+from ..wire._errors import NOT_FOUND
+from ..wire._incarnation import records_saves
+from ..wire._messages import CallerEnded, ChildrenFailed, Reclaim, RunEnded, RunsWatch, WatchedRun
+from ..wire._records import (
+    ENDS,
+    META,
+    MILLIS,
+    OPENER_ENDS,
+    RECLAIM_AT,
+    SAVERS,
+    SHAPE,
+    STRINGS,
+    GroupMeta,
+    OpenerEnd,
+)
+from ..wire._routes import (
+    GROUP_CALLER_ENDED,
+    GROUP_HELD,
+    GROUP_HOLD,
+    GROUP_RECLAIM,
+    GROUP_RUN_ENDED,
+    GROUP_WATCH_RUNS,
+)
+from ._group_close import close_group
+from ._group_common import RAW, WATCHES, GroupSettings, cancel_runs, keep_watch
+from ._mode import mode_for
+from ._pages import Ranked, paged, read_ranked
+
+__all__ = [
+    "ORPHAN_RETENTION",
+    "WATCH_AFTER",
+    "anybody_saved",
+    "is_new_opener",
+    "on_caller_ended",
+    "on_held",
+    "on_hold",
+    "on_reclaim",
+    "on_run_ended",
+    "on_saved",
+    "on_watch",
+    "on_watch_runs",
+    "openers_to_watch",
+    "reclaim_later",
+    "watch_after",
+]
+
+# Decision 78: how long an orphaned group is kept, as Restate keeps a completed invocation's end.
+ORPHAN_RETENTION = timedelta(days=1)
+# Decision 74: how long after a dispatch its watch starts; a group closed sooner never runs one.
+WATCH_AFTER = timedelta(seconds=1)
+
+
+async def on_watch(ctx: restate.ObjectSharedContext, ended: CallerEnded) -> None:
+    """Wait for an opener's invocation to end, however it ends, then report how to the writer."""
+    try:
+        await ctx.attach_invocation(ended.caller)
+        failed = False
+    except restate.TerminalError:
+        # Failed, killed or cancelled; or this watch was cancelled by the group's close, in which
+        # case the report finds the incarnation gone and changes nothing.
+        failed = True
+    GROUP_CALLER_ENDED.send(ctx, ctx.key(), msgspec.structs.replace(ended, failed=failed))
+
+
+async def on_caller_ended(ctx: restate.ObjectContext, ended: CallerEnded, settings: GroupSettings) -> None:
+    """ADR: the declared disposition applies even when the caller never reaches its close.
+
+    Decision 13: once every opener of a group that declared `Cancel` has ended without closing,
+    and the latest of them ended in failure (or was killed or cancelled), its unsettled children
+    are cancelled; they still take ranks (as `Cancelled`) for a resumer. An opener that returned
+    normally has parked a continuation: the losers run on, and the group stays open for whoever
+    resumes it.
+    """
+    meta = await ctx.get("meta", serde=META)
+    if meta is None or meta.incarnation != ended.incarnation:
+        return  # closed already (or a namesake): nothing is left to apply
+    after = meta.opener_ended(ended.caller, ended.failed)
+    cancel = after.severed and meta.disposition is LoserPolicy.CANCEL
+    cancels = await mode_for(meta.mode).to_cancel(ctx, meta) if cancel else []  # reads first
+    ctx.set("meta", after, serde=META)
+    if cancel:
+        logs.event("group.caller_gone_cancel", ctx, group_key=ctx.key())
+    cancel_runs(ctx, cancels, meta)
+    # Orphaned now: nobody can resume it. Only a group whose savers are recorded (decision 78).
+    if (
+        after.severed
+        and not meta.severed
+        and records_saves(meta.incarnation)
+        and not await anybody_saved(ctx)
+    ):
+        await reclaim_later(ctx, after, settings.orphan_retention)
+
+
+async def on_reclaim(ctx: restate.ObjectContext, req: Reclaim, settings: GroupSettings) -> None:
+    """Decision 78: close a group nobody can resume, a retention after it was orphaned.
+
+    Nobody can resume it when every opener has ended, the latest in failure (killed, cancelled),
+    and none saved its handle (a saved handle may be resumed, however long from now). Once its
+    children have all settled (or were cancelled: a `Cancel` group's were), it is closed as its
+    caller's close would; while any still runs, it is looked at again a retention later.
+    """
+    meta = await ctx.get("meta", serde=META)
+    if meta is None or meta.incarnation != req.incarnation:
+        return  # closed already (or a namesake)
+    if await ctx.get(RECLAIM_AT, serde=MILLIS) != req.at:
+        return  # a later orphaning scheduled its own
+    if not meta.severed or await anybody_saved(ctx):
+        ctx.clear(RECLAIM_AT)
+        return  # reopened since, or a caller saved its handle: someone may resume it
+    settled = (await read_ranked(ctx)).counter if paged(meta) else meta.counter
+    watches = await ctx.get(WATCHES, serde=STRINGS) or []
+    ctx.set(WATCHES, [w for w in watches if w != ctx.request().id], serde=STRINGS)  # done: not itself
+    if settled < meta.child_count:
+        # A child still runs (or never ends: an event nobody emits, one that missed its runner).
+        await reclaim_later(ctx, meta, settings.orphan_retention)
+        return
+    await close_group(ctx, meta, meta.disposition)
+    logs.event("group.reclaimed", ctx, group_key=ctx.key())
+
+
+async def on_saved(ctx: restate.ObjectContext, saver: CallerEnded) -> None:
+    """Decision 78: a caller saved its handle. Recorded at once, so the group is never reclaimed
+    (whoever holds the handle may resume it), and held from here: a hold the caller sent itself
+    would be killed with it, and could then say nothing of how it ended.
+    """
+    meta = await ctx.get("meta", serde=META)
+    if meta is None or (saver.incarnation and saver.incarnation != meta.incarnation):
+        return  # closed already, or saved from a closed namesake
+    savers = await ctx.get(SAVERS, serde=STRINGS) or []
+    if saver.caller in savers:
+        return
+    ctx.set(SAVERS, [*savers, saver.caller], serde=STRINGS)
+    ctx.clear(RECLAIM_AT)  # saved: never reclaimed (a reclaim already scheduled finds it saved)
+    if meta.disposition is not LoserPolicy.CANCEL:  # a Cancel group watches its openers already
+        held = CallerEnded(caller=saver.caller, incarnation=meta.incarnation)
+        await keep_watch(ctx, GROUP_HOLD.send(ctx, ctx.key(), held))
+
+
+async def on_hold(ctx: restate.ObjectSharedContext, saver: CallerEnded) -> None:
+    """Decision 45: a caller saved its handle; wait for it to end, then report how to the writer.
+
+    A `Cancel` group's openers are watched already (decision 13), so it needs no second watch.
+    """
+    meta = await ctx.get("meta", serde=META)
+    if meta is None or meta.disposition is LoserPolicy.CANCEL:
+        return
+    if saver.incarnation and saver.incarnation != meta.incarnation:
+        return  # saved from a closed namesake
+    ends = await ctx.get(OPENER_ENDS, serde=ENDS) or []
+    if any(end.caller == saver.caller for end in ends):
+        return  # its end is recorded already
+    try:
+        await ctx.attach_invocation(saver.caller, serde=RAW)
+        failed = False
+    except restate.TerminalError:
+        failed = True  # failed, killed or cancelled
+    report = CallerEnded(caller=saver.caller, incarnation=meta.incarnation, failed=failed)
+    GROUP_HELD.send(ctx, ctx.key(), report)
+
+
+async def on_held(ctx: restate.ObjectContext, ended: CallerEnded) -> None:
+    """Record how a saver ended, under a key of its own: `GroupMeta` keeps its format-1 bytes."""
+    meta = await ctx.get("meta", serde=META)
+    if meta is None or meta.incarnation != ended.incarnation:
+        return  # closed already (or a namesake): nothing to record
+    ends = [end for end in await ctx.get(OPENER_ENDS, serde=ENDS) or [] if end.caller != ended.caller]
+    ctx.set(OPENER_ENDS, [*ends, OpenerEnd(caller=ended.caller, failed=ended.failed)], serde=ENDS)
+
+
+async def on_watch_runs(ctx: restate.ObjectSharedContext, req: RunsWatch) -> None:
+    """Decision 74: wait for each invocation the group dispatched to end; one that ended in failure
+    (an operator killed it, say) without settling its children is reported to the writer.
+
+    A run that ends normally has settled its children (or reported them missed); a 404 is a
+    miss (or a run Restate no longer remembers); a cancellation comes from a close, or is
+    answered by the run itself (a Cancel loser still settles, as cancelled).
+    """
+    attached = {ctx.attach_invocation(run.invocation, serde=RAW): run for run in req.runs}
+    openers = req.callers or []  # UNSET: an earlier release's watch, of runs alone
+    callers = {ctx.attach_invocation(caller, serde=RAW): caller for caller in openers}
+    pending = [*attached, *callers]
+    while pending:
+        done, pending = await restate.wait_completed(*pending)
+        for future in done:
+            if future in callers:  # decision 78: as a `Cancel` group's `watch` reports its openers
+                try:
+                    await future
+                    failed = False
+                except restate.TerminalError:
+                    failed = True  # failed, killed or cancelled
+                end = CallerEnded(caller=callers[future], incarnation=req.incarnation, failed=failed)
+                GROUP_CALLER_ENDED.send(ctx, ctx.key(), end)
+                continue
+            try:
+                await future
+            except restate.TerminalError as error:
+                if error.status_code == NOT_FOUND or cancelled(error):
+                    continue
+                ended = RunEnded(
+                    incarnation=req.incarnation,
+                    positions=attached[future].positions,
+                    message=error.message,
+                    code=str(error.status_code),
+                )
+                GROUP_RUN_ENDED.send(ctx, ctx.key(), ended)
+
+
+async def on_run_ended(ctx: restate.ObjectContext, ended: RunEnded) -> None:
+    """Decision 74: a run the group dispatched ended in failure. Its children that hold no rank
+    settle with that failure (a killed run's: 409 `killed`, as a killed callee answers its
+    caller), each through the store that keeps its outcome, so each takes its rank and the
+    waiting caller is woken; one whose outcome was stored before the kill settles with it."""
+    meta = await ctx.get("meta", serde=META)
+    if meta is None or meta.incarnation != ended.incarnation:
+        return  # closed already (or a namesake's run): nobody will read it
+    settled = await Ranked.settled(ctx, meta) if paged(meta) else meta.settled()
+    asked = range(meta.child_count) if ended.positions is None else ended.positions
+    positions = [p for p in asked if p < meta.child_count and p not in settled]
+    if ended.positions is None:
+        await mode_for(meta.mode).run_gone(ctx)
+    if not positions:
+        return
+    fence = await ctx.get("fence", serde=SHAPE)
+    assert fence is not None  # written with meta, cleared with it
+    failed = ChildrenFailed(
+        group_key=ctx.key(),
+        incarnation=meta.incarnation,
+        positions=positions,
+        replay_keys=[fence.replay_keys[p] for p in positions],
+        outcome=Err(message=ended.message, code=ended.code),
+    )
+    mode_for(meta.mode).fail(ctx, meta, failed)
+    logs.event("group.run_ended", ctx, group_key=ctx.key(), children=len(positions), code=ended.code)
+
+
+async def watch_after(
+    ctx: restate.ObjectContext, meta: GroupMeta, runs: list[WatchedRun], callers: list[str]
+) -> None:
+    """Decision 74: attach to ``runs`` until each ends; one killed settles its unsettled children.
+    And to ``callers`` (decision 78): how each ends is recorded, as a `Cancel` group's watch does.
+
+    The watch starts WATCH_AFTER from now, so a group closed sooner (a race of quick calls) never
+    runs one: its close cancels it while it is scheduled. Restate keeps a run's end for longer than
+    that, so a kill before the watch starts is seen when it attaches.
+    """
+    if runs or callers:
+        watch = RunsWatch(incarnation=meta.incarnation, runs=runs, callers=callers or msgspec.UNSET)
+        await keep_watch(ctx, GROUP_WATCH_RUNS.send(ctx, ctx.key(), watch, delay=WATCH_AFTER))
+
+
+def openers_to_watch(meta: GroupMeta, caller: str | None) -> list[str]:
+    """The opener to watch (decision 78), from ``meta`` before it was recorded: a new one only (a
+    caller that reopens again is watched already), and none of a `Cancel` group, whose openers are
+    watched anyway (decision 13)."""
+    new = is_new_opener(meta, caller)
+    return [caller] if caller is not None and new and meta.disposition is not LoserPolicy.CANCEL else []
+
+
+def is_new_opener(meta: GroupMeta, caller: str | None) -> bool:
+    """Whether ``caller`` opens the group for the first time, by ``meta`` before it was recorded."""
+    return caller is not None and all(opener.caller != caller for opener in meta.openers)
+
+
+async def reclaim_later(ctx: restate.ObjectContext, meta: GroupMeta, retention: timedelta) -> None:
+    """Decision 78: have `reclaim` look at this orphaned group once ``retention`` has passed."""
+    at = int(await ctx.time() * 1000 + retention.total_seconds() * 1000)
+    handle = GROUP_RECLAIM.send(ctx, ctx.key(), Reclaim(incarnation=meta.incarnation, at=at), delay=retention)
+    ctx.set(RECLAIM_AT, at, serde=MILLIS)
+    # Kept with the watches, which a close cancels: a group closed meanwhile leaves nothing scheduled.
+    await keep_watch(ctx, handle)
+
+
+async def anybody_saved(ctx: restate.ObjectContext) -> bool:
+    """Whether a caller saved the group's handle: recorded at the save (decision 78), or, for a saver
+    an earlier release held, when it ended (decision 45)."""
+    savers = await ctx.get(SAVERS, serde=STRINGS)
+    ends = await ctx.get(OPENER_ENDS, serde=ENDS)
+    return bool(savers) or bool(ends)

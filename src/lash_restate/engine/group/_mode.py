@@ -1,0 +1,135 @@
+"""The settlement-mode seam: the one place where the direct and the pumped paths differ (decision 24).
+
+A group's `SettlementMode` is chosen once, at open, from its width (decision 20) and kept in its
+`GroupMeta`. Everything that depends on it — how the children are dispatched, which invocations a
+`Cancel` cancels, which outcome stores a close or a late settlement releases, and how a caller reads
+outcomes that did not ride the wake — is a method here; the group object and the controller call
+`mode_for(...)` and never test the mode themselves.
+
+Direct: each child is its own `LashChild` invocation, stores its outcome in its own state (per group
+incarnation) and settles itself. Pumped: one `LashPump` invocation per group incarnation calls the
+children, stores the outcomes in its own state and reports them a batch at a time; past
+`PUMP_SLICE` children it keeps the first slice and calls a tree of further pumps, one per slice
+(decisions 35, 65). A reopen re-dispatches a pumped group's children slice by slice, to the pump
+that keeps each slice's outcomes, which dispatches and reports them as the first run did.
+
+The modes are `_mode_direct.Direct` and `_mode_pumped.Pumped`; where they keep outcomes and the keys
+they use are `_mode_stores`'s, re-exported here for the modules that name them.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+import restate
+
+from ...contract import RuntimeEffectEnvelope as Envelope
+from ..wire._messages import ChildrenFailed, SettleBatch, WaitReply
+from ..wire._records import GroupMeta, PumpLink, SettlementMode
+from ._mode_direct import Direct
+from ._mode_pumped import Pumped, redispatch_staged
+from ._mode_stores import (
+    INVOCATIONS,
+    PUMP_FANOUT,
+    PUMP_SLICE,
+    REDISPATCHED,
+    Dispatched,
+    OutcomeStore,
+    Release,
+    child_store,
+    position_of,
+    pump_store,
+    slice_key,
+)
+
+__all__ = [
+    "INVOCATIONS",
+    "PUMP_FANOUT",
+    "PUMP_SLICE",
+    "REDISPATCHED",
+    "Dispatched",
+    "Mode",
+    "OutcomeStore",
+    "Release",
+    "child_store",
+    "mode_for",
+    "outcome_store",
+    "position_of",
+    "pump_store",
+    "redispatch_staged",
+    "slice_key",
+]
+
+
+class Mode(Protocol):
+    """What a settlement mode decides; every method reads before any effect is issued (decision 22)."""
+
+    def dispatch(
+        self, ctx: restate.ObjectContext, meta: GroupMeta, children: list[Envelope], plan: list[str]
+    ) -> list[Dispatched]:
+        """Start the children, a pump calling each as ``plan`` says (`opened_plan`, decision 66); the
+        returned sends' invocation ids are what `to_cancel` cancels."""
+        ...
+
+    def redispatch(
+        self, ctx: restate.ObjectContext, meta: GroupMeta, children: list[Envelope]
+    ) -> list[Dispatched]:
+        """A reopen's dispatch of ``children``, unsettled: each runs again only if it ended without an
+        outcome (its runner was missing), once whatever runs it already has ended (decision 48). The
+        same dispatch as the first, so a re-run child reaches its rank as a first run's would."""
+        ...
+
+    def check_fits(self, group_key: str, children: list[Envelope], sizes: list[int]) -> None:
+        """Refuse (`PayloadTooLarge`) children whose dispatch would not fit one message; ``sizes``
+        are their encoded sizes. Called before anything is recorded."""
+        ...
+
+    async def to_cancel(self, ctx: restate.ObjectContext, meta: GroupMeta) -> list[str]:
+        """The invocations whose cancellation cancels exactly the group's unsettled children."""
+        ...
+
+    async def releases(self, ctx: restate.ObjectContext, meta: GroupMeta) -> list[Release]:
+        """At close: the stores holding this incarnation's settled outcomes."""
+        ...
+
+    def late_releases(self, batch: SettleBatch) -> list[Release]:
+        """A settlement that finds its group closed: the stores nobody is left to read."""
+        ...
+
+    async def read(self, ctx: restate.Context, group_key: str, reply: WaitReply) -> list[bytes]:
+        """Outcomes of the refs that carry none, in rank order; fewer past one reply's size."""
+        ...
+
+    def store(self, group_key: str, meta: GroupMeta, position: int, replay_key: str) -> OutcomeStore:
+        """Where a settled child's outcome is kept (what an operator's view reads)."""
+        ...
+
+    def fail(self, ctx: restate.ObjectContext, meta: GroupMeta, failed: ChildrenFailed) -> None:
+        """Settle the children ``failed`` names with its outcome, each unless an outcome is stored for
+        it: through the store that keeps it, which settles it as a run would (decision 74)."""
+        ...
+
+    def left_to_cancel(self, meta: GroupMeta, cancels: list[str], settled: int) -> list[str]:
+        """Of ``cancels`` (`to_cancel`'s), what a close still cancels once ``settled`` children rank."""
+        ...
+
+    async def pump_link(self, ctx: restate.ObjectContext) -> PumpLink | None:
+        """How a close releases the group's pump (decision 61); None where it has no pump."""
+        ...
+
+    async def run_gone(self, ctx: restate.ObjectContext) -> None:
+        """The one invocation that ran every child ended in failure (decision 74): what a close then
+        releases it by."""
+        ...
+
+
+_MODES: dict[SettlementMode, Mode] = {SettlementMode.DIRECT: Direct(), SettlementMode.PUMPED: Pumped()}
+
+
+def mode_for(mode: SettlementMode) -> Mode:
+    return _MODES[mode]
+
+
+def outcome_store(group_key: str, meta: GroupMeta, position: int, replay_key: str) -> OutcomeStore:
+    """Where the outcome of the child at ``position`` of the group ``meta`` describes is kept."""
+    return _MODES[meta.mode].store(group_key, meta, position, replay_key)

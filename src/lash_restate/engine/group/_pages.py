@@ -1,0 +1,222 @@
+"""Decision 65: the paged rank layout of a wide pumped group, so no step reads or writes O(N) state.
+
+A pumped group wider than `PUMP_SLICE` that this release records keeps its rank order out of
+`GroupMeta` (whose ``order`` stays empty), in state entries of bounded size:
+
+- ``ranks:{j}``: the positions of ranks ``j * RANK_PAGE + 1`` … ``(j + 1) * RANK_PAGE``, a JSON array;
+- ``ranked`` (`RankTail`): how many such pages are full, and the positions of the ranks after them;
+- ``settled:{k}``: the positions of slice ``k`` that hold a rank, a JSON array (what makes a report
+  idempotent on its child: a pump reports only its own slice's children);
+- ``keys:{k}``: the replay keys of slice ``k``'s children, a JSON array, written once at open, so a
+  ``wait`` names the keys of the ranks it serves without reading the fence (every replay key).
+
+A report then reads `meta`, ``ranked`` and its slice's ``settled`` entry at once, and writes those (and
+a page when the tail fills one); a ``wait`` reads ``ranked``, at most two pages and the key pages of
+at most `KEY_PAGES_PER_WAIT` slices.
+Which layout a group has is told by its incarnation (`PAGED`, which this module's groups' begin with):
+`GroupMeta` is read first by every handler, and a baseline reader refuses a field it does not know.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Any
+
+import msgspec
+import restate
+
+from ...contract import GroupShape, InvalidSettlement
+from ..wire._incarnation import PAGED
+from ..wire._messages import Ref
+from ..wire._records import RECORD_OPTIONS, GroupMeta, MsgspecSerde
+
+__all__ = [
+    "KEY_PAGES_PER_WAIT",
+    "PAGE_FROM",
+    "RANKED",
+    "RANK_PAGE",
+    "RankTail",
+    "Ranked",
+    "assemble_order",
+    "check_position",
+    "key_page",
+    "paged",
+    "rank_page",
+    "read_ranked",
+    "settled_page",
+    "write_keys",
+]
+
+# Ranks per `ranks:{j}` page: a wait serves at most this many (`WAIT_REFS`), so it spans two pages.
+RANK_PAGE = 1024
+# A wait names the keys of at most this many slices' children (it serves fewer ranks past them).
+KEY_PAGES_PER_WAIT = 8
+RANKED = "ranked"
+
+_SLICE = 256  # PUMP_SLICE, repeated to keep this module below `_mode` (asserted there)
+# A pumped group this wide or wider keeps its ranks in pages: one wider than a slice. The tests run
+# the conformance suite with every group paged (`lash_services(page_from=1)`), so that every clause
+# is proven on this layout too.
+PAGE_FROM = _SLICE + 1
+
+
+class RankTail(msgspec.Struct, **RECORD_OPTIONS):
+    """`ranked`: how many full ``ranks:{j}`` pages there are, and the positions of the ranks after them.
+
+    The counter and the page a report appends to are one record, so a report reads it, the group's
+    `meta` and its slice's ``settled:{k}`` at once: one round of reads, whatever the width.
+    """
+
+    pages: int = 0
+    tail: list[int] = msgspec.field(default_factory=list)
+
+    @property
+    def counter(self) -> int:
+        return self.pages * RANK_PAGE + len(self.tail)
+
+
+_TAIL: MsgspecSerde[RankTail] = MsgspecSerde(RankTail)
+_POSITIONS: MsgspecSerde[list[int]] = MsgspecSerde(list[int])
+_KEYS: MsgspecSerde[list[str]] = MsgspecSerde(list[str])
+
+
+def check_position(meta: GroupMeta, ref: Ref, group_key: str) -> None:
+    """Refuse a settlement naming no child of the group ``meta`` records, before anything is ranked."""
+    if not 0 <= ref.position < meta.child_count:
+        raise InvalidSettlement(
+            "settlement names no child of this group",
+            group_key=group_key,
+            position=ref.position,
+            replay_key=ref.replay_key,
+        )
+
+
+def paged(meta: GroupMeta) -> bool:
+    """Whether ``meta``'s group keeps its ranks in pages (decision 65)."""
+    return meta.incarnation.startswith(PAGED)
+
+
+def rank_page(page: int) -> str:
+    return f"ranks:{page}"
+
+
+def settled_page(slice_index: int) -> str:
+    return f"settled:{slice_index}"
+
+
+def key_page(slice_index: int) -> str:
+    return f"keys:{slice_index}"
+
+
+def write_keys(ctx: restate.ObjectContext, shape: GroupShape) -> None:
+    """At a first open: every slice's replay keys under its ``keys:{k}``."""
+    keys = shape.replay_keys
+    for first in range(0, len(keys), _SLICE):
+        ctx.set(key_page(first // _SLICE), list(keys[first : first + _SLICE]), serde=_KEYS)
+
+
+async def read_ranked(ctx: restate.ObjectContext | restate.ObjectSharedContext) -> RankTail:
+    return await ctx.get(RANKED, serde=_TAIL) or RankTail()
+
+
+class Ranked:
+    """The paged rank order, read as far as one step needs it."""
+
+    @staticmethod
+    def prefetch(ctx: restate.ObjectContext, refs: list[Ref]) -> list[Any]:
+        """The reads a report of ``refs`` needs besides `meta`, issued at once: `ranked`, then each
+        reporting slice's ``settled:{k}``."""
+        slices = sorted({ref.position // _SLICE for ref in refs})
+        pages: list[Any] = [ctx.get(settled_page(k), serde=_POSITIONS) for k in slices]
+        return [ctx.get(RANKED, serde=_TAIL), *pages]
+
+    @staticmethod
+    async def rank(
+        ctx: restate.ObjectContext, meta: GroupMeta, refs: list[Ref], reads: list[Any]
+    ) -> dict[int, Ref]:
+        """Rank the refs not ranked yet, after the recorded ones (``reads``: `prefetch`'s, completed):
+        rank -> ref. ADR: strictly monotonic, appended above every consumed rank, idempotent on the child.
+        Every ref names a child of the group: the group's `_rank` callers refused the batch otherwise
+        (`check_position`) before it wrote anything.
+        """
+        slices = sorted({ref.position // _SLICE for ref in refs})
+        ranked: RankTail = await reads[0] or RankTail()
+        settled = {k: set(await read or []) for k, read in zip(slices, reads[1:], strict=True)}
+        fresh: list[Ref] = []
+        for ref in refs:
+            done = settled[ref.position // _SLICE]
+            if ref.position in done:
+                continue
+            done.add(ref.position)
+            fresh.append(ref)
+        if not fresh:
+            return {}
+        counter = ranked.counter
+        pages, tail = ranked.pages, list(ranked.tail)
+        for ref in fresh:
+            tail.append(ref.position)
+            if len(tail) == RANK_PAGE:
+                ctx.set(rank_page(pages), tail, serde=_POSITIONS)
+                pages, tail = pages + 1, []
+        for k in sorted({ref.position // _SLICE for ref in fresh}):
+            ctx.set(settled_page(k), sorted(settled[k]), serde=_POSITIONS)
+        ctx.set(RANKED, RankTail(pages=pages, tail=tail), serde=_TAIL)
+        return {counter + 1 + i: ref for i, ref in enumerate(fresh)}
+
+    @staticmethod
+    async def serve(ctx: restate.ObjectContext, ranked: RankTail, consumed: int, limit: int) -> list[Ref]:
+        """References of ranks ``consumed + 1`` … (at most ``limit``, and only as many as the key pages
+        of `KEY_PAGES_PER_WAIT` slices name), in rank order."""
+        last = min(ranked.counter, consumed + limit)
+        if last <= consumed:
+            return []
+        first_page = consumed // RANK_PAGE
+        pages = [j for j in range(first_page, (last - 1) // RANK_PAGE + 1) if j < ranked.pages]
+        reads: list[Any] = [ctx.get(rank_page(j), serde=_POSITIONS) for j in pages]
+        if reads:
+            await restate.gather(*reads)
+        order: list[int] = []
+        for read in reads:
+            order += await read or []
+        if (last - 1) // RANK_PAGE >= ranked.pages:
+            order += ranked.tail
+        start = consumed - first_page * RANK_PAGE
+        positions = order[start : start + last - consumed]
+        slices: list[int] = []
+        served: list[int] = []
+        for position in positions:
+            k = position // _SLICE
+            if k not in slices:
+                if len(slices) == KEY_PAGES_PER_WAIT:
+                    break
+                slices.append(k)
+            served.append(position)
+        key_reads: list[Any] = [ctx.get(key_page(k), serde=_KEYS) for k in slices]
+        await restate.gather(*key_reads)
+        keys = {k: await read or [] for k, read in zip(slices, key_reads, strict=True)}
+        return [Ref(position=p, replay_key=keys[p // _SLICE][p % _SLICE]) for p in served]
+
+    @staticmethod
+    async def settled(ctx: restate.ObjectContext, meta: GroupMeta) -> set[int]:
+        """Every position holding a rank (a reopen's re-dispatch: one read per slice)."""
+        reads: list[Any] = [
+            ctx.get(settled_page(k), serde=_POSITIONS) for k in range(-(-meta.child_count // _SLICE))
+        ]
+        if reads:
+            await restate.gather(*reads)
+        found: set[int] = set()
+        for read in reads:
+            found.update(await read or [])
+        return found
+
+
+def assemble_order(meta: GroupMeta, rows: dict[str, str]) -> GroupMeta:
+    """``meta`` with the ``order`` its ``ranks:{j}`` pages and `ranked` tail (state values by key, as
+    the admin API shows them) hold: what an operator's view reads, as of a group ordered in ``meta``."""
+    if not paged(meta):
+        return meta
+    pages = sorted((int(k.split(":")[1]), v) for k, v in rows.items() if k.startswith("ranks:"))
+    order = [p for _, v in pages for p in msgspec.json.decode(v, type=list[int])]
+    if RANKED in rows:
+        order += msgspec.json.decode(rows[RANKED], type=RankTail).tail
+    return msgspec.structs.replace(meta, order=struct.pack(f"<{len(order)}I", *order))

@@ -1,0 +1,147 @@
+"""How a pump calls its children: the plan (a call child called directly or through `LashChild`),
+the queue a bounded group keeps (decision 81), one call, and a call's outcome (decisions 61, 66)."""
+
+from __future__ import annotations
+
+import collections
+from dataclasses import dataclass
+from typing import Any
+
+import restate
+
+from ... import logs
+from ...contract import Call, LoserPolicy, RuntimeEffectEnvelope
+from ..child._calls import (
+    CALL,
+    CHILD,
+    MISS,
+    answered,
+    call_arg,
+    callee_key,
+    invocation_options,
+    plan,
+    refused,
+)
+from ..child._child import stored_outcome
+from ..child._routing import Routing
+from ..group._mode import position_of
+from ..wire._routes import CHILD_EXECUTE
+from ._pump_common import KEYS
+
+__all__ = ["SLICE", "Awaited", "Queue", "call_outcome", "dispatch_all", "dispatch_one", "plan_all"]
+
+
+SLICE = "slice"
+
+
+@dataclass(frozen=True, slots=True)
+class Awaited:
+    """What a future `run2` awaits is: a call to the user's handler, a `LashChild/execute`, or a pump."""
+
+    kind: str
+    position: int
+    replay_key: str  # a further slice's pump key for a pump
+    target: str = ""  # a call's ``service/handler``
+    covers: tuple[int, int] = (0, 0)  # a pump's: the positions its subtree runs, first and past the last
+
+
+async def dispatch_all(
+    ctx: restate.ObjectContext,
+    children: list[RuntimeEffectEnvelope],
+    routing: Routing,
+    incarnation: str,
+    decided: list[str] | None,
+) -> dict[Any, Awaited]:
+    """Call each of ``children`` from this pump, as the open ``decided`` (`PumpAwait.plan`, one per
+    child) or, when it did not, as this pump decides; what is awaited, by future."""
+    return Queue(await plan_all(ctx, children, routing, decided), None).start(ctx, incarnation, 0)
+
+
+async def plan_all(
+    ctx: restate.ObjectContext,
+    children: list[RuntimeEffectEnvelope],
+    routing: Routing,
+    decided: list[str] | None,
+) -> list[tuple[RuntimeEffectEnvelope, str]]:
+    """Each of ``children`` with how this pump calls it: as the open ``decided`` (`PumpAwait.plan`,
+    one per child) or, when it did not, as this pump decides."""
+    how_each = decided if decided is not None else [CHILD] * len(children)
+    if decided is None and any(isinstance(child.command, Call) for child in children):
+        # Decided once and journaled: an in-place redeploy may change this endpoint's routing, and a
+        # replay must make the calls the first execution made (decision 61). A plan the open sent is
+        # in this pump's input, which a replay reads as it was.
+        options: restate.RunOptions[list[str]] = restate.RunOptions(serde=KEYS)
+        how_each = await ctx.run_typed("route", lambda: plan(routing, children), options)
+    return list(zip(children, how_each, strict=True))
+
+
+class Queue:
+    """The children a pump has yet to call, in position order, and how many may run at once (the
+    group's ``max_in_flight``; None: all at once, decision 81). A replay starts the same children at
+    the same steps: what frees a slot is what the journal says settled."""
+
+    def __init__(self, waiting: list[tuple[RuntimeEffectEnvelope, str]], bound: int | None) -> None:
+        self.waiting = collections.deque(waiting)
+        self.bound = bound
+        # Declared at open, never widened at the close: a Cancel group's close is always a Cancel.
+        self.declared_cancel = any(
+            child.membership is not None and child.membership.disposition is LoserPolicy.CANCEL
+            for child, _ in waiting[:1]
+        )
+
+    def start(self, ctx: restate.ObjectContext, incarnation: str, running: int) -> dict[Any, Awaited]:
+        """Call the next children while fewer than the bound run (``running`` do); what is awaited."""
+        started: dict[Any, Awaited] = {}
+        while self.waiting and (self.bound is None or running + len(started) < self.bound):
+            child, how = self.waiting.popleft()
+            dispatched = dispatch_one(ctx, child, how, incarnation)
+            if dispatched is not None:
+                started[dispatched[0]] = dispatched[1]
+        return started
+
+    def drop(self) -> list[RuntimeEffectEnvelope]:
+        """The children never started, which a cancellation settles as cancelled; none is left."""
+        dropped = [child for child, _ in self.waiting]
+        self.waiting.clear()
+        return dropped
+
+
+def dispatch_one(
+    ctx: restate.ObjectContext, child: RuntimeEffectEnvelope, how: str, incarnation: str
+) -> tuple[Any, Awaited] | None:
+    """Call ``child`` from this pump as its plan says (`plan`)."""
+    position = position_of(child)
+    if how == CHILD or not isinstance(child.command, Call):  # only a call child is called directly
+        future = CHILD_EXECUTE.call(ctx, child.replay_key, child)
+        return future, Awaited(CHILD, position, child.replay_key)
+    call = child.command
+    if how == MISS:
+        # Only in a `route` an earlier release journaled (`plan` now sends such a call through
+        # `LashChild/execute`, which lists the miss): a routing miss, never an outcome (ADR: the
+        # Restate host's form of it is a terminal 404; the rank stays unallocated).
+        logs.logger.warning(
+            "call child ended without a settlement: %s is not bound here",
+            call.target,
+            extra={"replay_key": child.replay_key},
+        )
+        return None
+    # The idempotency key names the child on the callee's invocation, for inspection and operators.
+    key = callee_key(child, incarnation)
+    future = ctx.generic_call(
+        call.service,
+        call.handler,
+        call_arg(call),
+        key=call.key,
+        idempotency_key=key,
+        **invocation_options(call),
+    )
+    return future, Awaited(CALL, position, child.replay_key, call.target)
+
+
+async def call_outcome(future: Any, target: str) -> bytes:
+    """The stored outcome of a call to the user's handler ``target``: its answer, or its terminal error."""
+    try:
+        raw = await future
+    except restate.TerminalError as error:
+        return stored_outcome(refused(error))
+    return stored_outcome(answered(target, bytes(raw) if raw is not None else None))

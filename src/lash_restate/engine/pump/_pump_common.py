@@ -1,0 +1,140 @@
+"""What every `LashPump` handler shares: the serdes of its state, its slices' key, and how a batch of
+settlements is put together and reported to the group."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import restate
+from restate.serde import BytesSerde
+
+from ... import logs
+from ...contract import RuntimeEffectEnvelope
+from ..child._calls import (
+    cancelled,
+    refused,
+)
+from ..child._child import stored_outcome
+from ..group._mode import PUMP_FANOUT, PUMP_SLICE, slice_key
+from ..wire._errors import NOT_FOUND, is_cancellation
+from ..wire._messages import (
+    BATCH_INLINE_BYTES,
+    INLINE_OUTCOME_BYTES,
+    PumpAwait,
+    PumpReport,
+    PumpRun,
+    Ref,
+    ReportReply,
+)
+from ..wire._records import MsgspecSerde
+from ..wire._routes import (
+    GROUP_REPORT,
+    PUMP_FORGET,
+)
+
+__all__ = [
+    "BYTES",
+    "KEYS",
+    "SLICES",
+    "add_ref",
+    "child_outcome",
+    "fan_out",
+    "further_slice_key",
+    "release_slices",
+    "report_batch",
+    "report_noting_cancel",
+    "slice_ended",
+    "split_plan",
+    "subtrees",
+]
+
+BYTES = BytesSerde()
+KEYS: MsgspecSerde[list[str]] = MsgspecSerde(list[str])
+# The group's pump keeps the keys of the further slices' pumps here, for its forget (decision 35).
+SLICES = "slices"
+
+
+def add_ref(refs: list[Ref], position: int, replay_key: str, outcome: bytes, inline: int) -> int:
+    """Append the ref reporting a stored ``outcome``, carrying it if it fits what one outcome and one
+    batch may carry (``inline`` bytes carried so far); the bytes carried now."""
+    carry = len(outcome) <= INLINE_OUTCOME_BYTES and inline + len(outcome) <= BATCH_INLINE_BYTES
+    refs.append(Ref(position=position, replay_key=replay_key, outcome=outcome if carry else None))
+    return inline + len(outcome) if carry else inline
+
+
+def release_slices(ctx: restate.ObjectContext, slices: list[str]) -> None:
+    """The group is closed: nothing this pump (or a further slice's) keeps will be read again."""
+    for key in slices:
+        PUMP_FORGET.send(ctx, key, None)  # queued behind its run, as the group's `forget` sends them
+    ctx.clear_all()
+
+
+async def report_batch(ctx: restate.ObjectContext, group_key: str, report: PumpReport) -> ReportReply:
+    """Hand a report to the group, again if a cancel of the pump interrupted the call (it is idempotent)."""
+    return (await report_noting_cancel(ctx, group_key, report))[0]
+
+
+async def report_noting_cancel(
+    ctx: restate.ObjectContext, group_key: str, report: PumpReport
+) -> tuple[ReportReply, bool]:
+    """`report_batch`, and whether a cancel of the pump came meanwhile (the SDK delivers it once)."""
+    cancelled = False
+    while True:
+        try:
+            return await GROUP_REPORT.ask(ctx, group_key, report), cancelled
+        except restate.TerminalError as error:
+            if not is_cancellation(error):
+                raise
+            cancelled = True
+
+
+async def slice_ended(future: Any) -> restate.TerminalError | None:
+    """A further slice's pump returned: its children were settled by it, not here; the failure it
+    ended with, if it did not settle them (it was killed, say), else None."""
+    try:
+        await future
+    except restate.TerminalError as error:
+        if cancelled(error):
+            return None  # a Cancel close: its children settled as cancelled through it
+        logs.logger.warning("a slice's pump failed: %s", error.message)
+        return error
+    return None
+
+
+async def child_outcome(future: Any, replay_key: str) -> bytes | None:
+    """A child call's outcome bytes; None when the child could not be routed (ADR: a 404 is terminal)."""
+    try:
+        return bytes(await future)
+    except restate.TerminalError as error:
+        if error.status_code == NOT_FOUND:
+            return None  # a miss: the child told its group, which keeps it (decision 73)
+        # Cancelled before it could record its own terminal, or ended otherwise (an operator killed
+        # it: 409 `killed`), as a call child's callee would answer (decision 74): never unsettled.
+        return stored_outcome(refused(error))
+
+
+def further_slice_key(req: PumpRun | PumpAwait, first: RuntimeEffectEnvelope) -> str:
+    assert first.membership is not None  # the group stamped every child
+    return slice_key(req.group_key, req.incarnation, first.membership.position)
+
+
+def fan_out(count: int) -> list[tuple[int, int]]:
+    """``count`` further slices split into at most `PUMP_FANOUT` contiguous runs of whole slices, as
+    even as they come: (offset of the run's first slice, its number of slices) each (decision 65)."""
+    per = -(-count // PUMP_FANOUT)
+    return [(offset, min(per, count - offset)) for offset in range(0, count, per)] if count else []
+
+
+def split_plan(plan: list[str], parts: list[list[RuntimeEffectEnvelope]]) -> list[list[str]]:
+    """``plan`` (one entry per child of ``parts``, in order) cut as ``parts`` are, one list per part."""
+    cut, first = [], 0
+    for part in parts:
+        cut.append(plan[first : first + len(part)])
+        first += len(part)
+    return cut
+
+
+def subtrees(further: list[RuntimeEffectEnvelope]) -> list[list[RuntimeEffectEnvelope]]:
+    """``further`` (whole slices after a pump's own, in position order) as `fan_out` splits them."""
+    runs = fan_out(-(-len(further) // PUMP_SLICE))
+    return [further[o * PUMP_SLICE : (o + n) * PUMP_SLICE] for o, n in runs]

@@ -1,0 +1,337 @@
+"""`LashPump`'s run: call every child of its slice (and one pump per further slice, as a tree), and
+each time it wakes, store what settled and report it to the group in one batch (decisions 20, 35, 61,
+65). Also what a reopen, an open in parts and a killed run hand a pump."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+import msgspec
+import restate
+
+from ...contract import Cancelled, ChildUnroutable
+from ..child._calls import (
+    CALL,
+)
+from ..child._child import stored_outcome
+from ..child._routing import Routing, replaying
+from ..group._mode import PUMP_SLICE, position_of, pump_store, slice_key
+from ..wire._errors import is_cancellation
+from ..wire._incarnation import window_of
+from ..wire._messages import (
+    ChildrenFailed,
+    PumpAwait,
+    PumpParts,
+    PumpReport,
+    Ref,
+    RunEnded,
+    StagedPart,
+)
+from ..wire._records import ENVELOPES
+from ..wire._routes import (
+    GROUP_RUN_ENDED,
+    PUMP_REDISPATCH,
+    PUMP_RUN2,
+    PUMP_RUN_PARTS,
+)
+from ._pump_calls import SLICE, Awaited, Queue, call_outcome, dispatch_all, plan_all
+from ._pump_common import (
+    BYTES,
+    KEYS,
+    SLICES,
+    add_ref,
+    child_outcome,
+    fan_out,
+    further_slice_key,
+    release_slices,
+    report_batch,
+    report_noting_cancel,
+    slice_ended,
+    split_plan,
+    subtrees,
+)
+
+__all__ = [
+    "LINGER",
+    "STAGED",
+    "await_and_report",
+    "on_fail",
+    "on_redispatch",
+    "on_redispatch_staged",
+    "on_run2",
+    "on_run_parts",
+    "on_stage",
+]
+
+# Decision 61: how long the group's pump, every child settled, keeps listening for the close before it
+# reports that it left (its store then waits for the close's forget). A combinator closes within
+# milliseconds of its last rank; a parked group's pump does not stay suspended for the park's length.
+LINGER = timedelta(seconds=10)
+# Decision 65: a slice's children of a group opened in parts, kept here by `stage` until `run_parts`.
+STAGED = "staged"
+
+
+async def on_run2(ctx: restate.ObjectContext, req: PumpAwait, routing: Routing) -> None:
+    window = window_of(req.incarnation)
+    # Decision 81: a bounded group's one pump runs every child, so that one run holds the bound.
+    kept = PUMP_SLICE if window is None else len(req.children)
+    own, further = req.children[:kept], req.children[kept:]
+    # The open's plan (decision 66), if it sent one entry per child; else this pump plans itself.
+    decided = req.plan if isinstance(req.plan, list) and len(req.plan) == len(req.children) else None
+    own_plan = decided[:kept] if decided is not None else None
+    queue = Queue(await plan_all(ctx, own, routing, own_plan), window)
+    awaited = queue.start(ctx, req.incarnation, 0)
+    slices: list[str] = []
+    if further:
+        # Decision 65: a tree of pumps. The further slices are split into at most PUMP_FANOUT runs of
+        # whole slices, each handed to the pump of its first slice, which keeps that slice and splits
+        # the rest the same way: no pump awaits more than PUMP_SLICE children and PUMP_FANOUT pumps,
+        # whatever the width. Called, as `run` calls its slices (decision 35), so that cancelling
+        # this pump cancels them, and they theirs; each releases its subtree's stores by `forget`.
+        parts = subtrees(further)
+        # Each further pump gets its part of the open's plan; without one, plans for itself.
+        plans: list[list[str] | msgspec.UnsetType] = [msgspec.UNSET] * len(parts)
+        if decided is not None:
+            plans = [*split_plan(decided[PUMP_SLICE:], parts)]
+        for part, part_plan in zip(parts, plans, strict=True):
+            key = further_slice_key(req, part[0])
+            slices.append(key)
+            run = PumpAwait(
+                group_key=req.group_key,
+                incarnation=req.incarnation,
+                children=part,
+                listens=False,
+                plan=part_plan,
+            )
+            covers = (position_of(part[0]), position_of(part[-1]) + 1)
+            awaited[PUMP_RUN2.call(ctx, key, run)] = Awaited(SLICE, -1, key, covers=covers)
+        ctx.set(SLICES, slices, serde=KEYS)
+    closing = ctx.awakeable(serde=BYTES) if req.listens else None
+    await await_and_report(ctx, req.group_key, req.incarnation, awaited, closing, slices, queue)
+
+
+async def on_stage(ctx: restate.ObjectContext, part: StagedPart, routing: Routing) -> None:
+    """Decision 65: keep one slice's children of a group opened in parts, once they all route.
+
+    ADR: a first open resolves all N before it records the group; refused here, before anything
+    is kept, the opener releases the parts staged already and the group is never recorded.
+    """
+    miss = None
+    if not replaying(ctx):
+        miss = await routing.first_refusal(part.children)
+    if miss is not None:
+        child = part.children[miss.position]
+        raise ChildUnroutable.no_executor(
+            miss.what, group_key=part.group_key, position=position_of(child), replay_key=child.replay_key
+        )
+    ctx.set(STAGED, part.children, serde=ENVELOPES)
+
+
+async def on_run_parts(ctx: restate.ObjectContext, req: PumpParts, routing: Routing) -> None:
+    """`run2` for a group opened in parts (decision 65): this slice's children are staged here."""
+    own = await ctx.get(STAGED, serde=ENVELOPES) or []
+    ctx.clear(STAGED)  # dispatched from the journal from now on
+    awaited = await dispatch_all(ctx, own, routing, req.incarnation, None)
+    slices: list[str] = []
+    for offset, count in fan_out(req.count - 1):
+        first = req.first + 1 + offset
+        key = slice_key(req.group_key, req.incarnation, first * PUMP_SLICE)
+        slices.append(key)
+        run = PumpParts(
+            group_key=req.group_key, incarnation=req.incarnation, first=first, count=count, listens=False
+        )
+        covers = (first * PUMP_SLICE, (first + count) * PUMP_SLICE)  # the group clips the last
+        awaited[PUMP_RUN_PARTS.call(ctx, key, run)] = Awaited(SLICE, -1, key, covers=covers)
+    if slices:
+        ctx.set(SLICES, slices, serde=KEYS)
+    closing = ctx.awakeable(serde=BYTES) if req.listens else None
+    await await_and_report(ctx, req.group_key, req.incarnation, awaited, closing, slices)
+
+
+async def on_redispatch(ctx: restate.ObjectContext, req: PumpAwait, routing: Routing) -> None:
+    """Decision 48: a reopen's re-dispatch of this slice's children that had no outcome when it
+    reopened, by the dispatch `run2` makes, reported as `run2` reports: a re-run child reaches its
+    rank by the same code as a first run's, whatever the group's layout.
+
+    Queued behind this key's run (both exclusive), which ends only once its children have: a
+    child runs again only if no outcome is stored for it (its runner was missing). It asks the
+    group first: a run releases its store once the group closes, and a closed group needs
+    nothing re-run.
+    """
+    if not (await report_batch(ctx, req.group_key, PumpReport(incarnation=req.incarnation))).open:
+        return
+    stored: list[Any] = [ctx.get(pump_store(position_of(child)), serde=BYTES) for child in req.children]
+    if stored:
+        await restate.gather(*stored)
+    missing = [child for child, read in zip(req.children, stored, strict=True) if await read is None]
+    queue = Queue(await plan_all(ctx, missing, routing, None), window_of(req.incarnation))
+    awaited = queue.start(ctx, req.incarnation, 0)
+    await await_and_report(ctx, req.group_key, req.incarnation, awaited, None, [], queue)
+
+
+async def on_redispatch_staged(ctx: restate.ObjectContext, req: PumpAwait) -> None:
+    """A reopen of a group opened in parts (decision 65): its opener staged the children here again;
+    they go to their slice's `redispatch` under the group's incarnation, and the stage is released.
+    Called, so that a Cancel close cancelling this invocation cancels the re-run children too."""
+    staged = await ctx.get(STAGED, serde=ENVELOPES) or []
+    ctx.clear_all()
+    if staged:
+        key = slice_key(req.group_key, req.incarnation, position_of(staged[0]))
+        await PUMP_REDISPATCH.call(ctx, key, msgspec.structs.replace(req, children=staged))
+
+
+async def on_fail(ctx: restate.ObjectContext, req: ChildrenFailed) -> None:
+    """Decision 74: the run that awaited these children of this slice ended in failure (an
+    operator killed it, and its calls with it). Each settles with that failure, stored here as a
+    run stores an outcome and reported as a run reports; one whose outcome was stored before the
+    kill settles with it. Asks the group first: a closed group's store is released."""
+    if not (await report_batch(ctx, req.group_key, PumpReport(incarnation=req.incarnation))).open:
+        return
+    reads: list[Any] = [ctx.get(pump_store(position), serde=BYTES) for position in req.positions]
+    if reads:
+        await restate.gather(*reads)
+    failure = stored_outcome(req.outcome)
+    refs: list[Ref] = []
+    inline = 0
+    for position, replay_key, read in zip(req.positions, req.replay_keys, reads, strict=True):
+        outcome = await read
+        if outcome is None:
+            outcome = failure
+            ctx.set(pump_store(position), outcome, serde=BYTES)
+        inline = add_ref(refs, position, replay_key, outcome, inline)
+    await report_batch(ctx, req.group_key, PumpReport(incarnation=req.incarnation, refs=refs))
+
+
+async def await_and_report(
+    ctx: restate.ObjectContext,
+    group_key: str,
+    incarnation: str,
+    awaited: dict[Any, Awaited],
+    closing: tuple[str, Any] | None,
+    slices: list[str],
+    queue: Queue | None = None,
+) -> None:
+    """Await ``awaited``; each time some finish, store what settled and report it to the group in one
+    call; stop once the group is closed (its close resolves ``closing``, or a report finds it closed).
+    A child of ``queue`` is called each time one settles, as its bound allows (decision 81)."""
+    pending: list[Any] = list(awaited)
+    listen = closing[0] if closing is not None else None
+    stored = cancelled = closed = missed = False
+
+    async def cancel_queue() -> None:
+        """Cancelled: the children never started settle Cancelled too, as if cancelled at their start."""
+        nonlocal stored, listen, closed
+        dropped = queue.drop() if queue is not None else []
+        if not dropped or closed:
+            return
+        refs: list[Ref] = []
+        inline = 0
+        cancel = stored_outcome(Cancelled())
+        for child in dropped:
+            ctx.set(pump_store(position_of(child)), cancel, serde=BYTES)
+            inline = add_ref(refs, position_of(child), child.replay_key, cancel, inline)
+        stored = True
+        report = PumpReport(incarnation=incarnation, refs=refs, listen=listen)
+        listen = None
+        if not (await report_batch(ctx, group_key, report)).open:
+            release_slices(ctx, slices)
+            closed = True
+
+    while pending:
+        watched = pending if closing is None or closed else [*pending, closing[1]]
+        try:
+            done, _ = await restate.wait_completed(*watched)
+        except restate.TerminalError as error:
+            if not is_cancellation(error):
+                raise
+            # Cancelled (a Cancel close, or its caller ended): the SDK has cancelled the calls still
+            # pending, and their Cancelled terminals still rank (ADR, "Close deletes…").
+            cancelled = True
+            await cancel_queue()
+            continue
+        if closing is not None and not closed and closing[1] in done:
+            release_slices(ctx, slices)
+            if queue is None or not queue.waiting:
+                return
+            # Decision 81: closed (RunToCompletion), with children yet to start: they start as slots
+            # free and run on, as they would have had they started before the close.
+            closed = True
+        pending = [future for future in pending if future not in done]
+        if queue is not None and not cancelled:
+            # Their slots are free: the next children start now, after a close too (RunToCompletion).
+            started = queue.start(ctx, incarnation, len(pending))
+            awaited.update(started)
+            pending += started
+        refs: list[Ref] = []
+        inline = 0
+        for future in done:
+            what = awaited.get(future)
+            if what is None:
+                continue  # the close's awakeable (a bounded group's close, above)
+            if what.kind == SLICE:
+                failure = await slice_ended(future)
+                if failure is not None:
+                    # Decision 74: killed (say), its subtree's children are settled by the group with
+                    # the failure, through their slices' stores, unless they hold a rank already.
+                    ended = RunEnded(
+                        incarnation=incarnation,
+                        positions=list(range(*what.covers)),
+                        message=failure.message,
+                        code=str(failure.status_code),
+                    )
+                    GROUP_RUN_ENDED.send(ctx, group_key, ended)
+                continue
+            if closed:
+                continue  # nobody reads it: the group is closed, and this pump's store released
+            if what.kind == CALL:
+                outcome: bytes | None = await call_outcome(future, what.target)
+            else:
+                outcome = await child_outcome(future, what.replay_key)
+            if outcome is None:
+                missed = True  # a routing miss: no terminal is synthesized, the rank stays unallocated
+                continue
+            # Stored before the report is sent, so a rank is never readable before its outcome.
+            ctx.set(pump_store(what.position), outcome, serde=BYTES)
+            stored = True
+            inline = add_ref(refs, what.position, what.replay_key, outcome, inline)
+        if refs:
+            report = PumpReport(incarnation=incarnation, refs=refs, listen=listen)
+            answer, interrupted = await report_noting_cancel(ctx, group_key, report)
+            listen = None  # the group keeps it from the first report on
+            if not answer.open:
+                # Decision 65: released now, but this pump awaits what is still pending rather than
+                # return: calls outlive their caller, so a pump that returned would leave its pending
+                # children (and further pumps) beyond the reach of a Cancel close's cancellation,
+                # which comes down the tree of calls. Under RunToCompletion they run on, as declared.
+                release_slices(ctx, slices)
+                closed = True
+                if queue is not None and queue.declared_cancel:
+                    queue.drop()  # a Cancel group's close is a Cancel: nothing more starts
+            if interrupted:  # the cancel came during the report (decision 81)
+                cancelled = True
+                await cancel_queue()
+    if closed or closing is None or not stored:
+        return  # a further slice's store is released by the group's pump; an empty one needs nothing
+    # A Cancel close does not resolve the awakeable (decision 65): ask whether the group is closed.
+    if cancelled and not (await report_batch(ctx, group_key, PumpReport(incarnation=incarnation))).open:
+        release_slices(ctx, slices)
+        return
+    # Every child settled: listen for the close a while longer, then tell the group the store stays.
+    # Not after a miss: that group waits for a reopen or a drain, whose re-dispatch queues behind this
+    # run on this key. A sleep of zero journals the same command, so a run journaled either way replays.
+    linger = ctx.sleep(timedelta(0) if missed else LINGER)
+    while True:
+        try:
+            which, _ = await restate.select(closed=closing[1], linger=linger)
+            break
+        except restate.TerminalError as error:
+            if not is_cancellation(error):
+                raise
+            # A Cancel close cancels this pump as it resolves the awakeable: listen on.
+    if which == "closed":
+        release_slices(ctx, slices)
+        return
+    answer = await report_batch(ctx, group_key, PumpReport(incarnation=incarnation, left=True))
+    if not answer.open:
+        release_slices(ctx, slices)

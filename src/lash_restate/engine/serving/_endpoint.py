@@ -1,0 +1,214 @@
+"""Assemble and validate the deployment endpoint (serving it is `_server`'s job).
+
+ADR, "The deployment surface grows": an endpoint wiring this controller must
+bind the group object alongside the durable-wait services. `validate` checks
+that once the endpoint is assembled, so a missing piece stops the start, not
+the first `Promise.all`.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+import restate
+
+from ...calls import CallTargets, Target
+from ...contract import GroupExecutors, LashError, RuntimeErrorCode
+from ..child._child import DEFAULT_TOOL_ATTEMPTS, child_object
+from ..child._routing import Routing
+from ..child._signal import signal_object
+from ..group._group import ORPHAN_RETENTION, group_object
+from ..group._pages import PAGE_FROM
+from ..pump._pump import pump_object
+from ..wire._routes import CHILD, GROUP, PUMP, SIGNAL, named, use_prefix, wire_groups
+
+__all__ = [
+    "APP_METADATA",
+    "BATCH_FROM",
+    "DeploymentError",
+    "ServedApplication",
+    "build_app",
+    "call_targets",
+    "check_app_name",
+    "lash_services",
+    "served_application",
+    "validate_deployment",
+]
+
+# From this many children a group settles in batches through a pump invocation, one per 256 children
+# (decisions 20, 35), which starts the children itself: the single writer then runs once per batch
+# instead of once per child. Below it a group of tools, timers and events has each child settle itself
+# (one hop less, what a two-arm race or a signal/deadline select is measured by), and a group with a
+# call child settles through a pump too, which calls the user's handler itself (decision 61).
+BATCH_FROM = 3
+# For tests: a pumped group this wide or wider keeps its ranks in pages (by default, one wider than a
+# slice). The test suite sets it to 1 on the stack that pumps every group, so that every conformance
+# scenario runs on the paged layout too.
+PAGE_FROM_ENV = "LASH_PAGE_FROM"
+# How long a group nobody can resume is kept before it is reclaimed (decision 78).
+ORPHAN_RETENTION_ENV = "LASH_ORPHAN_RETENTION"
+
+Bindable = restate.Service | restate.VirtualObject | restate.Workflow
+
+
+def _orphan_retention(value: str | None) -> timedelta:
+    """``$LASH_ORPHAN_RETENTION`` (decision 78): seconds, or a number with ``s``, ``m``, ``h`` or ``d``
+    (``36h``, as Restate's own retention settings read); a day when it is not set."""
+    if not value:
+        return ORPHAN_RETENTION
+    found = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*", value)
+    seconds = float(found[1]) * _UNIT_S[found[2]] if found else 0.0
+    if not seconds > 0:
+        raise DeploymentError(
+            f"{ORPHAN_RETENTION_ENV} must be a duration above 0 (seconds, or like 90s, 30m, 36h, 7d), "
+            f"not {value!r}"
+        )
+    return timedelta(seconds=seconds)
+
+
+_UNIT_S = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+class DeploymentError(LashError, RuntimeError):
+    """The endpoint, as assembled, cannot run groups; the message says what to bind."""
+
+    code = RuntimeErrorCode.DEPLOYMENT
+
+    def __str__(self) -> str:
+        return self.message
+
+
+# The service metadata key, on each of lash's four services, naming the application that serves them
+# when it names itself (`lash.app(..., name=...)`): what `lash-restate register` reads, through the
+# admin API, to tell an upgrade of an application from another taking over its prefix (decision 43).
+APP_METADATA = "lash.app"
+_APP_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:/-]{0,63}")
+
+
+def check_app_name(name: str) -> str:
+    if not isinstance(name, str) or not _APP_NAME.fullmatch(name):
+        raise ValueError(
+            f"application name {name!r}: a letter or digit, then up to 63 letters, digits or . _ : / -"
+        )
+    return name
+
+
+@dataclass(frozen=True)
+class ServedApplication:
+    """What this process's endpoint serves, as `lash-restate serve` checks it at start: its name (if it
+    gave one), its own services (the services bound beside lash's) and lash's prefix."""
+
+    name: str | None
+    services: frozenset[str]
+    prefix: str
+
+
+class _Served:
+    application: ServedApplication | None = None
+
+
+def served_application() -> ServedApplication | None:
+    """The application `build_app` (so `lash.app`) last assembled in this process, if any."""
+    return _Served.application
+
+
+def call_targets(services: Iterable[Bindable], external: Iterable[Target] = ()) -> CallTargets:
+    """What `Call` children may reach: the handlers ``services`` bind, and the ``external`` services
+    declared by the application (served by other endpoints of the same Restate cluster)."""
+    targets = CallTargets(external=external)
+    for service in services:
+        keyed = not isinstance(service, restate.Service)  # virtual objects and workflows take a key
+        targets.add(Target(service.name, frozenset(service.handlers), keyed))
+    return targets
+
+
+def lash_services(
+    resolver: GroupExecutors,
+    *,
+    calls: CallTargets | None = None,
+    tool_attempts: int = DEFAULT_TOOL_ATTEMPTS,
+    batch_from: int = BATCH_FROM,
+    prefix: str | None = None,
+    name: str | None = None,
+) -> list[Bindable]:
+    """The group, child and pump objects and the durable-wait service.
+
+    Children run through ``resolver`` (tools) and may call the handlers of ``calls``. Groups of
+    ``batch_from`` children or more settle in batches through a pump that starts them; narrower ones
+    with a call child through a pump too (decision 61). The
+    services are named ``{prefix}Group``, ``{prefix}Child``, … (decision 40; ``None``: this
+    process's prefix, decision 54); with ``name``, each carries it as the
+    service metadata ``lash.app``, which registration reads to tell an upgrade of this application
+    from another application taking its prefix over (decision 43).
+    """
+    if batch_from < 1:
+        raise ValueError(f"batch_from must be at least 1, got {batch_from}")
+    prefix = use_prefix(prefix)
+    metadata = {APP_METADATA: check_app_name(name)} if name is not None else None
+    routing = Routing(resolver, calls if calls is not None else CallTargets())
+    page_from = int(os.environ.get(PAGE_FROM_ENV) or PAGE_FROM)
+    retention = _orphan_retention(os.environ.get(ORPHAN_RETENTION_ENV))
+    services: list[Bindable] = [
+        group_object(batch_from, routing, page_from=page_from, orphan_retention=retention, metadata=metadata),
+        child_object(routing, tool_attempts=tool_attempts, metadata=metadata),
+        pump_object(routing, metadata=metadata),
+        signal_object(metadata=metadata),
+    ]
+    validate_deployment(resolver, services)
+    wire_groups()  # this process's controllers answer `supports_effect_groups()` true (decision 47)
+    return services
+
+
+def validate_deployment(resolver: GroupExecutors | None, services: Iterable[Bindable]) -> None:
+    """Refuse an endpoint that cannot do groups: no resolver, or a required service unbound."""
+    if resolver is None or not callable(getattr(resolver, "resolve", None)):
+        raise DeploymentError(
+            "no GroupExecutors resolver is registered: pass one (e.g. a ToolRegistry) to build_app"
+        )
+    bound = {s.name for s in services}
+    required = {
+        named(GROUP): "the group object",
+        named(CHILD): "the child service",
+        named(PUMP): "the settlement pump",
+        named(SIGNAL): "the durable-wait service",
+    }
+    missing = [f"{name} ({what})" for name, what in required.items() if name not in bound]
+    if missing:
+        raise DeploymentError(
+            "this endpoint cannot run effect groups; bind "
+            + ", ".join(missing)
+            + " (lash_services(resolver) returns all of them)"
+        )
+
+
+def build_app(
+    resolver: GroupExecutors | None,
+    *,
+    services: Sequence[Bindable] | None = None,
+    extra_services: Sequence[Bindable] = (),
+    external: Sequence[Target] = (),
+    identity_keys: Sequence[str] = (),
+    batch_from: int = BATCH_FROM,
+    prefix: str | None = None,
+    name: str | None = None,
+) -> Any:
+    """The ASGI app: lash's services (or ``services`` as given) plus yours, validated once assembled.
+
+    `Call` children may reach the handlers of ``extra_services`` and the ``external`` services.
+    ``name`` names the application on lash's services (see `lash_services`).
+    """
+    prefix = use_prefix(prefix)  # also when ``services`` are given: validation checks the names under it
+    assembled = list(services) if services is not None else []
+    if services is None and resolver is not None:
+        calls = call_targets(extra_services, external)
+        assembled = lash_services(resolver, calls=calls, batch_from=batch_from, prefix=prefix, name=name)
+    assembled.extend(extra_services)
+    validate_deployment(resolver, assembled)
+    own = frozenset(s.name for s in assembled) - {named(role) for role in (GROUP, CHILD, PUMP, SIGNAL)}
+    _Served.application = ServedApplication(name, own, prefix)
+    return restate.app(assembled, identity_keys=list(identity_keys) or None)

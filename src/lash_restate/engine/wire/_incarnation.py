@@ -1,0 +1,54 @@
+"""A group's incarnation, as the engine writes it: a UUID with marks that tell its layout to every
+handler and pump that holds it (a paged group's ranks, a bounded group's one pump, a group that
+records saves), so that no record has to say it."""
+
+from __future__ import annotations
+
+import re
+
+from ._records import SAVES
+
+__all__ = ["INCARNATION", "PAGED", "WINDOW", "records_saves", "window_mark", "window_of"]
+
+# The prefix of a paged group's incarnation (a UUID follows it): the one place its layout is told.
+PAGED = "p-"
+
+
+# The mark of a bounded group's incarnation, after `PAGED` and before the UUID (`window_mark`).
+WINDOW = "w"
+# An incarnation as this engine writes it: a UUID, after `PAGED` if paged and `w{K}-` if bounded, and
+# before `SAVES` if it records saves (an earlier release's carries neither mark).
+INCARNATION = re.compile(
+    rf"(?:{PAGED})?(?:{WINDOW}[0-9]+-)?"
+    r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
+    rf"(?:{SAVES})?"
+)
+
+
+def window_mark(window: int | None) -> str:
+    """What a bounded group's incarnation carries after `PAGED` (decision 81): ``w{K}-``; else nothing."""
+    return "" if window is None else f"{WINDOW}{window}-"
+
+
+def window_of(incarnation: str) -> int | None:
+    """The bound ``max_in_flight`` of the group of ``incarnation`` (or of one of its pumps'), or None.
+
+    A bounded group's one pump runs every child and keeps every outcome: the bound is in the
+    incarnation, which every pump's run, re-dispatch and every reader of an outcome already holds.
+    """
+    rest = incarnation.removeprefix(PAGED)
+    if not rest.startswith(WINDOW):  # a UUID never starts with it
+        return None
+    return int(rest[len(WINDOW) :].partition("-")[0])
+
+
+def records_saves(incarnation: str) -> bool:
+    """Whether the group of ``incarnation`` was opened by a release that records saves (decision 78):
+    one opened in one message ends in `SAVES`; one opened in parts (which no earlier release did)
+    has its opener's stage, paged. A group the baseline opened has neither: its openers' saves are
+    not recorded (the baseline's `save()` journaled nothing, and its callers' replays must match),
+    and it is never reclaimed.
+
+    The incarnation is in the open's reply, which the opener journals, so a replay decides as its
+    first run did."""
+    return incarnation.endswith(SAVES) or incarnation.startswith(PAGED)

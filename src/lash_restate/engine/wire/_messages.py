@@ -1,0 +1,353 @@
+"""The messages the Restate host's services exchange (each hop's route in `_routes.py`), and their limits."""
+
+from __future__ import annotations
+
+from typing import Any, TypeVar
+
+import msgspec
+
+from ...contract import (
+    BODY_LIMIT,
+    OUTCOME_LIMIT,
+    GroupShape,
+    LoserPolicy,
+    Outcome,
+    RuntimeEffectEnvelope,
+)
+from ...contract import STRUCT_OPTIONS as STRICT_OPTIONS
+from ._open_request import OpenRequest, OpenRequestSerde, decode_open
+from ._records import RECORD_OPTIONS, SettlementMode
+
+__all__ = [
+    "BATCH_INLINE_BYTES",
+    "INLINE_OUTCOME_BYTES",
+    "READ_BUDGET",
+    "CallerEnded",
+    "ChildRun",
+    "ChildrenFailed",
+    "CloseRequest",
+    "MissedChildren",
+    "OpenReply",
+    "OpenRequest",
+    "OpenRequestSerde",
+    "OperatorClose",
+    "OperatorClosed",
+    "OperatorRedispatch",
+    "OperatorRedispatched",
+    "OutcomesRead",
+    "PartedOpen",
+    "PumpAwait",
+    "PumpParts",
+    "PumpReport",
+    "PumpRun",
+    "Reclaim",
+    "Ref",
+    "ReportReply",
+    "RunEnded",
+    "RunsWatch",
+    "SettleBatch",
+    "StagedPart",
+    "WaitReply",
+    "WaitRequest",
+    "WatchedRun",
+    "decode",
+    "decode_open",
+    "decode_outcome",
+    "encode",
+]
+
+# An outcome up to this size rides the settle message and the wake, so a waiting caller needs no
+# second round trip; it is never written to group state (ADR: payloads never transit object state).
+INLINE_OUTCOME_BYTES = 16 * 1024
+
+# A batch carries outcomes inline up to this many bytes in all; the rest are read from the store.
+BATCH_INLINE_BYTES = 1024 * 1024
+
+# A bulk read of outcomes answers at most this many bytes past its first outcome (which it answers
+# whatever its size, up to OUTCOME_LIMIT): its reply stays under the limit for one message. Format 1
+# writes this value; it stays.
+READ_BUDGET = 30 * 1024 * 1024
+# A bulk read's commas and brackets over its budget: at most 256 outcomes per read.
+OUTCOMES_READ_SLACK = 512
+assert READ_BUDGET + OUTCOMES_READ_SLACK <= BODY_LIMIT
+assert OUTCOME_LIMIT + 2 <= BODY_LIMIT
+
+_T = TypeVar("_T")
+
+
+class StagedPart(msgspec.Struct, **RECORD_OPTIONS):
+    """What `LashPump/stage` receives (decision 65): one slice's children of a group opened in parts.
+
+    Called by the opener, before its `PartedOpen`, to the pump that will run that slice; the pump
+    checks that it can route every child (refusing `ChildUnroutable` otherwise) and keeps them.
+    """
+
+    group_key: str
+    children: list[RuntimeEffectEnvelope]
+
+
+class PartedOpen(msgspec.Struct, **RECORD_OPTIONS):
+    """What `LashGroup/open_parts` receives (decision 65): an open too large for one message.
+
+    As an `OpenRequest`, answered on ``reply_to``, but without the children: the opener staged them,
+    one `StagedPart` per slice, with the pumps keyed by ``stage`` (which a first open records as the
+    group's incarnation). ``parts`` is how many it staged: 0 for a resume, which dispatches nothing.
+    """
+
+    reply_to: str
+    shape: GroupShape
+    stage: str
+    parts: int
+    caller: str | None = None
+    wakes: list[str] = msgspec.field(default_factory=list)
+    reopen_only: bool = False
+
+
+class OpenReply(msgspec.Struct, **RECORD_OPTIONS):
+    reopened: bool
+    incarnation: str = ""  # the wakes an open registers belong to this incarnation (decision 32)
+
+
+class CallerEnded(msgspec.Struct, **RECORD_OPTIONS):
+    """An opener's invocation ended; ``failed`` if in failure, killed or cancelled (decision 13)."""
+
+    caller: str
+    incarnation: str
+    failed: bool = True
+
+
+class ChildRun(msgspec.Struct, **RECORD_OPTIONS):
+    """What `LashChild/run` receives: the stamped envelope and the group incarnation it settles into."""
+
+    envelope: RuntimeEffectEnvelope
+    incarnation: str
+
+
+class MissedChildren(msgspec.Struct, **RECORD_OPTIONS):
+    """What `LashGroup/missed` receives: children whose runner was missing, so their run ended with
+    no outcome (ADR: a routing fact, never an outcome); sent by each such child before it ends.
+
+    The group keeps them (it keeps no child's envelope otherwise), so that inspection lists them
+    and an operator's re-dispatch can run them again once a deployment routes them, without a reopen.
+    """
+
+    children: list[RuntimeEffectEnvelope]
+    incarnation: str = ""  # "" from a pump's `execute`, which is not told it: the fence checks
+
+
+class WatchedRun(msgspec.Struct, **RECORD_OPTIONS):
+    """An invocation the group dispatched, and the positions of the children it runs (None: every
+    child of the group, as its pump)."""
+
+    invocation: str
+    positions: list[int] | None = None
+
+
+class RunsWatch(msgspec.Struct, **RECORD_OPTIONS):
+    """What `LashGroup/watch_runs` receives: the invocations an open or a reopen dispatched, to be
+    attached to until each ends; one that ends in failure (killed, say) is reported as `RunEnded`."""
+
+    incarnation: str
+    runs: list[WatchedRun]
+    # Openers of a group that does not watch them otherwise (not `Cancel`): an opener that ends in
+    # failure without saving its handle leaves the group to be reclaimed (decision 78). UNSET is
+    # never encoded, so a watch with no opener is the same bytes as an earlier release's.
+    callers: list[str] | msgspec.UnsetType = msgspec.UNSET
+
+
+class RunEnded(msgspec.Struct, **RECORD_OPTIONS):
+    """What `LashGroup/run_ended` receives: a dispatched invocation ended in failure without settling
+    the children at ``positions`` (None: every child); they settle with that failure."""
+
+    incarnation: str
+    positions: list[int] | None
+    message: str
+    code: str
+
+
+class Reclaim(msgspec.Struct, **RECORD_OPTIONS):
+    """What `LashGroup/reclaim` receives, a retention after the group was orphaned (decision 78);
+    ``at`` is when it was due, as `reclaim_at` holds it: a later orphaning's supersedes it."""
+
+    incarnation: str
+    at: int
+
+
+class ChildrenFailed(msgspec.Struct, **RECORD_OPTIONS):
+    """What `LashPump/fail` (one slice's children) and `LashChild/fail` (one child) receive: settle
+    each child at ``positions`` with ``outcome`` unless an outcome is stored for it already."""
+
+    group_key: str
+    incarnation: str
+    positions: list[int]
+    replay_keys: list[str]
+    outcome: Outcome
+
+
+class PumpRun(msgspec.Struct, **RECORD_OPTIONS):
+    """What `LashPump/run` receives: the group's stamped envelopes and the incarnation they settle into."""
+
+    group_key: str
+    children: list[RuntimeEffectEnvelope]
+    incarnation: str
+
+
+class PumpAwait(msgspec.Struct, **RECORD_OPTIONS):
+    """What `LashPump/run2` receives (decision 61): one group incarnation's children to await.
+
+    It calls each (a call child straight to the user's handler, anything else through
+    `LashChild/execute`; past `PUMP_SLICE` through further pumps, as a `PumpRun` does): it is each
+    child's only caller. The group's own pump ``listens``: it tells the group how to reach it in its
+    first report and releases its store when the group closes.
+    """
+
+    group_key: str
+    incarnation: str
+    children: list[RuntimeEffectEnvelope] = msgspec.field(default_factory=list)
+    listens: bool = True
+    # How to call each child (`call`, `child` or `miss`, one per child), decided by the open that
+    # records the group (decision 66): the pump needs no journaled step of its own before its first
+    # call. Absent (a message written before the open decided it, whose bytes this leaves as they
+    # were: UNSET is never encoded), the pump decides and journals it itself.
+    plan: list[str] | msgspec.UnsetType = msgspec.UNSET
+
+
+class PumpParts(msgspec.Struct, **RECORD_OPTIONS):
+    """What `LashPump/run_parts` receives (decision 65): run the slices ``first`` … ``first + count - 1``
+    of a group opened in parts, whose children each slice's pump keeps staged.
+
+    The pump runs its own slice (``first``) and hands the rest, in at most `PUMP_FANOUT` runs, to the
+    pumps of their first slices. The group's own pump ``listens``, as a `PumpAwait`'s does.
+    """
+
+    group_key: str
+    incarnation: str
+    first: int
+    count: int
+    listens: bool = True
+
+
+class PumpReport(msgspec.Struct, **RECORD_OPTIONS):
+    """A pump's settlements, called into `LashGroup/report` and answered with `ReportReply` (decision 61).
+
+    ``listen`` (first report of the group's pump only): the awakeable the close resolves so that the
+    pump releases its store and stops. ``left``: the pump stopped listening with its store kept, so the
+    close must release it with a `LashPump/forget`.
+    """
+
+    incarnation: str
+    refs: list[Ref] = msgspec.field(default_factory=list)
+    listen: str | None = None
+    left: bool = False
+
+
+class ReportReply(msgspec.Struct, **RECORD_OPTIONS):
+    """Whether the group the report was for is still open; if not, nothing it holds will be read."""
+
+    open: bool
+
+
+class OutcomesRead(msgspec.Struct, **RECORD_OPTIONS):
+    """A bulk read of a pump's outcomes, in the order asked, within ``budget`` bytes in all.
+
+    Decision 35: a caller reads from every pump its ranks span at once, so each gets a share of one
+    reply's size; only the pump asked with ``first`` answers its first outcome whatever its size, so
+    the read always makes progress. (A bare list of positions is read with the whole budget.)
+    """
+
+    positions: list[int]
+    budget: int = READ_BUDGET
+    first: bool = True
+
+
+class Ref(msgspec.Struct, **RECORD_OPTIONS):
+    """A settled child: which one, and its outcome when small enough to ride the message."""
+
+    position: int
+    replay_key: str
+    outcome: bytes | None = None  # at most INLINE_OUTCOME_BYTES; never stored by the group
+
+
+class SettleBatch(msgspec.Struct, **RECORD_OPTIONS):
+    """Settlements in the order their sender saw them: one from a direct child, many from a pump.
+
+    ``mode`` says who sent it, so a settlement that finds its group closed can release its store.
+    """
+
+    incarnation: str
+    mode: SettlementMode
+    refs: list[Ref]
+
+
+class WaitRequest(msgspec.Struct, **RECORD_OPTIONS):
+    """Serve ranks after ``consumed``; if none is recorded yet, register ``wakes`` for the next ranks."""
+
+    consumed: int
+    child_count: int
+    wakes: list[str] = msgspec.field(default_factory=list)  # awakeables for ranks consumed + 1, + 2, …
+
+
+class WaitReply(msgspec.Struct, **RECORD_OPTIONS):
+    """References for ranks ``consumed + 1``, ``consumed + 2``, … as recorded right now.
+
+    ``mode`` and ``incarnation`` say where the outcomes not carried inline are stored.
+    """
+
+    refs: list[Ref]
+    mode: SettlementMode = SettlementMode.DIRECT
+    incarnation: str = ""
+
+
+class OperatorClose(msgspec.Struct, **STRICT_OPTIONS):
+    """An operator's close through the ingress (decision 45), answered with `OperatorClosed`.
+
+    ``incarnation`` is the capability: it is read from the group's state through the admin API, so
+    only someone who can read that state can close, and only the incarnation they looked at.
+    ``openers`` is how many openers they saw: a group reopened since is refused, to be looked at again.
+
+    Strict, unlike the engine's other messages: a close must never act on a request it half read.
+    """
+
+    incarnation: str
+    openers: int
+    cancel: bool = False  # narrow a RunToCompletion group to Cancel (a declared Cancel stays Cancel)
+
+
+class OperatorClosed(msgspec.Struct, **RECORD_OPTIONS):
+    closed: bool  # False: nothing was closed (``refused`` says why, or the group was not open)
+    disposition: LoserPolicy | None = None  # the disposition the close applied
+    cancelled: int = 0  # cancels sent: one per unsettled child, or the one pump
+    refused: str | None = None
+
+
+class OperatorRedispatch(msgspec.Struct, **STRICT_OPTIONS):
+    """An operator's re-dispatch through the ingress, answered with `OperatorRedispatched`: run again
+    the children of incarnation ``incarnation`` whose runner was missing (`MissedChildren`).
+
+    The incarnation is read from the group's state through the admin API, as for `OperatorClose`.
+    """
+
+    incarnation: str
+
+
+class OperatorRedispatched(msgspec.Struct, **RECORD_OPTIONS):
+    dispatched: int = 0  # children dispatched again
+    unroutable: int = 0  # children still missing a runner on the endpoint that answered
+    refused: str | None = None  # why nothing was done (the group is another incarnation, or not open)
+
+
+class CloseRequest(msgspec.Struct, **RECORD_OPTIONS):
+    child_count: int
+    disposition: LoserPolicy | None = None  # None keeps the declared one
+
+
+def encode(value: Any) -> bytes:
+    return msgspec.json.encode(value)
+
+
+def decode(data: bytes, kind: type[_T]) -> _T:
+    return msgspec.json.decode(data, type=kind)
+
+
+def decode_outcome(data: bytes) -> Outcome:
+    return msgspec.json.decode(data, type=Outcome)

@@ -1,0 +1,73 @@
+"""`LashGroup/open`'s request, and how the group reads it: a child as format 1 writes it (the base64
+of its canonical envelope) or as format 2 may (the envelope itself, raw JSON)."""
+
+from __future__ import annotations
+
+import msgspec
+from restate.serde import Serde
+
+from ...contract import GroupShape
+from ._records import RECORD_OPTIONS
+
+__all__ = ["OpenRequest", "OpenRequestSerde", "decode_open"]
+
+
+class OpenRequest(msgspec.Struct, **RECORD_OPTIONS):
+    """Sent, not called (decision 25): the group answers on the caller's awakeable ``reply_to``."""
+
+    reply_to: str
+    shape: GroupShape
+    children: list[bytes]  # canonical envelopes, stamped with membership
+    caller: str | None = None  # the opener's invocation id, watched under a declared Cancel
+    wakes: list[str] = msgspec.field(default_factory=list)  # first open: awakeables for ranks 1, 2, …
+    reopen_only: bool = False  # a resume: refuse rather than record a group that is not (decision 41)
+    # `max_in_flight` (decision 81): a first open records it in the group's incarnation; absent, unbounded.
+    window: int | msgspec.UnsetType = msgspec.UNSET
+
+
+class _OpenRequestIn(msgspec.Struct, **RECORD_OPTIONS):
+    """How `LashGroup/open` reads an `OpenRequest`: its children either as format 1 writes them (a
+    JSON string, the base64 of the canonical envelope) or as the envelope itself, raw JSON (format 2,
+    which a later release may write once every reader takes it: no base64, so no third over the
+    argument's size). This release writes format 1 only."""
+
+    reply_to: str
+    shape: GroupShape
+    children: list[msgspec.Raw]
+    caller: str | None = None
+    wakes: list[str] = msgspec.field(default_factory=list)
+    reopen_only: bool = False
+    window: int | msgspec.UnsetType = msgspec.UNSET
+
+
+_OPEN_IN = msgspec.json.Decoder(_OpenRequestIn)
+_BASE64 = msgspec.json.Decoder(bytes)
+
+
+def decode_open(data: bytes) -> OpenRequest:
+    """An `OpenRequest` from either format: each child becomes its canonical envelope's bytes."""
+    read = _OPEN_IN.decode(data)
+    children = [_child_bytes(bytes(raw)) for raw in read.children]
+    return OpenRequest(
+        reply_to=read.reply_to,
+        shape=read.shape,
+        children=children,
+        caller=read.caller,
+        wakes=read.wakes,
+        reopen_only=read.reopen_only,
+        window=read.window,
+    )
+
+
+def _child_bytes(raw: bytes) -> bytes:
+    return _BASE64.decode(raw) if raw[:1] == b'"' else raw  # format 1: a base64 string; 2: the envelope
+
+
+class OpenRequestSerde(Serde[OpenRequest]):
+    """The open handler's input: both child formats read, format 1 written."""
+
+    def deserialize(self, buf: bytes) -> OpenRequest | None:
+        return decode_open(buf) if buf else None
+
+    def serialize(self, obj: OpenRequest | None) -> bytes:
+        return msgspec.json.encode(obj) if obj is not None else b""

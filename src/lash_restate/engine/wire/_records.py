@@ -1,0 +1,230 @@
+"""What the Restate host's objects keep in Restate state: the group's records, and how a group settles.
+
+ADR, "Restate satisfaction": the group object's state is a counter, a shape fence and a rank ->
+reference map. Here the counter and the map are one packed ``order`` (rank r is the r-th 4-byte
+position), kept in the small hot `GroupMeta` with the waiters and openers; the fence (`GroupShape`,
+with every replay key) is a separate, cold record; payload bytes are in neither.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Mapping
+from enum import StrEnum
+from types import MappingProxyType
+from typing import Any, Final, TypeVar
+
+import msgspec
+from restate.serde import Serde
+
+from ...contract import GroupShape, GroupWakePolicy, LoserPolicy, RuntimeEffectEnvelope
+
+__all__ = [
+    "ENDS",
+    "ENVELOPE",
+    "ENVELOPES",
+    "LINK",
+    "META",
+    "MILLIS",
+    "MISSED",
+    "OPENER_ENDS",
+    "POSITIONS",
+    "PUMP_LINK",
+    "RECLAIM_AT",
+    "RECORD_OPTIONS",
+    "SAVERS",
+    "SAVES",
+    "SHAPE",
+    "STRINGS",
+    "GroupMeta",
+    "MsgspecSerde",
+    "Opener",
+    "OpenerEnd",
+    "PumpLink",
+    "SettlementMode",
+    "Waiter",
+    "child_store",
+    "missed_key",
+]
+
+_T = TypeVar("_T")
+
+RECORD_OPTIONS: Final[Mapping[str, bool]] = MappingProxyType({"frozen": True, "kw_only": True})
+"""The contract's struct options less ``forbid_unknown_fields``, for every engine record and message.
+
+Decision 42: a reader ignores a field it does not know, so the next release may add one that this
+release can do without (docs/compatibility.md). The contract's own records (envelope, shape,
+outcome) stay strict: their bytes are identity and their hashes fence replays.
+"""
+
+
+class SettlementMode(StrEnum):
+    """How a group's children reach the rank authority, chosen once at open (decision 20).
+
+    ``direct``: each child is its own `LashChild` invocation that stores its outcome and settles
+    itself. ``pumped``: one `LashPump` invocation awaits every child, stores their outcomes and
+    settles whatever finished meanwhile in one batch. What differs lives in `_mode.py`. A group with a
+    call child, or of `batch_from` children or more, is pumped (decisions 20, 61).
+    """
+
+    DIRECT = "direct"
+    PUMPED = "pumped"
+
+
+class Waiter(msgspec.Struct, **RECORD_OPTIONS):
+    """Resolve ``awakeable`` with the reference (and small outcome) of ``rank`` when it is recorded."""
+
+    awakeable: str
+    rank: int
+
+
+class Opener(msgspec.Struct, **RECORD_OPTIONS):
+    """An invocation that opened (or reopened) the group; under a declared `Cancel`, how it ended.
+
+    Every opener is recorded, so an operator can tell an orphaned group (no opener alive) from a
+    parked one; only a `Cancel` group watches them (decision 13).
+    """
+
+    caller: str  # its invocation id
+    watcher: str | None = None  # the invocation id of the watch attached to it (Cancel only)
+    ended: bool = False
+    failed: bool = False  # ended in failure, or was killed or cancelled
+
+
+class OpenerEnd(msgspec.Struct, **RECORD_OPTIONS):
+    """How an invocation that saved the group's handle ended (decision 45), kept under `OPENER_ENDS`.
+
+    ``failed``: it ended in failure, or was killed or cancelled; otherwise it returned normally, so a
+    continuation holds the cursor it saved: the group is parked, not leaked.
+    """
+
+    caller: str  # its invocation id
+    failed: bool
+
+
+# A newer key than the group's format-1 records (decision 45): absent on a group no saver has ended in.
+OPENER_ENDS = "opener_ends"
+
+
+class PumpLink(msgspec.Struct, **RECORD_OPTIONS):
+    """How `LashGroup/close` releases the store of a group's pump (decision 61), kept under `PUMP_LINK`.
+
+    ``awakeable``: the pump listens on it; the close resolves it and the pump releases its own store.
+    ``left``: the pump stopped listening with its store kept; the close sends it a `LashPump/forget`.
+    """
+
+    awakeable: str | None = None
+    left: bool = False
+
+
+# A newer key than the group's format-1 records (decision 61): absent on a group whose pump has not
+# reported yet, and on every group a release before it opened.
+PUMP_LINK = "pump"
+
+
+class GroupMeta(msgspec.Struct, **RECORD_OPTIONS):
+    """The group's small, hot record: read by every settle and wait (the big fence is read only by open).
+
+    ``order`` is the rank -> position map (rank r is the r-th 4-byte little-endian position); a
+    position already in it holds its rank, so a settlement is idempotent on its child.
+    """
+
+    child_count: int
+    wake: GroupWakePolicy
+    disposition: LoserPolicy
+    incarnation: str  # tells this group's settlements from a closed namesake's (decision 17)
+    mode: SettlementMode = SettlementMode.DIRECT
+    order: bytes = b""
+    waiters: list[Waiter] = msgspec.field(default_factory=list)
+    openers: list[Opener] = msgspec.field(default_factory=list)  # in the order they opened
+    opened_at_ms: int = 0  # when the first open recorded it (the state table keeps no timestamps)
+
+    @property
+    def counter(self) -> int:
+        """How many ranks are recorded (the group's strictly monotonic counter)."""
+        return len(self.order) // 4
+
+    def positions(self, after: int = 0, limit: int | None = None) -> list[int]:
+        """Positions holding ranks ``after + 1`` … ``counter`` (at most ``limit`` of them), in rank order."""
+        end = None if limit is None else 4 * (after + limit)
+        return [position for (position,) in struct.iter_unpack("<I", self.order[4 * after : end])]
+
+    def settled(self) -> set[int]:
+        """The positions that hold a rank."""
+        return set(self.positions())
+
+    def ranked(self, positions: list[int]) -> GroupMeta:
+        """This record with ``positions`` appended as the next ranks (ADR: append-only, monotonic)."""
+        added = struct.pack(f"<{len(positions)}I", *positions)
+        return msgspec.structs.replace(self, order=self.order + added)
+
+    def opener_ended(self, caller: str, failed: bool) -> GroupMeta:
+        ended = [
+            msgspec.structs.replace(o, ended=True, failed=failed) if o.caller == caller else o
+            for o in self.openers
+        ]
+        return msgspec.structs.replace(self, openers=ended)
+
+    @property
+    def severed(self) -> bool:
+        """Every opener has ended, and the last to open (the group's latest holder) ended in failure.
+
+        Decided by open order, not by the order the ends are reported in, so it does not depend on
+        which watch reports first. An opener that returned normally parked a continuation.
+        """
+        return bool(self.openers) and all(o.ended for o in self.openers) and self.openers[-1].failed
+
+    def waiting(self, consumed: int, wakes: list[str]) -> list[Waiter]:
+        """Waiters for ranks ``consumed + 1`` … (as many as ``wakes``, never past the last child)."""
+        ranks = range(consumed + 1, min(consumed + len(wakes), self.child_count) + 1)
+        return [Waiter(awakeable=w, rank=r) for w, r in zip(wakes, ranks, strict=False)]
+
+
+class MsgspecSerde(Serde[_T]):
+    """State and awakeable values as msgspec JSON of a declared type (the SDK default is json.dumps)."""
+
+    def __init__(self, kind: Any) -> None:
+        self._decoder: msgspec.json.Decoder[_T] = msgspec.json.Decoder(kind)
+
+    def deserialize(self, buf: bytes) -> _T | None:
+        return self._decoder.decode(buf) if buf else None
+
+    def serialize(self, obj: _T | None) -> bytes:
+        return msgspec.json.encode(obj) if obj is not None else b""
+
+
+META: MsgspecSerde[GroupMeta] = MsgspecSerde(GroupMeta)
+SHAPE: MsgspecSerde[GroupShape] = MsgspecSerde(GroupShape)
+STRINGS: MsgspecSerde[list[str]] = MsgspecSerde(list[str])
+ENDS: MsgspecSerde[list[OpenerEnd]] = MsgspecSerde(list[OpenerEnd])
+LINK: MsgspecSerde[PumpLink] = MsgspecSerde(PumpLink)
+ENVELOPES: MsgspecSerde[list[RuntimeEffectEnvelope]] = MsgspecSerde(list[RuntimeEffectEnvelope])
+ENVELOPE: MsgspecSerde[RuntimeEffectEnvelope] = MsgspecSerde(RuntimeEffectEnvelope)
+POSITIONS: MsgspecSerde[list[int]] = MsgspecSerde(list[int])
+
+# Newer group keys: the positions of the children whose runner was missing (`LashGroup/missed`), and
+# each one's envelope under a key of its own (a write stays one child's size), until a re-dispatch
+# runs them again. Absent on a group none of whose children missed (every format-1 group).
+MISSED = "missed"
+
+# A newer group key (decision 78): when an orphaned group is due to be reclaimed, in ms since the epoch.
+RECLAIM_AT = "reclaim_at"
+# A newer group key (decision 78): the invocation ids of the callers that saved the group's handle,
+# recorded when each saved it (an earlier release's group has none; `opener_ends` tells of its savers).
+SAVERS = "savers"
+# What ends the incarnation of a group that records saves (decision 78; `_pages.records_saves`).
+SAVES = "-s"
+
+
+MILLIS: MsgspecSerde[int] = MsgspecSerde(int)
+
+
+def missed_key(position: int) -> str:
+    """The group's state key for the envelope of the child at ``position`` that missed its runner."""
+    return f"missed:{position}"
+
+
+def child_store(incarnation: str) -> str:
+    """A direct child's outcome key, per group incarnation: a namesake reopened after a close never
+    reads (or has released) the closed incarnation's outcome under the same replay key (decision 17)."""
+    return f"outcome:{incarnation}"

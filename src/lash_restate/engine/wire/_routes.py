@@ -1,0 +1,363 @@
+"""Every hop between the Restate host's own services, typed: one `Route` per handler, one place to read them.
+
+The SDK's typed calls (`ctx.object_call(handler_fn, ...)`) need the bound handler function, which the
+actor factories create per endpoint and which refer to one another in a cycle (the group dispatches
+the pump, the pump settles into the group); so a hop names its target here, with its message types,
+and the actor module binds its handler under the same route (decision 23). `tests/engine` checks that
+every route is bound by `lash_services` with the route's input type.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Any, Generic, TypeVar
+
+import msgspec
+import restate
+from restate import SendHandle
+
+from ...contract import LashError, RuntimeEffectEnvelope, RuntimeErrorCode
+from ._messages import (
+    CallerEnded,
+    ChildrenFailed,
+    ChildRun,
+    CloseRequest,
+    MissedChildren,
+    OpenRequest,
+    OperatorClose,
+    OperatorClosed,
+    OperatorRedispatch,
+    OperatorRedispatched,
+    OutcomesRead,
+    PartedOpen,
+    PumpAwait,
+    PumpParts,
+    PumpReport,
+    PumpRun,
+    Reclaim,
+    ReportReply,
+    RunEnded,
+    RunsWatch,
+    SettleBatch,
+    StagedPart,
+    WaitReply,
+    WaitRequest,
+)
+
+__all__ = [
+    "CHILD",
+    "CHILD_EXECUTE",
+    "CHILD_FAIL",
+    "CHILD_FORGET",
+    "CHILD_OUTCOME",
+    "CHILD_RUN",
+    "DEFAULT_PREFIX",
+    "GROUP",
+    "GROUP_CALLER_ENDED",
+    "GROUP_CLOSE",
+    "GROUP_HELD",
+    "GROUP_HOLD",
+    "GROUP_MISSED",
+    "GROUP_OPEN",
+    "GROUP_OPEN_PARTS",
+    "GROUP_OPERATOR_CLOSE",
+    "GROUP_OPERATOR_REDISPATCH",
+    "GROUP_RECLAIM",
+    "GROUP_REPORT",
+    "GROUP_RUN_ENDED",
+    "GROUP_SAVED",
+    "GROUP_SETTLE",
+    "GROUP_WAIT",
+    "GROUP_WATCH",
+    "GROUP_WATCH_RUNS",
+    "PUMP",
+    "PUMP_FAIL",
+    "PUMP_FORGET",
+    "PUMP_OUTCOMES",
+    "PUMP_REDISPATCH",
+    "PUMP_REDISPATCH_STAGED",
+    "PUMP_REDRIVE",
+    "PUMP_REDRIVE2",
+    "PUMP_RUN",
+    "PUMP_RUN2",
+    "PUMP_RUN_PARTS",
+    "PUMP_STAGE",
+    "ROUTES",
+    "SIGNAL",
+    "SIGNAL_SUBSCRIBE",
+    "PrefixChosen",
+    "Route",
+    "check_prefix",
+    "described_by",
+    "group_of_pump",
+    "groups_wired",
+    "named",
+    "pump_key",
+    "use_groups_served_elsewhere",
+    "use_prefix",
+    "wire_groups",
+]
+
+# The services' names are a prefix (`Lash` unless the application chooses another) and these roles,
+# so two applications can bind lash's objects on one Restate cluster side by side (decision 40).
+GROUP = "Group"  # virtual object keyed by group key: the rank authority
+CHILD = "Child"  # virtual object keyed by replay key: child-as-invocation and its outcome store
+PUMP = "Pump"  # virtual object keyed by incarnation and group key: one group's children, settled in batches
+SIGNAL = "Signal"  # virtual object keyed by event name: the durable-wait service for AwaitEvent
+
+DEFAULT_PREFIX = "Lash"
+_PREFIX = re.compile(r"[A-Z][A-Za-z0-9]{0,31}")
+
+
+class _Naming:
+    """This process's prefix: chosen once, before lash's services are bound or called."""
+
+    prefix = DEFAULT_PREFIX
+    chosen = False
+
+
+def check_prefix(prefix: str) -> str:
+    if not isinstance(prefix, str) or not _PREFIX.fullmatch(prefix):
+        raise ValueError(f"service prefix {prefix!r}: an uppercase letter, then up to 31 letters or digits")
+    return prefix
+
+
+class PrefixChosen(LashError, ValueError):
+    """This process already names lash's services with another prefix: a prefix is chosen once."""
+
+    code = RuntimeErrorCode.PREFIX_CHOSEN
+
+    def __str__(self) -> str:
+        return self.message
+
+
+def use_prefix(prefix: str | None = None) -> str:
+    """Name lash's services ``{prefix}Group``, ``{prefix}Child``, … in this process (decision 40), and
+    answer the prefix. ``None`` keeps the one already chosen (`DEFAULT_PREFIX` if none was) and fixes
+    it: a default never changes the process's prefix, it takes it (decision 54)."""
+    if prefix is None:
+        prefix = _Naming.prefix
+    check_prefix(prefix)
+    if _Naming.chosen and prefix != _Naming.prefix:
+        raise PrefixChosen(f"this process already names lash's services {_Naming.prefix}*, not {prefix}*")
+    _Naming.prefix, _Naming.chosen = prefix, True
+    return prefix
+
+
+class _Wiring:
+    """Whether this process can open groups (decision 47): it bound lash's services with a resolver
+    (`lash_services`, validated), or it declared that another deployment serves them."""
+
+    resolver = False
+    elsewhere = False
+
+
+def wire_groups() -> None:
+    """Called once lash's services are assembled with a validated resolver in this process."""
+    _Wiring.resolver = True
+
+
+def use_groups_served_elsewhere(prefix: str | None = None) -> None:
+    """A process that only calls lash: another deployment of its cluster serves lash's services under
+    ``prefix`` (default: this process's; and that deployment cannot start without a resolver)."""
+    use_prefix(prefix)
+    _Wiring.elsewhere = True
+
+
+def groups_wired() -> bool:
+    """What a controller's `supports_effect_groups()` answers in this process, unless told."""
+    return _Wiring.resolver or _Wiring.elsewhere
+
+
+def named(role: str, prefix: str | None = None) -> str:
+    """The service name of ``role`` (`GROUP`, `CHILD`, …) under ``prefix`` (default: this process's)."""
+    return f"{_Naming.prefix if prefix is None else check_prefix(prefix)}{role}"
+
+
+I = TypeVar("I")  # noqa: E741 - the SDK's own name for a handler's input type
+O = TypeVar("O")  # noqa: E741 - and for its output type
+
+
+class Route(Generic[I, O]):
+    """One handler of one of our services: where it is, what it takes, what it answers."""
+
+    __slots__ = ("_decoder", "handler", "input", "output", "role")
+
+    def __init__(self, role: str, handler: str, input: Any, output: type[O]) -> None:
+        self.role = role
+        self.handler = handler
+        self.input = input
+        self.output = output
+        self._decoder: msgspec.json.Decoder[O] | None = (
+            None if output in (bytes, type(None)) else msgspec.json.Decoder(output)
+        )
+
+    @property
+    def service(self) -> str:
+        return named(self.role)
+
+    def _encode(self, arg: I) -> bytes:
+        return b"" if arg is None else msgspec.json.encode(arg)  # a handler taking nothing gets no body
+
+    def call(
+        self, ctx: restate.Context, key: str, arg: I, *, idempotency_key: str | None = None
+    ) -> restate.RestateDurableCallFuture[bytes]:
+        """The raw call, a durable future that `restate.gather` and `select` take; `reply` decodes it."""
+        encoded = self._encode(arg)
+        if idempotency_key is None:  # as every format-1 handler journals it
+            return ctx.generic_call(self.service, self.handler, encoded, key=key)
+        return ctx.generic_call(self.service, self.handler, encoded, key=key, idempotency_key=idempotency_key)
+
+    def send(
+        self,
+        ctx: restate.Context,
+        key: str,
+        arg: I,
+        *,
+        idempotency_key: str | None = None,
+        delay: timedelta | None = None,
+    ) -> SendHandle:
+        """A one-way message, journaled in the sender's invocation; ``delay``ed, if given."""
+        encoded = self._encode(arg)
+        if delay is not None:
+            return ctx.generic_send(self.service, self.handler, encoded, key=key, send_delay=delay)
+        if idempotency_key is None:
+            return ctx.generic_send(self.service, self.handler, encoded, key=key)
+        return ctx.generic_send(self.service, self.handler, encoded, key=key, idempotency_key=idempotency_key)
+
+    def reply(self, data: bytes) -> O:
+        if self._decoder is None:
+            return data  # type: ignore[return-value]  # bytes outputs pass through, None ones are unread
+        return self._decoder.decode(data)
+
+    async def ask(self, ctx: restate.Context, key: str, arg: I) -> O:
+        """Call and decode the answer."""
+        return self.reply(await self.call(ctx, key, arg))
+
+    def __repr__(self) -> str:
+        return f"Route({self.service}/{self.handler})"
+
+
+GROUP_OPEN: Route[OpenRequest, None] = Route(GROUP, "open", OpenRequest, type(None))
+GROUP_SETTLE: Route[SettleBatch, None] = Route(GROUP, "settle", SettleBatch, type(None))
+GROUP_WAIT: Route[WaitRequest, WaitReply] = Route(GROUP, "wait", WaitRequest, WaitReply)
+GROUP_CLOSE: Route[CloseRequest, None] = Route(GROUP, "close", CloseRequest, type(None))
+GROUP_WATCH: Route[CallerEnded, None] = Route(GROUP, "watch", CallerEnded, type(None))
+GROUP_CALLER_ENDED: Route[CallerEnded, None] = Route(GROUP, "caller_ended", CallerEnded, type(None))
+# Decision 45: a caller that saved a handle is watched until it ends, and how it ended is recorded.
+GROUP_HOLD: Route[CallerEnded, None] = Route(GROUP, "hold", CallerEnded, type(None))
+GROUP_HELD: Route[CallerEnded, None] = Route(GROUP, "held", CallerEnded, type(None))
+# A caller saved the group's handle: recorded at once, then held (decision 78).
+GROUP_SAVED: Route[CallerEnded, None] = Route(GROUP, "saved", CallerEnded, type(None))
+# Decision 61: a pump of a group recorded now reports its settlements here, and learns if it is closed.
+GROUP_REPORT: Route[PumpReport, ReportReply] = Route(GROUP, "report", PumpReport, ReportReply)
+# Decision 65: an open too large for one message, its children staged with the pumps first.
+GROUP_OPEN_PARTS: Route[PartedOpen, None] = Route(GROUP, "open_parts", PartedOpen, type(None))
+# The operator's close: the one public handler of the group object, reached through the ingress by
+# `lash-restate groups close`; never called between lash's own services (so not in ROUTES).
+GROUP_OPERATOR_CLOSE: Route[OperatorClose, OperatorClosed] = Route(
+    GROUP, "operator_close", OperatorClose, OperatorClosed
+)
+# Children whose runner was missing (a child's run, or a pump, sends them): kept for inspection and
+# for the operator's re-dispatch, which needs no reopen.
+GROUP_MISSED: Route[MissedChildren, None] = Route(GROUP, "missed", MissedChildren, type(None))
+# The operator's re-dispatch of those children, reached through the ingress by `lash-restate groups
+# redispatch`; never called between lash's own services (so not in ROUTES).
+GROUP_OPERATOR_REDISPATCH: Route[OperatorRedispatch, OperatorRedispatched] = Route(
+    GROUP, "operator_redispatch", OperatorRedispatch, OperatorRedispatched
+)
+# What an open or a reopen dispatched is watched until it ends: one ended in failure (an operator's
+# kill) settles the children it had not settled with that failure, as a killed callee answers its caller.
+GROUP_WATCH_RUNS: Route[RunsWatch, None] = Route(GROUP, "watch_runs", RunsWatch, type(None))
+GROUP_RUN_ENDED: Route[RunEnded, None] = Route(GROUP, "run_ended", RunEnded, type(None))
+# A group nobody can resume is closed a retention after it was orphaned (decision 78).
+GROUP_RECLAIM: Route[Reclaim, None] = Route(GROUP, "reclaim", Reclaim, type(None))
+
+CHILD_RUN: Route[ChildRun, None] = Route(CHILD, "run", ChildRun, type(None))
+CHILD_EXECUTE: Route[RuntimeEffectEnvelope, bytes] = Route(CHILD, "execute", RuntimeEffectEnvelope, bytes)
+CHILD_OUTCOME: Route[str, bytes] = Route(CHILD, "outcome", str, bytes)
+CHILD_FORGET: Route[str, None] = Route(CHILD, "forget", str, type(None))
+CHILD_FAIL: Route[ChildrenFailed, None] = Route(CHILD, "fail", ChildrenFailed, type(None))
+
+PUMP_RUN: Route[PumpRun, None] = Route(PUMP, "run", PumpRun, type(None))
+PUMP_OUTCOMES: Route[list[int] | OutcomesRead, bytes] = Route(
+    PUMP, "outcomes", list[int] | OutcomesRead, bytes
+)
+PUMP_FORGET: Route[None, None] = Route(PUMP, "forget", None, type(None))
+# Decision 48: a reopen runs again the children of a pumped group that ended without an outcome.
+PUMP_REDRIVE: Route[PumpRun, None] = Route(PUMP, "redrive", PumpRun, type(None))
+PUMP_RUN2: Route[PumpAwait, None] = Route(PUMP, "run2", PumpAwait, type(None))
+# Decision 61: a reopen's re-dispatch of a pumped group, which asks the group first (`run2` releases
+# its store at the close).
+PUMP_REDRIVE2: Route[PumpRun, None] = Route(PUMP, "redrive2", PumpRun, type(None))
+# Decision 65: a slice of a group opened in parts, staged by its opener, then run.
+PUMP_STAGE: Route[StagedPart, None] = Route(PUMP, "stage", StagedPart, type(None))
+PUMP_RUN_PARTS: Route[PumpParts, None] = Route(PUMP, "run_parts", PumpParts, type(None))
+# A reopen's re-dispatch of one slice of a pumped group (what `redrive`/`redrive2` were): the
+# dispatch `run2` makes and the reports it sends, so a re-run child ranks as a first run's does.
+PUMP_REDISPATCH: Route[PumpAwait, None] = Route(PUMP, "redispatch", PumpAwait, type(None))
+# A reopen of a group opened in parts: the staged part, handed to its slice's `redispatch`.
+PUMP_REDISPATCH_STAGED: Route[PumpAwait, None] = Route(PUMP, "redispatch_staged", PumpAwait, type(None))
+PUMP_FAIL: Route[ChildrenFailed, None] = Route(PUMP, "fail", ChildrenFailed, type(None))
+
+SIGNAL_SUBSCRIBE: Route[str, None] = Route(SIGNAL, "subscribe", str, type(None))
+
+ROUTES: tuple[Route[Any, Any], ...] = (
+    GROUP_OPEN,
+    GROUP_SETTLE,
+    GROUP_WAIT,
+    GROUP_CLOSE,
+    GROUP_WATCH,
+    GROUP_CALLER_ENDED,
+    GROUP_HOLD,
+    GROUP_HELD,
+    GROUP_SAVED,
+    GROUP_REPORT,
+    GROUP_OPEN_PARTS,
+    GROUP_MISSED,
+    GROUP_WATCH_RUNS,
+    GROUP_RUN_ENDED,
+    GROUP_RECLAIM,
+    CHILD_RUN,
+    CHILD_EXECUTE,
+    CHILD_OUTCOME,
+    CHILD_FORGET,
+    CHILD_FAIL,
+    PUMP_RUN,
+    PUMP_OUTCOMES,
+    PUMP_FORGET,
+    PUMP_REDRIVE,
+    PUMP_RUN2,
+    PUMP_REDRIVE2,
+    PUMP_STAGE,
+    PUMP_RUN_PARTS,
+    PUMP_REDISPATCH,
+    PUMP_REDISPATCH_STAGED,
+    PUMP_FAIL,
+    SIGNAL_SUBSCRIBE,
+)
+
+
+def pump_key(group_key: str, incarnation: str) -> str:
+    """One pump per incarnation: a namesake opened after a close never queues behind the old losers."""
+    return f"{incarnation}:{group_key}"
+
+
+def group_of_pump(key: str) -> str:
+    """The group key inside a `pump_key` (an incarnation is a UUID with a marker or two: no colon)."""
+    return key.partition(":")[2]
+
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def described_by(body: Callable[..., Any]) -> Callable[[_F], _F]:
+    """Give a bound handler its body's docstring: Restate publishes it as the handler's description."""
+
+    def described(handler: _F) -> _F:
+        handler.__doc__ = body.__doc__
+        return handler
+
+    return described
