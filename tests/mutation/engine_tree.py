@@ -2,25 +2,26 @@
 
 mutmut reads its configuration from ``pyproject.toml`` in the directory it runs in, and the engine
 needs one of its own (other modules, the tests that start servers, longer timeouts). ``DIR`` gets
-links to the sources, tests and docs, and this repository's ``pyproject.toml`` with its
+a copy of the sources, tests, docs and examples (a run takes hours: a copy keeps it on the code it
+started with, whatever changes meanwhile), and this repository's ``pyproject.toml`` with its
 ``[tool.mutmut]`` table replaced by ``tests/mutation/engine.toml``'s.
 """
 
 from __future__ import annotations
 
+import shutil
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-LINKED = ("src", "tests", "docs", "examples")
+COPIED = ("src", "tests", "docs", "examples")
 
 
 def build(target: Path) -> None:
     target.mkdir(parents=True, exist_ok=True)
-    for name in LINKED:
-        link = target / name
-        if not link.is_symlink():
-            link.symlink_to(ROOT / name, target_is_directory=True)
+    for name in COPIED:
+        ignore = shutil.ignore_patterns("__pycache__", "*.egg-info", ".mypy_cache")
+        shutil.copytree(ROOT / name, target / name, ignore=ignore, dirs_exist_ok=True)
     text = (ROOT / "pyproject.toml").read_text()
     start = text.index("[tool.mutmut]")
     end = text.index("\n[", start + 1) + 1
