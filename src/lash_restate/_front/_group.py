@@ -18,9 +18,7 @@ from ..contract import (
     RuntimeEffectGroup,
     Settlement,
 )
-from ..engine import (
-    RestateController,
-)
+from ..engine import RestateController
 from ._invocation import Caller, Values, controller, outside_run, typed_grouped
 from ._terminal import terminal
 

@@ -26,9 +26,7 @@ from ..contract import (
     UndecodableResult,
     canonical_bytes,
 )
-from ..engine import (
-    RestateController,
-)
+from ..engine import RestateController
 from ._children import TypedCall
 
 Caller: TypeAlias = restate.Context | RuntimeEffectController

@@ -11,9 +11,7 @@ import msgspec
 import restate
 
 from ...contract import Cancelled, ChildUnroutable
-from ..child._calls import (
-    CALL,
-)
+from ..child._calls import CALL
 from ..child._child import stored_outcome
 from ..child._routing import Routing, replaying
 from ..group._mode import PUMP_SLICE, position_of, pump_store, slice_key

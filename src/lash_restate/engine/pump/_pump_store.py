@@ -7,9 +7,7 @@ import restate
 
 from ...contract import GroupNotOpen
 from ..group._mode import pump_store
-from ..wire._messages import (
-    OutcomesRead,
-)
+from ..wire._messages import OutcomesRead
 from ..wire._records import MsgspecSerde
 from ..wire._routes import (
     PUMP_FORGET,
