@@ -9,9 +9,12 @@ does anything.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import tempfile
 from pathlib import Path
+from types import FrameType
 
 __all__ = ["credit_hits", "mark_test_start", "setup_environment"]
 
@@ -24,6 +27,7 @@ def setup_environment() -> None:
     mutant = os.environ.get("MUTANT_UNDER_TEST")
     if not mutant:
         return
+    signal.signal(signal.SIGXCPU, _end_children_then_die)
     import lash_restate
 
     mutated = str(Path(lash_restate.__file__).resolve().parents[1])  # mutmut's copy: mutants/src
@@ -56,3 +60,29 @@ def credit_hits() -> None:
     complete = text[: text.rfind("\n") + 1]  # a line still being written is read next time
     _offset += len(complete.encode())
     state()._stats.update(line for line in complete.splitlines() if line)
+
+
+def _end_children_then_die(signum: int, frame: FrameType | None) -> None:
+    """mutmut ends a mutant whose tests hang with SIGXCPU: first end the servers and endpoints they
+    started (they would outlive it, by their pids), then die of the signal, as mutmut expects."""
+    for pid in _descendants(os.getpid()):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    signal.signal(signal.SIGXCPU, signal.SIG_DFL)
+    os.kill(os.getpid(), signal.SIGXCPU)
+
+
+def _descendants(root: int) -> list[int]:
+    """Every process under ``root``, from /proc (Linux, where the mutation run runs)."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            pid, _, rest = stat.read_text().partition(" (")
+            children.setdefault(int(rest.rsplit(") ", 1)[1].split()[1]), []).append(int(pid))
+    found: list[int] = []
+    todo = [root]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found

@@ -10,7 +10,7 @@ from typing import Any
 import restate
 
 from ... import logs
-from ...contract import Call, LoserPolicy, RuntimeEffectEnvelope
+from ...contract import Call, RuntimeEffectEnvelope
 from ..child._calls import (
     CALL,
     CHILD,
@@ -83,11 +83,6 @@ class Queue:
     def __init__(self, waiting: list[tuple[RuntimeEffectEnvelope, str]], bound: int | None) -> None:
         self.waiting = collections.deque(waiting)
         self.bound = bound
-        # Declared at open, never widened at the close: a Cancel group's close is always a Cancel.
-        self.declared_cancel = any(
-            child.membership is not None and child.membership.disposition is LoserPolicy.CANCEL
-            for child, _ in waiting[:1]
-        )
 
     def start(self, ctx: restate.ObjectContext, incarnation: str, running: int) -> dict[Any, Awaited]:
         """Call the next children while fewer than the bound run (``running`` do); what is awaited."""

@@ -304,8 +304,6 @@ async def await_and_report(
                 # which comes down the tree of calls. Under RunToCompletion they run on, as declared.
                 release_slices(ctx, slices)
                 closed = True
-                if queue is not None and queue.declared_cancel:
-                    queue.drop()  # a Cancel group's close is a Cancel: nothing more starts
             if interrupted:  # the cancel came during the report (decision 81)
                 cancelled = True
                 await cancel_queue()
