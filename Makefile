@@ -77,8 +77,8 @@ mutation: setup $(VENV)/.mutation
 
 # Not part of `make test` either: mutants of the engine's group, pump, pages, mode and routing
 # modules, judged by the conformance suite on every tier and the wide, in-parts and routing tests
-# (tests/mutation/engine.toml). Each mutant's tests start their own servers, so this takes hours;
-# `ARGS` narrows it to some mutants (mutmut's names or globs). docs/mutation.md explains it.
+# (tests/mutation/engine.toml). Each mutant's tests start their own servers, so a whole run takes
+# days; `ARGS` narrows it to some mutants (mutmut's names or globs). docs/mutation.md explains it.
 mutation-engine: setup $(VENV)/.mutation
 	rm -rf build/mutation-engine
 	$(BIN)/python -m tests.mutation.engine_tree build/mutation-engine
