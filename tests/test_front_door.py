@@ -245,9 +245,11 @@ async def test_each_combinator_hands_its_bound_to_the_group_it_opens() -> None:
         assert await lash.race(host, kids, key="s:group:race:0", max_in_flight=1) == 0
         assert await lash.any(host, *kids, key="s:group:any:0", max_in_flight=1) == 0
         assert await lash.all(host, kids, key="s:group:none:0") == [0, 1, 2]
+        async with lash.open(host, kids, key="s:group:open:0", max_in_flight=2) as group:
+            assert [s.position async for s in group] == [0, 1, 2]  # one at a time, one after another
     finally:
         await host.aclose()
-    assert bounds == [1, 2, 1, 1, None]
+    assert bounds == [1, 2, 1, 1, None, 2]
 
 
 def test_a_service_prefix_is_checked_and_chosen_once_per_process() -> None:

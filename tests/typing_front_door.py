@@ -115,6 +115,7 @@ async def results_are_the_handlers_types(ctx: restate.Context) -> None:
     assert_type(await lash.all(ctx, q, w, max_in_flight=1), tuple[Quote, Label])
     assert_type(await lash.all_settled(ctx, [q, w], max_in_flight=1), list[lash.Outcome])
     assert_type(await lash.race(ctx, [q, q], max_in_flight=1), Quote)
+    assert_type(await lash.open(ctx, [q, w], max_in_flight=1), lash.Group)
     assert_type(
         await lash.any(ctx, q, deadline, max_in_flight=1, with_position=True), tuple[int, Quote | None]
     )

@@ -132,6 +132,7 @@ def open(
     losers: LoserPolicy = LoserPolicy.RUN_TO_COMPLETION,
     key: GroupKey | str | None = None,
     resume: str | None = None,
+    max_in_flight: int | None = None,
 ) -> Opening:
     """Open a group of ``children`` (or, with ``resume``, reopen the saved one and restore its cursor).
 
@@ -149,6 +150,9 @@ def open(
             invocation and the children. Required with a controller.
         resume: a cursor from `Group.save`: reopen that group (its own key is used) with the same
             children, wake and losers, and go on from where it was saved.
+        max_in_flight: at most this many children run at once; the next starts (in input order)
+            as one settles. None (the default): all at once. A resumed group keeps the bound it was
+            opened with.
 
     Returns:
         An `Opening`: await it for the `Group`, or use it in ``async with``.
@@ -166,7 +170,9 @@ def open(
         GroupNotOpen: ``resume`` names a group that was closed.
         EffectGroupUnsupported: this process cannot open groups (see `use_prefix`).
     """
-    return Opening(_open(ctx, children, wake=wake, losers=losers, key=key, resume=resume))
+    return Opening(
+        _open(ctx, children, wake=wake, losers=losers, key=key, resume=resume, max_in_flight=max_in_flight)
+    )
 
 
 @terminal
@@ -178,13 +184,16 @@ async def _open(
     losers: LoserPolicy,
     key: GroupKey | str | None,
     resume: str | None,
+    max_in_flight: int | None,
 ) -> Group:
     outside_run(controller(ctx), "lash.open")
     saved = GroupHandle.from_bytes(resume) if resume is not None else None
     group_key, envelopes, values = typed_grouped(
         ctx, children, saved.group_key if saved is not None else key, "lash.open"
     )
-    group = RuntimeEffectGroup(group_key, envelopes, wake=wake, disposition=losers)
+    group = RuntimeEffectGroup(
+        group_key, envelopes, wake=wake, disposition=losers, max_in_flight=max_in_flight
+    )
     owner = controller(ctx)
     if saved is None:
         return Group(owner, await owner.open_effect_group(group), values)

@@ -307,7 +307,13 @@ async def _iterate(
     settlements: list[dict[str, Any]] = []
     saved: str | None = None
     opening = lash.open(
-        controller, group.children, wake=group.wake, losers=group.disposition, key=group.key, resume=resume
+        controller,
+        group.children,
+        wake=group.wake,
+        losers=group.disposition,
+        key=group.key,
+        resume=resume,
+        max_in_flight=group.max_in_flight,
     )
     async with opening as opened:
         async for settlement in opened:
