@@ -30,6 +30,7 @@ from typing import Any
 
 import httpx
 
+from lash_restate._http import tls
 from lash_restate.engine import SERVERS
 from lash_restate.inspection import sql
 from lash_restate.testing import Endpoint, LocalStack
@@ -139,7 +140,7 @@ async def measure(
     results: dict[str, Any] = {name: {"all": {}, "call_all": {}, "invocations": {}} for name in servers}
     with stack.start(register=False):
         limits = httpx.Limits(max_connections=200, max_keepalive_connections=200)
-        async with httpx.AsyncClient(timeout=600, limits=limits) as client:
+        async with httpx.AsyncClient(verify=tls(), timeout=600, limits=limits) as client:
             b = Bench(client, stack.ingress_url)
             turn = 0
 
@@ -243,7 +244,7 @@ async def measure_v7(quick: bool, progress: Callable[[str], None]) -> dict[str, 
     results: dict[str, Any] = {"all": {}, "call_all": {}, "invocations": {}}
     with stack.start():
         limits = httpx.Limits(max_connections=200, max_keepalive_connections=200)
-        async with httpx.AsyncClient(timeout=600, limits=limits) as client:
+        async with httpx.AsyncClient(verify=tls(), timeout=600, limits=limits) as client:
             b = Bench(client, stack.ingress_url)
             progress("v7: floor: no-op invocation")
             samples = [await b.call("noop", {}) for _ in range(30 if quick else 200)]

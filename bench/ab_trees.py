@@ -37,6 +37,7 @@ from typing import Any
 import httpx
 
 from bench.__main__ import Bench, invocations
+from lash_restate._http import tls
 from lash_restate.inspection import sql
 from lash_restate.testing import Endpoint, LocalStack
 
@@ -88,7 +89,7 @@ def commit_of(tree: Path) -> str:
 
 
 def service(admin_url: str, name: str) -> dict[str, Any]:
-    body: dict[str, Any] = httpx.get(f"{admin_url}/services/{name}", timeout=10).json()
+    body: dict[str, Any] = httpx.get(f"{admin_url}/services/{name}", timeout=10, verify=tls()).json()
     return body
 
 
@@ -181,7 +182,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         print(f"ab: restate-server pid {server.pid}, base {stack.base_dir}", file=sys.stderr, flush=True)
         limits = httpx.Limits(max_connections=200, max_keepalive_connections=200)
         hot: dict[str, list[str]] = {}
-        async with httpx.AsyncClient(timeout=600, limits=limits) as client:
+        async with httpx.AsyncClient(verify=tls(), timeout=600, limits=limits) as client:
             b = Bench(client, server.ingress_url)
             for r in range(args.rounds):
                 # Rotate the order so no variant always follows the same one (A B, B A, A B, …).

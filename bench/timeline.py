@@ -27,6 +27,7 @@ from typing import Any
 import httpx
 
 from bench.__main__ import SERVER_ENV, Bench, drain
+from lash_restate._http import tls
 from lash_restate.engine import SERVERS
 from lash_restate.inspection import sql
 from lash_restate.testing import LocalStack
@@ -117,7 +118,7 @@ async def main() -> None:
     stack.add_server(env=SERVER_ENV)
     stack.add_endpoint("bench", module="bench.app", args=(), server=args.server)
     with stack.start():
-        async with httpx.AsyncClient(timeout=600) as client:
+        async with httpx.AsyncClient(verify=tls(), timeout=600) as client:
             b = Bench(client, stack.ingress_url)
             await b.pair(native, group, body, 3)  # warm both paths
             await drain(stack.admin_url)

@@ -25,6 +25,7 @@ from pathlib import Path
 
 import httpx
 
+from lash_restate._http import tls
 from lash_restate.inspection import sql
 from lash_restate.testing import LocalStack
 
@@ -131,7 +132,7 @@ async def measure(sizes: list[int], paths: list[str], spy: Path | None, k: int, 
     with stack.start():
         pid = stack.endpoint.pid
         assert pid is not None
-        async with httpx.AsyncClient(timeout=3600) as client:
+        async with httpx.AsyncClient(verify=tls(), timeout=3600) as client:
             for path in paths:
                 await client.post(f"{stack.ingress_url}/Bench/{path}", json={"n": 10, "k": 2})
             for n in sizes:

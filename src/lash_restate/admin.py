@@ -9,6 +9,7 @@ from typing import Any
 
 import httpx
 
+from ._http import tls
 from .contract import LashError, RuntimeErrorCode
 
 __all__ = ["DEFAULT_ADMIN_URL", "AdminApi", "AdminError"]
@@ -51,7 +52,12 @@ class AdminApi:
             headers["accept"] = "application/json"
         try:
             response = httpx.request(
-                method, f"{self.url.rstrip('/')}{path}", json=body, headers=headers, timeout=timeout
+                method,
+                f"{self.url.rstrip('/')}{path}",
+                json=body,
+                headers=headers,
+                timeout=timeout,
+                verify=tls(),
             )
         except httpx.HTTPError as exc:
             raise AdminError(f"cannot reach the Restate admin API at {self.url} ({exc})") from None

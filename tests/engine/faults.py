@@ -37,6 +37,7 @@ from urllib.parse import quote as url_quote
 
 import httpx
 
+from lash_restate._http import tls
 from lash_restate.inspection import InspectionError, quote, sql
 from lash_restate.registration import register_deployment
 from lash_restate.testing import LocalStack, RestateServer, free_port
@@ -151,7 +152,7 @@ class FaultStack:
         fault spares: the same key attaches to the same invocation.
         """
         headers = {"idempotency-key": key} if key else {}
-        async with asyncio.timeout(within), httpx.AsyncClient(timeout=within) as client:
+        async with asyncio.timeout(within), httpx.AsyncClient(verify=tls(), timeout=within) as client:
             node = at or self.nodes[0]
             while True:
                 try:

@@ -16,6 +16,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from lash_restate._http import tls
 from lash_restate.inspection import list_open_groups
 from lash_restate.testing import LocalStack, free_port
 from tests.conformance.builders import Scope, close, echo, event, next_, open_
@@ -420,7 +421,12 @@ class _TokenProxy:
                         k: v for k, v in self.headers.items() if k.lower() in ("content-type", "accept")
                     }
                     answer = httpx.request(
-                        self.command, f"{upstream}{self.path}", content=body, headers=headers, timeout=30
+                        self.command,
+                        f"{upstream}{self.path}",
+                        content=body,
+                        headers=headers,
+                        timeout=30,
+                        verify=tls(),
                     )
                 self.send_response(answer.status_code)
                 self.send_header("content-type", answer.headers.get("content-type", "application/json"))
@@ -501,7 +507,9 @@ def _discovered(cwd: Path, *args: str, env: dict[str, str] | None = None) -> lis
         while time.monotonic() < deadline:
             assert process.poll() is None, log.read_text()
             try:
-                answer = httpx.get(f"http://127.0.0.1:{port}/discover", headers={"accept": manifest})
+                answer = httpx.get(
+                    f"http://127.0.0.1:{port}/discover", headers={"accept": manifest}, verify=tls()
+                )
             except httpx.HTTPError:
                 time.sleep(0.05)
                 continue

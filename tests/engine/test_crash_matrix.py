@@ -36,6 +36,7 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, seed, settings
 from hypothesis import strategies as st
 
+from lash_restate._http import tls
 from lash_restate.inspection import quote
 from tests.conformance.builders import Scope, combine, event, fail, ok, tool
 from tests.engine.conftest import Stack, private_stack
@@ -201,7 +202,7 @@ async def _crash_inside(stack: Stack, sc: dict[str, Any], step: dict[str, Any], 
     """
     url = f"{stack.ingress_url}/LashTurn/run"
     body, headers = {"steps": [step]}, {"idempotency-key": f"first-{key}"}
-    async with httpx.AsyncClient(timeout=90) as client:
+    async with httpx.AsyncClient(verify=tls(), timeout=90) as client:
         first = asyncio.create_task(client.post(url, json=body, headers=headers))
         await asyncio.sleep(sc["kill_after_ms"] / 1000)  # the drawn crash moment, not a synchronization
         if sc["crash"] == "server_inflight":
@@ -312,7 +313,7 @@ async def run_wide(stack: Stack, ranked: int) -> dict[str, Any]:
     group = s.group([*commands, event(s.event("gate"))], wake="all")
     url = f"{stack.ingress_url}/LashTurn/run"
     body, headers = {"steps": [combine("all", group)]}, {"idempotency-key": f"wide-{s.id}"}
-    async with httpx.AsyncClient(timeout=300) as client:
+    async with httpx.AsyncClient(verify=tls(), timeout=300) as client:
         first = asyncio.create_task(client.post(url, json=body, headers=headers))
         ranks = _ranks_query(s.key())
         rows = await _poll(stack, ranks, lambda rows: len(_ranked(rows)) >= ranked, within=240)

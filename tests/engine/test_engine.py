@@ -13,6 +13,7 @@ import httpx
 import pytest
 import restate
 
+from lash_restate._http import tls
 from lash_restate.engine import DeploymentError, build_app, lash_services, validate_deployment
 from lash_restate.engine.wire._routes import ROUTES
 from lash_restate.inspection import list_open_groups, quote, show_group, sql
@@ -89,7 +90,7 @@ async def test_internal_handlers_cannot_be_called_through_the_ingress(stack: Sta
         "close": {"child_count": 2},
         "wait": {"consumed": 0, "child_count": 2},
     }
-    async with httpx.AsyncClient(timeout=30) as client:
+    async with httpx.AsyncClient(verify=tls(), timeout=30) as client:
         for route in ROUTES:  # every hop between our own services is private
             key = s.key() if route.service == "LashGroup" else "x"
             response = await client.post(
@@ -258,7 +259,7 @@ def test_the_endpoint_keeps_one_http2_connection_past_a_thousand_requests(stack:
     a connection after 1000 requests by default, and the invoker then stalled the next invocation on
     it until its keep-alive noticed (40 s; a 1000-child group took 45 s instead of 10 s). The endpoint
     lifts the cap: 1100 requests over one HTTP/2 connection all travel on that one connection."""
-    with httpx.Client(http1=False, http2=True, timeout=30) as client:
+    with httpx.Client(verify=tls(), http1=False, http2=True, timeout=30) as client:
         first = client.get(f"{stack.endpoint.url}/health").extensions["network_stream"]
         for _ in range(1100):
             response = client.get(f"{stack.endpoint.url}/health")
@@ -452,7 +453,7 @@ async def test_a_cancel_group_whose_opener_is_killed_has_its_losers_cancelled(st
         [echo("won"), sleep(600_000), event(s.event("never"))], wake="first", disposition="cancel"
     )
     body = {"steps": [open_(group), next_(), next_()]}
-    async with httpx.AsyncClient(timeout=60) as client:
+    async with httpx.AsyncClient(verify=tls(), timeout=60) as client:
         opener = asyncio.create_task(
             client.post(
                 f"{stack.server.ingress_url}/LashTurn/run", json=body, headers={"idempotency-key": s.id}

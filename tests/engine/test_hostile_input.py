@@ -16,6 +16,7 @@ from typing import Any
 import httpx
 import pytest
 
+from lash_restate._http import tls
 from lash_restate.contract import OUTCOME_LIMIT
 from lash_restate.inspection import list_open_groups, quote, show_group, sql
 from lash_restate.testing import TURN, LocalStack
@@ -378,7 +379,7 @@ async def test_a_request_over_the_ingress_limit_is_refused_and_records_nothing(
     stack = restate_stack
     s = Scope()
     body = json.dumps({"steps": [open_(s.group([echo("x" * (33 * 1024 * 1024))]))]}).encode()
-    async with httpx.AsyncClient(timeout=120) as client:
+    async with httpx.AsyncClient(verify=tls(), timeout=120) as client:
         try:
             response = await client.post(
                 f"{stack.ingress_url}/{TURN}/run",

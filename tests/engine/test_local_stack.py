@@ -8,6 +8,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from lash_restate._http import tls
 from lash_restate.testing import LocalStack
 from tests.conformance.builders import Scope, echo, err, open_
 
@@ -62,7 +63,9 @@ def test_one_endpoint_registers_with_several_admin_apis_and_stop_ends_every_proc
         answers = stack.register(at=[first, second.admin_url])
         assert len(answers) == 2
         for server in (first, second):
-            listed = httpx.get(f"{server.admin_url}/deployments", timeout=10).json()["deployments"]
+            listed = httpx.get(f"{server.admin_url}/deployments", timeout=10, verify=tls()).json()[
+                "deployments"
+            ]
             assert [d["uri"].rstrip("/") for d in listed] == [endpoint.url]
         processes = [owned.process for owned in (first, second, endpoint)]
     assert all(p is not None and p.poll() is not None for p in processes)

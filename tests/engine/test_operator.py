@@ -20,6 +20,7 @@ from typing import Any, TypeVar
 import httpx
 import pytest
 
+from lash_restate._http import tls
 from lash_restate.inspection import GroupView, OpenGroup, list_open_groups, quote, show_group, sql
 from lash_restate.inspection._paused import callee_of
 from lash_restate.testing import LocalStack, StackError
@@ -75,7 +76,7 @@ def turn_in_background(stack: LocalStack, scope: Scope, *steps: dict[str, Any]) 
     headers = {"idempotency-key": scope.id}
 
     async def post() -> httpx.Response:
-        async with httpx.AsyncClient(timeout=120) as client:
+        async with httpx.AsyncClient(verify=tls(), timeout=120) as client:
             return await client.post(f"{stack.server.ingress_url}/LashTurn/run", json=body, headers=headers)
 
     return asyncio.create_task(post())
@@ -147,14 +148,14 @@ async def recorded_parked(stack: LocalStack, key: str) -> GroupView | None:
 
 
 async def kill(stack: LocalStack, invocation: str) -> None:
-    async with httpx.AsyncClient(timeout=30) as client:
+    async with httpx.AsyncClient(verify=tls(), timeout=30) as client:
         killed = await client.patch(f"{stack.server.admin_url}/invocations/{invocation}/kill")
     assert killed.status_code in (200, 202), killed.text
 
 
 async def purge(stack: LocalStack, invocation: str) -> None:
     """Make Restate forget a completed invocation, as its completion retention (24 h) would."""
-    async with httpx.AsyncClient(timeout=30) as client:
+    async with httpx.AsyncClient(verify=tls(), timeout=30) as client:
         purged = await client.patch(f"{stack.server.admin_url}/invocations/{invocation}/purge")
     assert purged.status_code in (200, 202), purged.text
 
@@ -166,7 +167,7 @@ async def orphaned_group(stack: LocalStack, disposition: str = "run_to_completio
     opener = turn_in_background(stack, s, open_(group), next_(), next_())
     invocation = await turn_id(stack, s)
     await until(lambda: listed(stack, s.key(), "open"))
-    async with httpx.AsyncClient(timeout=30) as client:
+    async with httpx.AsyncClient(verify=tls(), timeout=30) as client:
         killed = await client.patch(f"{stack.server.admin_url}/invocations/{invocation}/kill")
     assert killed.status_code in (200, 202), killed.text
     assert (await opener).status_code != 200
@@ -239,7 +240,7 @@ async def test_a_paused_child_is_shown_with_its_last_failure(stack: LocalStack) 
 
     assert any(r["target"].startswith("DemoCalls/stall") for r in await unfinished(stack, s.key()))
     # What the README says to do: kill the paused call; the child then settles, and the group closes.
-    async with httpx.AsyncClient(timeout=30) as client:
+    async with httpx.AsyncClient(verify=tls(), timeout=30) as client:
         killed = await client.patch(f"{stack.server.admin_url}/invocations/{child.paused.invocation_id}/kill")
     assert killed.status_code in (200, 202), killed.text
     await until(lambda: _settled(stack, s.key(), 2))
@@ -512,7 +513,7 @@ async def _equal(found: Awaitable[list[str]], expected: list[str]) -> bool:
 
 async def _write_state(stack: LocalStack, pump_key: str, state: dict[str, list[int]]) -> None:
     """Replace a pump key's state through the admin API, as an operator (or a test) can."""
-    async with httpx.AsyncClient(timeout=30) as client:
+    async with httpx.AsyncClient(verify=tls(), timeout=30) as client:
         written = await client.post(
             f"{stack.server.admin_url}/services/LashPump/state",
             json={"object_key": pump_key, "new_state": state},

@@ -8,6 +8,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from lash_restate._http import tls
 from lash_restate.testing import LocalStack, StackError
 from tests.conformance.builders import Scope, combine, echo, ok
 
@@ -41,7 +42,7 @@ async def test_only_requests_signed_by_the_configured_key_are_served(tmp_path: P
     endpoint = stack.add_endpoint(identity_keys=[trusted_key])
     with stack.start(register=False):
         # An unsigned request straight to the endpoint is refused.
-        async with httpx.AsyncClient() as client:
+        async with httpx.AsyncClient(verify=tls()) as client:
             unsigned = await client.get(
                 f"{endpoint.url}/discover",
                 headers={"accept": "application/vnd.restate.endpointmanifest.v3+json"},

@@ -22,6 +22,7 @@ from typing import Any
 import httpx
 import pytest
 
+from lash_restate._http import tls
 from lash_restate.engine import SERVERS
 from lash_restate.testing import Endpoint, LocalStack
 from lash_restate.testing.conformance import SCENARIOS, ChildKind, RestateTier, pytest_tests
@@ -57,7 +58,7 @@ def granian_stack(tmp: Path) -> LocalStack:
 def stack(tmp_path: Path) -> Iterator[LocalStack]:
     """The engine tests' own stack (tests/engine/conftest.py), its endpoint under granian."""
     with granian_stack(tmp_path) as s:
-        assert httpx.get(f"{s.endpoint.url}/health", timeout=5).headers["server"] == "granian"
+        assert httpx.get(f"{s.endpoint.url}/health", timeout=5, verify=tls()).headers["server"] == "granian"
         yield s
 
 
@@ -122,7 +123,7 @@ def _serving(tmp_path: Path, server: str) -> tuple[LocalStack, Endpoint]:
 
 
 def _owns_its_port_alone(endpoint: Endpoint, server: str) -> None:
-    answer = httpx.get(f"{endpoint.url}/health", timeout=5)
+    answer = httpx.get(f"{endpoint.url}/health", timeout=5, verify=tls())
     assert answer.headers["server"].startswith(server)  # the server asked for is the one answering
     assert _listeners(endpoint.port) == {endpoint.pid}  # one pid owns the endpoint's port …
     assert endpoint.pid is not None and _children(endpoint.pid) == set()  # … and it started no worker process

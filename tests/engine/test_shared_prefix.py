@@ -17,6 +17,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from lash_restate._http import tls
 from lash_restate.registration import PrefixTaken, register_deployment
 from lash_restate.testing import LocalStack, free_port
 from lash_restate.testing.processes import Endpoint, StackError
@@ -51,7 +52,7 @@ def lash(*args: str, env: dict[str, str], timeout: float = 60) -> subprocess.Com
 
 def serving(admin_url: str, service: str) -> str | None:
     """The id of the deployment serving ``service`` now, or None."""
-    answer = httpx.get(f"{admin_url}/services/{service}", timeout=10)
+    answer = httpx.get(f"{admin_url}/services/{service}", timeout=10, verify=tls())
     return None if answer.status_code == 404 else str(answer.json()["deployment_id"])
 
 

@@ -18,6 +18,7 @@ import httpx
 import msgspec
 import pytest
 
+from lash_restate._http import tls
 from lash_restate.contract import (
     BODY_LIMIT,
     OUTCOME_LIMIT,
@@ -318,7 +319,7 @@ async def test_a_callee_whose_own_result_is_over_the_limit_is_retried_by_restate
         "AND status != 'completed'",
     )
     assert [int(c["retry_count"] or 0) for c in children] == [1]  # its first attempt, never retried
-    async with httpx.AsyncClient() as client:
+    async with httpx.AsyncClient(verify=tls()) as client:
         killed = await client.patch(f"{stack.server.admin_url}/invocations/{callee['id']}/kill")
         assert killed.status_code in (200, 202), killed.text
     assert await asyncio.wait_for(answer, 60) == [{"type": "err", "code": "409", "message": "killed"}]

@@ -10,6 +10,7 @@ from typing import Any
 import httpx
 import pytest
 
+from lash_restate._http import tls
 from lash_restate.contract import GroupNotOpen
 from lash_restate.inspection._operator import said
 from lash_restate.testing import LocalStack
@@ -28,7 +29,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
 
 async def _post(stack: LocalStack, path: str, body: Any = None) -> tuple[int, str]:
     """POST to the ingress as a client does: the status, and the failure's message (none on success)."""
-    async with httpx.AsyncClient(timeout=60) as client:
+    async with httpx.AsyncClient(verify=tls(), timeout=60) as client:
         response = await client.post(f"{stack.ingress_url}/{path}", json=body)
     assert WIRE not in response.text, response.text  # no client ever sees lash's wire form
     return response.status_code, response.json()["message"] if response.status_code != 200 else ""

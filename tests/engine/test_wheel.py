@@ -11,6 +11,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from lash_restate._http import tls
 from lash_restate.registration import register_deployment
 from lash_restate.testing import LocalStack, free_port
 from lash_restate.testing.processes import restate_server_binary
@@ -84,14 +85,17 @@ def test_the_wheel_installs_beside_an_application_pinning_its_own_patch_version(
             while True:
                 assert app.poll() is None, "the user's application exited"
                 try:
-                    if httpx.get(f"http://127.0.0.1:{port}/health", timeout=1).status_code == 200:
+                    if (
+                        httpx.get(f"http://127.0.0.1:{port}/health", timeout=1, verify=tls()).status_code
+                        == 200
+                    ):
                         break
                 except httpx.HTTPError:
                     pass
                 assert time.monotonic() < deadline, "the user's application never answered /health"
                 time.sleep(0.1)
             register_deployment(stack.admin_url, f"http://127.0.0.1:{port}")
-            answer = httpx.post(f"{stack.ingress_url}/UserApp/hello", json="wheel", timeout=60)
+            answer = httpx.post(f"{stack.ingress_url}/UserApp/hello", json="wheel", timeout=60, verify=tls())
             assert answer.status_code == 200, answer.text
             assert answer.json() == "hello wheel"
         finally:

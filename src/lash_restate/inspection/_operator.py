@@ -11,6 +11,7 @@ from urllib.parse import quote as url_quote
 import httpx
 import msgspec
 
+from .._http import tls
 from ..admin import AdminApi
 from ..contract import LoserPolicy, RuntimeErrorCode, without_wire
 from ..engine import (
@@ -161,7 +162,9 @@ def _operator(api: AdminApi, ingress: str, group_key: str, route: Route[_I, _O],
     if api.token:
         headers["authorization"] = f"Bearer {api.token}"
     try:
-        response = httpx.post(url, content=msgspec.json.encode(request), headers=headers, timeout=60)
+        response = httpx.post(
+            url, content=msgspec.json.encode(request), headers=headers, timeout=60, verify=tls()
+        )
     except httpx.HTTPError as exc:
         raise InspectionError(f"cannot reach the Restate ingress at {ingress} ({exc})") from None
     if response.status_code != 200:

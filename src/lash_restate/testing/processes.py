@@ -24,6 +24,7 @@ from typing import IO, Any
 
 import httpx
 
+from .._http import tls
 from ..contract import LashError, RuntimeErrorCode
 
 __all__ = [
@@ -311,14 +312,14 @@ class RestateServer(_OwnedProcess):
         self.ingress_port, self.admin_port, self.fabric_port = free_port(), free_port(), free_port()
 
     def ready(self) -> bool:
-        admin = httpx.get(f"{self.admin_url}/health", timeout=1)
-        ingress = httpx.get(f"{self.ingress_url}/restate/health", timeout=1)
+        admin = httpx.get(f"{self.admin_url}/health", timeout=1, verify=tls())
+        ingress = httpx.get(f"{self.ingress_url}/restate/health", timeout=1, verify=tls())
         if admin.status_code != 200 or ingress.status_code != 200:
             return False
         # Health answers before every partition has a leader again after a restart; until then the
         # admin's queries fail ("node lookup for partition N failed"), so ask one of them too.
         query = {"query": "SELECT count(*) AS n FROM sys_invocation"}
-        answer = httpx.post(f"{self.admin_url}/query", json=query, timeout=5)
+        answer = httpx.post(f"{self.admin_url}/query", json=query, timeout=5, verify=tls())
         return answer.status_code == 200
 
     def remove(self) -> None:
@@ -381,4 +382,4 @@ class Endpoint(_OwnedProcess):
 
     def ready(self) -> bool:
         # An answer over HTTP, not just an open port: whoever took the port may be listening on it.
-        return httpx.get(f"{self.url}/health", timeout=1).status_code == 200
+        return httpx.get(f"{self.url}/health", timeout=1, verify=tls()).status_code == 200

@@ -39,6 +39,7 @@ from typing import Any
 import httpx
 import pytest
 
+from .._http import tls
 from .processes import Endpoint, RestateServer, StackError, restate_server_binary
 from .stack import LocalStack
 
@@ -183,5 +184,5 @@ def lash_stack(lash_app: str, _lash_stacks: _Stacks) -> LocalStack:
 @pytest.fixture
 def lash_ingress(lash_stack: LocalStack) -> Iterator[httpx.Client]:
     """An HTTP client on the restate-server's ingress: ``lash_ingress.post("/Service/handler", json=...)``."""
-    with httpx.Client(base_url=lash_stack.ingress_url, timeout=60) as client:
+    with httpx.Client(verify=tls(), base_url=lash_stack.ingress_url, timeout=60) as client:
         yield client

@@ -19,6 +19,7 @@ from urllib.parse import quote
 
 import httpx
 
+from .._http import tls
 from ..engine import SIGNAL, named
 from ..inspection import sql
 from ..registration import PrefixTaken, RegistrationError, register_deployment
@@ -330,7 +331,7 @@ class LocalStack:
             The answer's JSON value (None for an empty answer).
         """
         url = f"{self.ingress_url}/{path}"
-        async with httpx.AsyncClient(timeout=within) as client:
+        async with httpx.AsyncClient(verify=tls(), timeout=within) as client:
             if content is not None:
                 response = await client.post(
                     url, content=content, headers={"content-type": "application/json"}

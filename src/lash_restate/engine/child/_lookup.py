@@ -20,6 +20,7 @@ from urllib.parse import quote
 import httpx
 
 from ... import logs
+from ..._http import tls
 from ...admin import AdminApi
 from ...contract import Call
 
@@ -77,7 +78,7 @@ async def unregistered(call: Call) -> str | None:
         headers["authorization"] = f"Bearer {admin.token}"
     url = f"{admin.url.rstrip('/')}/services/{quote(call.service, safe='')}"  # a name is user input
     try:
-        async with httpx.AsyncClient(timeout=_TIMEOUT_S) as client:
+        async with httpx.AsyncClient(verify=tls(), timeout=_TIMEOUT_S) as client:
             response = await client.get(url, headers=headers)
     except httpx.HTTPError as exc:
         _unchecked(call, f"cannot reach the admin API at {admin.url} ({exc})")

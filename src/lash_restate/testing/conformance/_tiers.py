@@ -15,6 +15,7 @@ from typing import Any
 import httpx
 import msgspec
 
+from ..._http import tls
 from ...contract import GroupExecutor, GroupExecutors, RuntimeEffectEnvelope, ToolCall
 from ...inspection import list_open_groups, redispatch_missed, show_group, sql
 from ...inspection import quote as quote_sql
@@ -191,7 +192,7 @@ class RestateTier:
             f"'LashChild' AND target_handler_name IN ('run', 'execute') AND target_service_key = {key}) "
             f"OR {_callee(replay_key)})"
         )
-        async with asyncio.timeout(30), httpx.AsyncClient(timeout=30) as client:
+        async with asyncio.timeout(30), httpx.AsyncClient(verify=tls(), timeout=30) as client:
             while True:
                 rows = await self.sql(query)
                 if rows:
@@ -203,7 +204,7 @@ class RestateTier:
 
     async def sever(self, group_key: str, *steps: dict[str, Any]) -> None:
         marker = f"sever-{uuid.uuid4()}"  # the turn's idempotency key: how its invocation is found
-        async with httpx.AsyncClient(timeout=60) as client:
+        async with httpx.AsyncClient(verify=tls(), timeout=60) as client:
             turn = asyncio.create_task(
                 client.post(
                     f"{self.stack.ingress_url}/{TURN}/run",
