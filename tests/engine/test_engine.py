@@ -67,12 +67,12 @@ def test_a_correctly_assembled_app_validates() -> None:
     assert callable(build_app(demo_tools(), extra_services=[restate.Service("Extra")]))
 
 
-async def test_internal_handlers_cannot_be_called_through_the_ingress(stack: Stack) -> None:
+async def test_internal_handlers_cannot_be_called_through_the_ingress(restate_stack: Stack) -> None:
     s = Scope()
-    [opened] = await stack.turn(open_(s.group([event(s.event("e")), echo(1)])))
+    [opened] = await restate_stack.turn(open_(s.group([event(s.event("e")), echo(1)])))
 
     def ours() -> list[Any]:
-        return [g for g in list_open_groups(stack.server.admin_url) if g.group_key == s.key()]
+        return [g for g in list_open_groups(restate_stack.server.admin_url) if g.group_key == s.key()]
 
     async with asyncio.timeout(30):  # the echo has settled: the snapshot below is the group at rest
         while True:
@@ -94,7 +94,7 @@ async def test_internal_handlers_cannot_be_called_through_the_ingress(stack: Sta
         for route in ROUTES:  # every hop between our own services is private
             key = s.key() if route.service == "LashGroup" else "x"
             response = await client.post(
-                f"{stack.server.ingress_url}/{route.service}/{key}/{route.handler}",
+                f"{restate_stack.server.ingress_url}/{route.service}/{key}/{route.handler}",
                 json=forged.get(route.handler) if route.service == "LashGroup" else None,
             )
             assert response.status_code == 400, (route, response.text)
@@ -103,7 +103,7 @@ async def test_internal_handlers_cannot_be_called_through_the_ingress(stack: Sta
     assert [replace(g, age_s=0) for g in await asyncio.to_thread(ours)] == [
         replace(g, age_s=0) for g in before
     ]
-    [_, first] = await stack.turn(use(ok(opened)), next_())
+    [_, first] = await restate_stack.turn(use(ok(opened)), next_())
     assert ok(first)["position"] == 1  # the forged settlement of child 0 never took rank 1
 
 
@@ -186,15 +186,15 @@ async def test_a_reopen_whose_resolver_lost_a_child_refuses_nothing_and_leaves_i
     assert "ok" in opened
 
 
-async def test_unroutable_first_open_is_refused_through_the_engine(stack: Stack) -> None:
+async def test_unroutable_first_open_is_refused_through_the_engine(restate_stack: Stack) -> None:
     s = Scope()
     bad = s.group([echo(1), tool("gone")])
-    [a] = await stack.turn(combine("all", bad))
-    [b] = await stack.turn(combine("all", bad))
+    [a] = await restate_stack.turn(combine("all", bad))
+    [b] = await restate_stack.turn(combine("all", bad))
     assert err(a) == err(b)
     assert err(a)["code"] == "child_unroutable"
     rows = await asyncio.to_thread(
-        sql, stack.server.admin_url, f"SELECT * FROM state WHERE service_key = {quote(s.key())}"
+        sql, restate_stack.server.admin_url, f"SELECT * FROM state WHERE service_key = {quote(s.key())}"
     )
     assert rows == []  # nothing of the group was recorded, group row included
 
@@ -254,15 +254,15 @@ async def _wait_waiter_registered(stack: Stack, group_key: str) -> list[dict[str
     return await _poll(stack, waiters_query(group_key), has_waiter)
 
 
-def test_the_endpoint_keeps_one_http2_connection_past_a_thousand_requests(stack: Stack) -> None:
+def test_the_endpoint_keeps_one_http2_connection_past_a_thousand_requests(restate_stack: Stack) -> None:
     """Restate multiplexes every invocation over a few long-lived HTTP/2 connections. Hypercorn closes
     a connection after 1000 requests by default, and the invoker then stalled the next invocation on
     it until its keep-alive noticed (40 s; a 1000-child group took 45 s instead of 10 s). The endpoint
     lifts the cap: 1100 requests over one HTTP/2 connection all travel on that one connection."""
     with httpx.Client(verify=tls(), http1=False, http2=True, timeout=30) as client:
-        first = client.get(f"{stack.endpoint.url}/health").extensions["network_stream"]
+        first = client.get(f"{restate_stack.endpoint.url}/health").extensions["network_stream"]
         for _ in range(1100):
-            response = client.get(f"{stack.endpoint.url}/health")
+            response = client.get(f"{restate_stack.endpoint.url}/health")
             assert response.status_code == 200
             assert response.http_version == "HTTP/2"
             assert response.extensions["network_stream"] is first
@@ -300,16 +300,18 @@ async def _assert_group_state_is_references_only(stack: Stack, group_key: str, p
     assert not any(payload in (r["value_utf8"] or "") for r in rows)
 
 
-async def test_group_state_holds_references_never_payload_bytes(stack: Stack) -> None:
+async def test_group_state_holds_references_never_payload_bytes(restate_stack: Stack) -> None:
     """ADR: object state stays a counter, a shape fence and a rank -> reference map."""
     s = Scope()
     payload = f"payload-{s.id}-" + "x" * 64
-    [opened, settled] = await stack.turn(open_(s.group([echo(payload), event(s.event("e"))])), next_())
+    [opened, settled] = await restate_stack.turn(
+        open_(s.group([echo(payload), event(s.event("e"))])), next_()
+    )
     assert ok(settled)["outcome"] == {"type": "ok", "value": payload}
-    await _assert_group_state_is_references_only(stack, s.key(), payload)
+    await _assert_group_state_is_references_only(restate_stack, s.key(), payload)
     child_rows = await asyncio.to_thread(
         sql,
-        stack.server.admin_url,
+        restate_stack.server.admin_url,
         "SELECT value_utf8 FROM state "
         f"WHERE service_name = 'LashChild' AND service_key = {quote(s.key() + '/c0')}",
     )
@@ -319,7 +321,7 @@ async def test_group_state_holds_references_never_payload_bytes(stack: Stack) ->
 
 @pytest.mark.parametrize("width", [2, 3], ids=["direct", "batched"])
 async def test_each_child_is_an_invocation_of_its_own_sent_by_the_group_or_its_pump(
-    stack: Stack, width: int
+    restate_stack: Stack, width: int
 ) -> None:
     """ADR, tier split: a Restate child is a full invocation, dispatched from outside any recorded body.
 
@@ -328,12 +330,12 @@ async def test_each_child_is_an_invocation_of_its_own_sent_by_the_group_or_its_p
     group's pump (itself an invocation the group's `open` sent) on the batched one (decision 20)."""
     s = Scope()
     group = s.group([echo(i) for i in range(width)])
-    [_, *served, _] = await stack.turn(open_(group), *[next_() for _ in range(width)], close())
+    [_, *served, _] = await restate_stack.turn(open_(group), *[next_() for _ in range(width)], close())
     assert sorted(ok(r)["position"] for r in served) == list(range(width))
     keys = ", ".join(quote(f"{s.key()}/c{i}") for i in range(width))
     rows = await asyncio.to_thread(
         sql,
-        stack.server.admin_url,
+        restate_stack.server.admin_url,
         "SELECT c.target_service_key AS key, c.target_handler_name AS handler, c.invoked_by AS kind, "
         "p.target_service_name AS by_service, p.target_handler_name AS by_handler, "
         "p.invoked_by AS by_kind, p.invoked_by_service_name AS by_by "
@@ -360,7 +362,7 @@ async def test_each_child_is_an_invocation_of_its_own_sent_by_the_group_or_its_p
 
 @pytest.mark.parametrize("width", [2, 3], ids=["narrow", "batched"])
 async def test_a_call_child_is_the_invocation_of_the_handler_it_calls_and_nothing_else(
-    stack: Stack, width: int
+    restate_stack: Stack, width: int
 ) -> None:
     """Decision 61: a call child costs the user's handler invocation and no `LashChild` in front of it.
 
@@ -369,11 +371,11 @@ async def test_a_call_child_is_the_invocation_of_the_handler_it_calls_and_nothin
     incarnation, and it runs once."""
     s = Scope()
     group = s.group([_demo_echo(i) for i in range(width)])
-    [_, *served, _] = await stack.turn(open_(group), *[next_() for _ in range(width)], close())
+    [_, *served, _] = await restate_stack.turn(open_(group), *[next_() for _ in range(width)], close())
     assert sorted(ok(r)["outcome"]["value"] for r in served) == list(range(width))
     rows = await asyncio.to_thread(
         sql,
-        stack.server.admin_url,
+        restate_stack.server.admin_url,
         "SELECT c.idempotency_key AS key, c.invoked_by AS kind, p.target_service_name AS by_service, "
         "p.target_handler_name AS by_handler FROM sys_invocation c "
         "LEFT JOIN sys_invocation p ON c.invoked_by_id = p.id "
@@ -387,7 +389,7 @@ async def test_a_call_child_is_the_invocation_of_the_handler_it_calls_and_nothin
         )
     children = await asyncio.to_thread(
         sql,
-        stack.server.admin_url,
+        restate_stack.server.admin_url,
         f"SELECT id FROM sys_invocation WHERE target_service_name = 'LashChild' "
         f"AND starts_with(target_service_key, {quote(s.key() + '/')})",
     )
@@ -395,7 +397,9 @@ async def test_a_call_child_is_the_invocation_of_the_handler_it_calls_and_nothin
 
 
 @pytest.mark.parametrize("width", [2, 3], ids=["narrow", "batched"])
-async def test_a_call_to_a_workflows_main_handler_settles_with_its_output(stack: Stack, width: int) -> None:
+async def test_a_call_to_a_workflows_main_handler_settles_with_its_output(
+    restate_stack: Stack, width: int
+) -> None:
     """A workflow's `run` is called once and settles `Ok` with what it returned.
 
     Restate runs a workflow's main handler once per workflow key and ignores an idempotency key on
@@ -404,7 +408,7 @@ async def test_a_call_to_a_workflows_main_handler_settles_with_its_output(stack:
     s = Scope()
     flow = {"type": "call", "service": "DemoFlow", "handler": "run", "arg": {"value": "w"}, "key": s.id}
     group = s.group([flow, *[_demo_echo(i) for i in range(width - 1)]])
-    [_, *served, _] = await stack.turn(open_(group), *[next_() for _ in range(width)], close())
+    [_, *served, _] = await restate_stack.turn(open_(group), *[next_() for _ in range(width)], close())
     outcomes = {ok(r)["position"]: ok(r)["outcome"] for r in served}
     assert outcomes[0] == {"type": "ok", "value": "w"}, outcomes
 
@@ -413,33 +417,37 @@ def _demo_echo(value: Any) -> dict[str, Any]:
     return {"type": "call", "service": "DemoCalls", "handler": "echo", "arg": {"value": value}}
 
 
-async def test_a_batched_group_keeps_payloads_in_its_pump_and_releases_them_at_close(stack: Stack) -> None:
+async def test_a_batched_group_keeps_payloads_in_its_pump_and_releases_them_at_close(
+    restate_stack: Stack,
+) -> None:
     """Decision 20: a group of BATCH_FROM children or more settles through one pump, which holds the
     outcomes (never the group object); close releases that store in one step."""
     s = Scope()
     payload = f"payload-{s.id}-" + "x" * 64
     group = s.group([echo(payload), echo("b"), event(s.event("e"))])
-    [_, first, _] = await stack.turn(open_(group), next_(), save())
+    [_, first, _] = await restate_stack.turn(open_(group), next_(), save())
     assert ok(first)["rank"] == 1
-    await _assert_group_state_is_references_only(stack, s.key(), payload)
+    await _assert_group_state_is_references_only(restate_stack, s.key(), payload)
     pump = (
         f"SELECT service_key, value_utf8 FROM state WHERE service_name = 'LashPump' "
         f"AND ends_with(service_key, {quote(':' + s.key())})"
     )
-    pump_rows = await _poll(stack, pump, lambda rows: any(payload in (r["value_utf8"] or "") for r in rows))
+    pump_rows = await _poll(
+        restate_stack, pump, lambda rows: any(payload in (r["value_utf8"] or "") for r in rows)
+    )
     assert len({r["service_key"] for r in pump_rows}) == 1  # one pump, keyed by incarnation and group
     # Children ran as calls of that pump, not as self-settling `run` invocations.
     runs = await asyncio.to_thread(
         sql,
-        stack.server.admin_url,
+        restate_stack.server.admin_url,
         "SELECT target_handler_name AS h FROM sys_invocation WHERE target_service_name = 'LashChild' "
         f"AND target_service_key = {quote(s.key() + '/c0')}",
     )
     assert [r["h"] for r in runs] == ["execute"]
     # A fresh invocation reads rank 1 back from the pump's store, then the close releases it.
-    [_, again, _] = await stack.turn(use(_handle(s.key(), 3, 0)), next_(), close("cancel"))
+    [_, again, _] = await restate_stack.turn(use(_handle(s.key(), 3, 0)), next_(), close("cancel"))
     assert ok(again) == ok(first)
-    await _poll(stack, pump, lambda rows: not rows)
+    await _poll(restate_stack, pump, lambda rows: not rows)
 
 
 async def test_a_cancel_group_whose_opener_is_killed_has_its_losers_cancelled(stack: Stack) -> None:
@@ -482,33 +490,37 @@ async def test_a_cancel_group_whose_opener_is_killed_has_its_losers_cancelled(st
         await _wait_run_completed(stack, f"{s.key()}/c{position}")
 
 
-async def test_a_cancel_group_whose_opener_returned_normally_keeps_its_losers(stack: Stack) -> None:
+async def test_a_cancel_group_whose_opener_returned_normally_keeps_its_losers(restate_stack: Stack) -> None:
     """An opener that returns with the group open has parked a continuation (decision 13): its losers
     run on, the group stays listed, and a resumer that reopens it gets their real outcomes."""
     s = Scope()
     gate = s.event("gate")
     group = s.group([echo("won"), event(gate)], wake="first", disposition="cancel")
-    [_, won, saved] = await stack.turn(open_(group), next_(), save())  # ends normally, no close
+    [_, won, saved] = await restate_stack.turn(open_(group), next_(), save())  # ends normally, no close
     assert ok(won)["position"] == 0
-    assert s.key() in {g.group_key for g in await asyncio.to_thread(list_open_groups, stack.server.admin_url)}
-    await stack.emit(gate, "late")
-    [_, _, loser, _] = await stack.turn(open_(group), use(ok(saved)), next_(), close())
+    assert s.key() in {
+        g.group_key for g in await asyncio.to_thread(list_open_groups, restate_stack.server.admin_url)
+    }
+    await restate_stack.emit(gate, "late")
+    [_, _, loser, _] = await restate_stack.turn(open_(group), use(ok(saved)), next_(), close())
     assert ok(loser)["outcome"] == {"type": "ok", "value": "late"}
 
 
-async def test_a_run_to_completion_group_keeps_its_losers_after_the_caller_ended(stack: Stack) -> None:
+async def test_a_run_to_completion_group_keeps_its_losers_after_the_caller_ended(
+    restate_stack: Stack,
+) -> None:
     s = Scope()
     gate = s.event("gate")
-    [_, won, saved] = await stack.turn(
+    [_, won, saved] = await restate_stack.turn(
         open_(s.group([echo("won"), event(gate)], wake="first")), next_(), save()
     )
-    await stack.emit(gate, "late")
-    [_, loser] = await stack.turn(use(ok(saved)), next_())
+    await restate_stack.emit(gate, "late")
+    [_, loser] = await restate_stack.turn(use(ok(saved)), next_())
     assert ok(loser)["outcome"] == {"type": "ok", "value": "late"}
     assert ok(won)["position"] == 0
 
 
-async def test_closing_a_cancel_group_ends_its_caller_watch(stack: Stack) -> None:
+async def test_closing_a_cancel_group_ends_its_caller_watch(restate_stack: Stack) -> None:
     """A closed group has nothing to apply when its caller ends: the watch must not outlive the close
     (a long-lived caller doing many selects would otherwise keep one watch per select)."""
     s, other = Scope(), Scope()
@@ -517,10 +529,10 @@ async def test_closing_a_cancel_group_ends_its_caller_watch(stack: Stack) -> Non
     async with asyncio.TaskGroup() as tasks:
         # The same invocation races (opens, consumes rank 1, closes), then stays alive awaiting.
         caller = tasks.create_task(
-            stack.turn(combine("race", group), open_(blocker), next_(cancel_after_ms=5_000))
+            restate_stack.turn(combine("race", group), open_(blocker), next_(cancel_after_ms=5_000))
         )
         await _poll(
-            stack,
+            restate_stack,
             "SELECT status FROM sys_invocation WHERE target_service_name = 'LashGroup' "
             f"AND target_service_key = {quote(s.key())} AND target_handler_name = 'watch'",
             lambda rows: bool(rows) and all(r["status"] == "completed" for r in rows),

@@ -48,39 +48,41 @@ def _slices_holding(rows: list[dict[str, Any]]) -> set[str]:
     return {r["service_key"] for r in rows if r["key"].startswith("o")}
 
 
-async def test_a_wide_all_ranks_every_child_once_through_its_slices(stack: Stack) -> None:
+async def test_a_wide_all_ranks_every_child_once_through_its_slices(restate_stack: Stack) -> None:
     s = Scope()
     # Past RANK_PAGE ranks, so the paged order (decision 65) is read across a page and its tail.
     group = s.group([echo(i) for i in range(DEEP)])
-    [result] = await stack.turn(combine("all", group), within=300)
+    [result] = await restate_stack.turn(combine("all", group), within=300)
     done = ok(result)
     assert done["status"] == "fulfilled" and done["value"] == list(range(DEEP))
     assert sorted(done["order"]) == list(range(DEEP))  # one rank per child
     # The close released every slice's store (the group's pump forgets the others after its run).
-    await _poll(stack, _pump_rows(s.key()), lambda rows: not rows, within=120)
+    await _poll(restate_stack, _pump_rows(s.key()), lambda rows: not rows, within=120)
 
 
 async def test_a_cancel_close_of_a_wide_group_reaches_every_slice_and_releases_every_store(
-    stack: Stack,
+    restate_stack: Stack,
 ) -> None:
     s = Scope()
     # A child that never settles on its own in a slice two pumps down the tree, the rest immediate.
     children = [echo(i) for i in range(DEEP)]
     children[DEEPEST] = event(s.event("never"))
     group = s.group(children)
-    [_, first, _] = await stack.turn(open_(group), next_(), save(), within=300)
+    [_, first, _] = await restate_stack.turn(open_(group), next_(), save(), within=300)
     assert ok(first)["rank"] == 1
     # Every slice's pump keeps its own children's outcomes: six distinct pumps hold some.
-    await _poll(stack, _pump_rows(s.key()), lambda rows: len(_slices_holding(rows)) == 6, within=300)
-    [_, closed] = await stack.turn(use(_handle(s.key(), DEEP, 1)), close("cancel"), within=120)
+    await _poll(restate_stack, _pump_rows(s.key()), lambda rows: len(_slices_holding(rows)) == 6, within=300)
+    [_, closed] = await restate_stack.turn(use(_handle(s.key(), DEEP, 1)), close("cancel"), within=120)
     assert "error" not in closed
     # The cancel reached that child through three pumps, and nothing of the group is left: each pump
     # released its subtree's stores.
-    await _poll(stack, _running(s.key()), lambda rows: not rows, within=120)
-    await _poll(stack, _pump_rows(s.key()), lambda rows: not rows, within=120)
+    await _poll(restate_stack, _running(s.key()), lambda rows: not rows, within=120)
+    await _poll(restate_stack, _pump_rows(s.key()), lambda rows: not rows, within=120)
 
 
-async def test_a_reopen_of_a_wide_group_ranks_a_child_it_ran_again_in_the_groups_pages(stack: Stack) -> None:
+async def test_a_reopen_of_a_wide_group_ranks_a_child_it_ran_again_in_the_groups_pages(
+    restate_stack: Stack,
+) -> None:
     """Decisions 48 and 69 on a wide group opened in one message: its child 0 ran while the endpoint
     lost its tool, so it ended with no outcome and no rank while the others ranked. With the tool
     back, a reopen runs it again through its slice's pump, and it takes the last rank in the group's
@@ -90,18 +92,18 @@ async def test_a_reopen_of_a_wide_group_ranks_a_child_it_ran_again_in_the_groups
     width = PUMP_SLICE + 4
     name = f"{s.id}-slow"
     group = s.group([count(name, "slow", delay_ms=4000), *[echo(i) for i in range(1, width)]])
-    [opened] = await stack.turn(open_(group))
-    await _wait_run_started(stack, f"{s.key()}/c0")
-    stack.restart_endpoint(LASH_DEMO_TOOLS_OFF="count")  # the deployment lost the tool while it ran
-    await _wait_run_completed(stack, f"{s.key()}/c0")
-    stack.restart_endpoint(LASH_DEMO_TOOLS_OFF="")  # the tool is back
-    [reopened] = await stack.turn(open_(group))
-    [_, last, closed] = await stack.turn(
+    [opened] = await restate_stack.turn(open_(group))
+    await _wait_run_started(restate_stack, f"{s.key()}/c0")
+    restate_stack.restart_endpoint(LASH_DEMO_TOOLS_OFF="count")  # the deployment lost the tool while it ran
+    await _wait_run_completed(restate_stack, f"{s.key()}/c0")
+    restate_stack.restart_endpoint(LASH_DEMO_TOOLS_OFF="")  # the tool is back
+    [reopened] = await restate_stack.turn(open_(group))
+    [_, last, closed] = await restate_stack.turn(
         use(_handle(s.key(), width, width - 1)), next_(), close(), within=120
     )
     assert "ok" in reopened and "ok" in opened
     assert (ok(last)["rank"], ok(last)["position"]) == (width, 0)
     assert ok(last)["outcome"] == {"type": "ok", "value": "slow"}
     assert "error" not in closed
-    assert stack.counts().count(name) == 1
-    await _poll(stack, _pump_rows(s.key()), lambda rows: not rows, within=120)
+    assert restate_stack.counts().count(name) == 1
+    await _poll(restate_stack, _pump_rows(s.key()), lambda rows: not rows, within=120)
