@@ -230,6 +230,15 @@ async def _wait_run_completed(stack: Stack, replay_key: str) -> list[dict[str, A
     )
 
 
+async def wait_tool_started(stack: Stack, name: str) -> None:
+    """A `count` child under ``name`` declared ``slow_once`` has begun its first run (its tool waits)."""
+    async with asyncio.timeout(60):
+        while True:  # a line the endpoint writes: nothing to await
+            if f"started:{name}" in await asyncio.to_thread(stack.counts):
+                return
+            await asyncio.sleep(0.02)
+
+
 async def _wait_run_started(stack: Stack, replay_key: str) -> list[dict[str, Any]]:
     return await _poll(
         stack,

@@ -47,7 +47,7 @@ from tests.conformance.builders import (
     use,
 )
 from tests.engine.conftest import Stack, private_stack
-from tests.engine.test_engine import _handle, _poll, _wait_run_completed, _wait_run_started
+from tests.engine.test_engine import _handle, _poll, _wait_run_completed, wait_tool_started
 
 WIDTH = PUMP_SLICE + 44  # two parts
 BIG = "x" * 110_000
@@ -157,11 +157,11 @@ async def test_a_reopen_of_a_group_opened_in_parts_runs_again_a_child_whose_tool
     s = Scope()
     name = f"{s.id}-slow"
     children = _children()
-    children[0] = count(name, "slow", delay_ms=4000)
+    children[0] = count(name, "slow", delay_ms=60_000, slow_once=True)
     group = s.group(children)
     [opened] = await stack.turn(open_(group), within=300)
     assert (await _parts(stack, s.key())).count("stage") == 2  # its children went first, in two parts
-    await _wait_run_started(stack, f"{s.key()}/c0")
+    await wait_tool_started(stack, name)
     stack.restart_endpoint(LASH_DEMO_TOOLS_OFF="count")  # the deployment lost the tool while it ran
     await _wait_run_completed(stack, f"{s.key()}/c0")
     stack.restart_endpoint(LASH_DEMO_TOOLS_OFF="")  # the tool is back

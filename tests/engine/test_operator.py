@@ -26,6 +26,7 @@ from lash_restate.inspection._paused import callee_of
 from lash_restate.testing import LocalStack, StackError
 from tests.conformance.builders import Scope, close, count, echo, event, next_, ok, open_, save, use
 from tests.engine.cli_main import run_main
+from tests.engine.test_engine import wait_tool_started
 
 PAUSE_FAST = {
     "RESTATE_DEFAULT_NUM_PARTITIONS": "4",
@@ -572,8 +573,9 @@ async def test_a_child_that_missed_its_runner_is_shown_and_run_again_by_groups_r
     real outcome at its rank without a reopen, the side effect once."""
     s = Scope()
     name = f"{s.id}-slow"
-    group = s.group([count(name, "slow", delay_ms=3000), echo("fast")])
+    group = s.group([count(name, "slow", delay_ms=60_000, slow_once=True), echo("fast")])
     [opened] = await stack.turn(open_(group))
+    await wait_tool_started(stack, name)
     try:
         await asyncio.to_thread(stack.restart_endpoint, LASH_DEMO_TOOLS_OFF="count")
         view = await until(lambda: _missed(stack, s.key()))

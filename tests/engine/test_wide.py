@@ -16,7 +16,7 @@ from lash_restate.engine.group._pages import RANK_PAGE
 from lash_restate.inspection import quote
 from tests.conformance.builders import Scope, close, combine, count, echo, event, next_, ok, open_, save, use
 from tests.engine.conftest import Stack
-from tests.engine.test_engine import _handle, _poll, _wait_run_completed, _wait_run_started
+from tests.engine.test_engine import _handle, _poll, _wait_run_completed, wait_tool_started
 
 WIDTH = 2 * PUMP_SLICE + 88  # three slices: the group's own pump and two more
 # Decision 65: six slices, so the group's pump hands runs of two slices to the pumps of slices 1 and 3
@@ -91,9 +91,11 @@ async def test_a_reopen_of_a_wide_group_ranks_a_child_it_ran_again_in_the_groups
     s = Scope()
     width = PUMP_SLICE + 4
     name = f"{s.id}-slow"
-    group = s.group([count(name, "slow", delay_ms=4000), *[echo(i) for i in range(1, width)]])
+    group = s.group(
+        [count(name, "slow", delay_ms=60_000, slow_once=True), *[echo(i) for i in range(1, width)]]
+    )
     [opened] = await restate_stack.turn(open_(group))
-    await _wait_run_started(restate_stack, f"{s.key()}/c0")
+    await wait_tool_started(restate_stack, name)
     restate_stack.restart_endpoint(LASH_DEMO_TOOLS_OFF="count")  # the deployment lost the tool while it ran
     await _wait_run_completed(restate_stack, f"{s.key()}/c0")
     restate_stack.restart_endpoint(LASH_DEMO_TOOLS_OFF="")  # the tool is back

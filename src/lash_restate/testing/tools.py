@@ -59,14 +59,32 @@ def _counter(path: Path | None) -> Tool:
     async def count(args: Any) -> Any:
         """``{"name": X, "value": V, "delay_ms": N}``: after N ms append X to the count file, → V.
 
-        The count file is the side-effect witness: a child that must run once shows up once.
+        The count file is the side-effect witness: a child that must run once shows up once. With
+        ``"slow_once": true`` the first run under X writes ``started:X`` there before it waits, and a
+        later run (the child run again, after the first was cut off) answers without waiting.
         """
-        await asyncio.sleep(int(arg_of(args, "delay_ms", 0)) / 1000)
+        name = str(arg_of(args, "name", ""))
+        if not (arg_of(args, "slow_once", False) and path is not None and await _ran_before(path, name)):
+            await asyncio.sleep(int(arg_of(args, "delay_ms", 0)) / 1000)
         if path is not None:
-            await asyncio.to_thread(append_line, path, str(arg_of(args, "name", "")))
+            await asyncio.to_thread(append_line, path, name)
         return arg_of(args, "value")
 
     return count
+
+
+async def _ran_before(path: Path, name: str) -> bool:
+    """Whether a run under ``name`` started before (``started:name`` in the count file); if not, it
+    has now: the line is written."""
+    started = f"started:{name}"
+
+    def seen_else_mark() -> bool:
+        if path.exists() and started in path.read_text(encoding="utf-8").splitlines():
+            return True
+        append_line(path, started)
+        return False
+
+    return await asyncio.to_thread(seen_else_mark)
 
 
 def _flaky(path: Path | None) -> Tool:

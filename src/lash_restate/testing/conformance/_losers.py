@@ -53,9 +53,15 @@ async def _lose_the_tool_of_a_running_child(
     witness name, the group and the handle the open answered."""
     s = Scope(children)
     name = f"{s.id}-slow"
-    group = s.group([count(name, "slow", delay_ms=4000), s.echo("fast")])
+    # Its first run waits (the restart cuts it off); run again once the tool is back, it answers at once.
+    group = s.group([count(name, "slow", delay_ms=60_000, slow_once=True), s.echo("fast")])
     async with Turn(tier) as t:
         opened = t.open(group).opened
+    async with asyncio.timeout(60):
+        while True:  # its first run has started (a line another process writes: nothing to await)
+            if f"started:{name}" in await tier.counts():
+                break
+            await asyncio.sleep(0.02)
     await tier.restart(without="count")  # the deployment lost the tool while the child ran
     await tier.wait_child_ended(f"{s.key()}/c0")
     return s, name, group, opened.ok

@@ -64,9 +64,14 @@ def call(service: str, handler: str, arg: Any = None, key: str | None = None) ->
     return command
 
 
-def count(name: str, value: Any = None, delay_ms: int = 0) -> dict[str, Any]:
-    """The demo tool ``count``: writes ``name`` to its witness (`Tier.counts`), fulfils with ``value``."""
-    return tool("count", {"name": name, "value": value, "delay_ms": delay_ms})
+def count(name: str, value: Any = None, delay_ms: int = 0, *, slow_once: bool = False) -> dict[str, Any]:
+    """The demo tool ``count``: writes ``name`` to its witness (`Tier.counts`), fulfils with ``value``,
+    after ``delay_ms``. With ``slow_once`` only its first run under ``name`` waits, and that run
+    writes ``started:name`` to the witness first."""
+    args: dict[str, Any] = {"name": name, "value": value, "delay_ms": delay_ms}
+    if slow_once:
+        args["slow_once"] = True
+    return tool("count", args)
 
 
 def fail(message: str, code: str | None = None) -> dict[str, Any]:
