@@ -552,11 +552,13 @@ async def test_a_savers_watch_ends_when_it_closes_the_group(stack: LocalStack) -
         rows = await asyncio.to_thread(sql, stack.server.admin_url, holds)
         return bool(rows) and all(r["status"] == "completed" for r in rows)
 
-    steps = [open_(group), next_(), save(), close("cancel"), open_(blocker), next_(cancel_after_ms=10_000)]
+    steps = [open_(group), next_(), save(), close("cancel"), open_(blocker), next_(cancel_after_ms=600_000)]
     caller = turn_in_background(stack, s, *steps)
     await until(ended)
     assert not caller.done()  # the close ended the watch, not the caller's end
-    assert (await caller).status_code == 200
+    await stack.emit(s.event("never"), "now")  # the caller may end now
+    answer = await caller
+    assert answer.status_code == 200 and answer.json()[-1]["ok"]["outcome"]["value"] == "now", answer.text
 
 
 async def _missed(stack: LocalStack, key: str) -> GroupView | None:
