@@ -4,8 +4,8 @@
 PY ?= python3
 VENV := .venv
 # `make test` runs the suite on this many pytest-xdist workers; most of a test's time is spent waiting
-# on a real restate-server, so two workers on two cores halve the wall time.
-TEST_WORKERS ?= 2
+# on a real restate-server, so three workers on two cores keep both busy (docs/test-suite.md).
+TEST_WORKERS ?= 3
 BIN := $(VENV)/bin
 
 .PHONY: setup dev test lint bench mutation mutation-engine soak clean

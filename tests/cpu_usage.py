@@ -13,6 +13,8 @@ import os
 import time
 from pathlib import Path
 
+import pytest
+
 _TICKS = os.sysconf("SC_CLK_TCK")
 _started: dict[str, tuple[float, float]] = {}
 
@@ -44,11 +46,22 @@ def _tree_cpu() -> float:
     return total / _TICKS
 
 
+_controller = False  # pytest-xdist's controller hears every worker's test start and end: not counted there
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    global _controller
+    _controller = bool(config.getoption("numprocesses", None)) and "PYTEST_XDIST_WORKER" not in os.environ
+
+
 def pytest_runtest_logstart(nodeid: str, location: tuple[str, int | None, str]) -> None:
-    _started[nodeid] = (_tree_cpu(), time.monotonic())
+    if not _controller:
+        _started[nodeid] = (_tree_cpu(), time.monotonic())
 
 
 def pytest_runtest_logfinish(nodeid: str, location: tuple[str, int | None, str]) -> None:
+    if _controller:
+        return
     cpu, wall = _started.pop(nodeid)
     line = f"{_tree_cpu() - cpu:.2f}\t{time.monotonic() - wall:.2f}\t{nodeid}\n"
     with Path(os.environ.get("LASH_CPU_USAGE", "cpu-usage.tsv")).open("a") as out:
