@@ -56,7 +56,10 @@ async def _lose_the_tool_of_a_running_child(
     # Its first run waits (the restart cuts it off); run again once the tool is back, it answers at once.
     group = s.group([count(name, "slow", delay_ms=60_000, slow_once=True), s.echo("fast")])
     async with Turn(tier) as t:
-        opened = t.open(group).opened
+        g = t.open(group)
+        opened, fast = g.opened, g.next()
+    # The fast child ranked first before anything is lost: the slow one, run again, answers at once.
+    assert fast.ok.position == 1
     async with asyncio.timeout(60):
         while True:  # its first run has started (a line another process writes: nothing to await)
             if f"started:{name}" in await tier.counts():
