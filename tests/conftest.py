@@ -24,6 +24,13 @@ from .mutation import hits
 # groups, pumped call groups) every scenario runs on every rank layout;
 # "restate-v7" turns on the server's newest service protocol (server-side combinator evaluation).
 TIERS = ["memory", "restate", "restate-replay", "restate-batched", "restate-v7"]
+# Each Restate tier's session stack, by tier.
+TIER_STACKS = {
+    "restate": "restate_stack",
+    "restate-replay": "restate_replay_stack",
+    "restate-batched": "restate_batched_stack",
+    "restate-v7": "restate_v7_stack",
+}
 
 
 # What starts a real restate-server. A test that reaches one of these, through a fixture or a call
@@ -68,6 +75,21 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             on_restate = any(_starts_a_server(fn, seen) for fn in (item.function, *fixtures))
         if on_restate:
             item.add_marker(pytest.mark.restate)
+        stack = _session_stack(item)
+        if stack is not None:
+            # One worker runs every test of a session stack, so the stack starts once per run, not
+            # once per worker: an idle server costs about 3% of a core (docs/test-suite.md).
+            item.add_marker(pytest.mark.xdist_group(stack))
+
+
+def _session_stack(item: pytest.Item) -> str | None:
+    """The session stack ``item`` runs on, if it runs on one of the tiers'."""
+    params = getattr(item, "callspec", None)
+    tier = str(params.params.get("tier", "")) if params is not None else ""
+    if tier in TIER_STACKS:
+        return TIER_STACKS[tier]
+    used = [name for name in getattr(item, "fixturenames", ()) if name in TIER_STACKS.values()]
+    return used[0] if len(used) == 1 else None
 
 
 @pytest.hookimpl(trylast=True, specname="pytest_collection_modifyitems")  # after pytest-xdist's (below)
@@ -157,10 +179,4 @@ def tier(request: pytest.FixtureRequest) -> Iterator[Tier]:
         # asyncio.run cancels the host's leftover child tasks when each test's loop ends.
         yield MemoryTier(request.getfixturevalue("tmp_path") / "counts.txt")
         return
-    fixture = {
-        "restate": "restate_stack",
-        "restate-replay": "restate_replay_stack",
-        "restate-batched": "restate_batched_stack",
-        "restate-v7": "restate_v7_stack",
-    }[request.param]
-    yield RestateTier(request.param, request.getfixturevalue(fixture))
+    yield RestateTier(request.param, request.getfixturevalue(TIER_STACKS[request.param]))
