@@ -195,7 +195,10 @@ async def _child_ended_or_retried(stack: LocalStack, replay_key: str, handler: s
         stack,
         "SELECT status, completion_failure, retry_count FROM sys_invocation WHERE target_service_name = "
         f"'LashChild' AND target_handler_name = '{handler}' AND target_service_key = {quote(replay_key)}",
-        lambda rows: bool(rows) and (rows[0]["status"] == "completed" or (rows[0]["retry_count"] or 0) >= 3),
+        # A row read before the first attempt has no `retry_count` yet (the admin API leaves nulls out).
+        lambda rows: (
+            bool(rows) and (rows[0]["status"] == "completed" or (rows[0].get("retry_count") or 0) >= 3)
+        ),
     )
     return row
 
