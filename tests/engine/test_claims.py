@@ -361,8 +361,9 @@ async def test_close_cancel_does_not_await_the_losers_termination(stack: Stack) 
     assert ok(won)["position"] == 0
     [running] = await _poll(stack, _runs(loser), lambda rows: bool(rows) and rows[0]["status"] == "running")
     # Nothing of the group may be queued behind the frozen endpoint but the loser itself (and the
-    # group's watch of it, which waits on nothing the close needs: the close cancels it).
-    others = lambda rows: [r for r in rows if r["handler"] != "watch_runs"] == []  # noqa: E731
+    # group's watch of it and guard of its caller's wakes, which wait on nothing the close needs: the
+    # close cancels them).
+    others = lambda rows: [r for r in rows if r["handler"] not in ("watch_runs", "guard")] == []  # noqa: E731
     await _poll(stack, _unfinished(s.key(), [f"{s.key()}/c0"]), others)
     second = stack.add_endpoint("endpoint-b")
     second.start()

@@ -15,7 +15,7 @@ import os
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import msgspec
 import pytest
@@ -192,10 +192,12 @@ async def test_killing_a_groups_own_watches_with_restates_cli_changes_no_answer(
 
 @pytest.fixture
 def reclaiming(tmp_path: Path) -> Iterator[LocalStack]:
-    """A stack whose endpoint reclaims a group nobody can resume two seconds after it was orphaned."""
+    """A stack whose endpoint reclaims a group nobody can resume two seconds after it was orphaned,
+    and looks every second for a waiting caller's group whose record is gone."""
     # Verbose: the groups' events, logged. Every pumped group paged, so the reclaim's count of ranks
     # is read from the pages too.
-    env = {"LASH_ORPHAN_RETENTION": "2s", "LASH_VERBOSE": "1", "LASH_PAGE_FROM": "1"}
+    env = {"LASH_ORPHAN_RETENTION": "2s", "LASH_WAITER_CHECK": "1s", "LASH_VERBOSE": "1"}
+    env["LASH_PAGE_FROM"] = "1"
     with LocalStack.single(tmp_path / "stack", endpoint_env=env).start() as s:
         yield s
 
@@ -254,6 +256,52 @@ async def test_a_group_whose_opener_was_killed_or_cancelled_is_reclaimed_and_a_s
         still = await listed(stack, scope.key(), "orphaned")
         assert still is not None and still.reclaim_at is None
     assert await listed(stack, parked.key(), "parked")
+
+
+@pytest.mark.parametrize(
+    ("kind", "resumed"),
+    [("tools", False), ("calls", False), ("tools", True)],
+    ids=["direct", "pumped-paged", "resumed"],
+)
+async def test_clearing_a_groups_state_with_restates_cli_ends_its_waiting_caller_with_a_typed_error(
+    reclaiming: LocalStack, tmp_path: Path, kind: Literal["tools", "calls"], resumed: bool
+) -> None:
+    """`restate state clear LashGroup/KEY` under a caller waiting on a rank deletes the group's record
+    outside lash, the caller's registered wake among it (registered by the open, or by a resumer's
+    read). The caller ends, typed (`group_not_open`, naming the group), as a close under it would end
+    it: never a hang, never another group's rank. The child that settles later finds nothing to rank
+    into, and nothing of the group is left."""
+    stack = reclaiming
+    s = Scope()
+    group = s.group([echo("a", kind=kind), event(s.event("later"))])
+    if resumed:  # its opener read rank 1 and saved its handle; a continuation waits on rank 2
+        [_, first, saved] = await stack.turn(open_(group), next_(), save())
+        caller = turn_in_background(stack, s, use(ok(saved)), next_(), close())
+    else:
+        caller = turn_in_background(stack, s, open_(group), next_(), next_(), close())
+    # Each `next` asks the group first; once the second has had its answer, the caller awaits the wake
+    # for rank 2 that the open registered, with nothing left to send.
+    asked = _invocation("LashGroup", f"target_service_key = {quote(s.key())}", "wait")
+    await _poll(stack, asked, lambda rows: [r["status"] for r in rows] == ["completed"] * 2)
+    # And once its guard has looked at them and found them waiting (so it looks again).
+    guards = _invocation("LashGroup", f"target_service_key = {quote(s.key())}", "guard")
+    await _poll(stack, guards, lambda rows: "completed" in [r["status"] for r in rows])
+    cleared = await asyncio.to_thread(restate, stack, tmp_path, "state", "clear", f"LashGroup/{s.key()}")
+    assert cleared.returncode == 0, cleared.stderr
+    async with asyncio.timeout(60):
+        answered = await caller
+    assert answered.status_code == 200, answered.text
+    if resumed:
+        [_, waited, closed] = answered.json()
+    else:
+        [_, first, waited, closed] = answered.json()
+    assert ok(first)["outcome"] == {"type": "ok", "value": "a"}
+    assert waited["error"]["code"] == "group_not_open", waited
+    assert "deleted while awaiting" in waited["error"]["message"], waited  # its wake ended, not a read
+    assert s.key() in json.dumps(waited["error"]), waited
+    assert "error" not in closed  # a close of a group that is not recorded is a no-op
+    await stack.emit(s.event("later"), "late")  # the child settles into nothing
+    await until(functools.partial(_nothing_left, stack, s.key()))
 
 
 def _operator(stack: LocalStack, tmp: Path, action: str, invocation: str) -> None:

@@ -41,6 +41,7 @@ from lash_restate.engine.wire._messages import (
     ChildrenFailed,
     ChildRun,
     CloseRequest,
+    Guard,
     MissedChildren,
     OpenReply,
     OpenRequest,
@@ -245,6 +246,8 @@ def _samples() -> list[Sample]:
     add("state.group.savers.two", ["inv_1abc", "inv_1def"], _json(list[str]))
     add("state.group.reclaim_at.ms", 1_796_000_000_000, _json(int))
     add("msg.group.reclaim.due", Reclaim(incarnation=INCARNATION, at=1_796_000_000_000), _json(Reclaim))
+    guard = Guard(incarnation=INCARNATION, waiters=["sign_1wake2", "sign_1wake3"], after_ms=600_000)
+    add("msg.group.guard.two", guard, _json(Guard))
     close = OperatorClose(incarnation=INCARNATION, openers=2, cancel=True)
     add("msg.group.operator_close.cancel", close, _json(OperatorClose))
     add(

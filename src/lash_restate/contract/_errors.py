@@ -363,6 +363,12 @@ class GroupNotOpen(LashError):
         """A close retired the group while this caller was waiting on it."""
         return cls("the group was closed while awaiting", group_key=group_key)
 
+    @classmethod
+    def record_gone(cls, *, group_key: str) -> Self:
+        """The group's record was deleted outside lash (its state cleared) while this caller waited."""
+        message = "the group's record was deleted while awaiting (its state was cleared)"
+        return cls(message, group_key=group_key)
+
 
 class DispositionWidening(LashError):
     """Close asked for RunToCompletion on a group declared Cancel; close may only narrow."""

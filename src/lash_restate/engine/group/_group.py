@@ -11,8 +11,8 @@ before recorded (direct or pumped) goes on as it did.
 
 This module binds each handler, in one place; what each does is a function of the module for its
 job: `_group_open` (open, open in parts), `_group_rank` (report, settle, wait), `_group_close`
-(close, the operator's close), `_group_watch` (openers, savers, runs, reclaim) and
-`_group_dispatch` (what missed its runner, and a reopen's re-dispatch).
+(close, the operator's close), `_group_watch` (openers, savers, runs, reclaim), `_group_guard`
+(waiting callers' wakes) and `_group_dispatch` (what missed its runner, and a reopen's re-dispatch).
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from ..wire._errors import HANDLER_RETRY, client_errors, terminal_errors
 from ..wire._messages import (
     CallerEnded,
     CloseRequest,
+    Guard,
     MissedChildren,
     OpenRequest,
     OpenRequestSerde,
@@ -47,6 +48,7 @@ from ..wire._routes import (
     GROUP,
     GROUP_CALLER_ENDED,
     GROUP_CLOSE,
+    GROUP_GUARD,
     GROUP_HELD,
     GROUP_HOLD,
     GROUP_MISSED,
@@ -68,6 +70,7 @@ from ..wire._routes import (
 from ._group_close import on_close, on_operator_close
 from ._group_common import GroupSettings
 from ._group_dispatch import on_missed, on_operator_redispatch
+from ._group_guard import WAITER_CHECK, on_guard
 from ._group_open import on_open, on_open_parts
 from ._group_rank import on_report, on_settle, on_wait
 from ._group_watch import (
@@ -83,7 +86,7 @@ from ._group_watch import (
 )
 from ._pages import PAGE_FROM
 
-__all__ = ["ORPHAN_RETENTION", "GroupSettings", "group_object"]
+__all__ = ["ORPHAN_RETENTION", "WAITER_CHECK", "GroupSettings", "group_object"]
 
 
 def group_object(
@@ -92,16 +95,18 @@ def group_object(
     *,
     page_from: int = PAGE_FROM,
     orphan_retention: timedelta = ORPHAN_RETENTION,
+    waiter_check: timedelta = WAITER_CHECK,
     metadata: dict[str, str] | None = None,
 ) -> restate.VirtualObject:
     """`LashGroup`; a group of ``batch_from`` children or more settles through a pump (decision 20),
     and a pumped group of ``page_from`` children or more keeps its ranks in pages (decision 65). A
-    group nobody can resume is closed ``orphan_retention`` after it was orphaned (decision 78).
+    group nobody can resume is closed ``orphan_retention`` after it was orphaned (decision 78); a
+    caller's registered wakes are looked at every ``waiter_check`` while it waits (decision 83).
 
     A first open is routed here, where the children run, with ``routing`` (decision 37).
     """
     group = restate.VirtualObject(named(GROUP), invocation_retry_policy=HANDLER_RETRY, metadata=metadata)
-    settings = GroupSettings(batch_from, routing, page_from, orphan_retention)
+    settings = GroupSettings(batch_from, routing, page_from, orphan_retention, waiter_check)
 
     # Reads children in either format (decision 46); this release writes format 1.
     @group.handler(name=GROUP_OPEN.handler, ingress_private=True, input_serde=OpenRequestSerde())
@@ -112,7 +117,7 @@ def group_object(
     @group.handler(name=GROUP_OPEN_PARTS.handler, ingress_private=True, state_preload=False)
     @described_by(on_open_parts)
     async def open_parts(ctx: restate.ObjectContext, req: PartedOpen) -> None:
-        await on_open_parts(ctx, req)
+        await on_open_parts(ctx, req, settings)
 
     @group.handler(name=GROUP_REPORT.handler, ingress_private=True, state_preload=False)
     @terminal_errors
@@ -130,7 +135,7 @@ def group_object(
     @terminal_errors
     @described_by(on_wait)
     async def wait(ctx: restate.ObjectContext, req: WaitRequest) -> WaitReply:
-        return await on_wait(ctx, req)
+        return await on_wait(ctx, req, settings)
 
     @group.handler(name=GROUP_CLOSE.handler, ingress_private=True, state_preload=False)
     @terminal_errors
@@ -197,6 +202,11 @@ def group_object(
     async def run_ended(ctx: restate.ObjectContext, ended: RunEnded) -> None:
         await on_run_ended(ctx, ended)
 
+    @group.handler(name=GROUP_GUARD.handler, ingress_private=True, state_preload=False)
+    @described_by(on_guard)
+    async def guard(ctx: restate.ObjectContext, req: Guard) -> None:
+        await on_guard(ctx, req)
+
     del open, open_parts, report, settle, wait, close, operator_close, watch, caller_ended, hold, held
-    del missed, operator_redispatch, watch_runs, run_ended, reclaim, saved
+    del missed, operator_redispatch, watch_runs, run_ended, reclaim, saved, guard
     return group

@@ -40,12 +40,14 @@ WATCHES = "watches"
 @dataclass(frozen=True)
 class GroupSettings:
     """What an endpoint sets for its groups: where a group is pumped (decision 20) and paged
-    (decision 65), how its children are routed (decision 37), how long an orphan is kept (decision 78)."""
+    (decision 65), how its children are routed (decision 37), how long an orphan is kept (decision 78),
+    how often a waiting caller's group is looked at for a record deleted under it (decision 83)."""
 
     batch_from: int
     routing: Routing
     page_from: int
     orphan_retention: timedelta
+    waiter_check: timedelta
 
 
 async def keep_watch(ctx: restate.ObjectContext, handle: restate.SendHandle) -> None:

@@ -28,6 +28,7 @@ from ..wire._records import META, RECLAIM_AT, SAVES, SHAPE, STRINGS, GroupMeta, 
 from ..wire._routes import GROUP_WATCH, PUMP_RUN_PARTS, pump_key
 from ._group_common import OPENED, GroupSettings, release_staged
 from ._group_dispatch import note_redispatched, redispatch, unsettled_in
+from ._group_guard import guard_waiters
 from ._group_watch import is_new_opener, openers_to_watch, watch_after
 from ._mode import INVOCATIONS, PUMP_SLICE, Dispatched, mode_for, redispatch_staged, slice_key
 from ._pages import Ranked, paged, write_keys
@@ -77,9 +78,11 @@ async def on_open(ctx: restate.ObjectContext, req: OpenRequest, settings: GroupS
     await watch_after(ctx, meta, watched, openers_to_watch(meta, req.caller))
     if not children and is_new_opener(meta, req.caller):
         ctx.clear(RECLAIM_AT)  # reopened: someone holds it again, so it is not due (decision 78)
+    if children:  # the opener's wakes, registered with the record (decision 83)
+        await guard_waiters(ctx, meta, meta.waiters, settings)
 
 
-async def on_open_parts(ctx: restate.ObjectContext, req: PartedOpen) -> None:
+async def on_open_parts(ctx: restate.ObjectContext, req: PartedOpen, settings: GroupSettings) -> None:
     """`open` for a group too large for one message (decision 65): its opener staged the children,
     one part per slice, with the pumps keyed by ``req.stage``, each of which routed its part.
 
@@ -136,6 +139,8 @@ async def on_open_parts(ctx: restate.ObjectContext, req: PartedOpen) -> None:
     await watch_after(ctx, meta, watched, openers_to_watch(meta, req.caller))  # last (decisions 74, 78)
     if not first and is_new_opener(meta, req.caller):
         ctx.clear(RECLAIM_AT)  # reopened: someone holds it again, so it is not due (decision 78)
+    if first:  # the opener's wakes, registered with the record (decision 83)
+        await guard_waiters(ctx, meta, meta.waiters, settings)
 
 
 async def record_group(

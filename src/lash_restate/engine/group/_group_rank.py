@@ -12,7 +12,8 @@ from ... import logs
 from ..wire._incarnation import PAGED
 from ..wire._messages import PumpReport, Ref, ReportReply, SettleBatch, WaitReply, WaitRequest
 from ..wire._records import LINK, META, PUMP_LINK, SHAPE, GroupMeta, PumpLink, Waiter
-from ._group_common import REPLY, open_meta
+from ._group_common import REPLY, GroupSettings, open_meta
+from ._group_guard import guard_waiters
 from ._mode import mode_for
 from ._pages import Ranked, check_position, paged, read_ranked
 
@@ -64,7 +65,7 @@ async def on_settle(ctx: restate.ObjectContext, batch: SettleBatch) -> None:
     await rank_refs(ctx, meta, batch.refs)
 
 
-async def on_wait(ctx: restate.ObjectContext, req: WaitRequest) -> WaitReply:
+async def on_wait(ctx: restate.ObjectContext, req: WaitRequest, settings: GroupSettings) -> WaitReply:
     meta = await open_meta(ctx, req.child_count)
     if paged(meta):
         # Decision 65: the counter, at most two rank pages and a few slices' keys; never the fence.
@@ -79,8 +80,9 @@ async def on_wait(ctx: restate.ObjectContext, req: WaitRequest) -> WaitReply:
         served = meta.positions(req.consumed, WAIT_REFS)
         refs = [Ref(position=p, replay_key=fence.replay_keys[p]) for p in served]
         return WaitReply(refs=refs, mode=meta.mode, incarnation=meta.incarnation)
-    waiters = [*meta.waiters, *meta.waiting(req.consumed, req.wakes)]
-    ctx.set("meta", msgspec.structs.replace(meta, waiters=waiters), serde=META)
+    registered = meta.waiting(req.consumed, req.wakes)
+    ctx.set("meta", msgspec.structs.replace(meta, waiters=[*meta.waiters, *registered]), serde=META)
+    await guard_waiters(ctx, meta, registered, settings)  # decision 83
     return WaitReply(refs=[], mode=meta.mode, incarnation=meta.incarnation)
 
 

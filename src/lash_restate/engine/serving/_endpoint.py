@@ -22,7 +22,7 @@ from ...contract import GroupExecutors, LashError, RuntimeErrorCode
 from ..child._child import DEFAULT_TOOL_ATTEMPTS, child_object
 from ..child._routing import Routing
 from ..child._signal import signal_object
-from ..group._group import ORPHAN_RETENTION, group_object
+from ..group._group import ORPHAN_RETENTION, WAITER_CHECK, group_object
 from ..group._pages import PAGE_FROM
 from ..pump._pump import pump_object
 from ..wire._routes import CHILD, GROUP, PUMP, SIGNAL, named, use_prefix, wire_groups
@@ -52,21 +52,22 @@ BATCH_FROM = 3
 PAGE_FROM_ENV = "LASH_PAGE_FROM"
 # How long a group nobody can resume is kept before it is reclaimed (decision 78).
 ORPHAN_RETENTION_ENV = "LASH_ORPHAN_RETENTION"
+# How often a waiting caller's group is looked at for a record deleted under it (decision 83).
+WAITER_CHECK_ENV = "LASH_WAITER_CHECK"
 
 Bindable = restate.Service | restate.VirtualObject | restate.Workflow
 
 
-def _orphan_retention(value: str | None) -> timedelta:
-    """``$LASH_ORPHAN_RETENTION`` (decision 78): seconds, or a number with ``s``, ``m``, ``h`` or ``d``
-    (``36h``, as Restate's own retention settings read); a day when it is not set."""
+def _duration(name: str, value: str | None, default: timedelta) -> timedelta:
+    """``$name``: seconds, or a number with ``s``, ``m``, ``h`` or ``d`` (``36h``, as Restate's own
+    retention settings read); ``default`` when it is not set."""
     if not value:
-        return ORPHAN_RETENTION
+        return default
     found = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*", value)
     seconds = float(found[1]) * _UNIT_S[found[2]] if found else 0.0
     if not seconds > 0:
         raise DeploymentError(
-            f"{ORPHAN_RETENTION_ENV} must be a duration above 0 (seconds, or like 90s, 30m, 36h, 7d), "
-            f"not {value!r}"
+            f"{name} must be a duration above 0 (seconds, or like 90s, 30m, 36h, 7d), not {value!r}"
         )
     return timedelta(seconds=seconds)
 
@@ -152,9 +153,18 @@ def lash_services(
     metadata = {APP_METADATA: check_app_name(name)} if name is not None else None
     routing = Routing(resolver, calls if calls is not None else CallTargets())
     page_from = int(os.environ.get(PAGE_FROM_ENV) or PAGE_FROM)
-    retention = _orphan_retention(os.environ.get(ORPHAN_RETENTION_ENV))
+    retention = _duration(ORPHAN_RETENTION_ENV, os.environ.get(ORPHAN_RETENTION_ENV), ORPHAN_RETENTION)
+    check = _duration(WAITER_CHECK_ENV, os.environ.get(WAITER_CHECK_ENV), WAITER_CHECK)
+    group = group_object(
+        batch_from,
+        routing,
+        page_from=page_from,
+        orphan_retention=retention,
+        waiter_check=check,
+        metadata=metadata,
+    )
     services: list[Bindable] = [
-        group_object(batch_from, routing, page_from=page_from, orphan_retention=retention, metadata=metadata),
+        group,
         child_object(routing, tool_attempts=tool_attempts, metadata=metadata),
         pump_object(routing, metadata=metadata),
         signal_object(metadata=metadata),

@@ -170,6 +170,11 @@ FORMATS: Final[tuple[Format, ...]] = (
         since="unreleased",
     ),
     Format(
+        "msg.group.guard",
+        "{prefix}Group/guard input: Guard (wakes to end if the group's record is gone under them)",
+        since="unreleased",
+    ),
+    Format(
         "msg.group.run_ended",
         "{prefix}Group/run_ended input: RunEnded (a dispatched run ended in failure)",
         since="unreleased",

@@ -26,6 +26,7 @@ __all__ = [
     "ChildRun",
     "ChildrenFailed",
     "CloseRequest",
+    "Guard",
     "MissedChildren",
     "OpenReply",
     "OpenRequest",
@@ -163,6 +164,15 @@ class RunEnded(msgspec.Struct, **RECORD_OPTIONS):
     positions: list[int] | None
     message: str
     code: str
+
+
+class Guard(msgspec.Struct, **RECORD_OPTIONS):
+    """What `LashGroup/guard` receives ``after_ms`` after it was sent: the wakes ``waiters`` (awakeable
+    ids) registered with the group, ended as a close ends them if the group's record is gone."""
+
+    incarnation: str
+    waiters: list[str]
+    after_ms: int
 
 
 class Reclaim(msgspec.Struct, **RECORD_OPTIONS):

@@ -24,6 +24,7 @@ from ._messages import (
     ChildrenFailed,
     ChildRun,
     CloseRequest,
+    Guard,
     MissedChildren,
     OpenRequest,
     OperatorClose,
@@ -57,6 +58,7 @@ __all__ = [
     "GROUP",
     "GROUP_CALLER_ENDED",
     "GROUP_CLOSE",
+    "GROUP_GUARD",
     "GROUP_HELD",
     "GROUP_HOLD",
     "GROUP_MISSED",
@@ -274,6 +276,8 @@ GROUP_WATCH_RUNS: Route[RunsWatch, None] = Route(GROUP, "watch_runs", RunsWatch,
 GROUP_RUN_ENDED: Route[RunEnded, None] = Route(GROUP, "run_ended", RunEnded, type(None))
 # A group nobody can resume is closed a retention after it was orphaned (decision 78).
 GROUP_RECLAIM: Route[Reclaim, None] = Route(GROUP, "reclaim", Reclaim, type(None))
+# A caller's wakes live in the group's record: deleted outside lash, they are ended as a close ends them.
+GROUP_GUARD: Route[Guard, None] = Route(GROUP, "guard", Guard, type(None))
 
 CHILD_RUN: Route[ChildRun, None] = Route(CHILD, "run", ChildRun, type(None))
 CHILD_EXECUTE: Route[RuntimeEffectEnvelope, bytes] = Route(CHILD, "execute", RuntimeEffectEnvelope, bytes)
@@ -320,6 +324,7 @@ ROUTES: tuple[Route[Any, Any], ...] = (
     GROUP_WATCH_RUNS,
     GROUP_RUN_ENDED,
     GROUP_RECLAIM,
+    GROUP_GUARD,
     CHILD_RUN,
     CHILD_EXECUTE,
     CHILD_OUTCOME,
