@@ -14,6 +14,7 @@ a pin the baseline cannot run with would need ``pip install`` of the archived tr
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import subprocess
@@ -67,8 +68,18 @@ def _git(*args: str) -> subprocess.CompletedProcess[bytes]:
 
 
 def materialise(commit: str, cache: Path | None = None) -> Baseline:
-    """The release at ``commit`` with its own interpreter, built once into ``cache`` and reused."""
+    """The release at ``commit`` with its own interpreter, built once into ``cache`` and reused.
+
+    Processes that ask at once (pytest-xdist workers) take turns on a lock file beside it: the
+    first builds, the others find it complete (a build moves the directory it replaces away)."""
     root = (cache or REPO / ".lash") / f"baseline-{commit}"
+    root.parent.mkdir(parents=True, exist_ok=True)
+    with (root.parent / f"baseline-{commit}.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        return _materialise(commit, root)
+
+
+def _materialise(commit: str, root: Path) -> Baseline:
     baseline = Baseline(commit, root)
     here = sysconfig.get_path("purelib")  # this environment's packages, which the baseline runs on
     marker = f"{commit}\n{here}\n"
@@ -80,7 +91,6 @@ def materialise(commit: str, cache: Path | None = None) -> Baseline:
             f"baseline commit {commit} is not in this clone's history ({REPO}): the upgrade test needs "
             "the full history (a shallow clone lacks it: `git fetch --unshallow`)"
         )
-    root.parent.mkdir(parents=True, exist_ok=True)
     building = Path(tempfile.mkdtemp(prefix=f".baseline-{commit}-", dir=root.parent))
     try:
         tree = building / "src-tree"

@@ -43,10 +43,11 @@ from tests.conformance.builders import Scope, combine, event, fail, next_, ok, o
 from tests.engine.baseline import REPO, Baseline, BaselineError, materialise
 from tests.engine.upgrade_tools import RESOLVER
 
-# One worker builds the baseline and runs every upgrade test (pytest-xdist, `make test`).
-# A hang guard only: every wait in these tests fails on its own once nothing progresses (`Progress`),
-# and a healthy upgrade on a busy machine takes longer than the suite's default guard of 120 s.
-pytestmark = [pytest.mark.restate, pytest.mark.xdist_group("upgrade"), pytest.mark.timeout(900)]
+# Each pytest-xdist worker that runs one of these tests asks for the baseline; the first builds it
+# (`materialise` takes a lock). A hang guard only: every wait in these tests fails on its own once
+# nothing progresses (`Progress`), and a healthy upgrade on a busy machine takes longer than the
+# suite's default guard of 120 s.
+pytestmark = [pytest.mark.restate, pytest.mark.timeout(900)]
 
 PARKED_S = 3600  # a turn's own HTTP deadline: none to speak of; `Progress` tells a stuck wait (see there)
 # How long a wait may see nothing at all progress before it is called stuck: longer than any quiet
