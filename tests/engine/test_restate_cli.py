@@ -118,6 +118,36 @@ async def test_restart_as_new_of_a_finished_caller_runs_it_again_with_a_group_of
     assert stack.counts().count(name) == 2  # the restarted caller's group ran its children again
 
 
+async def test_a_parked_group_resumes_on_a_new_deployment_after_restates_cli_removed_the_old_one(
+    stack: LocalStack, tmp_path: Path
+) -> None:
+    """`restate deployments remove` of the deployment a parked group's children ran on (drained: its
+    invocations have ended), a new deployment registered, the old endpoint gone: a continuation holding
+    the saved handle resumes the group on the new one, reads the rank it had not read, and closes;
+    nothing of the group is left."""
+    s = Scope()
+    group = s.group([echo("a"), echo("b", kind="calls")])  # a pumped group: a call child
+    [_, first, saved] = await stack.turn(open_(group), next_(), save())
+    assert ok(first)["outcome"]["type"] == "ok"
+    [old] = await asyncio.to_thread(sql, stack.server.admin_url, "SELECT id FROM sys_deployment")
+    second = stack.add_endpoint("endpoint-b")
+    second.start()
+    stack.register(second)
+    pinned = (
+        "SELECT id FROM sys_invocation WHERE status != 'completed' "
+        f"AND pinned_deployment_id = {quote(old['id'])}"
+    )
+    await _poll(stack, pinned, lambda rows: rows == [])  # drained: what ran there has ended
+    removed = await asyncio.to_thread(restate, stack, tmp_path, "deployments", "remove", old["id"])
+    assert removed.returncode == 0, removed.stderr
+    stack.endpoint.kill()
+    [_, second_rank, closed] = await stack.turn(use(ok(saved)), next_(), close())
+    assert {ok(first)["outcome"]["value"], ok(second_rank)["outcome"]["value"]} == {"a", "b"}
+    assert ok(second_rank)["rank"] == 2
+    assert "error" not in closed
+    await until(functools.partial(_nothing_left, stack, s.key()))
+
+
 KILLED = {"type": "err", "code": "409", "message": "killed"}  # what a killed callee answers its caller
 
 
