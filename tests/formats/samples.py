@@ -248,6 +248,8 @@ def _samples() -> list[Sample]:
     add("msg.group.reclaim.due", Reclaim(incarnation=INCARNATION, at=1_796_000_000_000), _json(Reclaim))
     guard = Guard(incarnation=INCARNATION, waiters=["sign_1wake2", "sign_1wake3"], after_ms=600_000)
     add("msg.group.guard.two", guard, _json(Guard))
+    guarded = {"inv_1g0": ["sign_1wake2", "sign_1wake3"]}
+    add("state.group.guarded.one", guarded, _json(dict[str, list[str]]))
     close = OperatorClose(incarnation=INCARNATION, openers=2, cancel=True)
     add("msg.group.operator_close.cancel", close, _json(OperatorClose))
     add(

@@ -6,6 +6,7 @@ carries their ids: if the record is gone, they are ended as a close ends them.""
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
 
 import restate
 
@@ -13,9 +14,9 @@ from ... import logs
 from ...contract import GroupNotOpen
 from ..wire._errors import NOT_FOUND
 from ..wire._messages import Guard
-from ..wire._records import META, STRINGS, GroupMeta, Waiter
+from ..wire._records import GUARDED, GUARDS, META, STRINGS, GroupMeta
 from ..wire._routes import GROUP_GUARD
-from ._group_common import WATCHES, GroupSettings, keep_watch
+from ._group_common import WATCHES, GroupSettings
 
 __all__ = ["LOOK_AT_MOST_EVERY", "WAITER_CHECK", "guard_waiters", "on_guard"]
 
@@ -29,17 +30,27 @@ LOOK_AT_MOST_EVERY = timedelta(days=1)
 
 
 async def guard_waiters(
-    ctx: restate.ObjectContext, meta: GroupMeta, waiters: list[Waiter], settings: GroupSettings
+    ctx: restate.ObjectContext, meta: GroupMeta, wakes: list[str], settings: GroupSettings
 ) -> None:
-    """Have `guard` look at ``waiters``, just registered, a check interval from now; kept with the
-    watches, so a close (which ends its waiters itself) cancels it. Last in its handler: what an
-    earlier release journaled there is a prefix of what this one does (decision 48)."""
-    if waiters:
-        delay = settings.waiter_check
-        guard = Guard(
-            incarnation=meta.incarnation, waiters=[w.awakeable for w in waiters], after_ms=_ms(delay)
-        )
-        await keep_watch(ctx, GROUP_GUARD.send(ctx, ctx.key(), guard, delay=delay))
+    """Have `guard` look at ``wakes``, just registered with ``meta``, a check interval from now; kept
+    with the watches, so a close (which ends its waiters itself) cancels it. Last in its handler: what
+    an earlier release journaled there is a prefix of what this one does (decision 48).
+
+    A caller registers its next wakes once it has read every rank its earlier ones were for, so the
+    guards of a group read quickly would pile up until their first look: each registration cancels
+    the pending guards none of whose wakes is still registered, and a group keeps a few at most.
+    """
+    if not wakes:
+        return
+    delay = settings.waiter_check
+    guard = Guard(incarnation=meta.incarnation, waiters=wakes, after_ms=_ms(delay))
+    handle = GROUP_GUARD.send(ctx, ctx.key(), guard, delay=delay)
+    guarded, watches = await _pending(ctx)
+    registered = {waiter.awakeable for waiter in meta.waiters}
+    moot = {invocation for invocation, carried in guarded.items() if registered.isdisjoint(carried)}
+    for invocation in sorted(moot):
+        ctx.cancel_invocation(invocation)
+    await _keep(ctx, guarded, watches, moot, handle, wakes)
 
 
 async def on_guard(ctx: restate.ObjectContext, guard: Guard) -> None:
@@ -55,12 +66,44 @@ async def on_guard(ctx: restate.ObjectContext, guard: Guard) -> None:
         return  # nothing written: the record stays gone
     registered = {waiter.awakeable for waiter in meta.waiters}
     waiting = [awakeable for awakeable in guard.waiters if awakeable in registered]
-    watches = [w for w in await ctx.get(WATCHES, serde=STRINGS) or [] if w != ctx.request().id]
+    handle = None
     if waiting:
         delay = min(timedelta(milliseconds=2 * guard.after_ms), LOOK_AT_MOST_EVERY)
         again = Guard(incarnation=meta.incarnation, waiters=waiting, after_ms=_ms(delay))
-        watches.append(await GROUP_GUARD.send(ctx, ctx.key(), again, delay=delay).invocation_id())
+        handle = GROUP_GUARD.send(ctx, ctx.key(), again, delay=delay)
+    guarded, watches = await _pending(ctx)
+    await _keep(ctx, guarded, watches, {ctx.request().id}, handle, waiting)
+
+
+async def _pending(ctx: restate.ObjectContext) -> tuple[dict[str, list[str]], list[str]]:
+    """The pending guards (invocation id -> the wakes each carries) and the watches, read together."""
+    guarded: Any = ctx.get(GUARDED, serde=GUARDS)
+    watches: Any = ctx.get(WATCHES, serde=STRINGS)
+    await restate.gather(guarded, watches)
+    return await guarded or {}, await watches or []
+
+
+async def _keep(
+    ctx: restate.ObjectContext,
+    guarded: dict[str, list[str]],
+    watches: list[str],
+    dropped: set[str],
+    handle: restate.SendHandle | None,
+    wakes: list[str],
+) -> None:
+    """Record the pending guards without those ``dropped``, with ``handle``'s (carrying ``wakes``),
+    under `guarded` and among the watches the close cancels."""
+    kept = {invocation: carried for invocation, carried in guarded.items() if invocation not in dropped}
+    watches = [watch for watch in watches if watch not in dropped]
+    if handle is not None:
+        invocation = await handle.invocation_id()
+        kept[invocation] = wakes
+        watches.append(invocation)
     ctx.set(WATCHES, watches, serde=STRINGS)
+    if kept:
+        ctx.set(GUARDED, kept, serde=GUARDS)
+    else:
+        ctx.clear(GUARDED)
 
 
 def _ms(delay: timedelta) -> int:

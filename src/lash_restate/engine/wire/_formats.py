@@ -83,6 +83,11 @@ FORMATS: Final[tuple[Format, ...]] = (
         since="unreleased",
     ),
     Format(
+        "state.group.guarded",
+        "{prefix}Group state `guarded`: each pending guard's invocation id -> the wakes it carries",
+        since="unreleased",
+    ),
+    Format(
         "state.group.watches",
         "{prefix}Group state `watches`: list of invocation ids (the watches of what it dispatched)",
         since="unreleased",

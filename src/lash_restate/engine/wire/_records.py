@@ -23,6 +23,8 @@ __all__ = [
     "ENDS",
     "ENVELOPE",
     "ENVELOPES",
+    "GUARDED",
+    "GUARDS",
     "LINK",
     "META",
     "MILLIS",
@@ -212,11 +214,15 @@ RECLAIM_AT = "reclaim_at"
 # A newer group key (decision 78): the invocation ids of the callers that saved the group's handle,
 # recorded when each saved it (an earlier release's group has none; `opener_ends` tells of its savers).
 SAVERS = "savers"
+# A newer group key (decision 83): each pending guard's invocation id, with the wakes it carries, so a
+# registration of wakes cancels the guards whose wakes have all been woken (absent: no guard pending).
+GUARDED = "guarded"
 # What ends the incarnation of a group that records saves (decision 78; `_pages.records_saves`).
 SAVES = "-s"
 
 
 MILLIS: MsgspecSerde[int] = MsgspecSerde(int)
+GUARDS: MsgspecSerde[dict[str, list[str]]] = MsgspecSerde(dict[str, list[str]])
 
 
 def missed_key(position: int) -> str:
