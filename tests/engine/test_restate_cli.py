@@ -316,8 +316,12 @@ async def test_clearing_a_groups_state_with_restates_cli_ends_its_waiting_caller
     # And once its guard has looked at them and found them waiting (so it looks again).
     guards = _invocation("LashGroup", f"target_service_key = {quote(s.key())}", "guard")
     await _poll(stack, guards, lambda rows: "completed" in [r["status"] for r in rows])
-    cleared = await asyncio.to_thread(restate, stack, tmp_path, "state", "clear", f"LashGroup/{s.key()}")
+    # `--force`: without it Restate applies the clear only if the state is still the version the CLI
+    # read, and drops it (the CLI still succeeds) if a guard's look rewrote it in between.
+    clear = ("state", "clear", f"LashGroup/{s.key()}", "--force")
+    cleared = await asyncio.to_thread(restate, stack, tmp_path, *clear)
     assert cleared.returncode == 0, cleared.stderr
+    await until(lambda: _no_record(stack, s.key()))
     async with asyncio.timeout(60):
         answered = await caller
     assert answered.status_code == 200, answered.text
@@ -332,6 +336,14 @@ async def test_clearing_a_groups_state_with_restates_cli_ends_its_waiting_caller
     assert "error" not in closed  # a close of a group that is not recorded is a no-op
     await stack.emit(s.event("later"), "late")  # the child settles into nothing
     await until(functools.partial(_nothing_left, stack, s.key()))
+
+
+async def _no_record(stack: LocalStack, key: str) -> bool:
+    query = (
+        "SELECT key FROM state WHERE service_name = 'LashGroup' "
+        f"AND service_key = {quote(key)} AND key = 'meta'"
+    )
+    return not await asyncio.to_thread(sql, stack.server.admin_url, query)
 
 
 def _operator(stack: LocalStack, tmp: Path, action: str, invocation: str) -> None:
