@@ -55,8 +55,9 @@ NODES ?= 1
 soak: setup
 	$(BIN)/python -m tests.engine.soak --minutes $(MINUTES) --nodes $(NODES) $(ARGS)
 
-# Not part of `make test`: mutants of contract/, memory/, combinators.py and the engine's records and
-# messages, judged by the fast tests (no server); half an hour to an hour on two cores. It fails below
+# Not part of `make test` (which runs a seeded slice, tests/test_mutation_slice.py): mutants of contract/,
+# memory/, combinators.py and the engine's records and messages, judged by the fast tests (no server);
+# half an hour to an hour on two cores. It fails below
 # 95% detected. docs/mutation.md records a run and explains every survivor.
 MUTATION_JOBS ?= 2
 
