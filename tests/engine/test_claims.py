@@ -300,8 +300,9 @@ async def test_close_deletes_every_state_key_of_the_group(
     assert ok(won)["position"] == 0
     # The save is recorded under `savers` (decision 78), and how the turn ended under `opener_ends`
     # (decision 45; a Cancel group's own watch records it in `meta` instead).
-    # What it dispatched is watched (`watches`: decision 74).
-    keys = {"meta", "fence", "invocations", "watches", "savers"} | (
+    # What it dispatched is watched (`watches`: decision 74), and the wakes its open registered are
+    # guarded (`guarded`: decision 83).
+    keys = {"meta", "fence", "invocations", "watches", "guarded", "savers"} | (
         {"opener_ends"} if disposition != "cancel" else set()
     )
     if path == "batched":

@@ -303,8 +303,8 @@ async def _assert_group_state_is_references_only(stack: Stack, group_key: str, p
     )
     # `opener_ends`: how the callers that saved its handle ended (decision 45), and `savers`, who saved
     # it (decision 78), invocation ids only; `pump`: the awakeable its pump listens on for the close
-    # (decision 61).
-    keys = {"meta", "fence", "invocations", "opener_ends", "savers", "pump", "watches"}
+    # (decision 61); `guarded`: the pending guards of its callers' wakes, by invocation id (decision 83).
+    keys = {"meta", "fence", "invocations", "opener_ends", "savers", "pump", "watches", "guarded"}
     assert {r["key"] for r in rows} <= keys
     assert not any(payload in (r["value_utf8"] or "") for r in rows)
 
