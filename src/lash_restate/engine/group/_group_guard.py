@@ -14,7 +14,7 @@ from ... import logs
 from ...contract import GroupNotOpen
 from ..wire._errors import NOT_FOUND
 from ..wire._messages import Guard
-from ..wire._records import GUARDED, GUARDS, META, STRINGS, GroupMeta
+from ..wire._records import GUARDED, GUARDS, META, STRINGS, GroupMeta, Waiter
 from ..wire._routes import GROUP_GUARD
 from ._group_common import WATCHES, GroupSettings
 
@@ -30,9 +30,9 @@ LOOK_AT_MOST_EVERY = timedelta(days=1)
 
 
 async def guard_waiters(
-    ctx: restate.ObjectContext, meta: GroupMeta, wakes: list[str], settings: GroupSettings
+    ctx: restate.ObjectContext, meta: GroupMeta, waiters: list[Waiter], settings: GroupSettings
 ) -> None:
-    """Have `guard` look at ``wakes``, just registered with ``meta``, a check interval from now; kept
+    """Have `guard` look at ``waiters``, just registered with ``meta``, a check interval from now; kept
     with the watches, so a close (which ends its waiters itself) cancels it. Last in its handler: what
     an earlier release journaled there is a prefix of what this one does (decision 48).
 
@@ -40,6 +40,7 @@ async def guard_waiters(
     guards of a group read quickly would pile up until their first look: each registration cancels
     the pending guards none of whose wakes is still registered, and a group keeps a few at most.
     """
+    wakes = [waiter.awakeable for waiter in waiters]
     if not wakes:
         return
     delay = settings.waiter_check

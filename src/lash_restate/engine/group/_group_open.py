@@ -79,7 +79,7 @@ async def on_open(ctx: restate.ObjectContext, req: OpenRequest, settings: GroupS
     if not children and is_new_opener(meta, req.caller):
         ctx.clear(RECLAIM_AT)  # reopened: someone holds it again, so it is not due (decision 78)
     if children:  # the opener's wakes, registered with the record (decision 83)
-        await guard_waiters(ctx, meta, [waiter.awakeable for waiter in meta.waiters], settings)
+        await guard_waiters(ctx, meta, meta.waiters, settings)
 
 
 async def on_open_parts(ctx: restate.ObjectContext, req: PartedOpen, settings: GroupSettings) -> None:
@@ -140,7 +140,7 @@ async def on_open_parts(ctx: restate.ObjectContext, req: PartedOpen, settings: G
     if not first and is_new_opener(meta, req.caller):
         ctx.clear(RECLAIM_AT)  # reopened: someone holds it again, so it is not due (decision 78)
     if first:  # the opener's wakes, registered with the record (decision 83)
-        await guard_waiters(ctx, meta, [waiter.awakeable for waiter in meta.waiters], settings)
+        await guard_waiters(ctx, meta, meta.waiters, settings)
 
 
 async def record_group(

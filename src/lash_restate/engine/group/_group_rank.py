@@ -82,7 +82,7 @@ async def on_wait(ctx: restate.ObjectContext, req: WaitRequest, settings: GroupS
         return WaitReply(refs=refs, mode=meta.mode, incarnation=meta.incarnation)
     registered = meta.waiting(req.consumed, req.wakes)
     ctx.set("meta", msgspec.structs.replace(meta, waiters=[*meta.waiters, *registered]), serde=META)
-    await guard_waiters(ctx, meta, [waiter.awakeable for waiter in registered], settings)  # decision 83
+    await guard_waiters(ctx, meta, registered, settings)  # decision 83
     return WaitReply(refs=[], mode=meta.mode, incarnation=meta.incarnation)
 
 

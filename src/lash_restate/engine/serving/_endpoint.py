@@ -58,9 +58,10 @@ WAITER_CHECK_ENV = "LASH_WAITER_CHECK"
 Bindable = restate.Service | restate.VirtualObject | restate.Workflow
 
 
-def _duration(name: str, value: str | None, default: timedelta) -> timedelta:
+def _duration(name: str, default: timedelta) -> timedelta:
     """``$name``: seconds, or a number with ``s``, ``m``, ``h`` or ``d`` (``36h``, as Restate's own
     retention settings read); ``default`` when it is not set."""
+    value = os.environ.get(name)
     if not value:
         return default
     found = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*", value)
@@ -153,8 +154,8 @@ def lash_services(
     metadata = {APP_METADATA: check_app_name(name)} if name is not None else None
     routing = Routing(resolver, calls if calls is not None else CallTargets())
     page_from = int(os.environ.get(PAGE_FROM_ENV) or PAGE_FROM)
-    retention = _duration(ORPHAN_RETENTION_ENV, os.environ.get(ORPHAN_RETENTION_ENV), ORPHAN_RETENTION)
-    check = _duration(WAITER_CHECK_ENV, os.environ.get(WAITER_CHECK_ENV), WAITER_CHECK)
+    retention = _duration(ORPHAN_RETENTION_ENV, ORPHAN_RETENTION)
+    check = _duration(WAITER_CHECK_ENV, WAITER_CHECK)
     group = group_object(
         batch_from,
         routing,
