@@ -78,14 +78,20 @@ mutation: setup $(VENV)/.mutation
 	PATH=$(CURDIR)/$(BIN):$$PATH; $(MUTATION_SCORE)
 
 # Not part of `make test` either: mutants of the engine's group, pump, pages, mode and routing
-# modules, judged by the conformance suite on every tier and the wide, in-parts and routing tests
+# modules, judged by the conformance suite on every tier and the engine's own tests of them
 # (tests/mutation/engine.toml). Each mutant's tests start their own servers, so a whole run takes
-# days; `ARGS` narrows it to some mutants (mutmut's names or globs). docs/mutation.md explains it.
+# days; `ARGS` narrows it to some mutants (mutmut's names or globs), `SAMPLE=N` (and `SEED`) judges
+# N of them drawn at random and scores the sample (tests/mutation/sample.py). docs/mutation.md explains it.
+SEED ?= 1
 mutation-engine: setup $(VENV)/.mutation
 	rm -rf build/mutation-engine
 	$(BIN)/python -m tests.mutation.engine_tree build/mutation-engine
 	cd build/mutation-engine && PATH=$(CURDIR)/$(BIN):$$PATH && \
-	  mutmut run --max-children $(MUTATION_JOBS) $(ARGS); $(MUTATION_SCORE)
+	  if [ -n "$(SAMPLE)" ]; then \
+	    python -m tests.mutation.sample draw $(SAMPLE) $(SEED) && \
+	    mutmut run --max-children $(MUTATION_JOBS) $$(cat mutants/sample.txt); \
+	    python -m tests.mutation.sample score; \
+	  else mutmut run --max-children $(MUTATION_JOBS) $(ARGS); $(MUTATION_SCORE); fi
 
 clean:
 	rm -rf $(VENV) node_modules .lash mutants site
