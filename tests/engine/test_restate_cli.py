@@ -35,7 +35,16 @@ from tests.engine.test_operator import (
     until,
 )
 
-CLI = Path(__file__).resolve().parents[2] / "node_modules" / ".bin" / "restate"
+# `make setup` installs it beside the server: the nearest node_modules above this checkout (a copy
+# of the tests, as the engine's mutation run makes inside it, finds the checkout's).
+CLI = next(
+    (
+        path
+        for folder in Path(__file__).resolve().parents
+        if (path := folder / "node_modules" / ".bin" / "restate").exists()
+    ),
+    Path(__file__).resolve().parents[2] / "node_modules" / ".bin" / "restate",
+)
 
 
 def restate(stack: LocalStack, tmp: Path, *args: str) -> subprocess.CompletedProcess[str]:
