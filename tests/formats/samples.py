@@ -18,6 +18,7 @@ from lash_restate.contract import (
     AwaitEvent,
     Call,
     Cancelled,
+    ChildUnroutable,
     Err,
     GroupHandle,
     GroupMembership,
@@ -402,6 +403,12 @@ def _samples() -> list[Sample]:
     add("msg.group.open_parts.first", parted, _json(PartedOpen))
     resumed = msgspec.structs.replace(parted, parts=0, wakes=[], reopen_only=True, caller="inv_1def")
     add("msg.group.open_parts.resume", resumed, _json(PartedOpen))
+    unroutable = ChildUnroutable("no tool named 'count' is registered", group_key=KEY, position=1)
+    add(
+        "msg.group.open_parts.unroutable",
+        msgspec.structs.replace(parted, unroutable=unroutable.to_wire()),
+        _json(PartedOpen),
+    )
     add(
         "msg.pump.outcomes.read",
         OutcomesRead(positions=[3, 4], budget=1_000_000, first=False),

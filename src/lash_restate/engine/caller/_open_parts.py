@@ -6,9 +6,10 @@ from __future__ import annotations
 import math
 import os
 
+import msgspec
 import restate
 
-from ...contract import LashError, RuntimeEffectGroup
+from ...contract import ChildUnroutable, LashError, RuntimeEffectGroup
 from ..group._mode import PUMP_SLICE, slice_key
 from ..wire._errors import typed
 from ..wire._incarnation import PAGED
@@ -34,12 +35,15 @@ async def open_in_parts(
 ) -> None:
     """Stage ``group``'s children with the pumps of a fresh incarnation, then send `PartedOpen`.
 
-    Each part is called, so a child the endpoint cannot route refuses the open (`ChildUnroutable`)
-    before the group is recorded; the parts staged are then released, and nothing is left. A
-    resume stages nothing: a reopen dispatches nothing, and one that finds no group refuses.
+    Each part is called, so a child the endpoint cannot route refuses a first open
+    (`ChildUnroutable`) before the group is recorded; the group then releases the parts staged, and
+    nothing is left (a reopen refuses nothing). A
+    resume stages nothing: the group runs again the children it kept as missed, and a resume that
+    finds no group refuses.
     """
     stage = f"{PAGED}{ctx.uuid()}"
     keys = [slice_key(key, stage, first) for first in range(0, len(group), PUMP_SLICE)]
+    unroutable: str | msgspec.UnsetType = msgspec.UNSET
     if not reopen_only:
         children = group.children
         calls = [
@@ -49,7 +53,13 @@ async def open_in_parts(
         await restate.gather(*calls)
         try:
             for call in calls:
-                await typed(call)
+                try:
+                    await typed(call)
+                except ChildUnroutable as refused:
+                    # A first open is refused with the first of these; a reopen refuses nothing:
+                    # only the group knows which this is (decision 84).
+                    if isinstance(unroutable, msgspec.UnsetType):
+                        unroutable = refused.to_wire()
         except LashError:
             for part in keys:  # nothing of a refused group is kept
                 PUMP_FORGET.send(ctx, part, None)
@@ -62,6 +72,7 @@ async def open_in_parts(
         caller=ctx.request().id,
         wakes=wakes,
         reopen_only=reopen_only,
+        unroutable=unroutable,
     )
     GROUP_OPEN_PARTS.send(ctx, key, request)
 

@@ -27,6 +27,7 @@ from ._pages import Ranked, paged
 __all__ = [
     "dispatch_again",
     "is_child",
+    "missed_children",
     "note_redispatched",
     "on_missed",
     "on_operator_redispatch",
@@ -67,15 +68,20 @@ async def on_operator_redispatch(
         return OperatorRedispatched(refused="the group is not open")
     if meta.incarnation != req.incarnation:
         return OperatorRedispatched(refused="the group was closed and opened again since")
+    children = await missed_children(ctx)
+    dispatched, watched = await dispatch_again(ctx, meta, children, settings.routing)
+    await watch_after(ctx, meta, watched, [])
+    left = len(children) - len(dispatched)
+    return OperatorRedispatched(dispatched=len(dispatched), unroutable=left)
+
+
+async def missed_children(ctx: restate.ObjectContext) -> list[RuntimeEffectEnvelope]:
+    """The children whose runner was missing, as the group keeps them (`on_missed`)."""
     positions = await ctx.get(MISSED, serde=POSITIONS) or []
     reads: list[Any] = [ctx.get(missed_key(position), serde=ENVELOPE) for position in positions]
     if reads:
         await restate.gather(*reads)
-    children = [child for read in reads if (child := await read) is not None]
-    dispatched, watched = await dispatch_again(ctx, meta, children, settings.routing)
-    await watch_after(ctx, meta, watched, [])
-    left = len(positions) - len(dispatched)
-    return OperatorRedispatched(dispatched=len(dispatched), unroutable=left)
+    return [child for read in reads if (child := await read) is not None]
 
 
 async def redispatch(

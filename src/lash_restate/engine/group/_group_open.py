@@ -18,6 +18,7 @@ from ...contract import (
     LashError,
     LoserPolicy,
     RuntimeEffectEnvelope,
+    error_from_wire,
 )
 from ..child._calls import opened_plan
 from ..child._routing import Routing, replaying
@@ -27,7 +28,7 @@ from ..wire._messages import CallerEnded, OpenReply, OpenRequest, PartedOpen, Pu
 from ..wire._records import META, RECLAIM_AT, SAVES, SHAPE, STRINGS, GroupMeta, Opener, SettlementMode
 from ..wire._routes import GROUP_WATCH, PUMP_RUN_PARTS, pump_key
 from ._group_common import OPENED, GroupSettings, release_staged
-from ._group_dispatch import note_redispatched, redispatch, unsettled_in
+from ._group_dispatch import dispatch_again, missed_children, note_redispatched, redispatch, unsettled_in
 from ._group_guard import guard_waiters
 from ._group_watch import is_new_opener, openers_to_watch, watch_after
 from ._mode import INVOCATIONS, PUMP_SLICE, Dispatched, mode_for, redispatch_staged, slice_key
@@ -89,7 +90,8 @@ async def on_open_parts(ctx: restate.ObjectContext, req: PartedOpen, settings: G
     A first open records the group under that incarnation, paged, and sends its pump `run_parts`,
     in one handler run; a refusal releases the parts staged. A reopen (decision 48) hands each
     staged part holding an unsettled child to its slice's `redispatch`, as a reopen of a group
-    opened in one message does, and releases the others.
+    opened in one message does, and releases the others; a resume, which stages nothing, runs
+    again the children the group kept as missed.
     """
     meta = await ctx.get("meta", serde=META)
     staged = [
@@ -106,6 +108,9 @@ async def on_open_parts(ctx: restate.ObjectContext, req: PartedOpen, settings: G
             raise GroupNotOpen.not_recorded(group_key=ctx.key())
         elif not req.stage.startswith(PAGED) or req.parts != -(-req.shape.child_count // PUMP_SLICE):
             raise InvalidInput("an open in parts names no staged parts of this group")
+        elif not isinstance(req.unroutable, msgspec.UnsetType):
+            # ADR: a first open with a child nobody can run records nothing (decision 84).
+            raise error_from_wire(req.unroutable) or InvalidInput(req.unroutable)
         else:
             meta = recorded_meta(ctx, req.shape, req.wakes, req.stage, SettlementMode.PUMPED, parts=req.parts)
     except LashError as error:
@@ -141,6 +146,11 @@ async def on_open_parts(ctx: restate.ObjectContext, req: PartedOpen, settings: G
         ctx.clear(RECLAIM_AT)  # reopened: someone holds it again, so it is not due (decision 78)
     if first:  # the opener's wakes, registered with the record (decision 83)
         await guard_waiters(ctx, meta, meta.waiters, settings)
+    elif req.parts == 0:
+        # A resume stages nothing, so it runs again the children the group kept as missed, as a
+        # reopen runs what it staged (decision 48); last, so an earlier release's journal is a prefix.
+        _, rewatched = await dispatch_again(ctx, meta, await missed_children(ctx), settings.routing)
+        await watch_after(ctx, meta, rewatched, [])
 
 
 async def record_group(

@@ -110,11 +110,14 @@ async def on_run2(ctx: restate.ObjectContext, req: PumpAwait, routing: Routing) 
 
 
 async def on_stage(ctx: restate.ObjectContext, part: StagedPart, routing: Routing) -> None:
-    """Decision 65: keep one slice's children of a group opened in parts, once they all route.
+    """Decision 65: keep one slice's children of a group opened in parts, and say whether they all route.
 
-    ADR: a first open resolves all N before it records the group; refused here, before anything
-    is kept, the opener releases the parts staged already and the group is never recorded.
+    ADR: a first open resolves all N before it records the group, and a reopen refuses nothing.
+    Which this is, only the group knows (decision 84): the part is kept either way, and a child that
+    does not route is refused here, which the opener carries to the group. A refused first open
+    releases every part; a reopen dispatches again what it can route.
     """
+    ctx.set(STAGED, part.children, serde=ENVELOPES)
     miss = None
     if not replaying(ctx):
         miss = await routing.first_refusal(part.children)
@@ -123,7 +126,6 @@ async def on_stage(ctx: restate.ObjectContext, part: StagedPart, routing: Routin
         raise ChildUnroutable.no_executor(
             miss.what, group_key=part.group_key, position=position_of(child), replay_key=child.replay_key
         )
-    ctx.set(STAGED, part.children, serde=ENVELOPES)
 
 
 async def on_run_parts(ctx: restate.ObjectContext, req: PumpParts, routing: Routing) -> None:

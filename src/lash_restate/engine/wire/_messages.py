@@ -80,7 +80,8 @@ class StagedPart(msgspec.Struct, **RECORD_OPTIONS):
     """What `LashPump/stage` receives (decision 65): one slice's children of a group opened in parts.
 
     Called by the opener, before its `PartedOpen`, to the pump that will run that slice; the pump
-    checks that it can route every child (refusing `ChildUnroutable` otherwise) and keeps them.
+    keeps them, then checks that it can route every child (refusing `ChildUnroutable` otherwise:
+    the group decides whether that refuses the open, decision 84).
     """
 
     group_key: str
@@ -92,7 +93,9 @@ class PartedOpen(msgspec.Struct, **RECORD_OPTIONS):
 
     As an `OpenRequest`, answered on ``reply_to``, but without the children: the opener staged them,
     one `StagedPart` per slice, with the pumps keyed by ``stage`` (which a first open records as the
-    group's incarnation). ``parts`` is how many it staged: 0 for a resume, which dispatches nothing.
+    group's incarnation). ``parts`` is how many it staged: 0 for a resume, which stages nothing.
+    ``unroutable`` is the first refusal a stage answered (a `ChildUnroutable`'s wire line): a first
+    open is refused with it, a reopen refuses nothing (decision 84).
     """
 
     reply_to: str
@@ -102,6 +105,8 @@ class PartedOpen(msgspec.Struct, **RECORD_OPTIONS):
     caller: str | None = None
     wakes: list[str] = msgspec.field(default_factory=list)
     reopen_only: bool = False
+    # Unset (not written) when every child routed: the bytes of such an open are as they were.
+    unroutable: str | msgspec.UnsetType = msgspec.UNSET
 
 
 class OpenReply(msgspec.Struct, **RECORD_OPTIONS):

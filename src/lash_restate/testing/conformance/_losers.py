@@ -123,6 +123,55 @@ async def a_child_whose_tool_came_back_settles_at_the_drain_for_a_resumer_that_d
 
 
 @scenario("groups")
+async def a_child_whose_tool_came_back_settles_once_a_resume_reopens_it(
+    tier: Tier, children: ChildKind
+) -> None:
+    """Decision 48 for a resume: ``lash.open(..., resume=saved)`` reopens the group, and a reopen
+    runs again a child whose runner was missing, whatever the group's layout. The process restarts
+    without the `count` tool while that child runs, and the group lists it as missed; the tool is
+    restored, and a caller that resumes from the saved cursor reads the tool's real outcome at rank
+    2, the side effect done once."""
+    s, name, group, opened = await _lose_the_tool_of_a_running_child(tier, children)
+    await tier.wait_missed(s.key(), 0)
+    await tier.restart()  # the tool is back
+    async with Turn(tier) as t:
+        block = t.iterate(group, resume=opened)
+    assert [(x.rank, x.position) for x in block.answer.ok.settlements] == [(1, 1), (2, 0)]
+    assert block.answer.ok.settlements[1].outcome == Ok(value="slow")
+    await tier.wait_closed(s.key())
+    await tier.wait_child_finished(f"{s.key()}/c0")
+    assert [n for n in await tier.counts() if n == name] == [name]
+
+
+@scenario("groups")
+async def a_reopen_while_a_childs_tool_is_still_missing_refuses_nothing(
+    tier: Tier, children: ChildKind
+) -> None:
+    """ADR: a reopen resolves only what it dispatches and refuses nothing, whatever the group's
+    layout. The process restarts without the `count` tool while that child runs; a reopen while
+    the tool is still missing is answered, serves the rank that settled and invents no outcome for
+    the missing one; once the tool is back, the next reopen runs it."""
+    s, name, group, _ = await _lose_the_tool_of_a_running_child(tier, children)
+    await tier.wait_missed(s.key(), 0)
+    async with Turn(tier) as t:
+        g = t.open(group)
+        fast, gone = g.next(), g.next(cancel_after_ms=300)
+    assert (fast.ok.rank, fast.ok.position) == (1, 1)
+    assert gone.error.code == "await_cancelled"
+    await tier.restart()  # the tool is back
+    async with Turn(tier) as t:
+        g = t.open(group)
+        first, second = g.next(), g.next()
+        g.close()
+    assert (first.ok.rank, first.ok.position) == (1, 1)
+    assert (second.ok.rank, second.ok.position) == (2, 0)
+    assert second.ok.outcome == Ok(value="slow")
+    await tier.wait_closed(s.key())
+    await tier.wait_child_finished(f"{s.key()}/c0")
+    assert [n for n in await tier.counts() if n == name] == [name]
+
+
+@scenario("groups")
 async def a_child_an_operator_killed_settles_as_killed_and_takes_its_rank(
     tier: Tier, children: ChildKind
 ) -> None:
