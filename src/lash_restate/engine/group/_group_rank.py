@@ -1,5 +1,8 @@
 """`LashGroup`'s single writer of ranks: a pump's report and a child's settle rank what settled, in
-settlement order, and wake who waits; `wait` serves the ranks recorded (ADR, "Restate satisfaction")."""
+settlement order, and wake who waits; `wait` serves the ranks recorded (ADR, "Restate satisfaction").
+
+A direct child reaches `settle` (`LashChild/run`), a pump reaches `report` (`await_and_report`); both
+call `rank_refs`, which ranks in `meta.order` or, for a paged group, in pages (`Ranked.rank`)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,19 @@
 """The settlement-mode seam: the one place where the direct and the pumped paths differ (decision 24).
 
-A group's `SettlementMode` is chosen once, at open, from its width (decision 20) and kept in its
-`GroupMeta`. Everything that depends on it — how the children are dispatched, which invocations a
+A group's `SettlementMode` is chosen once, at open (`record_group`), and kept in its `GroupMeta`:
+
+- **direct**: tools, timers and events, fewer than `batch_from` (3). Each child runs in its own
+  `LashChild/run`, which stores its outcome and `settle`s it; ranks in `meta.order`.
+- **pumped**: a call child, a bound (`max_in_flight`), or `batch_from` children or more. The pump
+  runs them (a call straight to its handler, anything else through `LashChild/execute`), stores
+  the outcomes and `report`s them; ranks in `meta.order`.
+- **pumped and paged**: `page_from` (257) children or more, or opened in parts. As pumped, through
+  a tree of pumps; ranks in pages (`_pages`), the incarnation starting with `p-`.
+
+The ranks' layout is a second seam, read from the incarnation (`paged(meta)`), not from the mode;
+both entries (`settle`, `report`) rank through `_group_rank.rank_refs`, whatever the layout.
+
+Everything that depends on it — how the children are dispatched, which invocations a
 `Cancel` cancels, which outcome stores a close or a late settlement releases, and how a caller reads
 outcomes that did not ride the wake — is a method here; the group object and the controller call
 `mode_for(...)` and never test the mode themselves.

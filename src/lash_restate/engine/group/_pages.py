@@ -53,7 +53,7 @@ RANK_PAGE = 1024
 KEY_PAGES_PER_WAIT = 8
 RANKED = "ranked"
 
-_SLICE = 256  # PUMP_SLICE, repeated to keep this module below `_mode` (asserted there)
+_SLICE = 256  # PUMP_SLICE, repeated to keep this module below `_mode` (asserted in `_mode_stores`)
 # A pumped group this wide or wider keeps its ranks in pages: one wider than a slice. The tests run
 # the conformance suite with every group paged (`lash_services(page_from=1)`), so that every clause
 # is proven on this layout too.
@@ -136,8 +136,8 @@ class Ranked:
     ) -> dict[int, Ref]:
         """Rank the refs not ranked yet, after the recorded ones (``reads``: `prefetch`'s, completed):
         rank -> ref. ADR: strictly monotonic, appended above every consumed rank, idempotent on the child.
-        Every ref names a child of the group: the group's `_rank` callers refused the batch otherwise
-        (`check_position`) before it wrote anything.
+        Every ref names a child of the group: `rank_refs`'s callers refused the batch otherwise
+        (`check_batch`) before it wrote anything.
         """
         slices = sorted({ref.position // _SLICE for ref in refs})
         ranked: RankTail = await reads[0] or RankTail()

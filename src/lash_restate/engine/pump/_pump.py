@@ -1,14 +1,20 @@
-"""`LashPump`, keyed by group incarnation and key: a wide group's children, and its outcome store.
+"""`LashPump`, keyed by group incarnation and key: a pumped group's children, and its outcome store.
 
-Decision 20: ``run`` calls every child and, each time it wakes, stores what settled meanwhile and
-forwards it to the group in one settle: the single writer then runs once per batch, and while it does,
+A group is pumped when it has a call child, a bound (`max_in_flight`) or `batch_from` children or
+more (`LashGroup`'s `record_group`); only a narrow group of tools, timers and events settles
+directly, each child through `LashChild/run`.
+
+Decision 20: the pump awaits its children and, each time it wakes, stores what settled meanwhile and
+reports it to the group in one batch: the single writer then runs once per batch, and while it does,
 the next batch gathers. The store is this object's state (``o{position}``), read in bulk by
 ``outcomes`` and released by one ``forget`` at close.
 
-Decision 35: a pump waits on at most `PUMP_SLICE` children. The group's pump (the one its open
-sends) runs the first slice and calls one pump per further slice; each settles its own batches into
-the group, which stays the single writer of ranks. Cancelling the group's pump cancels those calls,
-and its ``forget`` (queued behind its ``run``, which outlives theirs) releases their stores too.
+Decisions 35 and 65: a pump waits on at most `PUMP_SLICE` children of an unbounded group (a bounded
+group's one pump holds them all, decision 81). The group's pump (the one its open sends) runs the
+first slice and calls at most `PUMP_FANOUT` further pumps, each the root of a subtree of slices;
+each reports its own batches to the group, which stays the single writer of ranks. Cancelling the
+group's pump cancels those calls, and its ``forget`` (queued behind its run, which outlives theirs)
+releases their stores too.
 
 Decision 61: ``run2`` is the pump of every pumped group `LashGroup/open` records now, and each of its
 children's only caller: a call child straight to the user's handler (no `LashChild` invocation in

@@ -1,9 +1,11 @@
 """What the Restate host's objects keep in Restate state: the group's records, and how a group settles.
 
 ADR, "Restate satisfaction": the group object's state is a counter, a shape fence and a rank ->
-reference map. Here the counter and the map are one packed ``order`` (rank r is the r-th 4-byte
-position), kept in the small hot `GroupMeta` with the waiters and openers; the fence (`GroupShape`,
-with every replay key) is a separate, cold record; payload bytes are in neither.
+reference map. In a group of one slice or fewer the counter and the map are one packed ``order``
+(rank r is the r-th 4-byte position), kept in the small hot `GroupMeta` with the waiters and
+openers; a paged group (its incarnation starts with ``p-``) keeps them in pages instead
+(`group/_pages.py`), its ``order`` empty. The fence (`GroupShape`, with every replay key) is a
+separate, cold record; payload bytes are in none of them.
 """
 
 from __future__ import annotations
@@ -125,7 +127,8 @@ PUMP_LINK = "pump"
 
 
 class GroupMeta(msgspec.Struct, **RECORD_OPTIONS):
-    """The group's small, hot record: read by every settle and wait (the big fence is read only by open).
+    """The group's small, hot record: read by every settle and wait (the big fence is read only where a
+    replay key or the shape is needed: an open, a narrow group's serve, a reopen's checks).
 
     ``order`` is the rank -> position map (rank r is the r-th 4-byte little-endian position); a
     position already in it holds its rank, so a settlement is idempotent on its child.
@@ -217,7 +220,7 @@ SAVERS = "savers"
 # A newer group key (decision 83): each pending guard's invocation id, with the wakes it carries, so a
 # registration of wakes cancels the guards whose wakes have all been woken (absent: no guard pending).
 GUARDED = "guarded"
-# What ends the incarnation of a group that records saves (decision 78; `_pages.records_saves`).
+# What ends the incarnation of a group that records saves (decision 78; `_incarnation.records_saves`).
 SAVES = "-s"
 
 
