@@ -13,7 +13,7 @@ A group's `SettlementMode` is chosen once, at open (`record_group`), and kept in
 The ranks' layout is a second seam, read from the incarnation (`paged(meta)`), not from the mode;
 both entries (`settle`, `report`) rank through `_group_rank.rank_refs`, whatever the layout.
 
-Everything that depends on it — how the children are dispatched, which invocations a
+Everything that depends on the mode — how the children are dispatched, which invocations a
 `Cancel` cancels, which outcome stores a close or a late settlement releases, and how a caller reads
 outcomes that did not ride the wake — is a method here; the group object and the controller call
 `mode_for(...)` and never test the mode themselves.
