@@ -22,7 +22,7 @@ from ..wire._records import ENVELOPE, META, MISSED, POSITIONS, SHAPE, STRINGS, G
 from ._group_common import GroupSettings
 from ._group_watch import watch_after
 from ._mode import PUMP_SLICE, REDISPATCHED, Dispatched, mode_for, position_of
-from ._pages import Ranked, paged
+from ._pages import settled_positions
 
 __all__ = [
     "dispatch_again",
@@ -109,7 +109,7 @@ async def dispatch_again(
     The dispatch queues behind whatever still runs a child, and runs it only if that left no
     outcome, so no child runs twice. A child dispatched is no longer kept as missed.
     """
-    settled = await Ranked.settled(ctx, meta) if paged(meta) else meta.settled()
+    settled = await settled_positions(ctx, meta)
     routable = [c for c in children if position_of(c) not in settled and routing.routes(c)]
     if not routable:
         return [], []

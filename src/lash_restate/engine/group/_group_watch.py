@@ -37,7 +37,7 @@ from ..wire._routes import (
 from ._group_close import close_group
 from ._group_common import RAW, WATCHES, GroupSettings, cancel_runs, keep_watch
 from ._mode import mode_for
-from ._pages import Ranked, paged, read_ranked
+from ._pages import ranked_count, settled_positions
 
 __all__ = [
     "ORPHAN_RETENTION",
@@ -120,7 +120,7 @@ async def on_reclaim(ctx: restate.ObjectContext, req: Reclaim, settings: GroupSe
     if not meta.severed or await anybody_saved(ctx):
         ctx.clear(RECLAIM_AT)
         return  # reopened since, or a caller saved its handle: someone may resume it
-    settled = (await read_ranked(ctx)).counter if paged(meta) else meta.counter
+    settled = await ranked_count(ctx, meta)
     watches = await ctx.get(WATCHES, serde=STRINGS) or []
     ctx.set(WATCHES, [w for w in watches if w != ctx.request().id], serde=STRINGS)  # done: not itself
     if settled < meta.child_count:
@@ -226,7 +226,7 @@ async def on_run_ended(ctx: restate.ObjectContext, ended: RunEnded) -> None:
     meta = await ctx.get("meta", serde=META)
     if meta is None or meta.incarnation != ended.incarnation:
         return  # closed already (or a namesake's run): nobody will read it
-    settled = await Ranked.settled(ctx, meta) if paged(meta) else meta.settled()
+    settled = await settled_positions(ctx, meta)
     asked = range(meta.child_count) if ended.positions is None else ended.positions
     positions = [p for p in asked if p < meta.child_count and p not in settled]
     if ended.positions is None:

@@ -42,8 +42,10 @@ __all__ = [
     "key_page",
     "paged",
     "rank_page",
+    "ranked_count",
     "read_ranked",
     "settled_page",
+    "settled_positions",
     "write_keys",
 ]
 
@@ -208,6 +210,16 @@ class Ranked:
         for read in reads:
             found.update(await read or [])
         return found
+
+
+async def settled_positions(ctx: restate.ObjectContext, meta: GroupMeta) -> set[int]:
+    """Every position holding a rank, whatever the group's layout."""
+    return await Ranked.settled(ctx, meta) if paged(meta) else meta.settled()
+
+
+async def ranked_count(ctx: restate.ObjectContext, meta: GroupMeta) -> int:
+    """How many ranks the group has recorded, whatever its layout."""
+    return (await read_ranked(ctx)).counter if paged(meta) else meta.counter
 
 
 def assemble_order(meta: GroupMeta, rows: dict[str, str]) -> GroupMeta:
