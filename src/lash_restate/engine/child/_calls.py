@@ -22,11 +22,11 @@ __all__ = [
     "CHILD",
     "MISS",
     "answered",
+    "bound_call",
     "call_arg",
     "callee_key",
     "callee_replay_key",
     "cancelled",
-    "direct",
     "invocation_options",
     "opened_plan",
     "plan",
@@ -54,8 +54,8 @@ def invocation_options(call: Call) -> dict[str, Any]:
     return {name: value for name, value in given.items() if value is not None}
 
 
-def direct(routing: Routing, envelope: RuntimeEffectEnvelope) -> Call | None:
-    """The call, if lash calls its target itself (decision 61): a handler this endpoint binds.
+def bound_call(routing: Routing, envelope: RuntimeEffectEnvelope) -> Call | None:
+    """The call, if its target is a handler this endpoint binds, which the pump calls itself (decision 61).
 
     A target only declared external is called by a `LashChild/execute`, which asks the admin API
     whether any deployment serves it before calling (decision 47), so a forgotten registration ends
@@ -74,14 +74,14 @@ def plan(routing: Routing, children: list[RuntimeEffectEnvelope]) -> list[str]:
     A call whose target left this endpoint goes there too: its run ends with the terminal 404 of a
     miss and tells the group, which lists it as missed for a drain, as any other miss (decision 73).
     """
-    return [CALL if direct(routing, c) is not None and routing.routes(c) else CHILD for c in children]
+    return [CALL if bound_call(routing, c) is not None and routing.routes(c) else CHILD for c in children]
 
 
 def opened_plan(routing: Routing, children: list[RuntimeEffectEnvelope]) -> list[str]:
     """`plan` as the open that records a group decides it: every child routed (a miss refused the open),
     so this depends only on which services are declared external, and a replay of the open decides
     as its first execution did."""
-    return [CHILD if direct(routing, child) is None else CALL for child in children]
+    return [CHILD if bound_call(routing, child) is None else CALL for child in children]
 
 
 def callee_key(envelope: RuntimeEffectEnvelope, incarnation: str) -> str:
