@@ -93,7 +93,7 @@ class Pumped:
     async def to_cancel(self, ctx: restate.ObjectContext, meta: GroupMeta) -> list[str]:
         # Cancelling the group's pump cancels the calls it still awaits: its unsettled children and
         # the further slices' pumps, which cancel theirs (the SDK's implicit cancellation, decision 35);
-        # their Cancelled terminals still settle through the pumps. A reopen's redrive likewise.
+        # their Cancelled terminals still settle through the pumps. A reopen's re-dispatch likewise.
         invocations = await ctx.get(INVOCATIONS, serde=STRINGS) or []
         return invocations + (await ctx.get(REDISPATCHED, serde=STRINGS) or [])
 

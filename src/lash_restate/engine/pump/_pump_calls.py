@@ -36,7 +36,8 @@ SLICE = "slice"
 
 @dataclass(frozen=True, slots=True)
 class Awaited:
-    """What a future `run2` awaits is: a call to the user's handler, a `LashChild/execute`, or a pump."""
+    """What a future a pump awaits is (`run2`, `run_parts`, `redispatch`): a call to the user's
+    handler, a `LashChild/execute`, or a further pump."""
 
     kind: str
     position: int

@@ -211,8 +211,8 @@ class PumpAwait(msgspec.Struct, **RECORD_OPTIONS):
     """What `LashPump/run2` receives (decision 61): one group incarnation's children to await.
 
     It calls each (a call child straight to the user's handler, anything else through
-    `LashChild/execute`; past `PUMP_SLICE` through further pumps, as a `PumpRun` does): it is each
-    child's only caller. The group's own pump ``listens``: it tells the group how to reach it in its
+    `LashChild/execute`; past `PUMP_SLICE` through a tree of further pumps): it is each child's only
+    caller. The group's own pump ``listens``: it tells the group how to reach it in its
     first report and releases its store when the group closes.
     """
 
@@ -220,9 +220,9 @@ class PumpAwait(msgspec.Struct, **RECORD_OPTIONS):
     incarnation: str
     children: list[RuntimeEffectEnvelope] = msgspec.field(default_factory=list)
     listens: bool = True
-    # How to call each child (`call`, `child` or `miss`, one per child), decided by the open that
-    # records the group (decision 66): the pump needs no journaled step of its own before its first
-    # call. Absent (a message written before the open decided it, whose bytes this leaves as they
+    # How to call each child (`call` or `child`, one per child; `miss` only in an earlier release's),
+    # decided by the open that records the group (decision 66): the pump needs no journaled step of
+    # its own before its first call. Absent (a message written before the open decided it, whose bytes this leaves as they
     # were: UNSET is never encoded), the pump decides and journals it itself.
     plan: list[str] | msgspec.UnsetType = msgspec.UNSET
 
@@ -284,7 +284,8 @@ class Ref(msgspec.Struct, **RECORD_OPTIONS):
 
 
 class SettleBatch(msgspec.Struct, **RECORD_OPTIONS):
-    """Settlements in the order their sender saw them: one from a direct child, many from a pump.
+    """Settlements in the order their sender saw them: one from a direct child (`LashGroup/settle`);
+    many from a pump of an earlier release (this release's pumps `report`, `PumpReport`).
 
     ``mode`` says who sent it, so a settlement that finds its group closed can release its store.
     """
