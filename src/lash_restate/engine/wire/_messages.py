@@ -222,8 +222,8 @@ class PumpAwait(msgspec.Struct, **RECORD_OPTIONS):
     listens: bool = True
     # How to call each child (`call` or `child`, one per child; `miss` only in an earlier release's),
     # decided by the open that records the group (decision 66): the pump needs no journaled step of
-    # its own before its first call. Absent (a message written before the open decided it, whose bytes this leaves as they
-    # were: UNSET is never encoded), the pump decides and journals it itself.
+    # its own before its first call. Absent (a message written before the open decided it, whose
+    # bytes this leaves as they were: UNSET is never encoded), the pump decides and journals it itself.
     plan: list[str] | msgspec.UnsetType = msgspec.UNSET
 
 
