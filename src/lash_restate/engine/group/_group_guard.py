@@ -16,7 +16,7 @@ from ..wire._errors import NOT_FOUND
 from ..wire._messages import Guard
 from ..wire._records import GUARDED, GUARDS, META, STRINGS, GroupMeta, Waiter
 from ..wire._routes import GROUP_GUARD
-from ._group_common import WATCHES, GroupSettings
+from ._group_common import WATCHES, GroupSettings, keep_watch
 
 __all__ = ["LOOK_AT_MOST_EVERY", "WAITER_CHECK", "guard_waiters", "on_guard"]
 
@@ -30,7 +30,11 @@ LOOK_AT_MOST_EVERY = timedelta(days=1)
 
 
 async def guard_waiters(
-    ctx: restate.ObjectContext, meta: GroupMeta, waiters: list[Waiter], settings: GroupSettings
+    ctx: restate.ObjectContext,
+    meta: GroupMeta,
+    waiters: list[Waiter],
+    settings: GroupSettings,
+    watch: restate.SendHandle | None = None,
 ) -> None:
     """Have `guard` look at ``waiters``, just registered with ``meta``, a check interval from now; kept
     with the watches, so a close (which ends its waiters itself) cancels it. Last in its handler: what
@@ -39,14 +43,21 @@ async def guard_waiters(
     A caller registers its next wakes once it has read every rank its earlier ones were for, so the
     guards of a group read quickly would pile up until their first look: each registration cancels
     the pending guards none of whose wakes is still registered, and a group keeps a few at most.
+
+    ``watch``, a watch this handler sent just before (`send_watch`), is kept with the guard: both
+    sends reach Restate together, and their ids come back in one round trip.
     """
     wakes = [waiter.awakeable for waiter in waiters]
     if not wakes:
+        if watch is not None:
+            await keep_watch(ctx, watch)
         return
     delay = settings.waiter_check
     guard = Guard(incarnation=meta.incarnation, waiters=wakes, after_ms=_ms(delay))
     handle = GROUP_GUARD.send(ctx, ctx.key(), guard, delay=delay)
     guarded, watches = await _pending(ctx)
+    if watch is not None:
+        watches = [*watches, await watch.invocation_id()]
     registered = {waiter.awakeable for waiter in meta.waiters}
     moot = {invocation for invocation, carried in guarded.items() if registered.isdisjoint(carried)}
     for invocation in sorted(moot):

@@ -27,10 +27,10 @@ from ..wire._incarnation import PAGED, window_mark
 from ..wire._messages import CallerEnded, OpenReply, OpenRequest, PartedOpen, PumpParts, WatchedRun, decode
 from ..wire._records import META, RECLAIM_AT, SAVES, SHAPE, STRINGS, GroupMeta, Opener, SettlementMode
 from ..wire._routes import GROUP_WATCH, PUMP_RUN_PARTS, pump_key
-from ._group_common import OPENED, GroupSettings, release_staged
+from ._group_common import OPENED, GroupSettings, keep_watch, release_staged
 from ._group_dispatch import dispatch_again, missed_children, note_redispatched, redispatch, unsettled_in
 from ._group_guard import guard_waiters
-from ._group_watch import is_new_opener, openers_to_watch, watch_after
+from ._group_watch import is_new_opener, openers_to_watch, send_watch, watch_after
 from ._mode import INVOCATIONS, PUMP_SLICE, Dispatched, mode_for, redispatch_staged, slice_key
 from ._pages import Ranked, paged, write_keys
 
@@ -76,11 +76,13 @@ async def on_open(ctx: restate.ObjectContext, req: OpenRequest, settings: GroupS
         # replaced in place replays its journal as a prefix of this one (decision 48).
         watched = await redispatch(ctx, meta, req, settings.routing)
     # Last, for the same reason: watched until they end (decisions 74, 78).
-    await watch_after(ctx, meta, watched, openers_to_watch(meta, req.caller))
+    watch = send_watch(ctx, meta, watched, openers_to_watch(meta, req.caller))
     if not children and is_new_opener(meta, req.caller):
         ctx.clear(RECLAIM_AT)  # reopened: someone holds it again, so it is not due (decision 78)
-    if children:  # the opener's wakes, registered with the record (decision 83)
-        await guard_waiters(ctx, meta, meta.waiters, settings)
+    if children:  # the opener's wakes, registered with the record, kept with the watch (decision 83)
+        await guard_waiters(ctx, meta, meta.waiters, settings, watch)
+    elif watch is not None:
+        await keep_watch(ctx, watch)
 
 
 async def on_open_parts(ctx: restate.ObjectContext, req: PartedOpen, settings: GroupSettings) -> None:
@@ -141,12 +143,14 @@ async def on_open_parts(ctx: restate.ObjectContext, req: PartedOpen, settings: G
         watched = [WatchedRun(invocation=pump_id)]
     watched += await note_redispatched(ctx, redispatched)
     await note_opener(ctx, meta, req.caller, changed=first)
-    await watch_after(ctx, meta, watched, openers_to_watch(meta, req.caller))  # last (decisions 74, 78)
+    watch = send_watch(ctx, meta, watched, openers_to_watch(meta, req.caller))  # last (decisions 74, 78)
     if not first and is_new_opener(meta, req.caller):
         ctx.clear(RECLAIM_AT)  # reopened: someone holds it again, so it is not due (decision 78)
-    if first:  # the opener's wakes, registered with the record (decision 83)
-        await guard_waiters(ctx, meta, meta.waiters, settings)
-    elif req.parts == 0:
+    if first:  # the opener's wakes, registered with the record, kept with the watch (decision 83)
+        await guard_waiters(ctx, meta, meta.waiters, settings, watch)
+    elif watch is not None:
+        await keep_watch(ctx, watch)
+    if not first and req.parts == 0:
         # A resume stages nothing, so it runs again the children the group kept as missed, as a
         # reopen runs what it staged (decision 48); last, so an earlier release's journal is a prefix.
         _, rewatched = await dispatch_again(ctx, meta, await missed_children(ctx), settings.routing)

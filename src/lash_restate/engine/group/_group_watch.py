@@ -54,6 +54,7 @@ __all__ = [
     "on_watch_runs",
     "openers_to_watch",
     "reclaim_later",
+    "send_watch",
     "watch_after",
 ]
 
@@ -256,9 +257,19 @@ async def watch_after(
     runs one: its close cancels it while it is scheduled. Restate keeps a run's end for longer than
     that, so a kill before the watch starts is seen when it attaches.
     """
-    if runs or callers:
-        watch = RunsWatch(incarnation=meta.incarnation, runs=runs, callers=callers or msgspec.UNSET)
-        await keep_watch(ctx, GROUP_WATCH_RUNS.send(ctx, ctx.key(), watch, delay=WATCH_AFTER))
+    if (handle := send_watch(ctx, meta, runs, callers)) is not None:
+        await keep_watch(ctx, handle)
+
+
+def send_watch(
+    ctx: restate.ObjectContext, meta: GroupMeta, runs: list[WatchedRun], callers: list[str]
+) -> restate.SendHandle | None:
+    """`watch_after`'s send, for a handler that keeps its id with a guard's (`guard_waiters`): the
+    two ids then come back in one round trip, not one each, on the open's path."""
+    if not runs and not callers:
+        return None
+    watch = RunsWatch(incarnation=meta.incarnation, runs=runs, callers=callers or msgspec.UNSET)
+    return GROUP_WATCH_RUNS.send(ctx, ctx.key(), watch, delay=WATCH_AFTER)
 
 
 def openers_to_watch(meta: GroupMeta, caller: str | None) -> list[str]:
