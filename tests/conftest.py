@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import json
 import types
 from collections.abc import Iterator
 from pathlib import Path
@@ -145,11 +146,51 @@ def _stack(
         **({"RESTATE_EXPERIMENTAL_ENABLE_PROTOCOL_V7": "true"} if v7 else {}),
     }
     endpoint_env = {} if batch_from is None else {"LASH_BATCH_FROM": str(batch_from)}
+    endpoint_env["LASH_VERBOSE"] = "1"  # every group event logged, for `check_group_events`
     if paged:  # every group paged, and opened in parts (decision 65): the widest layout, at any width
         endpoint_env[PAGE_FROM_ENV] = "1"
         endpoint_env[PARTS_FROM_ENV] = "1"
     with LocalStack.single(tmp, server_env=env, endpoint_env=endpoint_env).start() as stack:
         yield stack
+    check_group_events(tmp / "endpoint.log")
+
+
+# What each group event an endpoint logs carries besides its group's key and its invocation's id:
+# the operate guide's events, which an operator filters and a trace or a metric is built from.
+GROUP_EVENTS: dict[str, tuple[str, ...]] = {
+    "group.opened": ("children", "wake", "disposition", "mode"),
+    "group.reopened": (),
+    "group.ranked": ("rank", "position"),
+    "group.woken": ("rank",),
+    "group.cancelled": ("cancelled", "mode"),
+    "group.closed": ("disposition", "settled"),
+    "group.operator_closed": (),
+    "group.missed": ("children",),
+    "group.redispatched": ("children",),
+    "group.run_ended": ("children", "code"),
+    "group.caller_gone_cancel": (),
+    "group.reclaimed": (),
+    "group.record_gone": ("waiters",),
+}
+
+
+def check_group_events(log: Path) -> None:
+    """Every group event in ``log`` (a session stack's endpoint, verbose) is one the operate guide
+    names, with its group's key, its invocation's id and its own fields (a teardown failure if not)."""
+    wrong = []
+    for line in log.read_text().splitlines():
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue  # not a log line of lash's (the server's HTTP stack's, say)
+        name = record.get("event") if isinstance(record, dict) else None
+        if name is None or name.startswith(("endpoint.", "child.")):
+            continue
+        fields = record
+        needed = ("group_key", "invocation_id", *GROUP_EVENTS.get(name, ("a known event name",)))
+        if missing := [key for key in needed if fields.get(key) in (None, "")]:
+            wrong.append(f"{name}: no {', '.join(missing)} in {line}")
+    assert not wrong, "\n".join(wrong[:10])
 
 
 @pytest.fixture(scope="session")
