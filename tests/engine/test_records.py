@@ -22,6 +22,7 @@ from lash_restate.engine import GroupMeta, callee_replay_key
 from lash_restate.engine.child._calls import callee_key
 from lash_restate.engine.group._mode import PUMP_SLICE
 from lash_restate.engine.pump._pump_common import split_plan, subtrees
+from lash_restate.engine.pump._pump_store import within_budget
 from lash_restate.engine.wire._messages import (
     OpenRequest,
     OpenRequestSerde,
@@ -176,3 +177,16 @@ def test_a_callees_key_names_its_child_whatever_marks_its_incarnation_carries(in
 @pytest.mark.parametrize("key", [None, "", f"@{UUID}", "r@not-an-incarnation", f"r@x{UUID}", f"r@w-{UUID}"])
 def test_a_key_that_is_no_callees_names_no_child(key: str | None) -> None:
     assert callee_replay_key(key) is None
+
+
+def test_a_bulk_read_of_outcomes_answers_the_leading_ones_within_its_budget() -> None:
+    """A pump's bulk read (decision 35) answers the outcomes asked for in order while their sizes add
+    up to at most the budget, stops at the first one not stored, and answers the first whatever its
+    size only when its read must serve the next rank."""
+    a, b, c = b"x" * 60, b"y" * 30, b"z" * 50
+    assert within_budget([a, b, c], 100, first=True) == [a, b]  # 60 + 30 fit, + 50 would not
+    assert within_budget([a, b, c], 140, first=True) == [a, b, c]  # exactly the budget fits
+    assert within_budget([a, b, c], 139, first=False) == [a, b]
+    assert within_budget([a, None, c], 1000, first=True) == [a]  # not stored (closed): stop there
+    assert within_budget([a, b], 10, first=True) == [a]  # the next rank's outcome, whatever its size
+    assert within_budget([a, b], 10, first=False) == []  # another pump's read serves that rank

@@ -15,7 +15,7 @@ from ..wire._routes import (
 )
 from ._pump_common import BYTES, KEYS, SLICES
 
-__all__ = ["OUTCOMES_PER_READ", "READ", "on_forget", "on_outcomes"]
+__all__ = ["OUTCOMES_PER_READ", "READ", "on_forget", "on_outcomes", "within_budget"]
 
 # The SDK's default serde leaves a union as plain JSON: decode a bulk read's request ourselves.
 READ: MsgspecSerde[list[int] | OutcomesRead] = MsgspecSerde(list[int] | OutcomesRead)
@@ -31,19 +31,24 @@ async def on_outcomes(ctx: restate.ObjectSharedContext, asked: list[int] | Outco
     ]
     if reads:
         await restate.gather(*reads)
+    stored = [await state for state in reads]
+    if stored and stored[0] is None:  # ranked, so stored, unless the group was closed meanwhile
+        raise GroupNotOpen("the group was closed while reading", group_key=group_of_pump(ctx.key()))
+    return b"[" + b",".join(within_budget(stored, read.budget, first=read.first)) + b"]"
+
+
+def within_budget(stored: list[bytes | None], budget: int, *, first: bool) -> list[bytes]:
+    """The leading outcomes of ``stored`` whose sizes add up to at most ``budget`` bytes, up to the
+    first one missing; the first whatever its size when ``first`` (the read that must answer the
+    next rank: an outcome alone always fits a reply, decision 35)."""
     found: list[bytes] = []
     size = 0
-    for state in reads:
-        outcome = await state
-        if outcome is None:
-            if not found:  # ranked, so stored, unless the group was closed meanwhile
-                raise GroupNotOpen("the group was closed while reading", group_key=group_of_pump(ctx.key()))
-            break
-        if (found or not read.first) and size + len(outcome) > read.budget:
+    for outcome in stored:
+        if outcome is None or ((found or not first) and size + len(outcome) > budget):
             break
         found.append(outcome)
         size += len(outcome)
-    return b"[" + b",".join(found) + b"]"
+    return found
 
 
 async def on_forget(ctx: restate.ObjectContext) -> None:
