@@ -253,6 +253,18 @@ async def identical_batches_with_distinct_occurrences_do_not_share_a_counter(
 
 
 @scenario("groups")
+async def a_child_that_answers_nothing_fulfils_with_null(tier: Tier, children: ChildKind) -> None:
+    """A tool that returns None, or a handler that does (Restate carries its answer as an empty
+    body), fulfils with null: an answer of no bytes is no value, not an answer that is not JSON."""
+    s = Scope(children)
+    async with Turn(tier) as t:
+        g = t.open(s.group([s.echo(None), s.echo(0)]))
+        first, second = g.next(), g.next()
+    outcomes = {first.ok.position: first.ok.outcome, second.ok.position: second.ok.outcome}
+    assert outcomes == {0: Ok(value=None), 1: Ok(value=0)}
+
+
+@scenario("groups")
 async def sleep_children_are_durable_timers_that_fulfil_with_null(tier: Tier, children: ChildKind) -> None:
     s = Scope(children)
     async with Turn(tier) as t:
