@@ -21,6 +21,7 @@ from lash_restate.contract import (
 from lash_restate.engine import GroupMeta, callee_replay_key
 from lash_restate.engine.child._calls import callee_key
 from lash_restate.engine.group._mode import PUMP_SLICE
+from lash_restate.engine.group._pages import RANK_PAGE, RankTail, assemble_order
 from lash_restate.engine.pump._pump_common import split_plan, subtrees
 from lash_restate.engine.pump._pump_store import within_budget
 from lash_restate.engine.wire._messages import (
@@ -190,3 +191,21 @@ def test_a_bulk_read_of_outcomes_answers_the_leading_ones_within_its_budget() ->
     assert within_budget([a, None, c], 1000, first=True) == [a]  # not stored (closed): stop there
     assert within_budget([a, b], 10, first=True) == [a]  # the next rank's outcome, whatever its size
     assert within_budget([a, b], 10, first=False) == []  # another pump's read serves that rank
+
+
+def test_an_operators_view_of_a_paged_group_reads_its_rank_pages_then_its_tail() -> None:
+    """`assemble_order`: the order of a paged group, as `groups show` reads it from the admin API's
+    state rows: every full ``ranks:{j}`` page in page order (not the rows' order), then the tail."""
+    first, second = list(range(RANK_PAGE)), list(range(RANK_PAGE, 2 * RANK_PAGE))
+    tail = RankTail(pages=2, tail=[2 * RANK_PAGE, 2 * RANK_PAGE + 1])
+    rows = {  # as the admin API lists them: in no particular order
+        "ranked": msgspec.json.encode(tail).decode(),
+        "ranks:1": msgspec.json.encode(second).decode(),
+        "meta": "{}",
+        "ranks:0": msgspec.json.encode(first).decode(),
+    }
+    meta = msgspec.structs.replace(_meta(), child_count=2 * RANK_PAGE + 2, incarnation="p-i")
+    assembled = assemble_order(meta, rows)
+    assert assembled.positions() == [*first, *second, *tail.tail]
+    assert assembled.counter == 2 * RANK_PAGE + 2
+    assert assemble_order(_meta(), rows) == _meta()  # a group of one slice keeps its order in meta
