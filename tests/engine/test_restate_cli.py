@@ -22,6 +22,7 @@ import pytest
 
 from lash_restate.engine import GroupMeta
 from lash_restate.engine.caller._open_parts import PARTS_FROM_ENV
+from lash_restate.engine.group._mode import PUMP_SLICE
 from lash_restate.inspection import OpenGroup, quote, sql
 from lash_restate.testing import LocalStack
 from tests.conformance.builders import Scope, close, combine, count, echo, event, next_, ok, open_, save, use
@@ -81,7 +82,8 @@ async def test_pausing_and_resuming_a_groups_invocation_with_restates_cli_change
     assert {ok(first)["position"], ok(second)["position"]} == {0, 2}
     if which.endswith("pump"):
         handler = "run_parts" if which == "parts-pump" else "run2"
-        query = _invocation("LashPump", f"ends_with(target_service_key, {quote(':' + s.key())})", handler)
+        ends = f".1:{s.key()}" if which == "slice-pump" else f":{s.key()}"  # the second slice's pump
+        query = _invocation("LashPump", f"ends_with(target_service_key, {quote(ends)})", handler)
     else:
         query = _invocation("LashChild", f"target_service_key = {quote(s.key() + '/c1')}", "execute")
     [row] = await _poll(stack, query, lambda rows: len(rows) == 1)
@@ -164,14 +166,15 @@ KILLED = {"type": "err", "code": "409", "message": "killed"}  # what a killed ca
 
 @pytest.mark.parametrize(
     ("which", "width"),
-    [("pump", 3), ("parts-pump", 3), ("child", 3), ("child", 2)],
-    ids=["pump", "parts-pump", "pumped-child", "direct-child"],
+    [("pump", 3), ("parts-pump", 3), ("slice-pump", PUMP_SLICE + 1), ("child", 3), ("child", 2)],
+    ids=["pump", "parts-pump", "slice-pump", "pumped-child", "direct-child"],
 )
 async def test_killing_a_groups_pump_or_child_with_restates_cli_settles_its_unsettled_children_as_killed(
     tmp_path: Path, which: str, width: int
 ) -> None:
-    """`restate invocations kill` of the group's pump (opened in one message, or in parts), of the
-    `LashChild/execute` it awaits, or of a narrow group's `LashChild/run`, while a caller waits on the
+    """`restate invocations kill` of the group's pump (opened in one message, or in parts), of a wide
+    group's pump of its second slice, of the `LashChild/execute` a pump awaits, or of a narrow group's
+    `LashChild/run`, while a caller waits on the
     slow child: as a killed callee answers its caller, the slow child settles as killed (409) and
     takes its rank, so the waiting caller ends; the ranks read before are served the same, and the
     close finds nothing left running."""
@@ -187,13 +190,14 @@ async def test_killing_a_groups_pump_or_child_with_restates_cli_settles_its_unse
 async def _kill_and_read(stack: LocalStack, tmp_path: Path, which: str, width: int) -> str:
     s = Scope()
     name = f"{s.id}-slow"
-    fast = [echo("a"), echo("b")][: width - 1]
+    fast = [echo(f"fast {i}") for i in range(width - 1)]
     group = s.group([*fast, count(name, "slow", delay_ms=120_000)])
     [opened, *read] = await stack.turn(open_(group), *[next_() for _ in fast])
     slow = f"{s.key()}/c{width - 1}"
     if which.endswith("pump"):
         handler = "run_parts" if which == "parts-pump" else "run2"
-        query = _invocation("LashPump", f"ends_with(target_service_key, {quote(':' + s.key())})", handler)
+        ends = f".1:{s.key()}" if which == "slice-pump" else f":{s.key()}"  # the second slice's pump
+        query = _invocation("LashPump", f"ends_with(target_service_key, {quote(ends)})", handler)
     else:
         handler = "execute" if width >= 3 else "run"
         query = _invocation("LashChild", f"target_service_key = {quote(slow)}", handler)
