@@ -404,6 +404,40 @@ async def test_a_group_with_no_saved_handle_is_classified_by_what_restate_rememb
     await until(lambda: _nothing_left(stack, s.key()))
 
 
+async def test_a_group_with_no_saved_handle_is_parked_by_its_record_of_a_normal_return(
+    stack: LocalStack,
+) -> None:
+    """The counterpart of the test above: the group's own watch of its opener reports a normal return,
+    so the group is parked by its record of it, and stays parked once Restate has forgotten the opener."""
+    s = Scope()
+    group = s.group([echo("won"), event(s.event("later"))], wake="first")
+    go = s.group([event(s.event("go"))], batch="go")
+    turn = turn_in_background(stack, s, open_(group), next_(), open_(go), next_())
+    watch = (
+        "SELECT id FROM sys_invocation WHERE target_service_name = 'LashGroup' "
+        f"AND target_service_key = {quote(s.key())} AND target_handler_name = 'watch_runs'"
+    )
+    await invocation_id(stack, watch)  # the watch of the opener has started
+    await stack.emit(s.event("go"), "go")
+    answered = await turn
+    assert answered.status_code == 200 and ok(answered.json()[1])["position"] == 0
+    recorded = "its latest opener returned normally: a continuation holds it"
+
+    async def reason() -> str | None:
+        view = await asyncio.to_thread(show_group, stack.server.admin_url, s.key())
+        return view.reason if view is not None and view.reason == recorded else None
+
+    await until(reason)
+    view = await asyncio.to_thread(show_group, stack.server.admin_url, s.key())
+    assert view is not None
+    [opener] = view.openers
+    await purge(stack, opener.invocation_id)
+    assert await reason() == recorded  # its own record, whatever Restate has forgotten
+    await stack.emit(s.event("later"), "late")
+    assert lash(stack, "groups", "close", s.key(), "--force").returncode == 0  # parked: forced
+    await until(lambda: _nothing_left(stack, s.key()))
+
+
 async def test_a_cancel_group_is_parked_or_orphaned_by_its_own_watch(stack: LocalStack) -> None:
     """A `Cancel` group watches its openers anyway: no second watch on save, and the same answers."""
     parked = await parked_group(stack, event(Scope().event("later")), disposition="cancel")
