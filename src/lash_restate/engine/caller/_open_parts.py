@@ -37,9 +37,8 @@ async def open_in_parts(
 
     Each part is called, so a child the endpoint cannot route refuses a first open
     (`ChildUnroutable`) before the group is recorded; the group then releases the parts staged, and
-    nothing is left (a reopen refuses nothing). A
-    resume stages nothing: the group runs again the children it kept as missed, and a resume that
-    finds no group refuses.
+    nothing is left (a reopen refuses nothing). A resume stages nothing: the group runs again the
+    children it kept as missed, and a resume that finds no group refuses.
     """
     stage = f"{PAGED}{ctx.uuid()}"
     keys = [slice_key(key, stage, first) for first in range(0, len(group), PUMP_SLICE)]
