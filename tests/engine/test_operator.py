@@ -372,13 +372,12 @@ async def test_close_of_an_open_group_needs_force_and_ends_its_openers_read(stac
     await until(lambda: _nothing_left(stack, s.key()))
 
 
-async def test_a_group_with_no_saved_handle_is_classified_by_what_restate_remembers(
-    stack: LocalStack,
+async def _returns_without_saving(
+    stack: LocalStack, s: Scope, with_watch: Callable[[str], Awaitable[None]]
 ) -> None:
-    """A group opened without a save, whose own record of how its opener ended is missing (as for a
-    group an earlier release opened, or one whose watch an operator killed): parked while Restate
-    remembers that its opener returned normally; once that is purged, orphaned, its end not known."""
-    s = Scope()
+    """A turn that opens ``s``'s group (rank 1 read, a child still waiting on `later`), then waits on
+    another group's `go` while ``with_watch`` is given the id of the group's watch of it, then returns
+    normally without saving a handle."""
     group = s.group([echo("won"), event(s.event("later"))], wake="first")
     go = s.group([event(s.event("go"))], batch="go")
     turn = turn_in_background(stack, s, open_(group), next_(), open_(go), next_())
@@ -386,10 +385,24 @@ async def test_a_group_with_no_saved_handle_is_classified_by_what_restate_rememb
         "SELECT id FROM sys_invocation WHERE target_service_name = 'LashGroup' "
         f"AND target_service_key = {quote(s.key())} AND target_handler_name = 'watch_runs'"
     )
-    await kill(stack, await invocation_id(stack, watch))  # the opener still waits on `go`: nothing reported
+    await with_watch(await invocation_id(stack, watch))
     await stack.emit(s.event("go"), "go")
     answered = await turn
     assert answered.status_code == 200 and ok(answered.json()[1])["position"] == 0
+
+
+async def test_a_group_with_no_saved_handle_is_classified_by_what_restate_remembers(
+    stack: LocalStack,
+) -> None:
+    """A group opened without a save, whose own record of how its opener ended is missing (as for a
+    group an earlier release opened, or one whose watch an operator killed): parked while Restate
+    remembers that its opener returned normally; once that is purged, orphaned, its end not known."""
+    s = Scope()
+
+    async def kill_the_watch(found: str) -> None:  # the opener still waits on `go`: nothing reported
+        await kill(stack, found)
+
+    await _returns_without_saving(stack, s, kill_the_watch)
     row = await until(lambda: listed(stack, s.key(), "parked"))
     assert row.state == "parked"
     view = await asyncio.to_thread(show_group, stack.server.admin_url, s.key())
@@ -410,17 +423,11 @@ async def test_a_group_with_no_saved_handle_is_parked_by_its_record_of_a_normal_
     """The counterpart of the test above: the group's own watch of its opener reports a normal return,
     so the group is parked by its record of it, and stays parked once Restate has forgotten the opener."""
     s = Scope()
-    group = s.group([echo("won"), event(s.event("later"))], wake="first")
-    go = s.group([event(s.event("go"))], batch="go")
-    turn = turn_in_background(stack, s, open_(group), next_(), open_(go), next_())
-    watch = (
-        "SELECT id FROM sys_invocation WHERE target_service_name = 'LashGroup' "
-        f"AND target_service_key = {quote(s.key())} AND target_handler_name = 'watch_runs'"
-    )
-    await invocation_id(stack, watch)  # the watch of the opener has started
-    await stack.emit(s.event("go"), "go")
-    answered = await turn
-    assert answered.status_code == 200 and ok(answered.json()[1])["position"] == 0
+
+    async def leave_it(found: str) -> None:  # the watch of the opener has started
+        return None
+
+    await _returns_without_saving(stack, s, leave_it)
     recorded = "its latest opener returned normally: a continuation holds it"
 
     async def reason() -> str | None:

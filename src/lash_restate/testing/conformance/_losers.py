@@ -16,6 +16,14 @@ from ._turn import Turn
 __all__: list[str] = []
 
 
+async def _ran_once(tier: Tier, s: Scope, name: str) -> None:
+    """Once the group is closed and every run of child 0 (and the pump's) has ended, its `count`
+    side effect ``name`` happened once."""
+    await tier.wait_closed(s.key())
+    await tier.wait_child_finished(f"{s.key()}/c0")
+    assert [n for n in await tier.counts() if n == name] == [name]
+
+
 @scenario("groups")
 async def run_to_completion_losers_take_ranks_after_the_caller_is_gone(
     tier: Tier, children: ChildKind
@@ -117,9 +125,7 @@ async def a_child_whose_tool_came_back_settles_at_the_drain_for_a_resumer_that_d
     assert (first.ok.rank, first.ok.position) == (1, 1)
     assert (second.ok.rank, second.ok.position) == (2, 0)
     assert second.ok.outcome == Ok(value="slow")
-    await tier.wait_closed(s.key())
-    await tier.wait_child_finished(f"{s.key()}/c0")
-    assert [n for n in await tier.counts() if n == name] == [name]
+    await _ran_once(tier, s, name)
 
 
 @scenario("groups")
@@ -138,9 +144,7 @@ async def a_child_whose_tool_came_back_settles_once_a_resume_reopens_it(
         block = t.iterate(group, resume=opened)
     assert [(x.rank, x.position) for x in block.answer.ok.settlements] == [(1, 1), (2, 0)]
     assert block.answer.ok.settlements[1].outcome == Ok(value="slow")
-    await tier.wait_closed(s.key())
-    await tier.wait_child_finished(f"{s.key()}/c0")
-    assert [n for n in await tier.counts() if n == name] == [name]
+    await _ran_once(tier, s, name)
 
 
 @scenario("groups")
@@ -166,9 +170,7 @@ async def a_reopen_while_a_childs_tool_is_still_missing_refuses_nothing(
     assert (first.ok.rank, first.ok.position) == (1, 1)
     assert (second.ok.rank, second.ok.position) == (2, 0)
     assert second.ok.outcome == Ok(value="slow")
-    await tier.wait_closed(s.key())
-    await tier.wait_child_finished(f"{s.key()}/c0")
-    assert [n for n in await tier.counts() if n == name] == [name]
+    await _ran_once(tier, s, name)
 
 
 @scenario("groups")
@@ -206,9 +208,7 @@ async def a_reopen_while_a_child_runs_does_not_run_it_twice(tier: Tier, children
         first, second = g.next(), g.next()
         g.close()
     assert {first.ok.position, second.ok.position} == {0, 1}
-    await tier.wait_closed(s.key())
-    await tier.wait_child_finished(f"{s.key()}/c0")  # every run of it, and the pump's, has ended
-    assert [n for n in await tier.counts() if n == name] == [name]
+    await _ran_once(tier, s, name)
 
 
 @scenario("groups")
