@@ -8,12 +8,24 @@ import asyncio
 from typing import Any
 
 from ...contract import Cancelled, Err, GroupHandle, Ok, Settlement
+from ._answers import Answer
 from ._scenario import scenario
 from ._steps import Scope, count, event, next_, open_, save
 from ._tier import ChildKind, Tier
 from ._turn import Turn
 
 __all__: list[str] = []
+
+
+async def _slow_child_ranked_second(
+    tier: Tier, s: Scope, name: str, first: Answer[Settlement], second: Answer[Settlement]
+) -> None:
+    """The fast child read at rank 1, the slow one at rank 2 with the tool's real outcome, and its
+    side effect done once."""
+    assert (first.ok.rank, first.ok.position) == (1, 1)
+    assert (second.ok.rank, second.ok.position) == (2, 0)
+    assert second.ok.outcome == Ok(value="slow")
+    await _ran_once(tier, s, name)
 
 
 async def _ran_once(tier: Tier, s: Scope, name: str) -> None:
@@ -122,10 +134,7 @@ async def a_child_whose_tool_came_back_settles_at_the_drain_for_a_resumer_that_d
         g = t.resume(opened)
         first, second = g.next(), g.next()
         g.close()
-    assert (first.ok.rank, first.ok.position) == (1, 1)
-    assert (second.ok.rank, second.ok.position) == (2, 0)
-    assert second.ok.outcome == Ok(value="slow")
-    await _ran_once(tier, s, name)
+    await _slow_child_ranked_second(tier, s, name, first, second)
 
 
 @scenario("groups")
@@ -167,10 +176,7 @@ async def a_reopen_while_a_childs_tool_is_still_missing_refuses_nothing(
         g = t.open(group)
         first, second = g.next(), g.next()
         g.close()
-    assert (first.ok.rank, first.ok.position) == (1, 1)
-    assert (second.ok.rank, second.ok.position) == (2, 0)
-    assert second.ok.outcome == Ok(value="slow")
-    await _ran_once(tier, s, name)
+    await _slow_child_ranked_second(tier, s, name, first, second)
 
 
 @scenario("groups")
