@@ -12,6 +12,7 @@ import asyncio
 import functools
 import json
 import os
+import signal
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,7 +26,20 @@ from lash_restate.engine.caller._open_parts import PARTS_FROM_ENV
 from lash_restate.engine.group._mode import PUMP_SLICE
 from lash_restate.inspection import OpenGroup, quote, sql
 from lash_restate.testing import LocalStack
-from tests.conformance.builders import Scope, close, combine, count, echo, event, next_, ok, open_, save, use
+from tests.conformance.builders import (
+    Scope,
+    close,
+    combine,
+    count,
+    echo,
+    event,
+    next_,
+    ok,
+    open_,
+    save,
+    tool,
+    use,
+)
 from tests.engine.test_engine import _poll
 from tests.engine.test_operator import (
     _nothing_left,
@@ -222,6 +236,48 @@ async def _kill_and_read(stack: LocalStack, tmp_path: Path, which: str, width: i
 
 
 _STARTED = (["running"], ["suspended"])  # attached to what it watches: neither scheduled nor ended
+
+
+async def test_killing_a_direct_childs_settle_with_restates_cli_still_ranks_the_child(
+    stack: LocalStack, tmp_path: Path
+) -> None:
+    """`restate invocations kill` of the `LashGroup/settle` a direct child's run sent, before it ran
+    (here it is held by a deployment that does not answer; on a busy cluster, behind the group's other
+    work): the run itself ended normally. The group's watch of that run watches the settle the run
+    answered, so the child settles again from its store, with its real outcome, and the caller
+    waiting on it goes on."""
+    s = Scope()
+    gate = tmp_path / "gate"
+    group = s.group([tool("blob", {"size": 3, "after": str(gate)}), event(s.event("never"))], wake="first")
+    caller = turn_in_background(stack, s, open_(group), next_(), close())
+    key = f"target_service_key = {quote(s.key())}"
+    # The caller's wake is registered and the group's watch of its runs attached (a second after the
+    # open), both on the first deployment.
+    wait = _invocation("LashGroup", key, "wait")
+    await _poll(stack, wait, lambda rows: [r["status"] for r in rows] == ["completed"])
+    watch = _invocation("LashGroup", key, "watch_runs")
+    await _poll(stack, watch, lambda rows: [r["status"] for r in rows] in _STARTED)
+    held = stack.add_endpoint("endpoint-b")
+    held.start()
+    stack.register(held)  # what is sent from here on runs there
+    assert held.pid is not None
+    os.kill(held.pid, signal.SIGSTOP)
+    try:
+        gate.touch()  # the child's tool answers; the settle its run sends waits on the stopped endpoint
+        settles = _invocation("LashGroup", key, "settle")
+        [settle] = await _poll(stack, settles, lambda rows: len(rows) == 1)
+        run = _invocation("LashChild", f"target_service_key = {quote(s.key() + '/c0')}", "run")
+        await _poll(stack, run, lambda rows: [r["status"] for r in rows] == ["completed"])
+        _operator(stack, tmp_path, "kill", settle["id"])
+        await _poll(stack, settles, lambda rows: rows[0]["status"] == "completed")
+    finally:
+        os.kill(held.pid, signal.SIGCONT)
+    answered = await asyncio.wait_for(caller, 60)
+    assert answered.status_code == 200, answered.text
+    [_, first, closed] = answered.json()
+    assert (ok(first)["rank"], ok(first)["position"]) == (1, 0)
+    assert ok(first)["outcome"] == {"type": "ok", "value": "xxx"}
+    assert "error" not in closed
 
 
 async def test_killing_a_groups_own_watches_with_restates_cli_changes_no_answer(

@@ -38,6 +38,7 @@ from lash_restate.contract import (
 )
 from lash_restate.engine.group._pages import RankTail
 from lash_restate.engine.wire._messages import (
+    RUN_REPLY,
     CallerEnded,
     ChildrenFailed,
     ChildRun,
@@ -67,6 +68,7 @@ from lash_restate.engine.wire._messages import (
     WaitRequest,
     WatchedRun,
     decode_open,
+    settle_sent,
 )
 from lash_restate.engine.wire._records import GroupMeta, Opener, OpenerEnd, PumpLink, SettlementMode, Waiter
 
@@ -369,6 +371,10 @@ def _samples() -> list[Sample]:
     )
     for variant, envelope in {"tool": TOOL, "sleep": SLEEP, "event": EVENT, "call": CALL}.items():
         add(f"msg.child.run.{variant}", ChildRun(envelope=envelope, incarnation=INCARNATION), _json(ChildRun))
+    # A run answers the settle it sent; an earlier release's run, and one that sent none, answer nothing.
+    run_reply = (RUN_REPLY.serialize, settle_sent)
+    add("msg.child.run_reply.settle", "inv_1settle", run_reply)
+    add("msg.child.run_reply.nothing", None, run_reply)
     add("msg.child.execute.call", CALL_PLAIN, _json(RuntimeEffectEnvelope))
     add("msg.child.execute.call_options", CALL_OPTIONS, _json(RuntimeEffectEnvelope))
     add("msg.child.outcome.incarnation", INCARNATION, _json(str))

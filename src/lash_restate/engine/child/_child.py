@@ -37,6 +37,7 @@ from ...contract import (
 from ..wire._errors import HANDLER_RETRY, NOT_FOUND, is_cancellation, lash_terminal, terminal_errors
 from ..wire._messages import (
     INLINE_OUTCOME_BYTES,
+    RUN_REPLY,
     ChildrenFailed,
     ChildRun,
     MissedChildren,
@@ -75,11 +76,11 @@ def child_object(
     read and release of its outcome store."""
     child = restate.VirtualObject(named(CHILD), invocation_retry_policy=HANDLER_RETRY, metadata=metadata)
 
-    @child.handler(name=CHILD_RUN.handler, ingress_private=True)
+    @child.handler(name=CHILD_RUN.handler, ingress_private=True, output_serde=RUN_REPLY)
     @terminal_errors
     @described_by(on_run)
-    async def run(ctx: restate.ObjectContext, req: ChildRun) -> None:
-        await on_run(ctx, req, routing, tool_attempts)
+    async def run(ctx: restate.ObjectContext, req: ChildRun) -> str:
+        return await on_run(ctx, req, routing, tool_attempts)
 
     @child.handler(name=CHILD_FAIL.handler, ingress_private=True)
     @described_by(on_fail)
@@ -107,11 +108,14 @@ def child_object(
     return child
 
 
-async def on_run(ctx: restate.ObjectContext, req: ChildRun, routing: Routing, tool_attempts: int) -> None:
+async def on_run(ctx: restate.ObjectContext, req: ChildRun, routing: Routing, tool_attempts: int) -> str:
+    """Run the child once, store its outcome, settle it into its group; answer the invocation id of
+    that settle, which the group's watch of this run watches in turn: an operator's kill of the
+    settle, queued behind the group's other work, would otherwise leave the child unranked."""
     envelope = req.envelope
     membership = envelope.membership
     if membership is None:
-        return  # only grouped children are dispatched here
+        return ""  # only grouped children are dispatched here
     store = child_store(req.incarnation)
     stored = await ctx.get(store, serde=_BYTES)
     if stored is None:
@@ -119,7 +123,8 @@ async def on_run(ctx: restate.ObjectContext, req: ChildRun, routing: Routing, to
         stored = stored_outcome(outcome)
         ctx.set(store, stored, serde=_BYTES)
     # Already settled (a re-dispatch after a reopen): settle again; the group dedups by position.
-    _settle(ctx, membership.group_key, req.incarnation, membership.position, stored)
+    settle = _settle(ctx, membership.group_key, req.incarnation, membership.position, stored)
+    return await settle.invocation_id()  # no command of its own: the send's id, journaled with it
 
 
 async def on_fail(ctx: restate.ObjectContext, req: ChildrenFailed) -> None:
@@ -155,7 +160,7 @@ async def on_forget(ctx: restate.ObjectContext, incarnation: str) -> None:
 
 def _settle(
     ctx: restate.ObjectContext, group_key: str, incarnation: str, position: int, stored: bytes
-) -> None:
+) -> restate.SendHandle:
     """Settle this child's stored outcome into its group (a direct child settles itself)."""
     ref = Ref(
         position=position,
@@ -163,7 +168,7 @@ def _settle(
         outcome=stored if len(stored) <= INLINE_OUTCOME_BYTES else None,
     )
     batch = SettleBatch(incarnation=incarnation, mode=SettlementMode.DIRECT, refs=[ref])
-    GROUP_SETTLE.send(ctx, group_key, batch)
+    return GROUP_SETTLE.send(ctx, group_key, batch)
 
 
 async def _execute_or_miss(

@@ -13,7 +13,15 @@ from ...contract import Err, LoserPolicy
 from ..child._calls import cancelled
 from ..wire._errors import NOT_FOUND
 from ..wire._incarnation import records_saves
-from ..wire._messages import CallerEnded, ChildrenFailed, Reclaim, RunEnded, RunsWatch, WatchedRun
+from ..wire._messages import (
+    CallerEnded,
+    ChildrenFailed,
+    Reclaim,
+    RunEnded,
+    RunsWatch,
+    WatchedRun,
+    settle_sent,
+)
 from ..wire._records import (
     ENDS,
     META,
@@ -187,7 +195,9 @@ async def on_watch_runs(ctx: restate.ObjectSharedContext, req: RunsWatch) -> Non
 
     A run that ends normally has settled its children (or reported them missed); a 404 is a
     miss (or a run Restate no longer remembers); a cancellation comes from a close, or is
-    answered by the run itself (a Cancel loser still settles, as cancelled).
+    answered by the run itself (a Cancel loser still settles, as cancelled). A direct child's run
+    answers the id of the settle it sent, which is watched in turn (decision 85): an operator may
+    kill it while it waits behind the group's other work, and its child would then hold no rank.
     """
     attached = {ctx.attach_invocation(run.invocation, serde=RAW): run for run in req.runs}
     openers = req.callers or []  # UNSET: an earlier release's watch, of runs alone
@@ -206,7 +216,7 @@ async def on_watch_runs(ctx: restate.ObjectSharedContext, req: RunsWatch) -> Non
                 GROUP_CALLER_ENDED.send(ctx, ctx.key(), end)
                 continue
             try:
-                await future
+                answer = await future
             except restate.TerminalError as error:
                 if error.status_code == NOT_FOUND or cancelled(error):
                     continue
@@ -217,6 +227,11 @@ async def on_watch_runs(ctx: restate.ObjectSharedContext, req: RunsWatch) -> Non
                     code=str(error.status_code),
                 )
                 GROUP_RUN_ENDED.send(ctx, ctx.key(), ended)
+                continue
+            if (settle := settle_sent(answer)) is not None:
+                watched = WatchedRun(invocation=settle, positions=attached[future].positions)
+                attached[settle_future := ctx.attach_invocation(settle, serde=RAW)] = watched
+                pending.append(settle_future)
 
 
 async def on_run_ended(ctx: restate.ObjectContext, ended: RunEnded) -> None:

@@ -185,6 +185,11 @@ FORMATS: Final[tuple[Format, ...]] = (
         since="unreleased",
     ),
     Format("msg.child.run", "{prefix}Child/run input: ChildRun"),
+    Format(
+        "msg.child.run_reply",
+        "{prefix}Child/run output: the invocation id of the settle it sent, a JSON string (or nothing)",
+        since="unreleased",
+    ),
     Format("msg.child.execute", "{prefix}Child/execute input: RuntimeEffectEnvelope"),
     Format("msg.child.execute_reply", "{prefix}Child/execute output: Outcome"),
     Format(

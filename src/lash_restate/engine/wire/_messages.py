@@ -16,12 +16,13 @@ from ...contract import (
 )
 from ...contract import STRUCT_OPTIONS as STRICT_OPTIONS
 from ._open_request import OpenRequest, OpenRequestSerde, decode_open
-from ._records import RECORD_OPTIONS, SettlementMode
+from ._records import RECORD_OPTIONS, MsgspecSerde, SettlementMode
 
 __all__ = [
     "BATCH_INLINE_BYTES",
     "INLINE_OUTCOME_BYTES",
     "READ_BUDGET",
+    "RUN_REPLY",
     "CallerEnded",
     "ChildRun",
     "ChildrenFailed",
@@ -55,6 +56,7 @@ __all__ = [
     "decode_open",
     "decode_outcome",
     "encode",
+    "settle_sent",
 ]
 
 # An outcome up to this size rides the settle message and the wake, so a waiting caller needs no
@@ -367,3 +369,18 @@ def decode(data: bytes, kind: type[_T]) -> _T:
 
 def decode_outcome(data: bytes) -> Outcome:
     return msgspec.json.decode(data, type=Outcome)
+
+
+# `LashChild/run`'s answer: the invocation id of the settle it sent into its group ("" if none); a
+# run of an earlier release answers nothing.
+RUN_REPLY: MsgspecSerde[str] = MsgspecSerde(str)
+
+
+def settle_sent(raw: bytes) -> str | None:
+    """The settle a run answered it sent (`RUN_REPLY`), if it answered one: what any other watched
+    invocation answers (a pump's nothing, a settle's own nothing) names none."""
+    try:
+        sent = msgspec.json.decode(raw, type=str | None) if raw else None
+    except msgspec.DecodeError:
+        return None  # not a run's answer: never a reason to fail the watch (it would be retried)
+    return sent or None

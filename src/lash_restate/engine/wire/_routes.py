@@ -279,7 +279,7 @@ GROUP_RECLAIM: Route[Reclaim, None] = Route(GROUP, "reclaim", Reclaim, type(None
 # A caller's wakes live in the group's record: deleted outside lash, they are ended as a close ends them.
 GROUP_GUARD: Route[Guard, None] = Route(GROUP, "guard", Guard, type(None))
 
-CHILD_RUN: Route[ChildRun, None] = Route(CHILD, "run", ChildRun, type(None))
+CHILD_RUN: Route[ChildRun, str] = Route(CHILD, "run", ChildRun, str)
 CHILD_EXECUTE: Route[RuntimeEffectEnvelope, bytes] = Route(CHILD, "execute", RuntimeEffectEnvelope, bytes)
 CHILD_OUTCOME: Route[str, bytes] = Route(CHILD, "outcome", str, bytes)
 CHILD_FORGET: Route[str, None] = Route(CHILD, "forget", str, type(None))
