@@ -13,6 +13,7 @@ from _pytest.nodeid import NodeId
 
 from lash_restate.engine.caller._open_parts import PARTS_FROM_ENV
 from lash_restate.engine.serving._endpoint import PAGE_FROM_ENV
+from lash_restate.inspection import quote
 from lash_restate.testing import LocalStack
 from lash_restate.testing.conformance import MemoryTier, RestateTier, Tier
 
@@ -152,7 +153,41 @@ def _stack(
         endpoint_env[PARTS_FROM_ENV] = "1"
     with LocalStack.single(tmp, server_env=env, endpoint_env=endpoint_env).start() as stack:
         yield stack
+        failed = failed_sends(stack)
     check_group_events(tmp / "endpoint.log")
+    assert not failed, f"a handler lash only sends to failed: {failed[:10]}"
+
+
+# The handlers lash only sends to: no caller awaits their answer, so one that fails (other than by a
+# cancellation: a close cancels the watches and guards the group kept) or that Restate keeps
+# retrying for its own failure is a defect no answer shows, a watch that could not read what it was
+# sent, say.
+SENT_ONLY = {
+    "LashGroup": (
+        "settle", "missed", "watch", "caller_ended", "hold", "held", "saved",
+        "watch_runs", "run_ended", "reclaim", "guard",
+    ),
+    "LashChild": ("fail", "forget"),
+}  # fmt: skip
+
+
+def failed_sends(stack: LocalStack) -> list[dict[str, Any]]:
+    """The invocations of `SENT_ONLY`'s handlers on ``stack`` that failed or are being retried."""
+    targets = " OR ".join(
+        f"(target_service_name = {quote(service)} AND target_handler_name IN ({', '.join(map(quote, ns))}))"
+        for service, ns in SENT_ONLY.items()
+    )
+    rows = stack.sql(
+        "SELECT target, status, completion_failure, last_failure FROM sys_invocation "
+        f"WHERE ({targets}) AND (status = 'backing-off' OR completion_result = 'failure')"
+    )
+    return [
+        row
+        for row in rows
+        if not str(row.get("completion_failure") or "").startswith("[409]")
+        # Restate could not reach the endpoint it is pinned to (a test's other deployment, gone since).
+        and "error when calling" not in str(row.get("last_failure") or "")
+    ]
 
 
 # What each group event an endpoint logs carries besides its group's key and its invocation's id:

@@ -16,7 +16,9 @@ What every scenario checks, whatever the fault:
 - a loser still unsettled at the close (a "held" child, whose event comes only after it) is cancelled
   under an effective `Cancel`, and keeps running under `RunToCompletion` until its event comes;
 - each side effect ran exactly once, or at least once where the fault landed inside work (a paused or
-  killed process mid-call: Restate runs a `ctx.run` again when its attempt was abandoned);
+  killed process mid-call: Restate runs a `ctx.run` again when its attempt was abandoned), or where a
+  cluster's partition changed leader while work ran (its nodes' logs say when: an election at start,
+  a node reclaiming what it led before a fault; the new leader runs a `ctx.run` again as well);
 - once the group is closed and its losers have ended, nothing of it is left: no lash state and no
   unfinished invocation under its scope.
 """
@@ -27,10 +29,12 @@ import asyncio
 import contextlib
 import json
 import random
+import re
 import shutil
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote as url_quote
@@ -363,6 +367,28 @@ def _suspended(idempotency_key: str) -> str:
     )
 
 
+# A node's log line saying a partition's leadership moved: one became leader, or one gave it up.
+_LEADERSHIP = re.compile(
+    rb"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6})\d*Z.*(became Leader|Lost leadership|Conceding to)"
+)
+
+
+def leadership_moved(fs: FaultStack, since: datetime, until: datetime) -> bool:
+    """Whether a partition of ``fs``'s cluster changed leader between ``since`` and ``until``, by its
+    nodes' logs (a lone server's leadership moves only with the faults that restart it)."""
+    if len(fs.nodes) < 2:
+        return False
+    for node in fs.nodes:
+        if node.log_path is None or not node.log_path.exists():
+            continue
+        for line in node.log_path.read_bytes().splitlines():
+            if (found := _LEADERSHIP.search(line)) is not None:
+                at = datetime.fromisoformat(found.group(1).decode()).replace(tzinfo=UTC)
+                if since <= at <= until:
+                    return True
+    return False
+
+
 def _done(rows: list[dict[str, Any]]) -> bool:
     return bool(rows) and all(r["status"] == "completed" for r in rows)
 
@@ -377,6 +403,8 @@ async def run_scenario(fs: FaultStack, sc: dict[str, Any], *, alone: bool = True
     leaves its group parked that long between the first turn and the resume.
     """
     s = Scope()
+    began = datetime.now(UTC)  # from here to `work_ended` (the fault, if it lands between work), the
+    work_ended: datetime | None = None  # counted side effects may run
     specs: list[str] = sc["children"]
     kind, fault, moment = sc["kind"], sc["fault"], sc["moment"]
     commands, names = _commands(s, specs)
@@ -428,6 +456,7 @@ async def run_scenario(fs: FaultStack, sc: dict[str, Any], *, alone: bool = True
             final_turn = await fs.turn(*final, key=f"final-{s.id}")
         else:
             await settled_itself()  # the fault lands between work: no side effect is running
+            work_ended = datetime.now(UTC)
             if moment == "parked" and sc["emit_order"]:
                 parked = asyncio.create_task(fs.turn(*final, key=f"final-{s.id}"))
                 # The re-read parks at the first rank not yet settled, and Restate suspends it there.
@@ -443,6 +472,7 @@ async def run_scenario(fs: FaultStack, sc: dict[str, Any], *, alone: bool = True
         # Between work here too: a loser the close is cancelling may still be inside its tool, and a
         # fault there makes its side effect at-least-once, as a kill mid-call does.
         await settled_itself()
+        work_ended = datetime.now(UTC)
         async with fs.fault(fault, sc["node"]):
             delivery = asyncio.create_task(deliver())
         await delivery
@@ -495,7 +525,8 @@ async def run_scenario(fs: FaultStack, sc: dict[str, Any], *, alone: bool = True
 
     await settled_itself()
     counts = fs.stack.counts()
-    inside = not alone or (fault is not None and moment == "inflight")
+    moved = leadership_moved(fs, began, work_ended or datetime.now(UTC))
+    inside = not alone or (fault is not None and moment == "inflight") or moved
     for i, name in names.items():
         ran = counts.count(name)
         if cancels and not final_turn and i not in order:
@@ -514,6 +545,7 @@ async def run_scenario(fs: FaultStack, sc: dict[str, Any], *, alone: bool = True
         "status": status,
         "decided_first": before["status"] != "suspended",  # the first turn decided the combinator
         "parked": parked is not None,  # the fault found a resumed turn parked
+        "leadership_moved": moved,  # a partition changed leader while counted side effects could run
         "fault": fs.faults[-1] if fault else None,
     }
 
