@@ -274,8 +274,10 @@ async def test_a_settlement_naming_no_child_is_refused_and_ranks_nothing(
     before = await _sql(stack, link)
     assert len(before) == (0 if path == "direct" else 1)  # a pumped group's pump listens on it
     handler = "report" if path == "paged" else "settle"
-    with pytest.raises(StackError, match="invalid_settlement"):
+    with pytest.raises(StackError, match="invalid_settlement") as refused:
         await stack.call(f"{TURN}/resettle", {"group_key": s.key(), "batch": batch, "handler": handler})
+    answer = json.loads(str(refused.value).split(": ", 1)[1])["message"]
+    assert json.loads(answer.removeprefix("lash-error:"))["group_key"] == s.key()  # it names the group
     assert await _sql(stack, link) == before  # a pumped group's link to its pump, untouched
     await stack.emit(gate, "second")
     [_, second, _] = await stack.turn(use(ok(saved)), next_(), close())
