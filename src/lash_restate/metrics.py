@@ -65,7 +65,7 @@ INSTRUMENTS: tuple[Instrument, ...] = (
         "lash.child.run_failed",
         "counter",
         "{child}",
-        "Children settled because their run ended in failure (killed).",
+        "Children settled because their run, or the settle it sent, ended in failure (killed).",
     ),
     Instrument("lash.group.first_rank.duration", "histogram", "s", "From a group's open to its first rank."),
     Instrument("lash.group.duration", "histogram", "s", "From a group's open to its close."),
