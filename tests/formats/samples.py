@@ -371,7 +371,7 @@ def _samples() -> list[Sample]:
     )
     for variant, envelope in {"tool": TOOL, "sleep": SLEEP, "event": EVENT, "call": CALL}.items():
         add(f"msg.child.run.{variant}", ChildRun(envelope=envelope, incarnation=INCARNATION), _json(ChildRun))
-    # A run answers the settle it sent; an earlier release's run, and one that sent none, answer nothing.
+    # A run answers the settle it sent ("" if it sent none); an earlier release's run answers nothing.
     run_reply = (RUN_REPLY.serialize, settle_sent)
     add("msg.child.run_reply.settle", "inv_1settle", run_reply)
     add("msg.child.run_reply.nothing", None, run_reply)

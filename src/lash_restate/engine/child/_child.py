@@ -124,7 +124,9 @@ async def on_run(ctx: restate.ObjectContext, req: ChildRun, routing: Routing, to
         ctx.set(store, stored, serde=_BYTES)
     # Already settled (a re-dispatch after a reopen): settle again; the group dedups by position.
     settle = _settle(ctx, membership.group_key, req.incarnation, membership.position, stored)
-    return await settle.invocation_id()  # no command of its own: the send's id, journaled with it
+    # No command of its own: the send's id, journaled with it. A Cancel close's cancel arriving
+    # while it waits ends this run cancelled; the close has cleared the group, so no rank is lost.
+    return await settle.invocation_id()
 
 
 async def on_fail(ctx: restate.ObjectContext, req: ChildrenFailed) -> None:

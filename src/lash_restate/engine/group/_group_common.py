@@ -31,7 +31,7 @@ __all__ = [
 
 REPLY: MsgspecSerde[WaitReply] = MsgspecSerde(WaitReply)
 OPENED: MsgspecSerde[OpenReply] = MsgspecSerde(OpenReply)
-RAW = BytesSerde()  # an attached caller's answer is not read, whatever it is
+RAW = BytesSerde()  # what an attached invocation answered, as bytes: only a run's is read
 LISTENED = b"true"  # what a listening pump's awakeable is resolved with (the value is not read)
 # The group's state key holding its watches' invocation ids, which its close cancels (decision 74).
 WATCHES = "watches"

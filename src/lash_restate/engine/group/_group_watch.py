@@ -4,6 +4,7 @@ it dispatched (decision 74), and the clock of a group nobody can resume (decisio
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
 
 import msgspec
 import restate
@@ -197,12 +198,14 @@ async def on_watch_runs(ctx: restate.ObjectSharedContext, req: RunsWatch) -> Non
     miss (or a run Restate no longer remembers); a cancellation comes from a close, or is
     answered by the run itself (a Cancel loser still settles, as cancelled). A direct child's run
     answers the id of the settle it sent, which is watched in turn (decision 85): an operator may
-    kill it while it waits behind the group's other work, and its child would then hold no rank.
+    kill or cancel it while it waits behind the group's other work, and its child would then hold
+    no rank.
     """
     attached = {ctx.attach_invocation(run.invocation, serde=RAW): run for run in req.runs}
     openers = req.callers or []  # UNSET: an earlier release's watch, of runs alone
     callers = {ctx.attach_invocation(caller, serde=RAW): caller for caller in openers}
     pending = [*attached, *callers]
+    settles: set[Any] = set()  # the settles runs answered they sent, watched as their runs are
     while pending:
         done, pending = await restate.wait_completed(*pending)
         for future in done:
@@ -218,7 +221,9 @@ async def on_watch_runs(ctx: restate.ObjectSharedContext, req: RunsWatch) -> Non
             try:
                 answer = await future
             except restate.TerminalError as error:
-                if error.status_code == NOT_FOUND or cancelled(error):
+                # Lash cancels runs (a close) but never a settle: an operator's cancel of a settle
+                # still waiting leaves its child unranked, as a kill does.
+                if error.status_code == NOT_FOUND or (cancelled(error) and future not in settles):
                     continue
                 ended = RunEnded(
                     incarnation=req.incarnation,
@@ -229,8 +234,11 @@ async def on_watch_runs(ctx: restate.ObjectSharedContext, req: RunsWatch) -> Non
                 GROUP_RUN_ENDED.send(ctx, ctx.key(), ended)
                 continue
             if (settle := settle_sent(answer)) is not None:
+                # The settle carries the run's children: if it fails, they are what holds no rank.
                 watched = WatchedRun(invocation=settle, positions=attached[future].positions)
-                attached[settle_future := ctx.attach_invocation(settle, serde=RAW)] = watched
+                settle_future = ctx.attach_invocation(settle, serde=RAW)
+                attached[settle_future] = watched
+                settles.add(settle_future)
                 pending.append(settle_future)
 
 

@@ -187,7 +187,7 @@ FORMATS: Final[tuple[Format, ...]] = (
     Format("msg.child.run", "{prefix}Child/run input: ChildRun"),
     Format(
         "msg.child.run_reply",
-        "{prefix}Child/run output: the invocation id of the settle it sent, a JSON string (or nothing)",
+        "{prefix}Child/run output: the id of the settle it sent, a JSON string (an earlier release: nothing)",
         since="unreleased",
     ),
     Format("msg.child.execute", "{prefix}Child/execute input: RuntimeEffectEnvelope"),
