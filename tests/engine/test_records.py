@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import itertools
+from types import SimpleNamespace
 
 import msgspec
 import pytest
+from restate.vm import VMWrapper
 
 from lash_restate.contract import (
     AwaitEvent,
@@ -20,6 +22,7 @@ from lash_restate.contract import (
 )
 from lash_restate.engine import GroupMeta, callee_replay_key
 from lash_restate.engine.child._calls import callee_key
+from lash_restate.engine.child._routing import replaying
 from lash_restate.engine.group._mode import PUMP_SLICE
 from lash_restate.engine.group._pages import RANK_PAGE, RankTail, assemble_order
 from lash_restate.engine.pump._pump_common import split_plan, subtrees
@@ -209,3 +212,15 @@ def test_an_operators_view_of_a_paged_group_reads_its_rank_pages_then_its_tail()
     assert assembled.positions() == [*first, *second, *tail.tail]
     assert assembled.counter == 2 * RANK_PAGE + 2
     assert assemble_order(_meta(), rows) == _meta()  # a group of one slice keeps its order in meta
+
+
+def test_a_handler_replays_exactly_when_its_contexts_vm_says_so() -> None:
+    """`replaying` reads what restate-sdk keeps on a handler's context, its VM's `is_replaying`: a
+    routing answer is asked only live, and a replay follows what it journaled (an open that resumes
+    on a process routing differently must not refuse the group it recorded). A context without a VM
+    is never replaying."""
+    assert callable(VMWrapper.is_replaying)  # where the SDK this release pins keeps it
+    for answer in (True, False):
+        context = SimpleNamespace(vm=SimpleNamespace(is_replaying=lambda answer=answer: answer))
+        assert replaying(context) is answer
+    assert replaying(SimpleNamespace()) is False
