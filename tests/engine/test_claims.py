@@ -18,6 +18,7 @@ import msgspec
 import pytest
 
 from lash_restate.engine.group._mode import PUMP_SLICE
+from lash_restate.engine.group._mode_stores import slice_key
 from lash_restate.inspection import quote, show_group, sql
 from lash_restate.testing import TURN, LocalStack, StackError
 from tests.conformance.builders import (
@@ -282,6 +283,34 @@ async def test_a_settlement_naming_no_child_is_refused_and_ranks_nothing(
     await stack.emit(gate, "second")
     [_, second, _] = await stack.turn(use(ok(saved)), next_(), close())
     assert (ok(second)["rank"], ok(second)["position"]) == (2, 1)
+
+
+async def test_a_read_of_outcomes_that_a_close_overtook_is_refused_naming_the_group(
+    restate_stack: LocalStack,
+) -> None:
+    """A caller's bulk read of a pumped group's outcomes that its close overtook (the pump released
+    what it kept) is refused with `group_not_open` naming the group, which the caller raises typed.
+    The race made deterministic: the read is asked of the pump, from inside Restate, once the close
+    has released its store."""
+    stack, s = restate_stack, Scope()
+    group = s.group([echo("a"), echo("b"), echo("c")])  # three: pumped
+    [_, *read, saved] = await stack.turn(open_(group), next_(), next_(), next_(), save())
+    assert sorted(ok(r)["position"] for r in read) == [0, 1, 2]
+    [meta] = await _sql(
+        stack,
+        "SELECT value_utf8 FROM state WHERE service_name = 'LashGroup' "
+        f"AND service_key = {quote(s.key())} AND key = 'meta'",
+    )
+    pump = slice_key(s.key(), json.loads(meta["value_utf8"])["incarnation"], 0)
+    [_, closed] = await stack.turn(use(ok(saved)), close())
+    assert "error" not in closed
+    kept = f"SELECT key FROM state WHERE service_name = 'LashPump' AND service_key = {quote(pump)}"
+    await _poll(stack, kept, lambda rows: rows == [])
+    ask = {"group_key": s.key(), "batch": [0], "handler": "outcomes", "pump_key": pump}
+    with pytest.raises(StackError, match="group_not_open") as refused:
+        await stack.call(f"{TURN}/resettle", ask)
+    answer = json.loads(str(refused.value).split(": ", 1)[1])["message"]
+    assert json.loads(answer.removeprefix("lash-error:"))["group_key"] == s.key()
 
 
 # -- R7 / S5: close deletes the whole group, idempotently, and awaits no loser ------------------
