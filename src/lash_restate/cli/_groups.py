@@ -170,6 +170,9 @@ def groups_redispatch(args: argparse.Namespace) -> int:
         print(json.dumps([r.as_dict() for r in results]))
         return 0
     for r in results:
+        if r.refused is not None:
+            print(f"{r.group_key}: nothing dispatched again: {r.refused}")
+            continue
         still = f"; {r.unroutable} still have no runner on the endpoint" if r.unroutable else ""
         print(f"{r.group_key}: {r.dispatched} child(ren) dispatched again{still}")
     if not results:

@@ -128,6 +128,7 @@ class RedispatchResult:
     group_key: str
     dispatched: int  # children dispatched again
     unroutable: int  # children the endpoint that answered still cannot route: still missed
+    refused: str | None = None  # why the group dispatched nothing (closed, or reopened, since it was read)
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -139,7 +140,8 @@ def redispatch_missed(
     """Run again the children whose runner was missing, of ``group_key`` or (None) of every open
     group with such children, without a reopen: the Restate form of the reference host's drain,
     for once a deployment routes them again. A child dispatched again runs only if it has no
-    outcome, and reaches its rank as a first run's does; a group that is not open is skipped.
+    outcome, and reaches its rank as a first run's does. A group closed (or closed and opened again)
+    between its reading and its re-dispatch dispatches nothing, and its result says why (`refused`).
     """
     where = f" AND service_key = {quote(group_key)}" if group_key is not None else ""
     results = []
@@ -150,8 +152,7 @@ def redispatch_missed(
         answer = _operator(
             admin_api(admin), ingress_url(ingress), group.key, GROUP_OPERATOR_REDISPATCH, request
         )
-        if answer.refused is None:
-            results.append(RedispatchResult(group.key, answer.dispatched, answer.unroutable))
+        results.append(RedispatchResult(group.key, answer.dispatched, answer.unroutable, answer.refused))
     return results
 
 
