@@ -137,20 +137,21 @@ class Pumped:
 
     async def read(self, ctx: restate.Context, group_key: str, reply: WaitReply) -> list[bytes]:
         positions = [ref.position for ref in stored_refs(reply)][:OUTCOMES_PER_CALLER_READ]
+        if not positions:
+            return []  # every outcome rode the wake
         by_pump: dict[str, list[int]] = {}
         for position in positions:
             by_pump.setdefault(slice_key(group_key, reply.incarnation, position), []).append(position)
         # One bulk read per pump the positions span, all at once, sharing one reply's size: only the
         # pump of the first position answers its first outcome whatever its size (decision 35).
-        share = READ_BUDGET // len(by_pump) if by_pump else 0
+        share = READ_BUDGET // len(by_pump)
         calls = {
             key: PUMP_OUTCOMES.call(
                 ctx, key, OutcomesRead(positions=asked, budget=share, first=asked[0] == positions[0])
             )
             for key, asked in by_pump.items()
         }
-        if calls:
-            await restate.gather(*calls.values())
+        await restate.gather(*calls.values())
         found: dict[int, bytes] = {}
         for key, call in calls.items():
             answered = msgspec.json.decode(await call, type=list[msgspec.Raw])
