@@ -302,11 +302,12 @@ async def test_a_read_of_outcomes_that_a_close_overtook_is_refused_naming_the_gr
         f"AND service_key = {quote(s.key())} AND key = 'meta'",
     )
     pump = slice_key(s.key(), json.loads(meta["value_utf8"])["incarnation"], 0)
+    ask = {"group_key": s.key(), "batch": [0], "handler": "outcomes", "pump_key": pump}
+    await stack.call(f"{TURN}/resettle", ask)  # while the group is open, that pump answers the read
     [_, closed] = await stack.turn(use(ok(saved)), close())
     assert "error" not in closed
     kept = f"SELECT key FROM state WHERE service_name = 'LashPump' AND service_key = {quote(pump)}"
     await _poll(stack, kept, lambda rows: rows == [])
-    ask = {"group_key": s.key(), "batch": [0], "handler": "outcomes", "pump_key": pump}
     with pytest.raises(StackError, match="group_not_open") as refused:
         await stack.call(f"{TURN}/resettle", ask)
     answer = json.loads(str(refused.value).split(": ", 1)[1])["message"]

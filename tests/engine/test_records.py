@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import itertools
 from types import SimpleNamespace
+from typing import Any, cast
 
 import msgspec
 import pytest
+from restate.server_context import ServerInvocationContext
 from restate.vm import VMWrapper
 
 from lash_restate.contract import (
@@ -218,9 +220,17 @@ def test_a_handler_replays_exactly_when_its_contexts_vm_says_so() -> None:
     """`replaying` reads what restate-sdk keeps on a handler's context, its VM's `is_replaying`: a
     routing answer is asked only live, and a replay follows what it journaled (an open that resumes
     on a process routing differently must not refuse the group it recorded). A context without a VM
-    is never replaying."""
-    assert callable(VMWrapper.is_replaying)  # where the SDK this release pins keeps it
+    is never replaying. The context is the SDK's own, so a VM it kept elsewhere would fail here."""
     for answer in (True, False):
-        context = SimpleNamespace(vm=SimpleNamespace(is_replaying=lambda answer=answer: answer))
+        vm = SimpleNamespace(is_replaying=lambda answer=answer: answer)
+        assert callable(VMWrapper.is_replaying)  # the method the stand-in VM plays
+        context = ServerInvocationContext(
+            vm=cast(Any, vm),
+            handler=cast(Any, None),
+            invocation=cast(Any, SimpleNamespace(random_seed=0)),
+            attempt_headers={},
+            send=cast(Any, None),
+            receive=cast(Any, None),
+        )
         assert replaying(context) is answer
     assert replaying(SimpleNamespace()) is False

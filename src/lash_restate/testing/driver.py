@@ -117,10 +117,13 @@ def turn_service(resolver: GroupExecutors) -> restate.Service:
 
     @turn.handler(input_serde=_BYTES)
     async def resettle(ctx: restate.Context, request: bytes) -> None:
-        req = msgspec.json.decode(request, type=Resettle)
+        try:
+            req = msgspec.json.decode(request, type=Resettle)
+        except (msgspec.ValidationError, msgspec.DecodeError) as error:
+            raise restate.TerminalError(f"malformed resettle request: {error}", 400) from None
         if req.handler == "outcomes":
             if req.pump_key is None:
-                raise restate.TerminalError("a read of outcomes names the pump asked (pump_key)", 400)
+                raise restate.TerminalError("handler 'outcomes' needs pump_key", 400)
             await ctx.generic_call(named(PUMP), req.handler, bytes(req.batch), key=req.pump_key)
             return
         # A call, so the test's request returns once the group has handled the settlement.
