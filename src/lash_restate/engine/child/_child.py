@@ -124,8 +124,8 @@ async def on_run(ctx: restate.ObjectContext, req: ChildRun, routing: Routing, to
         ctx.set(store, stored, serde=_BYTES)
     # Already settled (a re-dispatch after a reopen): settle again; the group dedups by position.
     settle = _settle(ctx, membership.group_key, req.incarnation, membership.position, stored)
-    # No command of its own: the send's id, journaled with it. A Cancel close's cancel arriving
-    # while it waits ends this run cancelled; the close has cleared the group, so no rank is lost.
+    # No command of its own: the send's id, journaled with it. A cancel arriving while it waits ends
+    # this run cancelled; the settle, sent already, ranks the child all the same.
     return await settle.invocation_id()
 
 
