@@ -37,6 +37,7 @@ from tests.conformance.builders import (
     use,
 )
 from tests.engine.conftest import Stack
+from tests.engine.test_engine import recorded_meta
 
 # A group this wide settles through one pump (decision 20); narrower ones of tools settle child by
 # child (a narrower one with a call child through a pump as well: decision 61).
@@ -209,12 +210,7 @@ async def test_a_settlement_delivered_twice_takes_one_rank(restate_stack: LocalS
     group = s.group(_widened(s, [echo("first"), event(gate)], width))
     [_, first, saved] = await stack.turn(open_(group), next_(), save())
     assert ok(first)["position"] == 0
-    [meta] = await _sql(
-        stack,
-        "SELECT value_utf8 FROM state WHERE service_name = 'LashGroup' "
-        f"AND service_key = {quote(s.key())} AND key = 'meta'",
-    )
-    recorded = json.loads(meta["value_utf8"])
+    recorded = await recorded_meta(stack, s.key())
     assert recorded["mode"] == ("direct" if path == "direct" else "pumped")
     assert recorded["incarnation"].startswith("p-") == (path == "paged")
     again: dict[str, Any] = {
@@ -252,12 +248,7 @@ async def test_a_settlement_naming_no_child_is_refused_and_ranks_nothing(
     group = s.group(_widened(s, [echo("first"), event(gate)], width))
     [_, first, saved] = await stack.turn(open_(group), next_(), save())
     assert (ok(first)["rank"], ok(first)["position"]) == (1, 0)
-    [meta] = await _sql(
-        stack,
-        "SELECT value_utf8 FROM state WHERE service_name = 'LashGroup' "
-        f"AND service_key = {quote(s.key())} AND key = 'meta'",
-    )
-    recorded = json.loads(meta["value_utf8"])
+    recorded = await recorded_meta(stack, s.key())
     assert recorded["incarnation"].startswith("p-") == (path == "paged")
     refs = [
         {"position": 1, "replay_key": f"{s.key()}/c1"},  # the gate's child: not settled yet
@@ -296,12 +287,8 @@ async def test_a_read_of_outcomes_that_a_close_overtook_is_refused_naming_the_gr
     group = s.group([echo("a"), echo("b"), echo("c")])  # three: pumped
     [_, *read, saved] = await stack.turn(open_(group), next_(), next_(), next_(), save())
     assert sorted(ok(r)["position"] for r in read) == [0, 1, 2]
-    [meta] = await _sql(
-        stack,
-        "SELECT value_utf8 FROM state WHERE service_name = 'LashGroup' "
-        f"AND service_key = {quote(s.key())} AND key = 'meta'",
-    )
-    pump = slice_key(s.key(), json.loads(meta["value_utf8"])["incarnation"], 0)
+    recorded = await recorded_meta(stack, s.key())
+    pump = slice_key(s.key(), recorded["incarnation"], 0)
     ask = {"group_key": s.key(), "batch": [0], "handler": "outcomes", "pump_key": pump}
     await stack.call(f"{TURN}/resettle", ask)  # while the group is open, that pump answers the read
     [_, closed] = await stack.turn(use(ok(saved)), close())

@@ -212,6 +212,17 @@ async def _poll(stack: Stack, query: str, done: Any, within: float = 60) -> list
             await asyncio.sleep(0.05)
 
 
+async def recorded_meta(stack: Stack, group_key: str) -> dict[str, Any]:
+    """The group's `meta` record as the server keeps it, read through the admin API."""
+    query = (
+        "SELECT value_utf8 FROM state WHERE service_name = 'LashGroup' "
+        f"AND service_key = {quote(group_key)} AND key = 'meta'"
+    )
+    [row] = await asyncio.to_thread(sql, stack.server.admin_url, query)
+    meta: dict[str, Any] = json.loads(row["value_utf8"])
+    return meta
+
+
 def _runs_of(replay_key: str) -> str:
     """The invocations that run the child ``replay_key``: its `LashChild` run or execute, or, for a
     call lash makes itself, the callee, keyed by the child's replay key (decision 61)."""

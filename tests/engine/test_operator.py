@@ -40,7 +40,7 @@ from lash_restate.inspection._sql import admin_api
 from lash_restate.testing import LocalStack, StackError
 from tests.conformance.builders import Scope, close, count, echo, event, next_, ok, open_, save, use
 from tests.engine.cli_main import run_main
-from tests.engine.test_engine import wait_tool_started
+from tests.engine.test_engine import recorded_meta, wait_tool_started
 
 PAUSE_FAST = {
     "RESTATE_DEFAULT_NUM_PARTITIONS": "4",
@@ -507,13 +507,7 @@ async def test_an_operator_close_decided_before_a_reopen_is_refused(stack: Local
     """The operator's close names the incarnation and how many openers they saw: a group reopened
     since they looked is refused, to be looked at again, and stays open."""
     s, opener = await open_group(stack)
-    [row] = await asyncio.to_thread(
-        sql,
-        stack.server.admin_url,
-        "SELECT value_utf8 FROM state WHERE service_name = 'LashGroup' "
-        f"AND service_key = {quote(s.key())} AND key = 'meta'",
-    )
-    meta = json.loads(row["value_utf8"])
+    meta = await recorded_meta(stack, s.key())
     seen = {"incarnation": meta["incarnation"], "openers": len(meta["openers"]) - 1, "cancel": True}
     answer = await stack.call(f"LashGroup/{s.key()}/operator_close", seen)
     assert answer["closed"] is False and "reopened since" in answer["refused"]
@@ -532,13 +526,7 @@ async def test_parts_an_opener_left_staged_are_listed_and_released_and_a_groups_
     incarnation of a recorded group is that group's own (its pump runs it) and is never listed."""
     s = Scope()
     [opened] = await stack.turn(open_(s.group([echo("a"), event(s.event("never"))])))
-    [row] = await asyncio.to_thread(
-        sql,
-        stack.server.admin_url,
-        "SELECT value_utf8 FROM state WHERE service_name = 'LashGroup' "
-        f"AND service_key = {quote(s.key())} AND key = 'meta'",
-    )
-    own = f"{json.loads(row['value_utf8'])['incarnation']}:{s.key()}"
+    own = f"{(await recorded_meta(stack, s.key()))['incarnation']}:{s.key()}"
     left = f"p-{uuid.uuid4()}:{s.key()}"
     for key in (own, left):
         await _write_state(stack, key, {"staged": list(b"[]")})
@@ -665,9 +653,7 @@ async def test_a_redispatch_of_a_group_closed_or_reopened_since_it_was_read_says
     in text and in `--json`, rather than passing over the group in silence."""
     s = Scope()
     [opened] = await stack.turn(open_(s.group([echo("won"), event(s.event("never"))], wake="first")))
-    meta = json.loads(
-        (await asyncio.to_thread(sql, stack.server.admin_url, _meta_of(s.key())))[0]["value_utf8"]
-    )
+    meta = await recorded_meta(stack, s.key())
     api, ingress = admin_api(stack.server.admin_url), stack.server.ingress_url
     ask = functools.partial(_operator, api, ingress, s.key(), GROUP_OPERATOR_REDISPATCH)
     assert ask(OperatorRedispatch(incarnation=meta["incarnation"])).refused is None  # nothing missed
@@ -685,13 +671,6 @@ async def test_a_redispatch_of_a_group_closed_or_reopened_since_it_was_read_says
     as_json = lash(stack, "groups", "redispatch", s.key(), "--json")
     expected = {"group_key": s.key(), "dispatched": 0, "unroutable": 0, "refused": "the group is not open"}
     assert json.loads(as_json.stdout) == [expected], as_json.stdout
-
-
-def _meta_of(key: str) -> str:
-    return (
-        "SELECT value_utf8 FROM state WHERE service_name = 'LashGroup' "
-        f"AND service_key = {quote(key)} AND key = 'meta'"
-    )
 
 
 def test_closing_a_group_that_is_not_open_is_a_no_op(stack: LocalStack) -> None:
