@@ -212,13 +212,17 @@ async def _poll(stack: Stack, query: str, done: Any, within: float = 60) -> list
             await asyncio.sleep(0.05)
 
 
+def group_value(group_key: str, key: str) -> str:
+    """The query of one state value of group ``group_key``, as the server keeps it."""
+    return (
+        "SELECT value_utf8 FROM state WHERE service_name = 'LashGroup' "
+        f"AND service_key = {quote(group_key)} AND key = {quote(key)}"
+    )
+
+
 async def recorded_meta(stack: Stack, group_key: str) -> dict[str, Any]:
     """The group's `meta` record as the server keeps it, read through the admin API."""
-    query = (
-        "SELECT value_utf8 FROM state WHERE service_name = 'LashGroup' "
-        f"AND service_key = {quote(group_key)} AND key = 'meta'"
-    )
-    [row] = await asyncio.to_thread(sql, stack.server.admin_url, query)
+    [row] = await asyncio.to_thread(sql, stack.server.admin_url, group_value(group_key, "meta"))
     meta: dict[str, Any] = json.loads(row["value_utf8"])
     return meta
 

@@ -221,9 +221,9 @@ def test_a_handler_replays_exactly_when_its_contexts_vm_says_so() -> None:
     routing answer is asked only live, and a replay follows what it journaled (an open that resumes
     on a process routing differently must not refuse the group it recorded). A context without a VM
     is never replaying. The context is the SDK's own, so a VM it kept elsewhere would fail here."""
+    assert callable(VMWrapper.is_replaying)  # the method the stand-in VM plays
     for answer in (True, False):
         vm = SimpleNamespace(is_replaying=lambda answer=answer: answer)
-        assert callable(VMWrapper.is_replaying)  # the method the stand-in VM plays
         context = ServerInvocationContext(
             vm=cast(Any, vm),
             handler=cast(Any, None),

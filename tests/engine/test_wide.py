@@ -19,7 +19,7 @@ from lash_restate.engine.group._pages import RANK_PAGE, rank_page
 from lash_restate.inspection import quote
 from tests.conformance.builders import Scope, close, combine, count, echo, event, next_, ok, open_, save, use
 from tests.engine.conftest import Stack
-from tests.engine.test_engine import _handle, _poll, _wait_run_completed, wait_tool_started
+from tests.engine.test_engine import _handle, _poll, _wait_run_completed, group_value, wait_tool_started
 
 WIDTH = 2 * PUMP_SLICE + 88  # three slices: the group's own pump and two more
 # Decision 65: six slices, so the group's pump hands runs of two slices to the pumps of slices 1 and 3
@@ -33,13 +33,6 @@ def _pump_rows(group_key: str) -> str:
     return (
         "SELECT service_key, key FROM state WHERE service_name = 'LashPump' "
         f"AND ends_with(service_key, {quote(':' + group_key)})"
-    )
-
-
-def _group_value(group_key: str, key: str) -> str:
-    return (
-        "SELECT value_utf8 FROM state WHERE service_name = 'LashGroup' "
-        f"AND service_key = {quote(group_key)} AND key = {quote(key)}"
     )
 
 
@@ -84,7 +77,7 @@ async def test_a_cancel_close_of_a_wide_group_reaches_every_slice_and_releases_e
     await _poll(restate_stack, _pump_rows(s.key()), lambda rows: len(_slices_holding(rows)) == 6, within=300)
     # A full page of ranks is written in its format's compact JSON, as every record is
     # (test_claims.py checks the rest of a group's state, on groups too narrow to fill a page).
-    [page] = await _poll(restate_stack, _group_value(s.key(), rank_page(0)), bool, within=120)
+    [page] = await _poll(restate_stack, group_value(s.key(), rank_page(0)), bool, within=120)
     assert len(json.loads(page["value_utf8"])) == RANK_PAGE
     assert msgspec.json.encode(msgspec.json.decode(page["value_utf8"])).decode() == page["value_utf8"]
     [_, closed] = await restate_stack.turn(use(_handle(s.key(), DEEP, 1)), close("cancel"), within=120)
