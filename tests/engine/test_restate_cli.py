@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Literal
 
+import httpx
 import msgspec
 import pytest
 
@@ -39,7 +40,7 @@ from tests.conformance.builders import (
     tool,
     use,
 )
-from tests.engine.test_engine import _poll
+from tests.engine.test_engine import _poll, wait_tool_started
 from tests.engine.test_operator import (
     _nothing_left,
     lash,
@@ -487,3 +488,119 @@ def _events(tmp: Path, name: str, key: str) -> list[dict[str, Any]]:
 
 def _reclaims(key: str) -> str:
     return _invocation("LashGroup", f"target_service_key = {quote(key)}", "reclaim")
+
+
+@pytest.mark.parametrize(
+    ("width", "action"), [(2, "kill"), (3, "kill"), (2, "cancel")], ids=["direct", "pumped", "cancel"]
+)
+async def test_killing_a_childs_subscription_to_its_event_with_restates_cli_settles_it_as_killed(
+    stack: LocalStack, tmp_path: Path, width: int, action: str
+) -> None:
+    """`restate invocations kill` of the `LashSignal/{event}/subscribe` an event child (run by
+    itself, or by its group's pump) sent, while it is queued behind the event's other work (here: a
+    `clear` of the event held by a deployment of `LashSignal` that does not answer): the child
+    watches its subscription too, so it settles as a killed callee answers its caller and takes its
+    rank; the caller waiting on it goes on and closes. A cancel of it settles the child with that
+    failure too."""
+    s = Scope()
+    name = s.event("later")
+    signals = stack.add_endpoint("signals", module="tests.engine.signal_app", args=())
+    signals.start()
+    stack.register(signals, take_over=True)  # LashSignal's latest deployment; the rest stays where it was
+    signals.pause()
+    try:
+        async with httpx.AsyncClient() as client:  # a one-way `clear`, which holds the event's key there
+            sent = await client.post(f"{stack.ingress_url}/LashSignal/{name}/clear/send", timeout=30)
+        assert sent.status_code == 202, sent.text
+        group = s.group([*[echo("won")] * (width - 1), event(name)])
+        steps = [open_(group), *[next_() for _ in range(width)], close()]
+        caller = turn_in_background(stack, s, *steps)
+        query = _invocation("LashSignal", f"target_service_key = {quote(name)}", "subscribe")
+        [row] = await _poll(stack, query, lambda rows: [r["status"] for r in rows] == ["pending"])  # queued
+        _operator(stack, tmp_path, action, row["id"])
+    finally:
+        signals.resume()
+    answered = await asyncio.wait_for(caller, 60)
+    assert answered.status_code == 200, answered.text
+    [_, first, *_, last, closed] = answered.json()
+    assert ok(first)["outcome"] == {"type": "ok", "value": "won"}
+    # Restate's own word for a queued invocation it cancelled.
+    failed = KILLED if action == "kill" else {"type": "err", "code": "409", "message": "canceled"}
+    assert (ok(last)["rank"], ok(last)["position"], ok(last)["outcome"]) == (width, width - 1, failed)
+    assert "error" not in closed
+    await until(functools.partial(_nothing_left, stack, s.key()))
+
+
+@pytest.mark.parametrize("action", ["kill", "cancel"])
+async def test_killing_or_cancelling_a_childs_report_of_its_miss_with_restates_cli_settles_it_as_failed(
+    stack: LocalStack, tmp_path: Path, action: str
+) -> None:
+    """`restate invocations kill` (or `cancel`) of the `LashGroup/missed` a child sent when its runner
+    went missing (its endpoint restarted without the tool), while the report waits behind the group's
+    other work (here: on a deployment that does not answer). The child waits for its group to have
+    the report, so it ends as the report did and is ranked so: 409, `killed` (or its report
+    `cancelled`, never read as the child's own cancellation). The caller waiting on it goes on."""
+    s = Scope()
+    name = f"{s.id}-slow"
+    group = s.group([count(name, "slow", delay_ms=60_000, slow_once=True), echo("fast")])
+    caller = turn_in_background(stack, s, open_(group), next_(), next_(), close())
+    await wait_tool_started(stack, name)
+    watch = _invocation("LashGroup", f"target_service_key = {quote(s.key())}", "watch_runs")
+    await _poll(stack, watch, lambda rows: [r["status"] for r in rows] in _STARTED)
+    held = stack.add_endpoint("endpoint-b")
+    held.start()
+    stack.register(held)  # what is sent from here on runs there
+    held.pause()
+    try:
+        # The child's run, on the first endpoint, runs again there without the tool: a miss.
+        await asyncio.to_thread(stack.restart_endpoint, LASH_DEMO_TOOLS_OFF="count")
+        query = _invocation("LashGroup", f"target_service_key = {quote(s.key())}", "missed")
+        [report] = await _poll(stack, query, lambda rows: len(rows) == 1)
+        _operator(stack, tmp_path, action, report["id"])
+    finally:
+        held.resume()
+    answered = await asyncio.wait_for(caller, 60)
+    assert answered.status_code == 200, answered.text
+    [_, fast, slow, closed] = answered.json()
+    assert ok(fast)["outcome"] == {"type": "ok", "value": "fast"}
+    assert (ok(slow)["rank"], ok(slow)["position"]) == (2, 0)
+    message = "killed" if action == "kill" else "the report of this child's miss was cancelled"
+    assert ok(slow)["outcome"] == {"type": "err", "code": "409", "message": message}
+    assert "error" not in closed
+
+
+@pytest.mark.parametrize("action", ["kill", "cancel"])
+async def test_killing_or_cancelling_a_pumps_report_with_restates_cli_changes_no_answer(
+    stack: LocalStack, tmp_path: Path, action: str
+) -> None:
+    """`restate invocations kill` (or `cancel`) of the `LashGroup/report` a pump called, while it
+    waits behind the group's other work (here: on a deployment that does not answer), in a group
+    that runs one child at a time: the pump reports again, and goes on starting the children it had
+    not started, as it would have. The caller reads each child's real outcome at its rank."""
+    s = Scope()
+    gate = tmp_path / "gate"
+    slow = tool("blob", {"size": 3, "after": str(gate)})
+    group = s.group([slow, echo("b"), echo("c")], max_in_flight=1)
+    caller = turn_in_background(stack, s, open_(group), next_(), next_(), next_(), close())
+    run = _invocation("LashChild", f"target_service_key = {quote(s.key() + '/c0')}", "execute")
+    await _poll(stack, run, lambda rows: [r["status"] for r in rows] in _STARTED)
+    held = stack.add_endpoint("endpoint-b")
+    held.start()
+    stack.register(held)  # what is sent from here on runs there
+    held.pause()
+    try:
+        gate.touch()  # the first child answers its pump, which reports it to the group: held
+        query = _invocation("LashGroup", f"target_service_key = {quote(s.key())}", "report")
+        [report] = await _poll(stack, query, lambda rows: len(rows) == 1)
+        _operator(stack, tmp_path, action, report["id"])
+    finally:
+        held.resume()
+    answered = await asyncio.wait_for(caller, 60)
+    assert answered.status_code == 200, answered.text
+    [_, *ranks, closed] = answered.json()
+    assert [(ok(r)["rank"], ok(r)["position"], ok(r)["outcome"]) for r in ranks] == [
+        (1, 0, {"type": "ok", "value": "xxx"}),
+        (2, 1, {"type": "ok", "value": "b"}),
+        (3, 2, {"type": "ok", "value": "c"}),
+    ]
+    assert "error" not in closed

@@ -184,15 +184,26 @@ async def _execute_or_miss(
     its group, which keeps it for inspection and the operator's re-dispatch (ADR: a miss is a routing
     fact, never an outcome).
 
-    The message is the child's last command before it ends, so a run that an earlier release
-    journaled replays as a prefix of this one.
+    The child ends once its group has the message (decision 86): an operator's kill of it, queued
+    behind the group's other work, would leave the child neither ranked nor kept, so the child then
+    ends as a killed callee answers its caller, and is ranked so. The message and the wait for it
+    are its last commands, so a run that an earlier release journaled replays as a prefix.
     """
     try:
         return await _execute(ctx, envelope, routing, attempts)
     except restate.TerminalError as error:
-        if error.status_code == NOT_FOUND and envelope.membership is not None:
-            missed = MissedChildren(incarnation=incarnation, children=[envelope])
-            GROUP_MISSED.send(ctx, envelope.membership.group_key, missed)
+        if error.status_code != NOT_FOUND or envelope.membership is None:
+            raise
+        missed = MissedChildren(incarnation=incarnation, children=[envelope])
+        reporting = GROUP_MISSED.send(ctx, envelope.membership.group_key, missed)
+        reported = ctx.attach_invocation(await reporting.invocation_id(), serde=_BYTES)
+        await restate.wait_completed(reported)  # this child's own cancellation (a close's) raises here
+        try:
+            await reported
+        except restate.TerminalError as lost:
+            # An operator's cancel of the report is not this child's own, so not worded as one.
+            message = "the report of this child's miss was cancelled" if cancelled(lost) else lost.message
+            raise restate.TerminalError(message, lost.status_code) from None
         raise
 
 
@@ -206,14 +217,7 @@ async def _execute(
                 await ctx.sleep(timedelta(milliseconds=command.duration_ms))
                 return Ok(value=None)
             case AwaitEvent():
-                awakeable, value = ctx.awakeable(serde=_BYTES)
-                SIGNAL_SUBSCRIBE.send(ctx, command.name, awakeable)
-                try:
-                    return Ok(value=json.loads(await value))
-                except restate.TerminalError as error:
-                    if is_cancellation(error):
-                        raise
-                    return Err(message=error.message, code="rejected")  # the signal was rejected
+                return await _await_event(ctx, command.name)
             case Call():
                 return await _call(ctx, envelope, command, routing)
             case ToolCall():
@@ -224,6 +228,30 @@ async def _execute(
         if is_cancellation(error):
             return Cancelled()  # a Cancel loser's terminal still routes through the group for rank
         raise
+
+
+async def _await_event(ctx: restate.ObjectContext, name: str) -> Outcome:
+    """Subscribe to event ``name`` and wait for it, watching the subscription as well (decision 86):
+    an operator's kill of it, queued behind the event's other work, would otherwise leave this child
+    waiting for ever. A failed subscription ends the child as a killed callee answers its caller."""
+    awakeable, value = ctx.awakeable(serde=_BYTES)
+    subscribing = SIGNAL_SUBSCRIBE.send(ctx, name, awakeable)
+    # Appended after the send: a child an earlier release journaled up to here replays as a prefix.
+    subscribed = ctx.attach_invocation(await subscribing.invocation_id(), serde=_BYTES)
+    done, _ = await restate.wait_completed(value, subscribed)
+    if value not in done:
+        try:
+            await subscribed
+        except restate.TerminalError as error:
+            # A 404: Restate no longer remembers a subscription made long ago (a parked child's).
+            if error.status_code != NOT_FOUND:
+                return Err(message=error.message, code=str(error.status_code))
+    try:
+        return Ok(value=json.loads(await value))
+    except restate.TerminalError as error:
+        if is_cancellation(error):
+            raise
+        return Err(message=error.message, code="rejected")  # the signal was rejected
 
 
 def _unroutable(

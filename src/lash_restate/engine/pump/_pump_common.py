@@ -77,15 +77,27 @@ async def report_batch(ctx: restate.ObjectContext, group_key: str, report: PumpR
 async def report_noting_cancel(
     ctx: restate.ObjectContext, group_key: str, report: PumpReport
 ) -> tuple[ReportReply, bool]:
-    """`report_batch`, and whether a cancel of the pump came meanwhile (the SDK delivers it once)."""
-    cancelled = False
+    """`report_batch`, and whether a cancel of the pump came meanwhile (the SDK delivers it once).
+
+    A report that itself ended in failure (an operator killed or cancelled it while it waited behind
+    the group's other work) is made again too, and is not this pump's cancel (decision 86): read as
+    one, a bounded group's children not yet started would settle as cancelled.
+    """
+    noted = False
     while True:
+        asked = GROUP_REPORT.call(ctx, group_key, report)
         try:
-            return await GROUP_REPORT.ask(ctx, group_key, report), cancelled
+            await restate.wait_completed(asked)  # this pump's own cancel raises here
         except restate.TerminalError as error:
             if not is_cancellation(error):
                 raise
-            cancelled = True
+            noted = True
+            continue  # the SDK cancelled the report with the pump: made again
+        try:
+            return GROUP_REPORT.reply(await asked), noted
+        except restate.TerminalError as error:
+            if not is_cancellation(error):
+                raise
 
 
 async def slice_ended(future: Any) -> restate.TerminalError | None:
