@@ -92,6 +92,8 @@ async def children_are_typed_from_their_handlers() -> None:
     scoped = lash.call(quote, QuoteRequest(sku="tea"), headers={"x-t": "a"}, scope="billing", limit_key="a/u")
     assert_type(scoped, lash.TypedCall[Quote])
     assert_type(lash.call(weigh, Parcel(grams=1), key="p1", scope="billing"), lash.TypedCall[Label])
+    assert_type(lash.call(weigh, Parcel(grams=1), key="p1", idempotency_key="once"), lash.TypedCall[Label])
+    assert_type(lash.call("Billing", "charge", {"amount": 1}, idempotency_key="once"), lash.Call)
     # A virtual object's or a workflow's handler, exclusive or shared, takes its key.
     assert_type(lash.call(weigh, arg=Parcel(grams=1), key="p1"), lash.TypedCall[Label])
     assert_type(lash.call(track, key="p1"), lash.TypedCall[Label])

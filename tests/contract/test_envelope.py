@@ -229,6 +229,18 @@ def test_non_json_args_are_refused(args: Any) -> None:
             {"service": "S", "handler": "h", "headers": {"": "v"}},
             "call header name must be 1..512 characters",
         ),
+        (
+            {"service": "S", "handler": "h", "idempotency_key": ""},
+            "call idempotency_key must be 1..512 characters",
+        ),
+        (
+            {"service": "S", "handler": "h", "idempotency_key": "k\n"},
+            "call idempotency_key contains a control character",
+        ),
+        (
+            {"service": "S", "handler": "h", "idempotency_key": 7},
+            "call idempotency_key must be a string, not 7",
+        ),
     ],
 )
 def test_a_call_is_refused_typed_naming_the_bad_field(fields: dict[str, Any], message: str) -> None:
@@ -257,7 +269,13 @@ def test_a_calls_headers_scope_and_limit_key_are_its_identity_and_absent_ones_le
     }
     assert decode_envelope(canonical_bytes(scoped)) == scoped
     other = msgspec.structs.replace(scoped, command=msgspec.structs.replace(call, limit_key="acme/u2"))
-    assert len({envelope_hash(plain), envelope_hash(scoped), envelope_hash(other)}) == 3
+    keyed = msgspec.structs.replace(
+        plain, command=Call(service="S", handler="h", arg=1, idempotency_key="once")
+    )
+    assert msgspec.json.decode(canonical_bytes(keyed))["command"]["idempotency_key"] == "once"
+    assert decode_envelope(canonical_bytes(keyed)) == keyed
+    hashes = {envelope_hash(plain), envelope_hash(scoped), envelope_hash(other), envelope_hash(keyed)}
+    assert len(hashes) == 4
 
 
 def test_a_call_names_its_target() -> None:

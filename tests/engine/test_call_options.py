@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from lash_restate.inspection import quote
 from lash_restate.testing import LocalStack
 from tests.conformance.builders import Scope, combine, ok
 
@@ -57,3 +58,23 @@ async def test_a_calls_headers_scope_and_limit_key_reach_its_callee(stack: Local
     assert await _carried(stack, **options) == [carried, plain]  # called by the group's pump
     stack.register(stack.endpoints[1], take_over=True)  # lash's services now run where it is declared
     assert await _carried(stack, **options) == [carried, plain]  # each called by its child
+
+
+async def test_a_calls_idempotency_key_runs_its_callee_once_for_every_call_that_gives_it(
+    stack: LocalStack,
+) -> None:
+    """``idempotency_key=`` as a native call gives it: two groups, each of two calls to
+    `DemoCalls/count` under one key, run the callee once and answer every call its result, and the
+    callee's invocation is under that key, not lash's. Both ways lash calls."""
+    for endpoint in stack.endpoints:  # the pump calls, then each child's `LashChild/execute` does
+        stack.register(endpoint, take_over=True)
+        s = Scope()
+        name, key = f"{s.id}-once", f"{s.id}-key"
+        counted: dict[str, Any] = {"type": "call", "service": "DemoCalls", "handler": "count"}
+        counted |= {"arg": {"name": name, "value": "v"}, "idempotency_key": key}
+        for _ in range(2):
+            [answer] = await stack.turn(combine("all", Scope().group([counted, counted])))
+            assert ok(answer)["value"] == ["v", "v"]
+        assert stack.counts().count(name) == 1
+        query = f"SELECT id FROM sys_invocation WHERE idempotency_key = {quote(key)}"
+        assert len(stack.sql(query)) == 1

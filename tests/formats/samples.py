@@ -170,6 +170,9 @@ CALL_OPTIONS = msgspec.structs.replace(
         CALL.command, headers={"x-tenant": "acme"}, scope="billing", limit_key="acme/u42"
     ),
 )
+CALL_IDEMPOTENT = msgspec.structs.replace(
+    CALL, command=msgspec.structs.replace(CALL.command, idempotency_key="order-7")
+)
 UNGROUPED = RuntimeEffectEnvelope(command=ToolCall(tool="count"), replay_key="inv_1abc:effect:3")
 
 SHAPE = GroupShape(child_count=3, wake=_FIRST, disposition=_CANCEL, replay_keys=_KEYS, hashes=_HASHES)
@@ -377,6 +380,7 @@ def _samples() -> list[Sample]:
     add("msg.child.run_reply.nothing", None, run_reply)
     add("msg.child.execute.call", CALL_PLAIN, _json(RuntimeEffectEnvelope))
     add("msg.child.execute.call_options", CALL_OPTIONS, _json(RuntimeEffectEnvelope))
+    add("msg.child.execute.call_idempotent", CALL_IDEMPOTENT, _json(RuntimeEffectEnvelope))
     add("msg.child.outcome.incarnation", INCARNATION, _json(str))
     add("msg.child.forget.incarnation", INCARNATION, _json(str))
     pump = PumpRun(group_key=KEY, children=[TOOL, SLEEP, EVENT], incarnation=INCARNATION)
@@ -431,6 +435,7 @@ def _samples() -> list[Sample]:
     )
     add("caller.handle.consumed", GroupHandle(KEY, 3, 1), _handle())
     envelopes = {"tool": TOOL, "call": CALL, "call_options": CALL_OPTIONS, "ungrouped": UNGROUPED}
+    envelopes["call_idempotent"] = CALL_IDEMPOTENT
     for variant, envelope in envelopes.items():
         add(f"contract.envelope.{variant}", envelope, _envelope())
     return samples

@@ -276,11 +276,14 @@ async def test_call_options_are_carried_in_the_command_and_ignored_by_the_refere
     """They are what Restate gives the callee's invocation (tests/engine/test_call_options.py); an
     in-process twin has no invocation to give them to, and settles as without them."""
     options: dict[str, Any] = {"headers": {"x-tenant": "acme"}, "scope": "billing", "limit_key": "acme/u1"}
+    options["idempotency_key"] = "order-7"
     typed = lash.call(price, Order(sku="tea", qty=2), **options)
     assert typed.command(0) == lash.Call(
         service="Shop", handler="price", arg={"sku": "tea", "qty": 2}, **options
     )
-    assert repr(typed).endswith("headers={'x-tenant': 'acme'}, scope='billing', limit_key='acme/u1')")
+    assert repr(typed).endswith(
+        "headers={'x-tenant': 'acme'}, scope='billing', limit_key='acme/u1', idempotency_key='order-7')"
+    )
     named = lash.call("Shop", "price", {"sku": "tea", "qty": 2}, **options)
     assert named == typed.command(0)
     assert lash.call("S", "h", headers={}) == lash.call("S", "h")  # empty headers are no headers

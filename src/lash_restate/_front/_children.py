@@ -90,18 +90,27 @@ class TypedCall(Child, Generic[T_co]):
 class _Options:
     """What a call passes to its callee's invocation beside its argument, as a native call does."""
 
-    __slots__ = ("headers", "limit_key", "scope")
+    __slots__ = ("headers", "idempotency_key", "limit_key", "scope")
 
     def __init__(
-        self, headers: Mapping[str, str] | None = None, scope: str | None = None, limit_key: str | None = None
+        self,
+        headers: Mapping[str, str] | None = None,
+        scope: str | None = None,
+        limit_key: str | None = None,
+        idempotency_key: str | None = None,
     ) -> None:
         # Empty headers are no headers: the call encodes (and hashes) as one given none.
         self.headers = dict(headers) if headers else None
-        self.scope, self.limit_key = scope, limit_key
+        self.scope, self.limit_key, self.idempotency_key = scope, limit_key, idempotency_key
 
     def fields(self) -> dict[str, Any]:
         """The `Call` fields given (the others stay omitted)."""
-        given = {"headers": self.headers, "scope": self.scope, "limit_key": self.limit_key}
+        given = {
+            "headers": self.headers,
+            "scope": self.scope,
+            "limit_key": self.limit_key,
+            "idempotency_key": self.idempotency_key,
+        }
         return {name: value for name, value in given.items() if value is not None}
 
 
@@ -126,6 +135,7 @@ def call(
     headers: Mapping[str, str] | None = None,
     scope: str | None = None,
     limit_key: str | None = None,
+    idempotency_key: str | None = None,
 ) -> TypedCall[Out]: ...
 @overload
 def call(
@@ -137,6 +147,7 @@ def call(
     headers: Mapping[str, str] | None = None,
     scope: str | None = None,
     limit_key: str | None = None,
+    idempotency_key: str | None = None,
 ) -> TypedCall[Out]: ...
 @overload
 def call(
@@ -148,6 +159,7 @@ def call(
     headers: Mapping[str, str] | None = None,
     scope: str | None = None,
     limit_key: str | None = None,
+    idempotency_key: str | None = None,
 ) -> TypedCall[Out]: ...
 @overload
 def call(
@@ -159,6 +171,7 @@ def call(
     headers: Mapping[str, str] | None = None,
     scope: str | None = None,
     limit_key: str | None = None,
+    idempotency_key: str | None = None,
 ) -> TypedCall[Out]: ...
 @overload
 def call(
@@ -169,6 +182,7 @@ def call(
     headers: Mapping[str, str] | None = None,
     scope: str | None = None,
     limit_key: str | None = None,
+    idempotency_key: str | None = None,
 ) -> TypedCall[Out]: ...
 @overload
 def call(
@@ -179,6 +193,7 @@ def call(
     headers: Mapping[str, str] | None = None,
     scope: str | None = None,
     limit_key: str | None = None,
+    idempotency_key: str | None = None,
 ) -> TypedCall[Out]: ...
 @overload
 def call(
@@ -190,6 +205,7 @@ def call(
     headers: Mapping[str, str] | None = None,
     scope: str | None = None,
     limit_key: str | None = None,
+    idempotency_key: str | None = None,
 ) -> Call: ...
 def call(
     service: Any,
@@ -200,6 +216,7 @@ def call(
     headers: Mapping[str, str] | None = None,
     scope: str | None = None,
     limit_key: str | None = None,
+    idempotency_key: str | None = None,
 ) -> Any:
     """A child that invokes a Restate handler; it settles with the handler's output or its terminal
     error.
@@ -219,6 +236,10 @@ def call(
             Restate retries the call until it is).
         limit_key: the concurrency-limit key within ``scope`` (``"tenant1"`` or ``"tenant1/user42"``),
             as a scoped call's ``limit_key=``.
+        idempotency_key: the callee's idempotency key, as a native call's ``idempotency_key=``:
+            Restate runs the callee once for every call that gives the same key to the same handler
+            (and key), within its idempotency retention, and answers each of them its result. Without
+            one, lash gives the callee a key of its own that names the child (see the operate guide).
 
     Like the argument, these are part of the child's identity: a replay must give the same ones.
 
@@ -226,13 +247,14 @@ def call(
         InvalidInput: the arguments do not make a call (a handler's name missing, an argument given
             twice or to a handler that takes none, ``key=`` missing for a virtual object's or a
             workflow's handler, or given for a service's).
-        InvalidEnvelope: ``arg`` is not a JSON value (a set, say), a header is not a string, or
-            ``limit_key`` is malformed or given without ``scope``.
+        InvalidEnvelope: ``arg`` is not a JSON value (a set, say), a header is not a string,
+            ``limit_key`` is malformed or given without ``scope``, or ``idempotency_key`` is empty,
+            longer than 512 characters or holds a control character.
 
     Uncaught in a handler, either ends the invocation with status 400, never a retry.
     """
     with terminal_here():
-        return _call(service, handler, arg, key, _Options(headers, scope, limit_key))
+        return _call(service, handler, arg, key, _Options(headers, scope, limit_key, idempotency_key))
 
 
 def _call(service: Any, handler: Any, arg: Any, key: str | None, options: _Options) -> Any:

@@ -138,9 +138,11 @@ class Call(Child, msgspec.Struct, tag="call", **_STRUCT):
     """Invoke the handler ``service/handler`` with JSON ``arg``; ``key`` addresses a virtual object or
     workflow. Settles Ok(the handler's output), or Err(message, code) when it ends in a terminal error.
 
-    ``headers``, ``scope`` and ``limit_key`` go to the callee's invocation as a native Restate call's
-    do (Restate's flow control: a scope, and a limit key within it); a host without them ignores
-    them. Each is omitted when absent, so a call without them encodes (and hashes) as before.
+    ``headers``, ``scope``, ``limit_key`` and ``idempotency_key`` go to the callee's invocation as a
+    native Restate call's do (Restate's flow control: a scope, and a limit key within it; an
+    idempotency key, under which Restate runs the callee once for every call that gives it); a host
+    without them ignores them. Each is omitted when absent, so a call without them encodes (and
+    hashes) as before.
     """
 
     service: str
@@ -150,6 +152,7 @@ class Call(Child, msgspec.Struct, tag="call", **_STRUCT):
     headers: dict[str, str] | None = None
     scope: str | None = None
     limit_key: str | None = None
+    idempotency_key: str | None = None
 
     def __post_init__(self) -> None:
         _check_key(self.service, "service name")
@@ -163,6 +166,10 @@ class Call(Child, msgspec.Struct, tag="call", **_STRUCT):
             raise InvalidEnvelope(
                 f"call scope {self.scope!r} must be 1..36 characters of letters, digits, '_', '.' and '-'"
             )
+        if self.idempotency_key is not None:
+            if not isinstance(self.idempotency_key, str):
+                raise InvalidEnvelope(f"call idempotency_key must be a string, not {self.idempotency_key!r}")
+            _check_key(self.idempotency_key, "call idempotency_key")
         if self.limit_key is not None:
             if self.scope is None:
                 raise InvalidEnvelope(

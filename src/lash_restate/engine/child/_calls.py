@@ -46,11 +46,17 @@ def call_arg(call: Call) -> bytes:
     return msgspec.json.encode(call.arg)
 
 
-def invocation_options(call: Call) -> dict[str, Any]:
+def invocation_options(call: Call, idempotency_key: str | None = None) -> dict[str, Any]:
     """What the call gives its callee's invocation beside its argument, as `generic_call` takes it:
-    its headers, and Restate's flow-control scope and limit key (only those given, so a call without
-    them is made exactly as before)."""
-    given = {"headers": call.headers, "scope": call.scope, "limit_key": call.limit_key}
+    its headers, Restate's flow-control scope and limit key, and its idempotency key, the call's
+    own or else ``idempotency_key`` (only those given, so a call without them is made exactly as
+    before)."""
+    given = {
+        "headers": call.headers,
+        "scope": call.scope,
+        "limit_key": call.limit_key,
+        "idempotency_key": call.idempotency_key or idempotency_key,
+    }
     return {name: value for name, value in given.items() if value is not None}
 
 

@@ -121,16 +121,10 @@ def dispatch_one(
             extra={"replay_key": child.replay_key},
         )
         return None
-    # The idempotency key names the child on the callee's invocation, for inspection and operators.
-    key = callee_key(child, incarnation)
-    future = ctx.generic_call(
-        call.service,
-        call.handler,
-        call_arg(call),
-        key=call.key,
-        idempotency_key=key,
-        **invocation_options(call),
-    )
+    # Lash's idempotency key names the child on the callee's invocation, for inspection and
+    # operators; a call that gives its own (a native call's `idempotency_key=`) is made under that.
+    options = invocation_options(call, callee_key(child, incarnation))
+    future = ctx.generic_call(call.service, call.handler, call_arg(call), key=call.key, **options)
     return future, Awaited(CALL, position, child.replay_key, call.target)
 
 
