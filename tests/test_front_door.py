@@ -144,6 +144,34 @@ async def test_race_and_any_declare_run_to_completion_unless_told(combinator: An
     assert host.declared == [lash.RUN_TO_COMPLETION, lash.CANCEL]
 
 
+async def test_a_rejection_reads_its_childs_status_as_an_int_as_a_native_caller_reads_a_callees() -> None:
+    """``status_code``: the code a child ended with when it is an HTTP error status (a call's callee's
+    own status), 409 for a cancelled child, else 500, as an int; an aggregate's is its children's
+    when they share one, else 500. ``code`` stays lash's code for the error itself."""
+    host = MemoryHost(resolver=demo_tools())
+
+    def fail(code: str | None = None) -> lash.ToolCall:
+        return lash.tool("fail", {"message": "gone", **({"code": code} if code else {})})
+
+    try:
+        with pytest.raises(lash.Rejected) as gone:
+            await lash.all(host, [fail("410")], key="s:group:status:0")
+        with pytest.raises(lash.Rejected) as plain:
+            await lash.all(host, [fail("not-a-status")], key="s:group:status:1")
+        with pytest.raises(lash.AggregateRejection) as alike:
+            await lash.any(host, [fail("410"), fail("410")], key="s:group:status:2")
+        with pytest.raises(lash.AggregateRejection) as mixed:
+            await lash.any(host, [fail("410"), fail()], key="s:group:status:3")
+    finally:
+        await host.aclose()
+    assert (gone.value.status_code, gone.value.code) == (410, lash.RuntimeErrorCode.REJECTED)
+    assert plain.value.status_code == 500
+    assert [e.status_code for e in mixed.value.exceptions] == [410, 500]
+    assert (alike.value.status_code, mixed.value.status_code) == (410, 500)
+    cancelled = lash.Rejected(lash.Settlement(rank=1, position=0, replay_key="r", outcome=lash.Cancelled()))
+    assert cancelled.status_code == 409
+
+
 async def test_any_rejects_with_an_exception_group_in_input_order() -> None:
     host = MemoryHost(resolver=demo_tools())
     fails = [lash.tool("fail", {"message": m}) for m in ("one", "two")]

@@ -58,6 +58,25 @@ __all__ = [
 ]
 
 
+# Why each status: decision 53. A child whose rejection carries no HTTP status (a tool's, an event's,
+# lash's own `too_large`…) ends its caller as a failed `ctx.run` action does natively: 500.
+NO_STATUS = 500
+# A cancelled child ends its caller as Restate ends an invocation it cancelled: 409.
+CANCELLED_STATUS = 409
+
+
+def child_status(outcome: Outcome) -> int:
+    """The status a rejected child's outcome stands for, as a native ``TerminalError.status_code``:
+    a call's own (its ``Err.code`` is the status its callee ended with), an HTTP error status a tool
+    gave as its code, 409 for a cancelled child, else 500."""
+    if isinstance(outcome, Cancelled):
+        return CANCELLED_STATUS
+    code = outcome.code if isinstance(outcome, Err) else None
+    if code is not None and len(code) == 3 and code.isascii() and code.isdigit() and 400 <= int(code) < 600:
+        return int(code)
+    return NO_STATUS
+
+
 def describe_rejection(outcome: Outcome) -> str:
     """A rejected child's outcome as a person reads it: its message and code, or that it was cancelled."""
     if isinstance(outcome, Err):
@@ -87,6 +106,14 @@ class Rejected(LashError):
         )
         self.settlement = settlement
 
+    @property
+    def status_code(self) -> int:
+        """The rejecting child's status, as a native call's ``TerminalError.status_code`` (an int):
+        a call's callee's own (``TerminalError("out of stock", 409)`` gives 409), an HTTP error
+        status a tool gave as its code, 409 for a cancelled child, else 500. Uncaught, the rejection
+        ends its handler's invocation with it. (``code`` is lash's code for the error itself.)"""
+        return child_status(self.settlement.outcome)
+
     def named(self, name: str) -> None:
         """Name the child that rejected (`select`'s name for it), in ``name`` and in the message."""
         self.name = name
@@ -108,6 +135,11 @@ class ChildRejected(LashError):
     def __init__(self, position: int, outcome: Outcome) -> None:
         super().__init__(f"child {position} rejected: {describe_rejection(outcome)}", position=position)
         self.outcome = outcome
+
+    @property
+    def status_code(self) -> int:
+        """The child's status, as `Rejected.status_code` reads it."""
+        return child_status(self.outcome)
 
     def __str__(self) -> str:
         return self.message
@@ -164,6 +196,12 @@ class AggregateRejection(ExceptionGroup[ChildRejected], LashError):  # type: ign
         positions: Sequence[int] | None = None,
     ) -> None:
         super().__init__(self.message, list(self.exceptions))
+
+    @property
+    def status_code(self) -> int:
+        """The children's status when they all share one (`Rejected.status_code`), else 500."""
+        statuses = {child.status_code for child in self.exceptions}
+        return statuses.pop() if len(statuses) == 1 else NO_STATUS
 
     @property
     def exceptions(self) -> tuple[ChildRejected, ...]:

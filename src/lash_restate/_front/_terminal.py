@@ -16,35 +16,19 @@ from typing import ParamSpec, TypeVar
 
 import restate
 
-from ..combinators import AggregateRejection, ChildRejected, Rejected, describe_rejection
+from ..combinators import AggregateRejection, ChildRejected, Rejected, child_status, describe_rejection
 from ..contract import Cancelled, Err, LashError, Outcome
 from ..engine import terminal_status
 
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
 
-# Why each status: decision 53. A child whose rejection carries no HTTP status (a tool's, an event's,
-# lash's own `too_large`…) ends its caller as a failed `ctx.run` action does natively: 500.
-NO_STATUS = 500
-# A cancelled child ends its caller as Restate ends an invocation it cancelled: 409.
-CANCELLED = 409
 # How many children an aggregate's message names, and how much of each one's message it keeps.
 _NAMED, _EACH = 10, 200
 
 
 class _Ending(restate.TerminalError):
     """The TerminalError chained to an uncaught lash error (the SDK ends the invocation with it)."""
-
-
-def child_status(outcome: Outcome) -> int:
-    """The status a rejected child ends its caller with: a call's own (its ``Err.code`` is the status
-    the SDK reported), an HTTP error status a tool gave as its code, else `NO_STATUS`."""
-    if isinstance(outcome, Cancelled):
-        return CANCELLED
-    code = outcome.code if isinstance(outcome, Err) else None
-    if code is not None and len(code) == 3 and code.isascii() and code.isdigit() and 400 <= int(code) < 600:
-        return int(code)
-    return NO_STATUS
 
 
 def _child_message(position: int, outcome: Outcome) -> str:
@@ -66,7 +50,6 @@ def ending(error: LashError) -> restate.TerminalError:
         )
         return _Ending(_child_message(position, outcome), child_status(outcome))
     if isinstance(error, AggregateRejection):
-        statuses = {child_status(child.outcome) for child in error.exceptions}
         named = [
             f"child {child.position}: {describe_rejection(child.outcome)[:_EACH]}"
             for child in error.exceptions[:_NAMED]
@@ -74,7 +57,7 @@ def ending(error: LashError) -> restate.TerminalError:
         more = len(error.exceptions) - _NAMED
         message = f"{error.message}: {'; '.join(named)}" + (f"; and {more} more" if more > 0 else "")
         # One status when every child ended alike; children that disagree have nothing better than 500.
-        return _Ending(message, statuses.pop() if len(statuses) == 1 else NO_STATUS)
+        return _Ending(message, error.status_code)
     return _Ending(str(error), terminal_status(error))
 
 
