@@ -5,15 +5,18 @@ ADR, "Normative: ungrouped effects stay hash-identical".
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 from typing import Any
 
 import msgspec
+import pydantic
 import pytest
 
 from lash_restate.contract import (
     AwaitEvent,
     Call,
+    Cancelled,
     GroupMembership,
     GroupWakePolicy,
     InvalidEnvelope,
@@ -291,3 +294,31 @@ def test_an_envelope_whose_command_is_not_a_command_is_refused_typed(command: An
         RuntimeEffectEnvelope(command=command, replay_key="r")
     assert refused.value.message.startswith("command must be a ToolCall, Sleep, AwaitEvent or Call, not ")
     assert refused.value.replay_key == "r"
+
+
+@pytest.mark.parametrize("where", ["call arg", "tool args"])
+def test_a_typed_value_given_as_json_is_refused_saying_how_to_give_its_json(where: str) -> None:
+    """A model, a Struct or a dataclass where JSON is wanted (a call by name, a tool's args): the
+    refusal says how to give its JSON form, and for a call, that a handler of one's own takes it."""
+
+    @dataclasses.dataclass
+    class Query:
+        sku: str
+
+    class Model(pydantic.BaseModel):
+        sku: str
+
+    def make(value: Any) -> object:
+        if where == "call arg":
+            return Call(service="S", handler="h", arg=value)
+        return ToolCall(tool="t", args=value)
+
+    for value in (Query(sku="a"), Cancelled(), Model(sku="a")):
+        with pytest.raises(InvalidEnvelope) as refused:
+            make(value)
+        assert refused.value.message.startswith(f"{where} holds a {type(value).__name__}, which is not")
+        assert "model_dump(mode='json')" in refused.value.message
+        assert ("lash.call(handler, arg)" in refused.value.message) == (where == "call arg")
+    with pytest.raises(InvalidEnvelope) as plain:
+        Call(service="S", handler="h", arg={1, 2})
+    assert plain.value.message == "call arg holds a set, which is not a JSON value"

@@ -9,6 +9,7 @@ it (ADR, "Wake policy is journaled identity").
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import math
 import re
@@ -59,7 +60,13 @@ def validate_json_value(value: Any, where: str = "value") -> None:
                 raise InvalidEnvelope(f"{where} has a non-string object key {key!r}")
             validate_json_value(item, where)
         return
-    raise InvalidEnvelope(f"{where} holds a {type(value).__name__}, which is not a JSON value")
+    # A typed value (a model, a Struct, a dataclass) has a JSON form of its own: say how to give it.
+    hint = ""
+    if hasattr(value, "model_dump") or isinstance(value, msgspec.Struct) or dataclasses.is_dataclass(value):
+        hint = ": give its JSON (model_dump(mode='json'), msgspec.to_builtins(v) or dataclasses.asdict(v))"
+        if where == "call arg":
+            hint += ", or call your handler itself, lash.call(handler, arg), whose serde writes it"
+    raise InvalidEnvelope(f"{where} holds a {type(value).__name__}, which is not a JSON value{hint}")
 
 
 # Restate 1.7's rules (a call breaking them is retried for ever, RT0024): a scope is 1..36 of these
