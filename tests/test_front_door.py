@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import functools
 import inspect
 import pickle
 import typing
@@ -324,3 +325,24 @@ def test_call_targets_know_bound_and_declared_services() -> None:
     )
     with pytest.raises(ValueError, match="declared twice"):
         call_targets([payments], [lash.external("Payments", "other")])
+
+
+def test_a_plain_function_given_as_a_tool_is_refused_where_it_is_registered() -> None:
+    """A tool is awaited when its child runs: a plain function would fail there at every retry, so
+    the registry refuses it, naming the tool and saying what a tool is. An async function, or any
+    other callable (one whose call returns an awaitable), is taken."""
+
+    def greet(args: Any) -> str:
+        return "hello"
+
+    async def greet_async(args: Any) -> str:
+        return "hello"
+
+    with pytest.raises(lash.InvalidInput) as refused:
+        lash.ToolRegistry({"greet": greet})  # type: ignore[dict-item]  # as a type checker refuses it
+    assert "tool 'greet' is 'greet', a plain function" in refused.value.message
+    registry = lash.ToolRegistry({"greet": greet_async})
+    with pytest.raises(lash.InvalidInput):
+        registry.register("sync", lambda args: args)
+    registry.register("partial", functools.partial(greet_async))
+    assert registry.names == ["greet", "partial"]

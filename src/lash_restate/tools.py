@@ -6,10 +6,11 @@ child, any other exception is a transient fault the host retries.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
-from .contract import GroupExecutor, RuntimeEffectEnvelope, ToolCall
+from .contract import GroupExecutor, InvalidInput, RuntimeEffectEnvelope, ToolCall
 
 __all__ = ["Tool", "ToolRegistry"]
 
@@ -37,9 +38,19 @@ class ToolRegistry:
     """Resolves `ToolCall` envelopes by tool name; None for any tool it does not know."""
 
     def __init__(self, tools: Mapping[str, Tool] | None = None) -> None:
-        self._tools: dict[str, Tool] = dict(tools or {})
+        """Raises `InvalidInput` for a tool that is a plain (not ``async``) function."""
+        self._tools: dict[str, Tool] = {}
+        for name, fn in (tools or {}).items():
+            self.register(name, fn)
 
     def register(self, name: str, fn: Tool) -> None:
+        """Register ``fn`` as tool ``name``; a plain (not ``async``) function is refused, `InvalidInput`,
+        here rather than when a child runs it (awaiting its result would fail at each retry)."""
+        if inspect.isfunction(fn) and not inspect.iscoroutinefunction(fn):
+            raise InvalidInput(
+                f"tool {name!r} is {fn.__name__!r}, a plain function: a tool is an async function "
+                f"(async def {name}(args): ...), awaited when its child runs"
+            )
         self._tools[name] = fn
 
     def tool(self, name: str) -> Callable[[Tool], Tool]:

@@ -51,6 +51,66 @@ def test_dev_once_runs_the_stack_and_a_demo_race_then_cleans_up(tmp_path: Path) 
     assert list(temporary.iterdir()) == []
 
 
+GREETER = """
+import restate
+
+import lash_restate as lash
+
+greeter = restate.Service("Greeter")
+
+
+@greeter.handler()
+async def hello(ctx: restate.Context, name: str) -> list[str]:
+    return await lash.all(ctx, [lash.tool("greet", {"name": name})])
+
+
+async def greet(args: dict[str, str]) -> str:
+    return f"hello {args['name']}"
+
+
+app = lash.app(greeter, tools=lash.ToolRegistry({"greet": greet}))
+"""
+
+
+@pytest.mark.restate  # `lash-restate dev` starts a server in its own process
+def test_dev_serves_your_application_until_stopped_then_cleans_up(tmp_path: Path) -> None:
+    """`lash-restate dev --app greeter:app`: your application served from this directory, registered,
+    its handlers answering through the ingress (a group of its own tool among them), until SIGTERM
+    stops it and leaves nothing behind."""
+    repo = Path(__file__).resolve().parents[2]
+    (tmp_path / "restate.toml").write_text((repo / "restate.toml").read_text())
+    (tmp_path / "greeter.py").write_text(GREETER)
+    temporary = tmp_path / "tmp"
+    temporary.mkdir()
+    dev = subprocess.Popen(
+        [sys.executable, "-m", "lash_restate", "dev", "--app", "greeter:app"],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "TMPDIR": str(temporary)},
+    )
+    try:
+        assert dev.stdout is not None
+        lines = []
+        for line in dev.stdout:  # what it says as it starts, up to where it serves
+            lines.append(line)
+            if "press Ctrl-C" in line:
+                break
+        said = "".join(lines)
+        assert "Greeter" in said and "LashGroup" in said, said
+        [ingress] = re.findall(r"call its handlers at (http://\S+)/SERVICE/HANDLER", said)
+        answered = httpx.post(f"{ingress}/Greeter/hello", json="ada", timeout=60)
+        assert answered.status_code == 200 and answered.json() == ["hello ada"], answered.text
+    finally:
+        dev.terminate()
+        rest, err = dev.communicate(timeout=60)
+    assert dev.returncode == 0, err
+    assert "stopped restate-server and the endpoint\n" in rest
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["greeter.py", "restate.toml", "tmp"]
+    assert list(temporary.iterdir()) == []
+
+
 def test_dev_without_a_restate_server_says_how_to_get_one_and_leaves_nothing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -442,7 +442,9 @@ async def test_a_group_with_no_saved_handle_is_parked_by_its_record_of_a_normal_
         return None
 
     await _returns_without_saving(stack, s, leave_it)
-    recorded = "its latest opener returned normally: a continuation holds it"
+    recorded = (
+        "its latest opener returned normally, saving no handle with the group: close it if nothing holds one"
+    )
 
     async def reason() -> str | None:
         view = await asyncio.to_thread(show_group, stack.server.admin_url, s.key())

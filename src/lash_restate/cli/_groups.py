@@ -147,8 +147,8 @@ def groups_close(args: argparse.Namespace) -> int:
             for child in result.running:
                 print(f"  child {child.position} ({child.replay_key}): {child.invocation_id} {child.status}")
             print(
-                "cancel one with `restate invocations cancel ID`; `groups close KEY --cancel` cancels "
-                "them with the close"
+                "cancel one with `restate invocations cancel ID` (a close with --cancel cancels them "
+                "with it; this group is closed now)"
             )
     else:
         print(f"{args.key} is not open (closed already, or never opened): nothing to close")

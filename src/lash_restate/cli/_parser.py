@@ -171,6 +171,12 @@ def build_parser() -> argparse.ArgumentParser:
     dev = sub.add_parser("dev", help="start restate-server and the endpoint, register, run a demo race")
     dev.add_argument("--once", action="store_true", help="exit after the demo instead of serving")
     dev.add_argument(
+        "--app",
+        metavar="MODULE:ATTR",
+        help="serve your application (built with lash.app, found from this directory) instead of the "
+        "demo, which then does not run",
+    )
+    dev.add_argument(
         "--keep",
         action="store_true",
         help="keep the server's data and the logs after it stops (default: removed, unless it failed)",

@@ -237,4 +237,4 @@ def register_command(args: argparse.Namespace) -> int:
 def dev_command(args: argparse.Namespace) -> int:
     from ..testing.dev import run_dev
 
-    return run_dev(once=args.once, keep=args.keep)
+    return run_dev(once=args.once, keep=args.keep, app=args.app)

@@ -85,6 +85,10 @@ def read_groups(admin: Admin, where: str = "") -> list[StoredGroup]:
     return found
 
 
+# A normal return without a save: parked in case the handle was kept some other way (decision 78).
+_NO_SAVE = "saving no handle with the group: close it if nothing holds one"
+
+
 def classify(group: StoredGroup, known: dict[str, dict[str, Any]]) -> tuple[str, str]:
     """The group's state and why (decision 45): the latest opener, by open order, decides."""
     openers = group.meta.openers
@@ -103,7 +107,7 @@ def classify(group: StoredGroup, known: dict[str, dict[str, Any]]) -> tuple[str,
             return ORPHANED, "its latest opener failed or was killed; its unsettled children were cancelled"
         if latest.failed:
             return ORPHANED, "its latest opener failed or was killed"
-        return PARKED, "its latest opener returned normally: a continuation holds it"
+        return PARKED, f"its latest opener returned normally, {_NO_SAVE}"
     row = known.get(latest.caller)
     if row is not None and row.get("completion_result") == "success":
         return PARKED, "its latest opener returned normally (Restate still remembers how it ended)"

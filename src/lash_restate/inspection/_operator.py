@@ -63,8 +63,8 @@ class CloseResult:
 
 
 _WHY = {
-    PARKED: "it is parked: its latest opener returned normally and saved its handle, so a continuation "
-    "may resume it (and would then find it closed); pass --force to close it anyway",
+    PARKED: "it is parked: its latest opener returned normally, so a continuation may hold its handle "
+    "and resume it (and would then find it closed); pass --force to close it anyway",
     OPEN: "it is open: its opener is running and still reads it; pass --force to close it anyway",
 }
 

@@ -64,8 +64,21 @@ def _describe(outcome: dict[str, Any]) -> str:
     return "cancelled"
 
 
-def run_dev(*, once: bool, keep: bool = False) -> int:
+def _serve_until_stopped() -> int:
+    _say("press Ctrl-C to stop")
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    with contextlib.suppress(KeyboardInterrupt):
+        stop.wait()
+    return 0
+
+
+def run_dev(*, once: bool, keep: bool = False, app: str | None = None) -> int:
     """Start, register, race, serve until Ctrl-C (or ``once``: exit after the race), then stop.
+
+    With ``app`` (``module:attribute``, an application built with ``lash.app``, found from the
+    current directory) the endpoint serves that application instead of lash's demo, and no demo
+    race is run: yours are called through the ingress.
 
     The stack lives in a temporary directory, removed when it stops: kept (and named) with ``keep``
     or when something failed, for its logs."""
@@ -76,7 +89,7 @@ def run_dev(*, once: bool, keep: bool = False) -> int:
         return 1
     stack = LocalStack(keep=keep)  # a temporary directory of its own: it goes when the stack stops
     server = stack.add_server(config_file=_config_file())
-    endpoint = stack.add_endpoint()
+    endpoint = stack.add_endpoint(app=app) if app is not None else stack.add_endpoint()
     try:
         _say(f"starting restate-server (logs: {server.log_path}) …")
         stack.start_servers()
@@ -86,6 +99,9 @@ def run_dev(*, once: bool, keep: bool = False) -> int:
         [answer] = stack.register()
         services = ", ".join(sorted(s["name"] for s in answer.get("services", [])))
         _say(f"registered deployment {answer.get('id')}: {services}")
+        if app is not None:
+            _say(f"serving {app}; call its handlers at {server.ingress_url}/SERVICE/HANDLER")
+            return 0 if once else _serve_until_stopped()
 
         result = demo(stack)
         winner = result["settlements"][0]
@@ -99,12 +115,7 @@ def run_dev(*, once: bool, keep: bool = False) -> int:
             return 0
         body = '{"kind":"race","children":[{"type":"tool_call","tool":"echo","args":{"value":1}}]}'
         _say(f"serving; try: curl -X POST {server.ingress_url}/LashTurn/combine --json '{body}'")
-        _say("press Ctrl-C to stop")
-        stop = threading.Event()
-        signal.signal(signal.SIGTERM, lambda *_: stop.set())
-        with contextlib.suppress(KeyboardInterrupt):
-            stop.wait()
-        return 0
+        return _serve_until_stopped()
     except (StackError, httpx.HTTPError) as exc:
         print(f"lash-restate dev: {exc}", file=sys.stderr)
         stack.keep = True  # what failed is in the logs
