@@ -23,6 +23,7 @@ import pytest
 
 from lash_restate.engine import GroupMeta
 from lash_restate.engine.caller._open_parts import PARTS_FROM_ENV
+from lash_restate.engine.group._group_watch import GONE
 from lash_restate.engine.group._mode import PUMP_SLICE
 from lash_restate.inspection import OpenGroup, quote, sql
 from lash_restate.testing import LocalStack
@@ -604,3 +605,40 @@ async def test_killing_or_cancelling_a_pumps_report_with_restates_cli_changes_no
         (3, 2, {"type": "ok", "value": "c"}),
     ]
     assert "error" not in closed
+
+
+async def test_killing_the_repair_of_a_killed_run_with_restates_cli_still_ranks_its_child(
+    stack: LocalStack, tmp_path: Path
+) -> None:
+    """`restate invocations kill` of a child's `LashChild/run`, then of the `LashChild/fail` its group
+    sent to settle the child as killed, each while queued behind another group's run of the same
+    replay key (a namesake child waiting on a gate): the group watches that repair as it watches a
+    run, so it sends it again, and once the key is free the child settles as killed and takes its
+    rank; the caller waiting on it goes on."""
+    gate = tmp_path / "gate"
+    holder, s = Scope(), Scope()
+    shared = f"{s.key()}/shared"  # one replay key, two groups: their runs of it queue on one object
+    blocking = holder.group([tool("blob", {"size": 3, "after": str(gate)})], replay_keys=[shared])
+    held = turn_in_background(stack, holder, open_(blocking), next_(), close())
+    runs = _invocation("LashChild", f"target_service_key = {quote(shared)}", "run")
+    await _poll(stack, runs, lambda rows: [r["status"] for r in rows] in _STARTED)
+    group = s.group([echo("won"), echo("late")], replay_keys=[f"{s.key()}/c0", shared])
+    caller = turn_in_background(stack, s, open_(group), next_(), next_(), close())
+    try:
+        [queued] = await _poll(stack, runs + " AND status = 'pending'", lambda rows: len(rows) == 1)
+        _operator(stack, tmp_path, "kill", queued["id"])
+        fails = _invocation("LashChild", f"target_service_key = {quote(shared)}", "fail")
+        [fail] = await _poll(stack, fails + " AND status = 'pending'", lambda rows: len(rows) == 1)
+        _operator(stack, tmp_path, "kill", fail["id"])
+        # The group's watch of its repair sends it again, queued behind the namesake's run as well.
+        await _poll(stack, fails + " AND status = 'pending'", lambda rows: len(rows) == 1)
+    finally:
+        gate.touch()
+    answered = await asyncio.wait_for(caller, 60)
+    assert answered.status_code == 200, answered.text
+    [_, won, late, closed] = answered.json()
+    assert ok(won)["outcome"] == {"type": "ok", "value": "won"}
+    gone = {"type": "err", "code": "409", "message": GONE}  # killed while queued: nothing to attach to
+    assert (ok(late)["rank"], ok(late)["position"], ok(late)["outcome"]) == (2, 1, gone)
+    assert "error" not in closed
+    assert (await asyncio.wait_for(held, 60)).status_code == 200

@@ -378,6 +378,8 @@ def _samples() -> list[Sample]:
     run_reply = (RUN_REPLY.serialize, settle_sent)
     add("msg.child.run_reply.settle", "inv_1settle", run_reply)
     add("msg.child.run_reply.nothing", None, run_reply)
+    add("msg.child.fail_reply.settle", "inv_1settle", run_reply)  # a fail answers as a run does
+    add("msg.child.fail_reply.nothing", None, run_reply)  # an earlier release's fail: nothing
     add("msg.child.execute.call", CALL_PLAIN, _json(RuntimeEffectEnvelope))
     add("msg.child.execute.call_options", CALL_OPTIONS, _json(RuntimeEffectEnvelope))
     add("msg.child.execute.call_idempotent", CALL_IDEMPOTENT, _json(RuntimeEffectEnvelope))

@@ -82,10 +82,10 @@ def child_object(
     async def run(ctx: restate.ObjectContext, req: ChildRun) -> str:
         return await on_run(ctx, req, routing, tool_attempts)
 
-    @child.handler(name=CHILD_FAIL.handler, ingress_private=True)
+    @child.handler(name=CHILD_FAIL.handler, ingress_private=True, output_serde=RUN_REPLY)
     @described_by(on_fail)
-    async def fail(ctx: restate.ObjectContext, req: ChildrenFailed) -> None:
-        await on_fail(ctx, req)
+    async def fail(ctx: restate.ObjectContext, req: ChildrenFailed) -> str:
+        return await on_fail(ctx, req)
 
     @child.handler(name=CHILD_EXECUTE.handler, ingress_private=True, output_serde=_BYTES)
     @terminal_errors
@@ -129,16 +129,18 @@ async def on_run(ctx: restate.ObjectContext, req: ChildRun, routing: Routing, to
     return await settle.invocation_id()
 
 
-async def on_fail(ctx: restate.ObjectContext, req: ChildrenFailed) -> None:
+async def on_fail(ctx: restate.ObjectContext, req: ChildrenFailed) -> str:
     """Decision 74: this child's run ended in failure (an operator killed it) before it stored an
     outcome; it settles with that failure, as `run` settles an outcome. One stored before the
-    kill is settled instead."""
+    kill is settled instead. It answers the settle's id, as `run` does, for the group's watch of
+    this repair (decision 89)."""
     store = child_store(req.incarnation)
     stored = await ctx.get(store, serde=_BYTES)
     if stored is None:
         stored = stored_outcome(req.outcome)
         ctx.set(store, stored, serde=_BYTES)
-    _settle(ctx, req.group_key, req.incarnation, req.positions[0], stored)
+    settle = _settle(ctx, req.group_key, req.incarnation, req.positions[0], stored)
+    return await settle.invocation_id()
 
 
 async def on_execute(

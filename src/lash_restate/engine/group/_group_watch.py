@@ -12,7 +12,7 @@ import restate
 from ... import logs
 from ...contract import Err, LoserPolicy
 from ..child._calls import cancelled
-from ..wire._errors import NOT_FOUND
+from ..wire._errors import CANCELLED_STATUS, NOT_FOUND
 from ..wire._incarnation import records_saves
 from ..wire._messages import (
     CallerEnded,
@@ -27,7 +27,9 @@ from ..wire._records import (
     ENDS,
     META,
     MILLIS,
+    MISSED,
     OPENER_ENDS,
+    POSITIONS,
     RECLAIM_AT,
     SAVERS,
     SHAPE,
@@ -190,6 +192,12 @@ async def on_held(ctx: restate.ObjectContext, ended: CallerEnded) -> None:
     ctx.set(OPENER_ENDS, [*ends, OpenerEnd(caller=ended.caller, failed=ended.failed)], serde=ENDS)
 
 
+# How a child settles whose run Restate does not know: an operator's kill of a run still queued
+# (behind its key's other work) leaves nothing for the watch to attach to, where a kill of a running
+# one answers `killed` (decision 89).
+GONE = "killed before it ran: Restate does not know its run"
+
+
 async def on_watch_runs(ctx: restate.ObjectSharedContext, req: RunsWatch) -> None:
     """Decision 74: wait for each invocation the group dispatched to end; one that ended in failure
     (an operator killed it, say) without settling its children is reported to the writer.
@@ -223,14 +231,17 @@ async def on_watch_runs(ctx: restate.ObjectSharedContext, req: RunsWatch) -> Non
             except restate.TerminalError as error:
                 # Lash cancels runs (a close) but never a settle: an operator's cancel of a settle
                 # still waiting leaves its child unranked, as a kill does.
-                if error.status_code == NOT_FOUND or (cancelled(error) and future not in settles):
+                if cancelled(error) and future not in settles:
                     continue
-                ended = RunEnded(
-                    incarnation=req.incarnation,
-                    positions=attached[future].positions,
-                    message=error.message,
-                    code=str(error.status_code),
-                )
+                message, code = error.message, str(error.status_code)
+                if error.status_code == NOT_FOUND:
+                    if future in settles:
+                        continue  # a settle long done, forgotten since: its children rank already
+                    # A miss (the group keeps the child, so `run_ended` passes over it), or a run
+                    # Restate does not know: one killed while it was queued is not kept (decision 89).
+                    message, code = GONE, str(CANCELLED_STATUS)
+                positions = attached[future].positions
+                ended = RunEnded(incarnation=req.incarnation, positions=positions, message=message, code=code)
                 GROUP_RUN_ENDED.send(ctx, ctx.key(), ended)
                 continue
             if (settle := settle_sent(answer)) is not None:
@@ -251,8 +262,10 @@ async def on_run_ended(ctx: restate.ObjectContext, ended: RunEnded) -> None:
     if meta is None or meta.incarnation != ended.incarnation:
         return  # closed already (or a namesake's run): nobody will read it
     settled = await settled_positions(ctx, meta)
+    missed = await ctx.get(MISSED, serde=POSITIONS)
+    kept = set(missed or [])  # a child the group keeps as missed: a miss is never an outcome (ADR)
     asked = range(meta.child_count) if ended.positions is None else ended.positions
-    positions = [p for p in asked if p < meta.child_count and p not in settled]
+    positions = [p for p in asked if p < meta.child_count and p not in settled and p not in kept]
     if ended.positions is None:
         await mode_for(meta.mode).run_gone(ctx)
     if not positions:
@@ -266,8 +279,12 @@ async def on_run_ended(ctx: restate.ObjectContext, ended: RunEnded) -> None:
         replay_keys=[fence.replay_keys[p] for p in positions],
         outcome=Err(message=ended.message, code=ended.code),
     )
-    mode_for(meta.mode).fail(ctx, meta, failed)
+    sent = mode_for(meta.mode).fail(ctx, meta, failed)
     logs.event("group.run_ended", ctx, group_key=ctx.key(), children=len(positions), code=ended.code)
+    # Decision 89: this repair is watched as a run is: killed while it waits behind its object's
+    # work (or the settle it sends, killed so), its children would hold no rank and tell nobody.
+    repairs = [WatchedRun(invocation=await handle.invocation_id(), positions=at) for handle, at in sent]
+    await watch_after(ctx, meta, repairs, [])
 
 
 async def watch_after(

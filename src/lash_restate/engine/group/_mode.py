@@ -116,9 +116,12 @@ class Mode(Protocol):
         """Where a settled child's outcome is kept (what an operator's view reads)."""
         ...
 
-    def fail(self, ctx: restate.ObjectContext, meta: GroupMeta, failed: ChildrenFailed) -> None:
+    def fail(
+        self, ctx: restate.ObjectContext, meta: GroupMeta, failed: ChildrenFailed
+    ) -> list[tuple[restate.SendHandle, list[int]]]:
         """Settle the children ``failed`` names with its outcome, each unless an outcome is stored for
-        it: through the store that keeps it, which settles it as a run would (decision 74)."""
+        it: through the store that keeps it, which settles it as a run would (decision 74). Answers
+        each message it sent with the positions it carries, for the group to watch (decision 89)."""
         ...
 
     def left_to_cancel(self, meta: GroupMeta, cancels: list[str], settled: int) -> list[str]:

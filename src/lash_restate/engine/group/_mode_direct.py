@@ -93,11 +93,15 @@ class Direct:
     def store(self, group_key: str, meta: GroupMeta, position: int, replay_key: str) -> OutcomeStore:
         return OutcomeStore(named(CHILD), replay_key, child_store(meta.incarnation))
 
-    def fail(self, ctx: restate.ObjectContext, meta: GroupMeta, failed: ChildrenFailed) -> None:
+    def fail(
+        self, ctx: restate.ObjectContext, meta: GroupMeta, failed: ChildrenFailed
+    ) -> list[tuple[restate.SendHandle, list[int]]]:
         # Each child's store is its own object, which settles itself (queued behind a run still going).
+        sent = []
         for position, replay_key in zip(failed.positions, failed.replay_keys, strict=True):
             one = msgspec.structs.replace(failed, positions=[position], replay_keys=[replay_key])
-            CHILD_FAIL.send(ctx, replay_key, one)
+            sent.append((CHILD_FAIL.send(ctx, replay_key, one), [position]))
+        return sent
 
     async def read(self, ctx: restate.Context, group_key: str, reply: WaitReply) -> list[bytes]:
         calls = [CHILD_OUTCOME.call(ctx, ref.replay_key, reply.incarnation) for ref in stored_refs(reply)]

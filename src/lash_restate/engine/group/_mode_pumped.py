@@ -123,17 +123,20 @@ class Pumped:
             named(PUMP), slice_key(group_key, meta.incarnation, position), pump_store(position)
         )
 
-    def fail(self, ctx: restate.ObjectContext, meta: GroupMeta, failed: ChildrenFailed) -> None:
+    def fail(
+        self, ctx: restate.ObjectContext, meta: GroupMeta, failed: ChildrenFailed
+    ) -> list[tuple[restate.SendHandle, list[int]]]:
         # To the pump of each slice, which keeps that slice's outcomes and reports them as a run does.
         by_slice: dict[str, list[tuple[int, str]]] = {}
         for position, replay_key in zip(failed.positions, failed.replay_keys, strict=True):
             key = slice_key(ctx.key(), meta.incarnation, position)
             by_slice.setdefault(key, []).append((position, replay_key))
+        sent = []
         for key, part in by_slice.items():
             positions, replay_keys = [p for p, _ in part], [k for _, k in part]
-            PUMP_FAIL.send(
-                ctx, key, msgspec.structs.replace(failed, positions=positions, replay_keys=replay_keys)
-            )
+            one = msgspec.structs.replace(failed, positions=positions, replay_keys=replay_keys)
+            sent.append((PUMP_FAIL.send(ctx, key, one), positions))
+        return sent
 
     async def read(self, ctx: restate.Context, group_key: str, reply: WaitReply) -> list[bytes]:
         positions = [ref.position for ref in stored_refs(reply)][:OUTCOMES_PER_CALLER_READ]

@@ -197,6 +197,11 @@ FORMATS: Final[tuple[Format, ...]] = (
         "{prefix}Child/fail input: ChildrenFailed (one child, settled with its run's failure)",
         since="unreleased",
     ),
+    Format(
+        "msg.child.fail_reply",
+        "{prefix}Child/fail output: the id of the settle it sent, a JSON string (earlier releases: nothing)",
+        since="unreleased",
+    ),
     Format("msg.child.outcome", "{prefix}Child/outcome input: the incarnation, a JSON string"),
     Format("msg.child.forget", "{prefix}Child/forget input: the incarnation, a JSON string"),
     Format("msg.pump.run", "{prefix}Pump/run input: PumpRun"),

@@ -283,7 +283,7 @@ CHILD_RUN: Route[ChildRun, str] = Route(CHILD, "run", ChildRun, str)
 CHILD_EXECUTE: Route[RuntimeEffectEnvelope, bytes] = Route(CHILD, "execute", RuntimeEffectEnvelope, bytes)
 CHILD_OUTCOME: Route[str, bytes] = Route(CHILD, "outcome", str, bytes)
 CHILD_FORGET: Route[str, None] = Route(CHILD, "forget", str, type(None))
-CHILD_FAIL: Route[ChildrenFailed, None] = Route(CHILD, "fail", ChildrenFailed, type(None))
+CHILD_FAIL: Route[ChildrenFailed, str] = Route(CHILD, "fail", ChildrenFailed, str)
 
 PUMP_RUN: Route[PumpRun, None] = Route(PUMP, "run", PumpRun, type(None))
 PUMP_OUTCOMES: Route[list[int] | OutcomesRead, bytes] = Route(
