@@ -381,5 +381,8 @@ class Endpoint(_OwnedProcess):
         self.port = free_port()
 
     def ready(self) -> bool:
-        # An answer over HTTP, not just an open port: whoever took the port may be listening on it.
-        return httpx.get(f"{self.url}/health", timeout=1, verify=tls()).status_code == 200
+        # An answer over HTTP, not just an open port: whoever took the port may be listening on it,
+        # and a Restate server's admin API answers `/health` too; the SDK's answer names the SDK.
+        answer = httpx.get(f"{self.url}/health", timeout=1, verify=tls())
+        sdk = answer.headers.get("x-restate-server", "").startswith("restate-sdk")
+        return answer.status_code == 200 and sdk
