@@ -327,10 +327,10 @@ def test_call_targets_know_bound_and_declared_services() -> None:
         call_targets([payments], [lash.external("Payments", "other")])
 
 
-def test_a_plain_function_given_as_a_tool_is_refused_where_it_is_registered() -> None:
-    """A tool is awaited when its child runs: a plain function would fail there at every retry, so
-    the registry refuses it, naming the tool and saying what a tool is. An async function, or any
-    other callable (one whose call returns an awaitable), is taken."""
+async def test_a_plain_function_given_as_a_tool_rejects_its_child_saying_what_a_tool_is() -> None:
+    """A tool is awaited when its child runs: a plain function's result cannot be, and retrying would
+    only meet it again, so the child rejects at once, naming the tool and saying what a tool is. Any
+    callable whose call returns an awaitable (an async function, a partial of one, a wrapper) runs."""
 
     def greet(args: Any) -> str:
         return "hello"
@@ -338,11 +338,17 @@ def test_a_plain_function_given_as_a_tool_is_refused_where_it_is_registered() ->
     async def greet_async(args: Any) -> str:
         return "hello"
 
-    with pytest.raises(lash.InvalidInput) as refused:
-        lash.ToolRegistry({"greet": greet})  # type: ignore[dict-item]  # as a type checker refuses it
-    assert "tool 'greet' is 'greet', a plain function" in refused.value.message
-    registry = lash.ToolRegistry({"greet": greet_async})
-    with pytest.raises(lash.InvalidInput):
-        registry.register("sync", lambda args: args)
-    registry.register("partial", functools.partial(greet_async))
-    assert registry.names == ["greet", "partial"]
+    def wrapped(args: Any) -> Any:  # a sync wrapper returning the coroutine, as decorators do
+        return greet_async(args)
+
+    tools = {"greet": greet, "partial": functools.partial(greet_async), "wrapped": wrapped}
+    host = MemoryHost(resolver=lash.ToolRegistry(tools))  # type: ignore[arg-type]  # as a type checker refuses it
+    try:
+        outcomes = await lash.all_settled(host, [lash.tool(name) for name in tools], key="s:group:plain:0")
+    finally:
+        await host.aclose()
+    assert outcomes[1:] == [lash.Ok(value="hello"), lash.Ok(value="hello")]
+    assert isinstance(outcomes[0], lash.Err) and outcomes[0].message == (
+        "tool 'greet' returned a str, not an awaitable: a tool is an async function "
+        "(async def greet(args): ...)"
+    )

@@ -10,7 +10,7 @@ import inspect
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
-from .contract import GroupExecutor, InvalidInput, RuntimeEffectEnvelope, ToolCall
+from .contract import GroupExecutor, RuntimeEffectEnvelope, ToolCall, ToolFailure
 
 __all__ = ["Tool", "ToolRegistry"]
 
@@ -20,37 +20,35 @@ Tool = Callable[[Any], Awaitable[Any]]
 class _ToolExecutor:
     """Runs one tool call once (ADR: `execute` consumes the executor)."""
 
-    __slots__ = ("_args", "_fn", "_spent")
+    __slots__ = ("_args", "_fn", "_name", "_spent")
 
-    def __init__(self, fn: Tool, args: Any) -> None:
+    def __init__(self, fn: Tool, args: Any, name: str = "") -> None:
         self._fn = fn
         self._args = args
+        self._name = name
         self._spent = False
 
     async def execute(self) -> Any:
         if self._spent:
             raise RuntimeError("an executor runs once; resolve a fresh one to retry")
         self._spent = True
-        return await self._fn(self._args)
+        result = self._fn(self._args)
+        if not inspect.isawaitable(result):
+            # A plain function given as a tool: retrying would only meet it again, so the child rejects.
+            raise ToolFailure(
+                f"tool {self._name!r} returned a {type(result).__name__}, not an awaitable: a tool is an "
+                f"async function (async def {self._name or 'tool'}(args): ...)"
+            )
+        return await result
 
 
 class ToolRegistry:
     """Resolves `ToolCall` envelopes by tool name; None for any tool it does not know."""
 
     def __init__(self, tools: Mapping[str, Tool] | None = None) -> None:
-        """Raises `InvalidInput` for a tool that is a plain (not ``async``) function."""
-        self._tools: dict[str, Tool] = {}
-        for name, fn in (tools or {}).items():
-            self.register(name, fn)
+        self._tools: dict[str, Tool] = dict(tools or {})
 
     def register(self, name: str, fn: Tool) -> None:
-        """Register ``fn`` as tool ``name``; a plain (not ``async``) function is refused, `InvalidInput`,
-        here rather than when a child runs it (awaiting its result would fail at each retry)."""
-        if inspect.isfunction(fn) and not inspect.iscoroutinefunction(fn):
-            raise InvalidInput(
-                f"tool {name!r} is {fn.__name__!r}, a plain function: a tool is an async function "
-                f"(async def {name}(args): ...), awaited when its child runs"
-            )
         self._tools[name] = fn
 
     def tool(self, name: str) -> Callable[[Tool], Tool]:
@@ -69,4 +67,4 @@ class ToolRegistry:
         if not isinstance(command, ToolCall):
             return None  # durable waits are the host's own (Sleep, AwaitEvent)
         fn = self._tools.get(command.tool)
-        return _ToolExecutor(fn, command.args) if fn is not None else None
+        return _ToolExecutor(fn, command.args, command.tool) if fn is not None else None

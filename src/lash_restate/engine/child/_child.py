@@ -34,7 +34,14 @@ from ...contract import (
     execute_once,
     fit_outcome,
 )
-from ..wire._errors import HANDLER_RETRY, NOT_FOUND, is_cancellation, lash_terminal, terminal_errors
+from ..wire._errors import (
+    HANDLER_RETRY,
+    MISS_MARK,
+    NOT_FOUND,
+    is_cancellation,
+    lash_terminal,
+    terminal_errors,
+)
 from ..wire._messages import (
     INLINE_OUTCOME_BYTES,
     RUN_REPLY,
@@ -206,7 +213,8 @@ async def _execute_or_miss(
             # An operator's cancel of the report is not this child's own, so not worded as one.
             message = "the report of this child's miss was cancelled" if cancelled(lost) else lost.message
             raise restate.TerminalError(message, lost.status_code) from None
-        raise
+        # Marked, so the group's watch tells this miss from a run Restate does not know (decision 89).
+        raise restate.TerminalError(error.message, error.status_code, metadata={MISS_MARK: "1"}) from None
 
 
 async def _execute(

@@ -12,7 +12,7 @@ import restate
 from ... import logs
 from ...contract import Err, LoserPolicy
 from ..child._calls import cancelled
-from ..wire._errors import CANCELLED_STATUS, NOT_FOUND
+from ..wire._errors import CANCELLED_STATUS, MISS_MARK, NOT_FOUND
 from ..wire._incarnation import records_saves
 from ..wire._messages import (
     CallerEnded,
@@ -235,10 +235,11 @@ async def on_watch_runs(ctx: restate.ObjectSharedContext, req: RunsWatch) -> Non
                     continue
                 message, code = error.message, str(error.status_code)
                 if error.status_code == NOT_FOUND:
-                    if future in settles:
-                        continue  # a settle long done, forgotten since: its children rank already
-                    # A miss (the group keeps the child, so `run_ended` passes over it), or a run
-                    # Restate does not know: one killed while it was queued is not kept (decision 89).
+                    if (error.metadata or {}).get(MISS_MARK):
+                        continue  # a miss its group heard of, and keeps
+                    # A run or a settle Restate does not know: one killed while it was queued is not
+                    # kept (decision 89). A miss of an earlier release's run is unmarked, and kept by
+                    # the group, so `run_ended` passes over it.
                     message, code = GONE, str(CANCELLED_STATUS)
                 positions = attached[future].positions
                 ended = RunEnded(incarnation=req.incarnation, positions=positions, message=message, code=code)

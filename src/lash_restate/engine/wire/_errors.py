@@ -31,6 +31,7 @@ from ...contract import (
 __all__ = [
     "CANCELLED_STATUS",
     "HANDLER_RETRY",
+    "MISS_MARK",
     "NOT_FOUND",
     "CalledInsideRun",
     "client_errors",
@@ -46,6 +47,8 @@ __all__ = [
 CANCELLED_STATUS = 409
 # ADR: the Restate host's form (the ADR's "engine tier") of a routing miss is a terminal 404.
 NOT_FOUND = 404
+# The metadata key a child's 404 carries once its group has the report of its miss (decision 89).
+MISS_MARK = "lash.missed"
 
 # A fault in our own handler code (not a contract error) is retried, but never forever: after the
 # budget the invocation pauses, visible to an operator, instead of backing off silently.
