@@ -9,6 +9,7 @@ gets the right answer: every rank, each child's real outcome, its side effect on
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import json
 import os
@@ -75,6 +76,20 @@ def _invocation(service: str, key_clause: str, handler: str) -> str:
         f"SELECT id, status FROM sys_invocation WHERE target_service_name = {quote(service)} "
         f"AND {key_clause} AND target_handler_name = {quote(handler)}"
     )
+
+
+@contextlib.contextmanager
+def unanswered(stack: LocalStack, name: str = "endpoint-b", *, module: str | None = None) -> Iterator[None]:
+    """A second deployment, registered (what is sent from here on runs there) and paused, so it holds
+    what it is sent until the block ends; ``module`` serves only some services (`signal_app`)."""
+    held = stack.add_endpoint(name, module=module, args=()) if module else stack.add_endpoint(name)
+    held.start()
+    stack.register(held, take_over=module is not None)  # a partial deployment shares the prefix
+    held.pause()
+    try:
+        yield
+    finally:
+        held.resume()  # a cancel reaches what it holds once it runs it (Restate's is cooperative)
 
 
 def test_the_pinned_cli_is_the_servers_release() -> None:
@@ -259,22 +274,16 @@ async def test_killing_or_cancelling_a_direct_childs_settle_with_restates_cli_st
     await _poll(stack, wait, lambda rows: [r["status"] for r in rows] == ["completed"])
     watch = _invocation("LashGroup", key, "watch_runs")
     await _poll(stack, watch, lambda rows: [r["status"] for r in rows] in _STARTED)
-    held = stack.add_endpoint("endpoint-b")
-    held.start()
-    stack.register(held)  # what is sent from here on runs there
-    held.pause()
-    try:
+    settles = (
+        "SELECT id, status, completion_failure FROM sys_invocation WHERE target_service_name = "
+        f"'LashGroup' AND {key} AND target_handler_name = 'settle' ORDER BY created_at"
+    )
+    with unanswered(stack):
         gate.touch()  # the child's tool answers; the settle its run sends waits on the stopped endpoint
-        settles = (
-            "SELECT id, status, completion_failure FROM sys_invocation WHERE target_service_name = "
-            f"'LashGroup' AND {key} AND target_handler_name = 'settle' ORDER BY created_at"
-        )
         [settle] = await _poll(stack, settles, lambda rows: len(rows) == 1)
         run = _invocation("LashChild", f"target_service_key = {quote(s.key() + '/c0')}", "run")
         await _poll(stack, run, lambda rows: [r["status"] for r in rows] == ["completed"])
         _operator(stack, tmp_path, action, settle["id"])
-    finally:
-        held.resume()  # a cancel reaches the settle once its endpoint runs it (Restate's is cooperative)
     [ended, *_] = await _poll(stack, settles, lambda rows: rows[0]["status"] == "completed")
     assert ("killed" if action == "kill" else "cancel") in ended["completion_failure"].lower(), ended
     answered = await asyncio.wait_for(caller, 60)
@@ -505,11 +514,8 @@ async def test_killing_a_childs_subscription_to_its_event_with_restates_cli_sett
     failure too."""
     s = Scope()
     name = s.event("later")
-    signals = stack.add_endpoint("signals", module="tests.engine.signal_app", args=())
-    signals.start()
-    stack.register(signals, take_over=True)  # LashSignal's latest deployment; the rest stays where it was
-    signals.pause()
-    try:
+    # LashSignal's latest deployment; the rest stays where it was.
+    with unanswered(stack, "signals", module="tests.engine.signal_app"):
         async with httpx.AsyncClient() as client:  # a one-way `clear`, which holds the event's key there
             sent = await client.post(f"{stack.ingress_url}/LashSignal/{name}/clear/send", timeout=30)
         assert sent.status_code == 202, sent.text
@@ -519,8 +525,6 @@ async def test_killing_a_childs_subscription_to_its_event_with_restates_cli_sett
         query = _invocation("LashSignal", f"target_service_key = {quote(name)}", "subscribe")
         [row] = await _poll(stack, query, lambda rows: [r["status"] for r in rows] == ["pending"])  # queued
         _operator(stack, tmp_path, action, row["id"])
-    finally:
-        signals.resume()
     answered = await asyncio.wait_for(caller, 60)
     assert answered.status_code == 200, answered.text
     [_, first, *_, last, closed] = answered.json()
@@ -548,18 +552,12 @@ async def test_killing_or_cancelling_a_childs_report_of_its_miss_with_restates_c
     await wait_tool_started(stack, name)
     watch = _invocation("LashGroup", f"target_service_key = {quote(s.key())}", "watch_runs")
     await _poll(stack, watch, lambda rows: [r["status"] for r in rows] in _STARTED)
-    held = stack.add_endpoint("endpoint-b")
-    held.start()
-    stack.register(held)  # what is sent from here on runs there
-    held.pause()
-    try:
+    with unanswered(stack):
         # The child's run, on the first endpoint, runs again there without the tool: a miss.
         await asyncio.to_thread(stack.restart_endpoint, LASH_DEMO_TOOLS_OFF="count")
         query = _invocation("LashGroup", f"target_service_key = {quote(s.key())}", "missed")
         [report] = await _poll(stack, query, lambda rows: len(rows) == 1)
         _operator(stack, tmp_path, action, report["id"])
-    finally:
-        held.resume()
     answered = await asyncio.wait_for(caller, 60)
     assert answered.status_code == 200, answered.text
     [_, fast, slow, closed] = answered.json()
@@ -585,17 +583,11 @@ async def test_killing_or_cancelling_a_pumps_report_with_restates_cli_changes_no
     caller = turn_in_background(stack, s, open_(group), next_(), next_(), next_(), close())
     run = _invocation("LashChild", f"target_service_key = {quote(s.key() + '/c0')}", "execute")
     await _poll(stack, run, lambda rows: [r["status"] for r in rows] in _STARTED)
-    held = stack.add_endpoint("endpoint-b")
-    held.start()
-    stack.register(held)  # what is sent from here on runs there
-    held.pause()
-    try:
+    with unanswered(stack):
         gate.touch()  # the first child answers its pump, which reports it to the group: held
         query = _invocation("LashGroup", f"target_service_key = {quote(s.key())}", "report")
         [report] = await _poll(stack, query, lambda rows: len(rows) == 1)
         _operator(stack, tmp_path, action, report["id"])
-    finally:
-        held.resume()
     answered = await asyncio.wait_for(caller, 60)
     assert answered.status_code == 200, answered.text
     [_, *ranks, closed] = answered.json()
