@@ -202,12 +202,13 @@ async def on_watch_runs(ctx: restate.ObjectSharedContext, req: RunsWatch) -> Non
     """Decision 74: wait for each invocation the group dispatched to end; one that ended in failure
     (an operator killed it, say) without settling its children is reported to the writer.
 
-    A run that ends normally has settled its children (or reported them missed); a 404 is a
-    miss (or a run Restate no longer remembers); a cancellation comes from a close, or is
-    answered by the run itself (a Cancel loser still settles, as cancelled). A direct child's run
-    answers the id of the settle it sent, which is watched in turn (decision 85): an operator may
-    kill or cancel it while it waits behind the group's other work, and its child would then hold
-    no rank.
+    A run that ends normally has settled its children (or reported them missed); a 404 marked a
+    miss was reported too, an unmarked one is a run Restate does not know (killed while queued:
+    reported as such, decision 89); a cancellation comes from a close, or is answered by the run
+    itself (a Cancel loser still settles, as cancelled). A direct child's run (and the group's
+    repair of one, `LashChild/fail`) answers the id of the settle it sent, which is watched in turn
+    (decision 85): an operator may kill or cancel it while it waits behind the group's other work,
+    and its child would then hold no rank.
     """
     attached = {ctx.attach_invocation(run.invocation, serde=RAW): run for run in req.runs}
     openers = req.callers or []  # UNSET: an earlier release's watch, of runs alone
