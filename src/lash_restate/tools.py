@@ -22,7 +22,7 @@ class _ToolExecutor:
 
     __slots__ = ("_args", "_fn", "_name", "_spent")
 
-    def __init__(self, fn: Tool, args: Any, name: str = "") -> None:
+    def __init__(self, fn: Tool, args: Any, name: str) -> None:
         self._fn = fn
         self._args = args
         self._name = name
@@ -37,7 +37,7 @@ class _ToolExecutor:
             # A plain function given as a tool: retrying would only meet it again, so the child rejects.
             raise ToolFailure(
                 f"tool {self._name!r} returned a {type(result).__name__}, not an awaitable: a tool is an "
-                f"async function (async def {self._name or 'tool'}(args): ...)"
+                f"async function (async def {self._name}(args): ...)"
             )
         return await result
 
