@@ -97,7 +97,25 @@ def _session_stack(item: pytest.Item) -> str | None:
 
 @pytest.hookimpl(trylast=True, specname="pytest_collection_modifyitems")  # after pytest-xdist's (below)
 def pytest_collection_modifyitems_groups(config: pytest.Config, items: list[pytest.Item]) -> None:
+    _slow_modules_first(items)
     _keep_xdist_groups(config, items)
+
+
+def _slow_modules_first(items: list[pytest.Item]) -> None:
+    """Hand the workers the slowest tests first, so the run ends on sub-second ones.
+
+    `--dist loadgroup` hands out each `xdist_group` first, then the other tests in collection
+    order; a 60 s test collected last kept one worker busy a minute after the others had
+    finished (docs/test-suite.md). So the modules holding a `slow` test come first, then those
+    that start a server of their own, then the rest; a module moves whole, so its module-scoped
+    fixtures start once per worker, as in collection order.
+    """
+    rank: dict[Any, int] = {}
+    for item in items:
+        module = item.getparent(pytest.Module)
+        mark = 0 if item.get_closest_marker("slow") else 1 if item.get_closest_marker("restate") else 2
+        rank[module] = min(rank.get(module, 2), mark)
+    items.sort(key=lambda item: rank[item.getparent(pytest.Module)])  # stable: collection order within
 
 
 def _keep_xdist_groups(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -1,7 +1,9 @@
 """Opt-in pytest plugin: the CPU each test cost, its own and its servers' and endpoints'.
 
 ``pytest -p tests.cpu_usage`` (with or without ``-n``) appends one line per test to
-``$LASH_CPU_USAGE`` (default ``cpu-usage.tsv``): CPU seconds, wall seconds, test id. A test's CPU
+``$LASH_CPU_USAGE`` (default ``cpu-usage.tsv``): CPU seconds, wall seconds, test id, the xdist
+worker that ran it and when it started (seconds since the epoch), which show how the workers' loads
+ended (a worker idle while another runs a slow test is a tail to cut). A test's CPU
 is what the worker process and every process under it (the servers and endpoints the test or a
 session fixture started) spent from the test's start to its end, so a stack's idle time lands on
 whichever test was running. docs/test-suite.md says what it found.
@@ -63,6 +65,8 @@ def pytest_runtest_logfinish(nodeid: str, location: tuple[str, int | None, str])
     if _controller:
         return
     cpu, wall = _started.pop(nodeid)
-    line = f"{_tree_cpu() - cpu:.2f}\t{time.monotonic() - wall:.2f}\t{nodeid}\n"
+    begun = time.time() - (time.monotonic() - wall)
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "-")
+    line = f"{_tree_cpu() - cpu:.2f}\t{time.monotonic() - wall:.2f}\t{nodeid}\t{worker}\t{begun:.1f}\n"
     with Path(os.environ.get("LASH_CPU_USAGE", "cpu-usage.tsv")).open("a") as out:
         out.write(line)

@@ -50,6 +50,7 @@ def test_lock_pins_every_runtime_dependency_with_hashes() -> None:
 
 
 @pytest.mark.timeout(300)
+@pytest.mark.slow
 def test_the_image_recipe_installs_from_the_lock_and_serves_health(tmp_path: Path) -> None:
     """What the Dockerfile does, minus Docker (no engine here): a venv from the lock, then the package."""
     venv = tmp_path / "venv"

@@ -47,7 +47,7 @@ RUNS = int(os.environ.get("LASH_CRASH_RUNS", "10"))
 WIDE = int(os.environ.get("LASH_CRASH_WIDE", "600"))
 KINDS = {"all": "all", "all_settled": "all", "race": "first", "any": "first_success"}
 
-pytestmark = pytest.mark.crash
+pytestmark = [pytest.mark.crash, pytest.mark.slow]
 
 
 @pytest.fixture(scope="module")

@@ -108,6 +108,7 @@ def _left(group_key: str) -> str:
     )
 
 
+@pytest.mark.slow
 async def test_an_all_too_large_for_one_open_ranks_every_child_once_and_leaves_nothing(
     by_size: Stack,
 ) -> None:

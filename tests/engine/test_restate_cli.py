@@ -92,15 +92,33 @@ def unanswered(stack: LocalStack, name: str = "endpoint-b", *, module: str | Non
         held.resume()  # a cancel reaches what it holds once it runs it (Restate's is cooperative)
 
 
+@pytest.fixture
+def stack(tmp_path: Path) -> Iterator[LocalStack]:
+    """A stack of the test's own, for a test that registers a deployment or restarts the endpoint."""
+    with LocalStack.single(tmp_path / "stack").start() as s:
+        yield s
+
+
+# The tests that change no deployment and restart nothing share one stack, on one worker.
+SHARED = pytest.mark.xdist_group("restate-cli")
+
+
+@pytest.fixture(scope="module")
+def shared(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
+    with LocalStack.single(tmp_path_factory.mktemp("restate-cli")).start() as s:
+        yield s
+
+
 def test_the_pinned_cli_is_the_servers_release() -> None:
     assert CLI.exists(), "run `make setup`: it installs Restate's CLI with the server"
     out = subprocess.run([str(CLI), "--version"], capture_output=True, text=True, timeout=30)
     assert "1.7.12" in out.stdout, out.stdout
 
 
+@SHARED
 @pytest.mark.parametrize("which", ["pump", "child"])
 async def test_pausing_and_resuming_a_groups_invocation_with_restates_cli_changes_no_answer(
-    stack: LocalStack, tmp_path: Path, which: str
+    shared: LocalStack, tmp_path: Path, which: str
 ) -> None:
     """`restate invocations pause` then `resume` of the group's pump, or of the `LashChild/execute`
     of its slow child, while that child runs: the caller then reads every rank, the slow child's
@@ -108,7 +126,7 @@ async def test_pausing_and_resuming_a_groups_invocation_with_restates_cli_change
     s = Scope()
     name = f"{s.id}-slow"
     group = s.group([echo("a"), count(name, "slow", delay_ms=3000), echo("b")])  # three: pumped
-    [opened, first, second] = await stack.turn(open_(group), next_(), next_())
+    [opened, first, second] = await shared.turn(open_(group), next_(), next_())
     assert {ok(first)["position"], ok(second)["position"]} == {0, 2}
     if which.endswith("pump"):
         handler = "run_parts" if which == "parts-pump" else "run2"
@@ -116,27 +134,22 @@ async def test_pausing_and_resuming_a_groups_invocation_with_restates_cli_change
         query = _invocation("LashPump", f"ends_with(target_service_key, {quote(ends)})", handler)
     else:
         query = _invocation("LashChild", f"target_service_key = {quote(s.key() + '/c1')}", "execute")
-    [row] = await _poll(stack, query, lambda rows: len(rows) == 1)
-    paused = restate(stack, tmp_path, "invocations", "pause", row["id"])
+    [row] = await _poll(shared, query, lambda rows: len(rows) == 1)
+    paused = restate(shared, tmp_path, "invocations", "pause", row["id"])
     assert paused.returncode == 0, paused.stderr
-    await _poll(stack, query, lambda rows: rows[0]["status"] == "paused")
-    resumed = restate(stack, tmp_path, "invocations", "resume", row["id"])
+    await _poll(shared, query, lambda rows: rows[0]["status"] == "paused")
+    resumed = restate(shared, tmp_path, "invocations", "resume", row["id"])
     assert resumed.returncode == 0, resumed.stderr
-    [_, again, _, third, closed] = await stack.turn(use(ok(opened)), next_(), next_(), next_(), close())
+    [_, again, _, third, closed] = await shared.turn(use(ok(opened)), next_(), next_(), next_(), close())
     assert ok(again) == ok(first)  # the ranks read before are served the same
     assert "error" not in closed
     assert ok(third)["outcome"] == {"type": "ok", "value": "slow"}
-    assert stack.counts().count(name) == 1
+    assert shared.counts().count(name) == 1
 
 
-@pytest.fixture
-def stack(tmp_path: Path) -> Any:
-    with LocalStack.single(tmp_path / "stack").start() as s:
-        yield s
-
-
+@SHARED
 async def test_restart_as_new_of_a_finished_caller_runs_it_again_with_a_group_of_its_own(
-    stack: LocalStack, tmp_path: Path
+    shared: LocalStack, tmp_path: Path
 ) -> None:
     """`restate invocations restart-as-new` of a caller that ran an `all` to its end: the new
     invocation runs the same handler on the same input, opens the group again (the first closed it),
@@ -144,21 +157,21 @@ async def test_restart_as_new_of_a_finished_caller_runs_it_again_with_a_group_of
     s = Scope()
     name = f"{s.id}-once"
     group = s.group([echo("a"), count(name, "b")])
-    [first] = await stack.turn(combine("all", group))
+    [first] = await shared.turn(combine("all", group))
     assert ok(first)["value"] == ["a", "b"]
     turns = _invocation("LashTurn", "true", "run") + " ORDER BY created_at"
-    [row] = (await _poll(stack, turns, lambda rows: bool(rows)))[-1:]
-    restarted = restate(stack, tmp_path, "invocations", "restart-as-new", row["id"])
+    [row] = (await _poll(shared, turns, lambda rows: bool(rows)))[-1:]
+    restarted = restate(shared, tmp_path, "invocations", "restart-as-new", row["id"])
     assert restarted.returncode == 0, restarted.stderr
     rows = await _poll(
-        stack,
+        shared,
         "SELECT id, status, completion_result, completion_failure FROM sys_invocation "
-        f"WHERE target_service_name = 'LashTurn' AND id != {quote(row['id'])}",
+        f"WHERE restarted_from = {quote(row['id'])}",  # the stack is shared: only the restart's own
         lambda rows: any(r["status"] == "completed" for r in rows),
     )
     [again] = [r for r in rows if r["status"] == "completed"]
     assert again["completion_result"] == "success", again
-    assert stack.counts().count(name) == 2  # the restarted caller's group ran its children again
+    assert shared.counts().count(name) == 2  # the restarted caller's group ran its children again
 
 
 async def test_a_parked_group_resumes_on_a_new_deployment_after_restates_cli_removed_the_old_one(
@@ -194,6 +207,7 @@ async def test_a_parked_group_resumes_on_a_new_deployment_after_restates_cli_rem
 KILLED = {"type": "err", "code": "409", "message": "killed"}  # what a killed callee answers its caller
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("which", "width"),
     [("pump", 3), ("parts-pump", 3), ("slice-pump", PUMP_SLICE + 1), ("child", 3), ("child", 2)],
@@ -297,8 +311,9 @@ async def test_killing_or_cancelling_a_direct_childs_settle_with_restates_cli_st
     assert again.get("completion_failure") is None, again
 
 
+@SHARED
 async def test_killing_a_groups_own_watches_with_restates_cli_changes_no_answer(
-    stack: LocalStack, tmp_path: Path
+    shared: LocalStack, tmp_path: Path
 ) -> None:
     """`restate invocations kill` of what a group runs beside its children while its caller waits:
     its watch of what it dispatched and of its opener (`watch_runs`), its hold of a caller that saved
@@ -312,20 +327,20 @@ async def test_killing_a_groups_own_watches_with_restates_cli_changes_no_answer(
         s = Scope()
         group = s.group([echo("won"), event(s.event("later"))], wake="first", disposition=disposition)
         steps = [open_(group), next_(), *([save()] if saves else []), next_(), close()]
-        callers[handler] = (s, turn_in_background(stack, s, *steps))
+        callers[handler] = (s, turn_in_background(shared, s, *steps))
     for handler, (s, _) in callers.items():
         query = _invocation("LashGroup", f"target_service_key = {quote(s.key())}", handler)
-        [row] = await _poll(stack, query, lambda rows: [r["status"] for r in rows] in _STARTED)
-        _operator(stack, tmp_path, "kill", row["id"])
-        await _poll(stack, query, lambda rows: [r["status"] for r in rows] == ["completed"])
+        [row] = await _poll(shared, query, lambda rows: [r["status"] for r in rows] in _STARTED)
+        _operator(shared, tmp_path, "kill", row["id"])
+        await _poll(shared, query, lambda rows: [r["status"] for r in rows] == ["completed"])
     for handler, (s, caller) in callers.items():
-        await stack.emit(s.event("later"), handler)
+        await shared.emit(s.event("later"), handler)
         answered = await caller
         assert answered.status_code == 200, answered.text
         *_, last, closed = answered.json()
         assert (ok(last)["rank"], ok(last)["outcome"]) == (2, {"type": "ok", "value": handler})
         assert "error" not in closed
-        await until(functools.partial(_nothing_left, stack, s.key()))
+        await until(functools.partial(_nothing_left, shared, s.key()))
 
 
 @pytest.fixture
@@ -599,8 +614,9 @@ async def test_killing_or_cancelling_a_pumps_report_with_restates_cli_changes_no
     assert "error" not in closed
 
 
+@SHARED
 async def test_killing_the_repair_of_a_killed_run_with_restates_cli_still_ranks_its_child(
-    stack: LocalStack, tmp_path: Path
+    shared: LocalStack, tmp_path: Path
 ) -> None:
     """`restate invocations kill` of a child's `LashChild/run`, then of the `LashChild/fail` its group
     sent to settle the child as killed, each while queued behind another group's run of the same
@@ -609,21 +625,21 @@ async def test_killing_the_repair_of_a_killed_run_with_restates_cli_still_ranks_
     rank; the caller waiting on it goes on."""
     gate = tmp_path / "gate"
     holder, s = Scope(), Scope()
-    shared = f"{s.key()}/shared"  # one replay key, two groups: their runs of it queue on one object
-    blocking = holder.group([tool("blob", {"size": 3, "after": str(gate)})], replay_keys=[shared])
-    held = turn_in_background(stack, holder, open_(blocking), next_(), close())
-    runs = _invocation("LashChild", f"target_service_key = {quote(shared)}", "run")
-    await _poll(stack, runs, lambda rows: [r["status"] for r in rows] in _STARTED)
-    group = s.group([echo("won"), echo("late")], replay_keys=[f"{s.key()}/c0", shared])
-    caller = turn_in_background(stack, s, open_(group), next_(), next_(), close())
+    common = f"{s.key()}/shared"  # one replay key, two groups: their runs of it queue on one object
+    blocking = holder.group([tool("blob", {"size": 3, "after": str(gate)})], replay_keys=[common])
+    held = turn_in_background(shared, holder, open_(blocking), next_(), close())
+    runs = _invocation("LashChild", f"target_service_key = {quote(common)}", "run")
+    await _poll(shared, runs, lambda rows: [r["status"] for r in rows] in _STARTED)
+    group = s.group([echo("won"), echo("late")], replay_keys=[f"{s.key()}/c0", common])
+    caller = turn_in_background(shared, s, open_(group), next_(), next_(), close())
     try:
-        [queued] = await _poll(stack, runs + " AND status = 'pending'", lambda rows: len(rows) == 1)
-        _operator(stack, tmp_path, "kill", queued["id"])
-        fails = _invocation("LashChild", f"target_service_key = {quote(shared)}", "fail")
-        [fail] = await _poll(stack, fails + " AND status = 'pending'", lambda rows: len(rows) == 1)
-        _operator(stack, tmp_path, "kill", fail["id"])
+        [queued] = await _poll(shared, runs + " AND status = 'pending'", lambda rows: len(rows) == 1)
+        _operator(shared, tmp_path, "kill", queued["id"])
+        fails = _invocation("LashChild", f"target_service_key = {quote(common)}", "fail")
+        [fail] = await _poll(shared, fails + " AND status = 'pending'", lambda rows: len(rows) == 1)
+        _operator(shared, tmp_path, "kill", fail["id"])
         # The group's watch of its repair sends it again, queued behind the namesake's run as well.
-        await _poll(stack, fails + " AND status = 'pending'", lambda rows: len(rows) == 1)
+        await _poll(shared, fails + " AND status = 'pending'", lambda rows: len(rows) == 1)
     finally:
         gate.touch()
     answered = await asyncio.wait_for(caller, 60)

@@ -252,6 +252,7 @@ async def test_children_that_fit_alone_but_not_together_are_refused_naming_the_f
 
 
 @pytest.mark.timeout(300)  # four messages of 32 MiB through one server, sharing two cores
+@pytest.mark.slow
 async def test_an_outcome_at_the_limit_is_served_and_one_byte_past_it_settles_too_large(
     sizes_stack: LocalStack,
 ) -> None:

@@ -15,7 +15,7 @@ import pytest
 
 from tests.engine.soak import soak, soak_stack
 
-pytestmark = [pytest.mark.restate, pytest.mark.timeout(600)]
+pytestmark = [pytest.mark.restate, pytest.mark.slow, pytest.mark.timeout(600)]
 
 SEED = 20261203
 

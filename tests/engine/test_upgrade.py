@@ -47,7 +47,7 @@ from tests.engine.upgrade_tools import RESOLVER
 # (`materialise` takes a lock). A hang guard only: every wait in these tests fails on its own once
 # nothing progresses (`Progress`), and a healthy upgrade on a busy machine takes longer than the
 # suite's default guard of 120 s.
-pytestmark = [pytest.mark.restate, pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.restate, pytest.mark.slow, pytest.mark.timeout(900)]
 
 PARKED_S = 3600  # a turn's own HTTP deadline: none to speak of; `Progress` tells a stuck wait (see there)
 # How long a wait may see nothing at all progress before it is called stuck: longer than any quiet
