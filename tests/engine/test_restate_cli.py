@@ -27,7 +27,7 @@ from lash_restate.engine.caller._open_parts import PARTS_FROM_ENV
 from lash_restate.engine.group._group_watch import GONE
 from lash_restate.engine.group._mode import PUMP_SLICE
 from lash_restate.inspection import OpenGroup, quote, sql
-from lash_restate.testing import LocalStack
+from lash_restate.testing import Endpoint, LocalStack
 from tests.conformance.builders import (
     Scope,
     close,
@@ -79,15 +79,24 @@ def _invocation(service: str, key_clause: str, handler: str) -> str:
 
 
 @contextlib.contextmanager
-def unanswered(stack: LocalStack, name: str = "endpoint-b", *, module: str | None = None) -> Iterator[None]:
+def unanswered(
+    stack: LocalStack, name: str = "endpoint-b", *, service: str | None = None, paused: bool = True
+) -> Iterator[Endpoint]:
     """A second deployment, registered (what is sent from here on runs there) and paused, so it holds
-    what it is sent until the block ends; ``module`` serves only some services (`signal_app`)."""
-    held = stack.add_endpoint(name, module=module, args=()) if module else stack.add_endpoint(name)
+    what it is sent until the block ends; with ``service``, it serves that one of lash's services
+    alone (`one_service_app`), and the rest still runs on the first. Not ``paused``, the block
+    pauses it (`Endpoint.pause`) when it has run what it should."""
+    held = (
+        stack.add_endpoint(name, module="tests.engine.one_service_app", args=("--service", service))
+        if service
+        else stack.add_endpoint(name)
+    )
     held.start()
-    stack.register(held, take_over=module is not None)  # a partial deployment shares the prefix
-    held.pause()
+    stack.register(held, take_over=service is not None)  # a partial deployment shares the prefix
+    if paused:
+        held.pause()
     try:
-        yield
+        yield held
     finally:
         held.resume()  # a cancel reaches what it holds once it runs it (Restate's is cooperative)
 
@@ -311,6 +320,43 @@ async def test_killing_or_cancelling_a_direct_childs_settle_with_restates_cli_st
     assert again.get("completion_failure") is None, again
 
 
+async def test_killing_a_direct_childs_settle_while_it_is_queued_with_restates_cli_still_ranks_the_child(
+    stack: LocalStack, tmp_path: Path
+) -> None:
+    """`restate invocations kill` of the `LashGroup/settle` a direct child's run sent, while it is
+    still queued behind the group's other work (here: a second reader's `wait`, held by a deployment
+    of `LashGroup` alone that does not answer). Restate keeps nothing of a queued invocation it
+    killed, so the group's watch (held there too) finds no settle where the run said it sent one:
+    the child settles again from its store, with its real outcome, and the caller waiting on it
+    reads it."""
+    s, reader, second = Scope(), Scope(), Scope()
+    gate = tmp_path / "gate"
+    group = s.group([tool("blob", {"size": 3, "after": str(gate)}), event(s.event("never"))], wake="first")
+    key = f"target_service_key = {quote(s.key())}"
+    waits = _invocation("LashGroup", key, "wait") + " ORDER BY created_at"
+    settles = _invocation("LashGroup", key, "settle")
+    with unanswered(stack, "groups", service="LashGroup", paused=False) as held:
+        [opened, _] = await stack.turn(open_(group), save())
+        caller = turn_in_background(stack, reader, use(ok(opened)), next_(), close())
+        # The caller's wake is registered (on the held deployment, still answering); then it stops
+        # answering, holding the group's watch of its runs too (it starts a second after the open).
+        await _poll(stack, waits, lambda rows: [r["status"] for r in rows] == ["completed"])
+        held.pause()
+        holder = turn_in_background(stack, second, use(ok(opened)), next_())  # its wait holds the key
+        await _poll(stack, waits, lambda rows: [r["status"] for r in rows][1:] in _STARTED)
+        gate.touch()  # the child's tool answers; the settle its run sends queues behind the wait
+        [settle] = await _poll(stack, settles, lambda rows: [r["status"] for r in rows] == ["pending"])
+        _operator(stack, tmp_path, "kill", settle["id"])
+        await _poll(stack, settles, lambda rows: all(r["id"] != settle["id"] for r in rows))  # forgotten
+    for reading in (caller, holder):
+        answered = await asyncio.wait_for(reading, 60)
+        assert answered.status_code == 200, answered.text
+        [_, first, *closed] = answered.json()
+        assert (ok(first)["rank"], ok(first)["position"]) == (1, 0)
+        assert ok(first)["outcome"] == {"type": "ok", "value": "xxx"}
+        assert all("error" not in c for c in closed)
+
+
 @SHARED
 async def test_killing_a_groups_own_watches_with_restates_cli_changes_no_answer(
     shared: LocalStack, tmp_path: Path
@@ -530,7 +576,7 @@ async def test_killing_a_childs_subscription_to_its_event_with_restates_cli_sett
     s = Scope()
     name = s.event("later")
     # LashSignal's latest deployment; the rest stays where it was.
-    with unanswered(stack, "signals", module="tests.engine.signal_app"):
+    with unanswered(stack, "signals", service="LashSignal"):
         async with httpx.AsyncClient() as client:  # a one-way `clear`, which holds the event's key there
             sent = await client.post(f"{stack.ingress_url}/LashSignal/{name}/clear/send", timeout=30)
         assert sent.status_code == 202, sent.text
