@@ -111,11 +111,18 @@ async def results_are_the_handlers_types(ctx: restate.Context) -> None:
     assert_type(await lash.all(ctx, q, w), tuple[Quote, Label])
     assert_type(await lash.all(ctx, q, w, lash.call(seat, 1)), tuple[Quote, Label, Seat])
     assert_type(await lash.all(ctx, [lash.tool("echo"), q]), list[Any])  # an untyped child: JSON
-    assert_type(await lash.all_settled(ctx, [q, w]), list[lash.Outcome])
+    assert_type(await lash.all_settled(ctx, [q, q]), list[lash.Ok[Quote] | lash.Err | lash.Cancelled])
+    assert_type(await lash.all_settled(ctx, q, q), list[lash.Ok[Quote] | lash.Err | lash.Cancelled])
+    # Calls of different types: an `Ok` of their join, to narrow as the value is read.
+    assert_type(await lash.all_settled(ctx, [q, w]), list[lash.Ok[object] | lash.Err | lash.Cancelled])
+    assert_type(await lash.all_settled(ctx, [lash.tool("echo"), q]), list[lash.Outcome])
     # A bound on how many run at once changes no answer's type.
     assert_type(await lash.all(ctx, [q, q], max_in_flight=1), list[Quote])
     assert_type(await lash.all(ctx, q, w, max_in_flight=1), tuple[Quote, Label])
-    assert_type(await lash.all_settled(ctx, [q, w], max_in_flight=1), list[lash.Outcome])
+    assert_type(
+        await lash.all_settled(ctx, [q, w], max_in_flight=1),
+        list[lash.Ok[object] | lash.Err | lash.Cancelled],
+    )
     assert_type(await lash.race(ctx, [q, q], max_in_flight=1), Quote)
     assert_type(await lash.open(ctx, [q, w], max_in_flight=1), lash.Group)
     assert_type(
@@ -178,7 +185,7 @@ async def a_group_by_hand(ctx: restate.Context, saved: str | None) -> list[lash.
         assert_type(resumed, lash.Group)
         assert_type((resumed.key, resumed.consumed, len(resumed)), tuple[str, int, int])
         async for settlement in resumed:
-            assert_type(settlement.outcome, lash.Ok | lash.Err | lash.Cancelled)
+            assert_type(settlement.outcome, lash.Ok[Any] | lash.Err | lash.Cancelled)
             assert_type(settlement.rank, int)
             seen.append(settlement)
     return seen

@@ -14,9 +14,12 @@ from typing import Any, TypeVar, overload
 
 from .. import combinators
 from ..contract import (
+    Cancelled,
     Child,
+    Err,
     GroupKey,
     LoserPolicy,
+    Ok,
     Outcome,
 )
 from ._children import TypedCall
@@ -177,6 +180,32 @@ async def all(
     return tuple(decoded) if one_by_one else decoded
 
 
+# `all_settled`: typed calls of one type give `Ok[T]`; any other child, an `Ok` of JSON.
+@overload
+async def all_settled(
+    ctx: Caller,
+    c1: TypedCall[T],
+    /,
+    *more: TypedCall[T],
+    key: GroupKey | str | None = None,
+    max_in_flight: int | None = None,
+) -> list[Ok[T] | Err | Cancelled]: ...
+@overload
+async def all_settled(
+    ctx: Caller,
+    children: Iterable[TypedCall[T]],
+    *,
+    key: GroupKey | str | None = None,
+    max_in_flight: int | None = None,
+) -> list[Ok[T] | Err | Cancelled]: ...
+@overload
+async def all_settled(
+    ctx: Caller,
+    children: Child | Iterable[Child],
+    *more: Child,
+    key: GroupKey | str | None = None,
+    max_in_flight: int | None = None,
+) -> list[Outcome]: ...
 @terminal
 async def all_settled(
     ctx: Caller,
@@ -186,7 +215,8 @@ async def all_settled(
     max_in_flight: int | None = None,
 ) -> list[Outcome]:
     """`Promise.allSettled`: every outcome (`Ok`, `Err` or `Cancelled`) in input order; a typed call's
-    `Ok` holds its value as its handler's output serde reads it.
+    `Ok` holds its value as its handler's output serde reads it (`Ok[T]` to a type checker, where
+    every child is a typed call of one type).
 
     Args:
         ctx: the handler's ``restate.Context`` (or a `RuntimeEffectController`, given ``key``).

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import msgspec
 
@@ -11,10 +11,14 @@ from ._struct import STRUCT_OPTIONS
 __all__ = ["Cancelled", "Err", "Ok", "Outcome", "Settlement"]
 
 
-class Ok(msgspec.Struct, tag="ok", **STRUCT_OPTIONS):
-    """The child fulfilled with a JSON ``value``."""
+T = TypeVar("T")
 
-    value: Any = None
+
+class Ok(msgspec.Struct, Generic[T], tag="ok", **STRUCT_OPTIONS):
+    """The child fulfilled with a JSON ``value``; ``Ok[T]`` where its child's type is known (a typed
+    call's value, as its handler's output serde reads it)."""
+
+    value: T = None  # type: ignore[assignment]  # a child that answers nothing fulfils with None
 
 
 class Err(msgspec.Struct, tag="err", **STRUCT_OPTIONS):
@@ -28,7 +32,7 @@ class Cancelled(msgspec.Struct, tag="cancelled", **STRUCT_OPTIONS):
     """The child was cancelled (a `Cancel` loser) before it settled on its own."""
 
 
-Outcome = Ok | Err | Cancelled
+Outcome = Ok[Any] | Err | Cancelled
 
 
 class Settlement(msgspec.Struct, **STRUCT_OPTIONS):

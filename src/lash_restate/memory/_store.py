@@ -113,7 +113,7 @@ class MemoryStore:
 
     def __init__(self) -> None:
         self.groups: dict[str, GroupRecord] = {}
-        self.events: dict[str, Ok | Err] = {}
+        self.events: dict[str, Ok[Any] | Err] = {}
         self._event_changed = asyncio.Event()
 
     def emit_event(self, name: str, value: Any = None) -> None:
