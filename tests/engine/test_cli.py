@@ -394,6 +394,23 @@ def test_serve_without_a_resolver_exits_with_one_clear_line() -> None:
     assert "--app" in run.stderr and "LASH_APP" in run.stderr
 
 
+@pytest.mark.parametrize(
+    ("spec", "why"),
+    [
+        ("os", "must be 'module:attribute'"),
+        ("os:nothing_here", "cannot load resolver"),
+        ("no_such_module_here:tools", "cannot load resolver"),
+        ("os:sep", "is not a GroupExecutors"),
+    ],
+)
+def test_serve_with_a_resolver_it_cannot_load_exits_2_with_one_line(spec: str, why: str) -> None:
+    """A `--resolver` that names nothing loadable is a wrong command line, as an `--app` that does
+    not load is: exit 2 and one line saying why, never a traceback."""
+    run = run_main(["serve", "--resolver", spec, "--port", str(free_port())])
+    assert run.returncode == 2, run.stderr
+    assert run.stderr.strip().count("\n") == 0 and why in run.stderr, run.stderr
+
+
 def test_serve_app_serves_an_application_as_it_is_and_refuses_extras(tmp_path: Path) -> None:
     """`serve --app module:attribute` serves what `lash.app(...)` built (the image's way); it takes no
     resolver or driver of its own, and a name that is no app is one clear line."""

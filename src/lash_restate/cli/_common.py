@@ -43,7 +43,14 @@ SERVE_PREFIX_HELP = (
 )
 
 
-def fail(message: str, code: int = 1) -> int:
+# What `lash-restate` exits with (docs/reference/cli.md, "Exit codes"). 0 is success.
+FAILED = 1  # Restate or the work itself failed: the admin API unreachable, a server that would not start
+USAGE = 2  # the command line or the settings are wrong: nothing was done (argparse exits 2 too)
+NOT_OPEN = 3  # `groups show` of a key that is no open group
+REFUSED = 4  # refused, and nothing done: a prefix another application serves, a close needing --force
+
+
+def fail(message: str, code: int = FAILED) -> int:
     print(f"lash-restate: {message}", file=sys.stderr)
     return code
 
@@ -83,5 +90,5 @@ def prefix_from_args(args: argparse.Namespace) -> int | None:
     try:
         use_prefix(args.prefix)
     except ValueError as exc:
-        return fail(str(exc), 2)
+        return fail(str(exc), USAGE)
     return None

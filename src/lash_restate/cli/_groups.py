@@ -9,7 +9,7 @@ import json
 import time
 
 from ..admin import AdminApi
-from ._common import age, fail, prefix_from_args, table
+from ._common import NOT_OPEN, REFUSED, USAGE, age, fail, prefix_from_args, table
 
 __all__ = [
     "CHILD_COLUMNS",
@@ -79,7 +79,7 @@ def groups_show(args: argparse.Namespace) -> int:
     if group is None:
         if args.json:
             print("null")
-        return fail(f"no open group {args.key!r}", 3)
+        return fail(f"no open group {args.key!r}", NOT_OPEN)
     shown = group.as_dict()
     if args.json:
         print(json.dumps(shown))
@@ -134,7 +134,7 @@ def groups_close(args: argparse.Namespace) -> int:
             ingress=args.ingress_url,
         )
     except CloseRefused as exc:
-        return fail(str(exc), 4)
+        return fail(str(exc), REFUSED)
     except InspectionError as exc:
         return fail(str(exc))
     if args.json:
@@ -161,7 +161,7 @@ def groups_redispatch(args: argparse.Namespace) -> int:
     if (failed := prefix_from_args(args)) is not None:
         return failed
     if (args.key is None) == (not args.all):
-        return fail("name one group KEY, or pass --all for every group with missed children", 2)
+        return fail("name one group KEY, or pass --all for every group with missed children", USAGE)
     try:
         results = redispatch_missed(AdminApi.from_env(args.admin_url), args.key, ingress=args.ingress_url)
     except InspectionError as exc:

@@ -13,7 +13,7 @@ from typing import Any
 
 from ..admin import AdminApi
 from ..contract import GroupExecutors
-from ._common import fail, import_attribute
+from ._common import REFUSED, USAGE, fail, import_attribute
 
 __all__ = [
     "CANNOT_LISTEN",
@@ -75,14 +75,14 @@ def serve_command(args: argparse.Namespace) -> int:
             }
         )
     except SettingsError as exc:
-        return fail(str(exc), 2)
+        return fail(str(exc), USAGE)
     logs.configure(settings.verbose)
     if settings.app is not None:
         if settings.resolver is not None or settings.with_turn or settings.app_name is not None:
             return fail(
                 "--app serves an application as it is: it takes no --resolver, --with-turn or --app-name "
                 "(name it with lash.app(..., name=...))",
-                2,
+                USAGE,
             )
         if settings.prefix is not None:
             # Chosen before the app is imported: its `lash.app(...)` naming no prefix takes this one
@@ -90,11 +90,11 @@ def serve_command(args: argparse.Namespace) -> int:
             try:
                 use_prefix(settings.prefix)
             except ValueError as exc:
-                return fail(str(exc), 2)
+                return fail(str(exc), USAGE)
         try:
             app = load_app(settings.app)
         except SystemExit as exc:
-            return fail(str(exc).removeprefix("lash-restate: "), 2)
+            return fail(str(exc).removeprefix("lash-restate: "), USAGE)
         if not groups_wired():
             # A plain `restate.app(...)`: lash called from its handlers would answer 501 on each call.
             print(
@@ -110,9 +110,12 @@ def serve_command(args: argparse.Namespace) -> int:
             "serve needs a resolver or an app: pass --resolver module:attribute (or set LASH_RESOLVER) "
             "naming your GroupExecutors, e.g. a ToolRegistry, or --app module:attribute (LASH_APP) "
             "naming the app lash_restate.app(...) built",
-            2,
+            USAGE,
         )
-    resolver = load_resolver(settings.resolver)
+    try:
+        resolver = load_resolver(settings.resolver)
+    except SystemExit as exc:
+        return fail(str(exc).removeprefix("lash-restate: "), USAGE)
     extra: list[Any] = []
     external: list[Any] = []
     if settings.with_turn:
@@ -132,7 +135,7 @@ def serve_command(args: argparse.Namespace) -> int:
             name=settings.app_name,
         )
     except (DeploymentError, ValueError) as exc:
-        return fail(str(exc), 2)
+        return fail(str(exc), USAGE)
     return run_server(app, settings)
 
 
@@ -164,7 +167,7 @@ def check_prefix_at_start(settings: Any) -> int | None:
     if settings.take_over:
         logs.logger.warning("taking over: %s", problem, extra={"event": "endpoint.prefix_take_over"})
         return None
-    return fail(problem, 4)
+    return fail(problem, REFUSED)
 
 
 def run_server(app: Any, settings: Any) -> int:
@@ -185,14 +188,14 @@ def run_server(app: Any, settings: Any) -> int:
     try:
         asyncio.run(serve(app, settings.host, settings.port, server=settings.server))
     except ServerUnavailable as exc:
-        return fail(str(exc), 2)
+        return fail(str(exc), USAGE)
     except OSError as exc:
         if exc.errno not in CANNOT_LISTEN:
             raise
         return fail(
             f"cannot listen on {settings.host}:{settings.port}: {exc.strerror} "
             "(another process serves there? pick another --port or LASH_PORT)",
-            2,
+            USAGE,
         )
     return 0
 
@@ -223,7 +226,7 @@ def register_command(args: argparse.Namespace) -> int:
             AdminApi.from_env(args.admin_url), args.endpoint_url, force=args.force, take_over=args.take_over
         )
     except PrefixTaken as exc:
-        return fail(str(exc), 4)
+        return fail(str(exc), REFUSED)
     except RegistrationError as exc:
         return fail(str(exc))
     if args.json:
