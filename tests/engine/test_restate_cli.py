@@ -357,6 +357,44 @@ async def test_killing_a_direct_childs_settle_while_it_is_queued_with_restates_c
         assert all("error" not in c for c in closed)
 
 
+async def test_killing_the_report_of_a_killed_run_while_it_is_queued_with_restates_cli_still_ranks_it(
+    stack: LocalStack, tmp_path: Path
+) -> None:
+    """`restate invocations kill` of a child's `LashChild/run`, then of the `LashGroup/run_ended` the
+    group's watch sent to settle that child as killed, while the report is queued behind the group's
+    other work (here: a second reader's `wait`, held by a deployment of `LashGroup` alone that does
+    not answer). The watch waits until the group has heard, and reports again: the child settles as
+    killed and takes its rank, and the caller waiting on it goes on."""
+    s, reader, second = Scope(), Scope(), Scope()
+    name = f"{s.id}-slow"
+    group = s.group([count(name, "slow", delay_ms=120_000), echo("fast")])  # two: a direct group
+    [opened, _] = await stack.turn(open_(group), save())
+    key = f"target_service_key = {quote(s.key())}"
+    watch = _invocation("LashGroup", key, "watch_runs")
+    await _poll(stack, watch, lambda rows: [r["status"] for r in rows] in _STARTED)  # on this deployment
+    caller = turn_in_background(stack, reader, use(ok(opened)), next_(), next_(), close())
+    waits = _invocation("LashGroup", key, "wait") + " ORDER BY created_at"
+    await _poll(stack, waits, lambda rows: [r["status"] for r in rows] == ["completed"] * 2)  # rank 2's wake
+    reports = _invocation("LashGroup", key, "run_ended")
+    with unanswered(stack, "groups", service="LashGroup"):
+        holder = turn_in_background(stack, second, use(ok(opened)), next_())  # its wait holds the key
+        await _poll(stack, waits, lambda rows: [r["status"] for r in rows][2:] in _STARTED)
+        run = _invocation("LashChild", f"target_service_key = {quote(s.key() + '/c0')}", "run")
+        [row] = await _poll(stack, run, lambda rows: len(rows) == 1)
+        _operator(stack, tmp_path, "kill", row["id"])
+        [report] = await _poll(stack, reports, lambda rows: [r["status"] for r in rows] == ["pending"])
+        _operator(stack, tmp_path, "kill", report["id"])
+        # The watch hears its report killed, and reports again, queued behind the wait as well.
+        await _poll(stack, reports, lambda rows: any(r["id"] != report["id"] for r in rows))
+    answered = await asyncio.wait_for(caller, 60)
+    assert answered.status_code == 200, answered.text
+    [_, fast, slow, closed] = answered.json()
+    assert (ok(fast)["rank"], ok(fast)["outcome"]) == (1, {"type": "ok", "value": "fast"})
+    assert (ok(slow)["rank"], ok(slow)["position"], ok(slow)["outcome"]) == (2, 0, KILLED)
+    assert "error" not in closed
+    assert ok((await asyncio.wait_for(holder, 60)).json()[1])["rank"] == 1
+
+
 @SHARED
 async def test_killing_a_groups_own_watches_with_restates_cli_changes_no_answer(
     shared: LocalStack, tmp_path: Path

@@ -12,7 +12,7 @@ import restate
 from ... import logs
 from ...contract import Err, LoserPolicy
 from ..child._calls import cancelled
-from ..wire._errors import CANCELLED_STATUS, MISS_MARK, NOT_FOUND
+from ..wire._errors import CANCELLED_STATUS, MISS_MARK, NOT_FOUND, is_cancellation
 from ..wire._incarnation import records_saves
 from ..wire._messages import (
     CallerEnded,
@@ -65,6 +65,7 @@ __all__ = [
     "on_watch_runs",
     "openers_to_watch",
     "reclaim_later",
+    "report_run_ended",
     "send_watch",
     "watch_after",
 ]
@@ -244,7 +245,8 @@ async def on_watch_runs(ctx: restate.ObjectSharedContext, req: RunsWatch) -> Non
                     message, code = GONE, str(CANCELLED_STATUS)
                 positions = attached[future].positions
                 ended = RunEnded(incarnation=req.incarnation, positions=positions, message=message, code=code)
-                GROUP_RUN_ENDED.send(ctx, ctx.key(), ended)
+                if await report_run_ended(ctx, ctx.key(), ended):
+                    return  # this watch was cancelled meanwhile: its group is closed
                 continue
             if (settle := settle_sent(answer)) is not None:
                 # The settle carries the run's children: if it fails, they are what holds no rank.
@@ -253,6 +255,32 @@ async def on_watch_runs(ctx: restate.ObjectSharedContext, req: RunsWatch) -> Non
                 attached[settle_future] = watched
                 settles.add(settle_future)
                 pending.append(settle_future)
+
+
+async def report_run_ended(
+    ctx: restate.ObjectSharedContext | restate.ObjectContext, group_key: str, ended: RunEnded
+) -> bool:
+    """Tell the group that a run it dispatched ended in failure, and wait until it has heard; whether
+    a cancel of this invocation itself came meanwhile (the SDK delivers it once).
+
+    Called, not sent (decision 91): an operator may kill or cancel the report while it waits behind
+    the group's other work, and the children it would settle would then hold no rank, so one that
+    ends so is made again, as a pump's report is (decision 86).
+    """
+    while True:
+        asked = GROUP_RUN_ENDED.call(ctx, group_key, ended)
+        try:
+            await restate.wait_completed(asked)  # this invocation's own cancel raises here
+        except restate.TerminalError as error:
+            if not is_cancellation(error):
+                raise
+            return True  # the report was sent, and runs; the caller decides what a cancel means
+        try:
+            await asked
+            return False
+        except restate.TerminalError as error:
+            if not is_cancellation(error):
+                raise
 
 
 async def on_run_ended(ctx: restate.ObjectContext, ended: RunEnded) -> None:

@@ -14,6 +14,7 @@ from ...contract import Cancelled, ChildUnroutable
 from ..child._calls import CALL
 from ..child._child import stored_outcome
 from ..child._routing import Routing, replaying
+from ..group._group_watch import report_run_ended
 from ..group._mode import PUMP_SLICE, position_of, pump_store, slice_key
 from ..wire._errors import is_cancellation
 from ..wire._incarnation import window_of
@@ -28,7 +29,6 @@ from ..wire._messages import (
 )
 from ..wire._records import ENVELOPES
 from ..wire._routes import (
-    GROUP_RUN_ENDED,
     PUMP_REDISPATCH,
     PUMP_RUN2,
     PUMP_RUN_PARTS,
@@ -280,7 +280,9 @@ async def await_and_report(
                         message=failure.message,
                         code=str(failure.status_code),
                     )
-                    GROUP_RUN_ENDED.send(ctx, group_key, ended)
+                    if await report_run_ended(ctx, group_key, ended):  # the cancel came meanwhile
+                        cancelled = True
+                        await cancel_queue()
                 continue
             if closed:
                 continue  # nobody reads it: the group is closed, and this pump's store released
