@@ -24,7 +24,6 @@ import pytest
 
 from lash_restate.engine import GroupMeta
 from lash_restate.engine.caller._open_parts import PARTS_FROM_ENV
-from lash_restate.engine.group._group_watch import GONE
 from lash_restate.engine.group._mode import PUMP_SLICE
 from lash_restate.inspection import OpenGroup, quote, sql
 from lash_restate.testing import Endpoint, LocalStack
@@ -699,14 +698,15 @@ async def test_killing_or_cancelling_a_pumps_report_with_restates_cli_changes_no
 
 
 @SHARED
+@pytest.mark.parametrize("action", ["kill", "cancel"])
 async def test_killing_the_repair_of_a_killed_run_with_restates_cli_still_ranks_its_child(
-    shared: LocalStack, tmp_path: Path
+    shared: LocalStack, tmp_path: Path, action: str
 ) -> None:
-    """`restate invocations kill` of a child's `LashChild/run`, then of the `LashChild/fail` its group
-    sent to settle the child as killed, each while queued behind another group's run of the same
-    replay key (a namesake child waiting on a gate): the group watches that repair as it watches a
-    run, so it sends it again, and once the key is free the child settles as killed and takes its
-    rank; the caller waiting on it goes on."""
+    """`restate invocations kill` of a child's `LashChild/run`, then a kill (or a cancel) of the
+    `LashChild/fail` its group sent to settle the child as killed, each while queued behind another
+    group's run of the same replay key (a namesake child waiting on a gate), the second once the
+    group watches that repair as it watches a run: it sends it again, and once the key is free the
+    child settles with the repair's failure and takes its rank; the caller waiting on it goes on."""
     gate = tmp_path / "gate"
     holder, s = Scope(), Scope()
     common = f"{s.key()}/shared"  # one replay key, two groups: their runs of it queue on one object
@@ -721,9 +721,18 @@ async def test_killing_the_repair_of_a_killed_run_with_restates_cli_still_ranks_
         _operator(shared, tmp_path, "kill", queued["id"])
         fails = _invocation("LashChild", f"target_service_key = {quote(common)}", "fail")
         [fail] = await _poll(shared, fails + " AND status = 'pending'", lambda rows: len(rows) == 1)
-        _operator(shared, tmp_path, "kill", fail["id"])
+        # The group watches its repair a second after sending it: from then on it hears the repair
+        # end (before, Restate keeps nothing of one killed or cancelled while queued: decision 89).
+        watches = _invocation("LashGroup", f"target_service_key = {quote(s.key())}", "watch_runs")
+        await _poll(
+            shared,
+            watches + " ORDER BY created_at",
+            lambda rows: [r["status"] for r in rows][-1:] in _STARTED,
+        )
+        _operator(shared, tmp_path, action, fail["id"])
         # The group's watch of its repair sends it again, queued behind the namesake's run as well.
-        await _poll(shared, fails + " AND status = 'pending'", lambda rows: len(rows) == 1)
+        again = f"{fails} AND status = 'pending' AND id != {quote(fail['id'])}"
+        await _poll(shared, again, lambda rows: len(rows) == 1)
     finally:
         gate.touch()
     answered = await asyncio.wait_for(caller, 60)
@@ -731,8 +740,8 @@ async def test_killing_the_repair_of_a_killed_run_with_restates_cli_still_ranks_
     [_, won, late, closed] = answered.json()
     assert ok(won)["outcome"] == {"type": "ok", "value": "won"}
     assert (ok(late)["rank"], ok(late)["position"]) == (2, 1)
-    # Killed before the group's watch attached, Restate keeps nothing of the queued run ("killed
-    # before it ran"); after, the watch saw it end `killed`. Both are a killed callee's answer.
-    assert ok(late)["outcome"] in ({**KILLED, "message": GONE}, KILLED), ok(late)
+    # The repair made again carries the first's failure: `killed`, or Restate's word for a queued
+    # invocation it cancelled.
+    assert ok(late)["outcome"] == (KILLED if action == "kill" else {**KILLED, "message": "canceled"})
     assert "error" not in closed
     assert (await asyncio.wait_for(held, 60)).status_code == 200

@@ -275,6 +275,8 @@ def _samples() -> list[Sample]:
     )
     with_opener = RunsWatch(incarnation=INCARNATION, runs=runs[:1], callers=["inv_1abc"])
     add("msg.group.watch_runs.pump_and_opener", with_opener, _json(RunsWatch))
+    repair = RunsWatch(incarnation=INCARNATION, runs=runs[1:], repairs=True)
+    add("msg.group.watch_runs.repairs", repair, _json(RunsWatch))
     killed = RunEnded(incarnation=INCARNATION, positions=None, message="killed", code="409")
     add("msg.group.run_ended.pump", killed, _json(RunEnded))
     sliced = RunEnded(incarnation=INCARNATION, positions=[256, 257], message="killed", code="409")

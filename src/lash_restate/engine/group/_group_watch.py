@@ -231,9 +231,9 @@ async def on_watch_runs(ctx: restate.ObjectSharedContext, req: RunsWatch) -> Non
             try:
                 answer = await future
             except restate.TerminalError as error:
-                # Lash cancels runs (a close) but never a settle: an operator's cancel of a settle
-                # still waiting leaves its child unranked, as a kill does.
-                if cancelled(error) and future not in settles:
+                # Lash cancels runs (a close) but never a settle or a repair: an operator's cancel of
+                # one still waiting leaves its child unranked, as a kill does (decision 92).
+                if cancelled(error) and future not in settles and req.repairs is not True:
                     continue
                 message, code = error.message, str(error.status_code)
                 if error.status_code == NOT_FOUND:
@@ -314,11 +314,16 @@ async def on_run_ended(ctx: restate.ObjectContext, ended: RunEnded) -> None:
     # Decision 89: this repair is watched as a run is: killed while it waits behind its object's
     # work (or the settle it sends, killed so), its children would hold no rank and tell nobody.
     repairs = [WatchedRun(invocation=await handle.invocation_id(), positions=at) for handle, at in sent]
-    await watch_after(ctx, meta, repairs, [])
+    await watch_after(ctx, meta, repairs, [], repairs=True)
 
 
 async def watch_after(
-    ctx: restate.ObjectContext, meta: GroupMeta, runs: list[WatchedRun], callers: list[str]
+    ctx: restate.ObjectContext,
+    meta: GroupMeta,
+    runs: list[WatchedRun],
+    callers: list[str],
+    *,
+    repairs: bool = False,
 ) -> None:
     """Decision 74: attach to ``runs`` until each ends; one killed settles its unsettled children.
     And to ``callers`` (decision 78): how each ends is recorded, as a `Cancel` group's watch does.
@@ -327,18 +332,28 @@ async def watch_after(
     runs one: its close cancels it while it is scheduled. Restate keeps a run's end for longer than
     that, so a kill before the watch starts is seen when it attaches.
     """
-    if (handle := send_watch(ctx, meta, runs, callers)) is not None:
+    if (handle := send_watch(ctx, meta, runs, callers, repairs=repairs)) is not None:
         await keep_watch(ctx, handle)
 
 
 def send_watch(
-    ctx: restate.ObjectContext, meta: GroupMeta, runs: list[WatchedRun], callers: list[str]
+    ctx: restate.ObjectContext,
+    meta: GroupMeta,
+    runs: list[WatchedRun],
+    callers: list[str],
+    *,
+    repairs: bool = False,
 ) -> restate.SendHandle | None:
     """`watch_after`'s send, for a handler that keeps its id with a guard's (`guard_waiters`): the
     two ids then come back in one round trip, not one each, on the open's path."""
     if not runs and not callers:
         return None
-    watch = RunsWatch(incarnation=meta.incarnation, runs=runs, callers=callers or msgspec.UNSET)
+    watch = RunsWatch(
+        incarnation=meta.incarnation,
+        runs=runs,
+        callers=callers or msgspec.UNSET,
+        repairs=True if repairs else msgspec.UNSET,
+    )
     return GROUP_WATCH_RUNS.send(ctx, ctx.key(), watch, delay=WATCH_AFTER)
 
 

@@ -161,6 +161,10 @@ class RunsWatch(msgspec.Struct, **RECORD_OPTIONS):
     # failure without saving its handle leaves the group to be reclaimed (decision 78). UNSET is
     # never encoded, so a watch with no opener is the same bytes as an earlier release's.
     callers: list[str] | msgspec.UnsetType = msgspec.UNSET
+    # True: ``runs`` are the group's repairs of killed runs (`LashChild/fail`, a pump's `fail`),
+    # which nothing of lash cancels, so a cancel of one is an operator's (decision 92). UNSET is
+    # never encoded: a watch of runs is the same bytes as before.
+    repairs: bool | msgspec.UnsetType = msgspec.UNSET
 
 
 class RunEnded(msgspec.Struct, **RECORD_OPTIONS):
