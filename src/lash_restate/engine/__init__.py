@@ -1,4 +1,27 @@
-"""The Restate host: group virtual object, child invocations, durable waits, controller and endpoint."""
+"""The Restate host: group virtual object, child invocations, pumps, durable waits, controller and
+endpoint.
+
+A settlement's path, hop by hop (each hop a Restate invocation; ``Lash`` is the default prefix):
+
+- The caller (`caller/_controller.py`, `RestateController._open`) sends `LashGroup/open` and awaits
+  its answer on an awakeable; the open (`group/_group_open.py`, `on_open` → `record_group`) records
+  the group and dispatches its children through its mode's ``dispatch``.
+- Direct (`group/_mode_direct.py`: a narrow group of tools, timers and events): one `LashChild/run`
+  per child (`child/_child.py`, `on_run`) stores its outcome and sends `LashGroup/settle`
+  (`group/_group_rank.py`, `on_settle`).
+- Pumped (`group/_mode_pumped.py`: a call child, a bound, or `batch_from` children or more): one
+  `LashPump/run2` per slice of 256 (`pump/_pump_run.py`, `on_run2`; the open starts the first,
+  which starts the others; a bounded group's one pump runs them all) calls each child as the open
+  planned (`pump/_pump_calls.py`: the callee itself for a call, `LashChild/execute` for the
+  others), stores what settles and calls `LashGroup/report` (`_group_rank.py`, `on_report`).
+- Both rank through `rank_refs`, which resolves the waiting caller's wake with a `WaitReply`; the
+  caller (`_next`, `_read`) reads the outcomes inline or from the mode's stores, or asks
+  `LashGroup/wait` (`on_wait`) first. `LashGroup/close` (`group/_group_close.py`) ends the group.
+- Beside the path: `group/_group_watch.py` watches what was dispatched and who opened it,
+  `group/_group_guard.py` a waiting caller's wakes, `group/_group_dispatch.py` what missed its
+  runner. Every handler's binding is in `group/_group.py`, `child/_child.py`, `pump/_pump.py` and
+  `child/_signal.py`; every message and state record is in `wire/`.
+"""
 
 from .caller._controller import RestateController, inside_run
 from .child._calls import callee_replay_key

@@ -115,7 +115,6 @@ class RestateController(EffectGroupDefaults):
     """A `RuntimeEffectController` bound to one handler invocation's context."""
 
     def __init__(self, ctx: restate.Context, *, groups: bool | None = None) -> None:
-        # Routing where the children run: decision 37.
         """A controller for the invocation ``ctx`` belongs to. Children are routed by the endpoint
         that runs them, with the resolver it registered: a caller passes none.
 
@@ -123,6 +122,7 @@ class RestateController(EffectGroupDefaults):
         resolver (`lash.app`, `lash.services`), or declared that another deployment of its cluster
         serves them (`lash.use_prefix`); otherwise it refuses the whole group surface. ``groups``
         overrides that answer (``False``: one that refuses the whole surface)."""
+        # Routed where the children run, not by the caller: decision 37.
         self._ctx = ctx
         self._groups = groups
         # Wakes this invocation registered, by group: each settle resolves its own.
@@ -326,7 +326,7 @@ class RestateController(EffectGroupDefaults):
             raise AwaitCancelled.at_rank(handle.next_rank, group_key=handle.group_key)
         return decode(value, WaitReply)
 
-    async def _read(self, handle: GroupHandle, reply: WaitReply, seen: dict[int, Settlement]) -> None:
+    async def _read(self, handle: GroupHandle, reply: WaitReply, held: dict[int, Settlement]) -> None:
         """Outcomes of consecutive ranks: inline from the wake, else from the group's mode's stores."""
         missing = [ref.position for ref in reply.refs if ref.outcome is None]
         try:
@@ -340,7 +340,7 @@ class RestateController(EffectGroupDefaults):
             if raw is None:
                 break  # past what one reply could carry: the next await reads on from here
             rank = handle.consumed + 1 + offset
-            seen[rank] = Settlement(
+            held[rank] = Settlement(
                 rank=rank, position=ref.position, replay_key=ref.replay_key, outcome=decode_outcome(raw)
             )
 

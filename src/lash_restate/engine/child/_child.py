@@ -1,8 +1,9 @@
 """`LashChild`, keyed by replay key: one child as its own invocation, and a direct child's outcome store.
 
-ADR, "Tier split": a Restate child is a full invocation, never an inline journaled step. Its outcome
-lives in this object's keyed state, which has no TTL (an invocation's output is kept only for the
-retention window), until its group is done with it (decision 1).
+ADR, "Tier split": a Restate child is a full invocation, never an inline journaled step. A direct
+child's outcome (`run`) lives in this object's keyed state, which has no TTL (an invocation's output
+is kept only for the retention window), until its group is done with it (decision 1); a pumped
+child (`execute`) answers its outcome to the pump, which stores it.
 """
 
 from __future__ import annotations
@@ -158,6 +159,7 @@ async def on_execute(
 
 
 async def on_outcome(ctx: restate.ObjectSharedContext, incarnation: str) -> bytes:
+    """The outcome a direct child's run stored, for a caller's read of its rank."""
     stored = await ctx.get(child_store(incarnation), serde=_BYTES)
     if stored is None:  # released: its group was closed meanwhile
         raise GroupNotOpen("the group was closed while reading", replay_key=ctx.key())

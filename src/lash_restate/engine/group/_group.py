@@ -6,8 +6,10 @@ recorded `GroupShape`, read only by open, reads of past ranks and a direct close
 ids a `Cancel` needs and, for a pumped group recorded now, how to reach its pump at the close (``pump``).
 Payload bytes never enter it.
 
-Decision 61: a group recorded now settles through one pump whatever its width; a group a release
-before recorded (direct or pumped) goes on as it did.
+A group is recorded in one of two settlement modes (`record_group`): pumped (a call child, a
+`max_in_flight` bound, or `batch_from` children or more: one pump awaits every child, decision 61)
+or direct (each child's own run settles it, decision 20); a group a release before recorded goes on
+as it did.
 
 This module binds each handler, in one place; what each does is a function of the module for its
 job: `_group_open` (open, open in parts), `_group_rank` (report, settle, wait), `_group_close`

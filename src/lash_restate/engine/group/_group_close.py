@@ -18,6 +18,8 @@ __all__ = ["close_group", "on_close", "on_operator_close"]
 
 
 async def on_close(ctx: restate.ObjectContext, req: CloseRequest) -> None:
+    """A caller's close: the disposition (the declared one, or a narrower one) applied to the losers,
+    then the group's record and stores deleted (`close_group`); a group not open is left alone."""
     meta = await ctx.get("meta", serde=META)
     if meta is None:
         return  # ADR: close is idempotent, and so is the delete

@@ -57,6 +57,8 @@ async def on_report(ctx: restate.ObjectContext, batch: PumpReport) -> ReportRepl
 
 
 async def on_settle(ctx: restate.ObjectContext, batch: SettleBatch) -> None:
+    """A direct child's settlement (its run sent it, decision 20), ranked as `report` ranks a pump's;
+    one arriving after the close releases the store its run filled instead."""
     meta = await ctx.get("meta", serde=META)
     if meta is None or meta.incarnation != batch.incarnation:
         # Closed (or a closed namesake's child): a late settlement must not resurrect the group,
@@ -69,6 +71,8 @@ async def on_settle(ctx: restate.ObjectContext, batch: SettleBatch) -> None:
 
 
 async def on_wait(ctx: restate.ObjectContext, req: WaitRequest, settings: GroupSettings) -> WaitReply:
+    """A caller's read of the ranks from ``consumed + 1``: those recorded, or, if none is yet, its
+    wakes registered for the next ranks (and guarded, decision 83), which `rank_refs` resolves."""
     meta = await open_meta(ctx, req.child_count)
     if paged(meta):
         # Decision 65: the counter, at most two rank pages and a few slices' keys; never the fence.

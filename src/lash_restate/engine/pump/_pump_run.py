@@ -71,6 +71,9 @@ STAGED = "staged"
 
 
 async def on_run2(ctx: restate.ObjectContext, req: PumpAwait, routing: Routing) -> None:
+    """A pumped group's pump (the one its open sent, or a further slice's): call each child of its
+    slice as the open planned it, start a pump for each further slice, then `await_and_report`
+    what settles until the group's close releases it."""
     window = window_of(req.incarnation)
     # Decision 81: a bounded group's one pump runs every child, so that one run holds the bound.
     kept = PUMP_SLICE if window is None else len(req.children)

@@ -52,6 +52,7 @@ def within_budget(stored: list[bytes | None], budget: int, *, first: bool) -> li
 
 
 async def on_forget(ctx: restate.ObjectContext) -> None:
+    """The group's close releases this pump's store, and those of its further slices' pumps."""
     for key in await ctx.get(SLICES, serde=KEYS) or []:
         PUMP_FORGET.send(ctx, key, None)  # each ran to its end before this pump's run did
     ctx.clear_all()

@@ -310,7 +310,8 @@ class WaitRequest(msgspec.Struct, **RECORD_OPTIONS):
 
 
 class WaitReply(msgspec.Struct, **RECORD_OPTIONS):
-    """References for ranks ``consumed + 1``, ``consumed + 2``, … as recorded right now.
+    """References for ranks ``consumed + 1``, ``consumed + 2``, … as recorded right now: `wait`'s
+    answer, and also what resolves a caller's wake, then with the one rank it was registered for.
 
     ``mode`` and ``incarnation`` say where the outcomes not carried inline are stored.
     """
