@@ -15,7 +15,6 @@ from typing import Any, TypeVar
 
 import msgspec
 import restate
-from restate.serde import BytesSerde
 from restate.server_context import ServerInvocationContext
 
 from ...contract import (
@@ -57,6 +56,7 @@ from ..wire._messages import (
     decode_outcome,
     encode,
 )
+from ..wire._records import BYTES
 from ..wire._routes import (
     GROUP_CLOSE,
     GROUP_OPEN,
@@ -69,7 +69,6 @@ from ._open_parts import open_in_parts, parts_from
 
 __all__ = ["RestateController"]
 
-_BYTES = BytesSerde()
 _I = TypeVar("_I")
 _O = TypeVar("_O")
 
@@ -155,7 +154,7 @@ class RestateController(EffectGroupDefaults):
         async def once() -> bytes:
             return encode(await execute_outcome(executor))
 
-        options: restate.RunOptions[bytes] = restate.RunOptions(serde=_BYTES)
+        options: restate.RunOptions[bytes] = restate.RunOptions(serde=BYTES)
         return decode_outcome(await self._ctx.run_typed("execute_effect", once, options))
 
     async def _ask(self, route: Route[_I, _O], key: str, request: _I) -> _O:
@@ -181,7 +180,7 @@ class RestateController(EffectGroupDefaults):
         window = self._window(0, len(group))
         # ADR: resolve all N before recording: the group object does, where the children run (decision
         # 37), and only it knows whether the group is recorded already (a reopen refuses nothing).
-        answer, opened = self._ctx.awakeable(serde=_BYTES)
+        answer, opened = self._ctx.awakeable(serde=BYTES)
         # A bounded group opens in one message (check_open_size refused it otherwise); a resume keeps
         # the bound the group was opened with, so it reopens in parts a group opened in parts.
         if group.max_in_flight is None:
@@ -239,7 +238,7 @@ class RestateController(EffectGroupDefaults):
         """Fresh awakeables for ranks ``consumed + 1`` … (at most WAKE_WINDOW), by awakeable id."""
         window = {}
         for _ in range(min(WAKE_WINDOW, child_count - consumed)):
-            awakeable, woken = self._ctx.awakeable(serde=_BYTES)
+            awakeable, woken = self._ctx.awakeable(serde=BYTES)
             window[awakeable] = woken
         return window
 

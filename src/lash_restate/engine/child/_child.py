@@ -15,7 +15,6 @@ from typing import assert_never
 import msgspec
 import restate
 from restate.exceptions import RetryableError
-from restate.serde import BytesSerde
 
 from ...contract import (
     AwaitEvent,
@@ -53,7 +52,7 @@ from ..wire._messages import (
     SettleBatch,
     encode,
 )
-from ..wire._records import SettlementMode, child_store
+from ..wire._records import BYTES, SettlementMode, child_store
 from ..wire._routes import (
     CHILD,
     CHILD_EXECUTE,
@@ -74,7 +73,6 @@ from ._routing import Routing, replaying
 __all__ = ["DEFAULT_TOOL_ATTEMPTS", "child_object", "stored_outcome"]
 
 DEFAULT_TOOL_ATTEMPTS = 3
-_BYTES = BytesSerde()
 
 
 def child_object(
@@ -95,13 +93,13 @@ def child_object(
     async def fail(ctx: restate.ObjectContext, req: ChildrenFailed) -> str:
         return await on_fail(ctx, req)
 
-    @child.handler(name=CHILD_EXECUTE.handler, ingress_private=True, output_serde=_BYTES)
+    @child.handler(name=CHILD_EXECUTE.handler, ingress_private=True, output_serde=BYTES)
     @terminal_errors
     @described_by(on_execute)
     async def execute(ctx: restate.ObjectContext, envelope: RuntimeEffectEnvelope) -> bytes:
         return await on_execute(ctx, envelope, routing, tool_attempts)
 
-    @child.handler(name=CHILD_OUTCOME.handler, kind="shared", ingress_private=True, output_serde=_BYTES)
+    @child.handler(name=CHILD_OUTCOME.handler, kind="shared", ingress_private=True, output_serde=BYTES)
     @terminal_errors
     @described_by(on_outcome)
     async def outcome(ctx: restate.ObjectSharedContext, incarnation: str) -> bytes:
@@ -125,11 +123,11 @@ async def on_run(ctx: restate.ObjectContext, req: ChildRun, routing: Routing, to
     if membership is None:
         return ""  # only grouped children are dispatched here
     store = child_store(req.incarnation)
-    stored = await ctx.get(store, serde=_BYTES)
+    stored = await ctx.get(store, serde=BYTES)
     if stored is None:
         outcome = await _execute_or_miss(ctx, envelope, routing, tool_attempts, req.incarnation)
         stored = stored_outcome(outcome)
-        ctx.set(store, stored, serde=_BYTES)
+        ctx.set(store, stored, serde=BYTES)
     # Already settled (a re-dispatch after a reopen): settle again; the group dedups by position.
     settle = _settle(ctx, membership.group_key, req.incarnation, membership.position, stored)
     # No command of its own: the send's id, journaled with it. A cancel arriving while it waits ends
@@ -143,10 +141,10 @@ async def on_fail(ctx: restate.ObjectContext, req: ChildrenFailed) -> str:
     kill is settled instead. It answers the settle's id, as `run` does, for the group's watch of
     this repair (decision 89)."""
     store = child_store(req.incarnation)
-    stored = await ctx.get(store, serde=_BYTES)
+    stored = await ctx.get(store, serde=BYTES)
     if stored is None:
         stored = stored_outcome(req.outcome)
-        ctx.set(store, stored, serde=_BYTES)
+        ctx.set(store, stored, serde=BYTES)
     settle = _settle(ctx, req.group_key, req.incarnation, req.positions[0], stored)
     return await settle.invocation_id()
 
@@ -160,7 +158,7 @@ async def on_execute(
 
 async def on_outcome(ctx: restate.ObjectSharedContext, incarnation: str) -> bytes:
     """The outcome a direct child's run stored, for a caller's read of its rank."""
-    stored = await ctx.get(child_store(incarnation), serde=_BYTES)
+    stored = await ctx.get(child_store(incarnation), serde=BYTES)
     if stored is None:  # released: its group was closed meanwhile
         raise GroupNotOpen("the group was closed while reading", replay_key=ctx.key())
     return stored
@@ -207,7 +205,7 @@ async def _execute_or_miss(
             raise
         missed = MissedChildren(incarnation=incarnation, children=[envelope])
         reporting = GROUP_MISSED.send(ctx, envelope.membership.group_key, missed)
-        reported = ctx.attach_invocation(await reporting.invocation_id(), serde=_BYTES)
+        reported = ctx.attach_invocation(await reporting.invocation_id(), serde=BYTES)
         await restate.wait_completed(reported)  # this child's own cancellation (a close's) raises here
         try:
             await reported
@@ -246,10 +244,10 @@ async def _await_event(ctx: restate.ObjectContext, name: str) -> Outcome:
     """Subscribe to event ``name`` and wait for it, watching the subscription as well (decision 86):
     an operator's kill of it, queued behind the event's other work, would otherwise leave this child
     waiting for ever. A failed subscription ends the child as a killed callee answers its caller."""
-    awakeable, value = ctx.awakeable(serde=_BYTES)
+    awakeable, value = ctx.awakeable(serde=BYTES)
     subscribing = SIGNAL_SUBSCRIBE.send(ctx, name, awakeable)
     # Appended after the send: a child an earlier release journaled up to here replays as a prefix.
-    subscribed = ctx.attach_invocation(await subscribing.invocation_id(), serde=_BYTES)
+    subscribed = ctx.attach_invocation(await subscribing.invocation_id(), serde=BYTES)
     done, _ = await restate.wait_completed(value, subscribed)
     if value not in done:
         try:
@@ -339,7 +337,7 @@ async def _run_tool(
         # retry for ever; execute_once settled it `too_large` already (decision 19).
         return stored_outcome(result)
 
-    options: restate.RunOptions[bytes] = restate.RunOptions(serde=_BYTES, max_attempts=attempts)
+    options: restate.RunOptions[bytes] = restate.RunOptions(serde=BYTES, max_attempts=attempts)
     try:
         raw = await ctx.run_typed("execute", attempt, options)
     except restate.TerminalError as error:

@@ -11,15 +11,12 @@ import json
 from typing import Any
 
 import restate
-from restate.serde import BytesSerde
 
 from ..wire._errors import HANDLER_RETRY
-from ..wire._records import STRINGS
+from ..wire._records import BYTES, STRINGS
 from ..wire._routes import SIGNAL, SIGNAL_SUBSCRIBE, named
 
 __all__ = ["signal_object"]
-
-_BYTES = BytesSerde()
 
 
 def signal_object(*, metadata: dict[str, str] | None = None) -> restate.VirtualObject:
@@ -27,10 +24,10 @@ def signal_object(*, metadata: dict[str, str] | None = None) -> restate.VirtualO
 
     @signal.handler(name=SIGNAL_SUBSCRIBE.handler, ingress_private=True)
     async def subscribe(ctx: restate.ObjectContext, awakeable: str) -> None:
-        payload = await ctx.get("payload", serde=_BYTES)
-        rejection = await ctx.get("rejection", serde=_BYTES)
+        payload = await ctx.get("payload", serde=BYTES)
+        rejection = await ctx.get("rejection", serde=BYTES)
         if payload is not None:
-            ctx.resolve_awakeable(awakeable, payload, serde=_BYTES)
+            ctx.resolve_awakeable(awakeable, payload, serde=BYTES)
         elif rejection is not None:
             ctx.reject_awakeable(awakeable, rejection.decode())
         else:
@@ -41,16 +38,16 @@ def signal_object(*, metadata: dict[str, str] | None = None) -> restate.VirtualO
     async def emit(ctx: restate.ObjectContext, payload: Any) -> None:
         """Fulfil the event with a JSON payload; every waiter, now or later, settles Ok(payload)."""
         body = json.dumps(payload).encode()
-        ctx.set("payload", body, serde=_BYTES)
+        ctx.set("payload", body, serde=BYTES)
         ctx.clear("rejection")
         for awakeable in await ctx.get("waiters", serde=STRINGS) or []:
-            ctx.resolve_awakeable(awakeable, body, serde=_BYTES)
+            ctx.resolve_awakeable(awakeable, body, serde=BYTES)
         ctx.clear("waiters")
 
     @signal.handler()
     async def reject(ctx: restate.ObjectContext, message: str) -> None:
         """Reject the event; every waiter, now or later, settles Err(message, "rejected")."""
-        ctx.set("rejection", str(message).encode(), serde=_BYTES)
+        ctx.set("rejection", str(message).encode(), serde=BYTES)
         ctx.clear("payload")
         for awakeable in await ctx.get("waiters", serde=STRINGS) or []:
             ctx.reject_awakeable(awakeable, str(message))

@@ -13,8 +13,6 @@ import restate
 from ...contract import RuntimeEffectEnvelope
 from ..group._mode import PUMP_SLICE, position_of, pump_store
 from ..pump._pump_common import (
-    BYTES,
-    KEYS,
     SLICES,
     add_ref,
     child_outcome,
@@ -29,7 +27,7 @@ from ..wire._messages import (
     Ref,
     SettleBatch,
 )
-from ..wire._records import SettlementMode
+from ..wire._records import BYTES, STRINGS, SettlementMode
 from ..wire._routes import (
     CHILD_EXECUTE,
     GROUP_SETTLE,
@@ -49,7 +47,7 @@ async def on_run(ctx: restate.ObjectContext, req: PumpRun) -> None:
         # Decision 35: each further slice of PUMP_SLICE children gets a pump of its own, called (not
         # sent) so that cancelling this pump cancels it, and this run outlives it.
         keys = [further_slice_key(req, child) for child in further[::PUMP_SLICE]]
-        ctx.set(SLICES, keys, serde=KEYS)
+        ctx.set(SLICES, keys, serde=STRINGS)
         for key, first in zip(keys, range(0, len(further), PUMP_SLICE), strict=True):
             part = msgspec.structs.replace(req, children=further[first : first + PUMP_SLICE])
             calls[PUMP_RUN.call(ctx, key, part)] = None

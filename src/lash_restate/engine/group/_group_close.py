@@ -9,8 +9,8 @@ from ... import logs
 from ...contract import GroupNotOpen, LoserPolicy, check_child_count, effective_disposition
 from ..wire._errors import NOT_FOUND
 from ..wire._messages import CloseRequest, OperatorClose, OperatorClosed
-from ..wire._records import META, STRINGS, GroupMeta
-from ._group_common import LISTENED, RAW, WATCHES, cancel_runs
+from ..wire._records import BYTES, META, STRINGS, GroupMeta
+from ._group_common import LISTENED, WATCHES, cancel_runs
 from ._mode import mode_for
 from ._pages import ranked_count
 
@@ -72,7 +72,7 @@ async def close_group(ctx: restate.ObjectContext, meta: GroupMeta, effective: Lo
         # cancellation would return and leave its pending calls running (calls outlive their caller);
         # cancelled, it waits for their Cancelled terminals, finds the group closed at its report and
         # releases then, and the forget queued behind its run finds nothing left.
-        ctx.resolve_awakeable(link.awakeable, LISTENED, serde=RAW)
+        ctx.resolve_awakeable(link.awakeable, LISTENED, serde=BYTES)
         releases = []  # a pumped group's one release is its pump's forget
     for release in releases:
         release.send(ctx)

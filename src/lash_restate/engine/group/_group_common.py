@@ -7,7 +7,6 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 import restate
-from restate.serde import BytesSerde
 
 from ... import logs
 from ...contract import GroupNotOpen, check_child_count
@@ -19,7 +18,6 @@ from ..wire._routes import PUMP_FORGET
 __all__ = [
     "LISTENED",
     "OPENED",
-    "RAW",
     "REPLY",
     "WATCHES",
     "GroupSettings",
@@ -31,7 +29,6 @@ __all__ = [
 
 REPLY: MsgspecSerde[WaitReply] = MsgspecSerde(WaitReply)
 OPENED: MsgspecSerde[OpenReply] = MsgspecSerde(OpenReply)
-RAW = BytesSerde()  # what an attached invocation answered, as bytes: only a run's is read
 LISTENED = b"true"  # what a listening pump's awakeable is resolved with (the value is not read)
 # The group's state key holding its watches' invocation ids, which its close cancels (decision 74).
 WATCHES = "watches"

@@ -12,7 +12,7 @@ import restate
 from ... import logs
 from ...contract import Err, LoserPolicy
 from ..child._calls import cancelled
-from ..wire._errors import CANCELLED_STATUS, MISS_MARK, NOT_FOUND, is_cancellation
+from ..wire._errors import CANCELLED_STATUS, MISS_MARK, NOT_FOUND
 from ..wire._incarnation import records_saves
 from ..wire._messages import (
     CallerEnded,
@@ -24,6 +24,7 @@ from ..wire._messages import (
     settle_sent,
 )
 from ..wire._records import (
+    BYTES,
     ENDS,
     META,
     MILLIS,
@@ -46,7 +47,7 @@ from ..wire._routes import (
     GROUP_WATCH_RUNS,
 )
 from ._group_close import close_group
-from ._group_common import RAW, WATCHES, GroupSettings, cancel_runs, keep_watch
+from ._group_common import WATCHES, GroupSettings, cancel_runs, keep_watch
 from ._mode import mode_for
 from ._pages import ranked_count, settled_positions
 
@@ -176,7 +177,7 @@ async def on_hold(ctx: restate.ObjectSharedContext, saver: CallerEnded) -> None:
     if any(end.caller == saver.caller for end in ends):
         return  # its end is recorded already
     try:
-        await ctx.attach_invocation(saver.caller, serde=RAW)
+        await ctx.attach_invocation(saver.caller, serde=BYTES)
         failed = False
     except restate.TerminalError:
         failed = True  # failed, killed or cancelled
@@ -211,9 +212,9 @@ async def on_watch_runs(ctx: restate.ObjectSharedContext, req: RunsWatch) -> Non
     (decision 85): an operator may kill or cancel it while it waits behind the group's other work,
     and its child would then hold no rank.
     """
-    attached = {ctx.attach_invocation(run.invocation, serde=RAW): run for run in req.runs}
+    attached = {ctx.attach_invocation(run.invocation, serde=BYTES): run for run in req.runs}
     openers = req.callers or []  # UNSET: an earlier release's watch, of runs alone
-    callers = {ctx.attach_invocation(caller, serde=RAW): caller for caller in openers}
+    callers = {ctx.attach_invocation(caller, serde=BYTES): caller for caller in openers}
     pending = [*attached, *callers]
     settles: set[Any] = set()  # the settles runs answered they sent, watched as their runs are
     while pending:
@@ -251,7 +252,7 @@ async def on_watch_runs(ctx: restate.ObjectSharedContext, req: RunsWatch) -> Non
             if (settle := settle_sent(answer)) is not None:
                 # The settle carries the run's children: if it fails, they are what holds no rank.
                 watched = WatchedRun(invocation=settle, positions=attached[future].positions)
-                settle_future = ctx.attach_invocation(settle, serde=RAW)
+                settle_future = ctx.attach_invocation(settle, serde=BYTES)
                 attached[settle_future] = watched
                 settles.add(settle_future)
                 pending.append(settle_future)
@@ -267,20 +268,8 @@ async def report_run_ended(
     the group's other work, and the children it would settle would then hold no rank, so one that
     ends so is made again, as a pump's report is (decision 86).
     """
-    while True:
-        asked = GROUP_RUN_ENDED.call(ctx, group_key, ended)
-        try:
-            await restate.wait_completed(asked)  # this invocation's own cancel raises here
-        except restate.TerminalError as error:
-            if not is_cancellation(error):
-                raise
-            return True  # the report was sent, and runs; the caller decides what a cancel means
-        try:
-            await asked
-            return False
-        except restate.TerminalError as error:
-            if not is_cancellation(error):
-                raise
+    _, noted = await GROUP_RUN_ENDED.ask_made_again(ctx, group_key, ended)
+    return noted
 
 
 async def on_run_ended(ctx: restate.ObjectContext, ended: RunEnded) -> None:

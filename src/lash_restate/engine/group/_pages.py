@@ -28,7 +28,7 @@ import restate
 from ...contract import GroupShape, InvalidSettlement
 from ..wire._incarnation import PAGED
 from ..wire._messages import Ref
-from ..wire._records import RECORD_OPTIONS, GroupMeta, MsgspecSerde
+from ..wire._records import RECORD_OPTIONS, STRINGS, GroupMeta, MsgspecSerde
 
 __all__ = [
     "KEY_PAGES_PER_WAIT",
@@ -79,7 +79,6 @@ class RankTail(msgspec.Struct, **RECORD_OPTIONS):
 
 _TAIL: MsgspecSerde[RankTail] = MsgspecSerde(RankTail)
 _POSITIONS: MsgspecSerde[list[int]] = MsgspecSerde(list[int])
-_KEYS: MsgspecSerde[list[str]] = MsgspecSerde(list[str])
 
 
 def check_position(meta: GroupMeta, ref: Ref, group_key: str) -> None:
@@ -114,7 +113,7 @@ def write_keys(ctx: restate.ObjectContext, shape: GroupShape) -> None:
     """At a first open: every slice's replay keys under its ``keys:{k}``."""
     keys = shape.replay_keys
     for first in range(0, len(keys), _SLICE):
-        ctx.set(key_page(first // _SLICE), list(keys[first : first + _SLICE]), serde=_KEYS)
+        ctx.set(key_page(first // _SLICE), list(keys[first : first + _SLICE]), serde=STRINGS)
 
 
 async def read_ranked(ctx: restate.ObjectContext | restate.ObjectSharedContext) -> RankTail:
@@ -193,7 +192,7 @@ class Ranked:
                     break
                 slices.append(k)
             served.append(position)
-        key_reads: list[Any] = [ctx.get(key_page(k), serde=_KEYS) for k in slices]
+        key_reads: list[Any] = [ctx.get(key_page(k), serde=STRINGS) for k in slices]
         await restate.gather(*key_reads)
         keys = {k: await read or [] for k, read in zip(slices, key_reads, strict=True)}
         return [Ref(position=p, replay_key=keys[p // _SLICE][p % _SLICE]) for p in served]

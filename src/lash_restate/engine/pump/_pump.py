@@ -45,6 +45,7 @@ from ..wire._messages import (
     PumpRun,
     StagedPart,
 )
+from ..wire._records import BYTES
 from ..wire._routes import (
     PUMP,
     PUMP_FAIL,
@@ -61,7 +62,6 @@ from ..wire._routes import (
     described_by,
     named,
 )
-from ._pump_common import BYTES
 from ._pump_run import on_fail, on_redispatch, on_redispatch_staged, on_run2, on_run_parts, on_stage
 from ._pump_store import READ, on_forget, on_outcomes
 

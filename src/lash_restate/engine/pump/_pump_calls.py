@@ -25,8 +25,8 @@ from ..child._calls import (
 from ..child._child import stored_outcome
 from ..child._routing import Routing
 from ..group._mode import position_of
+from ..wire._records import STRINGS
 from ..wire._routes import CHILD_EXECUTE
-from ._pump_common import KEYS
 
 __all__ = ["SLICE", "Awaited", "Queue", "call_outcome", "dispatch_all", "dispatch_one", "plan_all"]
 
@@ -71,7 +71,7 @@ async def plan_all(
         # Decided once and journaled: an in-place redeploy may change this endpoint's routing, and a
         # replay must make the calls the first execution made (decision 61). A plan the open sent is
         # in this pump's input, which a replay reads as it was.
-        options: restate.RunOptions[list[str]] = restate.RunOptions(serde=KEYS)
+        options: restate.RunOptions[list[str]] = restate.RunOptions(serde=STRINGS)
         how_each = await ctx.run_typed("route", lambda: plan(routing, children), options)
     return list(zip(children, how_each, strict=True))
 

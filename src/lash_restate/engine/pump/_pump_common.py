@@ -6,7 +6,6 @@ from __future__ import annotations
 from typing import Any
 
 import restate
-from restate.serde import BytesSerde
 
 from ... import logs
 from ...contract import RuntimeEffectEnvelope
@@ -16,7 +15,7 @@ from ..child._calls import (
 )
 from ..child._child import stored_outcome
 from ..group._mode import PUMP_FANOUT, PUMP_SLICE, slice_key
-from ..wire._errors import NOT_FOUND, is_cancellation
+from ..wire._errors import NOT_FOUND
 from ..wire._messages import (
     BATCH_INLINE_BYTES,
     INLINE_OUTCOME_BYTES,
@@ -26,15 +25,12 @@ from ..wire._messages import (
     Ref,
     ReportReply,
 )
-from ..wire._records import MsgspecSerde
 from ..wire._routes import (
     GROUP_REPORT,
     PUMP_FORGET,
 )
 
 __all__ = [
-    "BYTES",
-    "KEYS",
     "SLICES",
     "add_ref",
     "child_outcome",
@@ -48,8 +44,6 @@ __all__ = [
     "subtrees",
 ]
 
-BYTES = BytesSerde()
-KEYS: MsgspecSerde[list[str]] = MsgspecSerde(list[str])
 # The group's pump keeps the keys of the further slices' pumps here, for its forget (decision 35).
 SLICES = "slices"
 
@@ -83,21 +77,7 @@ async def report_noting_cancel(
     the group's other work) is made again too, and is not this pump's cancel (decision 86): read as
     one, a bounded group's children not yet started would settle as cancelled.
     """
-    noted = False
-    while True:
-        asked = GROUP_REPORT.call(ctx, group_key, report)
-        try:
-            await restate.wait_completed(asked)  # this pump's own cancel raises here
-        except restate.TerminalError as error:
-            if not is_cancellation(error):
-                raise
-            noted = True
-            continue  # the SDK cancelled the report with the pump: made again
-        try:
-            return GROUP_REPORT.reply(await asked), noted
-        except restate.TerminalError as error:
-            if not is_cancellation(error):
-                raise
+    return await GROUP_REPORT.ask_made_again(ctx, group_key, report)
 
 
 async def slice_ended(future: Any) -> restate.TerminalError | None:

@@ -27,7 +27,7 @@ from ..wire._messages import (
     RunEnded,
     StagedPart,
 )
-from ..wire._records import ENVELOPES
+from ..wire._records import BYTES, ENVELOPES, STRINGS
 from ..wire._routes import (
     PUMP_REDISPATCH,
     PUMP_RUN2,
@@ -35,8 +35,6 @@ from ..wire._routes import (
 )
 from ._pump_calls import SLICE, Awaited, Queue, call_outcome, dispatch_all, plan_all
 from ._pump_common import (
-    BYTES,
-    KEYS,
     SLICES,
     add_ref,
     child_outcome,
@@ -107,7 +105,7 @@ async def on_run2(ctx: restate.ObjectContext, req: PumpAwait, routing: Routing) 
             )
             covers = (position_of(part[0]), position_of(part[-1]) + 1)
             awaited[PUMP_RUN2.call(ctx, key, run)] = Awaited(SLICE, -1, key, covers=covers)
-        ctx.set(SLICES, slices, serde=KEYS)
+        ctx.set(SLICES, slices, serde=STRINGS)
     closing = ctx.awakeable(serde=BYTES) if req.listens else None
     await await_and_report(ctx, req.group_key, req.incarnation, awaited, closing, slices, queue)
 
@@ -147,7 +145,7 @@ async def on_run_parts(ctx: restate.ObjectContext, req: PumpParts, routing: Rout
         covers = (first * PUMP_SLICE, (first + count) * PUMP_SLICE)  # the group clips the last
         awaited[PUMP_RUN_PARTS.call(ctx, key, run)] = Awaited(SLICE, -1, key, covers=covers)
     if slices:
-        ctx.set(SLICES, slices, serde=KEYS)
+        ctx.set(SLICES, slices, serde=STRINGS)
     closing = ctx.awakeable(serde=BYTES) if req.listens else None
     await await_and_report(ctx, req.group_key, req.incarnation, awaited, closing, slices)
 

@@ -8,12 +8,12 @@ import restate
 from ...contract import GroupNotOpen
 from ..group._mode import pump_store
 from ..wire._messages import OutcomesRead
-from ..wire._records import MsgspecSerde
+from ..wire._records import BYTES, STRINGS, MsgspecSerde
 from ..wire._routes import (
     PUMP_FORGET,
     group_of_pump,
 )
-from ._pump_common import BYTES, KEYS, SLICES
+from ._pump_common import SLICES
 
 __all__ = ["OUTCOMES_PER_READ", "READ", "on_forget", "on_outcomes", "within_budget"]
 
@@ -53,6 +53,6 @@ def within_budget(stored: list[bytes | None], budget: int, *, first: bool) -> li
 
 async def on_forget(ctx: restate.ObjectContext) -> None:
     """The group's close releases this pump's store, and those of its further slices' pumps."""
-    for key in await ctx.get(SLICES, serde=KEYS) or []:
+    for key in await ctx.get(SLICES, serde=STRINGS) or []:
         PUMP_FORGET.send(ctx, key, None)  # each ran to its end before this pump's run did
     ctx.clear_all()

@@ -17,11 +17,12 @@ from types import MappingProxyType
 from typing import Any, Final, TypeVar
 
 import msgspec
-from restate.serde import Serde
+from restate.serde import BytesSerde, Serde
 
 from ...contract import GroupShape, GroupWakePolicy, LoserPolicy, RuntimeEffectEnvelope
 
 __all__ = [
+    "BYTES",
     "ENDS",
     "ENVELOPE",
     "ENVELOPES",
@@ -201,6 +202,7 @@ class MsgspecSerde(Serde[_T]):
 META: MsgspecSerde[GroupMeta] = MsgspecSerde(GroupMeta)
 SHAPE: MsgspecSerde[GroupShape] = MsgspecSerde(GroupShape)
 STRINGS: MsgspecSerde[list[str]] = MsgspecSerde(list[str])
+BYTES = BytesSerde()  # raw bytes: a stored outcome, an awakeable's payload, what an attach answers
 ENDS: MsgspecSerde[list[OpenerEnd]] = MsgspecSerde(list[OpenerEnd])
 LINK: MsgspecSerde[PumpLink] = MsgspecSerde(PumpLink)
 ENVELOPES: MsgspecSerde[list[RuntimeEffectEnvelope]] = MsgspecSerde(list[RuntimeEffectEnvelope])

@@ -19,6 +19,7 @@ import restate
 from restate import SendHandle
 
 from ...contract import LashError, RuntimeEffectEnvelope, RuntimeErrorCode
+from ._errors import is_cancellation
 from ._messages import (
     CallerEnded,
     ChildrenFailed,
@@ -237,6 +238,31 @@ class Route(Generic[I, O]):
     async def ask(self, ctx: restate.Context, key: str, arg: I) -> O:
         """Call and decode the answer."""
         return self.reply(await self.call(ctx, key, arg))
+
+    async def ask_made_again(self, ctx: restate.Context, key: str, arg: I) -> tuple[O, bool]:
+        """`ask`, made again each time the call ends cancelled or killed, and whether this
+        invocation's own cancel came meanwhile.
+
+        For what lash's handlers tell each other and must be heard: an operator may kill or cancel
+        the call while it waits behind its key's other work (decisions 86, 91). The SDK delivers
+        this invocation's own cancel once, raised by the wait (and cancelling the call, which is
+        made again), where the call's failure is raised by its answer.
+        """
+        noted = False
+        while True:
+            asked = self.call(ctx, key, arg)
+            try:
+                await restate.wait_completed(asked)  # this invocation's own cancel raises here
+            except restate.TerminalError as error:
+                if not is_cancellation(error):
+                    raise
+                noted = True
+                continue
+            try:
+                return self.reply(await asked), noted
+            except restate.TerminalError as error:
+                if not is_cancellation(error):
+                    raise
 
     def __repr__(self) -> str:
         return f"Route({self.service}/{self.handler})"
