@@ -39,6 +39,7 @@ async def _first(
 ) -> Any:
     listed, _ = _spread(children, more)
     group_key, envelopes, values = typed_grouped(ctx, listed, key, f"lash.{kind.value}")
+    # Opens, consumes and closes the group: `run_combinator` (contract/_combine.py) over the controller.
     result = await combinators.combine(
         controller(ctx), kind, group_key, envelopes, losers=losers, max_in_flight=max_in_flight
     )

@@ -142,7 +142,7 @@ def order_refs(meta: GroupMeta, refs: list[Ref]) -> tuple[dict[int, Ref], list[i
             continue
         settled.add(ref.position)
         fresh.append(ref.position)
-        # (1) strictly monotonic; (2) appends above every consumed rank
+        # The ADR's rank invariants: (1) strictly monotonic; (2) appends above every consumed rank
         woken[meta.counter + len(fresh)] = ref
     return woken, fresh
 

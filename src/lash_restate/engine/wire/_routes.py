@@ -5,6 +5,10 @@ actor factories create per endpoint and which refer to one another in a cycle (t
 the pump, the pump settles into the group); so a hop names its target here, with its message types,
 and the actor module binds its handler under the same route (decision 23). `tests/engine` checks that
 every route is bound by `lash_services` with the route's input type.
+
+Where a handler's code is: its binding in `group/_group.py`, `child/_child.py`, `pump/_pump.py` or
+`child/_signal.py`, and its body an ``on_<handler>`` function of the module for its job, which the
+binding names (`LashGroup/wait` is `group/_group_rank.py`'s `on_wait`).
 """
 
 from __future__ import annotations
@@ -311,6 +315,7 @@ CHILD_OUTCOME: Route[str, bytes] = Route(CHILD, "outcome", str, bytes)
 CHILD_FORGET: Route[str, None] = Route(CHILD, "forget", str, type(None))
 CHILD_FAIL: Route[ChildrenFailed, str] = Route(CHILD, "fail", ChildrenFailed, str)
 
+# The baseline's pump (format 1), still served for the runs it sent; this release's is `run2`.
 PUMP_RUN: Route[PumpRun, None] = Route(PUMP, "run", PumpRun, type(None))
 PUMP_OUTCOMES: Route[list[int] | OutcomesRead, bytes] = Route(
     PUMP, "outcomes", list[int] | OutcomesRead, bytes
@@ -318,6 +323,7 @@ PUMP_OUTCOMES: Route[list[int] | OutcomesRead, bytes] = Route(
 PUMP_FORGET: Route[None, None] = Route(PUMP, "forget", None, type(None))
 # Decision 48: a reopen runs again the children of a pumped group that ended without an outcome.
 PUMP_REDRIVE: Route[PumpRun, None] = Route(PUMP, "redrive", PumpRun, type(None))
+# A pumped group's pump, as this release's open sends it (decision 66: with the open's plan).
 PUMP_RUN2: Route[PumpAwait, None] = Route(PUMP, "run2", PumpAwait, type(None))
 # Decision 61: a reopen's re-dispatch of a pumped group, which asks the group first (`run2` releases
 # its store at the close).
