@@ -76,6 +76,7 @@ def _sample() -> list[Mutant]:
     return random.Random(seed).sample(MUTANTS, SLICE)
 
 
+@pytest.mark.timeout(300)  # a nested run of the fast tests: 10-40 s idle, minutes on a busy machine
 @pytest.mark.parametrize("mutant", _sample(), ids=lambda m: m.name.replace(" ", "-"))
 def test_the_tests_kill_a_seeded_sample_of_mutants(mutant: Mutant, tmp_path: Path) -> None:
     tree = tmp_path / "src"

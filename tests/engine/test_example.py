@@ -58,13 +58,15 @@ async def test_fanout_reserves_twenty_items_through_one_group_in_input_order(tmp
 async def test_resume_reads_the_same_ranks_from_a_fresh_invocation(tmp_path: Path) -> None:
     with LocalStack.single(tmp_path, module="examples.resume", endpoint_args=()).start() as stack:
         started = await stack.call("Review/start", "doc-1")
-        assert started["rank"] == 1 and started["first"] == "ana approves doc-1"
+        # Ana answers first on an idle machine; on a busy one, whoever the timers let through.
+        assert started["rank"] == 1 and started["first"].endswith(" approves doc-1")
         peek = {"doc": "doc-1", "saved": started["saved"], "close": False}
         once = await stack.call("Review/resume", peek)
         again = await stack.call("Review/resume", peek)
         assert once == again  # a fresh invocation, the same cursor: the same settlements
         assert [a["rank"] for a in once] == [2, 3]
-        assert sorted(a["answer"] for a in once) == ["bo approves doc-1", "cy approves doc-1"]
+        answers = sorted([started["first"], *(a["answer"] for a in once)])
+        assert answers == ["ana approves doc-1", "bo approves doc-1", "cy approves doc-1"]
         final = await stack.call("Review/resume", {**peek, "close": True})
         assert final == once
         # A client retrying the resume after the close is refused; the reviews do not run again.

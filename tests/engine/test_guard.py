@@ -65,7 +65,8 @@ async def test_a_registration_of_wakes_cancels_the_guards_whose_wakes_were_all_w
         return guarded if guarded and opens not in guarded else None
 
     [(again, rest)] = (await until(replaced)).items()
-    assert len(rest) == WIDTH - 33 and not set(rest) & set(first)
+    # Ranks 34 on, or 33 on if the caller asked before rank 33 was recorded.
+    assert len(rest) in (WIDTH - 33, WIDTH - 32) and not set(rest) & set(first)
     assert await _status(stack, again) == "scheduled"
     await until(lambda: _cancelled(stack, opens))  # before its first look, five minutes away
     for name in names[33:]:

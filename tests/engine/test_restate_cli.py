@@ -133,7 +133,9 @@ async def test_pausing_and_resuming_a_groups_invocation_with_restates_cli_change
     real outcome among them, and its side effect happened once."""
     s = Scope()
     name = f"{s.id}-slow"
-    group = s.group([echo("a"), count(name, "slow", delay_ms=3000), echo("b")])  # three: pumped
+    gate = tmp_path / "gate"  # the slow child runs until the pause is asked for
+    slow = tool("count", {"name": name, "value": "slow", "after": str(gate)})
+    group = s.group([echo("a"), slow, echo("b")])  # three: pumped
     [opened, first, second] = await shared.turn(open_(group), next_(), next_())
     assert {ok(first)["position"], ok(second)["position"]} == {0, 2}
     if which.endswith("pump"):
@@ -145,6 +147,7 @@ async def test_pausing_and_resuming_a_groups_invocation_with_restates_cli_change
     [row] = await _poll(shared, query, lambda rows: len(rows) == 1)
     paused = restate(shared, tmp_path, "invocations", "pause", row["id"])
     assert paused.returncode == 0, paused.stderr
+    gate.touch()  # a running child's pause lands once its attempt yields, here when its tool answers
     await _poll(shared, query, lambda rows: rows[0]["status"] == "paused")
     resumed = restate(shared, tmp_path, "invocations", "resume", row["id"])
     assert resumed.returncode == 0, resumed.stderr
@@ -461,13 +464,17 @@ async def test_a_group_whose_opener_was_killed_or_cancelled_is_reclaimed_and_a_s
 
     killed, cancelled, paged = Scope(), Scope(), Scope()
     name = f"{killed.id}-slow"
-    loser = killed.group([echo("won"), count(name, "slow", delay_ms=4000)], wake="first")
+    loser = killed.group([echo("won"), count(name, "slow", delay_ms=6000)], wake="first")
     gone = cancelled.group([echo("won"), event(cancelled.event("never"))], wake="first", disposition="cancel")
-    calls = paged.group([echo("won", kind="calls"), echo("late", delay_ms=3000, kind="calls")], wake="first")
-    openers = [turn_in_background(stack, killed, open_(loser), next_(), next_())]
-    openers.append(turn_in_background(stack, cancelled, open_(gone), next_(), next_()))
-    openers.append(turn_in_background(stack, paged, open_(calls), next_(), next_()))  # pumped, paged
-    for scope, action in ((killed, "kill"), (cancelled, "cancel"), (paged, "kill")):
+    calls = paged.group([echo("won", kind="calls"), echo("late", delay_ms=6000, kind="calls")], wake="first")
+    openers = []
+    # Each opener is killed (or cancelled) while its slow child still runs: started just before.
+    for scope, group, action in (
+        (killed, loser, "kill"),
+        (cancelled, gone, "cancel"),
+        (paged, calls, "kill"),
+    ):
+        openers.append(turn_in_background(stack, scope, open_(group), next_(), next_()))  # paged: pumped
         await until(functools.partial(listed, stack, scope.key(), "open"))
         _operator(stack, tmp_path, action, await turn_id(stack, scope))
     for opener in [*savers, *openers]:

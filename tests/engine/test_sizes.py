@@ -293,6 +293,7 @@ def _ranked(stack: LocalStack, key: str) -> int:
     return next((g.settled for g in list_open_groups(stack.admin_url) if g.group_key == key), 0)
 
 
+@pytest.mark.timeout(300)  # its waits add up past the default 120 s on a busy machine
 async def test_a_callee_whose_own_result_is_over_the_limit_is_retried_by_restate_not_by_lash(
     sizes_stack: LocalStack,
 ) -> None:

@@ -21,7 +21,8 @@ ROOT = Path(__file__).resolve().parents[2]
 USER_PIN = "httpx==0.28.0"
 # One worker runs both tests, and the fixture lives for the session (the worker may run other modules'
 # tests between them), so the wheel and its virtualenv are built once per run.
-pytestmark = pytest.mark.xdist_group("wheel")
+# The session fixture builds the wheel and installs it: on a busy machine past the default 120 s.
+pytestmark = [pytest.mark.xdist_group("wheel"), pytest.mark.timeout(900)]
 
 # The user's environment: nothing of this checkout on the path (a PYTHONPATH naming its `src`, as a run
 # of the suite from a worktree sets, would hand pip an installed-looking lash-restate to skip).

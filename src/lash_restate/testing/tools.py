@@ -43,12 +43,18 @@ async def _blob(args: Any) -> Any:
     """``{"size": N, "delay_ms": D, "after": PATH}`` → a string of N characters after D ms, and once
     the file PATH exists if one is named (a test opens the gate when it is ready for the answer)."""
     await asyncio.sleep(int(arg_of(args, "delay_ms", 0)) / 1000)
+    await _gate(args)
+    return blob(args)
+
+
+async def _gate(args: Any) -> None:
+    """Once the file ``args["after"]`` exists, if one is named: a test opens the gate when it is
+    ready for the answer, however long that takes on a busy machine."""
     gate = arg_of(args, "after")
     while gate is not None:
         if await asyncio.to_thread(Path(str(gate)).exists):
             break
         await asyncio.sleep(0.05)  # a file another process creates: there is nothing to await
-    return blob(args)
 
 
 async def _echo_size(args: Any) -> Any:
@@ -57,7 +63,8 @@ async def _echo_size(args: Any) -> Any:
 
 def _counter(path: Path | None) -> Tool:
     async def count(args: Any) -> Any:
-        """``{"name": X, "value": V, "delay_ms": N}``: after N ms append X to the count file, → V.
+        """``{"name": X, "value": V, "delay_ms": N, "after": PATH}``: after N ms (and once the file
+        PATH exists, if one is named) append X to the count file, → V.
 
         The count file is the side-effect witness: a child that must run once shows up once. With
         ``"slow_once": true`` the first run under X writes ``started:X`` there before it waits, and a
@@ -66,6 +73,7 @@ def _counter(path: Path | None) -> Tool:
         name = str(arg_of(args, "name", ""))
         if not (arg_of(args, "slow_once", False) and path is not None and await _ran_before(path, name)):
             await asyncio.sleep(int(arg_of(args, "delay_ms", 0)) / 1000)
+            await _gate(args)
         if path is not None:
             await asyncio.to_thread(append_line, path, name)
         return arg_of(args, "value")
