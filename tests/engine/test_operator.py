@@ -276,7 +276,21 @@ async def _settled(stack: LocalStack, key: str, count: int) -> OpenGroup | None:
 
 
 async def _nothing_left(stack: LocalStack, key: str) -> bool:
-    return not await state_rows(stack, key) and not await unfinished(stack, key)
+    return (
+        not await state_rows(stack, key)
+        and not await stores_left(stack, key)
+        and not await unfinished(stack, key)
+    )
+
+
+async def stores_left(stack: LocalStack, key: str) -> list[dict[str, Any]]:
+    """What the group's pumps and children still keep: a close releases all of it."""
+    query = (
+        "SELECT service_name, service_key, key FROM state WHERE "
+        f"(service_name = 'LashPump' AND ends_with(service_key, {quote(':' + key)})) "
+        f"OR (service_name = 'LashChild' AND starts_with(service_key, {quote(key + '/')}))"
+    )
+    return await asyncio.to_thread(sql, stack.server.admin_url, query)
 
 
 async def test_close_refuses_a_parked_group_unless_forced_and_is_idempotent(stack: LocalStack) -> None:
