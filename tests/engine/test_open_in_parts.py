@@ -187,7 +187,7 @@ async def test_a_reopen_in_parts_under_another_shape_is_refused_and_keeps_no_par
     assert (await _parts(stack, s.key())).count("stage") == 2  # its children went first, in two parts
     assert "ok" in opened
     [refused] = await stack.turn(open_(s.group(_children(), wake="first")), within=300)
-    assert err(refused)["code"] == "shape_mismatch"
+    assert (err(refused)["code"], err(refused)["group_key"]) == ("shape_mismatch", s.key())  # names its group
     staged = (
         "SELECT service_key FROM state WHERE service_name = 'LashPump' AND key = 'staged' "
         f"AND ends_with(service_key, {quote(':' + s.key())})"
