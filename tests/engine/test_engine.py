@@ -569,6 +569,40 @@ async def test_closing_a_cancel_group_ends_its_caller_watch(restate_stack: Stack
     assert ok(woken)["outcome"] == {"type": "ok", "value": "now"}
 
 
+async def test_a_killed_rerun_settles_only_the_child_it_ran(stack: Stack) -> None:
+    """Decision 74 on a reopen's re-dispatch: a child run again by a reopen, then killed by an
+    operator, settles as killed and takes its rank; the group's other child, which still waits in a
+    run of its own, is not settled with it (the re-dispatched run is watched for its own children)."""
+    s = Scope()
+    name = f"{s.id}-again"
+    later = s.event("later")
+    group = s.group([tool("count", {"name": name, "delay_ms": 60_000}), event(later)])  # two: direct
+    [opened] = await stack.turn(open_(group))
+    assert "ok" in opened
+    await _wait_run_started(stack, f"{s.key()}/c0")
+    stack.restart_endpoint(LASH_DEMO_TOOLS_OFF="count")  # the deployment lost the tool while it ran
+    await _wait_run_completed(stack, f"{s.key()}/c0")
+    stack.restart_endpoint(LASH_DEMO_TOOLS_OFF="")  # the tool is back
+    [reopened] = await stack.turn(open_(group))
+    runs = f"SELECT id, status FROM sys_invocation WHERE {_runs_of(f'{s.key()}/c0')}"
+    rows = await _poll(
+        stack, runs, lambda rows: len(rows) == 2 and any(r["status"] == "running" for r in rows)
+    )
+    [rerun] = [r for r in rows if r["status"] == "running"]
+    async with httpx.AsyncClient(verify=tls(), timeout=30) as client:
+        killed = await client.patch(f"{stack.admin_url}/invocations/{rerun['id']}/kill")
+    assert killed.status_code in (200, 202), killed.text
+    [_, first] = await stack.turn(use(ok(reopened)), next_())
+    assert (ok(first)["position"], ok(first)["outcome"]) == (
+        0,
+        {"type": "err", "code": "409", "message": "killed"},
+    )
+    await stack.emit(later, "later")  # not settled with the killed run: its own event settles it
+    [_, second, closed] = await stack.turn(use(_handle(s.key(), 2, 1)), next_(), close())
+    assert (ok(second)["position"], ok(second)["outcome"]) == (1, {"type": "ok", "value": "later"})
+    assert "error" not in closed
+
+
 @pytest.mark.parametrize("width", [2, 3], ids=["direct", "batched"])
 async def test_a_cancel_close_cancels_a_child_a_reopen_ran_again(stack: Stack, width: int) -> None:
     """Decisions 48 and 69 under a declared `Cancel`: a child whose tool went missing mid-run is run
