@@ -117,3 +117,21 @@ async def test_a_reopen_of_a_wide_group_ranks_a_child_it_ran_again_in_the_groups
     assert "error" not in closed
     assert restate_stack.counts().count(name) == 1
     await _poll(restate_stack, _pump_rows(s.key()), lambda rows: not rows, within=120)
+
+
+async def test_a_bounded_group_wider_than_a_slice_serves_every_rank_from_its_one_pump(
+    restate_stack: Stack,
+) -> None:
+    """Decision 81: a bounded group's one pump runs and keeps every child, past `PUMP_SLICE` too. A
+    continuation re-reading it from a cursor saved at 0 reads each outcome from that pump's store
+    (a rank served from the group's record carries none inline), past the first slice as well."""
+    s = Scope()
+    width = PUMP_SLICE + 4
+    group = s.group([echo(i) for i in range(width)], max_in_flight=64)
+    [_, saved] = await restate_stack.turn(open_(group), save(), within=300)
+    assert "ok" in saved
+    steps = [use(_handle(s.key(), width, 0)), *[next_() for _ in range(width)], close()]
+    [_, *ranks, closed] = await restate_stack.turn(*steps, within=300)
+    assert sorted(ok(r)["outcome"]["value"] for r in ranks) == list(range(width))
+    assert "error" not in closed
+    await _poll(restate_stack, _pump_rows(s.key()), lambda rows: not rows, within=120)
