@@ -135,3 +135,18 @@ async def test_a_bounded_group_wider_than_a_slice_serves_every_rank_from_its_one
     assert sorted(ok(r)["outcome"]["value"] for r in ranks) == list(range(width))
     assert "error" not in closed
     await _poll(restate_stack, _pump_rows(s.key()), lambda rows: not rows, within=120)
+
+
+async def test_a_bounded_cancel_race_leaves_nothing_in_its_pump(restate_stack: Stack) -> None:
+    """Decision 81 under `Cancel`: the close cancels the bounded group's one pump, which settles the
+    children it never started as cancelled and hears the group is closed: it then keeps nothing,
+    though the child it was running still answers it, cancelled."""
+    s = Scope()
+    name = f"{s.id}-never"
+    children = [echo("won"), count(name, "slow", delay_ms=600_000), echo("queued")]
+    group = s.group(children, wake="first", disposition="cancel", max_in_flight=1)
+    [raced] = await restate_stack.turn(combine("race", group), within=300)
+    assert ok(raced)["value"] == "won"
+    await _poll(restate_stack, _pump_rows(s.key()), lambda rows: not rows, within=120)
+    await _poll(restate_stack, _running(s.key()), lambda rows: not rows, within=120)
+    assert name not in restate_stack.counts()
