@@ -16,7 +16,7 @@ import restate
 from lash_restate._http import tls
 from lash_restate.engine import DeploymentError, build_app, lash_services, validate_deployment
 from lash_restate.engine.wire._routes import ROUTES
-from lash_restate.inspection import list_open_groups, quote, show_group, sql
+from lash_restate.inspection import InspectionError, list_open_groups, quote, show_group, sql
 from lash_restate.testing import demo_tools
 from tests.conformance.builders import (
     Scope,
@@ -204,12 +204,26 @@ def _handle(key: str, count: int, consumed: int) -> str:
 
 
 async def _poll(stack: Stack, query: str, done: Any, within: float = 60) -> list[dict[str, Any]]:
-    async with asyncio.timeout(within):
-        while True:
-            rows = await asyncio.to_thread(sql, stack.server.admin_url, query)
-            if done(rows):
-                return rows
-            await asyncio.sleep(0.05)
+    """``query``'s rows once ``done`` says so. An admin API that cannot answer yet (a server a test
+    restarted, still coming up: "node … was shut down or removed") is asked again; if it still cannot
+    when time is up, that is the failure."""
+    refused: InspectionError | None = None
+    try:
+        async with asyncio.timeout(within):
+            while True:
+                try:
+                    rows = await asyncio.to_thread(sql, stack.server.admin_url, query)
+                except InspectionError as error:
+                    refused = error
+                else:
+                    refused = None
+                    if done(rows):
+                        return rows
+                await asyncio.sleep(0.05)
+    except TimeoutError:
+        if refused is not None:
+            raise refused from None
+        raise
 
 
 def group_value(group_key: str, key: str) -> str:
