@@ -583,6 +583,17 @@ async def test_closing_a_cancel_group_ends_its_caller_watch(restate_stack: Stack
     assert ok(woken)["outcome"] == {"type": "ok", "value": "now"}
 
 
+async def _opened_and_lost_its_first_childs_tool(stack: Stack, s: Scope, group: dict[str, Any]) -> None:
+    """Open ``group``; its first child's `count` tool is lost while it runs (the endpoint restarted
+    without it, so the run ends as a miss), then the tool is back: a reopen runs the child again."""
+    [opened] = await stack.turn(open_(group))
+    assert "ok" in opened
+    await _wait_run_started(stack, f"{s.key()}/c0")
+    stack.restart_endpoint(LASH_DEMO_TOOLS_OFF="count")  # the deployment lost the tool while it ran
+    await _wait_run_completed(stack, f"{s.key()}/c0")
+    stack.restart_endpoint(LASH_DEMO_TOOLS_OFF="")  # the tool is back
+
+
 async def test_a_killed_rerun_settles_only_the_child_it_ran(stack: Stack) -> None:
     """Decision 74 on a reopen's re-dispatch: a child run again by a reopen, then killed by an
     operator, settles as killed and takes its rank; the group's other child, which still waits in a
@@ -591,12 +602,7 @@ async def test_a_killed_rerun_settles_only_the_child_it_ran(stack: Stack) -> Non
     name = f"{s.id}-again"
     later = s.event("later")
     group = s.group([tool("count", {"name": name, "delay_ms": 60_000}), event(later)])  # two: direct
-    [opened] = await stack.turn(open_(group))
-    assert "ok" in opened
-    await _wait_run_started(stack, f"{s.key()}/c0")
-    stack.restart_endpoint(LASH_DEMO_TOOLS_OFF="count")  # the deployment lost the tool while it ran
-    await _wait_run_completed(stack, f"{s.key()}/c0")
-    stack.restart_endpoint(LASH_DEMO_TOOLS_OFF="")  # the tool is back
+    await _opened_and_lost_its_first_childs_tool(stack, s, group)
     [reopened] = await stack.turn(open_(group))
     runs = f"SELECT id, status FROM sys_invocation WHERE {_runs_of(f'{s.key()}/c0')}"
     rows = await _poll(
@@ -629,12 +635,7 @@ async def test_a_cancel_close_cancels_a_child_a_reopen_ran_again(stack: Stack, w
     group = s.group(
         [tool("count", {"name": name, "delay_ms": 60_000}), *fast], wake="first", disposition="cancel"
     )
-    [opened] = await stack.turn(open_(group))
-    assert "ok" in opened
-    await _wait_run_started(stack, f"{s.key()}/c0")
-    stack.restart_endpoint(LASH_DEMO_TOOLS_OFF="count")  # the deployment lost the tool while it ran
-    await _wait_run_completed(stack, f"{s.key()}/c0")
-    stack.restart_endpoint(LASH_DEMO_TOOLS_OFF="")  # the tool is back
+    await _opened_and_lost_its_first_childs_tool(stack, s, group)
     [reopened, first] = await stack.turn(open_(group), next_())
     assert "ok" in reopened and ok(first)["position"] != 0
     await _poll(  # the re-run is under way
