@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from lash_restate.engine import callee_replay_key
 from lash_restate.inspection import quote, sql
 from lash_restate.testing import LocalStack
 from tests.conformance.builders import Scope, combine, err, next_, ok, open_, use
@@ -120,7 +121,8 @@ async def test_a_call_whose_target_left_before_its_redispatch_stays_missed(tmp_p
     The call runs in a `LashChild` queued behind a holder (the first miss, as in the test above); the
     reopen, made while the target is declared again, queues its re-dispatch behind the group's pump,
     which still awaits an event; the endpoint drops the declaration, and only then is the event
-    emitted, so the re-dispatch plans its calls on the new code whatever the load.
+    emitted, so the re-dispatch plans its calls on the new code whatever the load. Once the endpoint
+    binds the target itself, a third reopen's pump calls it straight, as a first run's pump would.
     """
     with declared_elsewhere(tmp_path) as stack:
         children = stack.endpoints[1]
@@ -152,6 +154,20 @@ async def test_a_call_whose_target_left_before_its_redispatch_stays_missed(tmp_p
         await stack.emit(later, 1)  # the pump's run ends; the queued re-dispatch plans on the new code
         view = await until(lambda: _missed(stack, s.key("late")))
         assert [c.position for c in view.children if c.missed] == [0] and view.missed == 1
+        # Now the endpoint binds DemoCalls itself: the next reopen's pump calls it straight, as a first
+        # run's pump would, keyed by the child's replay key and the group's incarnation.
+        stack.restart_endpoint(children, LASH_DEMO_CALLS_OFF="")
+        [again] = await stack.turn(open_(group))
+        [_, first, second] = await stack.turn(use(ok(again)), next_(), next_())
+        assert [ok(r)["position"] for r in (first, second)] == [1, 0]  # the event, then the re-run call
+        assert ok(second)["outcome"]["value"] == "late"
+        rows = await _poll(
+            stack,
+            "SELECT c.idempotency_key AS key, p.target_service_name AS caller FROM sys_invocation c "
+            "JOIN sys_invocation p ON c.invoked_by_id = p.id WHERE c.target_service_name = 'DemoCalls'",
+            lambda rows: bool(rows),
+        )
+        assert [(callee_replay_key(r.get("key")), r["caller"]) for r in rows] == [(shared, "LashPump")], rows
 
 
 async def _wait_open_completed(stack: LocalStack, group_key: str) -> None:

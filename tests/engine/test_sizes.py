@@ -37,6 +37,7 @@ from lash_restate.contract._limits import open_size
 from lash_restate.engine.caller._controller import WAKE_WINDOW
 from lash_restate.engine.group._group_rank import WAIT_REFS
 from lash_restate.engine.group._mode import PUMP_SLICE, mode_for
+from lash_restate.engine.group._mode_stores import DISPATCH_ALLOWANCE
 from lash_restate.engine.wire._errors import terminal_status
 from lash_restate.engine.wire._messages import (
     BATCH_INLINE_BYTES,
@@ -165,6 +166,14 @@ def test_the_group_refuses_a_raw_child_its_dispatch_could_not_carry() -> None:
     assert pumped.value.position == 2
     mode_for(SettlementMode.PUMPED).check_fits(key, [small] * 2, [12 * MiB] * 2)
     assert terminal_status(direct.value) == 413  # how the group's refusal reaches the opener
+    # The pump's run reckons each child as its bytes and the comma after it in the run's list: the
+    # largest group it carries is accepted to the byte, one byte more is refused.
+    room = BODY_LIMIT - len(key) - DISPATCH_ALLOWANCE
+    sizes = [room // 3 - 1, room // 3 - 1, room - 2 * (room // 3) - 1]
+    mode_for(SettlementMode.PUMPED).check_fits(key, [small] * 3, sizes)
+    with pytest.raises(PayloadTooLarge) as over:
+        mode_for(SettlementMode.PUMPED).check_fits(key, [small] * 3, [*sizes[:2], sizes[2] + 1])
+    assert over.value.position == 2
 
 
 def test_settle_batches_and_wait_replies_stay_under_the_limit_at_their_worst() -> None:
