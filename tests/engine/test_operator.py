@@ -34,7 +34,7 @@ from lash_restate.inspection import (
     sql,
 )
 from lash_restate.inspection._groups import read_groups
-from lash_restate.inspection._operator import _operator
+from lash_restate.inspection._operator import operator_call
 from lash_restate.inspection._paused import callee_of
 from lash_restate.inspection._sql import admin_api
 from lash_restate.testing import LocalStack, StackError
@@ -63,7 +63,7 @@ def lash(stack: LocalStack, *args: str) -> subprocess.CompletedProcess[str]:
     console script calls; tests/engine/test_cli.py runs the command itself): its output and exit
     code, without an interpreter's start-up per call."""
     urls = ["--admin-url", stack.server.admin_url]
-    if args[:2] in (("groups", "close"), ("groups", "redispatch")):
+    if args[:2] in (("groups", "close"), ("groups", "redispatch"), ("groups", "stranded")):
         urls += ["--ingress-url", stack.server.ingress_url]
     return run_main([*args, *urls])
 
@@ -671,7 +671,7 @@ async def test_a_redispatch_of_a_group_closed_or_reopened_since_it_was_read_says
     [opened] = await stack.turn(open_(s.group([echo("won"), event(s.event("never"))], wake="first")))
     meta = await recorded_meta(stack, s.key())
     api, ingress = admin_api(stack.server.admin_url), stack.server.ingress_url
-    ask = functools.partial(_operator, api, ingress, s.key(), GROUP_OPERATOR_REDISPATCH)
+    ask = functools.partial(operator_call, api, ingress, s.key(), GROUP_OPERATOR_REDISPATCH)
     assert ask(OperatorRedispatch(incarnation=meta["incarnation"])).refused is None  # nothing missed
     reopened = ask(OperatorRedispatch(incarnation="an-earlier-incarnation")).refused
     assert reopened == "the group was closed and opened again since"

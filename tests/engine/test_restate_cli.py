@@ -364,6 +364,52 @@ async def test_killing_a_direct_childs_settle_while_it_is_queued_with_restates_c
         assert all("error" not in c for c in closed)
 
 
+async def test_a_caller_whose_open_restates_cli_killed_while_queued_is_listed_and_answered_by_a_resend(
+    stack: LocalStack, tmp_path: Path
+) -> None:
+    """`restate invocations kill` of a caller's `LashGroup/open` (a reopen) while it is queued behind
+    another caller's, held by a deployment of `LashGroup` alone that does not answer. Restate keeps
+    nothing of it, and nothing else would answer the caller: `groups stranded` finds the open in the
+    caller's journal, and `--resend` sends it again, so the caller reads its ranks and closes. Once
+    answered, a caller is not listed, though it still waits (on its second rank) and Restate knows
+    nothing of the open it sent first."""
+    s, first, second = Scope(), Scope(), Scope()
+    later = s.event("later")
+    group = s.group([echo("won"), event(later)], wake="first")
+    [opened, _] = await stack.turn(open_(group), save())
+    assert ok(opened)
+    opens = (
+        _invocation("LashGroup", f"target_service_key = {quote(s.key())}", "open") + " ORDER BY created_at"
+    )
+    with unanswered(stack, "groups", service="LashGroup"):
+        holder = turn_in_background(stack, first, open_(group), next_())  # its reopen holds the key
+        await _poll(stack, opens, lambda rows: len(rows) == 2)
+        reader = turn_in_background(stack, second, open_(group), next_(), next_(), close())
+        [*_, queued] = await _poll(stack, opens, lambda rows: len(rows) == 3)
+        _operator(stack, tmp_path, "kill", queued["id"])
+        await _poll(stack, opens, lambda rows: all(r["id"] != queued["id"] for r in rows))  # forgotten
+    assert ok((await asyncio.wait_for(holder, 60)).json()[1])["position"] == 0
+    waiting = await turn_id(stack, second)
+    found = lash(stack, "groups", "stranded", "--json")
+    assert found.returncode == 0, found.stderr
+    [stranded] = json.loads(found.stdout)
+    assert (stranded["caller"], stranded["group_key"], stranded["handler"]) == (waiting, s.key(), "open")
+    assert stranded["sent"] == queued["id"] and not reader.done()
+    resent = lash(stack, "groups", "stranded", "--resend")
+    assert resent.returncode == 0 and "sent again as inv_" in resent.stdout, resent
+    await until(lambda: _none_stranded(stack))
+    await stack.emit(later, 1)
+    answered = await asyncio.wait_for(reader, 60)
+    assert answered.status_code == 200, answered.text
+    [_, one, two, closed] = answered.json()
+    assert [ok(r)["position"] for r in (one, two)] == [0, 1] and "error" not in closed
+
+
+async def _none_stranded(stack: LocalStack) -> bool:
+    found = await asyncio.to_thread(lash, stack, "groups", "stranded", "--json")
+    return found.returncode == 0 and json.loads(found.stdout) == []
+
+
 async def test_killing_the_report_of_a_killed_run_while_it_is_queued_with_restates_cli_still_ranks_it(
     stack: LocalStack, tmp_path: Path
 ) -> None:

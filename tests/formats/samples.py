@@ -51,6 +51,8 @@ from lash_restate.engine.wire._messages import (
     OperatorClosed,
     OperatorRedispatch,
     OperatorRedispatched,
+    OperatorResend,
+    OperatorResent,
     OutcomesRead,
     PartedOpen,
     PumpAwait,
@@ -301,6 +303,9 @@ def _samples() -> list[Sample]:
     add("msg.group.operator_redispatched.dispatched", redispatched, _json(OperatorRedispatched))
     gone = OperatorRedispatched(refused="the group was closed and opened again since")
     add("msg.group.operator_redispatched.refused", gone, _json(OperatorRedispatched))
+    resend = OperatorResend(handler="open", request=b'{"reply_to":"sign_1x","shape":{}}')
+    add("msg.group.operator_resend.open", resend, _json(OperatorResend))
+    add("msg.group.operator_resent.invocation", OperatorResent(invocation="inv_1def"), _json(OperatorResent))
     for variant, outcome in OUTCOMES.items():
         add(f"state.child.outcome.{variant}", outcome, _json(Outcome))
         add(f"state.pump.outcome.{variant}", outcome, _json(Outcome))

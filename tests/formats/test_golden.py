@@ -105,7 +105,7 @@ def _with_unknown_field(sample: Sample) -> bytes | None:
 
 _ENGINE = ("state.group.meta", "msg.group", "msg.child.run", "msg.pump")
 # An operator's request must never be acted on half read: a close, a re-dispatch.
-_STRICT = ("msg.group.operator_close.", "msg.group.operator_redispatch.")
+_STRICT = ("msg.group.operator_close.", "msg.group.operator_redispatch.", "msg.group.operator_resend.")
 
 
 @pytest.mark.parametrize(

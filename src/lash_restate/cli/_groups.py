@@ -1,4 +1,4 @@
-"""`lash-restate groups list|show|close|redispatch|staged`: the operator's view of open groups and
+"""`lash-restate groups list|show|close|redispatch|staged|stranded`: the operator's view of open groups and
 their levers, printed as tables or JSON."""
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ __all__ = [
     "groups_redispatch",
     "groups_show",
     "groups_staged",
+    "groups_stranded",
     "reclaim_in",
 ]
 
@@ -204,4 +205,28 @@ def groups_staged(args: argparse.Namespace) -> int:
         print(
             f"{len(parts)} part(s) left staged by openers that ended before their open: --release frees them"
         )
+    return 0
+
+
+def groups_stranded(args: argparse.Namespace) -> int:
+    from ..inspection import InspectionError, resend_open, stranded_opens
+
+    if (failed := prefix_from_args(args)) is not None:
+        return failed
+    try:
+        admin = AdminApi.from_env(args.admin_url)
+        opens = stranded_opens(admin)
+        resent = [resend_open(admin, o, ingress=args.ingress_url) if args.resend else None for o in opens]
+    except InspectionError as exc:
+        return fail(str(exc))
+    if args.json:
+        print(json.dumps([{**o.as_dict(), "resent": new} for o, new in zip(opens, resent, strict=True)]))
+        return 0
+    for o, new in zip(opens, resent, strict=True):
+        again = f"; sent again as {new}" if new else ""
+        print(f"{o.caller} waits for its {o.handler} of {o.group_key}: {o.sent} ended {o.ended}{again}")
+    if not opens:
+        print("no caller waits for an open that ended unanswered")
+    elif not args.resend:
+        print(f"{len(opens)} caller(s) wait for an open that ended unanswered: --resend sends each again")
     return 0

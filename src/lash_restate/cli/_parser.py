@@ -5,7 +5,14 @@ from __future__ import annotations
 import argparse
 
 from ._common import ADMIN_HELP, PREFIX_HELP, SERVE_PREFIX_HELP, lash_version
-from ._groups import groups_close, groups_list, groups_redispatch, groups_show, groups_staged
+from ._groups import (
+    groups_close,
+    groups_list,
+    groups_redispatch,
+    groups_show,
+    groups_staged,
+    groups_stranded,
+)
 from ._serve import dev_command, register_command, serve_command
 
 __all__ = ["build_parser"]
@@ -126,12 +133,21 @@ def build_parser() -> argparse.ArgumentParser:
             "that ended before it sent the open: no group holds them. --release frees them",
             groups_staged,
         ),
+        (
+            "stranded",
+            "the callers waiting for the answer of an open that Restate killed or cancelled (`restate "
+            "invocations kill` of a `LashGroup/open`, say): nothing else answers them. --resend sends "
+            "each open again, as its caller sent it (read from the caller's journal)",
+            groups_stranded,
+        ),
     ):
         cmd = groups_sub.add_parser(name, help=helptext, description=helptext)
         if name in ("show", "close"):
             cmd.add_argument("key", help="the group key, {scope_id}:group:{batch_id}:{occurrence}")
         elif name == "staged":
             cmd.add_argument("--release", action="store_true", help="release the parts listed")
+        elif name == "stranded":
+            cmd.add_argument("--resend", action="store_true", help="send each open listed again")
         elif name == "redispatch":
             cmd.add_argument("key", nargs="?", help="the group key (or --all)")
             cmd.add_argument("--all", action="store_true", help="every open group with missed children")
@@ -142,7 +158,7 @@ def build_parser() -> argparse.ArgumentParser:
             cmd.add_argument(
                 "--state", choices=["open", "parked", "orphaned"], help="only groups in this state"
             )
-        if name in ("close", "redispatch"):
+        if name in ("close", "redispatch", "stranded"):
             cmd.add_argument(
                 "--ingress-url",
                 help="Restate ingress, where the request is sent [RESTATE_INGRESS_URL, then "

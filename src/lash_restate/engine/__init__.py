@@ -45,14 +45,24 @@ from .serving._server import FULL_GC_EVERY, SERVERS, ServerUnavailable, collect_
 from .wire._errors import terminal_status
 from .wire._formats import BASELINE, FORMAT, FORMATS, Format
 from .wire._incarnation import window_of
-from .wire._messages import OperatorClose, OperatorClosed, OperatorRedispatch, OperatorRedispatched
+from .wire._messages import (
+    OperatorClose,
+    OperatorClosed,
+    OperatorRedispatch,
+    OperatorRedispatched,
+    OperatorResend,
+    OperatorResent,
+)
 from .wire._records import MISSED, OPENER_ENDS, RECLAIM_AT, GroupMeta, OpenerEnd, SettlementMode
 from .wire._routes import (
     CHILD,
     DEFAULT_PREFIX,
     GROUP,
+    GROUP_OPEN,
+    GROUP_OPEN_PARTS,
     GROUP_OPERATOR_CLOSE,
     GROUP_OPERATOR_REDISPATCH,
+    GROUP_OPERATOR_RESEND,
     PUMP,
     SIGNAL,
     PrefixChosen,
@@ -75,8 +85,11 @@ __all__ = [
     "FORMATS",
     "FULL_GC_EVERY",
     "GROUP",
+    "GROUP_OPEN",
+    "GROUP_OPEN_PARTS",
     "GROUP_OPERATOR_CLOSE",
     "GROUP_OPERATOR_REDISPATCH",
+    "GROUP_OPERATOR_RESEND",
     "MISSED",
     "OPENER_ENDS",
     "PUMP",
@@ -92,6 +105,8 @@ __all__ = [
     "OperatorClosed",
     "OperatorRedispatch",
     "OperatorRedispatched",
+    "OperatorResend",
+    "OperatorResent",
     "OutcomeStore",
     "PrefixChosen",
     "RestateController",

@@ -9,7 +9,8 @@ A group is *open* while one of its openers runs, *parked* once the latest of the
 or how it ended is not known (decision 45). `close_group` is the operator's close; no clock closes
 a group anybody can resume (one nobody can is reclaimed by the group itself, and listed with when:
 decision 78). `left_staged` lists the parts an opener killed mid-open left staged, which no group
-will read, and `release_staged` releases one (decision 71).
+will read, and `release_staged` releases one (decision 71). `stranded_opens` lists the callers
+waiting for an open that Restate killed or cancelled, and `resend_open` sends that open again.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from ._operator import (
 )
 from ._sql import InspectionError, quote, sql
 from ._staged import StagedPart, left_staged, release_staged
+from ._stranded import StrandedOpen, resend_open, stranded_opens
 from ._views import ChildView, GroupView, OpenerView, OpenGroup, PausedView
 
 __all__ = [
@@ -40,6 +42,7 @@ __all__ = [
     "PausedView",
     "RedispatchResult",
     "StagedPart",
+    "StrandedOpen",
     "close_group",
     "ingress_url",
     "left_staged",
@@ -47,6 +50,8 @@ __all__ = [
     "quote",
     "redispatch_missed",
     "release_staged",
+    "resend_open",
     "show_group",
     "sql",
+    "stranded_opens",
 ]

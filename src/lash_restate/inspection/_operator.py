@@ -110,7 +110,7 @@ def close_group(
     request = OperatorClose(
         incarnation=group.meta.incarnation, openers=len(group.meta.openers), cancel=cancel
     )
-    answer = _operator(admin_api(admin), ingress_url(ingress), group_key, GROUP_OPERATOR_CLOSE, request)
+    answer = operator_call(admin_api(admin), ingress_url(ingress), group_key, GROUP_OPERATOR_CLOSE, request)
     if answer.refused is not None:
         raise CloseRefused(f"not closing {group_key}: {answer.refused}")
     return CloseResult(
@@ -149,14 +149,14 @@ def redispatch_missed(
         if not group.missed:
             continue
         request = OperatorRedispatch(incarnation=group.meta.incarnation)
-        answer = _operator(
+        answer = operator_call(
             admin_api(admin), ingress_url(ingress), group.key, GROUP_OPERATOR_REDISPATCH, request
         )
         results.append(RedispatchResult(group.key, answer.dispatched, answer.unroutable, answer.refused))
     return results
 
 
-def _operator(api: AdminApi, ingress: str, group_key: str, route: Route[_I, _O], request: _I) -> _O:
+def operator_call(api: AdminApi, ingress: str, group_key: str, route: Route[_I, _O], request: _I) -> _O:
     """One operator's handler of the group object, reached through the ingress (decision 45)."""
     url = f"{ingress.rstrip('/')}/{route.service}/{url_quote(group_key, safe='')}/{route.handler}"
     headers = {"content-type": "application/json"}

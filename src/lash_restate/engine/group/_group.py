@@ -36,6 +36,8 @@ from ..wire._messages import (
     OperatorClosed,
     OperatorRedispatch,
     OperatorRedispatched,
+    OperatorResend,
+    OperatorResent,
     PartedOpen,
     PumpReport,
     Reclaim,
@@ -58,6 +60,7 @@ from ..wire._routes import (
     GROUP_OPEN_PARTS,
     GROUP_OPERATOR_CLOSE,
     GROUP_OPERATOR_REDISPATCH,
+    GROUP_OPERATOR_RESEND,
     GROUP_RECLAIM,
     GROUP_REPORT,
     GROUP_RUN_ENDED,
@@ -73,7 +76,7 @@ from ._group_close import on_close, on_operator_close
 from ._group_common import GroupSettings
 from ._group_dispatch import on_missed, on_operator_redispatch
 from ._group_guard import WAITER_CHECK, on_guard
-from ._group_open import on_open, on_open_parts
+from ._group_open import on_open, on_open_parts, on_operator_resend
 from ._group_rank import on_report, on_settle, on_wait
 from ._group_watch import (
     ORPHAN_RETENTION,
@@ -193,6 +196,12 @@ def group_object(
         ctx: restate.ObjectContext, req: OperatorRedispatch
     ) -> OperatorRedispatched:
         return await on_operator_redispatch(ctx, req, settings)
+
+    @group.handler(name=GROUP_OPERATOR_RESEND.handler, kind="shared")
+    @client_errors  # called through the ingress only: what it answers is for a client
+    @described_by(on_operator_resend)
+    async def operator_resend(ctx: restate.ObjectSharedContext, req: OperatorResend) -> OperatorResent:
+        return await on_operator_resend(ctx, req)
 
     @group.handler(name=GROUP_WATCH_RUNS.handler, kind="shared", ingress_private=True)
     @described_by(on_watch_runs)

@@ -24,9 +24,20 @@ from ..child._calls import opened_plan
 from ..child._routing import Routing, replaying
 from ..wire._errors import terminal_status
 from ..wire._incarnation import PAGED, window_mark
-from ..wire._messages import CallerEnded, OpenReply, OpenRequest, PartedOpen, PumpParts, WatchedRun, decode
+from ..wire._messages import (
+    CallerEnded,
+    OpenReply,
+    OpenRequest,
+    OperatorResend,
+    OperatorResent,
+    PartedOpen,
+    PumpParts,
+    WatchedRun,
+    decode,
+)
+from ..wire._open_request import decode_open
 from ..wire._records import META, RECLAIM_AT, SAVES, SHAPE, STRINGS, GroupMeta, Opener, SettlementMode
-from ..wire._routes import GROUP_WATCH, PUMP_RUN_PARTS, pump_key
+from ..wire._routes import GROUP, GROUP_OPEN, GROUP_OPEN_PARTS, GROUP_WATCH, PUMP_RUN_PARTS, named, pump_key
 from ._group_common import OPENED, GroupSettings, keep_watch, release_staged
 from ._group_dispatch import dispatch_again, missed_children, note_redispatched, redispatch, unsettled_in
 from ._group_guard import guard_waiters
@@ -258,3 +269,24 @@ async def note_opener(ctx: restate.ObjectContext, meta: GroupMeta, caller: str |
         changed = True
     if changed:
         ctx.set("meta", meta, serde=META)
+
+
+async def on_operator_resend(ctx: restate.ObjectSharedContext, req: OperatorResend) -> OperatorResent:
+    """Decision 93: send again an open its caller sent and Restate killed or cancelled before it
+    answered (read from the caller's journal by `lash-restate groups stranded`), as the caller sent
+    it: the open answers the caller's awakeable as the first would have. Shared: it sends, and
+    waits behind nothing the group is doing."""
+    readers = {GROUP_OPEN.handler: decode_open, GROUP_OPEN_PARTS.handler: _parted}
+    read = readers.get(req.handler)
+    if read is None:
+        raise InvalidInput(f"only an open is sent again (open, open_parts), not {req.handler!r}")
+    try:
+        read(req.request)
+    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        raise InvalidInput(f"not a {req.handler} request of this group object: {exc}") from None
+    sent = ctx.generic_send(named(GROUP), req.handler, req.request, key=ctx.key())
+    return OperatorResent(invocation=await sent.invocation_id())
+
+
+def _parted(data: bytes) -> PartedOpen:
+    return decode(data, PartedOpen)

@@ -150,6 +150,17 @@ FORMATS: Final[tuple[Format, ...]] = (
         since="unreleased",
     ),
     Format(
+        "msg.group.operator_resend",
+        "{prefix}Group/operator_resend input, from `groups stranded --resend` through the ingress: "
+        "OperatorResend",
+        since="unreleased",
+    ),
+    Format(
+        "msg.group.operator_resent",
+        "{prefix}Group/operator_resend output: OperatorResent",
+        since="unreleased",
+    ),
+    Format(
         "msg.group.watch_runs",
         "{prefix}Group/watch_runs input: RunsWatch (what an open or a reopen dispatched)",
         since="unreleased",

@@ -36,6 +36,8 @@ __all__ = [
     "OperatorClosed",
     "OperatorRedispatch",
     "OperatorRedispatched",
+    "OperatorResend",
+    "OperatorResent",
     "OutcomesRead",
     "PartedOpen",
     "PumpAwait",
@@ -357,6 +359,19 @@ class OperatorRedispatched(msgspec.Struct, **RECORD_OPTIONS):
     dispatched: int = 0  # children dispatched again
     unroutable: int = 0  # children still missing a runner on the endpoint that answered
     refused: str | None = None  # why nothing was done (the group is another incarnation, or not open)
+
+
+class OperatorResend(msgspec.Struct, **STRICT_OPTIONS):
+    """An operator's resend through the ingress (decision 93), answered with `OperatorResent`: the open
+    (``handler``: `open` or `open_parts`) a caller sent, which Restate killed or cancelled before it
+    answered, ``request`` as the caller's journal holds it. The group sends it to itself again."""
+
+    handler: str
+    request: bytes
+
+
+class OperatorResent(msgspec.Struct, **RECORD_OPTIONS):
+    invocation: str  # the open sent again
 
 
 class CloseRequest(msgspec.Struct, **RECORD_OPTIONS):

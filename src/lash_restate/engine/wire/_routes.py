@@ -36,6 +36,8 @@ from ._messages import (
     OperatorClosed,
     OperatorRedispatch,
     OperatorRedispatched,
+    OperatorResend,
+    OperatorResent,
     OutcomesRead,
     PartedOpen,
     PumpAwait,
@@ -71,6 +73,7 @@ __all__ = [
     "GROUP_OPEN_PARTS",
     "GROUP_OPERATOR_CLOSE",
     "GROUP_OPERATOR_REDISPATCH",
+    "GROUP_OPERATOR_RESEND",
     "GROUP_RECLAIM",
     "GROUP_REPORT",
     "GROUP_RUN_ENDED",
@@ -299,6 +302,11 @@ GROUP_MISSED: Route[MissedChildren, None] = Route(GROUP, "missed", MissedChildre
 # redispatch`; never called between lash's own services (so not in ROUTES).
 GROUP_OPERATOR_REDISPATCH: Route[OperatorRedispatch, OperatorRedispatched] = Route(
     GROUP, "operator_redispatch", OperatorRedispatch, OperatorRedispatched
+)
+# The operator's resend of an open Restate killed or cancelled before it answered its caller (decision
+# 93), reached through the ingress by `lash-restate groups stranded --resend` (so not in ROUTES).
+GROUP_OPERATOR_RESEND: Route[OperatorResend, OperatorResent] = Route(
+    GROUP, "operator_resend", OperatorResend, OperatorResent
 )
 # What an open or a reopen dispatched is watched until it ends: one ended in failure (an operator's
 # kill) settles the children it had not settled with that failure, as a killed callee answers its caller.

@@ -1,0 +1,133 @@
+"""Callers waiting for the answer of an open that Restate killed or cancelled, and the lever that
+sends that open again (decision 93).
+
+A caller sends its group's open (`LashGroup/open`, or `open_parts` for an open in parts) and waits on
+an awakeable the open resolves. `restate invocations kill` (or `cancel`) of that open before it ran
+leaves the awakeable unresolved: nothing else knows it. The caller's own journal does: it holds the
+open as it was sent. So the open is found there and, on the operator's word, sent again as it was,
+by the group object itself (the open is not a public handler; its `operator_resend` is).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+import msgspec
+
+from ..engine import GROUP, GROUP_OPEN, GROUP_OPEN_PARTS, GROUP_OPERATOR_RESEND, OperatorResend, named
+from ._operator import ingress_url, operator_call
+from ._sql import ENDED, Admin, admin_api, invocation_rows, quote, rows_in, sql
+
+__all__ = ["StrandedOpen", "resend_open", "stranded_opens"]
+
+_OPENS = (GROUP_OPEN.handler, GROUP_OPEN_PARTS.handler)
+# An awakeable's id: this prefix, then (base64url, unpadded) the invocation id's 24 bytes and the
+# index of the signal that completes it (4 bytes, big-endian), as Restate's protocol writes it.
+_AWAKEABLE = "sign_1"
+
+
+class _Answered(msgspec.Struct):
+    """What an open request (`OpenRequest`, `PartedOpen`, any format) says about its answer."""
+
+    reply_to: str
+
+
+@dataclass(frozen=True)
+class StrandedOpen:
+    """``caller`` waits for the answer of the open of ``group_key`` it sent (``handler``): the open
+    ended without answering (``ended`` says how, as Restate tells it), and ``request`` is what was
+    sent, read from the caller's journal."""
+
+    caller: str
+    group_key: str
+    handler: str
+    sent: str  # the open's invocation id
+    ended: str
+    request: bytes = field(repr=False)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {k: v for k, v in self.__dict__.items() if k != "request"}
+
+
+def stranded_opens(admin: Admin) -> list[StrandedOpen]:
+    """Every caller still waiting for an open that ended without answering it.
+
+    Read from each running caller's journal: an open it sent (`open` or `open_parts` of the group
+    object) whose awakeable has no completion there, and whose invocation has ended in failure
+    (killed or cancelled while it ran) or is not known to Restate at all (killed or cancelled while
+    queued: Restate keeps nothing of those). An open still queued or running is not stranded.
+    """
+    group = named(GROUP)
+    rows = sql(
+        admin,
+        "SELECT j.id AS caller, j.entry_json AS entry "
+        "FROM sys_journal j JOIN sys_invocation i ON j.id = i.id "
+        f"WHERE i.status != {quote(ENDED)} AND j.entry_type = 'Command: OneWayCall' "
+        f"AND j.entry_json LIKE {quote('%' + json.dumps(group) + '%')}",
+    )
+    sent: list[tuple[str, dict[str, Any], bytes, int]] = []
+    for row in rows:
+        request = json.loads(row["entry"])["Command"]["OneWayCall"]["request"]
+        target = request["invocation_target"].get("VirtualObject") or {}
+        if target.get("name") != group or target.get("handler") not in _OPENS:
+            continue
+        body = bytes(request["parameter"])
+        signal = _signal_of(msgspec.json.decode(body, type=_Answered).reply_to)
+        if signal is not None:
+            sent.append((row["caller"], request, body, signal))
+    if not sent:
+        return []
+    callers = sorted({caller for caller, *_ in sent})
+    signals = rows_in(
+        admin,
+        "SELECT id, entry_lite_json AS entry FROM sys_journal "
+        "WHERE entry_type = 'Notification: Signal' AND id IN {values}",
+        callers,
+    )
+    completed = {(r["id"], json.loads(r["entry"])["Notification"]["id"].get("SignalIndex")) for r in signals}
+    waiting = [s for s in sent if (s[0], s[3]) not in completed]
+    known = invocation_rows(admin, sorted({request["invocation_id"] for _, request, _, _ in waiting}))
+    stranded = []
+    for caller, request, body, _ in waiting:
+        ended_as = known.get(request["invocation_id"])
+        if ended_as is not None and (
+            ended_as.get("status") != ENDED or not ended_as.get("completion_failure")
+        ):
+            continue  # still on its way, or it answered (the completion is on its way too)
+        target = request["invocation_target"]["VirtualObject"]
+        ended = (
+            ended_as["completion_failure"]
+            if ended_as is not None
+            else "not known to Restate (killed or cancelled while queued)"
+        )
+        stranded.append(
+            StrandedOpen(caller, target["key"], target["handler"], request["invocation_id"], ended, body)
+        )
+    return stranded
+
+
+def resend_open(admin: Admin, stranded: StrandedOpen, *, ingress: str | None = None) -> str:
+    """Send ``stranded``'s open again, as its caller sent it (through the group object's
+    `operator_resend`, reached through the ingress): the group answers the caller's awakeable as the
+    first open would have. Returns the new open's invocation id."""
+    request = OperatorResend(handler=stranded.handler, request=stranded.request)
+    api = admin_api(admin)
+    return operator_call(
+        api, ingress_url(ingress), stranded.group_key, GROUP_OPERATOR_RESEND, request
+    ).invocation
+
+
+def _signal_of(awakeable: str) -> int | None:
+    """The index of the signal that completes ``awakeable`` in its invocation's journal."""
+    if not awakeable.startswith(_AWAKEABLE):
+        return None
+    text = awakeable.removeprefix(_AWAKEABLE)
+    try:
+        raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+    except (binascii.Error, ValueError):
+        return None
+    return int.from_bytes(raw[-4:], "big") if len(raw) == 28 else None
