@@ -22,10 +22,12 @@ import httpx
 import msgspec
 import pytest
 
-from lash_restate.engine import GroupMeta
+from lash_restate.engine import GROUP_OPERATOR_RESEND, GroupMeta, OperatorResend
 from lash_restate.engine.caller._open_parts import PARTS_FROM_ENV
 from lash_restate.engine.group._mode import PUMP_SLICE
-from lash_restate.inspection import OpenGroup, quote, sql
+from lash_restate.inspection import InspectionError, OpenGroup, quote, sql
+from lash_restate.inspection._operator import operator_call
+from lash_restate.inspection._sql import admin_api
 from lash_restate.testing import Endpoint, LocalStack
 from tests.conformance.builders import (
     Scope,
@@ -403,6 +405,13 @@ async def test_a_caller_whose_open_restates_cli_killed_while_queued_is_listed_an
     assert answered.status_code == 200, answered.text
     [_, one, two, closed] = answered.json()
     assert [ok(r)["position"] for r in (one, two)] == [0, 1] and "error" not in closed
+    # The group object sends nothing but an open request again, and refuses the rest at once.
+    api, ingress = admin_api(stack.server.admin_url), stack.server.ingress_url
+    for handler, request, why in (("close", b"{}", "only an open"), ("open", b"[1]", "not an .open. request")):
+        with pytest.raises(InspectionError, match=why):
+            operator_call(
+                api, ingress, s.key(), GROUP_OPERATOR_RESEND, OperatorResend(handler=handler, request=request)
+            )
 
 
 async def _none_stranded(stack: LocalStack) -> bool:

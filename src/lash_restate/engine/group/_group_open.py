@@ -283,7 +283,7 @@ async def on_operator_resend(ctx: restate.ObjectSharedContext, req: OperatorRese
     try:
         read(req.request)
     except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-        raise InvalidInput(f"not a {req.handler} request of this group object: {exc}") from None
+        raise InvalidInput(f"not an {req.handler!r} request of this group object: {exc}") from None
     sent = ctx.generic_send(named(GROUP), req.handler, req.request, key=ctx.key())
     return OperatorResent(invocation=await sent.invocation_id())
 
