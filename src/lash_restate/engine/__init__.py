@@ -53,7 +53,16 @@ from .wire._messages import (
     OperatorResend,
     OperatorResent,
 )
-from .wire._records import MISSED, OPENER_ENDS, RECLAIM_AT, GroupMeta, OpenerEnd, SettlementMode
+from .wire._records import (
+    FENCE,
+    MISSED,
+    OPENER_ENDS,
+    RECLAIM_AT,
+    RECORD,
+    GroupMeta,
+    OpenerEnd,
+    SettlementMode,
+)
 from .wire._routes import (
     CHILD,
     DEFAULT_PREFIX,
@@ -81,6 +90,7 @@ __all__ = [
     "BATCH_FROM",
     "CHILD",
     "DEFAULT_PREFIX",
+    "FENCE",
     "FORMAT",
     "FORMATS",
     "FULL_GC_EVERY",
@@ -94,6 +104,7 @@ __all__ = [
     "OPENER_ENDS",
     "PUMP",
     "RECLAIM_AT",
+    "RECORD",
     "SERVERS",
     "SIGNAL",
     "STAGED",

@@ -13,10 +13,12 @@ import msgspec
 from ..contract import GroupShape, LoserPolicy, without_wire
 from ..engine import (
     CHILD,
+    FENCE,
     GROUP,
     MISSED,
     OPENER_ENDS,
     RECLAIM_AT,
+    RECORD,
     GroupMeta,
     OpenerEnd,
     assemble_order,
@@ -62,11 +64,11 @@ def read_groups(admin: Admin, where: str = "") -> list[StoredGroup]:
     rows = sql(
         admin,
         "SELECT service_key, key, value_utf8 FROM state "
-        f"WHERE service_name = {quote(named(GROUP))} AND (key IN ('meta', {quote(OPENER_ENDS)}, "
+        f"WHERE service_name = {quote(named(GROUP))} AND (key IN ({quote(RECORD)}, {quote(OPENER_ENDS)}, "
         f"{quote(MISSED)}, {quote(RECLAIM_AT)}) "
         f"OR key = 'ranked' OR starts_with(key, 'ranks:')){where}",
     )
-    metas = {r["service_key"]: r["value_utf8"] for r in rows if r["key"] == "meta"}
+    metas = {r["service_key"]: r["value_utf8"] for r in rows if r["key"] == RECORD}
     ends = {r["service_key"]: r["value_utf8"] for r in rows if r["key"] == OPENER_ENDS}
     missed = {r["service_key"]: r["value_utf8"] for r in rows if r["key"] == MISSED}
     reclaims = {r["service_key"]: int(r["value_utf8"]) for r in rows if r["key"] == RECLAIM_AT}
@@ -168,7 +170,7 @@ def show_group(admin: Admin, group_key: str) -> GroupView | None:
     fences = sql(
         admin,
         "SELECT value_utf8 FROM state WHERE service_name = "
-        f"{quote(named(GROUP))} AND service_key = {quote(group_key)} AND key = 'fence'",
+        f"{quote(named(GROUP))} AND service_key = {quote(group_key)} AND key = {quote(FENCE)}",
     )
     if not found or not fences:
         return None  # not open (or closed between the two reads)

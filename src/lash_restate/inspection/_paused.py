@@ -10,6 +10,7 @@ import msgspec
 from ..contract import GroupShape, without_wire
 from ..engine import (
     CHILD,
+    FENCE,
     GROUP,
     PUMP,
     callee_replay_key,
@@ -99,7 +100,7 @@ def paused_by_group(admin: Admin) -> dict[str, int]:
         rows = sql(
             admin,
             f"SELECT service_key, value_utf8 FROM state WHERE service_name = {quote(named(GROUP))} "
-            f"AND key = 'fence' AND strpos(value_utf8, {quote(needle)}) > 0",
+            f"AND key = {quote(FENCE)} AND strpos(value_utf8, {quote(needle)}) > 0",
         )
         for row in rows:
             if replay_key in msgspec.json.decode(row["value_utf8"], type=GroupShape).replay_keys:

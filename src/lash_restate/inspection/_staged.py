@@ -13,6 +13,7 @@ from ..admin import AdminError
 from ..engine import (
     GROUP,
     PUMP,
+    RECORD,
     STAGED,
     GroupMeta,
     group_of_pump,
@@ -55,7 +56,7 @@ def left_staged(admin: Admin) -> list[StagedPart]:
     metas = rows_in(
         admin,
         f"SELECT service_key, value_utf8 FROM state WHERE service_name = {quote(named(GROUP))} "
-        "AND key = 'meta' AND service_key IN {values}",
+        f"AND key = {quote(RECORD)} AND service_key IN {{values}}",
         groups,
     )
     recorded = {row["service_key"]: msgspec.json.decode(row["value_utf8"], type=GroupMeta) for row in metas}

@@ -9,7 +9,7 @@ from ... import logs
 from ...contract import GroupNotOpen, LoserPolicy, check_child_count, effective_disposition
 from ..wire._errors import NOT_FOUND
 from ..wire._messages import CloseRequest, OperatorClose, OperatorClosed
-from ..wire._records import BYTES, META, STRINGS, GroupMeta
+from ..wire._records import BYTES, META, RECORD, STRINGS, GroupMeta
 from ._group_common import LISTENED, WATCHES, cancel_runs
 from ._mode import mode_for
 from ._pages import ranked_count
@@ -20,7 +20,7 @@ __all__ = ["close_group", "on_close", "on_operator_close"]
 async def on_close(ctx: restate.ObjectContext, req: CloseRequest) -> None:
     """A caller's close: the disposition (the declared one, or a narrower one) applied to the losers,
     then the group's record and stores deleted (`close_group`); a group not open is left alone."""
-    meta = await ctx.get("meta", serde=META)
+    meta = await ctx.get(RECORD, serde=META)
     if meta is None:
         return  # ADR: close is idempotent, and so is the delete
     check_child_count(meta.child_count, req.child_count, group_key=ctx.key())
@@ -35,7 +35,7 @@ async def on_operator_close(ctx: restate.ObjectContext, req: OperatorClose) -> O
     operator read through the admin API (which is the capability: the ingress does not show it),
     and only if no opener arrived since they looked. Narrowing only, like any close.
     """
-    meta = await ctx.get("meta", serde=META)
+    meta = await ctx.get(RECORD, serde=META)
     if meta is None:
         return OperatorClosed(closed=False)  # idempotent: not open (closed already, or never)
     if meta.incarnation != req.incarnation:

@@ -12,7 +12,7 @@ from ... import logs
 from ...contract import GroupNotOpen, check_child_count
 from ..child._routing import Routing
 from ..wire._messages import OpenReply, WaitReply
-from ..wire._records import META, STRINGS, GroupMeta, MsgspecSerde
+from ..wire._records import META, RECORD, STRINGS, GroupMeta, MsgspecSerde
 from ..wire._routes import PUMP_FORGET
 
 __all__ = [
@@ -70,7 +70,7 @@ def release_staged(ctx: restate.ObjectContext, staged: list[str]) -> None:
 
 async def open_meta(ctx: restate.ObjectContext, child_count: int) -> GroupMeta:
     """The group's record, refused if it is not open or was opened with another child count."""
-    meta = await ctx.get("meta", serde=META)
+    meta = await ctx.get(RECORD, serde=META)
     if meta is None:
         raise GroupNotOpen.not_recorded(group_key=ctx.key())
     check_child_count(meta.child_count, child_count, group_key=ctx.key())

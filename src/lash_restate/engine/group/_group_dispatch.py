@@ -18,7 +18,18 @@ from ..wire._messages import (
     WatchedRun,
     decode,
 )
-from ..wire._records import ENVELOPE, META, MISSED, POSITIONS, SHAPE, STRINGS, GroupMeta, missed_key
+from ..wire._records import (
+    ENVELOPE,
+    FENCE,
+    META,
+    MISSED,
+    POSITIONS,
+    RECORD,
+    SHAPE,
+    STRINGS,
+    GroupMeta,
+    missed_key,
+)
 from ._group_common import GroupSettings
 from ._group_watch import watch_after
 from ._mode import PUMP_SLICE, REDISPATCHED, Dispatched, mode_for, position_of
@@ -40,10 +51,10 @@ async def on_missed(ctx: restate.ObjectContext, req: MissedChildren) -> None:
     """ADR: a child with no runner is a routing fact, never an outcome. Its run ended with none
     (the terminal 404); the group keeps the child, so inspection lists it and the operator's
     `operator_redispatch` can run it again once a deployment routes it, as a reopen would."""
-    meta = await ctx.get("meta", serde=META)
+    meta = await ctx.get(RECORD, serde=META)
     if meta is None or (req.incarnation and meta.incarnation != req.incarnation):
         return  # closed (or a closed namesake's child): nobody will rank it
-    fence = await ctx.get("fence", serde=SHAPE)
+    fence = await ctx.get(FENCE, serde=SHAPE)
     assert fence is not None  # written with meta, cleared with it
     known = await ctx.get(MISSED, serde=POSITIONS) or []
     added = [c for c in req.children if is_child(fence, c) and position_of(c) not in known]
@@ -63,7 +74,7 @@ async def on_operator_redispatch(
     It dispatches as a reopen does, so a re-run child reaches its rank by the same code as a
     first run's; a child this endpoint still cannot route stays listed as missed.
     """
-    meta = await ctx.get("meta", serde=META)
+    meta = await ctx.get(RECORD, serde=META)
     if meta is None:
         return OperatorRedispatched(refused="the group is not open")
     if meta.incarnation != req.incarnation:

@@ -14,7 +14,7 @@ from ... import logs
 from ...contract import GroupNotOpen
 from ..wire._errors import NOT_FOUND
 from ..wire._messages import Guard
-from ..wire._records import GUARDED, GUARDS, META, STRINGS, GroupMeta, Waiter
+from ..wire._records import GUARDED, GUARDS, META, RECORD, STRINGS, GroupMeta, Waiter
 from ..wire._routes import GROUP_GUARD
 from ._group_common import WATCHES, GroupSettings, keep_watch
 
@@ -68,7 +68,7 @@ async def guard_waiters(
 async def on_guard(ctx: restate.ObjectContext, guard: Guard) -> None:
     """End the guarded wakes if the group's record is gone; else look again, later, at those still
     registered (a wake leaves the record when its rank wakes it, or at the close)."""
-    meta = await ctx.get("meta", serde=META)
+    meta = await ctx.get(RECORD, serde=META)
     if meta is None or meta.incarnation != guard.incarnation:
         # A close cancels the guards it keeps, under the same lock, so the record went another way.
         gone = GroupNotOpen.record_gone(group_key=ctx.key())

@@ -36,7 +36,18 @@ from ..wire._messages import (
     decode,
 )
 from ..wire._open_request import decode_open
-from ..wire._records import META, RECLAIM_AT, SAVES, SHAPE, STRINGS, GroupMeta, Opener, SettlementMode
+from ..wire._records import (
+    FENCE,
+    META,
+    RECLAIM_AT,
+    RECORD,
+    SAVES,
+    SHAPE,
+    STRINGS,
+    GroupMeta,
+    Opener,
+    SettlementMode,
+)
 from ..wire._routes import GROUP, GROUP_OPEN, GROUP_OPEN_PARTS, GROUP_WATCH, PUMP_RUN_PARTS, named, pump_key
 from ._group_common import OPENED, GroupSettings, keep_watch, release_staged
 from ._group_dispatch import dispatch_again, missed_children, note_redispatched, redispatch, unsettled_in
@@ -60,7 +71,7 @@ async def on_open(ctx: restate.ObjectContext, req: OpenRequest, settings: GroupS
     the close resolves its awakeable; a narrower group of tools, timers and events settles
     directly, each child by itself (decision 20).
     """
-    meta = await ctx.get("meta", serde=META)
+    meta = await ctx.get(RECORD, serde=META)
     try:
         meta, children = await record_group(
             ctx, meta, req, settings.batch_from, settings.page_from, settings.routing
@@ -106,14 +117,14 @@ async def on_open_parts(ctx: restate.ObjectContext, req: PartedOpen, settings: G
     opened in one message does, and releases the others; a resume, which stages nothing, runs
     again the children the group kept as missed.
     """
-    meta = await ctx.get("meta", serde=META)
+    meta = await ctx.get(RECORD, serde=META)
     staged = [
         slice_key(ctx.key(), req.stage, first) for first in range(0, req.parts * PUMP_SLICE, PUMP_SLICE)
     ]
     first = meta is None
     try:
         if meta is not None:
-            recorded = await ctx.get("fence", serde=SHAPE)
+            recorded = await ctx.get(FENCE, serde=SHAPE)
             assert recorded is not None  # written with meta, cleared with it
             recorded.fence_reopen(req.shape, ctx.key())
             logs.event("group.reopened", ctx, group_key=ctx.key())
@@ -184,7 +195,7 @@ async def record_group(
     if meta is not None:
         # ADR: a reopen is fenced on shape, resolves only what it dispatches and refuses nothing;
         # on Restate the children are engine-owned invocations already, so it dispatches nothing.
-        recorded = await ctx.get("fence", serde=SHAPE)
+        recorded = await ctx.get(FENCE, serde=SHAPE)
         assert recorded is not None  # written with meta, cleared with it
         recorded.fence_reopen(req.shape, ctx.key())
         logs.event("group.reopened", ctx, group_key=ctx.key())
@@ -240,8 +251,8 @@ def recorded_meta(
     )
     meta = msgspec.structs.replace(meta, waiters=meta.waiting(0, wakes))
     # Recorded and dispatched in one handler run: a group is never recorded without its children.
-    ctx.set("fence", shape, serde=SHAPE)
-    ctx.set("meta", meta, serde=META)
+    ctx.set(FENCE, shape, serde=SHAPE)
+    ctx.set(RECORD, meta, serde=META)
     if paged(meta):
         write_keys(ctx, shape)
     logs.event(
@@ -268,7 +279,7 @@ async def note_opener(ctx: restate.ObjectContext, meta: GroupMeta, caller: str |
         meta = msgspec.structs.replace(meta, openers=[*meta.openers, Opener(caller=caller, watcher=watcher)])
         changed = True
     if changed:
-        ctx.set("meta", meta, serde=META)
+        ctx.set(RECORD, meta, serde=META)
 
 
 async def on_operator_resend(ctx: restate.ObjectSharedContext, req: OperatorResend) -> OperatorResent:

@@ -14,7 +14,7 @@ import restate
 from ... import logs
 from ..wire._incarnation import PAGED
 from ..wire._messages import PumpReport, Ref, ReportReply, SettleBatch, WaitReply, WaitRequest
-from ..wire._records import LINK, META, PUMP_LINK, SHAPE, GroupMeta, PumpLink, Waiter
+from ..wire._records import FENCE, LINK, META, PUMP_LINK, RECORD, SHAPE, GroupMeta, PumpLink, Waiter
 from ._group_common import REPLY, GroupSettings, open_meta
 from ._group_guard import guard_waiters
 from ._mode import mode_for
@@ -41,7 +41,7 @@ async def on_report(ctx: restate.ObjectContext, batch: PumpReport) -> ReportRepl
     is still open, so a pump whose group closed releases its store and stops."""
     # Decision 65: a paged group's report (its incarnation says so) reads all it needs at once.
     pages = batch.incarnation.startswith(PAGED) and bool(batch.refs)
-    meta_read: Any = ctx.get("meta", serde=META)
+    meta_read: Any = ctx.get(RECORD, serde=META)
     reads = Ranked.prefetch(ctx, batch.refs) if pages else []
     if reads:
         await restate.gather(meta_read, *reads)
@@ -59,7 +59,7 @@ async def on_report(ctx: restate.ObjectContext, batch: PumpReport) -> ReportRepl
 async def on_settle(ctx: restate.ObjectContext, batch: SettleBatch) -> None:
     """A direct child's settlement (its run sent it, decision 20), ranked as `report` ranks a pump's;
     one arriving after the close releases the store its run filled instead."""
-    meta = await ctx.get("meta", serde=META)
+    meta = await ctx.get(RECORD, serde=META)
     if meta is None or meta.incarnation != batch.incarnation:
         # Closed (or a closed namesake's child): a late settlement must not resurrect the group,
         # and whatever store it filled has nobody left to read it.
@@ -82,13 +82,13 @@ async def on_wait(ctx: restate.ObjectContext, req: WaitRequest, settings: GroupS
             return WaitReply(refs=refs, mode=meta.mode, incarnation=meta.incarnation)
     elif meta.counter > req.consumed or not req.wakes:
         # ADR: read rank consumed + 1 out of state first, and only otherwise wait.
-        fence = await ctx.get("fence", serde=SHAPE)
+        fence = await ctx.get(FENCE, serde=SHAPE)
         assert fence is not None
         served = meta.positions(req.consumed, WAIT_REFS)
         refs = [Ref(position=p, replay_key=fence.replay_keys[p]) for p in served]
         return WaitReply(refs=refs, mode=meta.mode, incarnation=meta.incarnation)
     registered = meta.waiting(req.consumed, req.wakes)
-    ctx.set("meta", msgspec.structs.replace(meta, waiters=[*meta.waiters, *registered]), serde=META)
+    ctx.set(RECORD, msgspec.structs.replace(meta, waiters=[*meta.waiters, *registered]), serde=META)
     await guard_waiters(ctx, meta, registered, settings)  # decision 83
     return WaitReply(refs=[], mode=meta.mode, incarnation=meta.incarnation)
 
@@ -123,7 +123,7 @@ async def rank_refs(
             "group.ranked", ctx, group_key=ctx.key(), rank=rank, position=ref.position, opened_at_ms=opened
         )
     if changed:
-        ctx.set("meta", msgspec.structs.replace(meta, waiters=wake_waiters(ctx, meta, woken)), serde=META)
+        ctx.set(RECORD, msgspec.structs.replace(meta, waiters=wake_waiters(ctx, meta, woken)), serde=META)
 
 
 def check_batch(ctx: restate.ObjectContext, meta: GroupMeta, refs: list[Ref]) -> None:

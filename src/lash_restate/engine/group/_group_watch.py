@@ -26,12 +26,14 @@ from ..wire._messages import (
 from ..wire._records import (
     BYTES,
     ENDS,
+    FENCE,
     META,
     MILLIS,
     MISSED,
     OPENER_ENDS,
     POSITIONS,
     RECLAIM_AT,
+    RECORD,
     SAVERS,
     SHAPE,
     STRINGS,
@@ -98,13 +100,13 @@ async def on_caller_ended(ctx: restate.ObjectContext, ended: CallerEnded, settin
     normally has parked a continuation: the losers run on, and the group stays open for whoever
     resumes it.
     """
-    meta = await ctx.get("meta", serde=META)
+    meta = await ctx.get(RECORD, serde=META)
     if meta is None or meta.incarnation != ended.incarnation:
         return  # closed already (or a namesake): nothing is left to apply
     after = meta.opener_ended(ended.caller, ended.failed)
     cancel = after.severed and meta.disposition is LoserPolicy.CANCEL
     cancels = await mode_for(meta.mode).to_cancel(ctx, meta) if cancel else []  # reads first
-    ctx.set("meta", after, serde=META)
+    ctx.set(RECORD, after, serde=META)
     if cancel:
         logs.event("group.caller_gone_cancel", ctx, group_key=ctx.key())
     cancel_runs(ctx, cancels, meta)
@@ -126,7 +128,7 @@ async def on_reclaim(ctx: restate.ObjectContext, req: Reclaim, settings: GroupSe
     children have all settled (or were cancelled: a `Cancel` group's were), it is closed as its
     caller's close would; while any still runs, it is looked at again a retention later.
     """
-    meta = await ctx.get("meta", serde=META)
+    meta = await ctx.get(RECORD, serde=META)
     if meta is None or meta.incarnation != req.incarnation:
         return  # closed already (or a namesake)
     if await ctx.get(RECLAIM_AT, serde=MILLIS) != req.at:
@@ -150,7 +152,7 @@ async def on_saved(ctx: restate.ObjectContext, saver: CallerEnded) -> None:
     (whoever holds the handle may resume it), and held from here: a hold the caller sent itself
     would be killed with it, and could then say nothing of how it ended.
     """
-    meta = await ctx.get("meta", serde=META)
+    meta = await ctx.get(RECORD, serde=META)
     if meta is None or (saver.incarnation and saver.incarnation != meta.incarnation):
         return  # closed already, or saved from a closed namesake
     savers = await ctx.get(SAVERS, serde=STRINGS) or []
@@ -168,7 +170,7 @@ async def on_hold(ctx: restate.ObjectSharedContext, saver: CallerEnded) -> None:
 
     A `Cancel` group's openers are watched already (decision 13), so it needs no second watch.
     """
-    meta = await ctx.get("meta", serde=META)
+    meta = await ctx.get(RECORD, serde=META)
     if meta is None or meta.disposition is LoserPolicy.CANCEL:
         return
     if saver.incarnation and saver.incarnation != meta.incarnation:
@@ -187,7 +189,7 @@ async def on_hold(ctx: restate.ObjectSharedContext, saver: CallerEnded) -> None:
 
 async def on_held(ctx: restate.ObjectContext, ended: CallerEnded) -> None:
     """Record how a saver ended, under a key of its own: `GroupMeta` keeps its format-1 bytes."""
-    meta = await ctx.get("meta", serde=META)
+    meta = await ctx.get(RECORD, serde=META)
     if meta is None or meta.incarnation != ended.incarnation:
         return  # closed already (or a namesake): nothing to record
     ends = [end for end in await ctx.get(OPENER_ENDS, serde=ENDS) or [] if end.caller != ended.caller]
@@ -277,7 +279,7 @@ async def on_run_ended(ctx: restate.ObjectContext, ended: RunEnded) -> None:
     settle with that failure (a killed run's: 409 `killed`, as a killed callee answers its
     caller), each through the store that keeps its outcome, so each takes its rank and the
     waiting caller is woken; one whose outcome was stored before the kill settles with it."""
-    meta = await ctx.get("meta", serde=META)
+    meta = await ctx.get(RECORD, serde=META)
     if meta is None or meta.incarnation != ended.incarnation:
         return  # closed already (or a namesake's run): nobody will read it
     settled = await settled_positions(ctx, meta)
@@ -289,7 +291,7 @@ async def on_run_ended(ctx: restate.ObjectContext, ended: RunEnded) -> None:
         await mode_for(meta.mode).run_gone(ctx)
     if not positions:
         return
-    fence = await ctx.get("fence", serde=SHAPE)
+    fence = await ctx.get(FENCE, serde=SHAPE)
     assert fence is not None  # written with meta, cleared with it
     failed = ChildrenFailed(
         group_key=ctx.key(),

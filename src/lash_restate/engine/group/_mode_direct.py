@@ -14,7 +14,7 @@ from ..wire._messages import (
     SettleBatch,
     WaitReply,
 )
-from ..wire._records import SHAPE, STRINGS, GroupMeta, PumpLink
+from ..wire._records import FENCE, SHAPE, STRINGS, GroupMeta, PumpLink
 from ..wire._routes import (
     CHILD,
     CHILD_FAIL,
@@ -73,7 +73,7 @@ class Direct:
     async def releases(self, ctx: restate.ObjectContext, meta: GroupMeta) -> list[Release]:
         if not meta.counter:
             return []
-        fence = await ctx.get("fence", serde=SHAPE)
+        fence = await ctx.get(FENCE, serde=SHAPE)
         assert fence is not None  # recorded with meta, cleared with it
         # Unsettled children's stores are released when their late settlement finds the group gone.
         return [Release(CHILD_FORGET, fence.replay_keys[p], meta.incarnation) for p in meta.positions()]

@@ -26,6 +26,7 @@ __all__ = [
     "ENDS",
     "ENVELOPE",
     "ENVELOPES",
+    "FENCE",
     "GUARDED",
     "GUARDS",
     "LINK",
@@ -36,6 +37,7 @@ __all__ = [
     "POSITIONS",
     "PUMP_LINK",
     "RECLAIM_AT",
+    "RECORD",
     "RECORD_OPTIONS",
     "SAVERS",
     "SAVES",
@@ -198,6 +200,11 @@ class MsgspecSerde(Serde[_T]):
     def serialize(self, obj: _T | None) -> bytes:
         return msgspec.json.encode(obj) if obj is not None else b""
 
+
+# The group's two keys since the baseline: its record (a `GroupMeta`) and its shape, which fences a
+# reopen (ADR: shape first, then each child's hash).
+RECORD = "meta"
+FENCE = "fence"
 
 META: MsgspecSerde[GroupMeta] = MsgspecSerde(GroupMeta)
 SHAPE: MsgspecSerde[GroupShape] = MsgspecSerde(GroupShape)
