@@ -44,7 +44,7 @@ from .serving._endpoint import (
 from .serving._server import FULL_GC_EVERY, SERVERS, ServerUnavailable, collect_rarely, serve
 from .wire._errors import terminal_status
 from .wire._formats import BASELINE, FORMAT, FORMATS, Format
-from .wire._incarnation import window_of
+from .wire._incarnation import bound_of
 from .wire._messages import (
     OperatorClose,
     OperatorClosed,
@@ -126,6 +126,7 @@ __all__ = [
     "ServerUnavailable",
     "SettlementMode",
     "assemble_order",
+    "bound_of",
     "build_app",
     "call_targets",
     "callee_replay_key",
@@ -145,5 +146,4 @@ __all__ = [
     "use_groups_served_elsewhere",
     "use_prefix",
     "validate_deployment",
-    "window_of",
 ]

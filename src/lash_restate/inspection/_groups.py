@@ -22,9 +22,9 @@ from ..engine import (
     GroupMeta,
     OpenerEnd,
     assemble_order,
+    bound_of,
     named,
     outcome_store,
-    window_of,
 )
 from ._paused import callee_key, paused_by_group, paused_on
 from ._sql import ENDED, WAITING, Admin, alive_of, invocation_rows, quote, rows_in, sql
@@ -204,7 +204,7 @@ def show_group(admin: Admin, group_key: str) -> GroupView | None:
         for row in sorted([*runs, *callees], key=lambda r: str(r.get("created_at")))
     }
     paused = paused_on(admin, [row["id"] for row in invocations.values()])
-    bounded = window_of(meta.incarnation) is not None  # `max_in_flight`: some may not have started
+    bounded = bound_of(meta.incarnation) is not None  # `max_in_flight`: some may not have started
     children = []
     for position, replay_key in enumerate(fence.replay_keys):
         invocation = invocations.get(replay_key, {})

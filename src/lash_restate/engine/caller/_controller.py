@@ -177,7 +177,7 @@ class RestateController(EffectGroupDefaults):
         # is journaled (no awakeable, no send).
         check_open_size(group, reopen=reopen_only)
         # The open also registers wakes for the first ranks, saving those awaits a round trip each.
-        window = self._window(0, len(group))
+        fresh = self._fresh_wakes(0, len(group))
         # ADR: resolve all N before recording: the group object does, where the children run (decision
         # 37), and only it knows whether the group is recorded already (a reopen refuses nothing).
         answer, opened = self._ctx.awakeable(serde=BYTES)
@@ -190,14 +190,14 @@ class RestateController(EffectGroupDefaults):
         if in_parts:
             # Decision 65: too large for one message. The children go first, one part per slice, to
             # the pumps that will run them; then the open, with the shape alone.
-            await open_in_parts(self._ctx, group, key, answer, list(window), reopen_only=reopen_only)
+            await open_in_parts(self._ctx, group, key, answer, list(fresh), reopen_only=reopen_only)
         else:
             request = OpenRequest(
                 reply_to=answer,
                 shape=group.shape(),
                 children=[canonical_bytes(c) for c in group.children],
                 caller=self._ctx.request().id,
-                wakes=list(window),
+                wakes=list(fresh),
                 reopen_only=reopen_only,
                 window=msgspec.UNSET if group.max_in_flight is None else group.max_in_flight,
             )
@@ -207,7 +207,7 @@ class RestateController(EffectGroupDefaults):
         reply = decode(await typed(opened), OpenReply)
         self._records_saves[key] = records_saves(reply.incarnation)  # journaled: replays decide as then
         if not reply.reopened:
-            self._wakes[key] = _Wakes(reply.incarnation, dict(enumerate(window.values(), start=1)))
+            self._wakes[key] = _Wakes(reply.incarnation, dict(enumerate(fresh.values(), start=1)))
         elif (held := self._wakes.get(key)) is not None and held.incarnation != reply.incarnation:
             del self._wakes[key]  # registered with a closed namesake, which rejected them (decision 32)
         # Open or reopen, the recorded shape is this group's (the reopen was fenced on it).
@@ -234,13 +234,13 @@ class RestateController(EffectGroupDefaults):
         GROUP_SAVED.send(self._ctx, key, saver)
         self._saved.add(key)
 
-    def _window(self, consumed: int, child_count: int) -> dict[str, Any]:
+    def _fresh_wakes(self, consumed: int, child_count: int) -> dict[str, Any]:
         """Fresh awakeables for ranks ``consumed + 1`` … (at most WAKE_WINDOW), by awakeable id."""
-        window = {}
+        fresh = {}
         for _ in range(min(WAKE_WINDOW, child_count - consumed)):
             awakeable, woken = self._ctx.awakeable(serde=BYTES)
-            window[awakeable] = woken
-        return window
+            fresh[awakeable] = woken
+        return fresh
 
     def settlement_run(self) -> SettlementRun:
         return _Run(self)
@@ -288,22 +288,20 @@ class RestateController(EffectGroupDefaults):
         key, rank = handle.group_key, handle.next_rank
         while True:
             wakes = self._wakes.get(key)
-            window = (
-                self._window(handle.consumed, handle.child_count)
+            fresh = (
+                self._fresh_wakes(handle.consumed, handle.child_count)
                 if wakes is None or rank not in wakes.by_rank
                 else {}
             )
-            request = WaitRequest(
-                consumed=handle.consumed, child_count=handle.child_count, wakes=list(window)
-            )
+            request = WaitRequest(consumed=handle.consumed, child_count=handle.child_count, wakes=list(fresh))
             reply = await self._ask(GROUP_WAIT, key, request)
             if reply.refs:
                 await self._read(handle, reply, held)  # recorded already: read from state
                 return wakes if wakes is not None else _Wakes(reply.incarnation, {})
-            if window:
+            if fresh:
                 if wakes is None or wakes.incarnation != reply.incarnation:
                     wakes = self._wakes[key] = _Wakes(reply.incarnation, {})
-                wakes.by_rank.update(enumerate(window.values(), start=rank))
+                wakes.by_rank.update(enumerate(fresh.values(), start=rank))
                 return wakes
             assert wakes is not None
             if wakes.incarnation == reply.incarnation:

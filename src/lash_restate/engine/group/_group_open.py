@@ -23,7 +23,7 @@ from ...contract import (
 from ..child._calls import opened_plan
 from ..child._routing import Routing, replaying
 from ..wire._errors import terminal_status
-from ..wire._incarnation import PAGED, window_mark
+from ..wire._incarnation import PAGED, bound_mark
 from ..wire._messages import (
     CallerEnded,
     OpenReply,
@@ -205,11 +205,11 @@ async def record_group(
         raise GroupNotOpen.not_recorded(group_key=ctx.key())
     children = [decode(child, RuntimeEffectEnvelope) for child in req.children]
     calls = any(isinstance(child.command, Call) for child in children)
-    window = None if isinstance(req.window, msgspec.UnsetType) else req.window
-    if window is not None and not 0 < window < len(children):
-        raise InvalidInput(f"max_in_flight must be between 1 and the group's width; got {window}")
+    bound = None if isinstance(req.window, msgspec.UnsetType) else req.window
+    if bound is not None and not 0 < bound < len(children):
+        raise InvalidInput(f"max_in_flight must be between 1 and the group's width; got {bound}")
     # Decision 81: a bounded group's one pump starts the next child as one settles.
-    pumped = calls or window is not None or len(children) >= batch_from
+    pumped = calls or bound is not None or len(children) >= batch_from
     mode = SettlementMode.PUMPED if pumped else SettlementMode.DIRECT
     # A caller of this release refused an open too large to send; a request that arrived may still
     # hold children that would not fit the messages that dispatch them: refused, recording nothing.
@@ -228,7 +228,7 @@ async def record_group(
     # Decision 65: a pumped group wider than one slice keeps its ranks in pages.
     pages = mode is SettlementMode.PUMPED and req.shape.child_count >= page_from
     # Decision 78: an incarnation ending in SAVES tells its openers that the group records saves.
-    incarnation = f"{PAGED if pages else ''}{window_mark(window)}{ctx.uuid()}{SAVES}"
+    incarnation = f"{PAGED if pages else ''}{bound_mark(bound)}{ctx.uuid()}{SAVES}"
     return recorded_meta(ctx, req.shape, req.wakes, incarnation, mode), children
 
 

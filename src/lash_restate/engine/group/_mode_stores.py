@@ -11,7 +11,7 @@ from restate import SendHandle
 
 from ...contract import BODY_LIMIT, PART_CHILDREN, PayloadTooLarge
 from ...contract import RuntimeEffectEnvelope as Envelope
-from ..wire._incarnation import window_of
+from ..wire._incarnation import bound_of
 from ..wire._messages import (
     Ref,
     WaitReply,
@@ -101,7 +101,7 @@ def slice_key(group_key: str, incarnation: str, position: int) -> str:
     (the slice suffix holds no colon).
     """
     # Decision 81: a bounded group's one pump runs (and keeps) every child.
-    first = 0 if window_of(incarnation) is not None else position // PUMP_SLICE
+    first = 0 if bound_of(incarnation) is not None else position // PUMP_SLICE
     return pump_key(group_key, incarnation if first == 0 else f"{incarnation}.{first}")
 
 

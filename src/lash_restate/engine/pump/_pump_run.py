@@ -17,7 +17,7 @@ from ..child._routing import Routing, replaying
 from ..group._group_watch import report_run_ended
 from ..group._mode import PUMP_SLICE, position_of, pump_store, slice_key
 from ..wire._errors import is_cancellation
-from ..wire._incarnation import window_of
+from ..wire._incarnation import bound_of
 from ..wire._messages import (
     ChildrenFailed,
     PumpAwait,
@@ -72,14 +72,14 @@ async def on_run2(ctx: restate.ObjectContext, req: PumpAwait, routing: Routing) 
     """A pumped group's pump (the one its open sent, or a further slice's): call each child of its
     slice as the open planned it, start a pump for each further slice, then `await_and_report`
     what settles until the group's close releases it."""
-    window = window_of(req.incarnation)
+    bound = bound_of(req.incarnation)
     # Decision 81: a bounded group's one pump runs every child, so that one run holds the bound.
-    kept = PUMP_SLICE if window is None else len(req.children)
+    kept = PUMP_SLICE if bound is None else len(req.children)
     own, further = req.children[:kept], req.children[kept:]
     # The open's plan (decision 66), if it sent one entry per child; else this pump plans itself.
     decided = req.plan if isinstance(req.plan, list) and len(req.plan) == len(req.children) else None
     own_plan = decided[:kept] if decided is not None else None
-    queue = Queue(await plan_all(ctx, own, routing, own_plan), window)
+    queue = Queue(await plan_all(ctx, own, routing, own_plan), bound)
     awaited = queue.start(ctx, req.incarnation, 0)
     slices: list[str] = []
     if further:
@@ -166,7 +166,7 @@ async def on_redispatch(ctx: restate.ObjectContext, req: PumpAwait, routing: Rou
     if stored:
         await restate.gather(*stored)
     missing = [child for child, read in zip(req.children, stored, strict=True) if await read is None]
-    queue = Queue(await plan_all(ctx, missing, routing, None), window_of(req.incarnation))
+    queue = Queue(await plan_all(ctx, missing, routing, None), bound_of(req.incarnation))
     awaited = queue.start(ctx, req.incarnation, 0)
     await await_and_report(ctx, req.group_key, req.incarnation, awaited, None, [], queue)
 

@@ -8,38 +8,38 @@ import re
 
 from ._records import SAVES
 
-__all__ = ["INCARNATION", "PAGED", "WINDOW", "records_saves", "window_mark", "window_of"]
+__all__ = ["BOUNDED", "INCARNATION", "PAGED", "bound_mark", "bound_of", "records_saves"]
 
 # The prefix of a paged group's incarnation (a UUID follows it): the one place its layout is told.
 PAGED = "p-"
 
 
-# The mark of a bounded group's incarnation, after `PAGED` and before the UUID (`window_mark`).
-WINDOW = "w"
+# The mark of a bounded group's incarnation, after `PAGED` and before the UUID (`bound_mark`).
+BOUNDED = "w"
 # An incarnation as this engine writes it: a UUID, after `PAGED` if paged and `w{K}-` if bounded, and
 # before `SAVES` if it records saves (an earlier release's carries neither mark).
 INCARNATION = re.compile(
-    rf"(?:{PAGED})?(?:{WINDOW}[0-9]+-)?"
+    rf"(?:{PAGED})?(?:{BOUNDED}[0-9]+-)?"
     r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
     rf"(?:{SAVES})?"
 )
 
 
-def window_mark(window: int | None) -> str:
+def bound_mark(bound: int | None) -> str:
     """What a bounded group's incarnation carries after `PAGED` (decision 81): ``w{K}-``; else nothing."""
-    return "" if window is None else f"{WINDOW}{window}-"
+    return "" if bound is None else f"{BOUNDED}{bound}-"
 
 
-def window_of(incarnation: str) -> int | None:
+def bound_of(incarnation: str) -> int | None:
     """The bound ``max_in_flight`` of the group of ``incarnation`` (or of one of its pumps'), or None.
 
     A bounded group's one pump runs every child and keeps every outcome: the bound is in the
     incarnation, which every pump's run, re-dispatch and every reader of an outcome already holds.
     """
     rest = incarnation.removeprefix(PAGED)
-    if not rest.startswith(WINDOW):  # a UUID never starts with it
+    if not rest.startswith(BOUNDED):  # a UUID never starts with it
         return None
-    return int(rest[len(WINDOW) :].partition("-")[0])
+    return int(rest[len(BOUNDED) :].partition("-")[0])
 
 
 def records_saves(incarnation: str) -> bool:
