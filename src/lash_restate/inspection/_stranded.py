@@ -69,16 +69,7 @@ def stranded_opens(admin: Admin) -> list[StrandedOpen]:
         f"WHERE i.status != {quote(ENDED)} AND j.entry_type = 'Command: OneWayCall' "
         f"AND j.entry_json LIKE {quote('%' + json.dumps(group) + '%')}",
     )
-    sent: list[tuple[str, dict[str, Any], bytes, int]] = []
-    for row in rows:
-        request = json.loads(row["entry"])["Command"]["OneWayCall"]["request"]
-        target = request["invocation_target"].get("VirtualObject") or {}
-        if target.get("name") != group or target.get("handler") not in _OPENS:
-            continue
-        body = bytes(request["parameter"])
-        signal = _signal_of(msgspec.json.decode(body, type=_Answered).reply_to)
-        if signal is not None:
-            sent.append((row["caller"], request, body, signal))
+    sent = [(row["caller"], *found) for row in rows if (found := _open_in(row["entry"], group))]
     if not sent:
         return []
     callers = sorted({caller for caller, *_ in sent})
@@ -88,7 +79,7 @@ def stranded_opens(admin: Admin) -> list[StrandedOpen]:
         "WHERE entry_type = 'Notification: Signal' AND id IN {values}",
         callers,
     )
-    completed = {(r["id"], json.loads(r["entry"])["Notification"]["id"].get("SignalIndex")) for r in signals}
+    completed = {(r["id"], _completed(r["entry"])) for r in signals}
     waiting = [s for s in sent if (s[0], s[3]) not in completed]
     known = invocation_rows(admin, sorted({request["invocation_id"] for _, request, _, _ in waiting}))
     stranded = []
@@ -119,6 +110,32 @@ def resend_open(admin: Admin, stranded: StrandedOpen, *, ingress: str | None = N
     return operator_call(
         api, ingress_url(ingress), stranded.group_key, GROUP_OPERATOR_RESEND, request
     ).invocation
+
+
+def _open_in(entry: str, group: str) -> tuple[dict[str, Any], bytes, int] | None:
+    """The open that a journal entry (a `OneWayCall` command, as `sys_journal.entry_json` shows it)
+    sent to the group object ``group``: the request as Restate recorded it, its body, and the signal
+    index of the awakeable it answers on. None for any other entry, or one this release cannot read
+    (a journal of another protocol version), which is passed over rather than failing the listing."""
+    try:
+        request = json.loads(entry)["Command"]["OneWayCall"]["request"]
+        target = request["invocation_target"].get("VirtualObject") or {}
+        if target.get("name") != group or target.get("handler") not in _OPENS:
+            return None
+        body = bytes(request["parameter"])
+        signal = _signal_of(msgspec.json.decode(body, type=_Answered).reply_to)
+    except (ValueError, KeyError, TypeError, AttributeError, msgspec.DecodeError):
+        return None
+    return None if signal is None else (request, body, signal)
+
+
+def _completed(entry: str) -> int | None:
+    """The index of the signal a `Notification: Signal` entry (`entry_lite_json`) completes."""
+    try:
+        index = json.loads(entry)["Notification"]["id"]["SignalIndex"]
+    except (ValueError, KeyError, TypeError):
+        return None
+    return index if isinstance(index, int) else None
 
 
 def _signal_of(awakeable: str) -> int | None:
