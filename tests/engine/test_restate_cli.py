@@ -35,6 +35,7 @@ from tests.conformance.builders import (
     combine,
     count,
     echo,
+    err,
     event,
     next_,
     ok,
@@ -366,39 +367,49 @@ async def test_killing_a_direct_childs_settle_while_it_is_queued_with_restates_c
         assert all("error" not in c for c in closed)
 
 
-async def test_a_caller_whose_open_restates_cli_killed_while_queued_is_listed_and_answered_by_a_resend(
+async def test_a_caller_whose_open_restates_cli_killed_is_listed_and_answered_by_a_resend(
     stack: LocalStack, tmp_path: Path
 ) -> None:
     """`restate invocations kill` of a caller's `LashGroup/open` (a reopen) while it is queued behind
-    another caller's, held by a deployment of `LashGroup` alone that does not answer. Restate keeps
-    nothing of it, and nothing else would answer the caller: `groups stranded` finds the open in the
-    caller's journal, and `--resend` sends it again, so the caller reads its ranks and closes. Once
-    answered, a caller is not listed, though it still waits (on its second rank) and Restate knows
-    nothing of the open it sent first."""
-    s, first, second = Scope(), Scope(), Scope()
+    another caller's, held by a deployment of `LashGroup` alone that does not answer, and of a
+    first open held there. Nothing else would answer either caller: `groups stranded` finds each
+    open in its caller's journal, and `--resend` sends it again as a reopen: the reopening caller
+    reads its ranks and closes; the first open, never recorded, is refused, and its caller ends with
+    `group_not_open`. A caller answered is not listed, though it still waits (on its second rank)
+    and Restate knows nothing of the open it sent first."""
+    s, first, second, fresh = Scope(), Scope(), Scope(), Scope()
     later = s.event("later")
     group = s.group([echo("won"), event(later)], wake="first")
     [opened, _] = await stack.turn(open_(group), save())
     assert ok(opened)
-    opens = (
-        _invocation("LashGroup", f"target_service_key = {quote(s.key())}", "open") + " ORDER BY created_at"
-    )
+    opens = "SELECT id, status FROM sys_invocation WHERE target_service_name = 'LashGroup' AND "
+    opens += "target_handler_name = 'open' AND target_service_key = {} ORDER BY created_at"
     with unanswered(stack, "groups", service="LashGroup"):
         holder = turn_in_background(stack, first, open_(group), next_())  # its reopen holds the key
-        await _poll(stack, opens, lambda rows: len(rows) == 2)
+        await _poll(stack, opens.format(quote(s.key())), lambda rows: len(rows) == 2)
         reader = turn_in_background(stack, second, open_(group), next_(), next_(), close())
-        [*_, queued] = await _poll(stack, opens, lambda rows: len(rows) == 3)
+        [*_, queued] = await _poll(stack, opens.format(quote(s.key())), lambda rows: len(rows) == 3)
         _operator(stack, tmp_path, "kill", queued["id"])
-        await _poll(stack, opens, lambda rows: all(r["id"] != queued["id"] for r in rows))  # forgotten
+        await _poll(
+            stack, opens.format(quote(s.key())), lambda rows: queued["id"] not in {r["id"] for r in rows}
+        )
+        starter = turn_in_background(stack, fresh, open_(fresh.group([echo("never")])), next_())
+        [held] = await _poll(stack, opens.format(quote(fresh.key())), lambda rows: len(rows) == 1)
+        _operator(stack, tmp_path, "kill", held["id"])
+        await _poll(stack, opens.format(quote(fresh.key())), lambda rows: rows[0]["status"] == "completed")
     assert ok((await asyncio.wait_for(holder, 60)).json()[1])["position"] == 0
-    waiting = await turn_id(stack, second)
+    callers = {
+        await turn_id(stack, second): (s.key(), queued["id"]),
+        await turn_id(stack, fresh): (fresh.key(), held["id"]),
+    }
     found = lash(stack, "groups", "stranded", "--json")
     assert found.returncode == 0, found.stderr
-    [stranded] = json.loads(found.stdout)
-    assert (stranded["caller"], stranded["group_key"], stranded["handler"]) == (waiting, s.key(), "open")
-    assert stranded["sent"] == queued["id"] and not reader.done()
+    listed_ = {o["caller"]: (o["group_key"], o["sent"]) for o in json.loads(found.stdout)}
+    assert listed_ == callers and not reader.done() and not starter.done()
     resent = lash(stack, "groups", "stranded", "--resend")
-    assert resent.returncode == 0 and "sent again as inv_" in resent.stdout, resent
+    assert resent.returncode == 0 and resent.stdout.count("sent again as inv_") == 2, resent
+    refused = (await asyncio.wait_for(starter, 60)).json()
+    assert err(refused[0])["code"] == "group_not_open", refused
     await until(lambda: _none_stranded(stack))
     await stack.emit(later, 1)
     answered = await asyncio.wait_for(reader, 60)
@@ -407,7 +418,10 @@ async def test_a_caller_whose_open_restates_cli_killed_while_queued_is_listed_an
     assert [ok(r)["position"] for r in (one, two)] == [0, 1] and "error" not in closed
     # The group object sends nothing but an open request again, and refuses the rest at once.
     api, ingress = admin_api(stack.server.admin_url), stack.server.ingress_url
-    for handler, request, why in (("close", b"{}", "only an open"), ("open", b"[1]", "not an .open. request")):
+    for handler, request, why in (
+        ("close", b"{}", "only an open"),
+        ("open", b"[1]", "not an .open. request"),
+    ):
         with pytest.raises(InspectionError, match=why):
             operator_call(
                 api, ingress, s.key(), GROUP_OPERATOR_RESEND, OperatorResend(handler=handler, request=request)

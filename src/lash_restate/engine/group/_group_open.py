@@ -48,7 +48,7 @@ from ..wire._records import (
     Opener,
     SettlementMode,
 )
-from ..wire._routes import GROUP, GROUP_OPEN, GROUP_OPEN_PARTS, GROUP_WATCH, PUMP_RUN_PARTS, named, pump_key
+from ..wire._routes import GROUP_OPEN, GROUP_OPEN_PARTS, GROUP_WATCH, PUMP_RUN_PARTS, pump_key
 from ._group_common import OPENED, GroupSettings, keep_watch, release_staged
 from ._group_dispatch import dispatch_again, missed_children, note_redispatched, redispatch, unsettled_in
 from ._group_guard import guard_waiters
@@ -284,20 +284,19 @@ async def note_opener(ctx: restate.ObjectContext, meta: GroupMeta, caller: str |
 
 async def on_operator_resend(ctx: restate.ObjectSharedContext, req: OperatorResend) -> OperatorResent:
     """Decision 93: send again an open its caller sent and Restate killed or cancelled before it
-    answered (read from the caller's journal by `lash-restate groups stranded`), as the caller sent
-    it: the open answers the caller's awakeable as the first would have. Shared: it sends, and
-    waits behind nothing the group is doing."""
-    readers = {GROUP_OPEN.handler: decode_open, GROUP_OPEN_PARTS.handler: _parted}
-    read = readers.get(req.handler)
-    if read is None:
-        raise InvalidInput(f"only an open is sent again (open, open_parts), not {req.handler!r}")
+    answered (read from the caller's journal by `lash-restate groups stranded`), as a reopen: a
+    group its first open recorded goes on as the caller expected, one never recorded refuses it
+    (`group_not_open`), which ends the caller. So this public handler starts nothing a group did not
+    record. Shared: it sends, and waits behind nothing the group is doing."""
     try:
-        read(req.request)
+        if req.handler == GROUP_OPEN.handler:
+            reopen = msgspec.structs.replace(decode_open(req.request), reopen_only=True)
+            sent = GROUP_OPEN.send(ctx, ctx.key(), reopen)
+        elif req.handler == GROUP_OPEN_PARTS.handler:
+            parted = msgspec.structs.replace(decode(req.request, PartedOpen), reopen_only=True)
+            sent = GROUP_OPEN_PARTS.send(ctx, ctx.key(), parted)
+        else:
+            raise InvalidInput(f"only an open is sent again (open, open_parts), not {req.handler!r}")
     except (msgspec.DecodeError, msgspec.ValidationError) as exc:
         raise InvalidInput(f"not an {req.handler!r} request of this group object: {exc}") from None
-    sent = ctx.generic_send(named(GROUP), req.handler, req.request, key=ctx.key())
     return OperatorResent(invocation=await sent.invocation_id())
-
-
-def _parted(data: bytes) -> PartedOpen:
-    return decode(data, PartedOpen)
