@@ -137,7 +137,8 @@ def build_parser() -> argparse.ArgumentParser:
             "stranded",
             "the callers waiting for the answer of an open that Restate killed or cancelled (`restate "
             "invocations kill` of a `LashGroup/open`, say): nothing else answers them. --resend sends "
-            "each open again, as its caller sent it (read from the caller's journal)",
+            "each open again as a reopen (read from the caller's journal): a reopening caller goes on, "
+            "one whose first open was killed ends with group_not_open",
             groups_stranded,
         ),
     ):
@@ -147,7 +148,7 @@ def build_parser() -> argparse.ArgumentParser:
         elif name == "staged":
             cmd.add_argument("--release", action="store_true", help="release the parts listed")
         elif name == "stranded":
-            cmd.add_argument("--resend", action="store_true", help="send each open listed again")
+            cmd.add_argument("--resend", action="store_true", help="send each open listed again, as a reopen")
         elif name == "redispatch":
             cmd.add_argument("key", nargs="?", help="the group key (or --all)")
             cmd.add_argument("--all", action="store_true", help="every open group with missed children")

@@ -4,8 +4,9 @@ sends that open again (decision 93).
 A caller sends its group's open (`LashGroup/open`, or `open_parts` for an open in parts) and waits on
 an awakeable the open resolves. `restate invocations kill` (or `cancel`) of that open before it ran
 leaves the awakeable unresolved: nothing else knows it. The caller's own journal does: it holds the
-open as it was sent. So the open is found there and, on the operator's word, sent again as it was,
-by the group object itself (the open is not a public handler; its `operator_resend` is).
+open as it was sent. So the open is found there and, on the operator's word, sent again as a reopen
+by the group object itself (the open is not a public handler; its `operator_resend` is): a group
+its first open recorded goes on, one never recorded refuses it, which ends the caller.
 """
 
 from __future__ import annotations
@@ -102,9 +103,9 @@ def stranded_opens(admin: Admin) -> list[StrandedOpen]:
 
 
 def resend_open(admin: Admin, stranded: StrandedOpen, *, ingress: str | None = None) -> str:
-    """Send ``stranded``'s open again, as its caller sent it (through the group object's
-    `operator_resend`, reached through the ingress): the group answers the caller's awakeable as the
-    first open would have. Returns the new open's invocation id."""
+    """Send ``stranded``'s open again as a reopen (through the group object's `operator_resend`,
+    reached through the ingress), which answers the caller's awakeable: it goes on with a group its
+    first open recorded, or ends `group_not_open`. Returns the new open's invocation id."""
     request = OperatorResend(handler=stranded.handler, request=stranded.request)
     api = admin_api(admin)
     return operator_call(
