@@ -145,8 +145,8 @@ async def test_pausing_and_resuming_a_groups_invocation_with_restates_cli_change
     [opened, first, second] = await shared.turn(open_(group), next_(), next_())
     assert {ok(first)["position"], ok(second)["position"]} == {0, 2}
     if which.endswith("pump"):
-        handler = "run_parts" if which == "parts-pump" else "run2"
-        ends = f".1:{s.key()}" if which == "slice-pump" else f":{s.key()}"  # the second slice's pump
+        handler = "run_parts" if which.startswith("parts") else "run2"
+        ends = f".1:{s.key()}" if which.endswith("slice-pump") else f":{s.key()}"  # the second slice's pump
         query = _invocation("LashPump", f"ends_with(target_service_key, {quote(ends)})", handler)
     else:
         query = _invocation("LashChild", f"target_service_key = {quote(s.key() + '/c1')}", "execute")
@@ -227,19 +227,26 @@ KILLED = {"type": "err", "code": "409", "message": "killed"}  # what a killed ca
 @pytest.mark.slow
 @pytest.mark.parametrize(
     ("which", "width"),
-    [("pump", 3), ("parts-pump", 3), ("slice-pump", PUMP_SLICE + 1), ("child", 3), ("child", 2)],
-    ids=["pump", "parts-pump", "slice-pump", "pumped-child", "direct-child"],
+    [
+        ("pump", 3),
+        ("parts-pump", 3),
+        ("slice-pump", PUMP_SLICE + 1),
+        ("parts-slice-pump", PUMP_SLICE + 1),
+        ("child", 3),
+        ("child", 2),
+    ],
+    ids=["pump", "parts-pump", "slice-pump", "parts-slice-pump", "pumped-child", "direct-child"],
 )
 async def test_killing_a_groups_pump_or_child_with_restates_cli_settles_its_unsettled_children_as_killed(
     tmp_path: Path, which: str, width: int
 ) -> None:
     """`restate invocations kill` of the group's pump (opened in one message, or in parts), of a wide
-    group's pump of its second slice, of the `LashChild/execute` a pump awaits, or of a narrow group's
-    `LashChild/run`, while a caller waits on the
-    slow child: as a killed callee answers its caller, the slow child settles as killed (409) and
+    group's pump of its second slice (either way), of the `LashChild/execute` a pump awaits, or of a
+    narrow group's `LashChild/run`, while a caller waits on the slow child: as a killed callee
+    answers its caller, the slow child settles as killed (409) and
     takes its rank, so the waiting caller ends; the ranks read before are served the same, and the
     close finds nothing left running."""
-    env = {"LASH_VERBOSE": "1", **({PARTS_FROM_ENV: "1"} if which == "parts-pump" else {})}
+    env = {"LASH_VERBOSE": "1", **({PARTS_FROM_ENV: "1"} if which.startswith("parts") else {})}
     with LocalStack.single(tmp_path / "stack", endpoint_env=env).start() as stack:
         key = await _kill_and_read(stack, tmp_path, which, width)
     # The group's watch settled only the child that held no rank (the others' ranks stand); a pump
@@ -263,8 +270,8 @@ async def _kill_and_read(stack: LocalStack, tmp_path: Path, which: str, width: i
     await until(fast_ranked)
     slow = f"{s.key()}/c{width - 1}"
     if which.endswith("pump"):
-        handler = "run_parts" if which == "parts-pump" else "run2"
-        ends = f".1:{s.key()}" if which == "slice-pump" else f":{s.key()}"  # the second slice's pump
+        handler = "run_parts" if which.startswith("parts") else "run2"
+        ends = f".1:{s.key()}" if which.endswith("slice-pump") else f":{s.key()}"  # the second slice's pump
         query = _invocation("LashPump", f"ends_with(target_service_key, {quote(ends)})", handler)
     else:
         handler = "execute" if width >= 3 else "run"
