@@ -1,5 +1,6 @@
 """An application for the front door's tests: one handler opening two identical groups, one whose
-only child rejects, and one that parks a group (reads its winner, saves its handle, returns)."""
+only child rejects, and two that park a group (read its winner, save its handle, return), one of
+them answering text that is not JSON."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import asyncio
 from datetime import timedelta
 
 import restate
+from restate.serde import BytesSerde
 
 import lash_restate as lash
 
@@ -41,6 +43,16 @@ async def park(ctx: restate.Context, value: str) -> str:
     group = await lash.open(ctx, children, wake=lash.GroupWakePolicy.FIRST)
     await group.next()
     return group.save()
+
+
+@keys.handler(output_serde=BytesSerde())
+async def park_text(ctx: restate.Context, value: str) -> bytes:
+    """As `park`, for a `Cancel` group (whose group watches its opener), answering text that is not
+    JSON: the group's watch reads how the opener ended, never what it answered."""
+    children = [lash.tool("echo", {"value": value}), lash.sleep(timedelta(hours=1))]
+    group = await lash.open(ctx, children, wake=lash.GroupWakePolicy.FIRST, losers=lash.CANCEL)
+    await group.next()
+    return f"parked {group.save()}".encode()
 
 
 tools = lash.ToolRegistry()

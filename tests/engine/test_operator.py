@@ -582,7 +582,8 @@ async def _write_state(stack: LocalStack, pump_key: str, state: dict[str, list[i
 
 
 async def test_the_front_doors_save_parks_the_group(tmp_path_factory: pytest.TempPathFactory) -> None:
-    """`Group.save()` in an application's handler records the park, beyond Restate's retention."""
+    """`Group.save()` in an application's handler records the park, beyond Restate's retention; the
+    watch of a `Cancel` group's opener records it too, whatever the opener answered."""
     app = LocalStack.single(
         tmp_path_factory.mktemp("front"), module="tests.engine.keys_app", endpoint_args=()
     )
@@ -595,6 +596,14 @@ async def test_the_front_doors_save_parks_the_group(tmp_path_factory: pytest.Tem
         closed = lash(app, "groups", "close", key, "--force", "--cancel", "--json")
         assert json.loads(closed.stdout)["cancelled"] == 1, closed.stderr  # the hour-long sleep
         await until(lambda: _nothing_left(app, key))
+        # A `Cancel` group's watch of its opener records the normal end of one that answered text.
+        async with httpx.AsyncClient(verify=tls(), timeout=60) as client:
+            answered = await client.post(f"{app.ingress_url}/Keys/park_text", json="v")
+        assert answered.status_code == 200 and answered.text.startswith("parked "), answered.text
+        key = json.loads(answered.text.removeprefix("parked "))["group_key"]
+        await until(lambda: recorded_parked(app, key))
+        closed = lash(app, "groups", "close", key, "--force", "--json")
+        assert json.loads(closed.stdout)["cancelled"] == 1, closed.stderr
 
 
 async def test_a_savers_watch_ends_when_it_closes_the_group(stack: LocalStack) -> None:

@@ -82,7 +82,7 @@ WATCH_AFTER = timedelta(seconds=1)
 async def on_watch(ctx: restate.ObjectSharedContext, ended: CallerEnded) -> None:
     """Wait for an opener's invocation to end, however it ends, then report how to the writer."""
     try:
-        await ctx.attach_invocation(ended.caller)
+        await ctx.attach_invocation(ended.caller, serde=BYTES)  # how it ended, not what it answered
         failed = False
     except restate.TerminalError:
         # Failed, killed or cancelled; or this watch was cancelled by the group's close, in which
