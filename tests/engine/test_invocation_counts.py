@@ -132,3 +132,29 @@ async def test_the_pump_of_a_call_group_calls_its_children_before_anything_else(
     assert commands[:3] == ["Command: Input", "Command: Call", "Command: Call"], commands
     assert "Command: Run" not in commands, commands
     await stack.turn(open_(group), close())  # the loser runs on; the pump lets its store go
+
+
+async def _first_report(stack: Stack, group_key: str) -> list[str]:
+    """The journal of the group's first `report`, entry by entry (Restate keeps a finished one's)."""
+    rows = await _until(
+        stack,
+        "SELECT id FROM sys_invocation WHERE target_service_name = 'LashGroup' AND "
+        f"target_handler_name = 'report' AND target_service_key = {quote(group_key)} ORDER BY created_at",
+        bool,
+    )
+    journal = await asyncio.to_thread(
+        sql,
+        stack.admin_url,
+        f"SELECT entry_type FROM sys_journal WHERE id = {quote(rows[0]['id'])} ORDER BY index",
+    )
+    return [entry["entry_type"] for entry in journal]
+
+
+async def test_a_narrow_groups_report_reads_its_record_alone(restate_stack: Stack) -> None:
+    """A pump's report to a group that keeps its ranks in its record reads that record and nothing
+    else: the pages a paged group's report reads at once are not read for it."""
+    s = Scope()
+    [done] = await restate_stack.turn(combine("all", s.group([thin("a"), thin("b")])))
+    assert ok(done)["value"] == ["a", "b"]
+    journal = await _first_report(restate_stack, s.key())
+    assert journal.count("Command: GetLazyState") == 1, journal
