@@ -41,6 +41,7 @@ def test_only_the_public_handlers_are_left_unrouted() -> None:
         ("LashSignal", "clear"),
         ("LashGroup", "operator_close"),  # the operator's close: a capability from the admin API
         ("LashGroup", "operator_redispatch"),  # the operator's re-dispatch, with the same capability
+        ("LashGroup", "operator_resend"),  # a killed open sent again, only ever as a reopen (decision 93)
     }
 
 
