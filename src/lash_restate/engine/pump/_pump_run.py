@@ -134,6 +134,7 @@ async def on_run_parts(ctx: restate.ObjectContext, req: PumpParts, routing: Rout
     own = await ctx.get(STAGED, serde=ENVELOPES) or []
     ctx.clear(STAGED)  # dispatched from the journal from now on
     awaited = await dispatch_all(ctx, own, routing, req.incarnation, None)
+    del own  # dispatched: not held while this pump waits, as a wide group's pumps all do (decision 94)
     slices: list[str] = []
     for offset, count in fan_out(req.count - 1):
         first = req.first + 1 + offset
@@ -267,7 +268,7 @@ async def await_and_report(
         refs: list[Ref] = []
         inline = 0
         for future in done:
-            what = awaited.get(future)
+            what = awaited.pop(future, None)  # settled: its future is not held any longer (decision 94)
             if what is None:
                 continue  # the close's awakeable (a bounded group's close, above)
             if what.kind == SLICE:
@@ -298,6 +299,7 @@ async def await_and_report(
             ctx.set(pump_store(what.position), outcome, serde=BYTES)
             stored = True
             inline = add_ref(refs, what.position, what.replay_key, outcome, inline)
+        done = watched = []  # nor while the report waits behind the group's other work (decision 94)
         if refs:
             report = PumpReport(incarnation=incarnation, refs=refs, listen=listen)
             answer, interrupted = await report_noting_cancel(ctx, group_key, report)
