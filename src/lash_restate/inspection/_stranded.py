@@ -15,7 +15,7 @@ import base64
 import binascii
 import json
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import msgspec
 
@@ -70,35 +70,31 @@ def stranded_opens(admin: Admin) -> list[StrandedOpen]:
         f"WHERE i.status != {quote(ENDED)} AND j.entry_type = 'Command: OneWayCall' "
         f"AND j.entry_json LIKE {quote('%' + json.dumps(group) + '%')}",
     )
-    sent = [(row["caller"], *found) for row in rows if (found := _open_in(row["entry"], group))]
+    sent = [found for row in rows if (found := _open_in(row["caller"], row["entry"], group))]
     if not sent:
         return []
-    callers = sorted({caller for caller, *_ in sent})
     signals = rows_in(
         admin,
         "SELECT id, entry_lite_json AS entry FROM sys_journal "
         "WHERE entry_type = 'Notification: Signal' AND id IN {values}",
-        callers,
+        sorted({s.caller for s in sent}),
     )
     completed = {(r["id"], _completed(r["entry"])) for r in signals}
-    waiting = [s for s in sent if (s[0], s[3]) not in completed]
-    known = invocation_rows(admin, sorted({request["invocation_id"] for _, request, _, _ in waiting}))
+    waiting = [s for s in sent if (s.caller, s.signal) not in completed]
+    known = invocation_rows(admin, sorted({s.sent for s in waiting}))
     stranded = []
-    for caller, request, body, _ in waiting:
-        ended_as = known.get(request["invocation_id"])
+    for s in waiting:
+        ended_as = known.get(s.sent)
         if ended_as is not None and (
             ended_as.get("status") != ENDED or not ended_as.get("completion_failure")
         ):
             continue  # still on its way, or it answered (the completion is on its way too)
-        target = request["invocation_target"]["VirtualObject"]
         ended = (
             ended_as["completion_failure"]
             if ended_as is not None
             else "not known to Restate (killed or cancelled while queued)"
         )
-        stranded.append(
-            StrandedOpen(caller, target["key"], target["handler"], request["invocation_id"], ended, body)
-        )
+        stranded.append(StrandedOpen(s.caller, s.group_key, s.handler, s.sent, ended, s.body))
     return stranded
 
 
@@ -113,11 +109,23 @@ def resend_open(admin: Admin, stranded: StrandedOpen, *, ingress: str | None = N
     ).invocation
 
 
-def _open_in(entry: str, group: str) -> tuple[dict[str, Any], bytes, int] | None:
-    """The open that a journal entry (a `OneWayCall` command, as `sys_journal.entry_json` shows it)
-    sent to the group object ``group``: the request as Restate recorded it, its body, and the signal
-    index of the awakeable it answers on. None for any other entry, or one this release cannot read
-    (a journal of another protocol version), which is passed over rather than failing the listing."""
+class _Sent(NamedTuple):
+    """An open a caller's journal holds: whose, to which group and handler, the invocation id
+    Restate gave it, its body, and the signal index of the awakeable it answers on."""
+
+    caller: str
+    group_key: str
+    handler: str
+    sent: str
+    body: bytes
+    signal: int
+
+
+def _open_in(caller: str, entry: str, group: str) -> _Sent | None:
+    """The open that a journal entry of ``caller`` (a `OneWayCall` command, as
+    `sys_journal.entry_json` shows it) sent to the group object ``group``. None for any other entry,
+    or one this release cannot read (a journal of another protocol version), which is passed over
+    rather than failing the listing."""
     try:
         request = json.loads(entry)["Command"]["OneWayCall"]["request"]
         target = request["invocation_target"].get("VirtualObject") or {}
@@ -125,9 +133,11 @@ def _open_in(entry: str, group: str) -> tuple[dict[str, Any], bytes, int] | None
             return None
         body = bytes(request["parameter"])
         signal = _signal_of(msgspec.json.decode(body, type=_Answered).reply_to)
+        if signal is None:
+            return None
+        return _Sent(caller, target["key"], target["handler"], request["invocation_id"], body, signal)
     except (ValueError, KeyError, TypeError, AttributeError, msgspec.DecodeError):
         return None
-    return None if signal is None else (request, body, signal)
 
 
 def _completed(entry: str) -> int | None:
