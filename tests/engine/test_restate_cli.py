@@ -242,10 +242,10 @@ async def test_killing_a_groups_pump_or_child_with_restates_cli_settles_its_unse
 ) -> None:
     """`restate invocations kill` of the group's pump (opened in one message, or in parts), of a wide
     group's pump of its second slice (either way), of the `LashChild/execute` a pump awaits, or of a
-    narrow group's `LashChild/run`, while a caller waits on the slow child: as a killed callee
-    answers its caller, the slow child settles as killed (409) and
-    takes its rank, so the waiting caller ends; the ranks read before are served the same, and the
-    close finds nothing left running."""
+    narrow group's `LashChild/run`, while a caller that resumed (and so reopened) the group waits on
+    the slow child: as a killed callee answers its caller, the slow child settles as killed (409) and
+    takes its rank, never run again by the reopen, so the waiting caller ends; the ranks read before
+    are served the same, and the close finds nothing left running."""
     env = {"LASH_VERBOSE": "1", **({PARTS_FROM_ENV: "1"} if which.startswith("parts") else {})}
     with LocalStack.single(tmp_path / "stack", endpoint_env=env).start() as stack:
         key = await _kill_and_read(stack, tmp_path, which, width)
@@ -277,15 +277,24 @@ async def _kill_and_read(stack: LocalStack, tmp_path: Path, which: str, width: i
         handler = "execute" if width >= 3 else "run"
         query = _invocation("LashChild", f"target_service_key = {quote(slow)}", handler)
     [row] = await _poll(stack, query, lambda rows: len(rows) == 1 and rows[0]["status"] != "completed")
-    steps = [use(ok(opened)), *[next_() for _ in range(width)], close()]
+    # A caller resumes the handle and reads every rank in order through `all_settled` (its reads
+    # batched, where a `next` per rank is a round trip each), waiting on the slow child's, then closes.
+    # The resume reopens the group before the kill: a reopen must not run the killed child again.
+    resumed = combine("all_settled", group, handle=ok(opened))
+    opens = (
+        "SELECT id FROM sys_invocation WHERE target_service_name = 'LashGroup' AND "
+        f"target_service_key = {quote(s.key())} AND target_handler_name IN ('open', 'open_parts') "
+        "AND status = 'completed'"
+    )
     async with asyncio.TaskGroup() as tasks:
-        waiting = tasks.create_task(stack.turn(*steps))  # a caller waits on the slow child's rank
+        waiting = tasks.create_task(stack.turn(resumed))
+        await _poll(stack, opens, lambda rows: len(rows) == 2)  # the first open, and the resume's
         killed = await asyncio.to_thread(restate, stack, tmp_path, "invocations", "kill", row["id"])
     assert killed.returncode == 0, killed.stderr
-    [_, *again, last, closed] = waiting.result()
-    assert [ok(r) for r in again[: len(read)]] == [ok(r) for r in read]  # served the same again
-    assert (ok(last)["rank"], ok(last)["position"], ok(last)["outcome"]) == (width, width - 1, KILLED)
-    assert "error" not in closed
+    [settled] = waiting.result()
+    order = ok(settled)["order"]  # the position at each rank
+    assert order[: len(read)] == [ok(r)["position"] for r in read]  # served the same again
+    assert (len(order), order[-1], ok(settled)["value"][-1]) == (width, width - 1, KILLED)
     # The close released what a killed pump kept, though nobody listened for it any more.
     await until(functools.partial(_nothing_left, stack, s.key()))
     return s.key()

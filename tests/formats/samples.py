@@ -403,8 +403,6 @@ def _samples() -> list[Sample]:
     add("msg.pump.run2.planned", msgspec.structs.replace(called, plan=["call", "child"]), _json(PumpAwait))
     again = PumpAwait(group_key=KEY, incarnation=INCARNATION, children=[CALL, TOOL], listens=False)
     add("msg.pump.redispatch.slice", again, _json(PumpAwait))
-    staged = PumpAwait(group_key=KEY, incarnation=f"p-{INCARNATION}", listens=False)
-    add("msg.pump.redispatch_staged.slice", staged, _json(PumpAwait))
     add("msg.pump.listen.closed", b"true", _raw())
     add("msg.pump.stage.three", StagedPart(group_key=KEY, children=[TOOL, SLEEP, EVENT]), _json(StagedPart))
     parts = PumpParts(group_key=KEY, incarnation=f"p-{INCARNATION}", first=0, count=3)

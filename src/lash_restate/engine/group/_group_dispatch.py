@@ -10,6 +10,7 @@ import restate
 from ... import logs
 from ...contract import GroupShape, RuntimeEffectEnvelope
 from ..child._routing import Routing
+from ..wire._incarnation import watches_its_runs
 from ..wire._messages import (
     MissedChildren,
     OpenRequest,
@@ -32,7 +33,7 @@ from ..wire._records import (
 )
 from ._group_common import GroupSettings
 from ._group_watch import watch_after
-from ._mode import PUMP_SLICE, REDISPATCHED, Dispatched, mode_for, position_of
+from ._mode import REDISPATCHED, Dispatched, mode_for, position_of
 from ._pages import settled_positions
 
 __all__ = [
@@ -43,7 +44,6 @@ __all__ = [
     "on_missed",
     "on_operator_redispatch",
     "redispatch",
-    "unsettled_in",
 ]
 
 
@@ -102,9 +102,14 @@ async def redispatch(
 
     A child whose runner was missing ended without an outcome (the Restate host's terminal 404); once the
     endpoint can route it again, a reopen dispatches it again, as the reference host's reopen does.
-    Every unsettled child it can route is dispatched: the dispatch queues behind whatever still
-    runs it, and runs the child only if that left no outcome, so no child runs twice.
+    The group keeps those children (`on_missed`) and watches every other run it dispatched until it
+    ends (decision 74), so only they run again (decision 95): a run still going settles its child
+    itself, and one an operator killed settles it as killed, never run a second time. A group the
+    baseline opened kept neither, so every unsettled child of it is dispatched again, queued behind
+    whatever still runs it, and runs only if that left no outcome.
     """
+    if watches_its_runs(meta.incarnation):
+        return (await dispatch_again(ctx, meta, await missed_children(ctx), routing))[1]
     positions = range(meta.child_count)
     children = [decode(req.children[position], RuntimeEffectEnvelope) for position in positions]
     return (await dispatch_again(ctx, meta, children, routing))[1]
@@ -149,12 +154,6 @@ async def note_redispatched(ctx: restate.ObjectContext, dispatched: list[Dispatc
     ids = [await d.handle.invocation_id() for d in dispatched]
     ctx.set(REDISPATCHED, [*known, *ids], serde=STRINGS)
     return [WatchedRun(invocation=i, positions=d.positions) for i, d in zip(ids, dispatched, strict=True)]
-
-
-def unsettled_in(slice_index: int, settled: set[int], child_count: int) -> bool:
-    """Whether a child of slice ``slice_index`` holds no rank yet."""
-    first = slice_index * PUMP_SLICE
-    return any(p not in settled for p in range(first, min(first + PUMP_SLICE, child_count)))
 
 
 def is_child(fence: GroupShape, child: RuntimeEffectEnvelope) -> bool:

@@ -50,11 +50,11 @@ from ..wire._records import (
 )
 from ..wire._routes import GROUP_OPEN, GROUP_OPEN_PARTS, GROUP_WATCH, PUMP_RUN_PARTS, pump_key
 from ._group_common import OPENED, GroupSettings, keep_watch, release_staged
-from ._group_dispatch import dispatch_again, missed_children, note_redispatched, redispatch, unsettled_in
+from ._group_dispatch import dispatch_again, missed_children, redispatch
 from ._group_guard import guard_waiters
 from ._group_watch import is_new_opener, openers_to_watch, send_watch, watch_after
-from ._mode import INVOCATIONS, PUMP_SLICE, Dispatched, mode_for, redispatch_staged, slice_key
-from ._pages import Ranked, paged, write_keys
+from ._mode import INVOCATIONS, PUMP_SLICE, Dispatched, mode_for, slice_key
+from ._pages import paged, write_keys
 
 __all__ = ["note_opener", "on_open", "on_open_parts", "record_group", "recorded_meta"]
 
@@ -112,10 +112,9 @@ async def on_open_parts(ctx: restate.ObjectContext, req: PartedOpen, settings: G
     one part per slice, with the pumps keyed by ``req.stage``, each of which routed its part.
 
     A first open records the group under that incarnation, paged, and sends its pump `run_parts`,
-    in one handler run; a refusal releases the parts staged. A reopen (decision 48) hands each
-    staged part holding an unsettled child to its slice's `redispatch`, as a reopen of a group
-    opened in one message does, and releases the others; a resume, which stages nothing, runs
-    again the children the group kept as missed.
+    in one handler run; a refusal releases the parts staged. A reopen (decision 48) releases what
+    it staged and, as a reopen of a group opened in one message does, runs again the children the
+    group kept as missed (decision 95); so does a resume, which stages nothing.
     """
     meta = await ctx.get(RECORD, serde=META)
     staged = [
@@ -143,16 +142,10 @@ async def on_open_parts(ctx: restate.ObjectContext, req: PartedOpen, settings: G
         return
     assert meta is not None
     pump = None
-    redispatched: list[Dispatched] = []
     if first:
         run = PumpParts(group_key=ctx.key(), incarnation=meta.incarnation, first=0, count=req.parts)
         pump = PUMP_RUN_PARTS.send(ctx, pump_key(ctx.key(), meta.incarnation), run)
-    elif staged and paged(meta):  # a group opened in parts is paged (`recorded_meta` below)
-        settled = await Ranked.settled(ctx, meta)
-        slices = [k for k in range(req.parts) if unsettled_in(k, settled, meta.child_count)]
-        release_staged(ctx, [key for k, key in enumerate(staged) if k not in slices])
-        redispatched = redispatch_staged(ctx, meta, req.stage, slices)
-    else:
+    else:  # a reopen runs again only the children kept as missed (below), not what it staged
         release_staged(ctx, staged)
     ctx.resolve_awakeable(
         req.reply_to, OpenReply(reopened=not first, incarnation=meta.incarnation), serde=OPENED
@@ -163,7 +156,6 @@ async def on_open_parts(ctx: restate.ObjectContext, req: PartedOpen, settings: G
         ctx.set(INVOCATIONS, [pump_id], serde=STRINGS)
         meta = msgspec.structs.replace(meta, opened_at_ms=int(await ctx.time() * 1000))
         watched = [WatchedRun(invocation=pump_id)]
-    watched += await note_redispatched(ctx, redispatched)
     await note_opener(ctx, meta, req.caller, changed=first)
     watch = send_watch(ctx, meta, watched, openers_to_watch(meta, req.caller))  # last (decisions 74, 78)
     if not first and is_new_opener(meta, req.caller):
@@ -172,9 +164,9 @@ async def on_open_parts(ctx: restate.ObjectContext, req: PartedOpen, settings: G
         await guard_waiters(ctx, meta, meta.waiters, settings, watch)
     elif watch is not None:
         await keep_watch(ctx, watch)
-    if not first and req.parts == 0:
-        # A resume stages nothing, so it runs again the children the group kept as missed, as a
-        # reopen runs what it staged (decision 48); last, so an earlier release's journal is a prefix.
+    if not first:
+        # Decision 95: the group watches every other run it dispatched until it ends, so a reopen
+        # (or a resume, which stages nothing) runs again only the children kept as missed.
         _, rewatched = await dispatch_again(ctx, meta, await missed_children(ctx), settings.routing)
         await watch_after(ctx, meta, rewatched, [])
 

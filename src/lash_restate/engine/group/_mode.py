@@ -39,7 +39,7 @@ from ...contract import RuntimeEffectEnvelope as Envelope
 from ..wire._messages import ChildrenFailed, SettleBatch, WaitReply
 from ..wire._records import GroupMeta, PumpLink, SettlementMode
 from ._mode_direct import Direct
-from ._mode_pumped import Pumped, redispatch_staged
+from ._mode_pumped import Pumped
 from ._mode_stores import (
     INVOCATIONS,
     PUMP_FANOUT,
@@ -68,7 +68,6 @@ __all__ = [
     "outcome_store",
     "position_of",
     "pump_store",
-    "redispatch_staged",
     "slice_key",
 ]
 

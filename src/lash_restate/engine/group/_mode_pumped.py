@@ -23,7 +23,6 @@ from ..wire._routes import (
     PUMP_FORGET,
     PUMP_OUTCOMES,
     PUMP_REDISPATCH,
-    PUMP_REDISPATCH_STAGED,
     PUMP_RUN2,
     named,
     pump_key,
@@ -32,7 +31,6 @@ from ._mode_stores import (
     DISPATCH_ALLOWANCE,
     INVOCATIONS,
     OUTCOMES_PER_CALLER_READ,
-    PUMP_SLICE,
     REDISPATCHED,
     Dispatched,
     OutcomeStore,
@@ -44,7 +42,7 @@ from ._mode_stores import (
     too_large,
 )
 
-__all__ = ["Pumped", "redispatch_staged"]
+__all__ = ["Pumped"]
 
 
 class Pumped:
@@ -166,18 +164,3 @@ class Pumped:
                 break
             out.append(found[position])
         return out
-
-
-def redispatch_staged(
-    ctx: restate.ObjectContext, meta: GroupMeta, stage: str, slices: list[int]
-) -> list[Dispatched]:
-    """A reopen of a group opened in parts (its children are staged again, under ``stage``): each of
-    ``slices`` hands its staged part to that slice's `redispatch`, as `Pumped.redispatch` sends it."""
-    run = PumpAwait(group_key=ctx.key(), incarnation=meta.incarnation, listens=False)
-    return [
-        Dispatched(
-            PUMP_REDISPATCH_STAGED.send(ctx, slice_key(ctx.key(), stage, k * PUMP_SLICE), run),
-            list(range(k * PUMP_SLICE, min((k + 1) * PUMP_SLICE, meta.child_count))),
-        )
-        for k in slices
-    ]

@@ -52,7 +52,6 @@ from ..wire._routes import (
     PUMP_FORGET,
     PUMP_OUTCOMES,
     PUMP_REDISPATCH,
-    PUMP_REDISPATCH_STAGED,
     PUMP_REDRIVE,
     PUMP_REDRIVE2,
     PUMP_RUN,
@@ -62,7 +61,7 @@ from ..wire._routes import (
     described_by,
     named,
 )
-from ._pump_run import on_fail, on_redispatch, on_redispatch_staged, on_run2, on_run_parts, on_stage
+from ._pump_run import on_fail, on_redispatch, on_run2, on_run_parts, on_stage
 from ._pump_store import READ, on_forget, on_outcomes
 
 __all__ = ["pump_object"]
@@ -102,11 +101,6 @@ def pump_object(routing: Routing, *, metadata: dict[str, str] | None = None) -> 
     async def fail(ctx: restate.ObjectContext, req: ChildrenFailed) -> None:
         await on_fail(ctx, req)
 
-    @pump.handler(name=PUMP_REDISPATCH_STAGED.handler, ingress_private=True, state_preload=False)
-    @described_by(on_redispatch_staged)
-    async def redispatch_staged(ctx: restate.ObjectContext, req: PumpAwait) -> None:
-        await on_redispatch_staged(ctx, req)
-
     # Kept for a reopen an earlier release sent (`redispatch` replaced it): a pumped group recorded by
     # `run`, whose children settle through `LashGroup/settle`.
     @pump.handler(name=PUMP_REDRIVE.handler, ingress_private=True, state_preload=False)
@@ -141,5 +135,5 @@ def pump_object(routing: Routing, *, metadata: dict[str, str] | None = None) -> 
     async def forget(ctx: restate.ObjectContext) -> None:
         await on_forget(ctx)
 
-    del run, run2, stage, run_parts, redispatch, fail, redispatch_staged, redrive, redrive2, outcomes, forget
+    del run, run2, stage, run_parts, redispatch, fail, redrive, redrive2, outcomes, forget
     return pump

@@ -29,7 +29,6 @@ from ..wire._messages import (
 )
 from ..wire._records import BYTES, ENVELOPES, STRINGS
 from ..wire._routes import (
-    PUMP_REDISPATCH,
     PUMP_RUN2,
     PUMP_RUN_PARTS,
 )
@@ -54,7 +53,6 @@ __all__ = [
     "await_and_report",
     "on_fail",
     "on_redispatch",
-    "on_redispatch_staged",
     "on_run2",
     "on_run_parts",
     "on_stage",
@@ -170,17 +168,6 @@ async def on_redispatch(ctx: restate.ObjectContext, req: PumpAwait, routing: Rou
     queue = Queue(await plan_all(ctx, missing, routing, None), bound_of(req.incarnation))
     awaited = queue.start(ctx, req.incarnation, 0)
     await await_and_report(ctx, req.group_key, req.incarnation, awaited, None, [], queue)
-
-
-async def on_redispatch_staged(ctx: restate.ObjectContext, req: PumpAwait) -> None:
-    """A reopen of a group opened in parts (decision 65): its opener staged the children here again;
-    they go to their slice's `redispatch` under the group's incarnation, and the stage is released.
-    Called, so that a Cancel close cancelling this invocation cancels the re-run children too."""
-    staged = await ctx.get(STAGED, serde=ENVELOPES) or []
-    ctx.clear_all()
-    if staged:
-        key = slice_key(req.group_key, req.incarnation, position_of(staged[0]))
-        await PUMP_REDISPATCH.call(ctx, key, msgspec.structs.replace(req, children=staged))
 
 
 async def on_fail(ctx: restate.ObjectContext, req: ChildrenFailed) -> None:

@@ -246,11 +246,6 @@ FORMATS: Final[tuple[Format, ...]] = (
         "{prefix}Pump/redispatch input: PumpAwait (a reopen's children of one slice, not listening)",
         since="unreleased",
     ),
-    Format(
-        "msg.pump.redispatch_staged",
-        "{prefix}Pump/redispatch_staged input: PumpAwait (no children: they are staged there)",
-        since="unreleased",
-    ),
     Format("msg.signal.subscribe", "{prefix}Signal/subscribe input: an awakeable id, a JSON string"),
     Format("msg.error", "an awakeable's rejection or a TerminalError's message: `lash-error:{json}`"),
     # What a caller keeps: its saved cursor, and what its own journal holds.

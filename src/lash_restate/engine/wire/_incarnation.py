@@ -8,7 +8,7 @@ import re
 
 from ._records import SAVES
 
-__all__ = ["BOUNDED", "INCARNATION", "PAGED", "bound_mark", "bound_of", "records_saves"]
+__all__ = ["BOUNDED", "INCARNATION", "PAGED", "bound_mark", "bound_of", "records_saves", "watches_its_runs"]
 
 # The prefix of a paged group's incarnation (a UUID follows it): the one place its layout is told.
 PAGED = "p-"
@@ -52,3 +52,11 @@ def records_saves(incarnation: str) -> bool:
     The incarnation is in the open's reply, which the opener journals, so a replay decides as its
     first run did."""
     return incarnation.endswith(SAVES) or incarnation.startswith(PAGED)
+
+
+def watches_its_runs(incarnation: str) -> bool:
+    """Whether the group of ``incarnation`` watches every run it dispatched and keeps each child whose
+    runner was missing (decisions 73 and 74), so that it knows which unsettled children a reopen must
+    run again (decision 95): every group a release that records saves opened (those came after both).
+    A group the baseline opened does neither, and a reopen runs again every unsettled child of it."""
+    return records_saves(incarnation)

@@ -87,7 +87,6 @@ __all__ = [
     "PUMP_FORGET",
     "PUMP_OUTCOMES",
     "PUMP_REDISPATCH",
-    "PUMP_REDISPATCH_STAGED",
     "PUMP_REDRIVE",
     "PUMP_REDRIVE2",
     "PUMP_RUN",
@@ -343,7 +342,6 @@ PUMP_RUN_PARTS: Route[PumpParts, None] = Route(PUMP, "run_parts", PumpParts, typ
 # dispatch `run2` makes and the reports it sends, so a re-run child ranks as a first run's does.
 PUMP_REDISPATCH: Route[PumpAwait, None] = Route(PUMP, "redispatch", PumpAwait, type(None))
 # A reopen of a group opened in parts: the staged part, handed to its slice's `redispatch`.
-PUMP_REDISPATCH_STAGED: Route[PumpAwait, None] = Route(PUMP, "redispatch_staged", PumpAwait, type(None))
 PUMP_FAIL: Route[ChildrenFailed, None] = Route(PUMP, "fail", ChildrenFailed, type(None))
 
 SIGNAL_SUBSCRIBE: Route[str, None] = Route(SIGNAL, "subscribe", str, type(None))
@@ -379,7 +377,6 @@ ROUTES: tuple[Route[Any, Any], ...] = (
     PUMP_STAGE,
     PUMP_RUN_PARTS,
     PUMP_REDISPATCH,
-    PUMP_REDISPATCH_STAGED,
     PUMP_FAIL,
     SIGNAL_SUBSCRIBE,
 )
