@@ -224,7 +224,28 @@ async def test_a_parked_group_resumes_on_a_new_deployment_after_restates_cli_rem
 KILLED = {"type": "err", "code": "409", "message": "killed"}  # what a killed callee answers its caller
 
 
+# The kill tests share two stacks (one opening every group in parts), on a worker of their own: each
+# kill reaches only its own group's invocations, and each check reads its own group's key.
+KILLS = pytest.mark.xdist_group("restate-cli-kills")
+
+
+@pytest.fixture(scope="module")
+def killing(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[bool, LocalStack]]:
+    """By whether it opens every group in parts: a stack logging every group event."""
+    with contextlib.ExitStack() as stacks:
+        yield {
+            parts: stacks.enter_context(
+                LocalStack.single(
+                    tmp_path_factory.mktemp("kills-parts" if parts else "kills"),
+                    endpoint_env={"LASH_VERBOSE": "1", **({PARTS_FROM_ENV: "1"} if parts else {})},
+                ).start()
+            )
+            for parts in (False, True)
+        }
+
+
 @pytest.mark.slow
+@KILLS
 @pytest.mark.parametrize(
     ("which", "width"),
     [
@@ -238,7 +259,7 @@ KILLED = {"type": "err", "code": "409", "message": "killed"}  # what a killed ca
     ids=["pump", "parts-pump", "slice-pump", "parts-slice-pump", "pumped-child", "direct-child"],
 )
 async def test_killing_a_groups_pump_or_child_with_restates_cli_settles_its_unsettled_children_as_killed(
-    tmp_path: Path, which: str, width: int
+    killing: dict[bool, LocalStack], tmp_path: Path, which: str, width: int
 ) -> None:
     """`restate invocations kill` of the group's pump (opened in one message, or in parts), of a wide
     group's pump of its second slice (either way), of the `LashChild/execute` a pump awaits, or of a
@@ -246,13 +267,12 @@ async def test_killing_a_groups_pump_or_child_with_restates_cli_settles_its_unse
     the slow child: as a killed callee answers its caller, the slow child settles as killed (409) and
     takes its rank, never run again by the reopen, so the waiting caller ends; the ranks read before
     are served the same, and the close finds nothing left running."""
-    env = {"LASH_VERBOSE": "1", **({PARTS_FROM_ENV: "1"} if which.startswith("parts") else {})}
-    with LocalStack.single(tmp_path / "stack", endpoint_env=env).start() as stack:
-        key = await _kill_and_read(stack, tmp_path, which, width)
+    stack = killing[which.startswith("parts")]
+    key = await _kill_and_read(stack, tmp_path, which, width)
     # The group's watch settled only the child that held no rank (the others' ranks stand); a pump
     # settles a killed `execute` of its own.
     reported = [] if which == "child" and width >= 3 else [1]
-    assert [e["children"] for e in _events(tmp_path, "group.run_ended", key)] == reported
+    assert [e["children"] for e in _events(stack.base_dir, "group.run_ended", key)] == reported
 
 
 async def _kill_and_read(stack: LocalStack, tmp_path: Path, which: str, width: int) -> str:
@@ -580,8 +600,8 @@ async def test_a_group_whose_opener_was_killed_or_cancelled_is_reclaimed_and_a_s
         await until(functools.partial(_nothing_left, stack, scope.key()))
     assert stack.counts().count(name) == 1  # the loser ran to its end
     for scope in (killed, cancelled, paged):  # and its group was closed once every child had settled
-        [closed] = _events(tmp_path, "group.closed", scope.key())
-        assert closed["settled"] == 2 and _events(tmp_path, "group.reclaimed", scope.key())
+        [closed] = _events(tmp_path / "stack", "group.closed", scope.key())
+        assert closed["settled"] == 2 and _events(tmp_path / "stack", "group.reclaimed", scope.key())
 
     for scope in kept.values():
         await until(functools.partial(_opener_ended, stack, scope.key()))  # the group heard of the kill
@@ -695,9 +715,9 @@ async def _opener_ended(stack: LocalStack, key: str) -> bool:
     )
 
 
-def _events(tmp: Path, name: str, key: str) -> list[dict[str, Any]]:
-    """The endpoint's events ``name`` of group ``key``, from its log."""
-    lines = (tmp / "stack" / "endpoint.log").read_text().splitlines()
+def _events(base: Path, name: str, key: str) -> list[dict[str, Any]]:
+    """The endpoint's events ``name`` of group ``key``, from its log in the stack's ``base``."""
+    lines = (base / "endpoint.log").read_text().splitlines()
     found = [json.loads(line) for line in lines if f'"{name}"' in line and key in line]
     return [event for event in found if event.get("event") == name and event.get("group_key") == key]
 
