@@ -8,13 +8,15 @@ invocation per child (or a release per child) comes back.
 from __future__ import annotations
 
 import asyncio
+import json
 from datetime import datetime
 from typing import Any
 
 from lash_restate.engine.group._group_watch import WATCH_AFTER
-from lash_restate.inspection import quote, sql
-from tests.conformance.builders import Scope, close, combine, next_, ok, open_
+from lash_restate.inspection import list_open_groups, quote, sql
+from tests.conformance.builders import Scope, close, combine, next_, ok, open_, use
 from tests.engine.conftest import Stack
+from tests.engine.test_operator import until
 
 # The issue's targets: caller, open, the pump, two user handlers, the winner's settle, close.
 RACE_MOST = 7
@@ -158,3 +160,48 @@ async def test_a_narrow_groups_report_reads_its_record_alone(restate_stack: Stac
     assert ok(done)["value"] == ["a", "b"]
     journal = await _first_report(restate_stack, s.key())
     assert journal.count("Command: GetLazyState") == 1, journal
+
+
+async def _calls(stack: Stack, invocation: str) -> list[tuple[str, dict[str, Any]]]:
+    """What the invocation called, in order: each call's target handler and its request."""
+    query = f"SELECT entry_json FROM sys_journal WHERE id = {quote(invocation)} ORDER BY index"
+    journal = await asyncio.to_thread(sql, stack.admin_url, query)
+    calls = [json.loads(entry["entry_json"]).get("Command", {}).get("Call") for entry in journal]
+    return [
+        (
+            c["request"]["invocation_target"]["VirtualObject"]["handler"],
+            json.loads(bytes(c["request"]["parameter"])),
+        )
+        for c in calls
+        if c is not None
+    ]
+
+
+async def test_a_plain_await_reads_the_one_rank_it_serves(restate_stack: Stack) -> None:
+    """`Group.next` (and so `async for`) reads the group at every await and serves one rank: it asks
+    for that rank alone and reads its outcome alone, where it read every rank the group held, and
+    their outcomes, and dropped all but one (an `async for` over N children read O(N²) outcomes). The
+    first read of a caller that did not open the group asks as before: nothing in its journal yet
+    says which release opened the group, and a baseline caller's replay must meet what it journaled."""
+    s = Scope()
+    group = s.group([thin(f"v{i}") for i in range(6)])
+    [opened] = await restate_stack.turn(open_(group))
+
+    async def settled() -> bool:
+        rows = await asyncio.to_thread(list_open_groups, restate_stack.admin_url)
+        return any(row.group_key == s.key() and row.settled == 6 for row in rows)
+
+    await until(settled)
+    read = await restate_stack.turn(use(ok(opened)), *[next_() for _ in range(6)], close())
+    assert sorted(ok(r)["outcome"]["value"] for r in read[1:-1]) == [f"v{i}" for i in range(6)]
+    [closed] = await _until(  # the reader's close names the reader
+        restate_stack,
+        "SELECT invoked_by_id FROM sys_invocation WHERE target_service_name = 'LashGroup' AND "
+        f"target_handler_name = 'close' AND target_service_key = {quote(s.key())}",
+        bool,
+    )
+    calls = await _calls(restate_stack, closed["invoked_by_id"])
+    waits = [request for handler, request in calls if handler == "wait"]
+    asked = [request["positions"] for handler, request in calls if handler == "outcomes"]
+    assert "at_most" not in waits[0] and [w.get("at_most") for w in waits[1:]] == [1] * 5, waits
+    assert [len(positions) for positions in asked] == [6, 1, 1, 1, 1, 1], asked

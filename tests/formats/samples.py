@@ -355,6 +355,7 @@ def _samples() -> list[Sample]:
         _json(SettleBatch),
     )
     add("msg.group.wait.read", WaitRequest(consumed=1, child_count=3), _json(WaitRequest))
+    add("msg.group.wait.one", WaitRequest(consumed=1, child_count=3, at_most=1), _json(WaitRequest))
     add(
         "msg.group.wait.wakes", WaitRequest(consumed=0, child_count=3, wakes=["sign_1w1"]), _json(WaitRequest)
     )

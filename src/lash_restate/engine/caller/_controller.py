@@ -132,6 +132,9 @@ class RestateController(EffectGroupDefaults):
         # Groups whose handle this invocation saved and told the group of (decisions 45, 78).
         self._saved: set[str] = set()
         self._records_saves: dict[str, bool] = {}  # by the incarnation the group's open answered
+        # By the incarnation the group's open or a read answered first: whether a plain await asks it
+        # for one rank (decision 96), decided by what this invocation's journal holds, as on replay.
+        self._reads_one: dict[str, bool] = {}
 
     def outside_run(self, what: str) -> None:
         """Refuse `CalledInsideRun` if this is called inside the action of a ``ctx.run`` of this
@@ -206,6 +209,7 @@ class RestateController(EffectGroupDefaults):
             GROUP_OPEN.send(self._ctx, key, request)
         reply = decode(await typed(opened), OpenReply)
         self._records_saves[key] = records_saves(reply.incarnation)  # journaled: replays decide as then
+        self._reads_one.setdefault(key, records_saves(reply.incarnation))
         if not reply.reopened:
             self._wakes[key] = _Wakes(reply.incarnation, dict(enumerate(fresh.values(), start=1)))
         elif (held := self._wakes.get(key)) is not None and held.incarnation != reply.incarnation:
@@ -267,7 +271,7 @@ class RestateController(EffectGroupDefaults):
         if rank not in held:
             wakes = self._wakes.get(handle.group_key)
             if ask_first or wakes is None or rank not in wakes.by_rank:
-                wakes = await self._ask_group(handle, held)
+                wakes = await self._ask_group(handle, held, one=ask_first)
             if rank not in held:
                 woken = wakes.by_rank.pop(rank)
                 try:
@@ -282,9 +286,10 @@ class RestateController(EffectGroupDefaults):
         handle.advance()
         return settlement
 
-    async def _ask_group(self, handle: GroupHandle, held: dict[int, Settlement]) -> _Wakes:
-        """Read the ranks from ``consumed + 1`` the group holds into ``held``; if it holds none yet,
-        make sure a wake of the group's current incarnation is registered for the next rank."""
+    async def _ask_group(self, handle: GroupHandle, held: dict[int, Settlement], *, one: bool) -> _Wakes:
+        """Read the ranks from ``consumed + 1`` the group holds into ``held`` (``one``: the first
+        alone); if it holds none yet, make sure a wake of the group's current incarnation is
+        registered for the next rank."""
         key, rank = handle.group_key, handle.next_rank
         while True:
             wakes = self._wakes.get(key)
@@ -294,7 +299,13 @@ class RestateController(EffectGroupDefaults):
                 else {}
             )
             request = WaitRequest(consumed=handle.consumed, child_count=handle.child_count, wakes=list(fresh))
+            if one and self._reads_one.get(key, False):
+                # Decision 96: a plain await serves one rank, and the next reads the group again
+                # (decision 32): the ranks after it, and their outcomes, would be read and dropped.
+                request = msgspec.structs.replace(request, at_most=1)
             reply = await self._ask(GROUP_WAIT, key, request)
+            # A caller of the baseline's groups asks as the baseline did (what its journal holds).
+            self._reads_one.setdefault(key, records_saves(reply.incarnation))
             if reply.refs:
                 await self._read(handle, reply, held)  # recorded already: read from state
                 return wakes if wakes is not None else _Wakes(reply.incarnation, {})

@@ -74,17 +74,20 @@ async def on_wait(ctx: restate.ObjectContext, req: WaitRequest, settings: GroupS
     """A caller's read of the ranks from ``consumed + 1``: those recorded, or, if none is yet, its
     wakes registered for the next ranks (and guarded, decision 83), which `rank_refs` resolves."""
     meta = await open_meta(ctx, req.child_count)
+    # A plain await asks for the one rank it serves: it reads the rank's outcome, and then the next
+    # await reads the group again (decision 32), so more would be read and dropped at every await.
+    limit = WAIT_REFS if isinstance(req.at_most, msgspec.UnsetType) else max(1, min(req.at_most, WAIT_REFS))
     if paged(meta):
         # Decision 65: the counter, at most two rank pages and a few slices' keys; never the fence.
         ranked = await read_ranked(ctx)
         if ranked.counter > req.consumed or not req.wakes:
-            refs = await Ranked.serve(ctx, ranked, req.consumed, WAIT_REFS)
+            refs = await Ranked.serve(ctx, ranked, req.consumed, limit)
             return WaitReply(refs=refs, mode=meta.mode, incarnation=meta.incarnation)
     elif meta.counter > req.consumed or not req.wakes:
         # ADR: read rank consumed + 1 out of state first, and only otherwise wait.
         fence = await ctx.get(FENCE, serde=SHAPE)
         assert fence is not None
-        served = meta.positions(req.consumed, WAIT_REFS)
+        served = meta.positions(req.consumed, limit)
         refs = [Ref(position=p, replay_key=fence.replay_keys[p]) for p in served]
         return WaitReply(refs=refs, mode=meta.mode, incarnation=meta.incarnation)
     registered = meta.waiting(req.consumed, req.wakes)

@@ -107,7 +107,9 @@ FORMATS: Final[tuple[Format, ...]] = (
     Format("msg.group.open", "{prefix}Group/open input: OpenRequest"),
     Format("msg.group.open_reply", "the opener's awakeable: OpenReply, or an error line"),
     Format("msg.group.settle", "{prefix}Group/settle input: SettleBatch"),
-    Format("msg.group.wait", "{prefix}Group/wait input: WaitRequest"),
+    Format(
+        "msg.group.wait", "{prefix}Group/wait input: WaitRequest (`at_most`, omitted when absent, is newer)"
+    ),
     Format("msg.group.wait_reply", "{prefix}Group/wait output and each wake's awakeable: WaitReply"),
     Format("msg.group.close", "{prefix}Group/close input: CloseRequest"),
     Format("msg.group.report", "{prefix}Group/report input: PumpReport", since="unreleased"),

@@ -309,6 +309,9 @@ class WaitRequest(msgspec.Struct, **RECORD_OPTIONS):
     consumed: int
     child_count: int
     wakes: list[str] = msgspec.field(default_factory=list)  # awakeables for ranks consumed + 1, + 2, …
+    # At most this many ranks (a plain await serves one); absent, as many as the group serves at once.
+    # Omitted when absent, so a request without it is encoded as before (its caller's journal holds it).
+    at_most: int | msgspec.UnsetType = msgspec.UNSET
 
 
 class WaitReply(msgspec.Struct, **RECORD_OPTIONS):
