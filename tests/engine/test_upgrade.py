@@ -57,7 +57,8 @@ QUIET_S = 45
 T = TypeVar("T")
 SLEEP_MS = 3000  # a durable timer that usually fires after the upgrade
 NEVER_MS = 600_000  # a timer that only a Cancel close ends
-WIDE = 300  # wider than one pump slice (256): two pumps, the first calling the second
+WIDE = 257  # wider than one pump slice (256): two pumps, the first calling the second; every one of
+# its ranks is read one await at a time, which costs a baseline group a read of every rank after it
 LASH = ("LashGroup", "LashChild", "LashPump", "LashSignal")
 WAKE = {"all": "all", "all_settled": "all", "race": "first", "any": "first_success"}
 # Both releases serve the demo tools and `gate` (tests/engine/upgrade_tools.py, imported from this checkout).
