@@ -150,9 +150,10 @@ async def on_run_parts(ctx: restate.ObjectContext, req: PumpParts, routing: Rout
 
 
 async def on_redispatch(ctx: restate.ObjectContext, req: PumpAwait, routing: Routing) -> None:
-    """Decision 48: a reopen's re-dispatch of this slice's children that had no outcome when it
-    reopened, by the dispatch `run2` makes, reported as `run2` reports: a re-run child reaches its
-    rank by the same code as a first run's, whatever the group's layout.
+    """Decision 48: a reopen's re-dispatch of this slice's children that the group kept as missed
+    (decision 95; every unsettled one, for a group the baseline opened), by the dispatch `run2`
+    makes, reported as `run2` reports: a re-run child reaches its rank by the same code as a first
+    run's, whatever the group's layout.
 
     Queued behind this key's run (both exclusive), which ends only once its children have: a
     child runs again only if no outcome is stored for it (its runner was missing). It asks the
