@@ -46,6 +46,7 @@ from tests.conformance.builders import (
 )
 from tests.engine.test_engine import _poll, wait_tool_started
 from tests.engine.test_operator import (
+    _missed,
     _nothing_left,
     lash,
     listed,
@@ -791,6 +792,36 @@ async def test_killing_or_cancelling_a_childs_report_of_its_miss_with_restates_c
     assert (ok(slow)["rank"], ok(slow)["position"]) == (2, 0)
     message = "killed" if action == "kill" else "the report of this child's miss was cancelled"
     assert ok(slow)["outcome"] == {"type": "err", "code": "409", "message": message}
+    assert "error" not in closed
+
+
+async def test_a_run_killed_after_another_child_missed_its_runner_still_settles_as_killed(
+    stack: LocalStack, tmp_path: Path
+) -> None:
+    """The group's watch of its runs goes on past a run that ended with a miss: `restate invocations
+    kill` of the second child's `LashChild/run`, after the first child's run missed its tool (the
+    endpoint restarted without it) and the group kept it, settles the second as killed, so the
+    caller waiting on rank 1 reads it there; the missed child stays unranked."""
+    s = Scope()
+    name = f"{s.id}-slow"
+    gate = tmp_path / "gate"  # never opened: the second child runs until it is killed
+    group = s.group(
+        [count(name, "slow", delay_ms=60_000, slow_once=True), tool("blob", {"size": 3, "after": str(gate)})]
+    )
+    caller = turn_in_background(stack, s, open_(group), next_(), close())
+    await wait_tool_started(stack, name)
+    watch = _invocation("LashGroup", f"target_service_key = {quote(s.key())}", "watch_runs")
+    await _poll(stack, watch, lambda rows: [r["status"] for r in rows] in _STARTED)
+    await asyncio.to_thread(stack.restart_endpoint, LASH_DEMO_TOOLS_OFF="count")  # the first child misses
+    await until(functools.partial(_missed, stack, s.key()))
+    run = _invocation("LashChild", f"target_service_key = {quote(s.key() + '/c1')}", "run")
+    [row] = await _poll(stack, run, lambda rows: [r["status"] for r in rows] in _STARTED)
+    killed = await asyncio.to_thread(restate, stack, tmp_path, "invocations", "kill", row["id"])
+    assert killed.returncode == 0, killed.stderr
+    answered = await asyncio.wait_for(caller, 60)
+    assert answered.status_code == 200, answered.text
+    [_, first, closed] = answered.json()
+    assert (ok(first)["rank"], ok(first)["position"], ok(first)["outcome"]) == (1, 1, KILLED)
     assert "error" not in closed
 
 
