@@ -120,7 +120,7 @@ async def settle_as_they_finish(
             if child is None:
                 await slice_ended(future)
                 continue
-            outcome = await child_outcome(future, child.replay_key)
+            outcome = await child_outcome(future)
             if outcome is None:
                 continue  # a routing miss: no terminal is synthesized, the rank stays unallocated
             position = position_of(child)

@@ -93,7 +93,7 @@ async def slice_ended(future: Any) -> restate.TerminalError | None:
     return None
 
 
-async def child_outcome(future: Any, replay_key: str) -> bytes | None:
+async def child_outcome(future: Any) -> bytes | None:
     """A child call's outcome bytes; None when the child could not be routed (ADR: a 404 is terminal)."""
     try:
         return bytes(await future)

@@ -279,7 +279,7 @@ async def await_and_report(
             if what.kind == CALL:
                 outcome: bytes | None = await call_outcome(future, what.target)
             else:
-                outcome = await child_outcome(future, what.replay_key)
+                outcome = await child_outcome(future)
             if outcome is None:
                 missed = True  # a routing miss: no terminal is synthesized, the rank stays unallocated
                 continue
