@@ -57,8 +57,11 @@ QUIET_S = 45
 T = TypeVar("T")
 SLEEP_MS = 3000  # a durable timer that usually fires after the upgrade
 NEVER_MS = 600_000  # a timer that only a Cancel close ends
-WIDE = 257  # wider than one pump slice (256): two pumps, the first calling the second; every one of
-# its ranks is read one await at a time, which costs a baseline group a read of every rank after it
+WIDE = 257  # wider than one pump slice (256): two pumps, the first calling the second
+# A wide group's plain awaits start this many ranks before its last: a baseline group answers each
+# await with every rank after the cursor (and its caller reads all their outcomes), so reading a wide
+# group one await at a time from 0 costs its square; the ranks before are read in bulk (`tail_from`).
+TAIL = 8
 LASH = ("LashGroup", "LashChild", "LashPump", "LashSignal")
 WAKE = {"all": "all", "all_settled": "all", "race": "first", "any": "first_success"}
 # Both releases serve the demo tools and `gate` (tests/engine/upgrade_tools.py, imported from this checkout).
@@ -101,6 +104,11 @@ class Case:
     handle0: str = ""  # the cursor saved at 0, right after the open
     saved: dict[str, Any] = field(default_factory=dict)  # the suspended result, with its handle
     served: list[dict[str, Any]] = field(default_factory=list)  # the ranks the baseline served
+    # A wide group's cursor where its plain awaits start (0: every rank is read one await at a time):
+    # the baseline consumes the ranks before it in bulk, a combinator's run from the cursor at 0.
+    tail_from: int = 0
+    handle_tail: str = ""  # the cursor saved at ``tail_from``
+    bulk: list[int] = field(default_factory=list)  # the positions of the ranks before it, as read
 
     @property
     def key(self) -> str:
@@ -233,7 +241,7 @@ def in_flight_cases(gate: Path) -> list[Case]:
         Case("any-pumped", "any", ["fail", "call_fail", "event", "never"], 2, "cancel"),
         Case("all-pumped", "all", ["ok", "ok", "reject", "slow"], 2),
         # wider than a pump slice, its last child an event in the second slice
-        Case("all-wide", "all", ["ok"] * WIDE + ["event"], 10),
+        Case("all-wide", "all", ["ok"] * WIDE + ["event"], 10, tail_from=WIDE + 1 - TAIL),
     ]
     for case in cases:
         case.gate = str(gate)
@@ -247,7 +255,7 @@ def settled_cases() -> list[Case]:
         Case("race-direct-settled", "race", ["fail", "ok"], 0, "cancel"),
         Case("settled-pumped-settled", "all_settled", ["ok", "fail", "call_ok", "call_fail"], 3),
         Case("any-pumped-settled", "any", ["fail", "call_fail", "fail"], 2, "cancel"),
-        Case("all-wide-settled", "all", ["ok"] * WIDE, 10),
+        Case("all-wide-settled", "all", ["ok"] * WIDE, 10, tail_from=WIDE - TAIL),
     ]
 
 
@@ -263,6 +271,13 @@ async def open_on_baseline(stack: LocalStack, case: Case) -> None:
     case.saved = ok(suspended)
     assert case.saved["status"] == "suspended", (case.name, case.saved)
     assert len(case.saved["order"]) == case.stop_after
+    if case.tail_from:
+        [bulk] = await turn(
+            stack, combine(case.kind, case.group, handle=case.handle0, stop_after=case.tail_from)
+        )
+        read = ok(bulk)
+        assert read["status"] == "suspended", (case.name, read)
+        case.handle_tail, case.bulk = read["handle"], read["order"]
 
 
 async def read_served(stack: LocalStack, case: Case) -> None:
@@ -416,14 +431,22 @@ async def read_parked(stack: LocalStack, case: Case) -> list[dict[str, Any]]:
 
 
 def _read_steps(case: Case) -> list[dict[str, Any]]:
-    return [use(case.handle0), *[next_() for _ in range(case.settling)]]
+    start = case.handle_tail if case.tail_from else case.handle0
+    return [use(start), *[next_() for _ in range(case.settling - case.tail_from)]]
 
 
 def check_ranks(case: Case, reread: list[dict[str, Any]], order: list[int], who: str) -> None:
+    """``reread``, every rank from ``case.tail_from`` on, against the durable ``order``."""
     where = f"{case.name}, read by {who}"
-    assert [s["position"] for s in reread] == order, f"{where}: the ranks differ from the durable order"
-    assert reread[: len(case.served)] == case.served, f"{where}: a rank the baseline served changed"
-    assert reread == [case.settlement(r, p) for r, p in enumerate(order, 1)], f"{where}: a payload differs"
+    expected = [case.settlement(r, p) for r, p in enumerate(order, 1)]
+    first = case.tail_from
+    assert case.bulk == order[:first], f"{case.name}: the ranks read in bulk differ from the durable order"
+    assert case.served == expected[: len(case.served)], f"{case.name}: the baseline served a wrong rank"
+    tail = [s["position"] for s in reread]
+    assert tail == order[first:], f"{where}: the ranks differ from the durable order"
+    if not first:  # a wide group's served ranks are before its tail: checked above, and by the resume
+        assert reread[: len(case.served)] == case.served, f"{where}: a rank the baseline served changed"
+    assert reread == expected[first:], f"{where}: a payload differs"
 
 
 async def resume_on_current(stack: LocalStack, case: Case, order: list[int]) -> None:
