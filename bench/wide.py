@@ -1,6 +1,7 @@
-"""`python -m bench.wide N[,N…] [--paths group_all,native_all] [--k K] [--rounds R] [--spy DIR]`: where a
-wide `all` spends; ``--paths group_bounded_all,native_bounded_all`` measures a bounded one (at most K
-calls at once) against a hand-written native loop.
+"""`python -m bench.wide N[,N…] [--paths group_all,native_all] [--k K] [--rounds R] [--spy DIR]
+[--rss S]`: where a wide `all` spends; ``--paths group_bounded_all,native_bounded_all`` measures a
+bounded one (at most K calls at once) against a hand-written native loop; ``--rss S`` prints, every
+S seconds of each run, the endpoint's RSS and the invocations not completed, by service and status.
 
 Starts its own restate-server and the bench endpoint, runs each path once per N (after a warm-up
 at N=10), and prints per run: the round trip, ms per child, the endpoint's peak RSS, and from
@@ -67,6 +68,25 @@ async def _poll_state(admin: str, peak: dict[str, tuple[int, int]]) -> None:
         await asyncio.sleep(1)
 
 
+# What is in flight, by service and status, polled with the endpoint's RSS (``--rss``).
+IN_FLIGHT = (
+    "SELECT target_service_name AS s, status, count(*) AS n FROM sys_invocation "
+    "WHERE status != 'completed' GROUP BY target_service_name, status"
+)
+
+
+async def _poll_rss(admin: str, pid: int, every: float, lines: list[str]) -> None:
+    """Every ``every`` seconds, the endpoint's RSS and the invocations not completed, by kind."""
+    start = time.perf_counter()
+    while True:
+        status = await asyncio.to_thread(Path(f"/proc/{pid}/status").read_text)
+        rss = status.split("VmRSS:")[1].split("\n")[0].strip()
+        rows = await asyncio.to_thread(sql, admin, IN_FLIGHT)
+        flight = ", ".join(f"{r['s']}/{r['status']} {r['n']}" for r in sorted(rows, key=lambda r: -r["n"]))
+        lines.append(f"  {time.perf_counter() - start:6.1f} s  RSS {rss:>12}  {flight}")
+        await asyncio.sleep(every)
+
+
 def _record(pid: int, out: Path) -> subprocess.Popen[bytes]:
     """py-spy recording the endpoint into ``out`` until it gets SIGINT."""
     command = [shutil.which("py-spy") or "py-spy", "record", "--pid", str(pid), "--format", "raw"]
@@ -123,7 +143,9 @@ def hottest(path: Path, top: int = 25) -> list[str]:
     return [f"  {100 * n / total:5.1f}% {frame}" for frame, n in inclusive.most_common(top)]
 
 
-async def measure(sizes: list[int], paths: list[str], spy: Path | None, k: int, rounds: int) -> None:
+async def measure(
+    sizes: list[int], paths: list[str], spy: Path | None, k: int, rounds: int, rss: float | None = None
+) -> None:
     stack = LocalStack.single(
         server_env={"RESTATE_DEFAULT_NUM_PARTITIONS": "4", "RESTATE_LOG_FILTER": "warn"},
         module="bench.app",
@@ -143,10 +165,15 @@ async def measure(sizes: list[int], paths: list[str], spy: Path | None, k: int, 
                         await asyncio.sleep(1.5)  # py-spy attaches before the run starts
                     peak: dict[str, tuple[int, int]] = {}
                     poller = asyncio.create_task(_poll_state(stack.admin_url, peak))
+                    rss_lines: list[str] = []
+                    if rss is not None:
+                        rss_poller = asyncio.create_task(_poll_rss(stack.admin_url, pid, rss, rss_lines))
                     start = time.perf_counter()
                     response = await client.post(f"{stack.ingress_url}/Bench/{path}", json={"n": n, "k": k})
                     elapsed = time.perf_counter() - start
                     poller.cancel()
+                    if rss is not None:
+                        rss_poller.cancel()
                     if response.status_code != 200:
                         raise RuntimeError(f"{path} failed: {response.text[:300]}")
                     print(
@@ -154,6 +181,8 @@ async def measure(sizes: list[int], paths: list[str], spy: Path | None, k: int, 
                         f"endpoint peak RSS {_peak_rss(pid)}",
                         flush=True,
                     )
+                    if rss_lines:
+                        print("\n".join(rss_lines), flush=True)
                     if recorder is not None:
                         recorder.send_signal(signal.SIGINT)
                         recorder.wait()
@@ -174,11 +203,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--spy", type=Path, help="record the endpoint with py-spy into this directory")
     parser.add_argument("--k", type=int, default=50, help="max_in_flight of the bounded paths")
     parser.add_argument("--rounds", type=int, default=1, help="runs of each path per N, alternating")
+    parser.add_argument(
+        "--rss", type=float, metavar="S", help="every S seconds: the endpoint's RSS and what is in flight"
+    )
     args = parser.parse_args(argv)
     sizes = [int(n) for n in args.sizes.split(",")]
     if args.spy is not None:
         args.spy.mkdir(parents=True, exist_ok=True)
-    asyncio.run(measure(sizes, args.paths.split(","), args.spy, args.k, args.rounds))
+    asyncio.run(measure(sizes, args.paths.split(","), args.spy, args.k, args.rounds, args.rss))
     return 0
 
 
