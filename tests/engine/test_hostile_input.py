@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -397,3 +398,6 @@ def test_the_hostile_input_document_lists_every_case() -> None:
     for case in CASES:
         assert f"`{case.id}`" in doc, case.id
         assert f"`{case.code}`" in doc
+    numbers = [int(n) for n in re.findall(r"^\| (\d+) \|", doc, flags=re.MULTILINE)]
+    assert numbers == list(range(1, len(numbers) + 1)), "the page's cases are numbered 1, 2, … in order"
+    assert f"{len(numbers)} distinct bad inputs in all." in doc
