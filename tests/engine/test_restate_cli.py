@@ -857,6 +857,46 @@ async def test_killing_or_cancelling_a_pumps_report_with_restates_cli_changes_no
 
 
 @SHARED
+async def test_cancelling_a_childs_run_while_it_is_queued_with_restates_cli_settles_it_as_cancelled(
+    shared: LocalStack, tmp_path: Path
+) -> None:
+    """`restate invocations cancel` of a child's `LashChild/run` while it waits behind another group's
+    run of the same replay key (a namesake child waiting on a gate), once the group watches it:
+    Restate ends it cancelled without running it, so it settles nothing; the watch hears it end so
+    and settles the child as the run would have, `Cancelled`, once the key is free. The caller
+    waiting on it goes on (before, the watch passed over it as a close's cancel, and the caller
+    waited for ever)."""
+    gate = tmp_path / "gate"
+    holder, s = Scope(), Scope()
+    common = f"{s.key()}/shared"  # one replay key, two groups: their runs of it queue on one object
+    blocking = holder.group([tool("blob", {"size": 3, "after": str(gate)})], replay_keys=[common])
+    held = turn_in_background(shared, holder, open_(blocking), next_(), close())
+    runs = _invocation("LashChild", f"target_service_key = {quote(common)}", "run")
+    await _poll(shared, runs, lambda rows: [r["status"] for r in rows] in _STARTED)
+    group = s.group([echo("won"), echo("late")], replay_keys=[f"{s.key()}/c0", common])
+    caller = turn_in_background(shared, s, open_(group), next_(), next_(), close())
+    try:
+        [queued] = await _poll(shared, runs + " AND status = 'pending'", lambda rows: len(rows) == 1)
+        # Once the group watches its run: cancelled before that, Restate keeps nothing of a queued
+        # invocation, and the watch settles the child as a run gone (decision 89).
+        watches = _invocation("LashGroup", f"target_service_key = {quote(s.key())}", "watch_runs")
+        await _poll(shared, watches, lambda rows: [r["status"] for r in rows] in _STARTED)
+        _operator(shared, tmp_path, "cancel", queued["id"])
+        # The group's repair of it waits behind the namesake's run, as the run did.
+        fails = _invocation("LashChild", f"target_service_key = {quote(common)}", "fail")
+        await _poll(shared, fails + " AND status = 'pending'", lambda rows: len(rows) == 1)
+    finally:
+        gate.touch()
+    answered = await asyncio.wait_for(caller, 60)
+    assert answered.status_code == 200, answered.text
+    [_, won, late, closed] = answered.json()
+    assert ok(won)["outcome"] == {"type": "ok", "value": "won"}
+    assert (ok(late)["rank"], ok(late)["position"], ok(late)["outcome"]) == (2, 1, {"type": "cancelled"})
+    assert "error" not in closed
+    assert (await asyncio.wait_for(held, 60)).status_code == 200
+
+
+@SHARED
 @pytest.mark.parametrize("action", ["kill", "cancel"])
 async def test_killing_the_repair_of_a_killed_run_with_restates_cli_still_ranks_its_child(
     shared: LocalStack, tmp_path: Path, action: str

@@ -283,6 +283,8 @@ def _samples() -> list[Sample]:
     add("msg.group.run_ended.pump", killed, _json(RunEnded))
     sliced = RunEnded(incarnation=INCARNATION, positions=[256, 257], message="killed", code="409")
     add("msg.group.run_ended.slice", sliced, _json(RunEnded))
+    queued = RunEnded(incarnation=INCARNATION, positions=[1], message="canceled", code="409", cancelled=True)
+    add("msg.group.run_ended.cancelled", queued, _json(RunEnded))
     failed = ChildrenFailed(
         group_key=KEY,
         incarnation=INCARNATION,

@@ -10,7 +10,7 @@ import msgspec
 import restate
 
 from ... import logs
-from ...contract import Err, LoserPolicy
+from ...contract import Cancelled, Err, LoserPolicy
 from ..child._calls import cancelled
 from ..wire._errors import CANCELLED_STATUS, MISS_MARK, NOT_FOUND
 from ..wire._incarnation import records_saves
@@ -234,11 +234,12 @@ async def on_watch_runs(ctx: restate.ObjectSharedContext, req: RunsWatch) -> Non
             try:
                 answer = await future
             except restate.TerminalError as error:
-                # Lash cancels runs (a close) but never a settle or a repair: an operator's cancel of
-                # one still waiting leaves its child unranked, as a kill does (decision 92).
-                if cancelled(error) and future not in settles and req.repairs is not True:
-                    continue
                 message, code = error.message, str(error.status_code)
+                # A run that was running settles its children itself when cancelled, and ends
+                # normally: one that ends cancelled was cancelled before it ran (queued behind its
+                # key's other work), by an operator or by its group, and settled nothing (decision
+                # 97). A settle or a repair ends cancelled only by an operator's hand (decision 92).
+                run_cancelled = cancelled(error) and future not in settles and req.repairs is not True
                 if error.status_code == NOT_FOUND:
                     if (error.metadata or {}).get(MISS_MARK):
                         continue  # a miss its group heard of, and keeps
@@ -247,7 +248,13 @@ async def on_watch_runs(ctx: restate.ObjectSharedContext, req: RunsWatch) -> Non
                     # the group, so `run_ended` passes over it.
                     message, code = GONE, str(CANCELLED_STATUS)
                 positions = attached[future].positions
-                ended = RunEnded(incarnation=req.incarnation, positions=positions, message=message, code=code)
+                ended = RunEnded(
+                    incarnation=req.incarnation,
+                    positions=positions,
+                    message=message,
+                    code=code,
+                    cancelled=True if run_cancelled else msgspec.UNSET,
+                )
                 if await report_run_ended(ctx, ctx.key(), ended):
                     return  # this watch was cancelled meanwhile: its group is closed
                 continue
@@ -293,12 +300,14 @@ async def on_run_ended(ctx: restate.ObjectContext, ended: RunEnded) -> None:
         return
     fence = await ctx.get(FENCE, serde=SHAPE)
     assert fence is not None  # written with meta, cleared with it
+    # Decision 97: a run cancelled before it ran settles its children as it would have, cancelled.
+    outcome = Cancelled() if ended.cancelled is True else Err(message=ended.message, code=ended.code)
     failed = ChildrenFailed(
         group_key=ctx.key(),
         incarnation=meta.incarnation,
         positions=positions,
         replay_keys=[fence.replay_keys[p] for p in positions],
-        outcome=Err(message=ended.message, code=ended.code),
+        outcome=outcome,
     )
     sent = mode_for(meta.mode).fail(ctx, meta, failed)
     logs.event("group.run_ended", ctx, group_key=ctx.key(), children=len(positions), code=ended.code)

@@ -171,12 +171,14 @@ class RunsWatch(msgspec.Struct, **RECORD_OPTIONS):
 
 class RunEnded(msgspec.Struct, **RECORD_OPTIONS):
     """What `LashGroup/run_ended` receives: a dispatched invocation ended in failure without settling
-    the children at ``positions`` (None: every child); they settle with that failure."""
+    the children at ``positions`` (None: every child); they settle with that failure, or, with
+    ``cancelled``, as `Cancelled` (a run cancelled before it ran, as it would have settled them)."""
 
     incarnation: str
     positions: list[int] | None
     message: str
     code: str
+    cancelled: bool | msgspec.UnsetType = msgspec.UNSET  # decision 97; omitted when unset
 
 
 class Guard(msgspec.Struct, **RECORD_OPTIONS):
