@@ -152,9 +152,10 @@ async def test_a_reopen_of_a_group_opened_in_parts_runs_again_a_child_whose_tool
     stack: Stack,
 ) -> None:
     """Decision 48 on a group opened in parts: its child 0 ran while the endpoint lost its tool, so its
-    run ended with no outcome and no rank. With the tool back, a reopen (which stages the children
-    again) hands the staged part to that slice's pump, which runs the child again: it takes the last
-    rank, as the reference host's reopen gives it, its side effect done once."""
+    run ended with no outcome and no rank, once the group had its report of the miss (decision 86).
+    With the tool back, a reopen (which stages the children again, and releases them) runs again
+    the child the group kept as missed (decision 95): it takes the last rank, as the reference
+    host's reopen gives it, its side effect done once."""
     s = Scope()
     name = f"{s.id}-slow"
     children = _children()
