@@ -45,6 +45,7 @@ from tests.conformance.builders import (
     use,
 )
 from tests.engine.test_engine import _poll, wait_tool_started
+from tests.engine.test_guard import _guarded, _status
 from tests.engine.test_operator import (
     _missed,
     _nothing_left,
@@ -465,6 +466,38 @@ async def test_a_caller_whose_open_restates_cli_killed_is_listed_and_answered_by
             )
 
 
+async def test_a_caller_whose_open_in_parts_restates_cli_killed_is_answered_by_a_resend(
+    tmp_path: Path,
+) -> None:
+    """The same for an open in parts: `restate invocations kill` of a first `LashGroup/open_parts`,
+    held by a deployment of `LashGroup` alone that does not answer once its caller has staged the
+    children with their pumps. `groups stranded` lists it, and `--resend` sends it again as a
+    reopen: never recorded, the group refuses it, its caller ends with `group_not_open`, and the
+    parts it staged are released."""
+    fresh = Scope()
+    opens = "SELECT id, status FROM sys_invocation WHERE target_service_name = 'LashGroup' AND "
+    opens += f"target_handler_name = 'open_parts' AND target_service_key = {quote(fresh.key())}"
+    staged = (
+        "SELECT service_key FROM state WHERE service_name = 'LashPump' AND key = 'staged' "
+        f"AND ends_with(service_key, {quote(':' + fresh.key())})"
+    )
+    with LocalStack.single(tmp_path / "stack", endpoint_env={PARTS_FROM_ENV: "1"}).start() as stack:
+        with unanswered(stack, "groups", service="LashGroup"):
+            starter = turn_in_background(stack, fresh, open_(fresh.group([echo("never")])), next_())
+            [held] = await _poll(stack, opens, lambda rows: len(rows) == 1)
+            _operator(stack, tmp_path, "kill", held["id"])
+            await _poll(stack, opens, lambda rows: rows[0]["status"] == "completed")
+        assert await _poll(stack, staged, lambda rows: len(rows) == 1)  # its one part, staged
+        found = lash(stack, "groups", "stranded", "--json")
+        assert found.returncode == 0, found.stderr
+        assert [(o["group_key"], o["sent"]) for o in json.loads(found.stdout)] == [(fresh.key(), held["id"])]
+        resent = lash(stack, "groups", "stranded", "--resend")
+        assert resent.returncode == 0 and resent.stdout.count("sent again as inv_") == 1, resent
+        refused = (await asyncio.wait_for(starter, 60)).json()
+        assert err(refused[0])["code"] == "group_not_open", refused
+        await _poll(stack, staged, lambda rows: not rows)
+
+
 async def _none_stranded(stack: LocalStack) -> bool:
     found = await asyncio.to_thread(lash, stack, "groups", "stranded", "--json")
     return found.returncode == 0 and json.loads(found.stdout) == []
@@ -639,7 +672,12 @@ async def test_clearing_a_groups_state_with_restates_cli_ends_its_waiting_caller
     await _poll(stack, asked, lambda rows: [r["status"] for r in rows] == ["completed"] * 2)
     # And once its guard has looked at them and found them waiting (so it looks again).
     guards = _invocation("LashGroup", f"target_service_key = {quote(s.key())}", "guard")
-    await _poll(stack, guards, lambda rows: "completed" in [r["status"] for r in rows])
+    rows = await _poll(stack, guards, lambda rows: "completed" in [r["status"] for r in rows])
+    # Its next look is kept with the group's watches, so a close cancels it (decision 83).
+    looked = {r["id"] for r in rows if r["status"] == "completed"}
+    kept = await _guarded(stack, s.key())
+    assert kept and looked.isdisjoint(kept), (kept, looked)
+    assert [await _status(stack, guard) for guard in kept] == ["scheduled"] * len(kept)
     # `--force`: without it Restate applies the clear only if the state is still the version the CLI
     # read, and drops it (the CLI still succeeds) if a guard's look rewrote it in between.
     clear = ("state", "clear", f"LashGroup/{s.key()}", "--force")
