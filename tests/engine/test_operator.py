@@ -16,6 +16,7 @@ import subprocess
 import sys
 import uuid
 from collections.abc import Awaitable, Callable, Iterator
+from pathlib import Path
 from typing import Any, TypeVar
 
 import httpx
@@ -38,7 +39,7 @@ from lash_restate.inspection._operator import operator_call
 from lash_restate.inspection._paused import callee_of
 from lash_restate.inspection._sql import admin_api
 from lash_restate.testing import LocalStack, StackError
-from tests.conformance.builders import Scope, close, count, echo, event, next_, ok, open_, save, use
+from tests.conformance.builders import Scope, close, count, echo, event, next_, ok, open_, save, tool, use
 from tests.engine.cli_main import run_main
 from tests.engine.test_engine import recorded_meta, wait_tool_started
 
@@ -668,6 +669,60 @@ async def test_a_child_that_missed_its_runner_is_shown_and_run_again_by_groups_r
     assert ok(slow)["outcome"] == {"type": "ok", "value": "slow"} and "error" not in closed
     assert stack.counts().count(name) == 1
     assert lash(stack, "groups", "redispatch").returncode == 2  # neither a key nor --all
+
+
+async def test_a_redispatch_of_a_bounded_groups_missed_children_keeps_its_bound(
+    stack: LocalStack, tmp_path: Path
+) -> None:
+    """A group of `max_in_flight=1` whose three children all missed their runner (the endpoint lost
+    the `count` tool while the first ran; the next two then missed at their start): once the tool is
+    back, `groups redispatch` runs them again one at a time, as the group declared. While the first
+    waits on its gate, its pump has called no other; the caller then reads all three in that order,
+    each run once to its end."""
+    s = Scope()
+    gate = tmp_path / "gate"
+    names = [f"{s.id}-{i}" for i in range(3)]
+    held = [tool("count", {"name": n, "value": n, "after": str(gate)}) for n in names]
+    [opened] = await stack.turn(open_(s.group(held, max_in_flight=1)))
+    await until(lambda: _executes_since(stack, s.key(), set(), 1))  # the first runs, held by its gate
+    try:
+        await asyncio.to_thread(stack.restart_endpoint, LASH_DEMO_TOOLS_OFF="count")
+        await until(lambda: _all_missed(stack, s.key(), 3))
+    finally:
+        await asyncio.to_thread(stack.restart_endpoint, LASH_DEMO_TOOLS_OFF="")
+    before = await _executes(stack, s.key())
+    again = lash(stack, "groups", "redispatch", s.key())
+    assert again.returncode == 0 and "3 child(ren) dispatched again" in again.stdout, again.stdout
+    await until(lambda: _executes_since(stack, s.key(), before, 1))
+    # The pump journals a batch's calls together: had it called more than one, they would be here.
+    assert [row["key"] for row in await _executes_since(stack, s.key(), before, 1)] == [f"{s.key()}/c0"]
+    gate.touch()
+    [_, *read, closed] = await stack.turn(use(ok(opened)), next_(), next_(), next_(), close())
+    assert [ok(r)["position"] for r in read] == [0, 1, 2] and "error" not in closed
+    assert [ok(r)["outcome"]["value"] for r in read] == names
+    assert [line for line in stack.counts() if line in names] == names
+
+
+async def _all_missed(stack: LocalStack, key: str, n: int) -> GroupView | None:
+    view = await asyncio.to_thread(show_group, stack.server.admin_url, key)
+    return view if view is not None and view.missed == n else None
+
+
+async def _executes(stack: LocalStack, key: str) -> set[str]:
+    return {row["id"] for row in await _executes_since(stack, key, set(), 0)}
+
+
+async def _executes_since(
+    stack: LocalStack, key: str, before: set[str], at_least: int
+) -> list[dict[str, Any]]:
+    """The group's children's `LashChild/execute` invocations not in ``before`` (by id), if at least
+    ``at_least``; else none."""
+    query = (
+        "SELECT id, target_service_key AS key FROM sys_invocation WHERE target_service_name = 'LashChild' "
+        f"AND target_handler_name = 'execute' AND starts_with(target_service_key, {quote(key + '/')})"
+    )
+    rows = [r for r in await asyncio.to_thread(sql, stack.server.admin_url, query) if r["id"] not in before]
+    return rows if len(rows) >= at_least else []
 
 
 async def test_a_redispatch_of_a_group_closed_or_reopened_since_it_was_read_says_why(
