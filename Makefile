@@ -86,7 +86,8 @@ SEED ?= 1
 mutation-engine: setup $(VENV)/.mutation
 	rm -rf build/mutation-engine
 	$(BIN)/python -m tests.mutation.engine_tree build/mutation-engine
-	cd build/mutation-engine && PATH=$(CURDIR)/$(BIN):$$PATH && \
+	$(BIN)/python -c 'from tests.engine.baseline import materialise; from lash_restate.engine import BASELINE; materialise(BASELINE)'
+	cd build/mutation-engine && export PATH=$(CURDIR)/$(BIN):$$PATH LASH_BASELINE_CACHE=$(CURDIR)/.lash && \
 	  if [ -n "$(SAMPLE)" ]; then \
 	    python -m tests.mutation.sample draw $(SAMPLE) $(SEED) && \
 	    mutmut run --max-children $(MUTATION_JOBS) $$(cat mutants/sample.txt); \

@@ -8,6 +8,9 @@ editable install is not loaded there: the venv's ``python -m lash_restate`` runs
 release. The directory is reused while its ``complete`` marker is present; it is rebuilt beside
 and moved into place, so an interrupted build leaves nothing that looks complete.
 
+``$LASH_BASELINE_CACHE`` names another directory for ``.lash`` (`make mutation-engine` points its copy
+of the tests, which has no git history, at this clone's).
+
 The baseline runs on this environment's dependencies (same pins today); a later release that moves
 a pin the baseline cannot run with would need ``pip install`` of the archived tree instead.
 """
@@ -72,7 +75,7 @@ def materialise(commit: str, cache: Path | None = None) -> Baseline:
 
     Processes that ask at once (pytest-xdist workers) take turns on a lock file beside it: the
     first builds, the others find it complete (a build moves the directory it replaces away)."""
-    root = (cache or REPO / ".lash") / f"baseline-{commit}"
+    root = (cache or Path(os.environ.get("LASH_BASELINE_CACHE") or REPO / ".lash")) / f"baseline-{commit}"
     root.parent.mkdir(parents=True, exist_ok=True)
     with (root.parent / f"baseline-{commit}.lock").open("w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
