@@ -675,37 +675,50 @@ async def test_a_redispatch_of_a_bounded_groups_missed_children_keeps_its_bound(
     stack: LocalStack, tmp_path: Path
 ) -> None:
     """A group of `max_in_flight=1` whose three children all missed their runner (the endpoint lost
-    the `count` tool while the first ran; the next two then missed at their start): once the tool is
-    back, `groups redispatch` runs them again one at a time, as the group declared. While the first
-    waits on its gate, its pump has called no other; the caller then reads all three in that order,
-    each run once to its end."""
+    the `count` and `blob` tools while the first ran; the next two then missed at their start).
+    With `count` back, `groups redispatch` runs its two children again one at a time, as the group
+    declared (while the first waits on its gate, its pump has called no other), and keeps the
+    `blob` child missed; with `blob` back, a second re-dispatch runs it. The caller reads all three
+    in that order, each run once to its end."""
     s = Scope()
     gate = tmp_path / "gate"
-    names = [f"{s.id}-{i}" for i in range(3)]
+    names = [f"{s.id}-{i}" for i in range(2)]
     held = [tool("count", {"name": n, "value": n, "after": str(gate)}) for n in names]
+    held.append(tool("blob", {"size": 3, "after": str(gate)}))
     [opened] = await stack.turn(open_(s.group(held, max_in_flight=1)))
     await until(lambda: _executes_since(stack, s.key(), set(), 1))  # the first runs, held by its gate
     try:
-        await asyncio.to_thread(stack.restart_endpoint, LASH_DEMO_TOOLS_OFF="count")
-        await until(lambda: _all_missed(stack, s.key(), 3))
+        await asyncio.to_thread(stack.restart_endpoint, LASH_DEMO_TOOLS_OFF="count,blob")
+        await until(lambda: _missed_at(stack, s.key(), [0, 1, 2]))
+        await asyncio.to_thread(stack.restart_endpoint, LASH_DEMO_TOOLS_OFF="blob")
+        before = await _executes(stack, s.key())
+        again = lash(stack, "groups", "redispatch", s.key(), "--json")
+        assert again.returncode == 0, again.stderr
+        assert [(r["dispatched"], r["unroutable"]) for r in json.loads(again.stdout)] == [(2, 1)]
+        assert await _missed_at(stack, s.key(), [2])  # the child it could not route is still kept
+        await until(lambda: _executes_since(stack, s.key(), before, 1))
+        # The pump journals a batch's calls together: had it called more than one, they would be here.
+        assert [row["key"] for row in await _executes_since(stack, s.key(), before, 1)] == [f"{s.key()}/c0"]
+        gate.touch()
+        await until(lambda: _ranked(stack, s.key(), 2))  # both ran to their end before the restart
     finally:
         await asyncio.to_thread(stack.restart_endpoint, LASH_DEMO_TOOLS_OFF="")
-    before = await _executes(stack, s.key())
-    again = lash(stack, "groups", "redispatch", s.key())
-    assert again.returncode == 0 and "3 child(ren) dispatched again" in again.stdout, again.stdout
-    await until(lambda: _executes_since(stack, s.key(), before, 1))
-    # The pump journals a batch's calls together: had it called more than one, they would be here.
-    assert [row["key"] for row in await _executes_since(stack, s.key(), before, 1)] == [f"{s.key()}/c0"]
-    gate.touch()
+    last = lash(stack, "groups", "redispatch", s.key())
+    assert last.returncode == 0 and "1 child(ren) dispatched again" in last.stdout, last.stdout
     [_, *read, closed] = await stack.turn(use(ok(opened)), next_(), next_(), next_(), close())
     assert [ok(r)["position"] for r in read] == [0, 1, 2] and "error" not in closed
-    assert [ok(r)["outcome"]["value"] for r in read] == names
+    assert [ok(r)["outcome"]["value"] for r in read] == [*names, "xxx"]
     assert [line for line in stack.counts() if line in names] == names
 
 
-async def _all_missed(stack: LocalStack, key: str, n: int) -> GroupView | None:
+async def _missed_at(stack: LocalStack, key: str, positions: list[int]) -> bool:
     view = await asyncio.to_thread(show_group, stack.server.admin_url, key)
-    return view if view is not None and view.missed == n else None
+    return view is not None and [c.position for c in view.children if c.missed] == positions
+
+
+async def _ranked(stack: LocalStack, key: str, n: int) -> bool:
+    view = await asyncio.to_thread(show_group, stack.server.admin_url, key)
+    return view is not None and view.settled >= n
 
 
 async def _executes(stack: LocalStack, key: str) -> set[str]:
