@@ -13,6 +13,7 @@ from datetime import datetime
 from typing import Any
 
 from lash_restate.engine.group._group_watch import WATCH_AFTER
+from lash_restate.engine.group._mode_stores import PUMP_SLICE
 from lash_restate.inspection import list_open_groups, quote, sql
 from tests.conformance.builders import Scope, close, combine, next_, ok, open_, use
 from tests.engine.conftest import Stack
@@ -134,6 +135,31 @@ async def test_the_pump_of_a_call_group_calls_its_children_before_anything_else(
     assert commands[:3] == ["Command: Input", "Command: Call", "Command: Call"], commands
     assert "Command: Run" not in commands, commands
     await stack.turn(open_(group), close())  # the loser runs on; the pump lets its store go
+
+
+async def test_a_further_slices_pump_calls_its_children_before_anything_else(stack: Stack) -> None:
+    """The same for a group of calls wider than one pump's slice: the group's pump hands the open's
+    plan of the further slice to that slice's pump with its children, which journals nothing
+    before its calls either."""
+    s = Scope()
+    group = s.group([thin(i) for i in range(PUMP_SLICE + 1)])
+    [answered] = await stack.turn(combine("all", group))
+    assert ok(answered)["value"] == list(range(PUMP_SLICE + 1))
+    pumps = await asyncio.to_thread(
+        sql,
+        stack.admin_url,
+        "SELECT id, target_service_key AS key FROM sys_invocation WHERE target_service_name = 'LashPump' "
+        f"AND target_handler_name = 'run2' AND ends_with(target_service_key, {quote(':' + s.key())})",
+    )
+    [further] = [p for p in pumps if p["key"].split(":", 1)[0].endswith(".1")]  # the second slice's
+    journal = await asyncio.to_thread(
+        sql,
+        stack.admin_url,
+        f"SELECT entry_type FROM sys_journal WHERE id = {quote(further['id'])} ORDER BY index",
+    )
+    commands = [entry["entry_type"] for entry in journal if entry["entry_type"].startswith("Command")]
+    assert commands[:2] == ["Command: Input", "Command: Call"], commands
+    assert "Command: Run" not in commands, commands
 
 
 async def _first_report(stack: Stack, group_key: str) -> list[str]:
