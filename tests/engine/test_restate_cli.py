@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import functools
 import json
 import os
@@ -894,6 +895,37 @@ async def test_killing_or_cancelling_a_pumps_report_with_restates_cli_changes_no
     assert "error" not in closed
 
 
+@dataclasses.dataclass
+class _Queued:
+    """A group of two children whose second's `LashChild/run` waits behind another group's run of
+    the same replay key (a namesake child held on ``gate``), and its caller reading both ranks."""
+
+    gate: Path
+    scope: Scope
+    common: str  # the replay key both groups' runs queue on
+    held: asyncio.Task[Any]  # the namesake group's caller
+    caller: asyncio.Task[Any]
+    run: dict[str, Any]  # the queued run's `sys_invocation` row
+
+
+async def _queued_behind_a_namesake(shared: LocalStack, tmp_path: Path) -> _Queued:
+    gate = tmp_path / "gate"
+    holder, s = Scope(), Scope()
+    common = f"{s.key()}/shared"  # one replay key, two groups: their runs of it queue on one object
+    blocking = holder.group([tool("blob", {"size": 3, "after": str(gate)})], replay_keys=[common])
+    held = turn_in_background(shared, holder, open_(blocking), next_(), close())
+    try:
+        runs = _invocation("LashChild", f"target_service_key = {quote(common)}", "run")
+        await _poll(shared, runs, lambda rows: [r["status"] for r in rows] in _STARTED)
+        group = s.group([echo("won"), echo("late")], replay_keys=[f"{s.key()}/c0", common])
+        caller = turn_in_background(shared, s, open_(group), next_(), next_(), close())
+        [queued] = await _poll(shared, runs + " AND status = 'pending'", lambda rows: len(rows) == 1)
+    except BaseException:
+        gate.touch()  # the namesake's run ends: nothing of this test is left waiting
+        raise
+    return _Queued(gate, s, common, held, caller, queued)
+
+
 @SHARED
 async def test_cancelling_a_childs_run_while_it_is_queued_with_restates_cli_settles_it_as_cancelled(
     shared: LocalStack, tmp_path: Path
@@ -904,17 +936,9 @@ async def test_cancelling_a_childs_run_while_it_is_queued_with_restates_cli_sett
     and settles the child as the run would have, `Cancelled`, once the key is free. The caller
     waiting on it goes on (before, the watch passed over it as a close's cancel, and the caller
     waited for ever)."""
-    gate = tmp_path / "gate"
-    holder, s = Scope(), Scope()
-    common = f"{s.key()}/shared"  # one replay key, two groups: their runs of it queue on one object
-    blocking = holder.group([tool("blob", {"size": 3, "after": str(gate)})], replay_keys=[common])
-    held = turn_in_background(shared, holder, open_(blocking), next_(), close())
-    runs = _invocation("LashChild", f"target_service_key = {quote(common)}", "run")
-    await _poll(shared, runs, lambda rows: [r["status"] for r in rows] in _STARTED)
-    group = s.group([echo("won"), echo("late")], replay_keys=[f"{s.key()}/c0", common])
-    caller = turn_in_background(shared, s, open_(group), next_(), next_(), close())
+    q = await _queued_behind_a_namesake(shared, tmp_path)
+    s, common, queued = q.scope, q.common, q.run
     try:
-        [queued] = await _poll(shared, runs + " AND status = 'pending'", lambda rows: len(rows) == 1)
         # Once the group watches its run: cancelled before that, Restate keeps nothing of a queued
         # invocation, and the watch settles the child as a run gone (decision 89).
         watches = _invocation("LashGroup", f"target_service_key = {quote(s.key())}", "watch_runs")
@@ -924,14 +948,14 @@ async def test_cancelling_a_childs_run_while_it_is_queued_with_restates_cli_sett
         fails = _invocation("LashChild", f"target_service_key = {quote(common)}", "fail")
         await _poll(shared, fails + " AND status = 'pending'", lambda rows: len(rows) == 1)
     finally:
-        gate.touch()
-    answered = await asyncio.wait_for(caller, 60)
+        q.gate.touch()
+    answered = await asyncio.wait_for(q.caller, 60)
     assert answered.status_code == 200, answered.text
     [_, won, late, closed] = answered.json()
     assert ok(won)["outcome"] == {"type": "ok", "value": "won"}
     assert (ok(late)["rank"], ok(late)["position"], ok(late)["outcome"]) == (2, 1, {"type": "cancelled"})
     assert "error" not in closed
-    assert (await asyncio.wait_for(held, 60)).status_code == 200
+    assert (await asyncio.wait_for(q.held, 60)).status_code == 200
 
 
 @SHARED
@@ -944,17 +968,9 @@ async def test_killing_the_repair_of_a_killed_run_with_restates_cli_still_ranks_
     group's run of the same replay key (a namesake child waiting on a gate), the second once the
     group watches that repair as it watches a run: it sends it again, and once the key is free the
     child settles with the repair's failure and takes its rank; the caller waiting on it goes on."""
-    gate = tmp_path / "gate"
-    holder, s = Scope(), Scope()
-    common = f"{s.key()}/shared"  # one replay key, two groups: their runs of it queue on one object
-    blocking = holder.group([tool("blob", {"size": 3, "after": str(gate)})], replay_keys=[common])
-    held = turn_in_background(shared, holder, open_(blocking), next_(), close())
-    runs = _invocation("LashChild", f"target_service_key = {quote(common)}", "run")
-    await _poll(shared, runs, lambda rows: [r["status"] for r in rows] in _STARTED)
-    group = s.group([echo("won"), echo("late")], replay_keys=[f"{s.key()}/c0", common])
-    caller = turn_in_background(shared, s, open_(group), next_(), next_(), close())
+    q = await _queued_behind_a_namesake(shared, tmp_path)
+    s, common, queued = q.scope, q.common, q.run
     try:
-        [queued] = await _poll(shared, runs + " AND status = 'pending'", lambda rows: len(rows) == 1)
         _operator(shared, tmp_path, "kill", queued["id"])
         fails = _invocation("LashChild", f"target_service_key = {quote(common)}", "fail")
         [fail] = await _poll(shared, fails + " AND status = 'pending'", lambda rows: len(rows) == 1)
@@ -971,8 +987,8 @@ async def test_killing_the_repair_of_a_killed_run_with_restates_cli_still_ranks_
         again = f"{fails} AND status = 'pending' AND id != {quote(fail['id'])}"
         await _poll(shared, again, lambda rows: len(rows) == 1)
     finally:
-        gate.touch()
-    answered = await asyncio.wait_for(caller, 60)
+        q.gate.touch()
+    answered = await asyncio.wait_for(q.caller, 60)
     assert answered.status_code == 200, answered.text
     [_, won, late, closed] = answered.json()
     assert ok(won)["outcome"] == {"type": "ok", "value": "won"}
@@ -981,4 +997,4 @@ async def test_killing_the_repair_of_a_killed_run_with_restates_cli_still_ranks_
     # invocation it cancelled.
     assert ok(late)["outcome"] == (KILLED if action == "kill" else {**KILLED, "message": "canceled"})
     assert "error" not in closed
-    assert (await asyncio.wait_for(held, 60)).status_code == 200
+    assert (await asyncio.wait_for(q.held, 60)).status_code == 200
