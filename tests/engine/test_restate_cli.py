@@ -907,6 +907,16 @@ class _Queued:
     caller: asyncio.Task[Any]
     run: dict[str, Any]  # the queued run's `sys_invocation` row
 
+    async def answered(self) -> tuple[dict[str, Any], dict[str, Any]]:
+        """Once the gate is open: the caller's second rank and its close (its first rank checked),
+        and the namesake's caller ended."""
+        answered = await asyncio.wait_for(self.caller, 60)
+        assert answered.status_code == 200, answered.text
+        [_, won, late, closed] = answered.json()
+        assert ok(won)["outcome"] == {"type": "ok", "value": "won"}
+        assert (await asyncio.wait_for(self.held, 60)).status_code == 200
+        return late, closed
+
 
 async def _queued_behind_a_namesake(shared: LocalStack, tmp_path: Path) -> _Queued:
     gate = tmp_path / "gate"
@@ -949,13 +959,9 @@ async def test_cancelling_a_childs_run_while_it_is_queued_with_restates_cli_sett
         await _poll(shared, fails + " AND status = 'pending'", lambda rows: len(rows) == 1)
     finally:
         q.gate.touch()
-    answered = await asyncio.wait_for(q.caller, 60)
-    assert answered.status_code == 200, answered.text
-    [_, won, late, closed] = answered.json()
-    assert ok(won)["outcome"] == {"type": "ok", "value": "won"}
+    late, closed = await q.answered()
     assert (ok(late)["rank"], ok(late)["position"], ok(late)["outcome"]) == (2, 1, {"type": "cancelled"})
     assert "error" not in closed
-    assert (await asyncio.wait_for(q.held, 60)).status_code == 200
 
 
 @SHARED
@@ -988,13 +994,9 @@ async def test_killing_the_repair_of_a_killed_run_with_restates_cli_still_ranks_
         await _poll(shared, again, lambda rows: len(rows) == 1)
     finally:
         q.gate.touch()
-    answered = await asyncio.wait_for(q.caller, 60)
-    assert answered.status_code == 200, answered.text
-    [_, won, late, closed] = answered.json()
-    assert ok(won)["outcome"] == {"type": "ok", "value": "won"}
+    late, closed = await q.answered()
     assert (ok(late)["rank"], ok(late)["position"]) == (2, 1)
     # The repair made again carries the first's failure: `killed`, or Restate's word for a queued
     # invocation it cancelled.
     assert ok(late)["outcome"] == (KILLED if action == "kill" else {**KILLED, "message": "canceled"})
     assert "error" not in closed
-    assert (await asyncio.wait_for(q.held, 60)).status_code == 200
