@@ -48,6 +48,7 @@ from tests.conformance.builders import (
 )
 from tests.engine.conftest import Stack, private_stack
 from tests.engine.test_engine import _handle, _poll, _wait_run_completed, wait_tool_started
+from tests.engine.test_operator import staged_query
 
 WIDTH = PUMP_SLICE + 44  # two parts
 BIG = "x" * 110_000
@@ -189,11 +190,7 @@ async def test_a_reopen_in_parts_under_another_shape_is_refused_and_keeps_no_par
     assert "ok" in opened
     [refused] = await stack.turn(open_(s.group(_children(), wake="first")), within=300)
     assert (err(refused)["code"], err(refused)["group_key"]) == ("shape_mismatch", s.key())  # names its group
-    staged = (
-        "SELECT service_key FROM state WHERE service_name = 'LashPump' AND key = 'staged' "
-        f"AND ends_with(service_key, {quote(':' + s.key())})"
-    )
-    await _poll(stack, staged, lambda rows: not rows, within=120)
+    await _poll(stack, staged_query(s.key()), lambda rows: not rows, within=120)
     [_, first, closed] = await stack.turn(use(_handle(s.key(), WIDTH, 0)), next_(), close(), within=300)
     assert ok(first)["rank"] == 1
     assert "error" not in closed

@@ -284,6 +284,14 @@ async def _nothing_left(stack: LocalStack, key: str) -> bool:
     )
 
 
+def staged_query(key: str) -> str:
+    """The parts an open in parts of group ``key`` staged with its pumps and has not released."""
+    return (
+        "SELECT service_key FROM state WHERE service_name = 'LashPump' AND key = 'staged' "
+        f"AND ends_with(service_key, {quote(':' + key)})"
+    )
+
+
 async def stores_left(stack: LocalStack, key: str) -> list[dict[str, Any]]:
     """What the group's pumps and children still keep: a close releases all of it."""
     query = (
@@ -547,10 +555,7 @@ async def test_parts_an_opener_left_staged_are_listed_and_released_and_a_groups_
     left = f"p-{uuid.uuid4()}:{s.key()}"
     for key in (own, left):
         await _write_state(stack, key, {"staged": list(b"[]")})
-    staged = (
-        "SELECT service_key FROM state WHERE service_name = 'LashPump' AND key = 'staged' "
-        f"AND ends_with(service_key, {quote(':' + s.key())})"
-    )
+    staged = staged_query(s.key())
 
     async def rows() -> list[str]:
         return sorted(r["service_key"] for r in await asyncio.to_thread(sql, stack.server.admin_url, staged))

@@ -53,6 +53,7 @@ from tests.engine.test_operator import (
     lash,
     listed,
     parked_group,
+    staged_query,
     state_rows,
     stores_left,
     turn_id,
@@ -478,10 +479,7 @@ async def test_a_caller_whose_open_in_parts_restates_cli_killed_is_answered_by_a
     fresh = Scope()
     opens = "SELECT id, status FROM sys_invocation WHERE target_service_name = 'LashGroup' AND "
     opens += f"target_handler_name = 'open_parts' AND target_service_key = {quote(fresh.key())}"
-    staged = (
-        "SELECT service_key FROM state WHERE service_name = 'LashPump' AND key = 'staged' "
-        f"AND ends_with(service_key, {quote(':' + fresh.key())})"
-    )
+    staged = staged_query(fresh.key())
     with LocalStack.single(tmp_path / "stack", endpoint_env={PARTS_FROM_ENV: "1"}).start() as stack:
         with unanswered(stack, "groups", service="LashGroup"):
             starter = turn_in_background(stack, fresh, open_(fresh.group([echo("never")])), next_())
