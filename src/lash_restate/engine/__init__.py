@@ -21,6 +21,29 @@ A settlement's path, hop by hop (each hop a Restate invocation; ``Lash`` is the 
   `group/_group_guard.py` a waiting caller's wakes, `group/_group_dispatch.py` what missed its
   runner. Every handler's binding is in `group/_group.py`, `child/_child.py`, `pump/_pump.py` and
   `child/_signal.py`; every message and state record is in `wire/`.
+
+So a race over `lash.call` children is pumped, however narrow: its ranks come from `on_report`,
+never `on_settle`.
+
+The numbers that decide a group's layout and its reads:
+
+- `BATCH_FROM` (3, `serving/_endpoint.py`): a group this wide or wider is pumped.
+- `PUMP_SLICE` (256) and `PUMP_FANOUT` (4, `group/_mode_stores.py`): children per pump, and further
+  pumps each pump calls (a tree).
+- `PAGE_FROM` (257) and `RANK_PAGE` (1024, `group/_pages.py`): a pumped group this wide keeps its
+  ranks in pages of this many.
+- `WAKE_WINDOW` (32, `caller/_controller.py`): ranks a caller registers wakes for ahead.
+- `WAIT_REFS` (1024, `group/_group_rank.py`): ranks one `wait` answers at most.
+- `INLINE_OUTCOME_BYTES` (16 KiB, `wire/_messages.py`): an outcome this small rides the rank's
+  reply; a larger one is read from its store.
+- `OUTCOMES_PER_READ` (256, `pump/_pump_store.py`) and `OUTCOMES_PER_CALLER_READ` (1024,
+  `group/_mode_stores.py`): outcomes one read of a pump's store loads, and one caller's read asks.
+- An open too large for one message opens in parts (`caller/_open_parts.py`, decision 65).
+
+Decisions are cited by number: decision N is `## N.` in docs/decisions.md. The ones that shaped
+this package most, in reading order: 20 (pumps), 32 (an await answered by the group as it stands),
+61 (one pump per group with a call child), 65 (wide groups), 66 (the open plans the pump's calls),
+74 (what a group dispatched is watched).
 """
 
 from .caller._controller import RestateController, inside_run

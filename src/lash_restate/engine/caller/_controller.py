@@ -131,9 +131,10 @@ class RestateController(EffectGroupDefaults):
         self._declared: dict[str, tuple[int, LoserPolicy]] = {}
         # Groups whose handle this invocation saved and told the group of (decisions 45, 78).
         self._saved: set[str] = set()
-        self._records_saves: dict[str, bool] = {}  # by the incarnation the group's open answered
-        # By the incarnation the group's open or a read answered first: whether a plain await asks it
-        # for one rank (decision 96), decided by what this invocation's journal holds, as on replay.
+        # By group key, each decided from the incarnation the group's open answered (journaled).
+        self._records_saves: dict[str, bool] = {}
+        # By group key, decided from the incarnation the open or a read answered first (what this
+        # invocation's journal holds, as on replay): whether a plain await asks for one rank (decision 96).
         self._reads_one: dict[str, bool] = {}
 
     def outside_run(self, what: str) -> None:
@@ -264,14 +265,16 @@ class RestateController(EffectGroupDefaults):
         ask_first: bool,
     ) -> Settlement:
         """Serve rank ``consumed + 1`` from ``held`` (what this await's run already read), else from
-        the group: read first, and only otherwise wait on the rank's wake (ADR, "Restate satisfaction")."""
+        the group (ADR, "Restate satisfaction"). ``ask_first`` (a plain await): ask the group, then
+        wait on the rank's wake if it has not settled (decisions 32, 96). Otherwise (a combinator's
+        run): wait on the wake the open registered for the rank, asking only when none is held."""
         self.outside_run("await_next_settlement")
         check_await(handle, self.supports_effect_groups())
         rank = handle.next_rank
         if rank not in held:
             wakes = self._wakes.get(handle.group_key)
             if ask_first or wakes is None or rank not in wakes.by_rank:
-                wakes = await self._ask_group(handle, held, one=ask_first)
+                wakes = await self._ask_group(handle, held, at_most_one=ask_first)
             if rank not in held:
                 woken = wakes.by_rank.pop(rank)
                 try:
@@ -286,9 +289,11 @@ class RestateController(EffectGroupDefaults):
         handle.advance()
         return settlement
 
-    async def _ask_group(self, handle: GroupHandle, held: dict[int, Settlement], *, one: bool) -> _Wakes:
-        """Read the ranks from ``consumed + 1`` the group holds into ``held`` (``one``: the first
-        alone); if it holds none yet, make sure a wake of the group's current incarnation is
+    async def _ask_group(
+        self, handle: GroupHandle, held: dict[int, Settlement], *, at_most_one: bool
+    ) -> _Wakes:
+        """Read the ranks from ``consumed + 1`` the group holds into ``held`` (``at_most_one``: the
+        first alone); if it holds none yet, make sure a wake of the group's current incarnation is
         registered for the next rank."""
         key, rank = handle.group_key, handle.next_rank
         while True:
@@ -299,7 +304,7 @@ class RestateController(EffectGroupDefaults):
                 else {}
             )
             request = WaitRequest(consumed=handle.consumed, child_count=handle.child_count, wakes=list(fresh))
-            if one and self._reads_one.get(key, False):
+            if at_most_one and self._reads_one.get(key, False):
                 # Decision 96: a plain await serves one rank, and the next reads the group again
                 # (decision 32): the ranks after it, and their outcomes, would be read and dropped.
                 request = msgspec.structs.replace(request, at_most=1)

@@ -18,9 +18,9 @@ from ..wire._incarnation import INCARNATION
 from ._routing import Routing
 
 __all__ = [
-    "CALL",
-    "CHILD",
-    "MISS",
+    "VIA_CALL",
+    "VIA_CHILD",
+    "VIA_MISS",
     "answered",
     "bound_call",
     "call_arg",
@@ -36,9 +36,9 @@ __all__ = [
 _CANCELLED = {"cancelled", "canceled"}  # how Restate words a cancellation it propagated to a call
 
 # How a pump calls a child (decision 61), as `PumpAwait.plan` and the pump's journaled `route` carry it:
-# straight to the user's handler, or through `LashChild/execute`. `MISS` (not at all: its target
+# straight to the user's handler, or through `LashChild/execute`. `VIA_MISS` (not at all: its target
 # left) is only read from a `route` an earlier release journaled; `plan` no longer decides it.
-CALL, CHILD, MISS = "call", "child", "miss"
+VIA_CALL, VIA_CHILD, VIA_MISS = "call", "child", "miss"
 
 
 def call_arg(call: Call) -> bytes:
@@ -80,14 +80,16 @@ def plan(routing: Routing, children: list[RuntimeEffectEnvelope]) -> list[str]:
     A call whose target left this endpoint goes there too: its run ends with the terminal 404 of a
     miss and tells the group, which lists it as missed for a drain, as any other miss (decision 73).
     """
-    return [CALL if bound_call(routing, c) is not None and routing.routes(c) else CHILD for c in children]
+    return [
+        VIA_CALL if bound_call(routing, c) is not None and routing.routes(c) else VIA_CHILD for c in children
+    ]
 
 
 def opened_plan(routing: Routing, children: list[RuntimeEffectEnvelope]) -> list[str]:
     """`plan` as the open that records a group decides it: every child routed (a miss refused the open),
     so this depends only on which services are declared external, and a replay of the open decides
     as its first execution did."""
-    return [CHILD if bound_call(routing, child) is None else CALL for child in children]
+    return [VIA_CHILD if bound_call(routing, child) is None else VIA_CALL for child in children]
 
 
 def callee_key(envelope: RuntimeEffectEnvelope, incarnation: str) -> str:

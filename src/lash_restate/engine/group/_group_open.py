@@ -186,7 +186,8 @@ async def record_group(
     """
     if meta is not None:
         # ADR: a reopen is fenced on shape, resolves only what it dispatches and refuses nothing;
-        # on Restate the children are engine-owned invocations already, so it dispatches nothing.
+        # on Restate the children are engine-owned invocations already: none is dispatched here, and
+        # `on_open` runs again only those the group kept as missed (decision 95).
         recorded = await ctx.get(FENCE, serde=SHAPE)
         assert recorded is not None  # written with meta, cleared with it
         recorded.fence_reopen(req.shape, ctx.key())

@@ -1,5 +1,18 @@
 """What `LashGroup` watches beside its children: its openers (how each ended), its savers, the runs
-it dispatched (decision 74), and the clock of a group nobody can resume (decision 78)."""
+it dispatched (decision 74), and the clock of a group nobody can resume (decision 78).
+
+Who watches what, and where its end is kept (each report is a `CallerEnded` or a `RunEnded`):
+
+- an opener of a `Cancel` group: a `watch` of its own (`on_watch`, decision 13), reported to
+  `caller_ended`, kept in ``meta``'s `Opener`;
+- an opener of any other group this release records: the `watch_runs` beside its runs (decision
+  78), reported and kept the same way;
+- a caller that saved the handle of a group that is not `Cancel`: a `hold` (`on_hold`, decision 45),
+  reported to `held`, kept under `OPENER_ENDS`;
+- a run the group dispatched (and the settle it answers, and a repair): `watch_runs`
+  (`on_watch_runs`, decisions 74, 85, 89), reported to `run_ended` only when it ended without
+  settling its children.
+"""
 
 from __future__ import annotations
 

@@ -97,8 +97,9 @@ def slice_key(group_key: str, incarnation: str, position: int) -> str:
     """The key of the pump that runs (and keeps the outcome of) the child at ``position``.
 
     Decision 35: the first slice is the group's own pump, the one the open sends; each further slice
-    has a pump of its own, called by that one. `group_of_pump` still finds the group key in every one
-    (the slice suffix holds no colon).
+    has a pump of its own, called by that one. A pump's key is ``{incarnation}:{group key}``, a
+    further slice's ``{incarnation}.{slice}:{group key}`` (its mark inside the incarnation part), so
+    `group_of_pump` finds the group key after the first colon in every one.
     """
     # Decision 81: a bounded group's one pump runs (and keeps) every child.
     first = 0 if bound_of(incarnation) is not None else position // PUMP_SLICE

@@ -26,8 +26,8 @@ settlement nor a release invocation follows the close.
 
 This module binds each handler, in one place; what each does is a function of the module for its
 job: `_pump_run` (run a slice, stage and run an open in parts, re-dispatch, fail a killed run's
-children), `_pump_store` (read and release the outcome store) and `_pump_compat` (the baseline's
-`run`, `redrive` and `redrive2`, kept for the groups it opened).
+children) and `_pump_store` (read and release the outcome store); the baseline's `run`, `redrive`
+and `redrive2`, kept for the groups it opened, are `engine/compat/_pump_compat.py`.
 """
 
 from __future__ import annotations

@@ -12,9 +12,9 @@ import restate
 from ... import logs
 from ...contract import Call, RuntimeEffectEnvelope
 from ..child._calls import (
-    CALL,
-    CHILD,
-    MISS,
+    VIA_CALL,
+    VIA_CHILD,
+    VIA_MISS,
     answered,
     call_arg,
     callee_key,
@@ -66,7 +66,7 @@ async def plan_all(
 ) -> list[tuple[RuntimeEffectEnvelope, str]]:
     """Each of ``children`` with how this pump calls it: as the open ``decided`` (`PumpAwait.plan`,
     one per child) or, when it did not, as this pump decides."""
-    how_each = decided if decided is not None else [CHILD] * len(children)
+    how_each = decided if decided is not None else [VIA_CHILD] * len(children)
     if decided is None and any(isinstance(child.command, Call) for child in children):
         # Decided once and journaled: an in-place redeploy may change this endpoint's routing, and a
         # replay must make the calls the first execution made (decision 61). A plan the open sent is
@@ -107,11 +107,11 @@ def dispatch_one(
 ) -> tuple[Any, Awaited] | None:
     """Call ``child`` from this pump as its plan says (`plan`)."""
     position = position_of(child)
-    if how == CHILD or not isinstance(child.command, Call):  # only a call child is called directly
+    if how == VIA_CHILD or not isinstance(child.command, Call):  # only a call child is called directly
         future = CHILD_EXECUTE.call(ctx, child.replay_key, child)
-        return future, Awaited(CHILD, position, child.replay_key)
+        return future, Awaited(VIA_CHILD, position, child.replay_key)
     call = child.command
-    if how == MISS:
+    if how == VIA_MISS:
         # Only in a `route` an earlier release journaled (`plan` now sends such a call through
         # `LashChild/execute`, which lists the miss): a routing miss, never an outcome (ADR: the
         # Restate host's form of it is a terminal 404; the rank stays unallocated).
@@ -125,7 +125,7 @@ def dispatch_one(
     # operators; a call that gives its own (a native call's `idempotency_key=`) is made under that.
     options = invocation_options(call, callee_key(child, incarnation))
     future = ctx.generic_call(call.service, call.handler, call_arg(call), key=call.key, **options)
-    return future, Awaited(CALL, position, child.replay_key, call.target)
+    return future, Awaited(VIA_CALL, position, child.replay_key, call.target)
 
 
 async def call_outcome(future: Any, target: str) -> bytes:

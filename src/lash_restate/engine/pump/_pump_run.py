@@ -11,7 +11,7 @@ import msgspec
 import restate
 
 from ...contract import Cancelled, ChildUnroutable
-from ..child._calls import CALL
+from ..child._calls import VIA_CALL
 from ..child._child import stored_outcome
 from ..child._routing import Routing, replaying
 from ..group._group_watch import report_run_ended
@@ -204,7 +204,16 @@ async def await_and_report(
 ) -> None:
     """Await ``awaited``; each time some finish, store what settled and report it to the group in one
     call; stop once the group is closed (its close resolves ``closing``, or a report finds it closed).
-    A child of ``queue`` is called each time one settles, as its bound allows (decision 81)."""
+    A child of ``queue`` is called each time one settles, as its bound allows (decision 81).
+
+    Its phases, and the flags that mark them: *running* (each wake stores and reports a batch;
+    ``listen`` rides the first report, then the group keeps it); *closed* (the close resolved
+    ``closing`` or a report answered closed: the store is released, and what still settles is not
+    reported, but still awaited, so a `Cancel` close's cancellation reaches it); *cancelled* (a
+    cancel came: the calls still pending end `Cancelled` and rank as such, a queue's unstarted
+    children too); then, every child settled, *lingering* (it listens for the close a while, unless a
+    child ``missed`` its runner) and *left* (it tells the group its store stays, for the close's
+    `forget`). ``stored``: something was stored, so there is a store to release."""
     pending: list[Any] = list(awaited)
     listen = closing[0] if closing is not None else None
     stored = cancelled = closed = missed = False
@@ -276,7 +285,7 @@ async def await_and_report(
                 continue
             if closed:
                 continue  # nobody reads it: the group is closed, and this pump's store released
-            if what.kind == CALL:
+            if what.kind == VIA_CALL:
                 outcome: bytes | None = await call_outcome(future, what.target)
             else:
                 outcome = await child_outcome(future)
@@ -319,7 +328,8 @@ async def await_and_report(
         except restate.TerminalError as error:
             if not is_cancellation(error):
                 raise
-            # A Cancel close cancels this pump as it resolves the awakeable: listen on.
+            # Every child settled, so a close cancels nothing and resolves the awakeable: a cancel
+            # now (an operator's, or a caller gone under `Cancel`) has nothing left to stop. Listen on.
     if which == "closed":
         release_slices(ctx, slices)
         return

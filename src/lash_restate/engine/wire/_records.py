@@ -71,7 +71,8 @@ class SettlementMode(StrEnum):
     ``direct``: each child is its own `LashChild` invocation that stores its outcome and settles
     itself. ``pumped``: one `LashPump` invocation awaits every child, stores their outcomes and
     settles whatever finished meanwhile in one batch. What differs lives in `_mode.py`. A group with a
-    call child, or of `batch_from` children or more, is pumped (decisions 20, 61).
+    call child, a `max_in_flight` bound, or `batch_from` children or more is pumped (decisions 20,
+    61, 81).
     """
 
     DIRECT = "direct"
@@ -89,7 +90,8 @@ class Opener(msgspec.Struct, **RECORD_OPTIONS):
     """An invocation that opened (or reopened) the group; under a declared `Cancel`, how it ended.
 
     Every opener is recorded, so an operator can tell an orphaned group (no opener alive) from a
-    parked one; only a `Cancel` group watches them (decision 13).
+    parked one. A `Cancel` group watches each with a `watch` of its own (decision 13, ``watcher``);
+    any group this release records watches them beside its runs (`watch_runs`, decision 78).
     """
 
     caller: str  # its invocation id

@@ -341,7 +341,8 @@ PUMP_RUN_PARTS: Route[PumpParts, None] = Route(PUMP, "run_parts", PumpParts, typ
 # A reopen's re-dispatch of one slice of a pumped group (what `redrive`/`redrive2` were): the
 # dispatch `run2` makes and the reports it sends, so a re-run child ranks as a first run's does.
 PUMP_REDISPATCH: Route[PumpAwait, None] = Route(PUMP, "redispatch", PumpAwait, type(None))
-# A reopen of a group opened in parts: the staged part, handed to its slice's `redispatch`.
+# Decision 74: the children of a run that ended in failure (killed, say), settled with that failure
+# through this slice's store, as a run stores and reports them.
 PUMP_FAIL: Route[ChildrenFailed, None] = Route(PUMP, "fail", ChildrenFailed, type(None))
 
 SIGNAL_SUBSCRIBE: Route[str, None] = Route(SIGNAL, "subscribe", str, type(None))
