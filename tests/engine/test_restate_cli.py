@@ -901,6 +901,7 @@ class _Queued:
     gate: Path
     scope: Scope
     common: str  # the replay key both groups' runs queue on
+    group: dict[str, Any]
     held: asyncio.Task[Any]  # the namesake group's caller
     caller: asyncio.Task[Any]
     run: dict[str, Any]  # the queued run's `sys_invocation` row
@@ -916,7 +917,9 @@ class _Queued:
         return late, closed
 
 
-async def _queued_behind_a_namesake(shared: LocalStack, tmp_path: Path) -> _Queued:
+async def _queued_behind_a_namesake(
+    shared: LocalStack, tmp_path: Path, *, disposition: str = "run_to_completion", closes: bool = True
+) -> _Queued:
     gate = tmp_path / "gate"
     holder, s = Scope(), Scope()
     common = f"{s.key()}/shared"  # one replay key, two groups: their runs of it queue on one object
@@ -925,13 +928,14 @@ async def _queued_behind_a_namesake(shared: LocalStack, tmp_path: Path) -> _Queu
     try:
         runs = _invocation("LashChild", f"target_service_key = {quote(common)}", "run")
         await _poll(shared, runs, lambda rows: [r["status"] for r in rows] in _STARTED)
-        group = s.group([echo("won"), echo("late")], replay_keys=[f"{s.key()}/c0", common])
-        caller = turn_in_background(shared, s, open_(group), next_(), next_(), close())
+        children = [echo("won"), echo("late")]
+        group = s.group(children, replay_keys=[f"{s.key()}/c0", common], disposition=disposition)
+        caller = turn_in_background(shared, s, open_(group), next_(), next_(), *([close()] if closes else []))
         [queued] = await _poll(shared, runs + " AND status = 'pending'", lambda rows: len(rows) == 1)
     except BaseException:
         gate.touch()  # the namesake's run ends: nothing of this test is left waiting
         raise
-    return _Queued(gate, s, common, held, caller, queued)
+    return _Queued(gate, s, common, group, held, caller, queued)
 
 
 @SHARED
@@ -960,6 +964,46 @@ async def test_cancelling_a_childs_run_while_it_is_queued_with_restates_cli_sett
     late, closed = await q.answered()
     assert (ok(late)["rank"], ok(late)["position"], ok(late)["outcome"]) == (2, 1, {"type": "cancelled"})
     assert "error" not in closed
+
+
+@SHARED
+async def test_a_cancel_groups_run_queued_when_restates_cli_killed_its_caller_settles_as_cancelled(
+    shared: LocalStack, tmp_path: Path
+) -> None:
+    """`restate invocations kill` of the caller of a `Cancel` group while its second child's
+    `LashChild/run` waits behind another group's run of the same replay key (a namesake child
+    waiting on a gate): nobody can resume the group, so it cancels what still runs, the queued run
+    among them, which Restate ends without running it. Killed within the group's first second, as
+    here on an idle machine, the cancel lands before the group's watch attaches, and Restate then
+    keeps nothing of the run: the watch reports it gone; later, it reports it cancelled. Either
+    way the group settles the child as it cancelled it, `Cancelled`, once the key is free, and a
+    resumer reads every rank (before, a run gone settled as "killed before it ran")."""
+    q = await _queued_behind_a_namesake(shared, tmp_path, disposition="cancel", closes=False)
+    s, common = q.scope, q.common
+    try:
+        # The caller has read the first rank and waits on the second: killed, it ends in failure.
+        await until(functools.partial(_ranked, shared, s.key(), 1))
+        _operator(shared, tmp_path, "kill", await turn_id(shared, s))
+        assert (await asyncio.wait_for(q.caller, 60)).status_code != 200
+        # The group's cancel of the queued run, heard by its watch: the repair queues behind the
+        # namesake's run, as the run did.
+        fails = _invocation("LashChild", f"target_service_key = {quote(common)}", "fail")
+        await _poll(shared, fails + " AND status = 'pending'", lambda rows: len(rows) == 1)
+    finally:
+        q.gate.touch()
+    assert (await asyncio.wait_for(q.held, 60)).status_code == 200
+    await until(functools.partial(_ranked, shared, s.key(), 2))
+    # A resumer (a reopen of the same group) reads both ranks, the second `Cancelled`, and closes.
+    [_, won, late, closed] = await shared.turn(open_(q.group), next_(), next_(), close())
+    assert ok(won)["outcome"] == {"type": "ok", "value": "won"}
+    assert (ok(late)["rank"], ok(late)["position"], ok(late)["outcome"]) == (2, 1, {"type": "cancelled"})
+    assert "error" not in closed
+    await until(functools.partial(_nothing_left, shared, s.key()))
+
+
+async def _ranked(stack: LocalStack, key: str, count: int) -> bool:
+    row = await listed(stack, key)
+    return row is not None and row.settled == count
 
 
 @SHARED

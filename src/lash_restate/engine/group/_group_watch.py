@@ -313,8 +313,14 @@ async def on_run_ended(ctx: restate.ObjectContext, ended: RunEnded) -> None:
         return
     fence = await ctx.get(FENCE, serde=SHAPE)
     assert fence is not None  # written with meta, cleared with it
-    # Decision 97: a run cancelled before it ran settles its children as it would have, cancelled.
-    outcome = Cancelled() if ended.cancelled is True else Err(message=ended.message, code=ended.code)
+    # Decision 97: a run cancelled before it ran settles its children as it would have, cancelled;
+    # so does any run of a `Cancel` group nobody can resume, which cancelled its runs itself (decision
+    # 98): one it cancelled while queued, before its watch attached, is a run Restate no longer knows.
+    cancelled_by_group = meta.severed and meta.disposition is LoserPolicy.CANCEL
+    if ended.cancelled is True or cancelled_by_group:
+        outcome: Cancelled | Err = Cancelled()
+    else:
+        outcome = Err(message=ended.message, code=ended.code)
     failed = ChildrenFailed(
         group_key=ctx.key(),
         incarnation=meta.incarnation,
