@@ -55,6 +55,11 @@ async def seat(ctx: restate.Context, row: int) -> Seat:
 
 
 @shop.handler()
+async def stock(ctx: restate.Context, sku: str) -> dict[str, Any]:
+    return {"sku": sku}
+
+
+@shop.handler()
 async def ping(ctx: restate.Context) -> int:
     return 1
 
@@ -111,6 +116,15 @@ async def results_are_the_handlers_types(ctx: restate.Context) -> None:
     assert_type(await lash.all(ctx, q, w), tuple[Quote, Label])
     assert_type(await lash.all(ctx, q, w, lash.call(seat, 1)), tuple[Quote, Label, Seat])
     assert_type(await lash.all(ctx, [lash.tool("echo"), q]), list[Any])  # an untyped child: JSON
+    assert_type(await lash.all(ctx, q, lash.tool("echo")), tuple[Quote, Any])  # each its own
+    # A handler whose output holds `Any` keeps its type, and its neighbours theirs.
+    rows = lash.call(stock, "tea")
+    assert_type(await lash.all(ctx, [rows]), list[dict[str, Any]])
+    assert_type(await lash.all(ctx, q, rows), tuple[Quote, dict[str, Any]])
+    assert_type(await lash.race(ctx, rows, deadline), dict[str, Any] | None)
+    settled_rows = list[lash.Ok[dict[str, Any]] | lash.Err | lash.Cancelled]
+    assert_type(await lash.all_settled(ctx, [rows]), settled_rows)
+    assert_type(await lash.select(ctx, a=rows), tuple[str, dict[str, Any]])
     assert_type(await lash.all_settled(ctx, [q, q]), list[lash.Ok[Quote] | lash.Err | lash.Cancelled])
     assert_type(await lash.all_settled(ctx, q, q), list[lash.Ok[Quote] | lash.Err | lash.Cancelled])
     # Calls of different types: an `Ok` of their join, to narrow as the value is read.
@@ -168,8 +182,8 @@ async def a_list_of_different_children_has_one_type(ctx: restate.Context) -> Non
     assert_type(kids, list[lash.Child])
     assert_type(await lash.race(ctx, kids), Any)
     mixed = [lash.call(quote, QuoteRequest(sku="tea")), lash.sleep(timedelta(seconds=1))]
-    assert_type(mixed, list[lash.Child])
-    assert_type(await lash.all(ctx, mixed, on_reject=lash.CANCEL), list[Any])
+    assert_type(mixed, list[lash.Child[Quote | None]])  # a sleep settles with None
+    assert_type(await lash.all(ctx, mixed, on_reject=lash.CANCEL), list[Quote | None])
 
 
 async def a_group_by_hand(ctx: restate.Context, saved: str | None) -> list[lash.Settlement]:

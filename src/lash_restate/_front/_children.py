@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
 from datetime import timedelta
-from typing import Any, Generic, TypeVar, overload
+from typing import Any, TypeVar, overload
 
 import restate
 
@@ -27,7 +27,7 @@ T_co = TypeVar("T_co", covariant=True)
 _UNSET: Any = object()  # no argument given (None is a value)
 
 
-class TypedCall(Child, Generic[T_co]):
+class TypedCall(Child[T_co]):
     """A child calling a Restate handler by reference, built by ``lash.call(handler, arg)``.
 
     Its argument is written, and its value read, by the handler's own serde (a pydantic model, a

@@ -22,7 +22,6 @@ from ..contract import (
     Ok,
     Outcome,
 )
-from ._children import TypedCall
 from ._invocation import Caller, controller, typed_grouped
 from ._terminal import terminal
 
@@ -43,11 +42,14 @@ def _spread(children: Child | Iterable[Child], more: tuple[Child, ...]) -> tuple
     return list(children), False
 
 
-# `all`: children one by one give a tuple, one type per position; an iterable gives a list.
+# `all`: children one by one give a tuple, one type per position; an iterable gives a list. A child
+# is a `Child[T]` of the value it settles with, so no overload differs from another only by an
+# `Any` inside an argument, which mypy answers with `Any` (a handler returning `dict[str, Any]`):
+# past five, given one by one, the values are `Any`.
 @overload
 async def all(
     ctx: Caller,
-    c1: TypedCall[T1],
+    c1: Child[T1],
     /,
     *,
     on_reject: LoserPolicy = _RTC,
@@ -57,8 +59,8 @@ async def all(
 @overload
 async def all(
     ctx: Caller,
-    c1: TypedCall[T1],
-    c2: TypedCall[T2],
+    c1: Child[T1],
+    c2: Child[T2],
     /,
     *,
     on_reject: LoserPolicy = _RTC,
@@ -68,9 +70,9 @@ async def all(
 @overload
 async def all(
     ctx: Caller,
-    c1: TypedCall[T1],
-    c2: TypedCall[T2],
-    c3: TypedCall[T3],
+    c1: Child[T1],
+    c2: Child[T2],
+    c3: Child[T3],
     /,
     *,
     on_reject: LoserPolicy = _RTC,
@@ -80,10 +82,10 @@ async def all(
 @overload
 async def all(
     ctx: Caller,
-    c1: TypedCall[T1],
-    c2: TypedCall[T2],
-    c3: TypedCall[T3],
-    c4: TypedCall[T4],
+    c1: Child[T1],
+    c2: Child[T2],
+    c3: Child[T3],
+    c4: Child[T4],
     /,
     *,
     on_reject: LoserPolicy = _RTC,
@@ -93,11 +95,11 @@ async def all(
 @overload
 async def all(
     ctx: Caller,
-    c1: TypedCall[T1],
-    c2: TypedCall[T2],
-    c3: TypedCall[T3],
-    c4: TypedCall[T4],
-    c5: TypedCall[T5],
+    c1: Child[T1],
+    c2: Child[T2],
+    c3: Child[T3],
+    c4: Child[T4],
+    c5: Child[T5],
     /,
     *,
     on_reject: LoserPolicy = _RTC,
@@ -108,6 +110,11 @@ async def all(
 async def all(
     ctx: Caller,
     c1: Child,
+    c2: Child,
+    c3: Child,
+    c4: Child,
+    c5: Child,
+    c6: Child,
     /,
     *more: Child,
     on_reject: LoserPolicy = _RTC,
@@ -117,21 +124,12 @@ async def all(
 @overload
 async def all(
     ctx: Caller,
-    children: Iterable[TypedCall[T]],
+    children: Iterable[Child[T]],
     *,
     on_reject: LoserPolicy = _RTC,
     key: GroupKey | str | None = None,
     max_in_flight: int | None = None,
 ) -> list[T]: ...
-@overload
-async def all(
-    ctx: Caller,
-    children: Iterable[Child],
-    *,
-    on_reject: LoserPolicy = _RTC,
-    key: GroupKey | str | None = None,
-    max_in_flight: int | None = None,
-) -> list[Any]: ...
 @terminal
 async def all(
     ctx: Caller,
@@ -180,32 +178,24 @@ async def all(
     return tuple(decoded) if one_by_one else decoded
 
 
-# `all_settled`: typed calls of one type give `Ok[T]`; any other child, an `Ok` of JSON.
+# `all_settled`: children of one value type `T` give `Ok[T]`; a JSON child, an `Ok` of `Any`.
 @overload
 async def all_settled(
     ctx: Caller,
-    c1: TypedCall[T],
+    c1: Child[T],
     /,
-    *more: TypedCall[T],
+    *more: Child[T],
     key: GroupKey | str | None = None,
     max_in_flight: int | None = None,
 ) -> list[Ok[T] | Err | Cancelled]: ...
 @overload
 async def all_settled(
     ctx: Caller,
-    children: Iterable[TypedCall[T]],
+    children: Iterable[Child[T]],
     *,
     key: GroupKey | str | None = None,
     max_in_flight: int | None = None,
 ) -> list[Ok[T] | Err | Cancelled]: ...
-@overload
-async def all_settled(
-    ctx: Caller,
-    children: Child | Iterable[Child],
-    *more: Child,
-    key: GroupKey | str | None = None,
-    max_in_flight: int | None = None,
-) -> list[Outcome]: ...
 @terminal
 async def all_settled(
     ctx: Caller,

@@ -11,8 +11,7 @@ from typing import Any, Literal, TypeVar, overload
 
 from .. import combinators
 from ..combinators import Combinator
-from ..contract import Child, GroupKey, LoserPolicy, Sleep
-from ._children import TypedCall
+from ..contract import Child, GroupKey, LoserPolicy
 from ._combinators import _RTC, _spread
 from ._invocation import Caller, controller, typed_grouped
 from ._terminal import terminal
@@ -48,14 +47,16 @@ async def _first(
     return (position, value) if with_position else value
 
 
-# `race` and `any`: the winner's value (a union over the children given one by one, `None` for a
-# sleep), or with `with_position=True` its position too.
+# `race` and `any`: the winner's value, or with `with_position=True` its position too. A child is a
+# `Child[T]` of the value it settles with (a typed call's handler output, `None` for a sleep, `Any`
+# for JSON), so one overload per form types them all: mypy answers `Any` where overloads differ only
+# by an `Any` inside an argument (a handler returning `dict[str, Any]`).
 @overload
 async def race(
     ctx: Caller,
-    c1: TypedCall[T],
+    c1: Child[T],
     /,
-    *more: TypedCall[T],
+    *more: Child[T],
     losers: LoserPolicy = _RTC,
     key: GroupKey | str | None = None,
     max_in_flight: int | None = None,
@@ -64,29 +65,7 @@ async def race(
 @overload
 async def race(
     ctx: Caller,
-    c1: TypedCall[T] | Sleep,
-    /,
-    *more: TypedCall[T] | Sleep,
-    losers: LoserPolicy = _RTC,
-    key: GroupKey | str | None = None,
-    max_in_flight: int | None = None,
-    with_position: Literal[False] = False,
-) -> T | None: ...
-@overload
-async def race(
-    ctx: Caller,
-    c1: Child,
-    /,
-    *more: Child,
-    losers: LoserPolicy = _RTC,
-    key: GroupKey | str | None = None,
-    max_in_flight: int | None = None,
-    with_position: Literal[False] = False,
-) -> Any: ...
-@overload
-async def race(
-    ctx: Caller,
-    children: Iterable[TypedCall[T]],
+    children: Iterable[Child[T]],
     *,
     losers: LoserPolicy = _RTC,
     key: GroupKey | str | None = None,
@@ -96,19 +75,9 @@ async def race(
 @overload
 async def race(
     ctx: Caller,
-    children: Iterable[Child],
-    *,
-    losers: LoserPolicy = _RTC,
-    key: GroupKey | str | None = None,
-    max_in_flight: int | None = None,
-    with_position: Literal[False] = False,
-) -> Any: ...
-@overload
-async def race(
-    ctx: Caller,
-    c1: TypedCall[T],
+    c1: Child[T],
     /,
-    *more: TypedCall[T],
+    *more: Child[T],
     losers: LoserPolicy = _RTC,
     key: GroupKey | str | None = None,
     max_in_flight: int | None = None,
@@ -117,45 +86,13 @@ async def race(
 @overload
 async def race(
     ctx: Caller,
-    c1: TypedCall[T] | Sleep,
-    /,
-    *more: TypedCall[T] | Sleep,
-    losers: LoserPolicy = _RTC,
-    key: GroupKey | str | None = None,
-    max_in_flight: int | None = None,
-    with_position: Literal[True],
-) -> tuple[int, T | None]: ...
-@overload
-async def race(
-    ctx: Caller,
-    c1: Child,
-    /,
-    *more: Child,
-    losers: LoserPolicy = _RTC,
-    key: GroupKey | str | None = None,
-    max_in_flight: int | None = None,
-    with_position: Literal[True],
-) -> tuple[int, Any]: ...
-@overload
-async def race(
-    ctx: Caller,
-    children: Iterable[TypedCall[T]],
+    children: Iterable[Child[T]],
     *,
     losers: LoserPolicy = _RTC,
     key: GroupKey | str | None = None,
     max_in_flight: int | None = None,
     with_position: Literal[True],
 ) -> tuple[int, T]: ...
-@overload
-async def race(
-    ctx: Caller,
-    children: Iterable[Child],
-    *,
-    losers: LoserPolicy = _RTC,
-    key: GroupKey | str | None = None,
-    max_in_flight: int | None = None,
-    with_position: Literal[True],
-) -> tuple[int, Any]: ...
 @terminal
 async def race(
     ctx: Caller,
@@ -201,9 +138,9 @@ async def race(
 @overload
 async def any(
     ctx: Caller,
-    c1: TypedCall[T],
+    c1: Child[T],
     /,
-    *more: TypedCall[T],
+    *more: Child[T],
     losers: LoserPolicy = _RTC,
     key: GroupKey | str | None = None,
     max_in_flight: int | None = None,
@@ -212,29 +149,7 @@ async def any(
 @overload
 async def any(
     ctx: Caller,
-    c1: TypedCall[T] | Sleep,
-    /,
-    *more: TypedCall[T] | Sleep,
-    losers: LoserPolicy = _RTC,
-    key: GroupKey | str | None = None,
-    max_in_flight: int | None = None,
-    with_position: Literal[False] = False,
-) -> T | None: ...
-@overload
-async def any(
-    ctx: Caller,
-    c1: Child,
-    /,
-    *more: Child,
-    losers: LoserPolicy = _RTC,
-    key: GroupKey | str | None = None,
-    max_in_flight: int | None = None,
-    with_position: Literal[False] = False,
-) -> Any: ...
-@overload
-async def any(
-    ctx: Caller,
-    children: Iterable[TypedCall[T]],
+    children: Iterable[Child[T]],
     *,
     losers: LoserPolicy = _RTC,
     key: GroupKey | str | None = None,
@@ -244,19 +159,9 @@ async def any(
 @overload
 async def any(
     ctx: Caller,
-    children: Iterable[Child],
-    *,
-    losers: LoserPolicy = _RTC,
-    key: GroupKey | str | None = None,
-    max_in_flight: int | None = None,
-    with_position: Literal[False] = False,
-) -> Any: ...
-@overload
-async def any(
-    ctx: Caller,
-    c1: TypedCall[T],
+    c1: Child[T],
     /,
-    *more: TypedCall[T],
+    *more: Child[T],
     losers: LoserPolicy = _RTC,
     key: GroupKey | str | None = None,
     max_in_flight: int | None = None,
@@ -265,45 +170,13 @@ async def any(
 @overload
 async def any(
     ctx: Caller,
-    c1: TypedCall[T] | Sleep,
-    /,
-    *more: TypedCall[T] | Sleep,
-    losers: LoserPolicy = _RTC,
-    key: GroupKey | str | None = None,
-    max_in_flight: int | None = None,
-    with_position: Literal[True],
-) -> tuple[int, T | None]: ...
-@overload
-async def any(
-    ctx: Caller,
-    c1: Child,
-    /,
-    *more: Child,
-    losers: LoserPolicy = _RTC,
-    key: GroupKey | str | None = None,
-    max_in_flight: int | None = None,
-    with_position: Literal[True],
-) -> tuple[int, Any]: ...
-@overload
-async def any(
-    ctx: Caller,
-    children: Iterable[TypedCall[T]],
+    children: Iterable[Child[T]],
     *,
     losers: LoserPolicy = _RTC,
     key: GroupKey | str | None = None,
     max_in_flight: int | None = None,
     with_position: Literal[True],
 ) -> tuple[int, T]: ...
-@overload
-async def any(
-    ctx: Caller,
-    children: Iterable[Child],
-    *,
-    losers: LoserPolicy = _RTC,
-    key: GroupKey | str | None = None,
-    max_in_flight: int | None = None,
-    with_position: Literal[True],
-) -> tuple[int, Any]: ...
 @terminal
 async def any(
     ctx: Caller,
@@ -346,27 +219,10 @@ async def any(
 
 
 # `select`: named children, as `restate.select` takes them; `losers` and `key` are lash's own.
-@overload
-async def select(
-    ctx: Caller, /, *, losers: LoserPolicy = _RTC, key: GroupKey | str | None = None, **children: TypedCall[T]
-) -> tuple[str, T]: ...
-@overload
-async def select(
-    ctx: Caller,
-    /,
-    *,
-    losers: LoserPolicy = _RTC,
-    key: GroupKey | str | None = None,
-    **children: TypedCall[T] | Sleep,
-) -> tuple[str, T | None]: ...
-@overload
-async def select(
-    ctx: Caller, /, *, losers: LoserPolicy = _RTC, key: GroupKey | str | None = None, **children: Child
-) -> tuple[str, Any]: ...
 @terminal
 async def select(
-    ctx: Caller, /, *, losers: LoserPolicy = _RTC, key: GroupKey | str | None = None, **children: Child
-) -> tuple[str, Any]:
+    ctx: Caller, /, *, losers: LoserPolicy = _RTC, key: GroupKey | str | None = None, **children: Child[T]
+) -> tuple[str, T]:
     """Say who won: ``(name, value)`` of the first of the named children to settle, as
     ``restate.select`` answers (a `race`: ``losers`` as there, `RUN_TO_COMPLETION` unless told).
 

@@ -13,9 +13,10 @@ import dataclasses
 import hashlib
 import math
 import re
-from typing import Any, assert_never
+from typing import Any, Generic, assert_never
 
 import msgspec
+from typing_extensions import TypeVar
 
 from ._errors import InvalidEnvelope
 from ._policies import GroupWakePolicy, LoserPolicy
@@ -102,11 +103,20 @@ def _check_key(value: str, what: str) -> None:
         raise InvalidEnvelope(f"{what} contains a control character")
 
 
-class Child:
+# The value a child settles with, to a type checker: `Any` (JSON) unless a child says otherwise, so a
+# bare `Child` (an application's own subclass, an annotation) needs no parameter under mypy --strict.
+V_co = TypeVar("V_co", covariant=True, default=Any)
+
+
+class Child(Generic[V_co]):
     """A child as an application writes it: a command (`ToolCall`, `Sleep`, `AwaitEvent`, `Call`), an
     envelope, or the front door's typed call. A marker with no state, first among each one's bases, so
     that a list of different children has one type (``list[Child]``) where a type checker would
-    otherwise see only ``list[msgspec.Struct]``."""
+    otherwise see only ``list[msgspec.Struct]``.
+
+    Its parameter is the value the child settles with, to a type checker only: a typed call's handler
+    output (``Child[Quote]``), ``None`` for a `Sleep`, ``Any`` (JSON) for the others and for a bare
+    ``Child``. The combinators read the value types of their children from it."""
 
     __slots__ = ()
 
@@ -122,7 +132,7 @@ class ToolCall(Child, msgspec.Struct, tag="tool_call", **_STRUCT):
         validate_json_value(self.args, "tool args")
 
 
-class Sleep(Child, msgspec.Struct, tag="sleep", **_STRUCT):
+class Sleep(Child[None], msgspec.Struct, tag="sleep", **_STRUCT):
     """A durable timer of ``duration_ms`` milliseconds; settles Ok(None)."""
 
     duration_ms: int
