@@ -171,6 +171,10 @@ async def test_a_rejection_reads_its_childs_status_as_an_int_as_a_native_caller_
     assert (alike.value.status_code, mixed.value.status_code) == (410, 500)
     cancelled = lash.Rejected(lash.Settlement(rank=1, position=0, replay_key="r", outcome=lash.Cancelled()))
     assert cancelled.status_code == 409
+    # ``child_message``: the child's own, as a native caller reads its callee's ``e.message``.
+    assert (gone.value.child_message, gone.value.message) == ("gone", "child 0 rejected: gone (code 410)")
+    assert [e.child_message for e in mixed.value.exceptions] == ["gone", "gone"]
+    assert cancelled.child_message == "child 0 was cancelled"
 
 
 async def test_any_rejects_with_an_exception_group_in_input_order() -> None:

@@ -77,6 +77,16 @@ def child_status(outcome: Outcome) -> int:
     return NO_STATUS
 
 
+def child_message(position: int, outcome: Outcome) -> str:
+    """A rejected child's own message, as a native caller reads its callee's
+    ``TerminalError.message``: the callee's (or the tool's) message, or that it was cancelled."""
+    if isinstance(outcome, Err):
+        return outcome.message
+    return (
+        f"child {position} was cancelled" if isinstance(outcome, Cancelled) else describe_rejection(outcome)
+    )
+
+
 def describe_rejection(outcome: Outcome) -> str:
     """A rejected child's outcome as a person reads it: its message and code, or that it was cancelled."""
     if isinstance(outcome, Err):
@@ -114,6 +124,14 @@ class Rejected(LashError):
         ends its handler's invocation with it. (``code`` is lash's code for the error itself.)"""
         return child_status(self.settlement.outcome)
 
+    @property
+    def child_message(self) -> str:
+        """The rejecting child's own message, as a native call's ``TerminalError.message``: its
+        callee's (``TerminalError("out of stock", 409)`` gives ``"out of stock"``), its tool's, or
+        that it was cancelled. Uncaught, the rejection ends its handler's invocation with it.
+        (``message`` is lash's, which names the child.)"""
+        return child_message(self.settlement.position, self.settlement.outcome)
+
     def named(self, name: str) -> None:
         """Name the child that rejected (`select`'s name for it), in ``name`` and in the message."""
         self.name = name
@@ -140,6 +158,11 @@ class ChildRejected(LashError):
     def status_code(self) -> int:
         """The child's status, as `Rejected.status_code` reads it."""
         return child_status(self.outcome)
+
+    @property
+    def child_message(self) -> str:
+        """The child's own message, as `Rejected.child_message` reads it."""
+        return child_message(self.position, self.outcome)
 
     def __str__(self) -> str:
         return self.message

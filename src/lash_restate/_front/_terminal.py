@@ -16,8 +16,15 @@ from typing import ParamSpec, TypeVar
 
 import restate
 
-from ..combinators import AggregateRejection, ChildRejected, Rejected, child_status, describe_rejection
-from ..contract import Cancelled, Err, LashError, Outcome
+from ..combinators import (
+    AggregateRejection,
+    ChildRejected,
+    Rejected,
+    child_message,
+    child_status,
+    describe_rejection,
+)
+from ..contract import LashError
 from ..engine import terminal_status
 
 _P = ParamSpec("_P")
@@ -31,15 +38,6 @@ class _Ending(restate.TerminalError):
     """The TerminalError chained to an uncaught lash error (the SDK ends the invocation with it)."""
 
 
-def _child_message(position: int, outcome: Outcome) -> str:
-    # The child's own message, as the callee ended: what a client of the callee would have read.
-    if isinstance(outcome, Err):
-        return outcome.message
-    return (
-        f"child {position} was cancelled" if isinstance(outcome, Cancelled) else describe_rejection(outcome)
-    )
-
-
 def ending(error: LashError) -> restate.TerminalError:
     """The TerminalError ``error``, uncaught in a handler, ends its invocation with."""
     if isinstance(error, Rejected | ChildRejected):
@@ -48,7 +46,7 @@ def ending(error: LashError) -> restate.TerminalError:
             if isinstance(error, Rejected)
             else (error.position, error.outcome)
         )
-        return _Ending(_child_message(position, outcome), child_status(outcome))
+        return _Ending(child_message(position, outcome), child_status(outcome))
     if isinstance(error, AggregateRejection):
         named = [
             f"child {child.position}: {describe_rejection(child.outcome)[:_EACH]}"

@@ -22,7 +22,8 @@ class Ok(msgspec.Struct, Generic[T], tag="ok", **STRUCT_OPTIONS):
 
 
 class Err(msgspec.Struct, tag="err", **STRUCT_OPTIONS):
-    """The child rejected; ``code`` is the tool's own error code, if it gave one."""
+    """The child rejected: ``message`` is its own; ``code`` is a call child's callee's status as a
+    string (``"409"``), a tool's own error code if it gave one, or lash's (``"too_large"``, say)."""
 
     message: str
     code: str | None = None
