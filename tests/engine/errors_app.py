@@ -116,6 +116,12 @@ async def bad_sleep(ctx: restate.Context) -> Any:
     return await lash.race(ctx, children)
 
 
+@shop.handler()
+async def broken(ctx: restate.Context) -> Any:
+    """A handler's own bug: a plain exception, which Restate retries for ever."""
+    raise RuntimeError("a bug of the handler's own")
+
+
 app = lash.app(shop, carriers, tally, tools=demo_tools())
 
 if __name__ == "__main__":

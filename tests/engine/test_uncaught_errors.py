@@ -13,7 +13,7 @@ import pytest
 from lash_restate._http import tls
 from lash_restate.contract import GroupNotOpen
 from lash_restate.inspection._operator import said
-from lash_restate.testing import LocalStack
+from lash_restate.testing import LocalStack, StackError
 
 WIRE = "lash-error"
 REFUSES = {"refuse": "carrier b refuses", "status": 409}
@@ -118,3 +118,22 @@ def test_the_cli_shows_an_earlier_endpoints_wire_line_as_the_error() -> None:
     shown = said(httpx.Response(404, json={"code": 404, "message": error.to_wire()}))
     assert shown == str(error) and WIRE not in shown
     assert said(httpx.Response(502, text="bad gateway")) == "bad gateway"
+
+
+async def test_a_call_a_retried_handler_never_answers_says_what_restate_is_retrying(
+    stack: LocalStack,
+) -> None:
+    """The test kit's `call` of a handler that raises a plain exception (retried for ever, so never
+    answered): at its timeout it raises `StackError` naming the invocation Restate retries, with
+    its last failure and the end of the endpoint's log, where it raised the HTTP client's bare
+    timeout."""
+    with pytest.raises(StackError) as caught:
+        await stack.call("Shop/broken", within=3)
+    said = str(caught.value)
+    assert "POST /Shop/broken had no answer within 3 s" in said, said
+    assert "Restate is retrying Shop/broken" in said and "a bug of the handler's own" in said, said
+    assert f"{stack.endpoint.log_path} ends:" in said, said
+    [row] = stack.sql("SELECT id FROM sys_invocation WHERE target = 'Shop/broken'")
+    async with httpx.AsyncClient(verify=tls(), timeout=30) as client:  # retried for ever: end it
+        killed = await client.patch(f"{stack.admin_url}/invocations/{row['id']}/kill")
+    assert killed.is_success, killed.text

@@ -6,6 +6,7 @@ with it, out of the processes in `lash_restate.testing.processes`.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shutil
 import sys
@@ -21,7 +22,7 @@ import httpx
 
 from .._http import tls
 from ..engine import SIGNAL, named
-from ..inspection import sql
+from ..inspection import InspectionError, sql
 from ..registration import PrefixTaken, RegistrationError, register_deployment
 from .driver import TURN
 from .processes import Endpoint, RestateServer, StackError, free_port
@@ -30,6 +31,7 @@ __all__ = ["SIGNING_KEY_ENV", "AdminAt", "LocalStack"]
 
 # The server setting that makes restate-server sign every request to an endpoint with this key.
 DEMO_RESOLVER = "lash_restate.testing.tools:demo_tools"  # what a local stack's endpoint serves
+_LOG_TAIL = 15  # lines of each endpoint's log a call that had no answer shows
 SIGNING_KEY_ENV = "RESTATE_WORKER__INVOKER__REQUEST_IDENTITY_PRIVATE_KEY_PEM_FILE"
 
 AdminAt = RestateServer | str  # where a registration goes: a server of the stack, or any admin API URL
@@ -319,7 +321,9 @@ class LocalStack:
     ) -> Any:
         """POST ``body`` as JSON (or ``content`` as is) to ``/{path}`` on the ingress; its JSON answer.
 
-        Any answer but 200 raises `StackError` with the answer's text.
+        Any answer but 200 raises `StackError` with the answer's text; no answer within ``within``
+        seconds raises `StackError` saying what Restate is retrying (a handler that raised a plain
+        exception, say) and how each endpoint's log ends.
 
         Args:
             path: the path on the ingress, ``Service/handler`` or ``Object/key/handler``.
@@ -331,16 +335,40 @@ class LocalStack:
             The answer's JSON value (None for an empty answer).
         """
         url = f"{self.ingress_url}/{path}"
-        async with httpx.AsyncClient(verify=tls(), timeout=within) as client:
-            if content is not None:
-                response = await client.post(
-                    url, content=content, headers={"content-type": "application/json"}
-                )
-            else:
-                response = await client.post(url, json=body)
+        try:
+            async with httpx.AsyncClient(verify=tls(), timeout=within) as client:
+                if content is not None:
+                    response = await client.post(
+                        url, content=content, headers={"content-type": "application/json"}
+                    )
+                else:
+                    response = await client.post(url, json=body)
+        except httpx.TimeoutException as error:
+            raise StackError(await asyncio.to_thread(self._no_answer, path, within)) from error
         if response.status_code != 200:
             raise StackError(f"POST /{path} answered {response.status_code}: {response.text}")
         return response.json() if response.content else None  # a handler returning None sends no body
+
+    def _no_answer(self, path: str, within: float) -> str:
+        """Why a call had no answer, as far as the stack can tell: what Restate is retrying (a
+        handler that raised a plain exception is retried for ever), and the end of each endpoint's log."""
+        lines = [f"POST /{path} had no answer within {within:g} s"]
+        try:
+            retried = self.sql(
+                "SELECT target, retry_count, last_failure FROM sys_invocation "
+                "WHERE last_failure IS NOT NULL AND status != 'completed' ORDER BY modified_at DESC LIMIT 5"
+            )
+        except InspectionError:
+            retried = []  # the server itself is not answering: the logs say more
+        for row in retried:
+            failure = str(row["last_failure"]).strip().splitlines()[0][:300]
+            lines.append(f"  Restate is retrying {row['target']} (attempt {row['retry_count']}): {failure}")
+        for endpoint in self.endpoints:
+            log = endpoint.log_path.read_text(errors="replace") if endpoint.log_path else ""
+            tail = log.strip().splitlines()[-_LOG_TAIL:]
+            if tail:
+                lines += [f"  {endpoint.log_path} ends:", *(f"    {line}" for line in tail)]
+        return "\n".join(lines)
 
     async def turn(self, *steps: dict[str, Any], within: float = 60) -> list[dict[str, Any]]:
         """Run ``steps`` as one fresh `LashTurn/run` invocation (see `lash_restate.testing.turn`)."""
