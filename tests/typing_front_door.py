@@ -138,7 +138,7 @@ async def results_are_the_handlers_types(ctx: restate.Context) -> None:
         list[lash.Ok[object] | lash.Err | lash.Cancelled],
     )
     assert_type(await lash.race(ctx, [q, q], max_in_flight=1), Quote)
-    assert_type(await lash.open(ctx, [q, w], max_in_flight=1), lash.Group)
+    assert_type(await lash.open(ctx, [q, w], max_in_flight=1), lash.Group[object])
     assert_type(
         await lash.any(ctx, q, deadline, max_in_flight=1, with_position=True), tuple[int, Quote | None]
     )
@@ -202,6 +202,14 @@ async def a_group_by_hand(ctx: restate.Context, saved: str | None) -> list[lash.
             assert_type(settlement.outcome, lash.Ok[Any] | lash.Err | lash.Cancelled)
             assert_type(settlement.rank, int)
             seen.append(settlement)
+    # Children of one value type type the group's settlements: `async for` reads the handler's type.
+    async with lash.open(ctx, [lash.call(quote, QuoteRequest(sku=s)) for s in ("tea", "jam")]) as quotes:
+        assert_type(quotes, lash.Group[Quote])
+        async for quoted in quotes:
+            assert_type(quoted, lash.Settlement[Quote])
+            if isinstance(quoted.outcome, lash.Ok):
+                assert_type(quoted.outcome.value, Quote)
+        assert_type(await quotes.next(), lash.Settlement[Quote])
     return seen
 
 

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Generator, Iterable
 from types import TracebackType
-from typing import Any
+from typing import Any, Generic, cast
+
+from typing_extensions import TypeVar
 
 from ..contract import (
     Child,
@@ -22,13 +24,16 @@ from ..engine import RestateController
 from ._invocation import Caller, Values, controller, outside_run, typed_grouped
 from ._terminal import terminal
 
+# The value type of a group's settlements, to a type checker: its children's (`Child[T]`), joined.
+T = TypeVar("T", default=Any)
 
-class Group:
+
+class Group(Generic[T]):
     """An open group and its cursor; `save` gives what a fresh invocation resumes from.
 
     ``async with`` closes the group when the block ends, unless it was saved (a continuation holds
     it) or closed already; ``async for settlement in group`` yields the settlements still to consume,
-    in rank order.
+    in rank order. ``Group[T]`` where its children's value type is known: each `Ok` is an ``Ok[T]``.
     """
 
     def __init__(
@@ -51,7 +56,7 @@ class Group:
         return self._handle.child_count
 
     @terminal
-    async def next(self, cancel: Awaitable[object] | None = None) -> Settlement:
+    async def next(self, cancel: Awaitable[object] | None = None) -> Settlement[T]:
         """The next settlement in rank order (the order the children settled in); the cursor advances
         by exactly this one, so a fresh invocation resuming the saved cursor gets the settlement after
         it. A typed call's `Ok` holds its value as its handler's output serde reads it.
@@ -61,13 +66,16 @@ class Group:
         settlement was consumed, `CursorOverrun`."""
         outside_run(self._controller, "Group.next")
         settlement = await self._controller.await_next_settlement(self._handle, cancel)
-        return settlement if self._values is None else self._values.settlement(settlement)
+        # Typed as its children: a typed call's `Ok` read by its handler's output serde, JSON else.
+        return cast(
+            Settlement[T], settlement if self._values is None else self._values.settlement(settlement)
+        )
 
-    def __aiter__(self) -> AsyncIterator[Settlement]:
+    def __aiter__(self) -> AsyncIterator[Settlement[T]]:
         """The settlements not consumed yet, in rank order, each advancing the cursor by one."""
         return self._remaining()
 
-    async def _remaining(self) -> AsyncIterator[Settlement]:
+    async def _remaining(self) -> AsyncIterator[Settlement[T]]:
         while self.consumed < len(self):
             yield await self.next()
 
@@ -90,7 +98,7 @@ class Group:
         await self._controller.close_effect_group(self._handle, losers)
         self._held = True
 
-    async def __aenter__(self) -> Group:
+    async def __aenter__(self) -> Group[T]:
         return self
 
     async def __aexit__(
@@ -102,18 +110,18 @@ class Group:
             await self.close()
 
 
-class Opening(Awaitable[Group]):
+class Opening(Awaitable[Group[T]]):
     """What `open` returns: await it for the `Group`, or ``async with`` it to close the group when
     the block ends (unless it was saved)."""
 
-    def __init__(self, opening: Awaitable[Group]) -> None:
+    def __init__(self, opening: Awaitable[Group[T]]) -> None:
         self._opening = opening
-        self._group: Group | None = None
+        self._group: Group[T] | None = None
 
-    def __await__(self) -> Generator[Any, None, Group]:
+    def __await__(self) -> Generator[Any, None, Group[T]]:
         return self._opening.__await__()
 
-    async def __aenter__(self) -> Group:
+    async def __aenter__(self) -> Group[T]:
         self._group = await self._opening
         return self._group
 
@@ -126,14 +134,14 @@ class Opening(Awaitable[Group]):
 
 def open(
     ctx: Caller,
-    children: Iterable[Child],
+    children: Iterable[Child[T]],
     *,
     wake: GroupWakePolicy = GroupWakePolicy.ALL,
     losers: LoserPolicy = LoserPolicy.RUN_TO_COMPLETION,
     key: GroupKey | str | None = None,
     resume: str | None = None,
     max_in_flight: int | None = None,
-) -> Opening:
+) -> Opening[T]:
     """Open a group of ``children`` (or, with ``resume``, reopen the saved one and restore its cursor).
 
     ``group = await lash.open(...)``, or ``async with lash.open(...) as group:`` to have it closed
@@ -178,14 +186,14 @@ def open(
 @terminal
 async def _open(
     ctx: Caller,
-    children: Iterable[Child],
+    children: Iterable[Child[T]],
     *,
     wake: GroupWakePolicy,
     losers: LoserPolicy,
     key: GroupKey | str | None,
     resume: str | None,
     max_in_flight: int | None,
-) -> Group:
+) -> Group[T]:
     outside_run(controller(ctx), "lash.open")
     saved = GroupHandle.from_bytes(resume) if resume is not None else None
     group_key, envelopes, values = typed_grouped(

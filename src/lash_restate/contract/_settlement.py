@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any, Generic, TypeVar
 
 import msgspec
+from typing_extensions import TypeVar as DefaultedTypeVar
 
 from ._struct import STRUCT_OPTIONS
 
@@ -12,6 +13,8 @@ __all__ = ["Cancelled", "Err", "Ok", "Outcome", "Settlement"]
 
 
 T = TypeVar("T")
+# A settlement's value type, to a type checker: `Any` (JSON) unless its group's children say more.
+V = DefaultedTypeVar("V", default=Any)
 
 
 class Ok(msgspec.Struct, Generic[T], tag="ok", **STRUCT_OPTIONS):
@@ -36,10 +39,13 @@ class Cancelled(msgspec.Struct, tag="cancelled", **STRUCT_OPTIONS):
 Outcome = Ok[Any] | Err | Cancelled
 
 
-class Settlement(msgspec.Struct, **STRUCT_OPTIONS):
-    """Rank ``rank`` (1-based, durable) of a group is the child at ``position``, ending in ``outcome``."""
+class Settlement(msgspec.Struct, Generic[V], **STRUCT_OPTIONS):
+    """Rank ``rank`` (1-based, durable) of a group is the child at ``position``, ending in ``outcome``.
+
+    ``Settlement[T]`` where its group's children's value type is known (typed calls of one type: their
+    handler's output); a bare ``Settlement`` is ``Settlement[Any]``."""
 
     rank: int
     position: int
     replay_key: str
-    outcome: Outcome
+    outcome: Ok[V] | Err | Cancelled
