@@ -159,6 +159,13 @@ async def test_pausing_and_resuming_a_groups_invocation_with_restates_cli_change
     assert paused.returncode == 0, paused.stderr
     gate.touch()  # a running child's pause lands once its attempt yields, here when its tool answers
     await _poll(shared, query, lambda rows: rows[0]["status"] == "paused")
+    # lash's own tools say so: the listing counts it on the group's path, and `show` names the pump.
+    listing = await listed(shared, s.key())
+    assert listing is not None and listing.paused == 1, listing
+    shown = lash(shared, "groups", "show", s.key())
+    assert shown.returncode == 0, shown.stderr
+    if which == "pump":
+        assert f"{row['id']} (run2, paused)" in shown.stdout and "is paused" in shown.stdout, shown.stdout
     resumed = restate(shared, tmp_path, "invocations", "resume", row["id"])
     assert resumed.returncode == 0, resumed.stderr
     [_, again, _, third, closed] = await shared.turn(use(ok(opened)), next_(), next_(), next_(), close())

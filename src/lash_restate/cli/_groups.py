@@ -47,6 +47,9 @@ def reclaim_in(at: str | None, now: float) -> str:
     return f"in {age(int(seconds))}" if seconds >= 1 else "due"
 
 
+_PUMPS_SHOWN = 4  # a wide group has one pump per 256 children: the rest are counted
+
+
 def groups_list(args: argparse.Namespace) -> int:
     from ..inspection import InspectionError, list_open_groups
 
@@ -63,6 +66,8 @@ def groups_list(args: argparse.Namespace) -> int:
         now = time.time()
         rows = [{**g, "age": age(g["age_s"]), "reclaim": reclaim_in(g["reclaim_at"], now)} for g in groups]
         print(table(rows, COLUMNS))
+    elif args.orphaned or args.state:
+        print(f"no {'orphaned' if args.orphaned else args.state} groups")
     else:
         print("no open groups")
     return 0
@@ -85,13 +90,22 @@ def groups_show(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(shown))
         return 0
-    children, openers = shown.pop("children"), shown.pop("openers")
+    children, openers, pumps = shown.pop("children"), shown.pop("openers"), shown.pop("pumps")
     shown["age"] = age(shown.pop("age_s"))
     for name, value in shown.items():
         print(f"{name + ':':<13} {value}")
     for opener in openers:
         how = "running" if opener["alive"] else (opener["ended"] or "ended: how is not known")
         print(f"{'opener:':<13} {opener['invocation_id']} ({how})")
+    for pump in pumps[:_PUMPS_SHOWN]:
+        print(f"{'pump:':<13} {pump['invocation_id']} ({pump['handler']}, {pump['status']})")
+    if len(pumps) > _PUMPS_SHOWN:
+        others = pumps[_PUMPS_SHOWN:]
+        paused_pumps = [p["invocation_id"] for p in others if p["status"] == "paused"]
+        print(
+            f"{'':<13} and {len(others)} more"
+            + (f", paused: {', '.join(paused_pumps)}" if paused_pumps else "")
+        )
     print()
     rows = [{k: "-" if v is None else v for k, v in c.items() if k != "paused"} for c in children]
     print(table(rows, CHILD_COLUMNS))
@@ -112,6 +126,14 @@ def groups_show(args: argparse.Namespace) -> int:
             + (f" [{p['last_failure_error_code']}]" if p["last_failure_error_code"] else "")
             + f": {p['last_failure']}"
         )
+    for pump in pumps:
+        if pump["status"] == "paused":
+            paused.append(pump)  # the resume/kill advice below covers it
+            print()
+            print(
+                f"pump {pump['invocation_id']} is paused: the children it calls report nothing until it "
+                "is resumed (restate invocations resume ID)"
+            )
     if paused:
         print()
         print(

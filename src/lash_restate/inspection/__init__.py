@@ -28,7 +28,7 @@ from ._operator import (
 from ._sql import InspectionError, quote, sql
 from ._staged import StagedPart, left_staged, release_staged
 from ._stranded import StrandedOpen, resend_open, stranded_opens
-from ._views import ChildView, GroupView, OpenerView, OpenGroup, PausedView
+from ._views import ChildView, GroupView, OpenerView, OpenGroup, PausedView, PumpView
 
 __all__ = [
     "DEFAULT_INGRESS_URL",
@@ -40,6 +40,7 @@ __all__ = [
     "OpenGroup",
     "OpenerView",
     "PausedView",
+    "PumpView",
     "RedispatchResult",
     "StagedPart",
     "StrandedOpen",

@@ -17,18 +17,20 @@ from ..engine import (
     GROUP,
     MISSED,
     OPENER_ENDS,
+    PUMP,
     RECLAIM_AT,
     RECORD,
     GroupMeta,
     OpenerEnd,
     assemble_order,
     bound_of,
+    group_of_pump,
     named,
     outcome_store,
 )
 from ._paused import callee_key, paused_by_group, paused_on
-from ._sql import ENDED, WAITING, Admin, alive_of, invocation_rows, quote, rows_in, sql
-from ._views import ChildView, GroupView, OpenerView, OpenGroup
+from ._sql import ENDED, PAUSED, WAITING, Admin, alive_of, invocation_rows, quote, rows_in, sql
+from ._views import ChildView, GroupView, OpenerView, OpenGroup, PumpView
 
 __all__ = [
     "OPEN",
@@ -228,14 +230,38 @@ def show_group(admin: Admin, group_key: str) -> GroupView | None:
         OpenerView(invocation_id=o.caller, alive=o.caller in alive, ended=_ended(group, o.caller, known))
         for o in meta.openers
     ]
+    pumps = pumps_of(admin, group_key, meta.incarnation)
     count = sum(1 for child in children if child.paused is not None)
+    count += sum(1 for pump in pumps if pump.status == PAUSED)
     return GroupView(
         **open_group_row(group, state, int(time.time() * 1000), count),
         reason=reason,
         opened_at=utc(opened) if opened else None,
         openers=openers,
         children=children,
+        pumps=pumps,
     )
+
+
+def pumps_of(admin: Admin, group_key: str, incarnation: str) -> list[PumpView]:
+    """The group's `LashPump` invocations of this incarnation that have not completed, oldest first."""
+    rows = sql(
+        admin,
+        "SELECT id, target_handler_name, target_service_key, status FROM sys_invocation WHERE "
+        f"target_service_name = {quote(named(PUMP))} AND status != 'completed' "
+        f"AND starts_with(target_service_key, {quote(incarnation)}) "
+        f"AND ends_with(target_service_key, {quote(':' + group_key)}) ORDER BY created_at",
+    )
+    return [
+        PumpView(
+            invocation_id=str(row["id"]),
+            handler=str(row["target_handler_name"]),
+            key=str(row["target_service_key"]),
+            status=str(row["status"]),
+        )
+        for row in rows
+        if group_of_pump(str(row["target_service_key"])) == group_key  # not a key that only ends alike
+    ]
 
 
 def _ended(group: StoredGroup, caller: str, known: dict[str, dict[str, Any]]) -> str | None:

@@ -14,6 +14,7 @@ from ..engine import (
     GROUP,
     PUMP,
     callee_replay_key,
+    group_of_pump,
     named,
 )
 from ._sql import IN_SLICE, PAUSED, Admin, in_list, quote, rows_in, sql
@@ -90,11 +91,20 @@ def paused_replay_keys(admin: Admin) -> dict[str, int]:
 
 
 def paused_by_group(admin: Admin) -> dict[str, int]:
-    """Paused invocations on each group's children, by group key (read only when any is paused)."""
+    """Paused invocations on each group's path, by group key: on its children's, and its pumps (an
+    operator's pause of one stalls what it reports). Read only when any is paused."""
+    pumps = sql(
+        admin,
+        f"SELECT target_service_key FROM sys_invocation WHERE status = {quote(PAUSED)} "
+        f"AND target_service_name = {quote(named(PUMP))}",
+    )
+    by_group: dict[str, int] = {}
+    for row in pumps:
+        group = group_of_pump(str(row["target_service_key"]))
+        by_group[group] = by_group.get(group, 0) + 1
     counts = paused_replay_keys(admin)
     if not counts:
-        return {}
-    by_group: dict[str, int] = {}
+        return by_group
     for replay_key, count in counts.items():
         needle = msgspec.json.encode(replay_key).decode()
         rows = sql(

@@ -20,7 +20,9 @@ class OpenGroup:
     state: str  # "open" (an opener runs), "parked" (a continuation holds it) or "orphaned" (nobody does)
     orphaned: bool  # state == "orphaned": the ADR's leak, countable (and closable) by an operator
     age_s: int | None  # seconds since it was first opened (None: its open is not timed)
-    paused: int  # children Restate paused (or whose calls it paused) after their retries ran out
+    # Invocations Restate paused on the group's path (a child's, a call it made, or one of its pumps):
+    # after their retries ran out, or by an operator's `restate invocations pause`.
+    paused: int
     missed: int = 0  # children whose runner was missing: their run ended with no outcome
     # An orphan nobody can resume is reclaimed (closed) at this time (UTC, ISO 8601), or later if its
     # children still run then; None for any other group.
@@ -65,10 +67,22 @@ class ChildView:
 
 
 @dataclass(frozen=True)
+class PumpView:
+    """One of the group's `LashPump` invocations not yet completed: each calls a slice of its children
+    and reports what settles. An operator's pause of one stalls every child it reports."""
+
+    invocation_id: str
+    handler: str  # run2 (the group's first), run_parts, redispatch, fail, …
+    key: str  # `{incarnation}:{group key}`, a further slice's `{incarnation}.{slice}:{group key}`
+    status: str  # in sys_invocation: running, suspended, paused, …
+
+
+@dataclass(frozen=True)
 class GroupView(OpenGroup):
-    """`groups show`: the group, its state and why, who opened it and when, and every child."""
+    """`groups show`: the group, its state and why, who opened it and when, every child and pump."""
 
     reason: str = ""  # why it is open, parked or orphaned
     opened_at: str | None = None  # UTC, ISO 8601
     openers: list[OpenerView] = field(default_factory=list)
     children: list[ChildView] = field(default_factory=list)
+    pumps: list[PumpView] = field(default_factory=list)
