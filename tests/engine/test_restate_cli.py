@@ -985,11 +985,12 @@ async def test_a_cancel_groups_run_queued_when_restates_cli_killed_its_caller_se
     """`restate invocations kill` of the caller of a `Cancel` group while its second child's
     `LashChild/run` waits behind another group's run of the same replay key (a namesake child
     waiting on a gate): nobody can resume the group, so it cancels what still runs, the queued run
-    among them, which Restate ends without running it. Killed within the group's first second, as
-    here on an idle machine, the cancel lands before the group's watch attaches, and Restate then
-    keeps nothing of the run: the watch reports it gone; later, it reports it cancelled. Either
-    way the group settles the child as it cancelled it, `Cancelled`, once the key is free, and a
-    resumer reads every rank (before, a run gone settled as "killed before it ran")."""
+    among them, which Restate ends without running it. A resumer then reopens the group at once.
+    Killed within the group's first second, as here on an idle machine, the cancel lands before the
+    group's watch attaches, and Restate then keeps nothing of the run: the watch reports it gone,
+    after the resumer's reopen; later, it reports it cancelled. Either way the group settles the
+    child as it cancelled it, `Cancelled`, once the key is free, and the resumer reads every rank
+    (before, a run gone settled as "killed before it ran", and reopened, it still did)."""
     q = await _queued_behind_a_namesake(shared, tmp_path, disposition="cancel", closes=False)
     s, common = q.scope, q.common
     try:
@@ -997,6 +998,9 @@ async def test_a_cancel_groups_run_queued_when_restates_cli_killed_its_caller_se
         await until(functools.partial(_ranked, shared, s.key(), 1))
         _operator(shared, tmp_path, "kill", await turn_id(shared, s))
         assert (await asyncio.wait_for(q.caller, 60)).status_code != 200
+        # A resumer reopens the group (the same children) and reads both ranks, then closes.
+        resumer = Scope()
+        resumed = turn_in_background(shared, resumer, open_(q.group), next_(), next_(), close())
         # The group's cancel of the queued run, heard by its watch: the repair queues behind the
         # namesake's run, as the run did.
         fails = _invocation("LashChild", f"target_service_key = {quote(common)}", "fail")
@@ -1004,9 +1008,9 @@ async def test_a_cancel_groups_run_queued_when_restates_cli_killed_its_caller_se
     finally:
         q.gate.touch()
     assert (await asyncio.wait_for(q.held, 60)).status_code == 200
-    await until(functools.partial(_ranked, shared, s.key(), 2))
-    # A resumer (a reopen of the same group) reads both ranks, the second `Cancelled`, and closes.
-    [_, won, late, closed] = await shared.turn(open_(q.group), next_(), next_(), close())
+    answered = await asyncio.wait_for(resumed, 60)
+    assert answered.status_code == 200, answered.text
+    [_, won, late, closed] = answered.json()
     assert ok(won)["outcome"] == {"type": "ok", "value": "won"}
     assert (ok(late)["rank"], ok(late)["position"], ok(late)["outcome"]) == (2, 1, {"type": "cancelled"})
     assert "error" not in closed

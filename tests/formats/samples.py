@@ -258,6 +258,7 @@ def _samples() -> list[Sample]:
     add("msg.group.guard.two", guard, _json(Guard))
     guarded = {"inv_1g0": ["sign_1wake2", "sign_1wake3"]}
     add("state.group.guarded.one", guarded, _json(dict[str, list[str]]))
+    add("state.group.cancelled_runs.incarnation", [INCARNATION], _json(list[str]))
     close = OperatorClose(incarnation=INCARNATION, openers=2, cancel=True)
     add("msg.group.operator_close.cancel", close, _json(OperatorClose))
     add(

@@ -19,11 +19,6 @@ from ._terminal import terminal
 __all__ = ["any", "race", "select"]
 
 T = TypeVar("T")
-T1 = TypeVar("T1")
-T2 = TypeVar("T2")
-T3 = TypeVar("T3")
-T4 = TypeVar("T4")
-T5 = TypeVar("T5")
 
 
 async def _first(

@@ -25,7 +25,7 @@ from ._invocation import Caller, Values, controller, outside_run, typed_grouped
 from ._terminal import terminal
 
 # The value type of a group's settlements, to a type checker: its children's (`Child[T]`), joined.
-T = TypeVar("T", default=Any)
+T = TypeVar("T", covariant=True, default=Any)
 
 
 class Group(Generic[T]):

@@ -14,7 +14,7 @@ __all__ = ["Cancelled", "Err", "Ok", "Outcome", "Settlement"]
 
 T = TypeVar("T")
 # A settlement's value type, to a type checker: `Any` (JSON) unless its group's children say more.
-V = DefaultedTypeVar("V", default=Any)
+V = DefaultedTypeVar("V", covariant=True, default=Any)
 
 
 class Ok(msgspec.Struct, Generic[T], tag="ok", **STRUCT_OPTIONS):

@@ -154,7 +154,7 @@ def list_open_groups(admin: Admin, *, orphaned: bool = False, state: str | None 
     with ``orphaned`` (or ``state``), only those in that state."""
     groups = read_groups(admin)
     known = invocation_rows(admin, sorted({o.caller for g in groups for o in g.meta.openers}))
-    paused = paused_by_group(admin)
+    paused = paused_by_group(admin, {g.key: g.meta.incarnation for g in groups})
     now_ms = int(time.time() * 1000)
     listed = [
         OpenGroup(**open_group_row(g, classify(g, known)[0], now_ms, paused.get(g.key, 0))) for g in groups

@@ -60,7 +60,7 @@ def callee_of(row: dict[str, Any]) -> str | None:
 def paused_replay_keys(admin: Admin) -> dict[str, int]:
     """How many paused invocations lie on each child's path, by replay key: the child's own (its
     `LashChild`, or the callee of a call lash makes itself), or a call it made. One query when
-    nothing is paused (the usual case)."""
+    none is paused (the usual case)."""
     paused = paused_rows(admin)
     child = named(CHILD)
     keys: list[str | None] = [
@@ -90,9 +90,10 @@ def paused_replay_keys(admin: Admin) -> dict[str, int]:
     return counts
 
 
-def paused_by_group(admin: Admin) -> dict[str, int]:
-    """Paused invocations on each group's path, by group key: on its children's, and its pumps (an
-    operator's pause of one stalls what it reports). Read only when any is paused."""
+def paused_by_group(admin: Admin, incarnations: dict[str, str]) -> dict[str, int]:
+    """Paused invocations on each group's path, by group key: on its children's, and its pumps of
+    the incarnation open now (``incarnations``, by group key: an operator's pause of one stalls
+    what it reports; a closed namesake's paused pump is not this group's)."""
     pumps = sql(
         admin,
         f"SELECT target_service_key FROM sys_invocation WHERE status = {quote(PAUSED)} "
@@ -100,8 +101,10 @@ def paused_by_group(admin: Admin) -> dict[str, int]:
     )
     by_group: dict[str, int] = {}
     for row in pumps:
-        group = group_of_pump(str(row["target_service_key"]))
-        by_group[group] = by_group.get(group, 0) + 1
+        key = str(row["target_service_key"])
+        group = group_of_pump(key)
+        if incarnation_of_pump(key) == incarnations.get(group):
+            by_group[group] = by_group.get(group, 0) + 1
     counts = paused_replay_keys(admin)
     if not counts:
         return by_group
@@ -116,6 +119,12 @@ def paused_by_group(admin: Admin) -> dict[str, int]:
             if replay_key in msgspec.json.decode(row["value_utf8"], type=GroupShape).replay_keys:
                 by_group[row["service_key"]] = by_group.get(row["service_key"], 0) + count
     return by_group
+
+
+def incarnation_of_pump(key: str) -> str:
+    """The group incarnation in a pump's key: ``{incarnation}[.{slice}]:{group key}`` (an incarnation
+    holds no dot or colon)."""
+    return key.partition(":")[0].partition(".")[0]
 
 
 def paused_on(admin: Admin, child_ids: list[str]) -> dict[str, PausedView]:

@@ -32,6 +32,20 @@ __all__ = ["SIGNING_KEY_ENV", "AdminAt", "LocalStack"]
 # The server setting that makes restate-server sign every request to an endpoint with this key.
 DEMO_RESOLVER = "lash_restate.testing.tools:demo_tools"  # what a local stack's endpoint serves
 _LOG_TAIL = 15  # lines of each endpoint's log a call that had no answer shows
+_TAIL_BYTES = 16 * 1024  # read from the end of a log for them: a shared stack's log grows long
+
+
+def _tail(log: Path) -> list[str]:
+    """The last `_LOG_TAIL` lines of ``log`` (none if it is not there)."""
+    try:
+        with log.open("rb") as file:
+            file.seek(max(0, file.seek(0, os.SEEK_END) - _TAIL_BYTES))
+            text = file.read().decode(errors="replace")
+    except OSError:
+        return []
+    return text.strip().splitlines()[-_LOG_TAIL:]
+
+
 SIGNING_KEY_ENV = "RESTATE_WORKER__INVOKER__REQUEST_IDENTITY_PRIVATE_KEY_PEM_FILE"
 
 AdminAt = RestateServer | str  # where a registration goes: a server of the stack, or any admin API URL
@@ -361,11 +375,10 @@ class LocalStack:
         except InspectionError:
             retried = []  # the server itself is not answering: the logs say more
         for row in retried:
-            failure = str(row["last_failure"]).strip().splitlines()[0][:300]
+            failure = next(iter(str(row["last_failure"]).strip().splitlines()), "")[:300]
             lines.append(f"  Restate is retrying {row['target']} (attempt {row['retry_count']}): {failure}")
         for endpoint in self.endpoints:
-            log = endpoint.log_path.read_text(errors="replace") if endpoint.log_path else ""
-            tail = log.strip().splitlines()[-_LOG_TAIL:]
+            tail = _tail(endpoint.log_path) if endpoint.log_path is not None else []
             if tail:
                 lines += [f"  {endpoint.log_path} ends:", *(f"    {line}" for line in tail)]
         return "\n".join(lines)

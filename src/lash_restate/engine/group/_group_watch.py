@@ -38,6 +38,7 @@ from ..wire._messages import (
 )
 from ..wire._records import (
     BYTES,
+    CANCELLED_RUNS,
     ENDS,
     FENCE,
     META,
@@ -131,6 +132,10 @@ async def on_caller_ended(ctx: restate.ObjectContext, ended: CallerEnded, settin
         and not await anybody_saved(ctx)
     ):
         await reclaim_later(ctx, after, settings.orphan_retention)
+    if cancel:
+        # Decision 98: kept, for a run reported failed later (a resumer may have reopened by then).
+        # Last, so a journal this handler wrote before it replays as a prefix of this one.
+        ctx.set(CANCELLED_RUNS, [meta.incarnation], serde=STRINGS)
 
 
 async def on_reclaim(ctx: restate.ObjectContext, req: Reclaim, settings: GroupSettings) -> None:
@@ -209,9 +214,10 @@ async def on_held(ctx: restate.ObjectContext, ended: CallerEnded) -> None:
     ctx.set(OPENER_ENDS, [*ends, OpenerEnd(caller=ended.caller, failed=ended.failed)], serde=ENDS)
 
 
-# How a child settles whose run Restate does not know: an operator's kill of a run still queued
-# (behind its key's other work) leaves nothing for the watch to attach to, where a kill of a running
-# one answers `killed` (decision 89).
+# How a child settles whose run Restate does not know: a kill or cancel of a run still queued
+# (behind its key's other work), an operator's or its group's own, before the watch attached, leaves
+# nothing for it to attach to, where a kill of a running one answers `killed` (decision 89). After its
+# group cancelled its runs, such a child settles `Cancelled` (decision 98).
 GONE = "killed before it ran: Restate does not know its run"
 
 
@@ -298,7 +304,9 @@ async def on_run_ended(ctx: restate.ObjectContext, ended: RunEnded) -> None:
     """Decision 74: a run the group dispatched ended in failure. Its children that hold no rank
     settle with that failure (a killed run's: 409 `killed`, as a killed callee answers its
     caller), each through the store that keeps its outcome, so each takes its rank and the
-    waiting caller is woken; one whose outcome was stored before the kill settles with it."""
+    waiting caller is woken; one whose outcome was stored before the kill settles with it. As
+    `Cancelled` instead, a run cancelled before it ran (decision 97), or one that ended so after
+    its group cancelled its runs (decision 98)."""
     meta = await ctx.get(RECORD, serde=META)
     if meta is None or meta.incarnation != ended.incarnation:
         return  # closed already (or a namesake's run): nobody will read it
@@ -314,9 +322,12 @@ async def on_run_ended(ctx: restate.ObjectContext, ended: RunEnded) -> None:
     fence = await ctx.get(FENCE, serde=SHAPE)
     assert fence is not None  # written with meta, cleared with it
     # Decision 97: a run cancelled before it ran settles its children as it would have, cancelled;
-    # so does any run of a `Cancel` group nobody can resume, which cancelled its runs itself (decision
-    # 98): one it cancelled while queued, before its watch attached, is a run Restate no longer knows.
-    cancelled_by_group = meta.severed and meta.disposition is LoserPolicy.CANCEL
+    # so does a run that ended killed, cancelled or gone (409) after its group cancelled its runs
+    # itself (decision 98, a `Cancel` group nobody could resume): one it cancelled while queued,
+    # before its watch attached, is a run Restate no longer knows.
+    cancelled_by_group = ended.code == str(CANCELLED_STATUS) and await ctx.get(
+        CANCELLED_RUNS, serde=STRINGS
+    ) == [meta.incarnation]
     if ended.cancelled is True or cancelled_by_group:
         outcome: Cancelled | Err = Cancelled()
     else:

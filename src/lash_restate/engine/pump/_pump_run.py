@@ -207,9 +207,10 @@ async def await_and_report(
     A child of ``queue`` is called each time one settles, as its bound allows (decision 81).
 
     Its phases, and the flags that mark them: *running* (each wake stores and reports a batch;
-    ``listen`` rides the first report, then the group keeps it); *closed* (the close resolved
-    ``closing`` or a report answered closed: the store is released, and what still settles is not
-    reported, but still awaited, so a `Cancel` close's cancellation reaches it); *cancelled* (a
+    ``listen`` rides the first report, then the group keeps it); *closed* (the store is released:
+    resolved ``closing``, the pump returns, unless a bounded group's children are yet to start,
+    which start and run on; a report answered closed, it goes on awaiting what is pending, unreported,
+    so a `Cancel` close's cancellation still reaches those calls); *cancelled* (a
     cancel came: the calls still pending end `Cancelled` and rank as such, a queue's unstarted
     children too); then, every child settled, *lingering* (it listens for the close a while, unless a
     child ``missed`` its runner) and *left* (it tells the group its store stays, for the close's
@@ -328,8 +329,9 @@ async def await_and_report(
         except restate.TerminalError as error:
             if not is_cancellation(error):
                 raise
-            # Every child settled, so a close cancels nothing and resolves the awakeable: a cancel
-            # now (an operator's, or a caller gone under `Cancel`) has nothing left to stop. Listen on.
+            # Every child settled, so even a Cancel close cancels nothing here and resolves the
+            # awakeable (unlike one with children pending, above): a cancel now (an operator's, or a
+            # caller gone under `Cancel`) has nothing left to stop. Listen on.
     if which == "closed":
         release_slices(ctx, slices)
         return

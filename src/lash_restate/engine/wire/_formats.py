@@ -83,6 +83,11 @@ FORMATS: Final[tuple[Format, ...]] = (
         since="unreleased",
     ),
     Format(
+        "state.group.cancelled_runs",
+        "{prefix}Group state `cancelled_runs`: [incarnation] (it cancelled its runs: nobody could resume it)",
+        since="unreleased",
+    ),
+    Format(
         "state.group.guarded",
         "{prefix}Group state `guarded`: each pending guard's invocation id -> the wakes it carries",
         since="unreleased",

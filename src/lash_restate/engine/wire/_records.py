@@ -91,7 +91,7 @@ class Opener(msgspec.Struct, **RECORD_OPTIONS):
 
     Every opener is recorded, so an operator can tell an orphaned group (no opener alive) from a
     parked one. A `Cancel` group watches each with a `watch` of its own (decision 13, ``watcher``);
-    any group this release records watches them beside its runs (`watch_runs`, decision 78).
+    any other group this release records watches them beside its runs (`watch_runs`, decision 78).
     """
 
     caller: str  # its invocation id
@@ -231,6 +231,10 @@ SAVERS = "savers"
 # A newer group key (decision 83): each pending guard's invocation id, with the wakes it carries, so a
 # registration of wakes cancels the guards whose wakes have all been woken (absent: no guard pending).
 GUARDED = "guarded"
+# A newer group key (decision 98): the incarnation whose runs the group cancelled itself, a `Cancel`
+# group nobody could resume (absent: it cancelled none). A run reported failed later settles its
+# children `Cancelled`, even once a resumer has reopened the group.
+CANCELLED_RUNS = "cancelled_runs"
 # What ends the incarnation of a group that records saves (decision 78; `_incarnation.records_saves`).
 SAVES = "-s"
 
