@@ -307,6 +307,9 @@ async def test_close_refuses_a_parked_group_unless_forced_and_is_idempotent(stac
     refused = lash(stack, "groups", "close", s.key())
     assert refused.returncode == 4
     assert "parked" in refused.stderr and "--force" in refused.stderr and "continuation" in refused.stderr
+    said = lash(stack, "groups", "close", s.key(), "--json")  # on stdout too, for a script
+    assert said.returncode == 4 and json.loads(said.stdout)["closed"] is False, said.stdout
+    assert "parked" in json.loads(said.stdout)["refused"]
     assert await listed(stack, s.key(), "parked")  # nothing was closed
 
     forced = lash(stack, "groups", "close", s.key(), "--force", "--cancel", "--json")

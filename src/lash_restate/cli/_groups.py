@@ -157,6 +157,8 @@ def groups_close(args: argparse.Namespace) -> int:
             ingress=args.ingress_url,
         )
     except CloseRefused as exc:
+        if args.json:  # a script reading stdout learns of the refusal there too
+            print(json.dumps({"group_key": args.key, "closed": False, "refused": exc.message}))
         return fail(str(exc), REFUSED)
     except InspectionError as exc:
         return fail(str(exc))
