@@ -40,6 +40,7 @@ from lash_restate.inspection._paused import callee_of
 from lash_restate.inspection._sql import admin_api
 from lash_restate.testing import LocalStack, StackError
 from tests.conformance.builders import Scope, close, count, echo, event, next_, ok, open_, save, tool, use
+from tests.conftest import check_group_events
 from tests.engine.cli_main import run_main
 from tests.engine.test_engine import recorded_meta, wait_tool_started
 
@@ -55,8 +56,11 @@ T = TypeVar("T")
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
-    with LocalStack.single(tmp_path_factory.mktemp("operator"), server_env=PAUSE_FAST).start() as s:
+    base = tmp_path_factory.mktemp("operator")
+    # Verbose: every group event logged, the operator's among them, each checked at the end.
+    with LocalStack.single(base, server_env=PAUSE_FAST, endpoint_env={"LASH_VERBOSE": "1"}).start() as s:
         yield s
+    check_group_events(base / "endpoint.log")
 
 
 def lash(stack: LocalStack, *args: str) -> subprocess.CompletedProcess[str]:
@@ -313,6 +317,8 @@ async def test_close_refuses_a_parked_group_unless_forced_and_is_idempotent(stac
     assert await listed(stack, s.key(), "parked")  # nothing was closed
 
     forced = lash(stack, "groups", "close", s.key(), "--force", "--cancel", "--json")
+    logged = (stack.base_dir / "endpoint.log").read_text().splitlines()
+    assert any('"group.operator_closed"' in line and s.key() in line for line in logged)
     assert forced.returncode == 0, forced.stderr
     answer = json.loads(forced.stdout)
     assert answer == {
