@@ -104,13 +104,15 @@ def build_parser() -> argparse.ArgumentParser:
             "list",
             "every open group with its child count, settled count, wake rule, disposition, settlement "
             "mode, state (open: an opener runs; parked: its latest opener returned normally, so a "
-            "continuation holds it; orphaned: nobody does), age and paused children",
+            "continuation holds it; orphaned: nobody does), age, paused invocations on its path (its "
+            "children's, their calls', its pumps'), missed children and reclaim time",
             groups_list,
         ),
         (
             "show",
-            "one open group: its state and why, its openers, when it was opened, and every child "
-            "(with what Restate paused on its path and the last failure)",
+            "one open group: its state and why, its openers, when it was opened, its pumps not yet "
+            "completed (a paused one named), and every child (with what Restate paused on its path "
+            "and the last failure)",
             groups_show,
         ),
         (
