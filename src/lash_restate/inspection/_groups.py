@@ -28,7 +28,7 @@ from ..engine import (
     named,
     outcome_store,
 )
-from ._paused import callee_key, paused_by_group, paused_on
+from ._paused import callee_key, incarnation_of_pump, paused_by_group, paused_on
 from ._sql import ENDED, PAUSED, WAITING, Admin, alive_of, invocation_rows, quote, rows_in, sql
 from ._views import ChildView, GroupView, OpenerView, OpenGroup, PumpView
 
@@ -256,11 +256,13 @@ def pumps_of(admin: Admin, group_key: str, incarnation: str) -> list[PumpView]:
         PumpView(
             invocation_id=str(row["id"]),
             handler=str(row["target_handler_name"]),
-            key=str(row["target_service_key"]),
+            key=key,
             status=str(row["status"]),
         )
         for row in rows
-        if group_of_pump(str(row["target_service_key"])) == group_key  # not a key that only ends alike
+        # Not a key that only starts or ends alike: this group's, of this incarnation.
+        if (group_of_pump(key := str(row["target_service_key"])), incarnation_of_pump(key))
+        == (group_key, incarnation)
     ]
 
 
