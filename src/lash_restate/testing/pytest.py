@@ -41,7 +41,7 @@ import pytest
 
 from .._http import tls
 from .processes import Endpoint, RestateServer, StackError, restate_server_binary
-from .stack import LocalStack
+from .stack import LocalStack, log_tail
 
 __all__ = ["lash_app", "lash_ingress", "lash_stack"]
 
@@ -122,8 +122,7 @@ class _Stacks:
         try:
             stack.start()
         except StackError as exc:
-            log = endpoint.log_path.read_text(errors="replace") if endpoint.log_path else ""
-            tail = "\n".join(log.strip().splitlines()[-15:])
+            tail = "\n".join(log_tail(endpoint.log_path) if endpoint.log_path else [])
             self._failed[app] = f"cannot serve {app!r}: {exc}" + (
                 f"\n  its log, {endpoint.log_path}, ends:\n{tail}" if tail else ""
             )

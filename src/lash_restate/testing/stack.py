@@ -29,13 +29,17 @@ from .processes import Endpoint, RestateServer, StackError, free_port
 
 __all__ = ["SIGNING_KEY_ENV", "AdminAt", "LocalStack"]
 
-# The server setting that makes restate-server sign every request to an endpoint with this key.
 DEMO_RESOLVER = "lash_restate.testing.tools:demo_tools"  # what a local stack's endpoint serves
-_LOG_TAIL = 15  # lines of each endpoint's log a call that had no answer shows
+# The server setting that makes restate-server sign every request to an endpoint with this key.
+SIGNING_KEY_ENV = "RESTATE_WORKER__INVOKER__REQUEST_IDENTITY_PRIVATE_KEY_PEM_FILE"
+
+AdminAt = RestateServer | str  # where a registration goes: a server of the stack, or any admin API URL
+
+_LOG_TAIL = 15  # lines of an endpoint's log a failure shows (a call with no answer, a failed start)
 _TAIL_BYTES = 16 * 1024  # read from the end of a log for them: a shared stack's log grows long
 
 
-def _tail(log: Path) -> list[str]:
+def log_tail(log: Path) -> list[str]:
     """The last `_LOG_TAIL` lines of ``log`` (none if it is not there)."""
     try:
         with log.open("rb") as file:
@@ -44,11 +48,6 @@ def _tail(log: Path) -> list[str]:
     except OSError:
         return []
     return text.strip().splitlines()[-_LOG_TAIL:]
-
-
-SIGNING_KEY_ENV = "RESTATE_WORKER__INVOKER__REQUEST_IDENTITY_PRIVATE_KEY_PEM_FILE"
-
-AdminAt = RestateServer | str  # where a registration goes: a server of the stack, or any admin API URL
 
 
 class LocalStack:
@@ -378,7 +377,7 @@ class LocalStack:
             failure = next(iter(str(row["last_failure"]).strip().splitlines()), "")[:300]
             lines.append(f"  Restate is retrying {row['target']} (attempt {row['retry_count']}): {failure}")
         for endpoint in self.endpoints:
-            tail = _tail(endpoint.log_path) if endpoint.log_path is not None else []
+            tail = log_tail(endpoint.log_path) if endpoint.log_path is not None else []
             if tail:
                 lines += [f"  {endpoint.log_path} ends:", *(f"    {line}" for line in tail)]
         return "\n".join(lines)
