@@ -44,7 +44,7 @@ from ...contract import (
 )
 from ..group._mode import mode_for
 from ..wire._errors import CalledInsideRun, raise_typed, typed
-from ..wire._incarnation import records_saves
+from ..wire._incarnation import records_saves, serves_one_rank
 from ..wire._messages import (
     CallerEnded,
     CloseRequest,
@@ -210,7 +210,7 @@ class RestateController(EffectGroupDefaults):
             GROUP_OPEN.send(self._ctx, key, request)
         reply = decode(await typed(opened), OpenReply)
         self._records_saves[key] = records_saves(reply.incarnation)  # journaled: replays decide as then
-        self._reads_one.setdefault(key, records_saves(reply.incarnation))
+        self._reads_one.setdefault(key, serves_one_rank(reply.incarnation))
         if not reply.reopened:
             self._wakes[key] = _Wakes(reply.incarnation, dict(enumerate(fresh.values(), start=1)))
         elif (held := self._wakes.get(key)) is not None and held.incarnation != reply.incarnation:
@@ -310,7 +310,7 @@ class RestateController(EffectGroupDefaults):
                 request = msgspec.structs.replace(request, at_most=1)
             reply = await self._ask(GROUP_WAIT, key, request)
             # A caller of the baseline's groups asks as the baseline did (what its journal holds).
-            self._reads_one.setdefault(key, records_saves(reply.incarnation))
+            self._reads_one.setdefault(key, serves_one_rank(reply.incarnation))
             if reply.refs:
                 await self._read(handle, reply, held)  # recorded already: read from state
                 return wakes if wakes is not None else _Wakes(reply.incarnation, {})

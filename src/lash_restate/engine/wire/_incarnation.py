@@ -8,7 +8,16 @@ import re
 
 from ._records import SAVES
 
-__all__ = ["BOUNDED", "INCARNATION", "PAGED", "bound_mark", "bound_of", "records_saves", "watches_its_runs"]
+__all__ = [
+    "BOUNDED",
+    "INCARNATION",
+    "PAGED",
+    "bound_mark",
+    "bound_of",
+    "records_saves",
+    "serves_one_rank",
+    "watches_its_runs",
+]
 
 # The prefix of a paged group's incarnation (a UUID follows it): the one place its layout is told.
 PAGED = "p-"
@@ -52,6 +61,13 @@ def records_saves(incarnation: str) -> bool:
     The incarnation is in the open's reply, which the opener journals, so a replay decides as its
     first run did."""
     return incarnation.endswith(SAVES) or incarnation.startswith(PAGED)
+
+
+def serves_one_rank(incarnation: str) -> bool:
+    """Whether a plain await asks the group of ``incarnation`` for the one rank it serves (decision
+    96), as its caller's journal shows: every group a release that records saves opened (that came
+    after). A caller of a group the baseline opened asks as the baseline did, for every rank."""
+    return records_saves(incarnation)
 
 
 def watches_its_runs(incarnation: str) -> bool:
