@@ -518,3 +518,17 @@ async def test_every_state_value_of_a_group_in_flight_is_its_formats_compact_jso
     await stack.emit(gate, "third")
     [_, _, closed] = await stack.turn(use(ok(saved)), next_(), close())
     assert ok(closed) is None
+
+
+async def test_a_group_opened_in_parts_records_its_openers_save(restate_batched_stack: LocalStack) -> None:
+    """A group opened in parts (every group is, on this stack) answers its opener with its
+    incarnation, which tells the opener that the group records saves (decision 78): the save is
+    recorded under `savers` as for a group opened in one message, so the group is never reclaimed
+    while a continuation may hold its handle."""
+    stack, s = restate_batched_stack, Scope()
+    group = s.group([echo("won"), event(s.event("never"))], wake="first")
+    [_, won, saved] = await stack.turn(open_(group), next_(), save())
+    assert ok(won)["position"] == 0
+    await _poll(stack, _group_state(s.key()) + " AND key = 'savers'", lambda rows: len(rows) == 1)
+    [_, closed] = await stack.turn(use(ok(saved)), close())
+    assert ok(closed) is None

@@ -284,6 +284,8 @@ async def test_killing_a_groups_pump_or_child_with_restates_cli_settles_its_unse
     # settles a killed `execute` of its own.
     reported = [] if which == "child" and width >= 3 else [1]
     assert [e["children"] for e in _events(stack.base_dir, "group.run_ended", key)] == reported
+    if which.endswith("slice-pump"):  # its parent pump says why it reported the slice, in its words
+        assert "a slice's pump failed: killed" in (stack.base_dir / "endpoint.log").read_text()
 
 
 async def _kill_and_read(stack: LocalStack, tmp_path: Path, which: str, width: int) -> str:
