@@ -81,7 +81,7 @@ async def on_operator_redispatch(
         return OperatorRedispatched(refused="the group was closed and opened again since")
     children = await missed_children(ctx)
     dispatched, watched = await dispatch_again(ctx, meta, children, settings.routing)
-    await watch_after(ctx, meta, watched, [])
+    await watch_after(ctx, meta, watched)
     left = len(children) - len(dispatched)
     return OperatorRedispatched(dispatched=len(dispatched), unroutable=left)
 

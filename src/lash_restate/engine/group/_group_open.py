@@ -168,7 +168,7 @@ async def on_open_parts(ctx: restate.ObjectContext, req: PartedOpen, settings: G
         # Decision 95: the group watches every other run it dispatched until it ends, so a reopen
         # (or a resume, which stages nothing) runs again only the children kept as missed.
         _, rewatched = await dispatch_again(ctx, meta, await missed_children(ctx), settings.routing)
-        await watch_after(ctx, meta, rewatched, [])
+        await watch_after(ctx, meta, rewatched)
 
 
 async def record_group(

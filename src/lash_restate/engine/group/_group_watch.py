@@ -344,25 +344,20 @@ async def on_run_ended(ctx: restate.ObjectContext, ended: RunEnded) -> None:
     # Decision 89: this repair is watched as a run is: killed while it waits behind its object's
     # work (or the settle it sends, killed so), its children would hold no rank and tell nobody.
     repairs = [WatchedRun(invocation=await handle.invocation_id(), positions=at) for handle, at in sent]
-    await watch_after(ctx, meta, repairs, [], repairs=True)
+    await watch_after(ctx, meta, repairs, repairs=True)
 
 
 async def watch_after(
-    ctx: restate.ObjectContext,
-    meta: GroupMeta,
-    runs: list[WatchedRun],
-    callers: list[str],
-    *,
-    repairs: bool = False,
+    ctx: restate.ObjectContext, meta: GroupMeta, runs: list[WatchedRun], *, repairs: bool = False
 ) -> None:
     """Decision 74: attach to ``runs`` until each ends; one killed settles its unsettled children.
-    And to ``callers`` (decision 78): how each ends is recorded, as a `Cancel` group's watch does.
+    (An open watches its opener with its runs, through `send_watch`.)
 
     The watch starts WATCH_AFTER from now, so a group closed sooner (a race of quick calls) never
     runs one: its close cancels it while it is scheduled. Restate keeps a run's end for longer than
     that, so a kill before the watch starts is seen when it attaches.
     """
-    if (handle := send_watch(ctx, meta, runs, callers, repairs=repairs)) is not None:
+    if (handle := send_watch(ctx, meta, runs, [], repairs=repairs)) is not None:
         await keep_watch(ctx, handle)
 
 
