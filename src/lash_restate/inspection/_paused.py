@@ -57,11 +57,11 @@ def callee_of(row: dict[str, Any]) -> str | None:
     return callee_key(row.get("idempotency_key"))
 
 
-def paused_replay_keys(admin: Admin) -> dict[str, int]:
+def paused_replay_keys(admin: Admin, paused: list[dict[str, Any]] | None = None) -> dict[str, int]:
     """How many paused invocations lie on each child's path, by replay key: the child's own (its
-    `LashChild`, or the callee of a call lash makes itself), or a call it made. One query when
-    none is paused (the usual case)."""
-    paused = paused_rows(admin)
+    `LashChild`, or the callee of a call lash makes itself), or a call it made; of ``paused``, the
+    paused invocations read already (else read here). One query when none is paused (the usual case)."""
+    paused = paused_rows(admin) if paused is None else paused
     child = named(CHILD)
     keys: list[str | None] = [
         row["target_service_key"] if row.get("target_service_name") == child else callee_of(row)
@@ -94,18 +94,14 @@ def paused_by_group(admin: Admin, incarnations: dict[str, str]) -> dict[str, int
     """Paused invocations on each group's path, by group key: on its children's, and its pumps of
     the incarnation open now (``incarnations``, by group key: an operator's pause of one stalls
     what it reports; a closed namesake's paused pump is not this group's)."""
-    pumps = sql(
-        admin,
-        f"SELECT target_service_key FROM sys_invocation WHERE status = {quote(PAUSED)} "
-        f"AND target_service_name = {quote(named(PUMP))}",
-    )
+    paused = paused_rows(admin)  # one read for the pumps and the children's paths
     by_group: dict[str, int] = {}
-    for row in pumps:
+    for row in (r for r in paused if r.get("target_service_name") == named(PUMP)):
         key = str(row["target_service_key"])
         group = group_of_pump(key)
         if incarnation_of_pump(key) == incarnations.get(group):
             by_group[group] = by_group.get(group, 0) + 1
-    counts = paused_replay_keys(admin)
+    counts = paused_replay_keys(admin, paused)
     if not counts:
         return by_group
     for replay_key, count in counts.items():
