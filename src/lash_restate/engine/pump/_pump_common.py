@@ -9,10 +9,7 @@ import restate
 
 from ... import logs
 from ...contract import RuntimeEffectEnvelope
-from ..child._calls import (
-    cancelled,
-    refused,
-)
+from ..child._calls import refused
 from ..child._child import stored_outcome
 from ..group._mode import PUMP_FANOUT, PUMP_SLICE, slice_key
 from ..wire._errors import NOT_FOUND
@@ -82,12 +79,16 @@ async def report_noting_cancel(
 
 async def slice_ended(future: Any) -> restate.TerminalError | None:
     """A further slice's pump returned: its children were settled by it, not here; the failure it
-    ended with, if it did not settle them (it was killed, say), else None."""
+    ended with, if it did not settle them, else None.
+
+    A pump that runs settles its children whatever ends it early: a cancel (a `Cancel` close's,
+    which comes down the tree of calls) leaves it awaiting their `Cancelled` terminals, and it
+    returns. So one that ended in failure did not: killed, or cancelled before it called them
+    (decision 100), its children hold no rank unless their outcomes were stored.
+    """
     try:
         await future
     except restate.TerminalError as error:
-        if cancelled(error):
-            return None  # a Cancel close: its children settled as cancelled through it
         logs.logger.warning("a slice's pump failed: %s", error.message)
         return error
     return None

@@ -12,6 +12,7 @@ import restate
 
 from ...contract import Cancelled, ChildUnroutable
 from ..child._calls import VIA_CALL
+from ..child._calls import cancelled as cancelled_call
 from ..child._child import stored_outcome
 from ..child._routing import Routing, replaying
 from ..group._group_watch import report_run_ended
@@ -279,6 +280,8 @@ async def await_and_report(
                         positions=list(range(*what.covers)),
                         message=failure.message,
                         code=str(failure.status_code),
+                        # Decision 100: cancelled before it called them, as they would have settled.
+                        cancelled=True if cancelled_call(failure) else msgspec.UNSET,
                     )
                     if await report_run_ended(ctx, group_key, ended):  # the cancel came meanwhile
                         cancelled = True

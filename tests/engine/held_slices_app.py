@@ -1,0 +1,29 @@
+"""The default test endpoint (`serve --with-turn`, the demo tools), except that a wide group's pump of
+a further slice first waits an hour (a durable sleep) before it calls any of its children: the moment
+a pump's own work before its first call takes (its plan, its state) held open, for a test that
+cancels that pump there with Restate's CLI."""
+
+from __future__ import annotations
+
+import sys
+from datetime import timedelta
+from typing import Any
+
+import restate
+
+from lash_restate.cli import main
+from lash_restate.engine.group._mode import PUMP_SLICE, position_of
+from lash_restate.engine.pump import _pump_run
+from lash_restate.engine.pump._pump_calls import plan_all
+
+
+async def _held_plan_all(ctx: restate.ObjectContext, children: list[Any], *args: Any) -> Any:
+    if children and position_of(children[0]) >= PUMP_SLICE:  # a further slice's pump (not the group's)
+        await ctx.sleep(timedelta(hours=1))
+    return await plan_all(ctx, children, *args)
+
+
+if __name__ == "__main__":
+    vars(_pump_run)["plan_all"] = _held_plan_all  # what each pump of this endpoint plans with
+    [_, port, *rest] = sys.argv[1:]  # --port N, then what `serve` takes
+    raise SystemExit(main(["serve", "--host", "127.0.0.1", "--port", port, *rest]))
