@@ -122,6 +122,22 @@ async def test_a_ctx_that_is_neither_a_context_nor_a_controller_is_refused_by_na
             await attempt
 
 
+async def test_a_key_that_is_no_key_or_a_child_named_as_a_keyword_is_refused_by_name() -> None:
+    """Untyped code (mypy would flag each) gets a typed refusal naming its mistake, not a crash that
+    Restate would retry for ever."""
+    host = MemoryHost(resolver=demo_tools())
+    child = lash.tool("echo", {"value": 1})
+    try:
+        with pytest.raises(lash.InvalidGroupKey, match="a group key is a GroupKey or its text; got int"):
+            await lash.race(host, [child], key=5)  # type: ignore[call-overload]
+        for keyword in ("key", "losers"):
+            named: dict[str, Any] = {keyword: child, "other": child}
+            with pytest.raises(lash.InvalidInput, match=f"{keyword}= is lash's own keyword"):
+                await lash.select(host, **named)
+    finally:
+        await host.aclose()
+
+
 class _Declared(MemoryHost):
     """A reference host that notes the disposition each group declared at open."""
 

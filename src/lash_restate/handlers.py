@@ -12,11 +12,11 @@ from typing import Any, Generic, Literal, TypeVar, cast
 
 import msgspec
 from restate.handler import handler_from_callable
-from restate.serde import DefaultSerde, Serde
+from restate.serde import DefaultSerde, JsonSerde, MsgspecJsonSerde, PydanticJsonSerde, Serde
 
 from .contract import InvalidInput
 
-__all__ = ["HandlerRef", "JsonCodec", "handler_ref"]
+__all__ = ["HandlerRef", "JsonCodec", "NotJson", "handler_ref"]
 
 In = TypeVar("In")
 Out = TypeVar("Out")
@@ -27,6 +27,14 @@ def _untyped(serde: Serde[Any]) -> bool:
     """The SDK's `DefaultSerde` with no type: what a handler gets unless it takes or returns a pydantic
     model or a msgspec Struct, or names a serde of its own."""
     return isinstance(serde, DefaultSerde) and serde.type_hint is None
+
+
+# The SDK's serdes that write JSON: what else a handler names (`BytesSerde`, its own) may not.
+_JSON_SERDES = (DefaultSerde, JsonSerde, PydanticJsonSerde, MsgspecJsonSerde)
+
+
+class NotJson(ValueError):
+    """A handler's serde wrote bytes that are not JSON, where lash records a call's argument as JSON."""
 
 
 # Decision 51: the front door converts at both ends, so the recorded `Call` (and its hash) is unchanged.
@@ -58,14 +66,19 @@ class JsonCodec(Generic[T]):
 
     def to_json(self, value: T) -> Any:
         """``value`` as the JSON value its serde writes; raises what the serde raises, or
-        `msgspec.DecodeError` if the serde does not write JSON."""
+        `NotJson` if the serde does not write JSON."""
         serde: Serde[Any] = self._serde
         if _untyped(serde):
             if dataclasses.is_dataclass(value) and not isinstance(value, type):
                 return msgspec.to_builtins(value)
             serde = cast(DefaultSerde[Any], serde).with_maybe_type(type(value))
         raw = serde.serialize(value)
-        return msgspec.json.decode(raw) if raw else None
+        try:
+            return msgspec.json.decode(raw) if raw else None
+        except msgspec.DecodeError:
+            if isinstance(serde, _JSON_SERDES):
+                raise  # a JSON serde given a value JSON has no spelling for (a NaN): the value's fault
+            raise NotJson(f"its input serde ({type(serde).__name__}) writes no JSON") from None
 
     def from_json(self, value: Any) -> T:
         """The JSON ``value`` read by the serde (``None``: what an empty body reads as)."""

@@ -117,6 +117,13 @@ async def bad_sleep(ctx: restate.Context) -> Any:
 
 
 @shop.handler()
+async def select_key(ctx: restate.Context) -> Any:
+    """A `lash.select` branch named ``key``, lash's own keyword (untyped, as an app without mypy may)."""
+    branches: dict[str, Any] = {"key": _quote(price=1), "other": _quote(price=2)}
+    return await lash.select(ctx, **branches)
+
+
+@shop.handler()
 async def broken(ctx: restate.Context) -> Any:
     """A handler's own bug: a plain exception, which Restate retries for ever."""
     raise RuntimeError("a bug of the handler's own")

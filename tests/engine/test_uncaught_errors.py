@@ -98,6 +98,7 @@ async def test_an_uncaught_child_unroutable_is_a_404_naming_the_child(stack: Loc
         ("not_json", "[invalid_envelope] "),
         ("unkeyed", "[invalid_input] Tally/add is a virtual object's handler: the call needs key="),
         ("bad_sleep", "[invalid_input] lash.sleep takes a timedelta"),
+        ("select_key", "[invalid_input] lash.select: key= is lash's own keyword, not a child's name"),
     ],
 )
 async def test_a_child_refused_where_the_handler_builds_it_ends_the_caller_with_400(

@@ -194,6 +194,26 @@ async def test_an_argument_the_serde_cannot_write_is_refused_before_anything_is_
         assert not host.store.groups  # nothing was opened
 
 
+async def test_a_handler_whose_input_serde_writes_no_json_is_refused_saying_why() -> None:
+    """A handler that takes raw bytes (`restate.serde.BytesSerde`) cannot be a typed call's target:
+    lash records the argument as JSON. The refusal says so, rather than blaming the argument."""
+    raw = restate.Service("Raw")
+
+    @raw.handler(input_serde=restate.serde.BytesSerde(), output_serde=restate.serde.BytesSerde())
+    async def blob(ctx: restate.Context, data: bytes) -> bytes:
+        return data
+
+    async with _host() as host:
+        with pytest.raises(lash.InvalidInput) as refused:
+            await lash.all(host, [lash.call(blob, b"\x00\x01")], key="s:group:raw:0")
+        assert refused.value.message == (
+            "child 0: Raw/blob cannot be a lash.call child: its input serde (BytesSerde) writes no "
+            "JSON, and lash records a call's argument as JSON; give the handler's input a JSON serde "
+            "(a pydantic model, a msgspec Struct, or the default)"
+        )
+        assert not host.store.groups
+
+
 def test_a_call_that_cannot_be_made_is_refused_as_it_is_built() -> None:
     with pytest.raises(lash.InvalidInput, match="is not a Restate handler"):
         lash.call(print, 1)  # type: ignore[arg-type]

@@ -17,7 +17,7 @@ from ..contract import (
     Sleep,
     ToolCall,
 )
-from ..handlers import HandlerRef, handler_ref
+from ..handlers import HandlerRef, NotJson, handler_ref
 from ._terminal import terminal_here
 
 In = TypeVar("In")
@@ -64,6 +64,13 @@ class TypedCall(Child[T_co]):
             )
         except InvalidEnvelope as refused:
             reason = refused.message
+        except NotJson as not_json:
+            raise InvalidInput(
+                f"{where}: {ref.target} cannot be a lash.call child: {not_json}, and lash records a "
+                "call's argument as JSON; give the handler's input a JSON serde (a pydantic model, a "
+                "msgspec Struct, or the default)",
+                position=position,
+            ) from None
         except Exception as exc:  # a serde is the application's code: anything it raises is a refusal
             reason = f"{type(exc).__name__}: {exc}"
         raise InvalidInput(

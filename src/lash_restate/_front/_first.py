@@ -11,7 +11,7 @@ from typing import Any, Literal, TypeVar, overload
 
 from .. import combinators
 from ..combinators import Combinator
-from ..contract import Child, GroupKey, LoserPolicy
+from ..contract import Child, GroupKey, InvalidInput, LoserPolicy
 from ._combinators import _RTC, _spread
 from ._invocation import Caller, controller, typed_grouped
 from ._terminal import terminal
@@ -245,6 +245,12 @@ async def select(
         EffectGroupUnsupported: this process cannot open groups (see `use_prefix`).
         UndecodableResult: a typed call's value that its handler's output serde cannot read.
     """
+    for keyword, given in (("key", key), ("losers", losers)):
+        if isinstance(given, Child):  # a child meant to be named so: say why it cannot be
+            raise InvalidInput(
+                f"lash.select: {keyword}= is lash's own keyword, not a child's name; "
+                f"name that child otherwise"
+            )
     names = list(children)
     group_key, envelopes, values = typed_grouped(ctx, children.values(), key, "lash.select", names)
     named = dict(zip(names, envelopes, strict=True))

@@ -72,6 +72,8 @@ class GroupKey(msgspec.Struct, **STRUCT_OPTIONS):
     @classmethod
     def parse(cls, text: str) -> GroupKey:
         """The key ``text`` spells, or `InvalidGroupKey`."""
+        if not isinstance(text, str):  # an untyped caller's mistake, named rather than crashed on
+            raise InvalidGroupKey(f"a group key is a GroupKey or its text; got {type(text).__name__}")
         head, sep, tail = text.rpartition(_SEPARATOR)
         batch_id, colon, occurrence = tail.partition(":")
         if not sep or not colon or not occurrence.isdigit() or not occurrence.isascii():
