@@ -348,6 +348,28 @@ def test_call_targets_know_bound_and_declared_services() -> None:
         call_targets([payments], [lash.external("Payments", "other")])
 
 
+def test_a_service_served_elsewhere_is_declared_by_its_definition_or_by_name() -> None:
+    """`lash.external` given a definition this process imports but does not serve reads its name and
+    whether it is keyed from it; declared by name, a keyed call to an unkeyed declaration says how
+    to declare it."""
+    inventory = restate.VirtualObject("Inventory")
+    assert lash.external(inventory) == lash.external("Inventory", keyed=True)
+    assert lash.external(restate.Workflow("Signup"), "run").keyed
+    assert not lash.external(restate.Service("Pricing")).keyed
+    with pytest.raises(lash.InvalidInput, match=r"keyed=False\): its definition is keyed"):
+        lash.external(inventory, keyed=False)
+    with pytest.raises(lash.InvalidInput, match=r"keyed=True\): its definition is a service"):
+        lash.external(restate.Service("Pricing"), keyed=True)
+    by_name = call_targets([], [lash.external("Inventory")])
+    assert by_name.miss(lash.call("Inventory", "reserve", 1, key="sku-1")) == (
+        "service 'Inventory' is not keyed: the call must not carry a key (declared with "
+        "lash.external('Inventory'): declare a virtual object or a workflow with keyed=True, or "
+        "pass lash.external its definition)"
+    )
+    by_definition = call_targets([], [lash.external(inventory)])
+    assert by_definition.miss(lash.call("Inventory", "reserve", 1, key="k")) is None
+
+
 async def test_a_plain_function_given_as_a_tool_rejects_its_child_saying_what_a_tool_is() -> None:
     """A tool is awaited when its child runs: a plain function's result cannot be, and retrying would
     only meet it again, so the child rejects at once, naming the tool and saying what a tool is. Any

@@ -68,5 +68,12 @@ class CallTargets:
         if target.keyed and call.key is None:
             return f"service {call.service!r} is keyed: the call needs a key"
         if not target.keyed and call.key is not None:
-            return f"service {call.service!r} is not keyed: the call must not carry a key"
+            # A declaration by name says less than the callee is: say how to declare a keyed one.
+            hint = (
+                f" (declared with lash.external({call.service!r}): declare a virtual object or a "
+                "workflow with keyed=True, or pass lash.external its definition)"
+                if self.is_external(call.service)
+                else ""
+            )
+            return f"service {call.service!r} is not keyed: the call must not carry a key{hint}"
         return None

@@ -8,6 +8,7 @@ from typing import Any, TypeAlias
 import restate
 
 from ..calls import Target
+from ..contract import InvalidInput
 from ..engine import (
     BATCH_FROM,
     FULL_GC_EVERY,
@@ -35,19 +36,31 @@ def use_prefix(prefix: str | None = None) -> None:
     use_groups_served_elsewhere(prefix)
 
 
-def external(service: str, *handlers: str, keyed: bool = False) -> Target:
+def external(service: str | Bindable, *handlers: str, keyed: bool | None = None) -> Target:
     """Declare a service another endpoint of the cluster serves, so children may call it; without
     ``handlers``, any handler of it.
 
     Args:
-        service: the service's name.
+        service: the service's name, or its definition (a ``restate.Service``, ``VirtualObject``
+            or ``Workflow`` this process imports but does not serve), which says whether it is keyed.
         *handlers: the handlers children may call; none given: any of its handlers.
-        keyed: the service is a virtual object or a workflow, so each call of it names a key.
+        keyed: the service is a virtual object or a workflow, so each call of it names a key
+            (default: what its definition says, else not keyed).
 
     Returns:
         The `Target`, for the ``external=`` of `app` or `services`.
+
+    Raises:
+        InvalidInput: ``keyed`` contradicts the definition given.
     """
-    return Target(service, frozenset(handlers) if handlers else None, keyed)
+    only = frozenset(handlers) if handlers else None
+    if isinstance(service, str):
+        return Target(service, only, bool(keyed))
+    is_keyed = not isinstance(service, restate.Service)
+    if keyed is not None and keyed != is_keyed:
+        kind = "a service" if not is_keyed else "keyed (a virtual object or a workflow)"
+        raise InvalidInput(f"lash.external({service.name!r}, keyed={keyed}): its definition is {kind}")
+    return Target(service.name, only, is_keyed)
 
 
 def services(
