@@ -360,6 +360,8 @@ def test_a_service_served_elsewhere_is_declared_by_its_definition_or_by_name() -
         lash.external(inventory, keyed=False)
     with pytest.raises(lash.InvalidInput, match=r"keyed=True\): its definition is a service"):
         lash.external(restate.Service("Pricing"), keyed=True)
+    with pytest.raises(lash.InvalidInput, match=r"a service's name or its definition .*, not a function"):
+        lash.external(test_call_targets_know_bound_and_declared_services)  # type: ignore[arg-type]
     by_name = call_targets([], [lash.external("Inventory")])
     assert by_name.miss(lash.call("Inventory", "reserve", 1, key="sku-1")) == (
         "service 'Inventory' is not keyed: the call must not carry a key (declared with "

@@ -34,7 +34,8 @@ _JSON_SERDES = (DefaultSerde, JsonSerde, PydanticJsonSerde, MsgspecJsonSerde)
 
 
 class NotJson(ValueError):
-    """A handler's serde wrote bytes that are not JSON, where lash records a call's argument as JSON."""
+    """A handler's serde (its class's name, the error's argument) wrote bytes that are not JSON,
+    where lash records a call's argument and value as JSON."""
 
 
 # Decision 51: the front door converts at both ends, so the recorded `Call` (and its hash) is unchanged.
@@ -78,7 +79,7 @@ class JsonCodec(Generic[T]):
         except msgspec.DecodeError:
             if isinstance(serde, _JSON_SERDES):
                 raise  # a JSON serde given a value JSON has no spelling for (a NaN): the value's fault
-            raise NotJson(f"its input serde ({type(serde).__name__}) writes no JSON") from None
+            raise NotJson(type(serde).__name__) from None
 
     def from_json(self, value: Any) -> T:
         """The JSON ``value`` read by the serde (``None``: what an empty body reads as)."""

@@ -1,7 +1,8 @@
 """The default test endpoint (`serve --with-turn`, the demo tools), except that a wide group's pump of
-a further slice first waits an hour (a durable sleep) before it calls any of its children: the moment
-a pump's own work before its first call takes (its plan, its state) held open, for a test that
-cancels that pump there with Restate's CLI."""
+its second slice (the first further one; in a group of six slices or more, the pump of the subtree of
+slices 1 and 2) first waits an hour (a durable sleep) before it calls anything: the moment a pump's
+own work before its first call takes (its plan, its state) held open, for a test that cancels that
+pump there with Restate's CLI."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from lash_restate.engine.pump._pump_calls import plan_all
 
 
 async def _held_plan_all(ctx: restate.ObjectContext, children: list[Any], *args: Any) -> Any:
-    if children and position_of(children[0]) >= PUMP_SLICE:  # a further slice's pump (not the group's)
+    if children and position_of(children[0]) // PUMP_SLICE == 1:  # the pump of slice 1 (the first further)
         await ctx.sleep(timedelta(hours=1))
     return await plan_all(ctx, children, *args)
 

@@ -207,7 +207,7 @@ async def test_a_handler_whose_input_serde_writes_no_json_is_refused_saying_why(
         with pytest.raises(lash.InvalidInput) as refused:
             await lash.all(host, [lash.call(blob, b"\x00\x01")], key="s:group:raw:0")
         assert refused.value.message == (
-            "child 0: Raw/blob cannot be a lash.call child: its input serde (BytesSerde) writes no "
+            "child 0: Raw/blob cannot be a lash.call child: its input serde, BytesSerde, writes no "
             "JSON, and lash records a call's argument as JSON; give the handler's input a JSON serde "
             "(a pydantic model, a msgspec Struct, or the default)"
         )

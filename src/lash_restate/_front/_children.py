@@ -66,9 +66,9 @@ class TypedCall(Child[T_co]):
             reason = refused.message
         except NotJson as not_json:
             raise InvalidInput(
-                f"{where}: {ref.target} cannot be a lash.call child: {not_json}, and lash records a "
-                "call's argument as JSON; give the handler's input a JSON serde (a pydantic model, a "
-                "msgspec Struct, or the default)",
+                f"{where}: {ref.target} cannot be a lash.call child: its input serde, {not_json}, "
+                "writes no JSON, and lash records a call's argument as JSON; give the handler's input "
+                "a JSON serde (a pydantic model, a msgspec Struct, or the default)",
                 position=position,
             ) from None
         except Exception as exc:  # a serde is the application's code: anything it raises is a refusal

@@ -51,11 +51,17 @@ def external(service: str | Bindable, *handlers: str, keyed: bool | None = None)
         The `Target`, for the ``external=`` of `app` or `services`.
 
     Raises:
-        InvalidInput: ``keyed`` contradicts the definition given.
+        InvalidInput: ``service`` is neither a name nor a definition, or ``keyed`` contradicts
+            the definition given.
     """
     only = frozenset(handlers) if handlers else None
     if isinstance(service, str):
         return Target(service, only, bool(keyed))
+    if not isinstance(service, restate.Service | restate.VirtualObject | restate.Workflow):
+        raise InvalidInput(
+            f"lash.external takes a service's name or its definition (a restate.Service, VirtualObject "
+            f"or Workflow), not a {type(service).__name__}"
+        )
     is_keyed = not isinstance(service, restate.Service)
     if keyed is not None and keyed != is_keyed:
         kind = "a service" if not is_keyed else "keyed (a virtual object or a workflow)"

@@ -249,7 +249,7 @@ async def select(
         if isinstance(given, Child):  # a child meant to be named so: say why it cannot be
             raise InvalidInput(
                 f"lash.select: {keyword}= is lash's own keyword, not a child's name; "
-                f"name that child otherwise"
+                "name that child otherwise"
             )
     names = list(children)
     group_key, envelopes, values = typed_grouped(ctx, children.values(), key, "lash.select", names)

@@ -31,6 +31,7 @@ __all__ = [
     "SLICES",
     "add_ref",
     "child_outcome",
+    "covered_slices",
     "fan_out",
     "further_slice_key",
     "release_slices",
@@ -104,6 +105,12 @@ async def child_outcome(future: Any) -> bytes | None:
         # Cancelled before it could record its own terminal, or ended otherwise (an operator killed
         # it: 409 `killed`), as a call child's callee would answer (decision 74): never unsettled.
         return stored_outcome(refused(error))
+
+
+def covered_slices(group_key: str, incarnation: str, covers: tuple[int, int]) -> list[str]:
+    """The keys of the pumps of the whole slices ``covers`` spans: a further slice's pump's subtree."""
+    first, end = covers
+    return [slice_key(group_key, incarnation, position) for position in range(first, end, PUMP_SLICE)]
 
 
 def further_slice_key(req: PumpRun | PumpAwait, first: RuntimeEffectEnvelope) -> str:

@@ -38,6 +38,7 @@ from ._pump_common import (
     SLICES,
     add_ref,
     child_outcome,
+    covered_slices,
     fan_out,
     further_slice_key,
     release_slices,
@@ -273,6 +274,12 @@ async def await_and_report(
             if what.kind == SLICE:
                 failure = await slice_ended(future)
                 if failure is not None:
+                    subtree = covered_slices(group_key, incarnation, what.covers)
+                    if not closed and (unrecorded := [key for key in subtree if key not in slices]):
+                        # Ended before it called its own further slices, it recorded none, and the
+                        # group's repair stores their outcomes there: this pump's release reaches them.
+                        slices.extend(unrecorded)
+                        ctx.set(SLICES, slices, serde=STRINGS)
                     # Decision 74: killed (say), its subtree's children are settled by the group with
                     # the failure, through their slices' stores, unless they hold a rank already.
                     ended = RunEnded(
