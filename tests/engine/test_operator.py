@@ -554,6 +554,9 @@ async def test_an_operator_close_decided_before_a_reopen_is_refused(stack: Local
     assert lash(stack, "groups", "close", s.key(), "--force", "--cancel").returncode == 0
     await opener
     await until(lambda: _nothing_left(stack, s.key()))
+    # Closed since it was read: the group is not open, which is said as such, not refused.
+    gone = await stack.call(f"LashGroup/{s.key()}/operator_close", seen)
+    assert gone["closed"] is False and gone.get("refused") is None, gone
 
 
 async def test_parts_an_opener_left_staged_are_listed_and_released_and_a_groups_own_are_not(
