@@ -530,5 +530,16 @@ async def test_a_group_opened_in_parts_records_its_openers_save(restate_batched_
     [_, won, saved] = await stack.turn(open_(group), next_(), save())
     assert ok(won)["position"] == 0
     await _poll(stack, _group_state(s.key()) + " AND key = 'savers'", lambda rows: len(rows) == 1)
+    log = [json.loads(line) for line in (stack.base_dir / "endpoint.log").read_text().splitlines()]
+    [opened] = [e for e in log if e.get("event") == "group.opened" and e.get("group_key") == s.key()]
+    assert (opened["mode"], opened["parts"]) == ("pumped", 1)
+    # A reopen stages its part again, and releases it (one part: one release of it).
+    [reopened] = await stack.turn(open_(group))
+    assert ok(reopened) is not None
+    releases = (
+        "SELECT target_service_key FROM sys_invocation WHERE target_service_name = 'LashPump' AND "
+        f"target_handler_name = 'forget' AND ends_with(target_service_key, {quote(':' + s.key())})"
+    )
+    assert len(await _poll(stack, releases, lambda rows: len(rows) >= 1)) == 1
     [_, closed] = await stack.turn(use(ok(saved)), close())
     assert ok(closed) is None

@@ -621,6 +621,12 @@ async def test_a_killed_rerun_settles_only_the_child_it_ran(stack: Stack) -> Non
     [_, second, closed] = await stack.turn(use(_handle(s.key(), 2, 1)), next_(), close())
     assert (ok(second)["position"], ok(second)["outcome"]) == (1, {"type": "ok", "value": "later"})
     assert "error" not in closed
+    # Nor was a repair sent for it (one would wait behind its run, and find its outcome stored).
+    repairs = stack.sql(
+        "SELECT id FROM sys_invocation WHERE target_service_name = 'LashChild' AND "
+        f"target_handler_name = 'fail' AND target_service_key = '{s.key()}/c1'"
+    )
+    assert repairs == []
 
 
 @pytest.mark.parametrize("width", [2, 3], ids=["direct", "batched"])
