@@ -17,9 +17,23 @@ import msgspec
 from lash_restate.engine.group._mode import PUMP_FANOUT, PUMP_SLICE
 from lash_restate.engine.group._pages import RANK_PAGE, rank_page
 from lash_restate.inspection import quote
-from tests.conformance.builders import Scope, close, combine, count, echo, event, next_, ok, open_, save, use
+from tests.conformance.builders import (
+    Scope,
+    close,
+    combine,
+    count,
+    echo,
+    event,
+    next_,
+    ok,
+    open_,
+    save,
+    tool,
+    use,
+)
 from tests.engine.conftest import Stack
 from tests.engine.test_engine import _handle, _poll, _wait_run_completed, group_value, wait_tool_started
+from tests.engine.test_operator import listed, until
 
 WIDTH = 2 * PUMP_SLICE + 88  # three slices: the group's own pump and two more
 # Decision 65: six slices, so the group's pump hands runs of two slices to the pumps of slices 1 and 3
@@ -150,3 +164,38 @@ async def test_a_bounded_cancel_race_leaves_nothing_in_its_pump(restate_stack: S
     await _poll(restate_stack, _pump_rows(s.key()), lambda rows: not rows, within=120)
     await _poll(restate_stack, _running(s.key()), lambda rows: not rows, within=120)
     assert name not in restate_stack.counts()
+
+
+async def test_a_read_across_two_pumps_takes_a_later_pumps_first_outcome_only_within_its_share(
+    restate_stack: Stack,
+) -> None:
+    """Decision 35: a caller's read of outcomes kept by two pumps asks each for its share of one
+    reply (15 MiB of 30), and only the pump of the read's first outcome answers its first whatever
+    its size. An outcome of the second slice's pump past its share (16 MiB) is therefore left to the
+    next read, which asks for it alone: a read that let every pump answer its first whatever its
+    size could bring two such outcomes at once, past what one reply carries."""
+    s, size = Scope(), 16 * 1024 * 1024
+    gate = restate_stack.base_dir / f"gate-{s.id}"  # ranked last: the read finds every other first
+    stored = tool("blob", {"size": 17 * 1024})  # past what a report carries inline: read from its pump
+    big = tool("blob", {"size": size, "after": str(gate)})
+    group = s.group([stored, *[echo(i) for i in range(1, PUMP_SLICE)], big])
+    [_, saved] = await restate_stack.turn(open_(group), save())
+
+    async def ranked(count: int) -> bool:
+        row = await listed(restate_stack, s.key())
+        return row is not None and row.settled == count
+
+    await until(lambda: ranked(PUMP_SLICE))
+    gate.touch()
+    await until(lambda: ranked(PUMP_SLICE + 1))
+    # Every rank at once, from the saved cursor (at 0): stored outcomes at positions 0 and 256.
+    [settled] = await restate_stack.turn(combine("all_settled", group, handle=ok(saved)), within=300)
+    values = ok(settled)["value"]
+    assert (len(values[0]["value"]), len(values[-1]["value"])) == (17 * 1024, size)
+    reads = await _poll(
+        restate_stack,
+        "SELECT id FROM sys_invocation WHERE target_service_name = 'LashPump' AND "
+        f"target_handler_name = 'outcomes' AND ends_with(target_service_key, {quote('.1:' + s.key())})",
+        lambda rows: len(rows) >= 1,
+    )
+    assert len(reads) == 2  # one answered nothing (the outcome is past its share), then it alone
