@@ -16,7 +16,7 @@ from restate.serde import DefaultSerde, JsonSerde, MsgspecJsonSerde, PydanticJso
 
 from .contract import InvalidInput
 
-__all__ = ["HandlerRef", "JsonCodec", "NotJson", "handler_ref"]
+__all__ = ["HandlerRef", "JsonCodec", "handler_ref"]
 
 In = TypeVar("In")
 Out = TypeVar("Out")
