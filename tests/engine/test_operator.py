@@ -669,15 +669,21 @@ async def test_a_child_that_missed_its_runner_is_shown_and_run_again_by_groups_r
     group = s.group([count(name, "slow", delay_ms=60_000, slow_once=True), echo("fast")])
     [opened] = await stack.turn(open_(group))
     await wait_tool_started(stack, name)
+
+    async def fast_ranked() -> bool:  # before the restart: a run it cut would rank after the re-run
+        row = await listed(stack, s.key())
+        return row is not None and row.settled == 1
+
+    await until(fast_ranked)
     try:
         await asyncio.to_thread(stack.restart_endpoint, LASH_DEMO_TOOLS_OFF="count")
         view = await until(lambda: _missed(stack, s.key()))
         assert [c.position for c in view.children if c.missed] == [0] and view.missed == 1
         shown = lash(stack, "groups", "show", s.key())
         assert shown.returncode == 0 and f"groups redispatch {s.key()}" in shown.stdout, shown.stdout
-        listed = lash(stack, "groups", "list", "--json")
-        assert listed.returncode == 0, listed.stderr
-        assert [g["missed"] for g in json.loads(listed.stdout) if g["group_key"] == s.key()] == [1]
+        listing = lash(stack, "groups", "list", "--json")
+        assert listing.returncode == 0, listing.stderr
+        assert [g["missed"] for g in json.loads(listing.stdout) if g["group_key"] == s.key()] == [1]
         still = lash(stack, "groups", "redispatch", s.key(), "--json")
         assert still.returncode == 0, still.stderr
         expected = {"group_key": s.key(), "dispatched": 0, "unroutable": 1, "refused": None}
