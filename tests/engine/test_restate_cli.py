@@ -286,7 +286,9 @@ async def test_killing_a_groups_pump_or_child_with_restates_cli_settles_its_unse
     reported = [] if which == "child" and width >= 3 else [1]
     assert [e["children"] for e in _events(stack.base_dir, "group.run_ended", key)] == reported
     if which.endswith("slice-pump"):  # its parent pump says why it reported the slice, in its words
-        assert "a slice's pump failed: killed" in (stack.base_dir / "endpoint.log").read_text()
+        lines = (stack.base_dir / "endpoint.log").read_text().splitlines()
+        said = [json.loads(line)["msg"] for line in lines if "a slice's pump failed" in line]
+        assert "a slice's pump failed: killed" in said, said
 
 
 async def _kill_and_read(stack: LocalStack, tmp_path: Path, which: str, width: int) -> str:
@@ -913,14 +915,20 @@ async def test_a_run_killed_after_another_child_missed_its_runner_still_settles_
     assert "error" not in closed
 
 
-@pytest.mark.parametrize("action", ["kill", "cancel"])
+@pytest.mark.parametrize(
+    ("target", "action"),
+    [("report", "kill"), ("report", "cancel"), ("pump", "kill")],
+    ids=["kill", "cancel", "pump"],
+)
 async def test_killing_or_cancelling_a_pumps_report_with_restates_cli_changes_no_answer(
-    stack: LocalStack, tmp_path: Path, action: str
+    stack: LocalStack, tmp_path: Path, target: str, action: str
 ) -> None:
     """`restate invocations kill` (or `cancel`) of the `LashGroup/report` a pump called, while it
     waits behind the group's other work (here: on a deployment that does not answer), in a group
     that runs one child at a time: the pump reports again, and goes on starting the children it had
-    not started, as it would have. The caller reads each child's real outcome at its rank."""
+    not started, as it would have. The caller reads each child's real outcome at its rank. A kill of
+    the pump itself then (`pump`), its first child's outcome stored and not yet reported: that child
+    settles with its outcome, the two not yet started as killed."""
     s = Scope()
     gate = tmp_path / "gate"
     slow = tool("blob", {"size": 3, "after": str(gate)})
@@ -932,14 +940,18 @@ async def test_killing_or_cancelling_a_pumps_report_with_restates_cli_changes_no
         gate.touch()  # the first child answers its pump, which reports it to the group: held
         query = _invocation("LashGroup", f"target_service_key = {quote(s.key())}", "report")
         [report] = await _poll(stack, query, lambda rows: len(rows) == 1)
+        if target == "pump":
+            pumps = _invocation("LashPump", f"ends_with(target_service_key, {quote(':' + s.key())})", "run2")
+            [report] = await _poll(stack, pumps, lambda rows: len(rows) == 1)
         _operator(stack, tmp_path, action, report["id"])
     answered = await asyncio.wait_for(caller, 60)
     assert answered.status_code == 200, answered.text
     [_, *ranks, closed] = answered.json()
+    b, c = ({"type": "ok", "value": v} for v in "bc")
     assert [(ok(r)["rank"], ok(r)["position"], ok(r)["outcome"]) for r in ranks] == [
         (1, 0, {"type": "ok", "value": "xxx"}),
-        (2, 1, {"type": "ok", "value": "b"}),
-        (3, 2, {"type": "ok", "value": "c"}),
+        (2, 1, b if target == "report" else KILLED),
+        (3, 2, c if target == "report" else KILLED),
     ]
     assert "error" not in closed
 
