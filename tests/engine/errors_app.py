@@ -38,6 +38,12 @@ async def quote(ctx: restate.Context, req: dict[str, Any]) -> dict[str, Any]:
     return {"price": req.get("price", 1)}
 
 
+@carriers.handler(output_serde=restate.serde.BytesSerde())
+async def raw(ctx: restate.Context) -> bytes:
+    """Answers bytes that are not JSON (a handler of its own serde)."""
+    return b"\x00 not json"
+
+
 def _quote(**req: Any) -> lash.Call:
     return lash.call("Carriers", "quote", req)
 
@@ -114,6 +120,12 @@ async def bad_sleep(ctx: restate.Context) -> Any:
     seconds: Any = 5  # what a caller who forgot the timedelta passes
     children: list[Any] = [_quote(price=1), lash.sleep(seconds)]
     return await lash.race(ctx, children)
+
+
+@shop.handler()
+async def raw_answer(ctx: restate.Context) -> Any:
+    """`all` over a call to a handler that answers bytes that are not JSON."""
+    return await lash.all(ctx, [lash.call("Carriers", "raw")])
 
 
 @shop.handler()

@@ -63,6 +63,14 @@ async def test_a_rejection_without_a_status_of_its_own_ends_the_caller_with_500(
     assert await _post(stack, "Shop/tools", named) == (500, "declined")
 
 
+async def test_a_callee_that_answers_bytes_that_are_not_json_rejects_its_child_saying_so(
+    stack: LocalStack,
+) -> None:
+    """lash reads a call's value as JSON: a callee answering other bytes (its own serde's) settles
+    its child `Err`, code `not_json`, naming the callee and the size, never a retry."""
+    assert await _post(stack, "Shop/raw_answer") == (500, "Carriers/raw answered 10 bytes that are not JSON")
+
+
 async def test_an_uncaught_aggregate_rejection_names_every_child(stack: LocalStack) -> None:
     alike = [{"refuse": "a full", "status": 409}, {"refuse": "b full", "status": 409}]
     assert await _post(stack, "Shop/any", alike) == (
