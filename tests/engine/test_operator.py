@@ -268,7 +268,7 @@ async def test_a_paused_child_is_shown_with_its_last_failure(stack: LocalStack) 
     async with httpx.AsyncClient(verify=tls(), timeout=30) as client:
         killed = await client.patch(f"{stack.server.admin_url}/invocations/{child.paused.invocation_id}/kill")
     assert killed.status_code in (200, 202), killed.text
-    await until(lambda: _settled(stack, s.key(), 2))
+    await until(lambda: settled(stack, s.key(), 2))
     closed = lash(stack, "groups", "close", s.key(), "--force", "--json")
     assert closed.returncode == 0, closed.stderr
     assert json.loads(closed.stdout)["closed"] is True
@@ -280,7 +280,8 @@ async def _with_paused(stack: LocalStack, key: str) -> OpenGroup | None:
     return row if row is not None and row.paused else None
 
 
-async def _settled(stack: LocalStack, key: str, count: int) -> OpenGroup | None:
+async def settled(stack: LocalStack, key: str, count: int) -> OpenGroup | None:
+    """The listing's row for ``key`` once exactly ``count`` of its children hold a rank."""
     row = await listed(stack, key)
     return row if row is not None and row.settled == count else None
 
@@ -670,11 +671,7 @@ async def test_a_child_that_missed_its_runner_is_shown_and_run_again_by_groups_r
     [opened] = await stack.turn(open_(group))
     await wait_tool_started(stack, name)
 
-    async def fast_ranked() -> bool:  # before the restart: a run it cut would rank after the re-run
-        row = await listed(stack, s.key())
-        return row is not None and row.settled == 1
-
-    await until(fast_ranked)
+    await until(lambda: settled(stack, s.key(), 1))  # before the restart: a cut run ranks after the re-run
     try:
         await asyncio.to_thread(stack.restart_endpoint, LASH_DEMO_TOOLS_OFF="count")
         view = await until(lambda: _missed(stack, s.key()))

@@ -53,6 +53,7 @@ from tests.engine.test_operator import (
     lash,
     listed,
     parked_group,
+    settled,
     staged_query,
     state_rows,
     stores_left,
@@ -299,11 +300,7 @@ async def _kill_and_read(stack: LocalStack, tmp_path: Path, which: str, width: i
     # Two ranks read before the kill at most (the wide case has 256): enough to see them served again.
     [opened, *read] = await stack.turn(open_(group), *[next_() for _ in fast[:2]])
 
-    async def fast_ranked() -> bool:  # every fast child holds its rank before the slow one is killed
-        row = await listed(stack, s.key())
-        return row is not None and row.settled == len(fast)
-
-    await until(fast_ranked)
+    await until(lambda: settled(stack, s.key(), len(fast)))  # every fast child ranked before the kill
     slow = f"{s.key()}/c{width - 1}"
     if which.endswith("pump"):
         handler = "run_parts" if which.startswith("parts") else "run2"
@@ -327,10 +324,10 @@ async def _kill_and_read(stack: LocalStack, tmp_path: Path, which: str, width: i
         await _poll(stack, opens, lambda rows: len(rows) == 2)  # the first open, and the resume's
         killed = await asyncio.to_thread(restate, stack, tmp_path, "invocations", "kill", row["id"])
     assert killed.returncode == 0, killed.stderr
-    [settled] = waiting.result()
-    order = ok(settled)["order"]  # the position at each rank
+    [answer] = waiting.result()
+    order = ok(answer)["order"]  # the position at each rank
     assert order[: len(read)] == [ok(r)["position"] for r in read]  # served the same again
-    assert (len(order), order[-1], ok(settled)["value"][-1]) == (width, width - 1, KILLED)
+    assert (len(order), order[-1], ok(answer)["value"][-1]) == (width, width - 1, KILLED)
     # The close released what a killed pump kept, though nobody listened for it any more.
     await until(functools.partial(_nothing_left, stack, s.key()))
     return s.key()
@@ -366,9 +363,9 @@ async def test_cancelling_a_further_slices_pump_before_it_called_its_children_se
         _operator(stack, tmp_path, "cancel", row["id"])
         answered = await asyncio.wait_for(caller, 120)
         assert answered.status_code == 200, answered.text
-        [settled] = answered.json()
+        [read] = answered.json()
         cut = range(PUMP_SLICE, min(width, (1 + held) * PUMP_SLICE))  # what the held pump's subtree runs
-        assert ok(settled)["value"] == [  # in input order
+        assert ok(read)["value"] == [  # in input order
             {"type": "cancelled"} if p in cut else {"type": "ok", "value": p} for p in range(width)
         ]
         assert [e["children"] for e in _events(base, "group.run_ended", s.key())] == [len(cut)]
@@ -1046,7 +1043,7 @@ async def test_a_cancel_groups_run_queued_when_restates_cli_killed_its_caller_se
     s, common = q.scope, q.common
     try:
         # The caller has read the first rank and waits on the second: killed, it ends in failure.
-        await until(functools.partial(_ranked, shared, s.key(), 1))
+        await until(functools.partial(settled, shared, s.key(), 1))
         _operator(shared, tmp_path, "kill", await turn_id(shared, s))
         assert (await asyncio.wait_for(q.caller, 60)).status_code != 200
         # A resumer reopens the group (the same children) and reads both ranks, then closes.
@@ -1066,11 +1063,6 @@ async def test_a_cancel_groups_run_queued_when_restates_cli_killed_its_caller_se
     assert (ok(late)["rank"], ok(late)["position"], ok(late)["outcome"]) == (2, 1, {"type": "cancelled"})
     assert "error" not in closed
     await until(functools.partial(_nothing_left, shared, s.key()))
-
-
-async def _ranked(stack: LocalStack, key: str, count: int) -> bool:
-    row = await listed(stack, key)
-    return row is not None and row.settled == count
 
 
 @SHARED

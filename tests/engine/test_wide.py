@@ -33,7 +33,7 @@ from tests.conformance.builders import (
 )
 from tests.engine.conftest import Stack
 from tests.engine.test_engine import _handle, _poll, _wait_run_completed, group_value, wait_tool_started
-from tests.engine.test_operator import listed, until
+from tests.engine.test_operator import settled, until
 
 WIDTH = 2 * PUMP_SLICE + 88  # three slices: the group's own pump and two more
 # Decision 65: six slices, so the group's pump hands runs of two slices to the pumps of slices 1 and 3
@@ -181,16 +181,12 @@ async def test_a_read_across_two_pumps_takes_a_later_pumps_first_outcome_only_wi
     group = s.group([stored, *[echo(i) for i in range(1, PUMP_SLICE)], big])
     [_, saved] = await restate_stack.turn(open_(group), save())
 
-    async def ranked(count: int) -> bool:
-        row = await listed(restate_stack, s.key())
-        return row is not None and row.settled == count
-
-    await until(lambda: ranked(PUMP_SLICE))
+    await until(lambda: settled(restate_stack, s.key(), PUMP_SLICE))
     gate.touch()
-    await until(lambda: ranked(PUMP_SLICE + 1))
+    await until(lambda: settled(restate_stack, s.key(), PUMP_SLICE + 1))
     # Every rank at once, from the saved cursor (at 0): stored outcomes at positions 0 and 256.
-    [settled] = await restate_stack.turn(combine("all_settled", group, handle=ok(saved)), within=300)
-    values = ok(settled)["value"]
+    [every] = await restate_stack.turn(combine("all_settled", group, handle=ok(saved)), within=300)
+    values = ok(every)["value"]
     assert (len(values[0]["value"]), len(values[-1]["value"])) == (17 * 1024, size)
     reads = await _poll(
         restate_stack,
