@@ -38,6 +38,7 @@ from tests.conformance.builders import (
 )
 from tests.engine.conftest import Stack
 from tests.engine.test_engine import recorded_meta
+from tests.engine.test_operator import group_events
 
 # A group this wide settles through one pump (decision 20); narrower ones of tools settle child by
 # child (a narrower one with a call child through a pump as well: decision 61).
@@ -530,8 +531,7 @@ async def test_a_group_opened_in_parts_records_its_openers_save(restate_batched_
     [_, won, saved] = await stack.turn(open_(group), next_(), save())
     assert ok(won)["position"] == 0
     await _poll(stack, _group_state(s.key()) + " AND key = 'savers'", lambda rows: len(rows) == 1)
-    log = [json.loads(line) for line in (stack.base_dir / "endpoint.log").read_text().splitlines()]
-    [opened] = [e for e in log if e.get("event") == "group.opened" and e.get("group_key") == s.key()]
+    [opened] = group_events(stack.base_dir, "group.opened", s.key())
     assert (opened["mode"], opened["parts"]) == ("pumped", 1)
     # A reopen stages its part again, and releases it (one part: one release of it).
     [reopened] = await stack.turn(open_(group))

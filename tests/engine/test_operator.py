@@ -85,6 +85,13 @@ async def until(probe: Callable[[], Awaitable[T | None]], within: float = 60) ->
             await asyncio.sleep(0.05)
 
 
+def group_events(base: Path, name: str, key: str) -> list[dict[str, Any]]:
+    """The endpoint's events ``name`` of group ``key``, from its log in the stack's ``base``."""
+    lines = (base / "endpoint.log").read_text().splitlines()
+    found = [json.loads(line) for line in lines if f'"{name}"' in line and key in line]
+    return [event for event in found if event.get("event") == name and event.get("group_key") == key]
+
+
 async def listed(stack: LocalStack, key: str, state: str | None = None) -> OpenGroup | None:
     """The listing's row for ``key`` once it is in ``state`` (None until then)."""
     groups = await asyncio.to_thread(list_open_groups, stack.server.admin_url)

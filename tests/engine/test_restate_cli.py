@@ -50,6 +50,7 @@ from tests.engine.test_guard import _guarded, _status
 from tests.engine.test_operator import (
     _missed,
     _nothing_left,
+    group_events,
     lash,
     listed,
     parked_group,
@@ -285,7 +286,7 @@ async def test_killing_a_groups_pump_or_child_with_restates_cli_settles_its_unse
     # The group's watch settled only the child that held no rank (the others' ranks stand); a pump
     # settles a killed `execute` of its own.
     reported = [] if which == "child" and width >= 3 else [1]
-    assert [e["children"] for e in _events(stack.base_dir, "group.run_ended", key)] == reported
+    assert [e["children"] for e in group_events(stack.base_dir, "group.run_ended", key)] == reported
     if which.endswith("slice-pump"):  # its parent pump says why it reported the slice, in its words
         lines = (stack.base_dir / "endpoint.log").read_text().splitlines()
         said = [json.loads(line)["msg"] for line in lines if "a slice's pump failed" in line]
@@ -368,7 +369,7 @@ async def test_cancelling_a_further_slices_pump_before_it_called_its_children_se
         assert ok(read)["value"] == [  # in input order
             {"type": "cancelled"} if p in cut else {"type": "ok", "value": p} for p in range(width)
         ]
-        assert [e["children"] for e in _events(base, "group.run_ended", s.key())] == [len(cut)]
+        assert [e["children"] for e in group_events(base, "group.run_ended", s.key())] == [len(cut)]
         await until(functools.partial(_nothing_left, stack, s.key()))
 
 
@@ -678,8 +679,8 @@ async def test_a_group_whose_opener_was_killed_or_cancelled_is_reclaimed_and_a_s
         await until(functools.partial(_nothing_left, stack, scope.key()))
     assert stack.counts().count(name) == 1  # the loser ran to its end
     for scope in (killed, cancelled, paged):  # and its group was closed once every child had settled
-        [closed] = _events(tmp_path / "stack", "group.closed", scope.key())
-        assert closed["settled"] == 2 and _events(tmp_path / "stack", "group.reclaimed", scope.key())
+        [closed] = group_events(tmp_path / "stack", "group.closed", scope.key())
+        assert closed["settled"] == 2 and group_events(tmp_path / "stack", "group.reclaimed", scope.key())
 
     for scope in kept.values():
         await until(functools.partial(_opener_ended, stack, scope.key()))  # the group heard of the kill
@@ -801,13 +802,6 @@ async def _opener_ended(stack: LocalStack, key: str) -> bool:
     return bool(rows) and all(
         o.ended for o in msgspec.json.decode(rows[0]["value_utf8"], type=GroupMeta).openers
     )
-
-
-def _events(base: Path, name: str, key: str) -> list[dict[str, Any]]:
-    """The endpoint's events ``name`` of group ``key``, from its log in the stack's ``base``."""
-    lines = (base / "endpoint.log").read_text().splitlines()
-    found = [json.loads(line) for line in lines if f'"{name}"' in line and key in line]
-    return [event for event in found if event.get("event") == name and event.get("group_key") == key]
 
 
 def _reclaims(key: str) -> str:
