@@ -154,7 +154,8 @@ async def test_a_bounded_group_wider_than_a_slice_serves_every_rank_from_its_one
 async def test_a_bounded_cancel_race_leaves_nothing_in_its_pump(restate_stack: Stack) -> None:
     """Decision 81 under `Cancel`: the close cancels the bounded group's one pump, which settles the
     children it never started as cancelled and hears the group is closed: it then keeps nothing,
-    though the child it was running still answers it, cancelled."""
+    though the child it was running still answers it, cancelled, and reports no more (it knows the
+    group is closed: one report for the winner, one for the child never started)."""
     s = Scope()
     name = f"{s.id}-never"
     children = [echo("won"), count(name, "slow", delay_ms=600_000), echo("queued")]
@@ -164,6 +165,11 @@ async def test_a_bounded_cancel_race_leaves_nothing_in_its_pump(restate_stack: S
     await _poll(restate_stack, _pump_rows(s.key()), lambda rows: not rows, within=120)
     await _poll(restate_stack, _running(s.key()), lambda rows: not rows, within=120)
     assert name not in restate_stack.counts()
+    reports = (
+        "SELECT id FROM sys_invocation WHERE target_service_name = 'LashGroup' "
+        f"AND target_handler_name = 'report' AND target_service_key = {quote(s.key())}"
+    )
+    assert len(await _poll(restate_stack, reports, lambda rows: True)) == 2
 
 
 async def test_a_read_across_two_pumps_takes_a_later_pumps_first_outcome_only_within_its_share(
