@@ -15,6 +15,7 @@ from lash_restate.contract import (
     AwaitEvent,
     Call,
     Cancelled,
+    GroupMembership,
     GroupShape,
     GroupWakePolicy,
     LoserPolicy,
@@ -23,10 +24,11 @@ from lash_restate.contract import (
     RuntimeEffectGroup,
 )
 from lash_restate.engine import GroupMeta, callee_replay_key
-from lash_restate.engine.child._calls import callee_key
+from lash_restate.engine.child._calls import VIA_MISS, callee_key
 from lash_restate.engine.child._routing import replaying
 from lash_restate.engine.group._mode import PUMP_SLICE
 from lash_restate.engine.group._pages import RANK_PAGE, RankTail, assemble_order
+from lash_restate.engine.pump._pump_calls import dispatch_one
 from lash_restate.engine.pump._pump_common import split_plan, subtrees
 from lash_restate.engine.pump._pump_store import within_budget
 from lash_restate.engine.wire._messages import (
@@ -234,3 +236,22 @@ def test_a_handler_replays_exactly_when_its_contexts_vm_says_so() -> None:
         )
         assert replaying(context) is answer
     assert replaying(SimpleNamespace()) is False
+
+
+def test_a_miss_an_earlier_release_journaled_in_a_pumps_route_calls_nothing_and_says_so(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A pump of an earlier release journaled its `route` with a call child planned as a miss; the
+    replay on this release calls nothing for it (no context is touched: a routing miss is never an
+    outcome, its rank stays unallocated) and warns, naming the target and the child."""
+    member = GroupMembership(
+        group_key="g", position=3, wake=GroupWakePolicy.ALL, disposition=LoserPolicy.RUN_TO_COMPLETION
+    )
+    child = RuntimeEffectEnvelope(
+        command=Call(service="Ghost", handler="hello"), replay_key="g/c3", membership=member
+    )
+    with caplog.at_level("WARNING", logger="lash_restate"):
+        assert dispatch_one(cast(Any, None), child, VIA_MISS, "inc") is None
+    [record] = caplog.records
+    assert record.getMessage() == "call child ended without a settlement: Ghost/hello is not bound here"
+    assert cast(Any, record).replay_key == "g/c3"
