@@ -882,7 +882,8 @@ async def test_a_run_killed_after_another_child_missed_its_runner_still_settles_
     """The group's watch of its runs goes on past a run that ended with a miss: `restate invocations
     kill` of the second child's `LashChild/run`, after the first child's run missed its tool (the
     endpoint restarted without it) and the group kept it, settles the second as killed, so the
-    caller waiting on rank 1 reads it there; the missed child stays unranked."""
+    caller waiting on rank 1 reads it there; the missed child stays unranked. The watch is paused
+    (`restate invocations pause`) while both runs end, and hears of them once resumed."""
     s = Scope()
     name = f"{s.id}-slow"
     gate = tmp_path / "gate"  # never opened: the second child runs until it is killed
@@ -892,13 +893,17 @@ async def test_a_run_killed_after_another_child_missed_its_runner_still_settles_
     caller = turn_in_background(stack, s, open_(group), next_(), close())
     await wait_tool_started(stack, name)
     watch = _invocation("LashGroup", f"target_service_key = {quote(s.key())}", "watch_runs")
-    await _poll(stack, watch, lambda rows: [r["status"] for r in rows] in _STARTED)
+    [watching] = await _poll(stack, watch, lambda rows: [r["status"] for r in rows] in _STARTED)
+    await asyncio.to_thread(_operator, stack, tmp_path, "pause", watching["id"])
+    await _poll(stack, watch, lambda rows: rows[0]["status"] == "paused")
     await asyncio.to_thread(stack.restart_endpoint, LASH_DEMO_TOOLS_OFF="count")  # the first child misses
     await until(functools.partial(_missed, stack, s.key()))
     run = _invocation("LashChild", f"target_service_key = {quote(s.key() + '/c1')}", "run")
     [row] = await _poll(stack, run, lambda rows: [r["status"] for r in rows] in _STARTED)
     killed = await asyncio.to_thread(restate, stack, tmp_path, "invocations", "kill", row["id"])
     assert killed.returncode == 0, killed.stderr
+    await _poll(stack, run, lambda rows: rows[0]["status"] == "completed")
+    await asyncio.to_thread(_operator, stack, tmp_path, "resume", watching["id"])
     answered = await asyncio.wait_for(caller, 60)
     assert answered.status_code == 200, answered.text
     [_, first, closed] = answered.json()
