@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import msgspec
 import pytest
 
 from lash_restate.contract import (
@@ -16,6 +17,7 @@ from lash_restate.contract import (
     GroupHandle,
     GroupKey,
     GroupMembership,
+    GroupShape,
     GroupShapeError,
     GroupWakePolicy,
     InvalidEnvelope,
@@ -208,6 +210,19 @@ def test_reopen_fence_checks_shape_before_hashes() -> None:
         recorded.fence_reopen(make(child("a"), child("c")).shape(), KEY)
     assert caught.value.position == 1
     recorded.fence_reopen(make(child("a"), child("b")).shape(), KEY)
+
+
+def test_a_shape_whose_lists_disagree_with_its_count_is_refused_as_it_is_read() -> None:
+    """A shape reaches a group in messages (an open in parts, an operator's resend): one that does
+    not name one replay key and one hash per child is refused where it is decoded, never compared."""
+    good = msgspec.to_builtins(make(child("a"), child("b")).shape())
+    msgspec.json.decode(msgspec.json.encode(good), type=GroupShape)
+    keys = [*good["replay_keys"], "x"]
+    for bad in ({"hashes": good["hashes"][:1]}, {"replay_keys": keys}, {"child_count": 3}):
+        with pytest.raises(msgspec.ValidationError, match="one replay key and one hash per child"):
+            msgspec.json.decode(msgspec.json.encode({**good, **bad}), type=GroupShape)
+    with pytest.raises(InvalidInput):
+        GroupShape(child_count=0, wake=ALL, disposition=RTC, replay_keys=(), hashes=())
 
 
 def test_no_host_recovers_group_identity_from_its_first_child() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import subprocess
 import sys
@@ -105,6 +106,66 @@ async def test_internal_handlers_cannot_be_called_through_the_ingress(restate_st
     ]
     [_, first] = await restate_stack.turn(use(ok(opened)), next_())
     assert ok(first)["position"] == 1  # the forged settlement of child 0 never took rank 1
+
+
+async def test_an_operators_resend_refuses_an_open_no_opener_sends_and_keeps_the_groups_own_pumps(
+    restate_batched_stack: Stack,
+) -> None:
+    """`LashGroup/operator_resend` is public (`lash-restate groups stranded --resend` calls it
+    through the ingress), so what it is handed is checked there: an open in parts whose shape
+    names fewer hashes than children, or more parts than the group has slices, is refused with
+    `invalid_input` and sends nothing (either used to fail the open with a plain error, retried
+    for ever, or build a list of a billion keys). And the group's own first open in parts sent
+    again (its stage is the group's incarnation) releases none of the group's pumps (it used to send
+    them a `forget`, which a pump that had finished would run at once, its outcomes gone before the
+    close): the caller reads every rank, and only the close releases the pump. Every group on this
+    tier opens in parts."""
+    stack = restate_batched_stack
+    s = Scope()
+    gate = s.event("e")
+    group = s.group([echo(1), event(gate)])
+    [_, first] = await stack.turn(open_(group), next_())
+    assert ok(first)["outcome"] == {"type": "ok", "value": 1}
+    records = await _poll(
+        stack,
+        "SELECT key, value_utf8 FROM state WHERE service_name = 'LashGroup' "
+        f"AND service_key = {quote(s.key())} AND key IN ('meta', 'fence')",
+        lambda rows: len(rows) == 2,
+    )
+    record = {row["key"]: json.loads(row["value_utf8"]) for row in records}
+    incarnation, shape = record["meta"]["incarnation"], record["fence"]
+    wake = record["meta"]["waiters"][0]["awakeable"]  # an opener's: the answer of an open sent again
+    own = {"reply_to": wake, "shape": shape, "stage": incarnation, "parts": 1}
+
+    async def resend(request: dict[str, Any]) -> httpx.Response:
+        body = {"handler": "open_parts", "request": base64.b64encode(json.dumps(request).encode()).decode()}
+        async with httpx.AsyncClient(verify=tls(), timeout=30) as client:
+            url = f"{stack.server.ingress_url}/LashGroup/{s.key()}/operator_resend"
+            return await client.post(url, json=body)
+
+    short = {**own, "shape": {**shape, "hashes": shape["hashes"][:1]}}
+    for forged, says in [(short, "one hash per child"), ({**own, "parts": 10**9}, "names no staged parts")]:
+        refused = await resend(forged)
+        assert refused.status_code == 400 and says in refused.text, refused.text
+    resent = await resend(own)
+    assert resent.status_code == 200, resent.text
+    reopens = (
+        "SELECT status FROM sys_invocation WHERE target_service_name = 'LashGroup' "
+        f"AND target_handler_name = 'open_parts' AND target_service_key = {quote(s.key())}"
+    )
+    # The first open and the one sent again: nothing was sent for the two refused.
+    await _poll(stack, reopens, lambda rows: [r["status"] for r in rows] == ["completed"] * 2)
+    await stack.emit(gate, "late")
+    [_, again, second, closed] = await stack.turn(use(_handle(s.key(), 2, 0)), next_(), next_(), close())
+    assert ok(again) == ok(first)
+    assert ok(second)["outcome"] == {"type": "ok", "value": "late"}
+    assert "error" not in closed
+    pumps = (
+        "SELECT invoked_by_id AS sender, status FROM sys_invocation WHERE target_service_name = "
+        f"'LashPump' AND ends_with(target_service_key, {quote(':' + s.key())})"
+    )
+    ended = await _poll(stack, pumps, lambda rows: rows and all(r["status"] == "completed" for r in rows))
+    assert resent.json()["invocation"] not in [r["sender"] for r in ended]  # sent the pumps nothing
 
 
 async def test_killed_endpoint_mid_group_serves_identical_ranks_to_a_fresh_invocation(stack: Stack) -> None:

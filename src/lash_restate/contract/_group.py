@@ -92,6 +92,17 @@ class GroupShape(msgspec.Struct, **STRUCT_OPTIONS):
     replay_keys: tuple[str, ...]
     hashes: tuple[str, ...]
 
+    def __post_init__(self) -> None:
+        # A shape arrives in messages too (an open in parts, an operator's resend): one whose lists
+        # disagree with its count is refused as it is read, never compared child by child.
+        count = self.child_count
+        lengths = {len(self.replay_keys), len(self.hashes)}
+        if isinstance(count, bool) or count < 1 or lengths != {count}:
+            raise InvalidInput(
+                f"a group's shape must name one replay key and one hash per child; got child_count "
+                f"{count!r}, {len(self.replay_keys)} replay keys and {len(self.hashes)} hashes"
+            )
+
     def fence_reopen(self, offered: GroupShape, group_key: str) -> None:
         """Refuse a reopen whose shape or any child's envelope hash differs from this recorded one.
 

@@ -117,11 +117,17 @@ async def on_open_parts(ctx: restate.ObjectContext, req: PartedOpen, settings: G
     group kept as missed (decision 95); so does a resume, which stages nothing.
     """
     meta = await ctx.get(RECORD, serde=META)
-    staged = [
-        slice_key(ctx.key(), req.stage, first) for first in range(0, req.parts * PUMP_SLICE, PUMP_SLICE)
-    ]
     first = meta is None
+    whole = slices_of(req.shape)
+    # What an opener sends: every part staged, or none (a resume). Only such parts are released,
+    # and never the recorded group's own pumps (its first open's, sent again by an operator).
+    named = req.stage.startswith(PAGED) and req.parts in (0, whole)
+    ours = meta is not None and req.stage == meta.incarnation
+    releasable = req.parts if named and not ours else 0
+    staged = [slice_key(ctx.key(), req.stage, at) for at in range(0, releasable * PUMP_SLICE, PUMP_SLICE)]
     try:
+        if not named:
+            raise InvalidInput("an open in parts names no staged parts of this group")
         if meta is not None:
             recorded = await ctx.get(FENCE, serde=SHAPE)
             assert recorded is not None  # written with meta, cleared with it
@@ -129,7 +135,7 @@ async def on_open_parts(ctx: restate.ObjectContext, req: PartedOpen, settings: G
             logs.event("group.reopened", ctx, group_key=ctx.key())
         elif req.reopen_only:
             raise GroupNotOpen.not_recorded(group_key=ctx.key())
-        elif not req.stage.startswith(PAGED) or req.parts != -(-req.shape.child_count // PUMP_SLICE):
+        elif req.parts != whole:
             raise InvalidInput("an open in parts names no staged parts of this group")
         elif not isinstance(req.unroutable, msgspec.UnsetType):
             # ADR: a first open with a child nobody can run records nothing (decision 84).
@@ -261,6 +267,11 @@ def recorded_meta(
     return meta
 
 
+def slices_of(shape: GroupShape) -> int:
+    """The parts an open in parts of ``shape`` stages: one per slice."""
+    return -(-shape.child_count // PUMP_SLICE)
+
+
 async def note_opener(ctx: restate.ObjectContext, meta: GroupMeta, caller: str | None, changed: bool) -> None:
     """Record a new opener in ``meta`` (writing it if anything ``changed``); under a declared
     `Cancel`, watch for its end (decision 13). RunToCompletion losers run on whatever happens to it."""
@@ -287,6 +298,8 @@ async def on_operator_resend(ctx: restate.ObjectSharedContext, req: OperatorRese
             sent = GROUP_OPEN.send(ctx, ctx.key(), reopen)
         elif req.handler == GROUP_OPEN_PARTS.handler:
             parted = msgspec.structs.replace(decode(req.request, PartedOpen), reopen_only=True)
+            if not parted.stage.startswith(PAGED) or parted.parts not in (0, slices_of(parted.shape)):
+                raise InvalidInput("an open in parts names no staged parts of this group")
             sent = GROUP_OPEN_PARTS.send(ctx, ctx.key(), parted)
         else:
             raise InvalidInput(f"only an open is sent again (open, open_parts), not {req.handler!r}")
