@@ -337,9 +337,13 @@ async def _kill_and_read(stack: LocalStack, tmp_path: Path, which: str, width: i
 _STARTED = (["running"], ["suspended"])  # attached to what it watches: neither scheduled nor ended
 
 
-@pytest.mark.parametrize(("width", "held"), [(PUMP_SLICE + 1, 1), (DEEP, 2)], ids=["leaf", "subtree"])
+@pytest.mark.parametrize(
+    ("width", "slice_", "held"),
+    [(PUMP_SLICE + 1, 1, 1), (DEEP, 1, 2), (DEEP, 0, 6)],
+    ids=["leaf", "subtree", "root"],
+)
 async def test_cancelling_a_further_slices_pump_before_it_called_its_children_settles_them_as_cancelled(
-    tmp_path: Path, width: int, held: int
+    tmp_path: Path, width: int, slice_: int, held: int
 ) -> None:
     """`restate invocations cancel` of a wide group's pump of its second slice before that pump has
     called anything (`held_slices_app` holds it in a durable sleep there, where a pump's own work
@@ -349,23 +353,27 @@ async def test_cancelling_a_further_slices_pump_before_it_called_its_children_se
     had settled its children as cancelled itself, as a `Cancel` close's cancel leaves it, and the
     caller waited for ever). In a group of six slices that pump would have called the pump of slice
     2 too (`subtree`): those children settle the same way, and the close releases what the repair
-    stored for them there, though that pump never ran."""
+    stored for them there, though that pump never ran. The same for the group's own pump cancelled
+    before it called anything (`root`): every child settles `Cancelled`, through the store of its
+    slice's pump, none of which ran, and the close releases them all (it released the root's alone,
+    which had recorded no further pump)."""
     base = tmp_path / "stack"
-    held_app = LocalStack.single(
-        base, module="tests.engine.held_slices_app", endpoint_env={"LASH_VERBOSE": "1"}
-    )
+    env = {"LASH_VERBOSE": "1", "HELD_SLICE": str(slice_)}
+    held_app = LocalStack.single(base, module="tests.engine.held_slices_app", endpoint_env=env)
     with held_app.start() as stack:
         s = Scope()
         group = s.group([echo(i) for i in range(width)])
         caller = turn_in_background(stack, s, combine("all_settled", group))
-        ends = f".1:{s.key()}"  # the second slice's pump, asleep before its first call
-        query = _invocation("LashPump", f"ends_with(target_service_key, {quote(ends)})", "run2")
+        # The held pump, asleep before its first call: the second slice's, or the group's own.
+        clause = f"ends_with(target_service_key, {quote(f'.1:{s.key()}' if slice_ else f':{s.key()}')})"
+        query = _invocation("LashPump", clause, "run2")
         [row] = await _poll(stack, query, lambda rows: [r["status"] for r in rows] in _STARTED)
         _operator(stack, tmp_path, "cancel", row["id"])
         answered = await asyncio.wait_for(caller, 120)
         assert answered.status_code == 200, answered.text
         [read] = answered.json()
-        cut = range(PUMP_SLICE, min(width, (1 + held) * PUMP_SLICE))  # what the held pump's subtree runs
+        # What the held pump's subtree runs.
+        cut = range(slice_ * PUMP_SLICE, min(width, (slice_ + held) * PUMP_SLICE))
         assert ok(read)["value"] == [  # in input order
             {"type": "cancelled"} if p in cut else {"type": "ok", "value": p} for p in range(width)
         ]

@@ -247,6 +247,7 @@ def _samples() -> list[Sample]:
     add("state.group.redispatched.two", ["inv_1r0", "inv_1r1"], _json(list[str]))
     add("state.group.pump.listening", PumpLink(awakeable="sign_1listen"), _json(PumpLink))
     add("state.group.pump.left", PumpLink(left=True), _json(PumpLink))
+    add("state.group.pump.gone", PumpLink(left=True, gone=True), _json(PumpLink))
     returned = CallerEnded(caller="inv_1abc", incarnation=INCARNATION, failed=False)
     add("msg.group.hold.saved", CallerEnded(caller="inv_1abc", incarnation=INCARNATION), _json(CallerEnded))
     add("msg.group.hold.returned", returned, _json(CallerEnded))

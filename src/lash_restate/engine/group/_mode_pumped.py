@@ -31,6 +31,7 @@ from ._mode_stores import (
     DISPATCH_ALLOWANCE,
     INVOCATIONS,
     OUTCOMES_PER_CALLER_READ,
+    PUMP_SLICE,
     REDISPATCHED,
     Dispatched,
     OutcomeStore,
@@ -98,7 +99,15 @@ class Pumped:
     async def releases(self, ctx: restate.ObjectContext, meta: GroupMeta) -> list[Release]:
         # The group's pump holds its slice's outcomes; its forget queues behind its run, which ends
         # only after every further slice's pump has, and releases theirs too (decision 35).
-        return [Release(PUMP_FORGET, pump_key(ctx.key(), meta.incarnation), None)]
+        link = await ctx.get(PUMP_LINK, serde=LINK)
+        if link is None or link.gone is not True:
+            return [Release(PUMP_FORGET, pump_key(ctx.key(), meta.incarnation), None)]
+        # Decision 102: that pump ended in failure, perhaps before it called (and recorded) the
+        # further slices' pumps whose stores the group's repair filled: each slice's is released here.
+        keys = dict.fromkeys(
+            slice_key(ctx.key(), meta.incarnation, p) for p in range(0, meta.child_count, PUMP_SLICE)
+        )
+        return [Release(PUMP_FORGET, key, None) for key in keys]
 
     def late_releases(self, batch: SettleBatch) -> list[Release]:
         return []  # the close already released every pump's whole store
@@ -111,10 +120,10 @@ class Pumped:
         return await ctx.get(PUMP_LINK, serde=LINK)
 
     async def run_gone(self, ctx: restate.ObjectContext) -> None:
-        # The group's pump is gone: it listens for no close, so the close releases by `forget`.
-        link = await ctx.get(PUMP_LINK, serde=LINK)
-        if link is not None and not link.left:
-            ctx.set(PUMP_LINK, msgspec.structs.replace(link, left=True), serde=LINK)
+        # The group's pump is gone: it listens for no close, so the close releases by `forget`, every
+        # slice's pump's (decision 102).
+        link = await ctx.get(PUMP_LINK, serde=LINK) or PumpLink()
+        ctx.set(PUMP_LINK, msgspec.structs.replace(link, left=True, gone=True), serde=LINK)
 
     def store(self, group_key: str, meta: GroupMeta, position: int, replay_key: str) -> OutcomeStore:
         return OutcomeStore(

@@ -120,10 +120,13 @@ class PumpLink(msgspec.Struct, **RECORD_OPTIONS):
 
     ``awakeable``: the pump listens on it; the close resolves it and the pump releases its own store.
     ``left``: the pump stopped listening with its store kept; the close sends it a `LashPump/forget`.
+    ``gone``: the pump ended in failure (decision 102), perhaps before it recorded its further slices'
+    pumps, which the group's repair filled: the close sends each slice's pump a `forget` itself.
     """
 
     awakeable: str | None = None
     left: bool = False
+    gone: bool | msgspec.UnsetType = msgspec.UNSET  # unset (not written) but for a gone pump
 
 
 # A newer key than the group's format-1 records (decision 61): absent on a group whose pump has not
