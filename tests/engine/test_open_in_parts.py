@@ -195,3 +195,34 @@ async def test_a_reopen_in_parts_under_another_shape_is_refused_and_keeps_no_par
     assert ok(first)["rank"] == 1
     assert "error" not in closed
     await _poll(stack, _left(s.key()), lambda rows: not rows, within=120)
+
+
+async def test_a_cancel_close_releases_the_part_a_cancelled_slices_pump_would_have_called(
+    tmp_path: Path,
+) -> None:
+    """A `Cancel` race over six slices opened in parts. Its close cancels the tree of pumps while the
+    pump of slices 1 and 2 is held before its first call (`held_slices_app`), so it ends cancelled
+    with the part of slice 2 still staged. It ends after the group's own pump has heard from its report
+    that the group is closed (here: the cancelled child of its own slice; the held pump goes on
+    holding until the test's gate opens) and released what it knew of. That pump then releases
+    the part of slice 2 too, which no pump will ever run: nothing of the group is left."""
+    gate = tmp_path / "gate"
+    env = {PARTS_FROM_ENV: "1", "HELD_SLICE": "1", "HELD_GATE": str(gate)}
+    app = LocalStack.single(tmp_path / "stack", module="tests.engine.held_slices_app", endpoint_env=env)
+    with app.start() as stack:
+        s = Scope()
+        slow = count(f"{s.id}-slow", "slow", delay_ms=600_000)  # still running at the close
+        children = [slow, *[echo(i) for i in range(1, 5 * PUMP_SLICE + 40)]]
+        group = s.group(children, wake="first", disposition="cancel")
+        [raced] = await stack.turn(combine("race", group), within=300)
+        assert "ok" in raced
+        # The pumps that ran have released their stores: the group's own once it heard it is closed.
+        kept = (
+            "SELECT service_key FROM state WHERE service_name = 'LashPump' AND key = 'slices' "
+            f"AND ends_with(service_key, {quote(':' + s.key())})"
+        )
+        await _poll(stack, kept, lambda rows: not rows, within=120)
+        staged = await _poll(stack, staged_query(s.key()), lambda rows: True)
+        assert any(r["service_key"].endswith(f".2:{s.key()}") for r in staged), staged
+        gate.touch()
+        await _poll(stack, _left(s.key()), lambda rows: not rows, within=120)

@@ -275,11 +275,16 @@ async def await_and_report(
                 failure = await slice_ended(future)
                 if failure is not None:
                     subtree = covered_slices(group_key, incarnation, what.covers)
-                    if not closed and (unrecorded := [key for key in subtree if key not in slices]):
+                    if unrecorded := [key for key in subtree if key not in slices]:
                         # Ended before it called its own further slices, it recorded none, and the
                         # group's repair stores their outcomes there: this pump's release reaches them.
-                        slices.extend(unrecorded)
-                        ctx.set(SLICES, slices, serde=STRINGS)
+                        # Released already (the group closed), it releases them now: nothing will run
+                        # there, and an open in parts staged their children there.
+                        if closed:
+                            release_slices(ctx, unrecorded)
+                        else:
+                            slices.extend(unrecorded)
+                            ctx.set(SLICES, slices, serde=STRINGS)
                     # Decision 74: killed (say), its subtree's children are settled by the group with
                     # the failure, through their slices' stores, unless they hold a rank already.
                     ended = RunEnded(
