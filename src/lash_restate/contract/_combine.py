@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Literal, TypeAlias
 
-from ._controller import RuntimeEffectController, settlement_run
-from ._errors import DispositionDrift, EmptyGroup, WakeRuleDrift
+from ._controller import Reopens, RuntimeEffectController, settlement_run
+from ._errors import DispositionDrift, EmptyGroup, InvalidHandle, InvalidInput, WakeRuleDrift
 from ._group import GroupKey, RuntimeEffectGroup
 from ._handle import GroupHandle
 from ._policies import GroupWakePolicy, LoserPolicy
@@ -160,9 +160,10 @@ async def run_combinator(
     narrows once the rejection is consumed, so the children still running are cancelled (ADR: close
     may only narrow); a group that fulfils is closed as declared.
 
-    With a saved ``handle`` this is a resume: the ranks it already consumed are
-    re-read (they are durable facts) to rebuild the fold, then consumption
-    continues from the saved cursor. A group declaring another wake rule than ``kind``'s, or (for
+    With a saved ``handle`` this is a resume: the group is reopened (a group closed since is refused
+    `GroupNotOpen`, never started over), the ranks the handle already consumed are re-read (they
+    are durable facts) to rebuild the fold, then consumption continues from the saved cursor.
+    A group declaring another wake rule than ``kind``'s, or (for
     `all` and `allSettled`) another disposition than `RunToCompletion`, is refused unopened.
     """
     if group.wake is not kind.wake:
@@ -178,7 +179,9 @@ async def run_combinator(
             f"the group declares {group.disposition.value}",
             group_key=str(group.key),
         )
-    opened = await controller.open_effect_group(group)
+    opened = await (
+        controller.open_effect_group(group) if handle is None else _reopen(controller, group, handle)
+    )
     # Begun right after the open, and nothing of the caller's runs until the close (decision 32).
     run = settlement_run(controller)
     cursor = handle if handle is not None else opened
@@ -199,6 +202,27 @@ async def run_combinator(
     narrows = isinstance(verdict, RejectedResult) and on_reject not in (None, group.disposition)
     await controller.close_effect_group(cursor, on_reject if narrows else None)
     return verdict
+
+
+async def _reopen(
+    controller: RuntimeEffectController, group: RuntimeEffectGroup, handle: GroupHandle
+) -> GroupHandle:
+    """A resume reopens its group (decision 41): one closed since, or never recorded, is refused
+    (`GroupNotOpen`), never started over, and a handle of another group is refused unopened."""
+    key = str(group.key)
+    if (handle.group_key, handle.child_count) != (key, len(group)):
+        raise InvalidHandle(
+            f"the handle is of group {handle.group_key!r} of {handle.child_count} children, "
+            f"not of this group of {len(group)}",
+            group_key=key,
+        )
+    if not isinstance(controller, Reopens):
+        raise InvalidInput(
+            f"{type(controller).__name__} cannot reopen a saved group: it has no reopen_effect_group, "
+            "and a resume must never start a closed group over",
+            group_key=key,
+        )
+    return await controller.reopen_effect_group(group)
 
 
 def empty_result(kind: Combinator, key: GroupKey | str) -> CombinatorResult:

@@ -163,6 +163,28 @@ async def stop_and_resume_in_a_fresh_invocation_gives_the_uninterrupted_result(
 
 
 @scenario("combinators")
+async def a_resume_of_a_group_closed_since_is_refused_and_runs_nothing_again(
+    tier: Tier, children: ChildKind
+) -> None:
+    """A saved cursor resumed twice: the first resume finishes the combinator and closes the group,
+    so the second is refused `group_not_open` (decision 41) and starts nothing over; each child's
+    side effect ran once."""
+    s = Scope(children)
+    name, gate = f"{s.id}-once", s.event("gate")
+    group = s.group([count(name, "a"), event(gate)])
+    async with Turn(tier) as t:
+        started = t.all_settled(group, stop_after=1)
+    await tier.emit(gate, "b")
+    async with Turn(tier) as t:
+        done = t.all_settled(group, resume=started.ok.saved)
+    assert done.ok.value == [{"type": "ok", "value": "a"}, {"type": "ok", "value": "b"}]
+    async with Turn(tier) as t:
+        again = t.all_settled(group, resume=started.ok.saved)
+    assert again.wire["error"]["code"] == "group_not_open", again.wire
+    assert (await tier.counts()).count(name) == 1
+
+
+@scenario("combinators")
 async def a_bad_group_in_a_combinator_is_a_typed_error(tier: Tier, children: ChildKind) -> None:
     s = Scope(children)
     async with Turn(tier) as t:
