@@ -7,6 +7,7 @@ import base64
 import json
 import subprocess
 import sys
+import urllib.parse
 from dataclasses import replace
 from typing import Any
 
@@ -166,6 +167,30 @@ async def test_an_operators_resend_refuses_an_open_no_opener_sends_and_keeps_the
     )
     ended = await _poll(stack, pumps, lambda rows: rows and all(r["status"] == "completed" for r in rows))
     assert resent.json()["invocation"] not in [r["sender"] for r in ended]  # sent the pumps nothing
+
+
+async def test_clearing_an_event_keeps_the_children_waiting_on_it_waiting_for_its_next_emit(
+    restate_stack: Stack,
+) -> None:
+    """`LashSignal/{name}/clear` forgets an event's payload, so later waiters wait again; a child
+    already waiting on it goes on waiting, and settles with the next emit (clear used to drop the
+    waiting children with the payload, and their callers waited for ever)."""
+    stack = restate_stack
+    s = Scope()
+    gate = s.event("g")
+    [opened] = await stack.turn(open_(s.group([event(gate), echo(1)])))
+    waiting = (
+        "SELECT key FROM state WHERE service_name = 'LashSignal' "
+        f"AND service_key = {quote(gate)} AND key = 'waiters'"
+    )
+    await _poll(stack, waiting, lambda rows: len(rows) == 1)  # the child has subscribed
+    await stack.call(f"LashSignal/{urllib.parse.quote(gate, safe='')}/clear", None)
+    await stack.emit(gate, "after")
+    [_, *ranks, closed] = await stack.turn(use(ok(opened)), next_(), next_(), close())
+    assert sorted(json.dumps(ok(r)["outcome"]) for r in ranks) == sorted(
+        json.dumps({"type": "ok", "value": v}) for v in ("after", 1)
+    )
+    assert "error" not in closed
 
 
 async def test_killed_endpoint_mid_group_serves_identical_ranks_to_a_fresh_invocation(stack: Stack) -> None:

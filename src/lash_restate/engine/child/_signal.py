@@ -55,8 +55,10 @@ def signal_object(*, metadata: dict[str, str] | None = None) -> restate.VirtualO
 
     @signal.handler()
     async def clear(ctx: restate.ObjectContext) -> None:
-        """Forget the event, so later waiters wait again."""
-        ctx.clear_all()
+        """Forget the event's payload (or rejection), so later waiters wait again; the children
+        already waiting on it wait on, for its next emit or reject."""
+        ctx.clear("payload")
+        ctx.clear("rejection")
 
     del subscribe, emit, reject, clear
     return signal
