@@ -3,6 +3,7 @@ builds one, CA bundle included, per client, about 30 ms of CPU per admin-API req
 
 from __future__ import annotations
 
+import asyncio
 import ssl
 from typing import Any
 
@@ -10,6 +11,11 @@ import pytest
 
 from lash_restate._http import tls
 from lash_restate.admin import AdminApi, AdminError
+from lash_restate.contract import Call
+from lash_restate.engine import GROUP_OPERATOR_CLOSE, OperatorClose
+from lash_restate.engine.child._lookup import configure_admin, unregistered
+from lash_restate.inspection import InspectionError
+from lash_restate.inspection._operator import operator_call
 from lash_restate.testing import free_port
 
 
@@ -30,3 +36,39 @@ def test_requests_to_the_admin_api_build_one_tls_context_between_them(
         with pytest.raises(AdminError, match="cannot reach"):
             api.get("/health", timeout=2)
     assert len(built) == 1 and tls() is built[0]
+
+
+def test_a_url_that_is_no_url_is_refused_as_one_that_cannot_be_reached() -> None:
+    """httpx raises `InvalidURL`, not an `HTTPError`, for a URL it cannot parse (a port that is not
+    a number, an unclosed IPv6 bracket): the admin API's and the ingress's callers say so as they
+    say any other unreachable address, never with a traceback."""
+    with pytest.raises(AdminError, match=r"cannot reach the Restate admin API at http://127\.0\.0\.1:abc"):
+        AdminApi("http://127.0.0.1:abc").get("/health", timeout=2)
+    close, api = OperatorClose(incarnation="x", openers=0), AdminApi("http://127.0.0.1:9")
+    with pytest.raises(InspectionError, match=r"cannot reach the Restate ingress at http://\[::1"):
+        operator_call(api, "http://[::1", "a:group:b:0", GROUP_OPERATOR_CLOSE, close)
+
+
+async def test_a_childs_lookup_of_its_call_target_that_cannot_be_told_is_not_a_miss() -> None:
+    """A call child asks the admin API whether anybody serves its target; an address that is no
+    URL, or an answer that is not the admin API's JSON, cannot tell, and the child is called as
+    without an admin API (an exception there would fail its handler, and Restate retry it for
+    ever)."""
+    call = Call(service="Ghost", handler="hello")
+    try:
+        configure_admin("http://127.0.0.1:abc")
+        assert await unregistered(call) is None
+        port = free_port()
+        configure_admin(f"http://127.0.0.1:{port}")
+        server = await asyncio.start_server(_not_json, "127.0.0.1", port)
+        async with server:
+            assert await unregistered(call) is None
+    finally:
+        configure_admin(None)
+
+
+async def _not_json(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    await reader.readuntil(b"\r\n\r\n")
+    writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: 5\r\nconnection: close\r\n\r\nhello")
+    await writer.drain()
+    writer.close()

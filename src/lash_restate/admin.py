@@ -59,7 +59,7 @@ class AdminApi:
                 timeout=timeout,
                 verify=tls(),
             )
-        except httpx.HTTPError as exc:
+        except (httpx.HTTPError, httpx.InvalidURL) as exc:  # an unusable URL is not an HTTPError
             raise AdminError(f"cannot reach the Restate admin API at {self.url} ({exc})") from None
         if response.status_code in (401, 403):
             hint = "set RESTATE_AUTH_TOKEN" if not self.token else "check RESTATE_AUTH_TOKEN"

@@ -227,6 +227,9 @@ def test_unreachable_or_wrong_admin_urls_get_one_clear_line(stack: LocalStack) -
     assert wrong.returncode == 1
     assert "Traceback" not in wrong.stderr
     assert wrong.stderr.startswith("lash-restate: ")
+    garbled = lash("groups", "list", "--admin-url", "http://127.0.0.1:abc")  # no URL at all
+    assert garbled.returncode == 1 and garbled.stderr.count("\n") == 1, garbled.stderr
+    assert garbled.stderr.startswith("lash-restate: cannot reach"), garbled.stderr
 
 
 def test_register_of_an_endpoint_whose_handlers_changed_needs_force(stack: LocalStack) -> None:

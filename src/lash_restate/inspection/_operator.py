@@ -166,7 +166,7 @@ def operator_call(api: AdminApi, ingress: str, group_key: str, route: Route[_I, 
         response = httpx.post(
             url, content=msgspec.json.encode(request), headers=headers, timeout=60, verify=tls()
         )
-    except httpx.HTTPError as exc:
+    except (httpx.HTTPError, httpx.InvalidURL) as exc:  # an unusable URL is not an HTTPError
         raise InspectionError(f"cannot reach the Restate ingress at {ingress} ({exc})") from None
     if response.status_code != 200:
         raise InspectionError(

@@ -80,7 +80,7 @@ async def unregistered(call: Call) -> str | None:
     try:
         async with httpx.AsyncClient(verify=tls(), timeout=_TIMEOUT_S) as client:
             response = await client.get(url, headers=headers)
-    except httpx.HTTPError as exc:
+    except (httpx.HTTPError, httpx.InvalidURL) as exc:  # an unusable URL is not an HTTPError
         _unchecked(call, f"cannot reach the admin API at {admin.url} ({exc})")
         return None
     if response.status_code == 404:
@@ -88,7 +88,11 @@ async def unregistered(call: Call) -> str | None:
     if response.status_code != 200:
         _unchecked(call, f"the admin API at {admin.url} answered {response.status_code}")
         return None
-    handlers = _handlers(response.json())
+    try:
+        handlers = _handlers(response.json())
+    except ValueError:  # not the admin API's JSON: it cannot tell, as when it does not answer
+        _unchecked(call, f"the admin API at {admin.url} answered something that is not JSON")
+        return None
     _Lookup.known[call.service] = (now, handlers)
     if call.handler not in handlers:
         return f"no deployment registered with the Restate cluster serves {call.target}"
