@@ -9,6 +9,7 @@ import subprocess
 import sys
 import urllib.parse
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -191,6 +192,30 @@ async def test_clearing_an_event_keeps_the_children_waiting_on_it_waiting_for_it
         json.dumps({"type": "ok", "value": v}) for v in ("after", 1)
     )
     assert "error" not in closed
+
+
+async def test_a_cancelled_event_child_leaves_its_event_no_waiter(
+    restate_stack: Stack, tmp_path: Path
+) -> None:
+    """Under `Cancel`, a race's losing event child is cancelled at the close: the event forgets the
+    waiter it had subscribed (the event's state kept it until the event was emitted, for ever for
+    one never emitted)."""
+    stack = restate_stack
+    s = Scope()
+    never, gate = s.event("never"), tmp_path / "gate"
+    group = s.group(
+        [event(never), tool("blob", {"size": 3, "after": str(gate)})], wake="first", disposition="cancel"
+    )
+    racing = asyncio.create_task(stack.turn(combine("race", group)))
+    waiting = (
+        "SELECT key FROM state WHERE service_name = 'LashSignal' "
+        f"AND service_key = {quote(never)} AND key = 'waiters'"
+    )
+    await _poll(stack, waiting, lambda rows: len(rows) == 1)  # the event child has subscribed
+    gate.touch()  # the tool wins
+    [raced] = await racing
+    assert ok(raced)["value"] == "xxx"
+    await _poll(stack, waiting, lambda rows: not rows)
 
 
 async def test_killed_endpoint_mid_group_serves_identical_ranks_to_a_fresh_invocation(stack: Stack) -> None:

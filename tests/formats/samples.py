@@ -439,6 +439,7 @@ def _samples() -> list[Sample]:
     add("msg.pump.outcomes.positions", [0, 1, 2], _json(list[int] | OutcomesRead))
     add("msg.pump.outcomes_reply.two", [OUTCOMES["ok"], OUTCOMES["cancelled"]], _outcomes_reply())
     add("msg.signal.subscribe.awakeable", "sign_1sub", _json(str))
+    add("msg.signal.unsubscribe.awakeable", "sign_1sub", _json(str))
     add("msg.error.not_open", GroupNotOpen.closed_while_awaiting(group_key=KEY), _error())
     add(
         "msg.error.shape",

@@ -63,6 +63,7 @@ from ..wire._routes import (
     GROUP_MISSED,
     GROUP_SETTLE,
     SIGNAL_SUBSCRIBE,
+    SIGNAL_UNSUBSCRIBE,
     described_by,
     named,
 )
@@ -246,22 +247,29 @@ async def _await_event(ctx: restate.ObjectContext, name: str) -> Outcome:
     waiting for ever. A failed subscription ends the child as a killed callee answers its caller."""
     awakeable, value = ctx.awakeable(serde=BYTES)
     subscribing = SIGNAL_SUBSCRIBE.send(ctx, name, awakeable)
-    # Appended after the send: a child an earlier release journaled up to here replays as a prefix.
-    subscribed = ctx.attach_invocation(await subscribing.invocation_id(), serde=BYTES)
-    done, _ = await restate.wait_completed(value, subscribed)
-    if value not in done:
-        try:
-            await subscribed
-        except restate.TerminalError as error:
-            # A 404: Restate no longer remembers a subscription made long ago (a parked child's).
-            if error.status_code != NOT_FOUND:
-                return Err(message=error.message, code=str(error.status_code))
     try:
-        return Ok(value=json.loads(await value))
+        # Appended after the send: a child an earlier release journaled up to here replays as a prefix.
+        subscribed = ctx.attach_invocation(await subscribing.invocation_id(), serde=BYTES)
+        done, _ = await restate.wait_completed(value, subscribed)
+        if value not in done:
+            try:
+                await subscribed
+            except restate.TerminalError as error:
+                # A 404: Restate no longer remembers a subscription made long ago (a parked child's).
+                if error.status_code != NOT_FOUND:
+                    return Err(message=error.message, code=str(error.status_code))
+        try:
+            return Ok(value=json.loads(await value))
+        except restate.TerminalError as error:
+            if is_cancellation(error):
+                raise
+            return Err(message=error.message, code="rejected")  # the signal was rejected
     except restate.TerminalError as error:
         if is_cancellation(error):
-            raise
-        return Err(message=error.message, code="rejected")  # the signal was rejected
+            # Cancelled (its group's `Cancel`): the event forgets this waiter, which its state would
+            # otherwise keep until the event is emitted, for ever for one never emitted.
+            SIGNAL_UNSUBSCRIBE.send(ctx, name, awakeable)
+        raise
 
 
 def _unroutable(

@@ -14,7 +14,7 @@ import restate
 
 from ..wire._errors import HANDLER_RETRY
 from ..wire._records import BYTES, STRINGS
-from ..wire._routes import SIGNAL, SIGNAL_SUBSCRIBE, named
+from ..wire._routes import SIGNAL, SIGNAL_SUBSCRIBE, SIGNAL_UNSUBSCRIBE, named
 
 __all__ = ["signal_object"]
 
@@ -33,6 +33,15 @@ def signal_object(*, metadata: dict[str, str] | None = None) -> restate.VirtualO
         else:
             waiters = await ctx.get("waiters", serde=STRINGS) or []
             ctx.set("waiters", [*waiters, awakeable], serde=STRINGS)
+
+    @signal.handler(name=SIGNAL_UNSUBSCRIBE.handler, ingress_private=True)
+    async def unsubscribe(ctx: restate.ObjectContext, awakeable: str) -> None:
+        """A waiting child was cancelled: nobody reads its awakeable, which the event forgets."""
+        waiters = [w for w in await ctx.get("waiters", serde=STRINGS) or [] if w != awakeable]
+        if waiters:
+            ctx.set("waiters", waiters, serde=STRINGS)
+        else:
+            ctx.clear("waiters")
 
     @signal.handler(accept="*/*")
     async def emit(ctx: restate.ObjectContext, payload: Any) -> None:
@@ -60,5 +69,5 @@ def signal_object(*, metadata: dict[str, str] | None = None) -> restate.VirtualO
         ctx.clear("payload")
         ctx.clear("rejection")
 
-    del subscribe, emit, reject, clear
+    del subscribe, unsubscribe, emit, reject, clear
     return signal

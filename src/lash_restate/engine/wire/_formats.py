@@ -254,6 +254,11 @@ FORMATS: Final[tuple[Format, ...]] = (
         since="unreleased",
     ),
     Format("msg.signal.subscribe", "{prefix}Signal/subscribe input: an awakeable id, a JSON string"),
+    Format(
+        "msg.signal.unsubscribe",
+        "{prefix}Signal/unsubscribe input: the awakeable id a cancelled child subscribed with",
+        since="unreleased",
+    ),
     Format("msg.error", "an awakeable's rejection or a TerminalError's message: `lash-error:{json}`"),
     # What a caller keeps: its saved cursor, and what its own journal holds.
     Format("caller.handle", "GroupHandle.to_bytes() and Group.save(): the saved cursor"),

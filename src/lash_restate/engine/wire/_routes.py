@@ -96,6 +96,7 @@ __all__ = [
     "ROUTES",
     "SIGNAL",
     "SIGNAL_SUBSCRIBE",
+    "SIGNAL_UNSUBSCRIBE",
     "PrefixChosen",
     "Route",
     "check_prefix",
@@ -346,6 +347,8 @@ PUMP_REDISPATCH: Route[PumpAwait, None] = Route(PUMP, "redispatch", PumpAwait, t
 PUMP_FAIL: Route[ChildrenFailed, None] = Route(PUMP, "fail", ChildrenFailed, type(None))
 
 SIGNAL_SUBSCRIBE: Route[str, None] = Route(SIGNAL, "subscribe", str, type(None))
+# A cancelled event child's awakeable, which nobody will read: the event forgets it.
+SIGNAL_UNSUBSCRIBE: Route[str, None] = Route(SIGNAL, "unsubscribe", str, type(None))
 
 ROUTES: tuple[Route[Any, Any], ...] = (
     GROUP_OPEN,
@@ -380,6 +383,7 @@ ROUTES: tuple[Route[Any, Any], ...] = (
     PUMP_REDISPATCH,
     PUMP_FAIL,
     SIGNAL_SUBSCRIBE,
+    SIGNAL_UNSUBSCRIBE,
 )
 
 
