@@ -182,7 +182,9 @@ def test_malformed_envelopes_are_refused_typed(raw: bytes) -> None:
     assert caught.value.code == "invalid_envelope"
 
 
-@pytest.mark.parametrize("args", [float("nan"), float("inf"), {1: "x"}, {"s": {1, 2}}, object()])
+@pytest.mark.parametrize(
+    "args", [float("nan"), float("inf"), {1: "x"}, {"s": {1, 2}}, object(), "\ud800", {"k\udc00": 1}]
+)
 def test_non_json_args_are_refused(args: Any) -> None:
     with pytest.raises(InvalidEnvelope):
         ToolCall(tool="t", args=args)
@@ -198,6 +200,15 @@ def test_non_json_args_are_refused(args: Any) -> None:
         ({"service": "S\x7f", "handler": "h"}, "service name contains a control character"),
         ({"service": "S", "handler": "h", "key": ""}, "call key must be 1..512 characters"),
         ({"service": "S", "handler": "h", "key": "k\n"}, "call key contains a control character"),
+        ({"service": 5, "handler": "h"}, "service name must be a string, not int"),
+        (
+            {"service": "S", "handler": "h", "key": "k\ud800"},
+            "call key holds a lone surrogate (\\ud800-\\udfff), which is not text",
+        ),
+        (
+            {"service": "S", "handler": "h", "arg": ["\udfff"]},
+            "call arg holds a lone surrogate (\\ud800-\\udfff), which is not text",
+        ),
         (
             {"service": "S", "handler": "h", "arg": float("nan")},
             "call arg holds a non-finite float, which JSON cannot carry",

@@ -23,6 +23,7 @@ from lash_restate.contract import (
     LashError,
     LoserPolicy,
     Ok,
+    ToolFailure,
 )
 from lash_restate.memory import MemoryHost, MemoryStore
 from lash_restate.testing import demo_tools
@@ -324,13 +325,20 @@ async def test_a_tool_value_settles_as_its_json_form_or_as_an_error() -> None:
     # The Restate host journals the value, so its caller reads the JSON form back; the reference host
     # must serve the same (a tuple is a list, a NaN is null), and refuse what has no JSON form.
     registry = ToolRegistry()
-    values: dict[str, Any] = {"pair": (1, "a"), "nan": float("nan"), "odd": object()}
+    # A lone surrogate (what `json.loads` makes of an answer's "\\ud800") has no UTF-8 form either.
+    values: dict[str, Any] = {"pair": (1, "a"), "nan": float("nan"), "odd": object(), "lone": {"n": "\ud800"}}
     for name, value in values.items():
 
         async def constant(args: Any, value: Any = value) -> Any:
             return value
 
         registry.register(name, constant)
+
+    async def refusing(args: Any) -> Any:
+        raise ToolFailure("no such \udc00 thing", "E1")
+
+    registry.register("refusing", refusing)
+    values["refusing"] = None
 
     host = MemoryHost(resolver=registry)
     handle = await host.open_effect_group(group(*(tool(name, name) for name in values)))
@@ -341,6 +349,9 @@ async def test_a_tool_value_settles_as_its_json_form_or_as_an_error() -> None:
     assert isinstance(odd, Err)
     assert odd.code == "bad_value"
     assert odd.message.startswith("tool returned a value that is not JSON: ")
+    lone = outcomes["lone"]
+    assert isinstance(lone, Err) and lone.code == "bad_value" and "surrogates not allowed" in lone.message
+    assert outcomes["refusing"] == Err(message="no such \\udc00 thing", code="E1")  # written as its escape
     envelope = tool("pair", "u0")
     executor = registry.resolve(envelope)
     assert executor is not None

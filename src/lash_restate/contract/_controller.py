@@ -299,19 +299,25 @@ async def execute_once(executor: GroupExecutor) -> Outcome | Transient:
         value = await executor.execute()
     except ToolFailure as failure:
         # A rejection's message is stored and served like a value: past the limit it is `too_large`.
-        return fit_outcome(Err(message=failure.message, code=failure.code))
+        code = failure.code if failure.code is None else _text(failure.code)
+        return fit_outcome(Err(message=_text(failure.message), code=code))
     except Exception as exc:
-        return Transient(message=f"{type(exc).__name__}: {exc}")
+        return Transient(message=_text(f"{type(exc).__name__}: {exc}"))
     try:
         encoded = msgspec.json.encode(value)
-    except (TypeError, msgspec.EncodeError) as exc:
-        return Err(message=f"tool returned a value that is not JSON: {exc}", code="bad_value")
+    except (TypeError, ValueError, msgspec.EncodeError) as exc:  # a lone surrogate is a ValueError
+        return Err(message=_text(f"tool returned a value that is not JSON: {exc}"), code="bad_value")
     size = ok_size(len(encoded))
     if size > OUTCOME_LIMIT:
         return too_large(size)  # no host could store or serve it: a terminal, never a retry loop
     # The outcome holds the value's JSON form, as a journal gives it back (a tuple is a list, NaN
     # is null), so the reference host serves what the Restate host serves (ADR, "Tier split").
     return Ok(value=msgspec.json.decode(encoded))
+
+
+def _text(message: str) -> str:
+    """``message`` as UTF-8 can carry it: a lone surrogate written as its escape."""
+    return message.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 async def execute_outcome(executor: GroupExecutor) -> Outcome:

@@ -43,9 +43,22 @@ MAX_KEY_LENGTH = 512
 _STRUCT = {**STRUCT_OPTIONS, "omit_defaults": True}
 
 
+# A lone surrogate (what `json.loads` makes of a JSON "\\ud800") is a `str` UTF-8 cannot carry.
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def check_text(value: str, where: str) -> None:
+    """Refuse a string no UTF-8 message can carry: its encoding would fail where it is sent."""
+    if not value.isascii() and _SURROGATE.search(value):
+        raise InvalidEnvelope(f"{where} holds a lone surrogate (\\ud800-\\udfff), which is not text")
+
+
 def validate_json_value(value: Any, where: str = "value") -> None:
     """Refuse anything that is not plain JSON: the canonical encoding must be a function of the value."""
-    if value is None or isinstance(value, bool | str | int):
+    if value is None or isinstance(value, bool | int):
+        return
+    if isinstance(value, str):
+        check_text(value, where)
         return
     if isinstance(value, float):
         if not math.isfinite(value):
@@ -59,6 +72,7 @@ def validate_json_value(value: Any, where: str = "value") -> None:
         for key, item in value.items():
             if not isinstance(key, str):
                 raise InvalidEnvelope(f"{where} has a non-string object key {key!r}")
+            check_text(key, where)
             validate_json_value(item, where)
         return
     # A typed value (a model, a Struct, a dataclass) has a JSON form of its own: say how to give it.
@@ -90,17 +104,21 @@ def _check_headers(headers: object) -> None:
                 f"call header {name!r} must be at most {MAX_HEADER_VALUE} characters, "
                 "none of them a control character"
             )
+        check_text(value, f"call header {name!r}")
 
 
 def _has_control(value: str) -> bool:
     return any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in value)
 
 
-def _check_key(value: str, what: str) -> None:
+def _check_key(value: object, what: str) -> None:
+    if not isinstance(value, str):
+        raise InvalidEnvelope(f"{what} must be a string, not {type(value).__name__}")
     if not value or len(value) > MAX_KEY_LENGTH:
         raise InvalidEnvelope(f"{what} must be 1..{MAX_KEY_LENGTH} characters")
     if _has_control(value):
         raise InvalidEnvelope(f"{what} contains a control character")
+    check_text(value, what)
 
 
 # The value a child settles with, to a type checker: `Any` (JSON) unless a child says otherwise, so a
