@@ -483,3 +483,89 @@ async def test_a_declared_cancel_waits_for_every_caller_and_only_their_own_proce
     assert (report.cancelled, report.no_executor) == ([(KEY, 0)], [])
     assert store.groups[KEY].outcomes == {0: Cancelled()}
     await host.aclose()
+
+
+def _tools(gate: asyncio.Event) -> ToolRegistry:
+    """``echo`` answers its args at once; ``gated`` once ``gate`` is set."""
+
+    async def echo(args: Any) -> Any:
+        return args
+
+    async def gated(args: Any) -> Any:
+        await gate.wait()
+        return args
+
+    return ToolRegistry({"echo": echo, "gated": gated})
+
+
+async def test_a_deadline_the_caller_awaits_again_is_not_cancelled_by_a_read() -> None:
+    """A caller's own future passed as ``cancel`` (one deadline for a whole loop) is only waited on,
+    as the Restate host selects on it: a read that ends before it leaves it pending for the next."""
+    gate = asyncio.Event()
+    host = MemoryHost(MemoryStore(), _tools(gate))
+    handle = await host.open_effect_group(group(tool("echo", "r0", 1), tool("gated", "r1", 2)))
+    deadline = asyncio.ensure_future(asyncio.Event().wait())  # never set
+    first = await host.await_next_settlement(handle, deadline)
+    reading = asyncio.create_task(host.await_next_settlement(handle, deadline))
+    gate.set()  # the second child settles after the second read began: it ends with it
+    second = await reading
+    assert (first.outcome, second.outcome) == (Ok(value=1), Ok(value=2))
+    assert not deadline.done()
+    deadline.cancel()
+    await host.aclose()
+
+
+async def test_a_cancel_group_whose_caller_was_cancelled_is_drained_though_its_process_lives() -> None:
+    """Decision 13 with the opener's task cancelled and its process alive: the drain cancels the
+    loser this host still runs, which ranks `Cancelled`, as the Restate host's group cancels its runs
+    when it hears its opener end in failure (it ran on, and ranked `Ok`)."""
+    host = MemoryHost(MemoryStore(), _tools(asyncio.Event()))
+    read = asyncio.Event()
+    cancel, first = LoserPolicy.CANCEL, GroupWakePolicy.FIRST
+    g = group(tool("echo", "r0", 1), tool("gated", "r1"), wake=first, disposition=cancel)
+
+    async def caller() -> None:
+        handle = await host.open_effect_group(g)
+        await host.await_next_settlement(handle)
+        read.set()
+        await host.await_next_settlement(handle)  # parked on the loser
+
+    task = asyncio.create_task(caller())
+    await read.wait()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    host.drain()
+    await host.join_child("r1")
+    assert host.store.groups[KEY].outcomes[1] == Cancelled()
+    await host.aclose()
+
+
+async def test_a_resume_of_a_group_its_failed_opener_severed_before_any_drain_runs_its_loser_again() -> None:
+    """A `Cancel` group whose process died with its caller, resumed by the next process before any
+    drain: the resumer holds it again (decision 13), so its reopen starts the loser the dead process
+    had been running, and the resumer reads it (the reopen started nothing: the read waited for
+    ever)."""
+    store, gate, read = MemoryStore(), asyncio.Event(), asyncio.Event()
+    dead = MemoryHost(store, _tools(gate))
+    cancel, first = LoserPolicy.CANCEL, GroupWakePolicy.FIRST
+    g = group(tool("echo", "r0", 1), tool("gated", "r1", 2), wake=first, disposition=cancel)
+    saved: list[bytes] = []
+
+    async def caller() -> None:
+        handle = await dead.open_effect_group(g)
+        await dead.await_next_settlement(handle)
+        saved.append(handle.to_bytes())
+        read.set()
+        await dead.await_next_settlement(handle)  # parked on the loser when its process dies
+
+    task = asyncio.create_task(caller())
+    await read.wait()
+    await dead.crash()
+    task.cancel()
+    gate.set()
+    resumer = MemoryHost(store, _tools(gate))
+    await resumer.reopen_effect_group(g)
+    served = await asyncio.wait_for(resumer.await_next_settlement(GroupHandle.from_bytes(saved[0])), 30)
+    assert (served.position, served.outcome) == (1, Ok(value=2))
+    await resumer.aclose()

@@ -143,6 +143,9 @@ class MemoryHost:
                 executor = self._resolve(child)
                 if executor is not None:
                     again[position] = executor
+            # Noted before it admits them: a group whose openers had all ended, the latest in failure,
+            # is held again (decision 13: its losers are not the drain's), so its children start.
+            record.note_opener(self._id)
             self._admit(key, record, again)
         record.note_opener(self._id)
         return GroupHandle.opened(group)
@@ -177,7 +180,9 @@ class MemoryHost:
                     # ADR: cancellation leaves cursor and durable rank untouched.
                     raise AwaitCancelled.at_rank(rank, group_key=handle.group_key)
         finally:
-            if cancel_task is not None and not cancel_task.done():
+            # A task made here from a coroutine is ours to stop; the caller's own future (a deadline
+            # it awaits again at its next read, say) is not.
+            if cancel_task is not None and cancel_task is not cancel and not cancel_task.done():
                 cancel_task.cancel()
         position = record.order[rank - 1]
         settlement = Settlement(
@@ -250,12 +255,11 @@ class MemoryHost:
         for key, record in list(self.store.groups.items()):
             again: dict[int, GroupExecutor] = {}
             waiting = set(record.queued)
+            if record.shape.disposition is LoserPolicy.CANCEL and record.severed():
+                report.cancelled += [(key, position) for position in self._cancel_unowned(key, record)]
+                continue
             for position, child in enumerate(record.children):
                 if position in record.sequences or position in record.live:
-                    continue
-                if record.shape.disposition is LoserPolicy.CANCEL and record.severed():
-                    record.settle(position, Cancelled())  # a child waiting for a slot never starts
-                    report.cancelled.append((key, position))
                     continue
                 if position in waiting:
                     report.dispatched.append((key, position))  # runs as a slot frees
@@ -299,6 +303,21 @@ class MemoryHost:
             raise GroupNotOpen.not_recorded(group_key=handle.group_key)
         check_child_count(record.shape.child_count, handle.child_count, group_key=handle.group_key)
         return record
+
+    def _cancel_unowned(self, key: str, record: GroupRecord) -> list[int]:
+        """A severed `Cancel` group: settle Cancelled every child no runner holds (one waiting for a
+        slot never starts), and cancel this host's runners of it, which settle so themselves (the
+        opener's process lives on: its task was cancelled). The positions settled here."""
+        cancelled = [
+            p for p in range(len(record.children)) if p not in record.sequences and p not in record.live
+        ]
+        for position in cancelled:
+            record.settle(position, Cancelled())
+        record.queued.clear()
+        for (group_key, position), task in list(self._tasks.items()):
+            if group_key == key and position in record.live:
+                task.cancel()
+        return cancelled
 
     def _admit(self, key: str, record: GroupRecord, ready: dict[int, GroupExecutor]) -> None:
         """Run the children of ``ready`` (to run again first, then the queue), each with the executor
