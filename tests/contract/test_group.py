@@ -131,6 +131,10 @@ def test_group_key_format_and_parse() -> None:
     key = GroupKey(scope_id="sess:42", batch_id="9f00", occurrence=3)
     assert str(key) == "sess:42:group:9f00:3"
     assert GroupKey.parse(str(key)) == key
+    # Every key reads back from its text: a batch id "group", a scope that holds the separator.
+    for scope, batch in [("s", "group"), ("a:group:x", "b"), ("a:group:", "group")]:
+        key = GroupKey(scope_id=scope, batch_id=batch, occurrence=0)
+        assert GroupKey.parse(str(key)) == key
 
 
 @pytest.mark.parametrize(
@@ -146,6 +150,7 @@ def test_group_key_format_and_parse() -> None:
         "scope:group:b:x",
         "scope:group:b:0:extra",
         "scope:group:b:٣",
+        "x:group:y:z:0",
     ],
 )
 def test_invalid_group_keys_are_refused(text: str) -> None:

@@ -80,3 +80,18 @@ def test_a_kept_stack_leaves_the_servers_data_after_stopping(tmp_path: Path) -> 
         pass
     assert server.process is not None and server.process.poll() is not None
     assert any(server.base_dir.iterdir())
+
+
+@pytest.mark.parametrize(
+    ("value", "kept"),
+    [(None, False), ("1", True), ("yes", True), ("0", False), ("false", False), ("", False)],
+)
+def test_lash_keep_stack_logs_keeps_the_data_unless_it_says_no(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, value: str | None, kept: bool
+) -> None:
+    if value is None:
+        monkeypatch.delenv("LASH_KEEP_STACK_LOGS", raising=False)
+    else:
+        monkeypatch.setenv("LASH_KEEP_STACK_LOGS", value)
+    assert LocalStack(tmp_path).keep is kept
+    assert LocalStack(tmp_path, keep=not kept).keep is not kept  # the argument wins

@@ -76,9 +76,12 @@ class GroupKey(msgspec.Struct, **STRUCT_OPTIONS):
         """The key ``text`` spells, or `InvalidGroupKey`."""
         if not isinstance(text, str):  # an untyped caller's mistake, named rather than crashed on
             raise InvalidGroupKey(f"a group key is a GroupKey or its text; got {type(text).__name__}")
-        head, sep, tail = text.rpartition(_SEPARATOR)
-        batch_id, colon, occurrence = tail.partition(":")
-        if not sep or not colon or not occurrence.isdigit() or not occurrence.isascii():
+        # From the right: the occurrence, then the batch id (it has no ':'), then the separator, so
+        # a batch id that is itself "group" reads back too.
+        rest, colon, occurrence = text.rpartition(":")
+        front, _, batch_id = rest.rpartition(":")
+        head, sep, after = (front + ":").rpartition(_SEPARATOR)
+        if not sep or after or not colon or not occurrence.isdigit() or not occurrence.isascii():
             raise InvalidGroupKey(f"{text!r} is not '{{scope_id}}:group:{{batch_id}}:{{occurrence}}'")
         if occurrence != str(int(occurrence)):
             raise InvalidGroupKey(f"{text!r}: occurrence must not have leading zeros")

@@ -57,8 +57,8 @@ class LocalStack:
     need each other to form their metadata quorum), then every endpoint, then each endpoint
     is registered with the first server. `stop` (or leaving the ``with`` block) ends every
     process by its pid and removes the servers' data, unless ``keep`` (default: whether
-    ``$LASH_KEEP_STACK_LOGS`` is set); a stack in a temporary directory (no ``base_dir``) goes
-    entirely. Every process logs to ``base_dir/{name}.log``; the demo tools' `count` writes
+    ``$LASH_KEEP_STACK_LOGS`` is set to anything but ``0``, ``false`` or ``no``); a stack in a
+    temporary directory (no ``base_dir``) goes entirely. Every process logs to ``base_dir/{name}.log``; the demo tools' `count` writes
     to `count_file`.
 
     The first server and endpoint are `server` and `endpoint`; `turn`, `emit`, `reject` and
@@ -69,7 +69,8 @@ class LocalStack:
         self._temporary = base_dir is None
         self.base_dir = (base_dir or Path(tempfile.mkdtemp(prefix="lash-restate-"))).resolve()
         self.base_dir.mkdir(parents=True, exist_ok=True)
-        self.keep = os.environ.get("LASH_KEEP_STACK_LOGS") is not None if keep is None else keep
+        kept = os.environ.get("LASH_KEEP_STACK_LOGS", "").strip().lower() not in ("", "0", "false", "no")
+        self.keep = kept if keep is None else keep
         self.servers: list[RestateServer] = []
         self.endpoints: list[Endpoint] = []
 
@@ -99,7 +100,7 @@ class LocalStack:
             endpoint_server: the endpoint's HTTP server, ``hypercorn`` or ``granian`` (default:
                 ``$LASH_SERVER``, else hypercorn).
             keep: keep the servers' data at `stop` (default: whether ``$LASH_KEEP_STACK_LOGS`` is
-                set).
+                set to anything but ``0``, ``false`` or ``no``).
         """
         stack = cls(base_dir, keep=keep)
         stack.add_server(env=server_env, config_file=config_file)
