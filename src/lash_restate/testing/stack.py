@@ -58,8 +58,8 @@ class LocalStack:
     is registered with the first server. `stop` (or leaving the ``with`` block) ends every
     process by its pid and removes the servers' data, unless ``keep`` (default: whether
     ``$LASH_KEEP_STACK_LOGS`` is set to anything but ``0``, ``false`` or ``no``); a stack in a
-    temporary directory (no ``base_dir``) goes entirely. Every process logs to ``base_dir/{name}.log``; the demo tools' `count` writes
-    to `count_file`.
+    temporary directory (no ``base_dir``) goes entirely. Every process logs to
+    ``base_dir/{name}.log``; the demo tools' `count` writes to `count_file`.
 
     The first server and endpoint are `server` and `endpoint`; `turn`, `emit`, `reject` and
     `call` go through the first server's ingress.
