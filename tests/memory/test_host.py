@@ -569,3 +569,21 @@ async def test_a_resume_of_a_group_its_failed_opener_severed_before_any_drain_ru
     served = await asyncio.wait_for(resumer.await_next_settlement(GroupHandle.from_bytes(saved[0])), 30)
     assert (served.position, served.outcome) == (1, Ok(value=2))
     await resumer.aclose()
+
+
+async def test_a_cancel_close_reaches_the_runners_of_every_host_of_the_store() -> None:
+    """A group one host opened and runs, resumed by another host of the same store and closed there
+    under `Cancel`: the loser the first host runs is cancelled, as Restate's close cancels every
+    child invocation whoever started it (only the closing host's were)."""
+    store, gate = MemoryStore(), asyncio.Event()
+    opener, resumer = MemoryHost(store, _tools(gate)), MemoryHost(store, _tools(gate))
+    g = group(tool("echo", "r0", 1), tool("gated", "r1", 2), wake=GroupWakePolicy.FIRST)
+    handle = await opener.open_effect_group(g)
+    await opener.await_next_settlement(handle)
+    await resumer.reopen_effect_group(g)
+    await resumer.close_effect_group(handle, LoserPolicy.CANCEL)
+    # Its gate never opens: only the close's cancel ends the first host's runner of the loser.
+    await asyncio.wait_for(opener.join_child("r1"), 30)
+    assert not gate.is_set()
+    await opener.aclose()
+    await resumer.aclose()

@@ -10,6 +10,7 @@ second host over the same store models the process that resumes.
 from __future__ import annotations
 
 import asyncio
+import functools
 import itertools
 from collections.abc import Awaitable
 from typing import Any, assert_never
@@ -208,7 +209,7 @@ class MemoryHost:
             record.queued.clear()  # a child waiting for a slot never starts
             # One cancel per unsettled child; close does not await their termination (ADR).
             for position in range(record.shape.child_count):
-                task = self._tasks.get((handle.group_key, position))
+                task = self.store.runners.get((handle.group_key, position))
                 if task is not None and position not in record.sequences:
                     task.cancel()
 
@@ -346,6 +347,8 @@ class MemoryHost:
         record.live.add(position)
         task = asyncio.create_task(self._run_child(key, record, position, executor))
         self._tasks[(key, position)] = task
+        self.store.runners[(key, position)] = task
+        task.add_done_callback(functools.partial(_forget_runner, self.store.runners, (key, position)))
         self._runners[task] = record.children[position].replay_key
         self._runs_of[task] = record
         task.add_done_callback(self._runners.pop)
@@ -384,3 +387,11 @@ class MemoryHost:
             record.settle(position, final)
         # Its slot goes to the next child waiting, after a close too (a RunToCompletion group's run on).
         self._fill(key, record)
+
+
+def _forget_runner(
+    runners: dict[tuple[str, int], asyncio.Task[None]], where: tuple[str, int], task: asyncio.Task[None]
+) -> None:
+    """A runner ended: it is no longer the one a close would cancel (unless another took its place)."""
+    if runners.get(where) is task:
+        del runners[where]

@@ -114,6 +114,9 @@ class MemoryStore:
     def __init__(self) -> None:
         self.groups: dict[str, GroupRecord] = {}
         self.events: dict[str, Ok[Any] | Err] = {}
+        # Every host's runner of a child, by group key and position: a `Cancel` close reaches each,
+        # whichever host of this store runs it (on Restate a close cancels every child invocation).
+        self.runners: dict[tuple[str, int], asyncio.Task[None]] = {}
         self._event_changed = asyncio.Event()
 
     def emit_event(self, name: str, value: Any = None) -> None:
