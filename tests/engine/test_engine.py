@@ -115,9 +115,10 @@ async def test_an_operators_resend_refuses_an_open_no_opener_sends_and_keeps_the
 ) -> None:
     """`LashGroup/operator_resend` is public (`lash-restate groups stranded --resend` calls it
     through the ingress), so what it is handed is checked there: an open in parts whose shape
-    names fewer hashes than children, or more parts than the group has slices, is refused with
-    `invalid_input` and sends nothing (either used to fail the open with a plain error, retried
-    for ever, or build a list of a billion keys). And the group's own first open in parts sent
+    names fewer hashes than children, or more parts than the group has slices, or an answer to no
+    awakeable, is refused with `invalid_input` and sends nothing (the open failed with a plain error,
+    built a list of a billion keys, or was refused by Restate at its answer: each retried for ever,
+    the group's queue held behind it). And the group's own first open in parts sent
     again (its stage is the group's incarnation) releases none of the group's pumps (it used to send
     them a `forget`, which a pump that had finished would run at once, its outcomes gone before the
     close): the caller reads every rank, and only the close releases the pump. Every group on this
@@ -146,7 +147,12 @@ async def test_an_operators_resend_refuses_an_open_no_opener_sends_and_keeps_the
             return await client.post(url, json=body)
 
     short = {**own, "shape": {**shape, "hashes": shape["hashes"][:1]}}
-    for forged, says in [(short, "one hash per child"), ({**own, "parts": 10**9}, "names no staged parts")]:
+    nowhere = {**own, "reply_to": "sign_1nowhere", "parts": 0}  # Restate would refuse to complete it
+    for forged, says in [
+        (short, "one hash per child"),
+        ({**own, "parts": 10**9}, "names no staged parts"),
+        (nowhere, "not an awakeable"),
+    ]:
         refused = await resend(forged)
         assert refused.status_code == 400 and says in refused.text, refused.text
     resent = await resend(own)

@@ -75,6 +75,7 @@ from .wire._messages import (
     OperatorRedispatched,
     OperatorResend,
     OperatorResent,
+    awakeable_signal,
 )
 from .wire._records import (
     FENCE,
@@ -149,6 +150,7 @@ __all__ = [
     "ServerUnavailable",
     "SettlementMode",
     "assemble_order",
+    "awakeable_signal",
     "bound_of",
     "build_app",
     "call_targets",

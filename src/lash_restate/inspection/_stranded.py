@@ -11,24 +11,27 @@ its first open recorded goes on, one never recorded refuses it, which ends the c
 
 from __future__ import annotations
 
-import base64
-import binascii
 import json
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 import msgspec
 
-from ..engine import GROUP, GROUP_OPEN, GROUP_OPEN_PARTS, GROUP_OPERATOR_RESEND, OperatorResend, named
+from ..engine import (
+    GROUP,
+    GROUP_OPEN,
+    GROUP_OPEN_PARTS,
+    GROUP_OPERATOR_RESEND,
+    OperatorResend,
+    awakeable_signal,
+    named,
+)
 from ._operator import ingress_url, operator_call
 from ._sql import ENDED, Admin, admin_api, invocation_rows, quote, rows_in, sql
 
 __all__ = ["StrandedOpen", "resend_open", "stranded_opens"]
 
 _OPENS = (GROUP_OPEN.handler, GROUP_OPEN_PARTS.handler)
-# An awakeable's id: this prefix, then (base64url, unpadded) the invocation id's 24 bytes and the
-# index of the signal that completes it (4 bytes, big-endian), as Restate's protocol writes it.
-_AWAKEABLE = "sign_1"
 
 
 class _Answered(msgspec.Struct):
@@ -132,7 +135,7 @@ def _open_in(caller: str, entry: str, group: str) -> _Sent | None:
         if target.get("name") != group or target.get("handler") not in _OPENS:
             return None
         body = bytes(request["parameter"])
-        signal = _signal_of(msgspec.json.decode(body, type=_Answered).reply_to)
+        signal = awakeable_signal(msgspec.json.decode(body, type=_Answered).reply_to)
         if signal is None:
             return None
         return _Sent(caller, target["key"], target["handler"], request["invocation_id"], body, signal)
@@ -147,15 +150,3 @@ def _completed(entry: str) -> int | None:
     except (ValueError, KeyError, TypeError):
         return None
     return index if isinstance(index, int) else None
-
-
-def _signal_of(awakeable: str) -> int | None:
-    """The index of the signal that completes ``awakeable`` in its invocation's journal."""
-    if not awakeable.startswith(_AWAKEABLE):
-        return None
-    text = awakeable.removeprefix(_AWAKEABLE)
-    try:
-        raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
-    except (binascii.Error, ValueError):
-        return None
-    return int.from_bytes(raw[-4:], "big") if len(raw) == 28 else None

@@ -33,6 +33,7 @@ from ..wire._messages import (
     PartedOpen,
     PumpParts,
     WatchedRun,
+    awakeable_signal,
     decode,
 )
 from ..wire._open_request import decode_open
@@ -267,6 +268,13 @@ def recorded_meta(
     return meta
 
 
+def _answerable(reply_to: str) -> None:
+    """An open answers on ``reply_to``: Restate refuses to complete what is no awakeable's id, and
+    would retry that open for ever, holding the group's queue."""
+    if awakeable_signal(reply_to) is None:
+        raise InvalidInput(f"{reply_to!r} is not an awakeable's id: the open could not answer it")
+
+
 def slices_of(shape: GroupShape) -> int:
     """The parts an open in parts of ``shape`` stages: one per slice."""
     return -(-shape.child_count // PUMP_SLICE)
@@ -295,9 +303,11 @@ async def on_operator_resend(ctx: restate.ObjectSharedContext, req: OperatorRese
     try:
         if req.handler == GROUP_OPEN.handler:
             reopen = msgspec.structs.replace(decode_open(req.request), reopen_only=True)
+            _answerable(reopen.reply_to)
             sent = GROUP_OPEN.send(ctx, ctx.key(), reopen)
         elif req.handler == GROUP_OPEN_PARTS.handler:
             parted = msgspec.structs.replace(decode(req.request, PartedOpen), reopen_only=True)
+            _answerable(parted.reply_to)
             if not parted.stage.startswith(PAGED) or parted.parts not in (0, slices_of(parted.shape)):
                 raise InvalidInput("an open in parts names no staged parts of this group")
             sent = GROUP_OPEN_PARTS.send(ctx, ctx.key(), parted)

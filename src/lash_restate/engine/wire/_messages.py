@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import base64
+import binascii
 from typing import Any, TypeVar
 
 import msgspec
@@ -382,6 +384,24 @@ class OperatorResent(msgspec.Struct, **RECORD_OPTIONS):
 class CloseRequest(msgspec.Struct, **RECORD_OPTIONS):
     child_count: int
     disposition: LoserPolicy | None = None  # None keeps the declared one
+
+
+# An awakeable's id: this prefix, then (base64url, unpadded) the invocation id's 24 bytes and the
+# index of the signal that completes it (4 bytes, big-endian), as Restate's protocol writes it.
+AWAKEABLE = "sign_1"
+
+
+def awakeable_signal(awakeable: str) -> int | None:
+    """The index of the signal that completes ``awakeable`` in its invocation's journal; None when it
+    is no awakeable's id (Restate refuses to complete one, and retries the handler that tries)."""
+    if not awakeable.startswith(AWAKEABLE):
+        return None
+    text = awakeable.removeprefix(AWAKEABLE)
+    try:
+        raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+    except (binascii.Error, ValueError):
+        return None
+    return int.from_bytes(raw[-4:], "big") if len(raw) == 28 else None
 
 
 def encode(value: Any) -> bytes:
