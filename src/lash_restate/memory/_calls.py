@@ -29,7 +29,11 @@ Handler = Callable[[str | None, Any], Awaitable[Any]]
 """``async def handler(key, arg) -> JSON``; raise ``restate.TerminalError(message, status)``, as a
 Restate handler does, to end the call in a terminal error: the child settles ``Err(message, code)``
 with the status as its code, as on Restate (``"500"``, TerminalError's default, when none is given).
-A `ToolFailure` works too; its code is kept, ``"500"`` if it has none."""
+A `ToolFailure` works too; its code is kept, ``"500"`` if it has none. Any other exception is a
+fault a retry may mend: this host runs the call again a few times and then settles the child
+``Err(code="retries_exhausted")``, where Restate retries the callee, an invocation of its own, for
+ever and the child waits. A test of a failure no retry mends raises `restate.TerminalError`, as the
+Restate handler it stands in for must."""
 
 # TerminalError's default status: what Restate reports for a handler's terminal error given none.
 DEFAULT_STATUS = "500"
