@@ -10,6 +10,7 @@ of every slice, and every pump's store released by the close.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import msgspec
@@ -32,7 +33,15 @@ from tests.conformance.builders import (
     use,
 )
 from tests.engine.conftest import Stack
-from tests.engine.test_engine import _handle, _poll, _wait_run_completed, group_value, wait_tool_started
+from tests.engine.test_engine import (
+    _handle,
+    _poll,
+    _runs_of,
+    _wait_run_completed,
+    _wait_run_started,
+    group_value,
+    wait_tool_started,
+)
 from tests.engine.test_operator import settled, until
 
 WIDTH = 2 * PUMP_SLICE + 88  # three slices: the group's own pump and two more
@@ -131,6 +140,34 @@ async def test_a_reopen_of_a_wide_group_ranks_a_child_it_ran_again_in_the_groups
     assert "error" not in closed
     assert restate_stack.counts().count(name) == 1
     await _poll(restate_stack, _pump_rows(s.key()), lambda rows: not rows, within=120)
+
+
+async def test_a_wide_group_closed_while_a_reopen_runs_a_child_again_leaves_nothing_in_its_pumps(
+    restate_stack: Stack, tmp_path: Path
+) -> None:
+    """The reopen's re-dispatch of a child of the group's own slice runs in the group's pump's key;
+    the group is closed (`RunToCompletion`) while that child still runs, so the re-dispatch hears
+    "closed" from its report, and the close's release of the pump waits behind it. The release still
+    reaches the further slices' pumps: nothing of the group is left (the re-dispatch's own release
+    dropped the list of them, and their stores stayed)."""
+    s = Scope()
+    width = PUMP_SLICE + 4
+    name, gate = f"{s.id}-held", tmp_path / "gate"
+    held = tool("count", {"name": name, "value": "held", "after": str(gate)})  # until the gate opens
+    group = s.group([held, *[echo(i) for i in range(1, width)]])
+    [opened] = await restate_stack.turn(open_(group))
+    await _wait_run_started(restate_stack, f"{s.key()}/c0")
+    restate_stack.restart_endpoint(LASH_DEMO_TOOLS_OFF="count")  # the deployment lost the tool while it ran
+    await _wait_run_completed(restate_stack, f"{s.key()}/c0")
+    restate_stack.restart_endpoint(LASH_DEMO_TOOLS_OFF="")  # the tool is back
+    [reopened] = await restate_stack.turn(open_(group))  # runs child 0 again: it waits at the gate
+    runs = f"SELECT status FROM sys_invocation WHERE {_runs_of(s.key() + '/c0')}"
+    await _poll(restate_stack, runs, lambda rows: any(r["status"] != "completed" for r in rows))
+    [_, closed] = await restate_stack.turn(use(_handle(s.key(), width, 0)), close())
+    assert "ok" in opened and "ok" in reopened and "error" not in closed
+    gate.touch()
+    await _poll(restate_stack, _pump_rows(s.key()), lambda rows: not rows, within=120)
+    assert restate_stack.counts().count(name) == 1
 
 
 async def test_a_bounded_group_wider_than_a_slice_serves_every_rank_from_its_one_pump(

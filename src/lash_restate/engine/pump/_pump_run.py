@@ -165,12 +165,14 @@ async def on_redispatch(ctx: restate.ObjectContext, req: PumpAwait, routing: Rou
     if not (await report_batch(ctx, req.group_key, PumpReport(incarnation=req.incarnation))).open:
         return
     stored: list[Any] = [ctx.get(pump_store(position_of(child)), serde=BYTES) for child in req.children]
-    if stored:
-        await restate.gather(*stored)
+    # The further slices this key's run called: a close heard of here releases them with this store,
+    # which drops the list the close's own release would read (it waits behind this run).
+    held: Any = ctx.get(SLICES, serde=STRINGS)
+    await restate.gather(*stored, held)
     missing = [child for child, read in zip(req.children, stored, strict=True) if await read is None]
     queue = Queue(await plan_all(ctx, missing, routing, None), bound_of(req.incarnation))
     awaited = queue.start(ctx, req.incarnation, 0)
-    await await_and_report(ctx, req.group_key, req.incarnation, awaited, None, [], queue)
+    await await_and_report(ctx, req.group_key, req.incarnation, awaited, None, await held or [], queue)
 
 
 async def on_fail(ctx: restate.ObjectContext, req: ChildrenFailed) -> None:
