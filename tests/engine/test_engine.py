@@ -114,15 +114,15 @@ async def test_an_operators_resend_refuses_an_open_no_opener_sends_and_keeps_the
     restate_batched_stack: Stack,
 ) -> None:
     """`LashGroup/operator_resend` is public (`lash-restate groups stranded --resend` calls it
-    through the ingress), so what it is handed is checked there: an open in parts whose shape
-    names fewer hashes than children, or more parts than the group has slices, or an answer to no
-    awakeable, is refused with `invalid_input` and sends nothing (the open failed with a plain error,
-    built a list of a billion keys, or was refused by Restate at its answer: each retried for ever,
-    the group's queue held behind it). And the group's own first open in parts sent
-    again (its stage is the group's incarnation) releases none of the group's pumps (it used to send
-    them a `forget`, which a pump that had finished would run at once, its outcomes gone before the
-    close): the caller reads every rank, and only the close releases the pump. Every group on this
-    tier opens in parts."""
+    through the ingress), so what it is handed is checked there. An open in parts whose shape names
+    fewer hashes than children, or more parts than the group has slices, or an answer to no
+    awakeable, and an `open` carrying other children than its shape names, is refused with
+    `invalid_input` and sends nothing (the open failed with a plain error, built a list of a billion
+    keys, or was refused by Restate at its answer: each retried for ever, the group's queue held
+    behind it). And the group's own first open in parts sent again (its stage is the group's
+    incarnation) releases none of the group's pumps (it used to send them a `forget`, which a pump
+    that had finished would run at once, its outcomes gone before the close): the caller reads
+    every rank, and only the close releases the pump. Every group on this tier opens in parts."""
     stack = restate_batched_stack
     s = Scope()
     gate = s.event("e")
@@ -140,20 +140,22 @@ async def test_an_operators_resend_refuses_an_open_no_opener_sends_and_keeps_the
     wake = record["meta"]["waiters"][0]["awakeable"]  # an opener's: the answer of an open sent again
     own = {"reply_to": wake, "shape": shape, "stage": incarnation, "parts": 1}
 
-    async def resend(request: dict[str, Any]) -> httpx.Response:
-        body = {"handler": "open_parts", "request": base64.b64encode(json.dumps(request).encode()).decode()}
+    async def resend(request: dict[str, Any], handler: str = "open_parts") -> httpx.Response:
+        body = {"handler": handler, "request": base64.b64encode(json.dumps(request).encode()).decode()}
         async with httpx.AsyncClient(verify=tls(), timeout=30) as client:
             url = f"{stack.server.ingress_url}/LashGroup/{s.key()}/operator_resend"
             return await client.post(url, json=body)
 
     short = {**own, "shape": {**shape, "hashes": shape["hashes"][:1]}}
     nowhere = {**own, "reply_to": "sign_1nowhere", "parts": 0}  # Restate would refuse to complete it
-    for forged, says in [
-        (short, "one hash per child"),
-        ({**own, "parts": 10**9}, "names no staged parts"),
-        (nowhere, "not an awakeable"),
+    childless = {"reply_to": wake, "shape": shape, "children": []}  # an `open` carrying none of them
+    for forged, handler, says in [
+        (short, "open_parts", "one hash per child"),
+        ({**own, "parts": 10**9}, "open_parts", "names no staged parts"),
+        (nowhere, "open_parts", "not an awakeable"),
+        (childless, "open", "names 2 children and carries 0"),
     ]:
-        refused = await resend(forged)
+        refused = await resend(forged, handler)
         assert refused.status_code == 400 and says in refused.text, refused.text
     resent = await resend(own)
     assert resent.status_code == 200, resent.text

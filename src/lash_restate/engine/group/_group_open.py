@@ -18,6 +18,8 @@ from ...contract import (
     LashError,
     LoserPolicy,
     RuntimeEffectEnvelope,
+    decode_envelope,
+    envelope_hash,
     error_from_wire,
 )
 from ..child._calls import opened_plan
@@ -275,6 +277,17 @@ def _answerable(reply_to: str) -> None:
         raise InvalidInput(f"{reply_to!r} is not an awakeable's id: the open could not answer it")
 
 
+def _children_of(req: OpenRequest) -> None:
+    """The children an open carries are those its shape names, one each: a reopen of a group the
+    baseline opened dispatches them again as they came (a forged list would run children no group
+    recorded, or fail the open with a plain error, retried for ever)."""
+    if len(req.children) != req.shape.child_count:
+        raise InvalidInput(f"the open names {req.shape.child_count} children and carries {len(req.children)}")
+    for position, raw in enumerate(req.children):
+        if envelope_hash(decode_envelope(raw)) != req.shape.hashes[position]:
+            raise InvalidInput(f"child {position} is not the one the open's shape names")
+
+
 def slices_of(shape: GroupShape) -> int:
     """The parts an open in parts of ``shape`` stages: one per slice."""
     return -(-shape.child_count // PUMP_SLICE)
@@ -304,6 +317,7 @@ async def on_operator_resend(ctx: restate.ObjectSharedContext, req: OperatorRese
         if req.handler == GROUP_OPEN.handler:
             reopen = msgspec.structs.replace(decode_open(req.request), reopen_only=True)
             _answerable(reopen.reply_to)
+            _children_of(reopen)
             sent = GROUP_OPEN.send(ctx, ctx.key(), reopen)
         elif req.handler == GROUP_OPEN_PARTS.handler:
             parted = msgspec.structs.replace(decode(req.request, PartedOpen), reopen_only=True)
