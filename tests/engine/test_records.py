@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 from types import SimpleNamespace
 from typing import Any, cast
 
 import msgspec
 import pytest
+import restate
 from restate.server_context import ServerInvocationContext
 from restate.vm import VMWrapper
 
@@ -26,6 +28,7 @@ from lash_restate.contract import (
 from lash_restate.engine import GroupMeta, callee_replay_key
 from lash_restate.engine.child._calls import VIA_MISS, callee_key
 from lash_restate.engine.child._routing import replaying
+from lash_restate.engine.compat._pump_compat import baseline_outcome
 from lash_restate.engine.group._mode import PUMP_SLICE
 from lash_restate.engine.group._pages import RANK_PAGE, RankTail, assemble_order
 from lash_restate.engine.pump._pump_calls import dispatch_one
@@ -255,3 +258,32 @@ def test_a_miss_an_earlier_release_journaled_in_a_pumps_route_calls_nothing_and_
     [record] = caplog.records
     assert record.getMessage() == "call child ended without a settlement: Ghost/hello is not bound here"
     assert cast(Any, record).replay_key == "g/c3"
+
+
+@pytest.mark.parametrize(
+    ("error", "settles"),
+    [
+        (restate.TerminalError("killed", 409), encode(Cancelled())),  # an operator's kill, as a cancel
+        (restate.TerminalError("cancelled", 409), encode(Cancelled())),
+        (restate.TerminalError("not found", 404), None),  # a miss: no rank
+        (restate.TerminalError("bad request", 400), None),  # the baseline settled nothing, and logged it
+    ],
+)
+async def test_a_baseline_pump_reads_its_childrens_ends_as_the_baseline_did(
+    error: restate.TerminalError, settles: bytes | None
+) -> None:
+    """The pump kept for what the baseline release sent (`compat`) maps how a child's
+    `LashChild/execute` ended as the baseline's `_child_outcome` did (0450b4d), so a pump the baseline
+    journaled replays on this release: what it stores is in its journal."""
+
+    async def ended() -> None:
+        raise error
+
+    assert await baseline_outcome(asyncio.ensure_future(ended())) == settles
+    assert await baseline_outcome(_answered(b'{"type":"ok","value":1}')) == b'{"type":"ok","value":1}'
+
+
+def _answered(raw: bytes) -> Any:
+    future: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
+    future.set_result(raw)
+    return future

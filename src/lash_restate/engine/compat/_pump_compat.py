@@ -10,12 +10,12 @@ from typing import Any
 import msgspec
 import restate
 
-from ...contract import RuntimeEffectEnvelope
+from ...contract import Cancelled, RuntimeEffectEnvelope
+from ..child._child import stored_outcome
 from ..group._mode import PUMP_SLICE, position_of, pump_store
 from ..pump._pump_common import (
     SLICES,
     add_ref,
-    child_outcome,
     further_slice_key,
     report_batch,
     slice_ended,
@@ -35,7 +35,15 @@ from ..wire._routes import (
     PUMP_RUN,
 )
 
-__all__ = ["forward_batch", "on_redrive", "on_redrive2", "on_run", "redrive_run", "settle_as_they_finish"]
+__all__ = [
+    "baseline_outcome",
+    "forward_batch",
+    "on_redrive",
+    "on_redrive2",
+    "on_run",
+    "redrive_run",
+    "settle_as_they_finish",
+]
 
 
 async def on_run(ctx: restate.ObjectContext, req: PumpRun) -> None:
@@ -120,7 +128,7 @@ async def settle_as_they_finish(
             if child is None:
                 await slice_ended(future)
                 continue
-            outcome = await child_outcome(future)
+            outcome = await baseline_outcome(future)
             if outcome is None:
                 continue  # a routing miss: no terminal is synthesized, the rank stays unallocated
             position = position_of(child)
@@ -130,6 +138,17 @@ async def settle_as_they_finish(
         if refs:
             batch = SettleBatch(incarnation=req.incarnation, mode=SettlementMode.PUMPED, refs=refs)
             await forward_batch(ctx, req.group_key, batch)
+
+
+async def baseline_outcome(future: Any) -> bytes | None:
+    """A child's outcome bytes as the baseline read its `LashChild/execute`'s end, so that a pump it
+    journaled replays here: any cancellation (409, a kill's included) settles `Cancelled`, any other
+    terminal (a miss's 404 among them) settles nothing. (`child_outcome` answers a kill 409 `killed`
+    and settles the others, which this release's own pumps journal.)"""
+    try:
+        return bytes(await future)
+    except restate.TerminalError as error:
+        return stored_outcome(Cancelled()) if is_cancellation(error) else None
 
 
 async def forward_batch(ctx: restate.ObjectContext, group_key: str, batch: SettleBatch) -> None:
