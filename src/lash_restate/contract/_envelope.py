@@ -47,9 +47,13 @@ _STRUCT = {**STRUCT_OPTIONS, "omit_defaults": True}
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
+def has_surrogate(value: str) -> bool:
+    """Whether ``value`` holds what no UTF-8 message can carry: its encoding would fail where it is sent."""
+    return not value.isascii() and _SURROGATE.search(value) is not None
+
+
 def check_text(value: str, where: str) -> None:
-    """Refuse a string no UTF-8 message can carry: its encoding would fail where it is sent."""
-    if not value.isascii() and _SURROGATE.search(value):
+    if has_surrogate(value):
         raise InvalidEnvelope(f"{where} holds a lone surrogate (\\ud800-\\udfff), which is not text")
 
 

@@ -19,6 +19,7 @@ from ._envelope import (
     canonical_bytes,
     decode_envelope,
     envelope_hash,
+    has_surrogate,
 )
 from ._errors import (
     DispositionDrift,
@@ -61,7 +62,7 @@ class GroupKey(msgspec.Struct, **STRUCT_OPTIONS):
             raise InvalidGroupKey("scope_id must be non-empty printable text")
         if not self.batch_id or ":" in self.batch_id or any(ord(c) < 0x20 for c in self.batch_id):
             raise InvalidGroupKey("batch_id must be non-empty printable text without ':'")
-        if any("\ud800" <= c <= "\udfff" for c in self.scope_id + self.batch_id):
+        if has_surrogate(self.scope_id + self.batch_id):
             raise InvalidGroupKey("a group key must be text: it holds a lone surrogate (\\ud800-\\udfff)")
         if isinstance(self.occurrence, bool) or not isinstance(self.occurrence, int) or self.occurrence < 0:
             raise InvalidGroupKey("occurrence must be a non-negative integer")
