@@ -122,9 +122,9 @@ async def on_open_parts(ctx: restate.ObjectContext, req: PartedOpen, settings: G
     meta = await ctx.get(RECORD, serde=META)
     first = meta is None
     whole = slices_of(req.shape)
-    # What an opener sends: every part staged, or none (a resume). Only such parts are released,
-    # and never the recorded group's own pumps (its first open's, sent again by an operator).
-    named = req.stage.startswith(PAGED) and req.parts in (0, whole)
+    # Only the parts an opener staged are released, and never the recorded group's own pumps (its
+    # first open's, sent again by an operator).
+    named = names_its_parts(req)
     ours = meta is not None and req.stage == meta.incarnation
     releasable = req.parts if named and not ours else 0
     staged = [slice_key(ctx.key(), req.stage, at) for at in range(0, releasable * PUMP_SLICE, PUMP_SLICE)]
@@ -293,6 +293,11 @@ def slices_of(shape: GroupShape) -> int:
     return -(-shape.child_count // PUMP_SLICE)
 
 
+def names_its_parts(req: PartedOpen) -> bool:
+    """Whether ``req`` names parts as an opener stages them: every one, or none (a resume)."""
+    return req.stage.startswith(PAGED) and req.parts in (0, slices_of(req.shape))
+
+
 async def note_opener(ctx: restate.ObjectContext, meta: GroupMeta, caller: str | None, changed: bool) -> None:
     """Record a new opener in ``meta`` (writing it if anything ``changed``); under a declared
     `Cancel`, watch for its end (decision 13). RunToCompletion losers run on whatever happens to it."""
@@ -322,7 +327,7 @@ async def on_operator_resend(ctx: restate.ObjectSharedContext, req: OperatorRese
         elif req.handler == GROUP_OPEN_PARTS.handler:
             parted = msgspec.structs.replace(decode(req.request, PartedOpen), reopen_only=True)
             _answerable(parted.reply_to)
-            if not parted.stage.startswith(PAGED) or parted.parts not in (0, slices_of(parted.shape)):
+            if not names_its_parts(parted):
                 raise InvalidInput("an open in parts names no staged parts of this group")
             sent = GROUP_OPEN_PARTS.send(ctx, ctx.key(), parted)
         else:
