@@ -131,6 +131,7 @@ class MemoryHost:
                 executors.append(executor)
             record = GroupRecord(shape=group.shape(), children=group.children, window=group.max_in_flight)
             self.store.groups[key] = record
+            record.note_opener(self._id)
             self._admit(key, record, dict(enumerate(executors)))
         else:
             record.shape.fence_reopen(group.shape(), key)
@@ -148,7 +149,6 @@ class MemoryHost:
             # is held again (decision 13: its losers are not the drain's), so its children start.
             record.note_opener(self._id)
             self._admit(key, record, again)
-        record.note_opener(self._id)
         return GroupHandle.opened(group)
 
     async def reopen_effect_group(self, group: RuntimeEffectGroup) -> GroupHandle:
