@@ -96,7 +96,8 @@ _NO_SAVE = "saving no handle with the group: close it if nothing holds one"
 def classify(group: StoredGroup, known: dict[str, dict[str, Any]]) -> tuple[str, str]:
     """The group's state and why (decision 45): the latest opener, by open order, decides."""
     openers = group.meta.openers
-    running = [o.caller for o in openers if o.caller in alive_of(known)]
+    # Each opener's row looked up: `alive_of(known)` per opener rebuilt a set of every group's openers.
+    running = [o.caller for o in openers if o.caller in known and known[o.caller].get("status") != ENDED]
     if running:
         return OPEN, f"its opener {running[-1]} is running"
     if not openers:
@@ -207,11 +208,12 @@ def show_group(admin: Admin, group_key: str) -> GroupView | None:
     }
     paused = paused_on(admin, [row["id"] for row in invocations.values()])
     bounded = bound_of(meta.incarnation) is not None  # `max_in_flight`: some may not have started
+    missed = set(group.missed)  # asked once per child: a wide group's misses are many
     children = []
     for position, replay_key in enumerate(fence.replay_keys):
         invocation = invocations.get(replay_key, {})
         status = invocation.get("status")
-        if status is None and bounded and position not in ranks and position not in group.missed:
+        if status is None and bounded and position not in ranks and position not in missed:
             status = WAITING  # its group's pump starts it as a slot frees
         children.append(
             ChildView(
@@ -222,7 +224,7 @@ def show_group(admin: Admin, group_key: str) -> GroupView | None:
                 invocation_id=invocation.get("id"),
                 status=status,
                 paused=paused.get(invocation.get("id", "")),
-                missed=position in group.missed,
+                missed=position in missed,
             )
         )
     opened = meta.opened_at_ms / 1000
