@@ -630,3 +630,12 @@ def test_serve_app_with_a_prefix_its_app_contradicts_is_one_clear_line(tmp_path:
         "lash-restate: cannot load app 'shop:app': "
         "this process already names lash's services Shop*, not Other*\n"
     )
+
+
+@pytest.mark.parametrize("command", ["show", "close", "redispatch"])
+def test_a_group_key_that_is_not_utf8_is_refused_in_one_line(command: str) -> None:
+    """A key whose bytes are not UTF-8 (the shell hands Python lone surrogates) could not be sent
+    to Restate: refused as a usage error naming it, never a traceback."""
+    refused = lash("groups", command, "a\udcffb", "--admin-url", "http://127.0.0.1:9")
+    assert refused.returncode == 2, refused
+    assert "is not UTF-8 text" in refused.stderr and "Traceback" not in refused.stderr

@@ -146,13 +146,15 @@ def build_parser() -> argparse.ArgumentParser:
     ):
         cmd = groups_sub.add_parser(name, help=helptext, description=helptext)
         if name in ("show", "close"):
-            cmd.add_argument("key", help="the group key, {scope_id}:group:{batch_id}:{occurrence}")
+            cmd.add_argument(
+                "key", type=_text, help="the group key, {scope_id}:group:{batch_id}:{occurrence}"
+            )
         elif name == "staged":
             cmd.add_argument("--release", action="store_true", help="release the parts listed")
         elif name == "stranded":
             cmd.add_argument("--resend", action="store_true", help="send each open listed again, as a reopen")
         elif name == "redispatch":
-            cmd.add_argument("key", nargs="?", help="the group key (or --all)")
+            cmd.add_argument("key", nargs="?", type=_text, help="the group key (or --all)")
             cmd.add_argument("--all", action="store_true", help="every open group with missed children")
         else:
             cmd.add_argument(
@@ -202,3 +204,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     dev.set_defaults(run=dev_command)
     return parser
+
+
+def _text(value: str) -> str:
+    """A command-line argument as text: bytes that are not UTF-8 (which Python keeps as lone
+    surrogates) could not be sent to Restate, so they are refused here, in one line."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not UTF-8 text") from None
+    return value
