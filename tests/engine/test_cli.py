@@ -16,8 +16,9 @@ from pathlib import Path
 import httpx
 import pytest
 
+from lash_restate import inspection
 from lash_restate._http import tls
-from lash_restate.inspection import list_open_groups
+from lash_restate.inspection import InspectionError, StrandedOpen, list_open_groups
 from lash_restate.testing import LocalStack, free_port
 from tests.conformance.builders import Scope, close, echo, event, next_, open_
 from tests.engine.cli_main import run_main
@@ -639,3 +640,29 @@ def test_a_group_key_that_is_not_utf8_is_refused_in_one_line(command: str) -> No
     refused = lash("groups", command, "a\udcffb", "--admin-url", "http://127.0.0.1:9")
     assert refused.returncode == 2, refused
     assert "is not UTF-8 text" in refused.stderr and "Traceback" not in refused.stderr
+
+
+def test_stranded_resend_sends_each_open_on_its_own_and_says_which_was_refused(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """One open refused by its `operator_resend` neither stops the others nor hides those sent:
+    each line says what became of its open, and the command exits 1 (it printed nothing but the
+    refusal, and sent none after it)."""
+    opens = [
+        StrandedOpen(f"inv_c{i}", f"s:group:b:{i}", "open", f"inv_o{i}", "killed", b"{}") for i in range(3)
+    ]
+
+    def resend(admin: object, stranded: StrandedOpen, *, ingress: str | None = None) -> str:
+        if stranded.caller == "inv_c1":
+            raise InspectionError("the ingress answered 400 to operator_resend: [invalid_input] no")
+        return f"inv_again{stranded.caller}"
+
+    monkeypatch.setattr(inspection, "stranded_opens", lambda admin: opens)
+    monkeypatch.setattr(inspection, "resend_open", resend)
+    done = lash("groups", "stranded", "--resend", "--admin-url", "http://127.0.0.1:9")
+    assert done.returncode == 1, done
+    assert [line.split("; ")[-1] for line in done.stdout.splitlines()] == [
+        "sent again as inv_againinv_c0",
+        "not sent again: the ingress answered 400 to operator_resend: [invalid_input] no",
+        "sent again as inv_againinv_c2",
+    ]

@@ -240,17 +240,30 @@ def groups_stranded(args: argparse.Namespace) -> int:
     try:
         admin = AdminApi.from_env(args.admin_url)
         opens = stranded_opens(admin)
-        resent = [resend_open(admin, o, ingress=args.ingress_url) if args.resend else None for o in opens]
     except InspectionError as exc:
         return fail(str(exc))
+    # Each open is sent again on its own: one refused (or an ingress that fails it) neither stops
+    # the others nor hides those already sent, which a second run would send once more.
+    resent: list[str | None] = []
+    refused: list[str | None] = []
+    for o in opens if args.resend else []:
+        try:
+            resent.append(resend_open(admin, o, ingress=args.ingress_url))
+            refused.append(None)
+        except InspectionError as exc:
+            resent.append(None)
+            refused.append(str(exc))
+    resent += [None] * (len(opens) - len(resent))
+    refused += [None] * (len(opens) - len(refused))
     if args.json:
-        print(json.dumps([{**o.as_dict(), "resent": new} for o, new in zip(opens, resent, strict=True)]))
-        return 0
-    for o, new in zip(opens, resent, strict=True):
-        again = f"; sent again as {new}" if new else ""
+        found = zip(opens, resent, refused, strict=True)
+        print(json.dumps([{**o.as_dict(), "resent": new, "refused": why} for o, new, why in found]))
+        return 1 if any(refused) else 0
+    for o, new, why in zip(opens, resent, refused, strict=True):
+        again = f"; sent again as {new}" if new else f"; not sent again: {why}" if why else ""
         print(f"{o.caller} waits for its {o.handler} of {o.group_key}: {o.sent} ended {o.ended}{again}")
     if not opens:
         print("no caller waits for an open that ended unanswered")
     elif not args.resend:
         print(f"{len(opens)} caller(s) wait for an open that ended unanswered: --resend sends each again")
-    return 0
+    return 1 if any(refused) else 0
