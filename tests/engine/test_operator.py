@@ -13,6 +13,7 @@ import datetime
 import functools
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -25,6 +26,7 @@ import httpx
 import pytest
 
 import lash_restate.inspection._operator as operator
+import lash_restate.inspection._paused as inspection_paused
 from lash_restate._http import tls
 from lash_restate.engine.wire._messages import OperatorRedispatch
 from lash_restate.engine.wire._routes import GROUP_OPERATOR_REDISPATCH
@@ -858,3 +860,41 @@ def test_a_call_childs_callee_is_told_by_its_pump_and_its_key(
     row: dict[str, str], replay_key: str | None
 ) -> None:
     assert callee_of(row) == replay_key
+
+
+def test_paused_children_are_counted_by_the_group_whose_fence_names_them(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`groups list`'s paused counts: each paused child's replay key is found in its group's fence,
+    many keys to one scan of the fences (a scan per key made the listing a crawl in an outage)."""
+    fences = {f"s:group:{g}:0": [f"{g}/c{i}" for i in range(3)] for g in ("a", "b")}
+    paused = [("a/c0", "LashChild"), ("a/c2", "LashChild"), ("b/c1", "LashChild")]
+    scans: list[str] = []
+
+    def answer(admin: Any, query: str, timeout: float = 10) -> list[dict[str, Any]]:
+        if "status = 'paused'" in query:
+            return [
+                {"id": f"inv_{key}", "target_service_name": service, "target_service_key": key}
+                for key, service in paused
+            ]
+        scans.append(query)
+        needles = re.findall(r"strpos\(value_utf8, '([^']*)'\)", query)
+        return [
+            {"service_key": group, "value_utf8": json.dumps(_shape(keys))}
+            for group, keys in fences.items()
+            if any(needle in json.dumps(_shape(keys)) for needle in needles)
+        ]
+
+    monkeypatch.setattr(inspection_paused, "sql", answer)
+    assert inspection_paused.paused_by_group("admin", {}) == {"s:group:a:0": 2, "s:group:b:0": 1}
+    assert len(scans) == 1
+
+
+def _shape(keys: list[str]) -> dict[str, Any]:
+    return {
+        "child_count": len(keys),
+        "wake": "all",
+        "disposition": "run_to_completion",
+        "replay_keys": keys,
+        "hashes": ["h"] * len(keys),
+    }

@@ -90,6 +90,9 @@ def paused_replay_keys(admin: Admin, paused: list[dict[str, Any]] | None = None)
     return counts
 
 
+FENCE_SCAN = 64  # paused replay keys looked for in one scan of the groups' fences
+
+
 def paused_by_group(admin: Admin, incarnations: dict[str, str]) -> dict[str, int]:
     """Paused invocations on each group's path, by group key: on its children's, and its pumps of
     the incarnation open now (``incarnations``, by group key: an operator's pause of one stalls
@@ -104,16 +107,24 @@ def paused_by_group(admin: Admin, incarnations: dict[str, str]) -> dict[str, int
     counts = paused_replay_keys(admin, paused)
     if not counts:
         return by_group
-    for replay_key, count in counts.items():
-        needle = msgspec.json.encode(replay_key).decode()
+    # The groups whose fences name the paused replay keys, a slice of keys per scan of the fences
+    # (one scan per key made a listing during an outage of many paused children a crawl).
+    keys = sorted(counts)
+    for start in range(0, len(keys), FENCE_SCAN):
+        part = keys[start : start + FENCE_SCAN]
+        named_in = " OR ".join(
+            f"strpos(value_utf8, {quote(msgspec.json.encode(key).decode())}) > 0" for key in part
+        )
         rows = sql(
             admin,
             f"SELECT service_key, value_utf8 FROM state WHERE service_name = {quote(named(GROUP))} "
-            f"AND key = {quote(FENCE)} AND strpos(value_utf8, {quote(needle)}) > 0",
+            f"AND key = {quote(FENCE)} AND ({named_in})",
         )
         for row in rows:
-            if replay_key in msgspec.json.decode(row["value_utf8"], type=GroupShape).replay_keys:
-                by_group[row["service_key"]] = by_group.get(row["service_key"], 0) + count
+            recorded = set(msgspec.json.decode(row["value_utf8"], type=GroupShape).replay_keys)
+            for key in part:
+                if key in recorded:
+                    by_group[row["service_key"]] = by_group.get(row["service_key"], 0) + counts[key]
     return by_group
 
 
