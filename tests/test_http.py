@@ -72,3 +72,30 @@ async def _not_json(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) 
     writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: 5\r\nconnection: close\r\n\r\nhello")
     await writer.drain()
     writer.close()
+
+
+async def test_an_operators_call_the_ingress_took_and_did_not_answer_says_it_may_run_later() -> None:
+    """An operator's close (say) queued behind the group's other work is sent, and runs later: no
+    answer in time is not "cannot reach", which would have the operator think nothing happened."""
+    port, answered = free_port(), asyncio.Event()
+
+    async def hold(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.read(1)  # takes the request, and answers nothing until the test has its error
+        await answered.wait()
+        writer.close()
+        await writer.wait_closed()
+
+    server = await asyncio.start_server(hold, "127.0.0.1", port)
+    close = OperatorClose(incarnation="x", openers=0)
+    async with server:
+        with pytest.raises(InspectionError, match=r"gave no answer within 0\.5 s: it may wait behind"):
+            await asyncio.to_thread(
+                operator_call,
+                AdminApi("http://127.0.0.1:9"),
+                f"http://127.0.0.1:{port}",
+                "g:group:b:0",
+                GROUP_OPERATOR_CLOSE,
+                close,
+                timeout=0.5,
+            )
+        answered.set()

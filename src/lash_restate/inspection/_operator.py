@@ -156,7 +156,9 @@ def redispatch_missed(
     return results
 
 
-def operator_call(api: AdminApi, ingress: str, group_key: str, route: Route[_I, _O], request: _I) -> _O:
+def operator_call(
+    api: AdminApi, ingress: str, group_key: str, route: Route[_I, _O], request: _I, *, timeout: float = 60
+) -> _O:
     """One operator's handler of the group object, reached through the ingress (decision 45)."""
     url = f"{ingress.rstrip('/')}/{route.service}/{url_quote(group_key, safe='')}/{route.handler}"
     headers = {"content-type": "application/json"}
@@ -164,8 +166,16 @@ def operator_call(api: AdminApi, ingress: str, group_key: str, route: Route[_I, 
         headers["authorization"] = f"Bearer {api.token}"
     try:
         response = httpx.post(
-            url, content=msgspec.json.encode(request), headers=headers, timeout=60, verify=tls()
+            url, content=msgspec.json.encode(request), headers=headers, timeout=timeout, verify=tls()
         )
+    except httpx.ReadTimeout:
+        # Sent, and not answered: the group object runs one handler at a time, so it most likely
+        # waits behind the group's other work (a paused invocation there, say) and will run later.
+        raise InspectionError(
+            f"the ingress at {ingress} took {route.handler} of {group_key} and gave no answer within "
+            f"{timeout:g} s: it may wait behind the group's other work and run later; look at the "
+            f"group (`lash-restate groups show {group_key}`) before asking again"
+        ) from None
     except (httpx.HTTPError, httpx.InvalidURL) as exc:  # an unusable URL is not an HTTPError
         raise InspectionError(f"cannot reach the Restate ingress at {ingress} ({exc})") from None
     if response.status_code != 200:
