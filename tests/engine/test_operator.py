@@ -27,6 +27,7 @@ import pytest
 
 import lash_restate.inspection._operator as operator
 import lash_restate.inspection._paused as inspection_paused
+import lash_restate.inspection._sql as inspection_sql
 from lash_restate._http import tls
 from lash_restate.engine.wire._messages import OperatorRedispatch
 from lash_restate.engine.wire._routes import GROUP_OPERATOR_REDISPATCH
@@ -898,3 +899,28 @@ def _shape(keys: list[str]) -> dict[str, Any]:
         "replay_keys": keys,
         "hashes": ["h"] * len(keys),
     }
+
+
+def test_a_paused_call_a_call_childs_callee_made_is_on_that_childs_path(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A call child's callee (called by the group's pump under `{replay key}@{incarnation}`) that made
+    a call Restate paused: the pause counts for that child, in `groups list` as in `groups show`
+    (the listing looked for the caller among `LashChild` invocations only)."""
+    callee = {
+        "id": "inv_callee",
+        "target_service_name": "Shop",
+        "target_service_key": "",
+        "invoked_by_service_name": "LashPump",
+        "idempotency_key": "s:group:a:0/c1@0b6c2f4e-3d1a-4c8e-9f70-2a5b8e1d4c37",
+    }
+
+    def answer(admin: Any, query: str, timeout: float = 10) -> list[dict[str, Any]]:
+        if "status = 'paused'" in query:
+            called = {"id": "inv_paused", "target_service_name": "Stock", "invoked_by_id": "inv_callee"}
+            return [called]
+        return [callee] if "'inv_callee'" in query else []
+
+    monkeypatch.setattr(inspection_paused, "sql", answer)
+    monkeypatch.setattr(inspection_sql, "sql", answer)
+    assert inspection_paused.paused_replay_keys("admin") == {"s:group:a:0/c1": 1}

@@ -76,13 +76,18 @@ def paused_replay_keys(admin: Admin, paused: list[dict[str, Any]] | None = None)
         }
     )
     if callers:
+        # A paused call's caller: a child's `LashChild`, or a call child's callee (lash calls it
+        # from the group's pump), whose own calls are on that child's path as well.
         rows = rows_in(
             admin,
-            f"SELECT target_service_key FROM sys_invocation WHERE target_service_name = {quote(child)} "
-            "AND id IN {values}",
+            "SELECT target_service_name, target_service_key, invoked_by_service_name, idempotency_key "
+            "FROM sys_invocation WHERE id IN {values}",
             callers,
         )
-        keys += [row["target_service_key"] for row in rows]
+        keys += [
+            row["target_service_key"] if row.get("target_service_name") == child else callee_of(row)
+            for row in rows
+        ]
     counts: dict[str, int] = {}
     for key in keys:
         if key is not None:
