@@ -18,7 +18,7 @@ import pytest
 
 from lash_restate import inspection
 from lash_restate._http import tls
-from lash_restate.inspection import InspectionError, StrandedOpen, list_open_groups
+from lash_restate.inspection import ChildView, CloseResult, InspectionError, StrandedOpen, list_open_groups
 from lash_restate.testing import LocalStack, free_port
 from tests.conformance.builders import Scope, close, echo, event, next_, open_
 from tests.engine.cli_main import run_main
@@ -666,3 +666,20 @@ def test_stranded_resend_sends_each_open_on_its_own_and_says_which_was_refused(
         "not sent again: the ingress answered 400 to operator_resend: [invalid_input] no",
         "sent again as inv_againinv_c2",
     ]
+
+
+def test_a_close_names_how_a_bounded_groups_waiting_child_will_start(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A `RunToCompletion` close of a bounded group lists the children still to run: one running by
+    its invocation, one not started by what will start it (it printed `None waiting`, next to a
+    hint to cancel it by an id it does not have)."""
+    key = "s:group:b:0"
+    running = [
+        ChildView(1, f"{key}/c1", None, None, "inv_1abc", "running"),
+        ChildView(2, f"{key}/c2", None, None, None, "waiting"),
+    ]
+    closed = CloseResult(key, True, "parked", "run_to_completion", 0, running)
+    monkeypatch.setattr(inspection, "close_group", lambda *args, **kwargs: closed)
+    done = lash("groups", "close", key, "--force", "--admin-url", "http://127.0.0.1:9")
+    assert done.returncode == 0, done
+    assert f"  child 1 ({key}/c1): inv_1abc running" in done.stdout.splitlines()
+    assert f"  child 2 ({key}/c2): waiting; the pump LashPump/…:{key} starts it" in done.stdout.splitlines()

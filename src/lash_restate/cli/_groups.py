@@ -144,6 +144,7 @@ def groups_show(args: argparse.Namespace) -> int:
 
 
 def groups_close(args: argparse.Namespace) -> int:
+    from ..engine import PUMP, named
     from ..inspection import CloseRefused, InspectionError, close_group
 
     if (failed := prefix_from_args(args)) is not None:
@@ -170,7 +171,15 @@ def groups_close(args: argparse.Namespace) -> int:
         if result.running:
             print(f"{len(result.running)} of its children still run, as a RunToCompletion group's do:")
             for child in result.running:
-                print(f"  child {child.position} ({child.replay_key}): {child.invocation_id} {child.status}")
+                if child.invocation_id is None:  # a bounded group's child not started yet
+                    pump = f"{named(PUMP)}/…:{args.key}"
+                    print(
+                        f"  child {child.position} ({child.replay_key}): waiting; the pump {pump} starts it"
+                    )
+                else:
+                    print(
+                        f"  child {child.position} ({child.replay_key}): {child.invocation_id} {child.status}"
+                    )
             print(
                 "cancel one with `restate invocations cancel ID` (a close with --cancel cancels them "
                 "with it; this group is closed now)"
