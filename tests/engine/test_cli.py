@@ -633,6 +633,12 @@ def test_serve_app_with_a_prefix_its_app_contradicts_is_one_clear_line(tmp_path:
     )
 
 
+def test_list_refuses_two_filters_that_disagree() -> None:
+    """`--orphaned` is `--state orphaned`: with another `--state` it was silently ignored."""
+    both = lash("groups", "list", "--orphaned", "--state", "parked", "--admin-url", "http://127.0.0.1:9")
+    assert both.returncode == 2 and "not allowed with argument --orphaned" in both.stderr, both
+
+
 @pytest.mark.parametrize("command", ["show", "close", "redispatch"])
 def test_a_group_key_that_is_not_utf8_is_refused_in_one_line(command: str) -> None:
     """A key whose bytes are not UTF-8 (the shell hands Python lone surrogates) could not be sent

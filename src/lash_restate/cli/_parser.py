@@ -157,10 +157,11 @@ def build_parser() -> argparse.ArgumentParser:
             cmd.add_argument("key", nargs="?", type=_text, help="the group key (or --all)")
             cmd.add_argument("--all", action="store_true", help="every open group with missed children")
         else:
-            cmd.add_argument(
+            only = cmd.add_mutually_exclusive_group()  # --orphaned is --state orphaned: one or the other
+            only.add_argument(
                 "--orphaned", action="store_true", help="only groups none of whose openers holds them"
             )
-            cmd.add_argument(
+            only.add_argument(
                 "--state", choices=["open", "parked", "orphaned"], help="only groups in this state"
             )
         if name in ("close", "redispatch", "stranded"):
