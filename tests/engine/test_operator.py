@@ -790,7 +790,7 @@ async def test_a_redispatch_of_a_group_closed_or_reopened_since_it_was_read_says
     # The command's reading of the group, as it was before the close, with a child it kept as missed:
     # the close then overtakes the re-dispatch, a race staged here by the reading it is given.
     [read] = read_groups(stack.server.admin_url, f" AND service_key = {quote(s.key())}")
-    monkeypatch.setattr(operator, "read_groups", lambda *_: [dataclasses.replace(read, missed=[1])])
+    monkeypatch.setattr(operator, "read_groups", lambda *_, **__: [dataclasses.replace(read, missed=[1])])
     [_, closed] = await stack.turn(use(ok(opened)), close())
     assert "error" not in closed
     printed = lash(stack, "groups", "redispatch", s.key())

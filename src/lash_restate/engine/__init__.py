@@ -50,7 +50,7 @@ from .caller._controller import RestateController, inside_run
 from .child._calls import callee_replay_key
 from .child._lookup import configure_admin
 from .group._mode import OutcomeStore, outcome_store
-from .group._pages import assemble_order
+from .group._pages import assemble_order, ranks_recorded
 from .pump._pump_run import STAGED
 from .serving._endpoint import (
     APP_METADATA,
@@ -165,6 +165,7 @@ __all__ = [
     "lash_services",
     "named",
     "outcome_store",
+    "ranks_recorded",
     "serve",
     "served_application",
     "terminal_status",

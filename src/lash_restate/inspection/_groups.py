@@ -27,6 +27,7 @@ from ..engine import (
     group_of_pump,
     named,
     outcome_store,
+    ranks_recorded,
 )
 from ._paused import callee_key, incarnation_of_pump, paused_by_group, paused_on
 from ._sql import ENDED, PAUSED, WAITING, Admin, alive_of, invocation_rows, quote, rows_in, sql
@@ -56,19 +57,27 @@ class StoredGroup:
     ends: dict[str, bool]  # how the callers that saved its handle ended: caller -> failed (decision 45)
     missed: list[int] = field(default_factory=list)  # positions whose runner was missing
     reclaim_at_ms: int | None = None  # when the orphan is due to be reclaimed (decision 78)
+    settled: int | None = None  # read without its rank order (a listing): how many children rank
+
+    @property
+    def counter(self) -> int:
+        return self.meta.counter if self.settled is None else self.settled
 
 
 _ENDS = msgspec.json.Decoder(list[OpenerEnd])
 _POSITIONS = msgspec.json.Decoder(list[int])
 
 
-def read_groups(admin: Admin, where: str = "") -> list[StoredGroup]:
+def read_groups(admin: Admin, where: str = "", *, order: bool = True) -> list[StoredGroup]:
+    """The groups' records; without ``order``, a wide group's rank pages are not read (a listing
+    counts its ranks from its `ranked` record alone: a group of 100,000 children keeps 97 pages)."""
+    pages_too = " OR starts_with(key, 'ranks:')" if order else ""
     rows = sql(
         admin,
         "SELECT service_key, key, value_utf8 FROM state "
         f"WHERE service_name = {quote(named(GROUP))} AND (key IN ({quote(RECORD)}, {quote(OPENER_ENDS)}, "
         f"{quote(MISSED)}, {quote(RECLAIM_AT)}) "
-        f"OR key = 'ranked' OR starts_with(key, 'ranks:')){where}",
+        f"OR key = 'ranked'{pages_too}){where}",
     )
     metas = {r["service_key"]: r["value_utf8"] for r in rows if r["key"] == RECORD}
     ends = {r["service_key"]: r["value_utf8"] for r in rows if r["key"] == OPENER_ENDS}
@@ -80,12 +89,16 @@ def read_groups(admin: Admin, where: str = "") -> list[StoredGroup]:
             pages.setdefault(r["service_key"], {})[r["key"]] = r["value_utf8"]
     found = []
     for key in sorted(metas):
-        # A wide group keeps its rank order in pages (decision 65): read as one order.
-        meta = assemble_order(msgspec.json.decode(metas[key], type=GroupMeta), pages.get(key, {}))
+        meta = msgspec.json.decode(metas[key], type=GroupMeta)
+        settled = None
+        if order:  # a wide group keeps its rank order in pages (decision 65): read as one order
+            meta = assemble_order(meta, pages.get(key, {}))
+        else:
+            settled = ranks_recorded(meta, pages.get(key, {}))
         recorded = _ENDS.decode(ends[key]) if key in ends else []  # absent on a format-1 group
         positions = _POSITIONS.decode(missed[key]) if key in missed else []
         ended = {end.caller: end.failed for end in recorded}
-        found.append(StoredGroup(key, meta, ended, positions, reclaims.get(key)))
+        found.append(StoredGroup(key, meta, ended, positions, reclaims.get(key), settled))
     return found
 
 
@@ -133,7 +146,7 @@ def open_group_row(group: StoredGroup, state: str, now_ms: int, paused: int) -> 
     return {
         "group_key": group.key,
         "child_count": meta.child_count,
-        "settled": meta.counter,
+        "settled": group.counter,
         "wake": meta.wake.value,
         "disposition": meta.disposition.value,
         "mode": meta.mode.value,
@@ -153,7 +166,7 @@ def utc(seconds: float) -> str:
 def list_open_groups(admin: Admin, *, orphaned: bool = False, state: str | None = None) -> list[OpenGroup]:
     """Every group the group object holds state for (opened and not yet closed), with its state;
     with ``orphaned`` (or ``state``), only those in that state."""
-    groups = read_groups(admin)
+    groups = read_groups(admin, order=False)
     known = invocation_rows(admin, sorted({o.caller for g in groups for o in g.meta.openers}))
     paused = paused_by_group(admin, {g.key: g.meta.incarnation for g in groups})
     now_ms = int(time.time() * 1000)

@@ -145,7 +145,7 @@ def redispatch_missed(
     """
     where = f" AND service_key = {quote(group_key)}" if group_key is not None else ""
     results = []
-    for group in read_groups(admin, where):
+    for group in read_groups(admin, where, order=False):  # what it needs: the missed, the incarnation
         if not group.missed:
             continue
         request = OperatorRedispatch(incarnation=group.meta.incarnation)

@@ -43,6 +43,7 @@ __all__ = [
     "paged",
     "rank_page",
     "ranked_count",
+    "ranks_recorded",
     "read_ranked",
     "settled_page",
     "settled_positions",
@@ -219,6 +220,14 @@ async def settled_positions(ctx: restate.ObjectContext, meta: GroupMeta) -> set[
 async def ranked_count(ctx: restate.ObjectContext, meta: GroupMeta) -> int:
     """How many ranks the group has recorded, whatever its layout."""
     return (await read_ranked(ctx)).counter if paged(meta) else meta.counter
+
+
+def ranks_recorded(meta: GroupMeta, rows: dict[str, str]) -> int:
+    """How many of ``meta``'s children rank, from its `ranked` record alone for a group in pages
+    (state values by key, as the admin API shows them: its pages need not be read)."""
+    if not paged(meta):
+        return meta.counter
+    return msgspec.json.decode(rows.get(RANKED, "{}"), type=RankTail).counter
 
 
 def assemble_order(meta: GroupMeta, rows: dict[str, str]) -> GroupMeta:
