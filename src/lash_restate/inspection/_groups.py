@@ -30,7 +30,7 @@ from ..engine import (
     ranks_recorded,
 )
 from ._paused import callee_key, incarnation_of_pump, paused_by_group, paused_on
-from ._sql import ENDED, PAUSED, WAITING, Admin, alive_of, invocation_rows, quote, rows_in, sql
+from ._sql import ENDED, PAUSED, WAITING, Admin, alive_of, invocation_rows, is_alive, quote, rows_in, sql
 from ._views import ChildView, GroupView, OpenerView, OpenGroup, PumpView
 
 __all__ = [
@@ -109,8 +109,8 @@ _NO_SAVE = "saving no handle with the group: close it if nothing holds one"
 def classify(group: StoredGroup, known: dict[str, dict[str, Any]]) -> tuple[str, str]:
     """The group's state and why (decision 45): the latest opener, by open order, decides."""
     openers = group.meta.openers
-    # Each opener's row looked up: `alive_of(known)` per opener rebuilt a set of every group's openers.
-    running = [o.caller for o in openers if o.caller in known and known[o.caller].get("status") != ENDED]
+    # Each opener's row looked up (a set of every group's live openers per opener made lists quadratic).
+    running = [o.caller for o in openers if is_alive(known, o.caller)]
     if running:
         return OPEN, f"its opener {running[-1]} is running"
     if not openers:

@@ -62,18 +62,10 @@ def paused_replay_keys(admin: Admin, paused: list[dict[str, Any]] | None = None)
     `LashChild`, or the callee of a call lash makes itself), or a call it made; of ``paused``, the
     paused invocations read already (else read here). One query when none is paused (the usual case)."""
     paused = paused_rows(admin) if paused is None else paused
-    child = named(CHILD)
-    keys: list[str | None] = [
-        row["target_service_key"] if row.get("target_service_name") == child else callee_of(row)
-        for row in paused
-    ]
+    keys = [_child_of(row) for row in paused]
     # An invocation the ingress started has no invoker: the admin API leaves the column out.
     callers = sorted(
-        {
-            str(row["invoked_by_id"])
-            for row in paused
-            if row.get("target_service_name") != child and callee_of(row) is None and row.get("invoked_by_id")
-        }
+        {str(row["invoked_by_id"]) for row in paused if _child_of(row) is None and row.get("invoked_by_id")}
     )
     if callers:
         # A paused call's caller: a child's `LashChild`, or a call child's callee (lash calls it
@@ -84,10 +76,7 @@ def paused_replay_keys(admin: Admin, paused: list[dict[str, Any]] | None = None)
             "FROM sys_invocation WHERE id IN {values}",
             callers,
         )
-        keys += [
-            row["target_service_key"] if row.get("target_service_name") == child else callee_of(row)
-            for row in rows
-        ]
+        keys += [_child_of(row) for row in rows]
     counts: dict[str, int] = {}
     for key in keys:
         if key is not None:
@@ -96,6 +85,12 @@ def paused_replay_keys(admin: Admin, paused: list[dict[str, Any]] | None = None)
 
 
 FENCE_SCAN = 64  # paused replay keys looked for in one scan of the groups' fences
+
+
+def _child_of(row: dict[str, Any]) -> str | None:
+    """The replay key of the child whose own invocation ``row`` is: its `LashChild`, or the callee
+    of a call lash makes itself; None for any other invocation."""
+    return row["target_service_key"] if row.get("target_service_name") == named(CHILD) else callee_of(row)
 
 
 def paused_by_group(admin: Admin, incarnations: dict[str, str]) -> dict[str, int]:

@@ -19,6 +19,7 @@ __all__ = [
     "alive_of",
     "in_list",
     "invocation_rows",
+    "is_alive",
     "quote",
     "rows_in",
     "sql",
@@ -100,4 +101,9 @@ def invocation_rows(admin: Admin, invocation_ids: list[str]) -> dict[str, dict[s
 
 def alive_of(known: dict[str, dict[str, Any]]) -> set[str]:
     """Which invocations have not ended (a purged one has ended long ago)."""
-    return {id_ for id_, row in known.items() if row.get("status") != ENDED}
+    return {id_ for id_ in known if is_alive(known, id_)}
+
+
+def is_alive(known: dict[str, dict[str, Any]], invocation: str) -> bool:
+    """Whether ``invocation`` has not ended, as ``known`` (`invocation_rows`) tells it."""
+    return invocation in known and known[invocation].get("status") != ENDED
