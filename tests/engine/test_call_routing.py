@@ -19,6 +19,7 @@ from lash_restate.testing import LocalStack
 from tests.conformance.builders import Scope, combine, err, next_, ok, open_, use
 from tests.engine.test_engine import _poll, _runs_of, _wait_run_completed
 from tests.engine.test_operator import _missed, until
+from tests.engine.test_restate_cli import _invocation, unanswered
 
 
 def demo_echo(value: str, delay_ms: int = 0) -> dict[str, object]:
@@ -293,3 +294,42 @@ async def test_without_an_admin_url_a_declared_target_nobody_registered_is_retri
         assert ok(opened)
         row = await _child_ended_or_retried(stack, f"{s.key()}/c0", "execute")
         assert row["status"] != "completed", row  # retried: in an attempt, between two, or about to
+
+
+async def test_a_call_child_that_missed_a_declared_target_replays_its_report_of_the_miss(
+    tmp_path: Path,
+) -> None:
+    """A call child to a declared target nobody registers reports its miss to its group and waits
+    until the group has it (decision 86). Cut while it waits, it replays on the endpoint's next
+    process: it asks the admin API again, as its first run did, and replays the report it journaled
+    (a replay that took the call instead would meet a journal mismatch and be retried for ever).
+
+    The child is queued behind a holder under the same child key while the endpoint trusts the
+    declaration (no admin URL), so the open routes it; the endpoint then learns the admin API's
+    address, the group's handlers wait on a paused deployment of `LashGroup` alone, the holder's
+    event comes, and the endpoint is cut once the child's report of its miss is queued there."""
+    with with_ghost_declared(tmp_path, admin=False) as stack:
+        s = Scope()
+        shared = f"{s.id}/shared"  # both children's replay key: the same `LashChild` object
+        hold = s.event("hold")
+        holding = s.group([{"type": "await_event", "name": hold}], batch="hold", replay_keys=[shared])
+        [first] = await stack.turn(open_(holding))
+        assert ok(first)
+        await _wait_run_holding(stack, shared)
+        echo = {"type": "tool_call", "tool": "echo", "args": {"value": "fine"}}
+        late = s.group([ghost(), echo], batch="late", replay_keys=[shared, f"{s.id}/fine"])
+        [opened] = await stack.turn(open_(late))  # routed: the declaration is trusted
+        assert ok(opened)
+        await _wait_open_completed(stack, s.key("late"))
+        stack.restart_endpoint(LASH_ADMIN_URL=stack.server.admin_url)
+        reports = _invocation("LashGroup", f"target_service_key = {quote(s.key('late'))}", "missed")
+        with unanswered(stack, "groups", service="LashGroup"):
+            await stack.emit(hold, 1)  # the holder ends; the queued call child runs, and misses
+            await _poll(stack, reports, lambda rows: len(rows) == 1)  # its report waits on the group
+            # The child, cut while it waits, replays on the next process (which knows `LashGroup` moved).
+            stack.restart_endpoint(LASH_TAKE_OVER="1")
+        rows = await _wait_run_completed(stack, shared)
+        failures = [r.get("completion_failure") or "" for r in rows]
+        assert sum("Ghost" in f for f in failures) == 1, rows  # the call child ended with its miss
+        view = await until(lambda: _missed(stack, s.key("late")))
+        assert [c.position for c in view.children if c.missed] == [0]

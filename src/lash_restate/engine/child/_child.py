@@ -69,7 +69,7 @@ from ..wire._routes import (
 )
 from ._calls import answered, call_arg, cancelled, invocation_options, refused
 from ._lookup import unregistered
-from ._routing import Routing, replaying
+from ._routing import Routing
 
 __all__ = ["DEFAULT_TOOL_ATTEMPTS", "child_object", "stored_outcome"]
 
@@ -304,10 +304,11 @@ async def _call(
         # Restate answers a call to a handler nobody binds with a retryable error, so the child would
         # retry for ever; a target this endpoint no longer knows ends it as a terminal 404 (ADR).
         raise lash_terminal(_unroutable(envelope, routing))
-    if routing.targets.is_external(call.service) and not replaying(ctx):
+    if routing.targets.is_external(call.service):
         # A declared target nobody registered: Restate fails the call with a retryable RT0018 that
-        # this handler never sees, so ask the admin API first (decision 47). Not journaled, and not
-        # asked once the call is in the journal (a replay): a call that was made stays made.
+        # this handler never sees, so ask the admin API first (decision 47). Not journaled, so asked
+        # on a replay too: the journal holds the call or the report of a miss, and the SDK cannot
+        # say which; the cluster's answer, which chose it, chooses again (decision 103).
         reason = await unregistered(call)
         if reason is not None:
             raise lash_terminal(_unroutable(envelope, routing, reason))
