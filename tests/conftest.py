@@ -160,7 +160,6 @@ def _stack(
     tmp: Path, replay: bool, batch_from: int | None = None, *, v7: bool = False, paged: bool = False
 ) -> Iterator[LocalStack]:
     env = {
-        "RESTATE_DEFAULT_NUM_PARTITIONS": "4",
         "RESTATE_WORKER__INVOKER__INACTIVITY_TIMEOUT": "0s" if replay else "1m",
         # One-way for a cluster, so only this tier's own fresh server gets it.
         **({"RESTATE_EXPERIMENTAL_ENABLE_PROTOCOL_V7": "true"} if v7 else {}),

@@ -12,8 +12,7 @@ Stack = LocalStack  # the engine tests' name for the stack they get
 
 def private_stack(tmp: Path, server_env: dict[str, str] | None = None) -> Stack:
     """A server and endpoint of one test's own, for tests that kill or reconfigure processes."""
-    env = {"RESTATE_DEFAULT_NUM_PARTITIONS": "4", **(server_env or {})}
-    return LocalStack.single(tmp, server_env=env).start()
+    return LocalStack.single(tmp, server_env=server_env).start()
 
 
 @pytest.fixture

@@ -265,8 +265,7 @@ def wipe_partition_store(server: RestateServer) -> None:
 
 def pause_stack(tmp: Path) -> LocalStack:
     """One server (with short inactivity and abort timeouts) and one endpoint, started."""
-    env = {"RESTATE_DEFAULT_NUM_PARTITIONS": "4", **TIMEOUTS}
-    return LocalStack.single(tmp, server_env=env).start()
+    return LocalStack.single(tmp, server_env=TIMEOUTS).start()
 
 
 @contextlib.contextmanager

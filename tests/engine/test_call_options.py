@@ -18,7 +18,6 @@ from lash_restate.testing import LocalStack
 from tests.conformance.builders import Scope, combine, ok
 
 FLOW_CONTROL = {
-    "RESTATE_DEFAULT_NUM_PARTITIONS": "4",
     "RESTATE_EXPERIMENTAL_ENABLE_PROTOCOL_V7": "true",
     "RESTATE_EXPERIMENTAL_ENABLE_VQUEUES": "true",
 }

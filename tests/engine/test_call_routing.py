@@ -33,7 +33,7 @@ def demo_echo(value: str, delay_ms: int = 0) -> dict[str, object]:
 
 def two_endpoints(tmp: Path) -> LocalStack:
     stack = LocalStack(tmp)
-    server = stack.add_server(env={"RESTATE_DEFAULT_NUM_PARTITIONS": "4"})
+    server = stack.add_server()
     stack.add_endpoint("callers")  # --with-turn: LashTurn, DemoCalls, DemoCounter and lash's services
     # lash's services and the demo tools only; it can ask the admin API who serves a call's target
     stack.add_endpoint("children", args=(), env={"LASH_ADMIN_URL": server.admin_url})
@@ -46,7 +46,7 @@ def declared_elsewhere(tmp: Path) -> LocalStack:
     """lash's services on a second endpoint, which declares DemoCalls (served by the first) without an
     admin URL: the declaration is trusted (decision 47) until a redeploy drops it."""
     stack = LocalStack(tmp)
-    stack.add_server(env={"RESTATE_DEFAULT_NUM_PARTITIONS": "4"})
+    stack.add_server()
     stack.add_endpoint("callers")  # serves DemoCalls and the turn driver
     stack.add_endpoint("children", env={"LASH_DEMO_CALLS_OFF": "1", "LASH_DEMO_EXTERNAL": "DemoCalls"})
     stack.start(register=False)

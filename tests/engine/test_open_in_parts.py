@@ -61,9 +61,8 @@ def _children(payload: str = "") -> list[dict[str, Any]]:
 @pytest.fixture
 def stack(tmp_path: Path) -> Iterator[Stack]:
     """A stack of the test's own whose endpoint opens in parts every group of `WIDTH` children."""
-    env = {"RESTATE_DEFAULT_NUM_PARTITIONS": "4"}
     endpoint_env = {PARTS_FROM_ENV: str(WIDTH)}
-    with LocalStack.single(tmp_path, server_env=env, endpoint_env=endpoint_env).start() as s:
+    with LocalStack.single(tmp_path, endpoint_env=endpoint_env).start() as s:
         yield s
 
 

@@ -50,7 +50,6 @@ from tests.engine.cli_main import run_main
 from tests.engine.test_engine import recorded_meta, wait_tool_started
 
 PAUSE_FAST = {
-    "RESTATE_DEFAULT_NUM_PARTITIONS": "4",
     "RESTATE_DEFAULT_RETRY_POLICY__MAX_ATTEMPTS": "2",
     "RESTATE_DEFAULT_RETRY_POLICY__INITIAL_INTERVAL": "50ms",
     "RESTATE_DEFAULT_RETRY_POLICY__ON_MAX_ATTEMPTS": "pause",

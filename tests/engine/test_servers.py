@@ -47,11 +47,9 @@ ON_GRANIAN = {
 }
 globals().update(pytest_tests(s for s in SCENARIOS if s.name in ON_GRANIAN))
 
-SERVER_ENV = {"RESTATE_DEFAULT_NUM_PARTITIONS": "4"}
-
 
 def granian_stack(tmp: Path) -> LocalStack:
-    return LocalStack.single(tmp, server_env=SERVER_ENV, endpoint_server="granian").start()
+    return LocalStack.single(tmp, endpoint_server="granian").start()
 
 
 @pytest.fixture
@@ -149,9 +147,7 @@ async def test_sigterm_stops_an_endpoint_with_invocations_in_flight_quietly_and_
     """Restate holds its HTTP/2 connections open while invocations run on them: the stop cuts what is
     still in flight after the grace, exits 0 with no error logged, and the next endpoint serves on."""
     verbose = {"LASH_VERBOSE": "1"}  # for the stop's own event
-    with LocalStack.single(
-        tmp_path, server_env=SERVER_ENV, endpoint_server=server, endpoint_env=verbose
-    ).start() as stack:
+    with LocalStack.single(tmp_path, endpoint_server=server, endpoint_env=verbose).start() as stack:
         s, opener = await open_group(stack)  # its caller waits on the endpoint for rank 2
         process = stack.endpoint.process
         assert process is not None

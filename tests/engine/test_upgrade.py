@@ -484,7 +484,7 @@ def ran_on(stack: LocalStack) -> dict[tuple[str, str], set[str]]:
 
 def baseline_stack(tmp: Path, baseline: Baseline) -> tuple[LocalStack, Endpoint]:
     stack = LocalStack(tmp)
-    stack.add_server(env={"RESTATE_DEFAULT_NUM_PARTITIONS": "4"})
+    stack.add_server()
     return stack, stack.add_endpoint("baseline", python=baseline.python, env=TOOLS_ENV)
 
 

@@ -52,8 +52,6 @@ _NAME_IT = (
     "lash_app = shop:app in your pytest configuration, or override the lash_app fixture"
 )
 _SERVER_OPTION = "or pass --lash-restate-server PATH (ini lash_restate_server)"
-# What our own tests give restate-server: fewer partitions than its default start and elect faster.
-_SERVER_ENV = {"RESTATE_DEFAULT_NUM_PARTITIONS": "4"}
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -117,7 +115,7 @@ class _Stacks:
     def _start(self, app: str) -> LocalStack:
         binary = self._binary()
         stack = LocalStack(self._base_dir / f"stack-{len(self._stacks) + len(self._failed)}", keep=False)
-        stack.add_server(env=_SERVER_ENV, binary=binary)
+        stack.add_server(binary=binary)
         endpoint = stack.add_endpoint(app=app, cwd=self._config.rootpath, env=self._pythonpath())
         try:
             stack.start()
