@@ -95,3 +95,33 @@ def test_lash_keep_stack_logs_keeps_the_data_unless_it_says_no(
         monkeypatch.setenv("LASH_KEEP_STACK_LOGS", value)
     assert LocalStack(tmp_path).keep is kept
     assert LocalStack(tmp_path, keep=not kept).keep is not kept  # the argument wins
+
+
+def _servers_on(base_dir: Path) -> list[int]:
+    """The pids of restate-server binaries (not their npm launcher, a node script) on ``base_dir``."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            argv = (proc / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue  # ended meanwhile, or not a process
+        if str(base_dir).encode() in argv and b"node" not in Path(argv[0].decode()).name.encode():
+            found.append(int(proc.name))
+    return found
+
+
+def test_a_server_run_by_npms_launcher_is_restarted_and_stopped_with_what_the_launcher_runs(
+    tmp_path: Path,
+) -> None:
+    """npm's `restate-server` (what `npm i -g` puts on PATH) is a node script that runs the binary as
+    its child and forwards SIGINT and SIGTERM only: a SIGKILL of the script's pid alone left the
+    server running, so a restart found the old one answering, and the stack's end left it behind."""
+    launcher = Path(__file__).parents[2] / "node_modules/.bin/restate-server"
+    stack = LocalStack(tmp_path)
+    server = stack.add_server(binary=launcher)
+    with stack.start():
+        [before] = _servers_on(server.base_dir)
+        stack.restart_server()
+        [after] = _servers_on(server.base_dir)
+        assert after != before
+    assert _servers_on(server.base_dir) == []

@@ -146,3 +146,19 @@ def test_without_a_restate_server_it_says_how_to_get_one(tmp_path: Path) -> None
     assert "npm install @restatedev/restate-server@1.7.12" in run.stdout
     assert "--lash-restate-server PATH" in run.stdout
     assert "Traceback" not in run.stdout
+
+
+def test_a_restate_server_in_the_configuration_is_found_relative_to_it_wherever_pytest_runs(
+    tmp_path: Path,
+) -> None:
+    """``lash_restate_server`` in the configuration names a path relative to its file, as
+    ``lash_app`` is found in the rootdir: run from a subdirectory, the same setting names the same
+    file (here a missing one, so nothing starts)."""
+    tests = """
+    def test_it(lash_ingress) -> None:
+        pass
+    """
+    root = project(tmp_path, tests, ini="lash_app = shop:app\nlash_restate_server = bin/restate-server")
+    run = pytest_in(root / "tests")
+    missing = root / "bin" / "restate-server"
+    assert f"the restate-server given is {missing}, which is not an executable file" in run.stdout, run.stdout

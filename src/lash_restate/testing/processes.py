@@ -96,10 +96,13 @@ def how_to_get_the_server() -> str:
     )
 
 
-def restate_server_binary(explicit: str | os.PathLike[str] | None = None) -> Path:
+def restate_server_binary(
+    explicit: str | os.PathLike[str] | None = None, *, near: Path | None = None
+) -> Path:
     """The restate-server to run: ``explicit``, else ``$LASH_RESTATE_SERVER``, else the npm package's
-    binary in a ``node_modules`` of the current directory or a parent (``make setup`` installs the
-    pinned one there), or of the directories above this package, else one on ``PATH``.
+    binary in a ``node_modules`` of ``near`` or a parent, of the current directory or a parent
+    (``make setup`` installs the pinned one there), or of the directories above this package, else
+    one on ``PATH``.
 
     A binary named but missing, and none found, are `StackError`s that say how to get one."""
     for named, source in ((explicit, "the restate-server given"), (os.environ.get(SERVER_ENV), SERVER_ENV)):
@@ -111,7 +114,7 @@ def restate_server_binary(explicit: str | os.PathLike[str] | None = None) -> Pat
                 )
             return path
     relative = Path("node_modules/@restatedev") / _platform_package() / "bin/restate-server"
-    for start in (Path.cwd(), _HERE):
+    for start in (*([near] if near is not None else []), Path.cwd(), _HERE):
         for folder in [start, *start.parents]:
             candidate = folder / relative
             if candidate.is_file():
@@ -146,21 +149,30 @@ def _wait(condition: Any, what: str, timeout: float, process: subprocess.Popen[A
     raise StackError(f"{what}: not ready after {timeout:.0f}s")
 
 
+def _signal(process: subprocess.Popen[Any], sig: signal.Signals) -> None:
+    """Send ``sig`` to ``process`` and every process it started: each owned process leads a process
+    group of its own, so a launcher (npm's `restate-server` script, which runs the real binary as
+    its child and forwards SIGINT and SIGTERM only) is killed, paused and resumed with what it runs."""
+    with contextlib.suppress(ProcessLookupError):  # the group is gone already
+        os.killpg(process.pid, sig)
+
+
 def _stop(process: subprocess.Popen[Any] | None, timeout: float = 15) -> None:
     if process is None or process.poll() is not None:
         return
-    process.send_signal(signal.SIGTERM)
-    process.send_signal(signal.SIGCONT)  # a paused process acts on its SIGTERM only once it runs again
+    _signal(process, signal.SIGTERM)
+    _signal(process, signal.SIGCONT)  # a paused process acts on its SIGTERM only once it runs again
     try:
         process.wait(timeout)
     except subprocess.TimeoutExpired:
-        process.kill()
+        _signal(process, signal.SIGKILL)
         process.wait()
 
 
 class _OwnedProcess(abc.ABC):
-    """One child process this stack owns and ends by its pid (SIGTERM, or SIGKILL as a crash would);
-    `pause` and `resume` stop and continue it (SIGSTOP, SIGCONT) as a stalled machine would."""
+    """One child process this stack owns and ends by its pid, with whatever it started (SIGTERM, or
+    SIGKILL as a crash would); `pause` and `resume` stop and continue it (SIGSTOP, SIGCONT) as a
+    stalled machine would."""
 
     process: subprocess.Popen[bytes] | None
     log_path: Path | None
@@ -215,6 +227,7 @@ class _OwnedProcess(abc.ABC):
             stdout=self._log or subprocess.DEVNULL,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
+            start_new_session=True,  # a process group of its own, which `_signal` reaches whole
         )
 
     def stop(self) -> None:
@@ -224,7 +237,7 @@ class _OwnedProcess(abc.ABC):
     def kill(self) -> None:
         """SIGKILL, as a crash would; whatever it keeps on disk stays for a restart."""
         if self.process is not None and self.process.poll() is None:
-            self.process.kill()
+            _signal(self.process, signal.SIGKILL)
             self.process.wait()
         self._close_log()
 
@@ -232,12 +245,12 @@ class _OwnedProcess(abc.ABC):
         """SIGSTOP, as a stalled machine would: the process keeps its sockets and its memory and runs
         nothing (its peers see silence, not a closed connection) until `resume`."""
         if self.process is not None and self.process.poll() is None:
-            self.process.send_signal(signal.SIGSTOP)
+            _signal(self.process, signal.SIGSTOP)
 
     def resume(self) -> None:
         """SIGCONT: a paused process runs on from where it stopped, its peers' timeouts notwithstanding."""
         if self.process is not None and self.process.poll() is None:
-            self.process.send_signal(signal.SIGCONT)
+            _signal(self.process, signal.SIGCONT)
 
     def _close_log(self) -> None:
         if self._log is not None:

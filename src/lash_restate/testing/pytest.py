@@ -24,9 +24,10 @@ Fixtures:
   application for the whole session: give each test keys of its own.
 - `lash_ingress`: an ``httpx.Client`` on the server's ingress (``lash_stack.ingress_url``).
 
-The restate-server is ``--lash-restate-server PATH`` (ini ``lash_restate_server``), else the one
-``LASH_RESTATE_SERVER`` names, else the pinned npm package's in a ``node_modules`` here or above, else
-one on ``PATH``; when there is none, the test fails saying how to get it.
+The restate-server is ``--lash-restate-server PATH`` (ini ``lash_restate_server``, relative to the
+configuration file), else the one ``LASH_RESTATE_SERVER`` names, else the pinned npm package's in a
+``node_modules`` of pytest's rootdir or above, or of the current directory or above, else one on
+``PATH``; when there is none, the test fails saying how to get it.
 """
 
 from __future__ import annotations
@@ -92,9 +93,14 @@ class _Stacks:
         self._failed: dict[str, str] = {}
 
     def _binary(self) -> Path:
-        given = self._config.getoption("lash_restate_server") or self._config.getini("lash_restate_server")
+        given: str | Path | None = self._config.getoption("lash_restate_server")
+        configured = self._config.getini("lash_restate_server")
+        if not given and configured:
+            # A path in the configuration is relative to its file, wherever pytest runs from.
+            inipath = self._config.inipath
+            given = (inipath.parent if inipath else self._config.rootpath) / Path(configured).expanduser()
         try:
-            return restate_server_binary(str(given) if given else None)
+            return restate_server_binary(given or None, near=self._config.rootpath)
         except StackError as exc:
             missing = f"{exc}\n  {_SERVER_OPTION}"
         pytest.fail(missing, pytrace=False)  # outside the except: the message alone, no chained error
