@@ -141,6 +141,12 @@ async def broken(ctx: restate.Context) -> Any:
     raise RuntimeError("a bug of the handler's own")
 
 
+@shop.handler()
+async def also_broken(ctx: restate.Context) -> Any:
+    """Another handler's bug, retried for ever beside ``broken``'s."""
+    raise RuntimeError("another bug")
+
+
 app = lash.app(shop, carriers, tally, tools=demo_tools())
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@ from lash_restate._http import tls
 from lash_restate.contract import GroupNotOpen
 from lash_restate.inspection._operator import said
 from lash_restate.testing import LocalStack, StackError
+from tests.engine.test_engine import _poll
 
 WIRE = "lash-error"
 REFUSES = {"refuse": "carrier b refuses", "status": 409}
@@ -135,14 +136,20 @@ async def test_a_call_a_retried_handler_never_answers_says_what_restate_is_retry
     """The test kit's `call` of a handler that raises a plain exception (retried for ever, so never
     answered): at its timeout it raises `StackError` naming the invocation Restate retries, with
     its last failure and the end of the endpoint's log, where it raised the HTTP client's bare
-    timeout."""
+    timeout. Another test's invocation retried on the same stack from before the call is left out."""
+    earlier = "SELECT id FROM sys_invocation WHERE target = 'Shop/also_broken' AND retry_count >= 1"
+    async with httpx.AsyncClient(verify=tls(), timeout=30) as client:
+        assert (await client.post(f"{stack.ingress_url}/Shop/also_broken/send")).is_success
+    await _poll(stack, earlier, lambda rows: len(rows) == 1)
     with pytest.raises(StackError) as caught:
         await stack.call("Shop/broken", within=3)
     said = str(caught.value)
     assert "POST /Shop/broken had no answer within 3 s" in said, said
     assert "Restate is retrying Shop/broken" in said and "a bug of the handler's own" in said, said
+    assert "Restate is retrying Shop/also_broken" not in said, said
     assert f"{stack.endpoint.log_path} ends:" in said, said
-    [row] = stack.sql("SELECT id FROM sys_invocation WHERE target = 'Shop/broken'")
-    async with httpx.AsyncClient(verify=tls(), timeout=30) as client:  # retried for ever: end it
-        killed = await client.patch(f"{stack.admin_url}/invocations/{row['id']}/kill")
-    assert killed.is_success, killed.text
+    rows = stack.sql("SELECT id FROM sys_invocation WHERE target IN ('Shop/broken', 'Shop/also_broken')")
+    async with httpx.AsyncClient(verify=tls(), timeout=30) as client:  # retried for ever: end them
+        for row in rows:
+            killed = await client.patch(f"{stack.admin_url}/invocations/{row['id']}/kill")
+            assert killed.is_success, killed.text

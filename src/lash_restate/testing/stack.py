@@ -13,6 +13,7 @@ import sys
 import tempfile
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -356,6 +357,7 @@ class LocalStack:
             The answer's JSON value (None for an empty answer).
         """
         url = f"{self.ingress_url}/{path}"
+        started = datetime.now(UTC)
         try:
             async with httpx.AsyncClient(verify=tls(), timeout=within) as client:
                 if content is not None:
@@ -365,20 +367,23 @@ class LocalStack:
                 else:
                     response = await client.post(url, json=body)
         except httpx.TimeoutException as error:
-            raise StackError(await asyncio.to_thread(self._no_answer, path, within)) from error
+            raise StackError(await asyncio.to_thread(self._no_answer, path, within, started)) from error
         if response.status_code != 200:
             raise StackError(f"POST /{path} answered {response.status_code}: {response.text}")
         return response.json() if response.content else None  # a handler returning None sends no body
 
-    def _no_answer(self, path: str, within: float) -> str:
+    def _no_answer(self, path: str, within: float, started: datetime) -> str:
         """Why a call had no answer, as far as the stack can tell: what Restate is retrying (a
-        handler that raised a plain exception is retried for ever), and the end of each endpoint's log."""
+        handler that raised a plain exception is retried for ever), the invocations this call
+        started first (a stack shared by many tests holds others' too), and the end of each
+        endpoint's log."""
         lines = [f"POST /{path} had no answer within {within:g} s"]
+        failing = "SELECT target, retry_count, last_failure FROM sys_invocation "
+        failing += "WHERE last_failure IS NOT NULL AND status != 'completed' {since}"
+        failing += "ORDER BY modified_at DESC LIMIT 5"
         try:
-            retried = self.sql(
-                "SELECT target, retry_count, last_failure FROM sys_invocation "
-                "WHERE last_failure IS NOT NULL AND status != 'completed' ORDER BY modified_at DESC LIMIT 5"
-            )
+            retried = self.sql(failing.format(since=f"AND created_at >= '{started.isoformat()}' "))
+            retried = retried or self.sql(failing.format(since=""))  # none of its own: older ones
         except InspectionError:
             retried = []  # the server itself is not answering: the logs say more
         for row in retried:
