@@ -15,6 +15,7 @@ from typing import Any
 import msgspec
 import pytest
 import restate
+from restate.exceptions import RetryableError
 
 import lash_restate as lash
 from lash_restate._front import _invocation
@@ -248,6 +249,40 @@ async def test_a_saved_group_resumes_under_its_own_key() -> None:
         with pytest.raises(lash.GroupNotOpen):
             await lash.open(host, children, resume=saved)
         assert "s:group:g:0" not in host.store.groups
+    finally:
+        await host.aclose()
+
+
+@pytest.mark.parametrize(
+    ("raised", "closes"),
+    [
+        (RuntimeError("a transient fault"), False),
+        (RetryableError("retry me"), False),
+        (ValueError("wrapping one"), True),  # its cause below is a TerminalError: as the SDK reads it
+        (restate.TerminalError("refused", 422), True),
+        (lash.InvalidInput("a lash error"), True),
+    ],
+    ids=["plain", "retryable", "caused-by-terminal", "terminal", "lash-error"],
+)
+async def test_the_block_closes_its_group_only_when_its_error_ends_the_invocation(
+    raised: Exception, closes: bool
+) -> None:
+    """Restate retries a handler that raised anything but a `TerminalError` (or a lash error), and
+    the retry replays the block from its journal: closed there, a retry that got further would meet
+    a journal mismatch. So only an error that ends the invocation closes the block's group."""
+    if isinstance(raised, ValueError):
+        raised.__cause__ = restate.TerminalError("below", 400)
+    host = MemoryHost(resolver=demo_tools())
+
+    async def block() -> None:
+        async with lash.open(host, [lash.tool("echo", {"value": 1})], key="s:group:b:0") as group:
+            await group.next()
+            raise raised
+
+    try:
+        with pytest.raises(type(raised)):
+            await block()
+        assert ("s:group:b:0" not in host.store.groups) is closes
     finally:
         await host.aclose()
 

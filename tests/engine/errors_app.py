@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import restate
@@ -139,6 +140,27 @@ async def select_key(ctx: restate.Context) -> Any:
 async def broken(ctx: restate.Context) -> Any:
     """A handler's own bug: a plain exception, which Restate retries for ever."""
     raise RuntimeError("a bug of the handler's own")
+
+
+@shop.handler()
+async def retried_block(ctx: restate.Context, marker: str) -> Any:
+    """``async with lash.open(...)`` whose block raises a plain exception once (a transient fault,
+    told by a file outside the journal): Restate retries the handler, and the retry reads on."""
+    children = [lash.tool("echo", {"value": "now"}), lash.sleep(timedelta(milliseconds=100))]
+    async with lash.open(ctx, children) as group:
+        first = await group.next()
+        if _first_time(marker):
+            raise RuntimeError("a transient fault")
+        second = await group.next()
+    return sorted([first.position, second.position])
+
+
+def _first_time(marker: str) -> bool:
+    """Whether ``marker`` did not exist yet (it does now): what no journal records."""
+    if Path(marker).exists():
+        return False
+    Path(marker).touch()
+    return True
 
 
 @shop.handler()

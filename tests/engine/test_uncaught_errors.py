@@ -5,6 +5,7 @@ lash's own handlers. Served by `tests/engine/errors_app.py` on a real restate-se
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -153,3 +154,14 @@ async def test_a_call_a_retried_handler_never_answers_says_what_restate_is_retry
         for row in rows:
             killed = await client.patch(f"{stack.admin_url}/invocations/{row['id']}/kill")
             assert killed.is_success, killed.text
+
+
+async def test_a_block_that_raised_a_plain_exception_is_retried_and_reads_on(
+    stack: LocalStack, tmp_path: Path
+) -> None:
+    """A plain exception inside ``async with lash.open(...)`` is retried by Restate; the retry replays
+    the block and, its fault gone, reads on and closes. Closed at the failed attempt's end, the group
+    was gone for the retry, which met the close in its journal where it read on."""
+    marker = tmp_path / "raised"
+    assert await stack.call("Shop/retried_block", str(marker), within=30) == [0, 1]
+    assert marker.exists()  # the first attempt raised

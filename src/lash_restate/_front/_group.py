@@ -6,6 +6,8 @@ from collections.abc import AsyncIterator, Awaitable, Generator, Iterable
 from types import TracebackType
 from typing import Any, Generic, cast
 
+import restate
+from restate.exceptions import RetryableError
 from typing_extensions import TypeVar
 
 from ..contract import (
@@ -14,6 +16,7 @@ from ..contract import (
     GroupKey,
     GroupWakePolicy,
     InvalidInput,
+    LashError,
     LoserPolicy,
     Reopens,
     RuntimeEffectController,
@@ -32,8 +35,10 @@ class Group(Generic[T]):
     """An open group and its cursor; `save` gives what a fresh invocation resumes from.
 
     ``async with`` closes the group when the block ends, unless it was saved (a continuation holds
-    it) or closed already; ``async for settlement in group`` yields the settlements still to consume,
-    in rank order. ``Group[T]`` where its children's value type is known: each `Ok` is an ``Ok[T]``.
+    it) or closed already, or ended by an exception Restate retries (anything but a
+    ``restate.TerminalError`` or a lash error: the retry runs the block again from the journal);
+    ``async for settlement in group`` yields the settlements still to consume, in rank order.
+    ``Group[T]`` where its children's value type is known: each `Ok` is an ``Ok[T]``.
     """
 
     def __init__(
@@ -104,10 +109,27 @@ class Group(Generic[T]):
     async def __aexit__(
         self, kind: type[BaseException] | None, error: BaseException | None, tb: TracebackType | None
     ) -> None:
-        # An SDK suspension or a cancellation is a BaseException, not the block's end: the attempt
-        # stops where it is, and its replay runs the block again.
-        if not self._held and (error is None or isinstance(error, Exception)):
+        if not self._held and (error is None or _ends_the_invocation(error)):
             await self.close()
+
+
+def _ends_the_invocation(error: BaseException) -> bool:
+    """Whether ``error`` ends the handler's invocation: a lash error (a fact of the journal, which a
+    retry would only meet again), else as the SDK reads it, the first `TerminalError`,
+    `RetryableError` or SDK-internal exception (a suspension) down its chain of causes.
+
+    Only an end closes the block's group. Restate retries anything else (a plain exception, a
+    `RetryableError`), and the retry replays the block from the journal and may get past where this
+    attempt failed (a transient fault, or a fix deployed), where a journaled close would meet a
+    journal mismatch; a suspension or a task's cancellation (a `BaseException`) stops the attempt."""
+    cause: BaseException | None = error
+    while cause is not None:
+        if isinstance(cause, restate.TerminalError | LashError):
+            return True
+        if isinstance(cause, RetryableError) or not isinstance(cause, Exception):
+            return False
+        cause = cause.__cause__
+    return False
 
 
 class Opening(Awaitable[Group[T]]):
