@@ -3,6 +3,7 @@ and what it does without a server: children, keys, refusals."""
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import dataclasses
 import functools
@@ -10,7 +11,7 @@ import inspect
 import pickle
 import typing
 from datetime import timedelta
-from typing import Any
+from typing import Any, cast
 
 import msgspec
 import pytest
@@ -283,6 +284,45 @@ async def test_the_block_closes_its_group_only_when_its_error_ends_the_invocatio
         with pytest.raises(type(raised)):
             await block()
         assert ("s:group:b:0" not in host.store.groups) is closes
+    finally:
+        await host.aclose()
+
+
+async def test_a_second_next_while_one_is_awaited_is_refused_and_no_rank_is_skipped() -> None:
+    """One cursor reads one rank at a time: two `next` at once would both read rank 1 and advance the
+    cursor twice, so rank 2 was never read (and a handle saved then resumed past it)."""
+    host = MemoryHost(resolver=demo_tools())
+    kids = [lash.tool("echo", {"value": v}) for v in "ab"]
+    try:
+        group = await lash.open(host, kids, key="s:group:twice:0")
+        both: list[object] = list(await asyncio.gather(group.next(), group.next(), return_exceptions=True))
+        first, second = both
+        assert isinstance(second, lash.InvalidInput) and "already awaited" in str(second)
+        assert isinstance(first, lash.Settlement) and first.rank == 1 and group.consumed == 1
+        assert (await group.next()).rank == 2
+        await group.close()
+    finally:
+        await host.aclose()
+
+
+async def test_children_that_are_not_iterable_a_bad_on_reject_and_a_handle_object_are_refused_typed() -> None:
+    """Each raised a plain `TypeError` (which Restate retries for ever), or was refused only once a
+    child rejected, after the group had been opened and read."""
+    host = MemoryHost(resolver=demo_tools())
+    kids = [lash.tool("echo", {"value": 1})]
+    try:
+        with pytest.raises(lash.InvalidInput, match=r"lash.all takes lash children .* not a NoneType"):
+            await lash.all(host, cast(Any, None), key="s:group:none:0")
+        with pytest.raises(lash.InvalidInput, match=r"lash\.open takes lash children"):
+            await lash.open(host, cast(Any, 7), key="s:group:seven:0")
+        with pytest.raises(lash.InvalidInput, match="disposition must be one of"):
+            await lash.all(host, kids, key="s:group:bogus:0", on_reject=cast(Any, "bogus"))
+        assert "s:group:bogus:0" not in host.store.groups  # refused unopened
+        group = await lash.open(host, kids, key="s:group:h:0")
+        await group.next()
+        with pytest.raises(lash.InvalidHandle, match="not a GroupHandle"):
+            await lash.open(host, kids, resume=cast(Any, lash.GroupHandle.from_bytes(group.save())))
+        await group.close()
     finally:
         await host.aclose()
 

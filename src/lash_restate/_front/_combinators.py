@@ -22,7 +22,7 @@ from ..contract import (
     Ok,
     Outcome,
 )
-from ._invocation import Caller, controller, typed_grouped
+from ._invocation import Caller, controller, iterated, typed_grouped
 from ._terminal import terminal
 
 T = TypeVar("T")
@@ -35,11 +35,11 @@ T5 = TypeVar("T5")
 _RTC = LoserPolicy.RUN_TO_COMPLETION
 
 
-def _spread(children: Child | Iterable[Child], more: tuple[Child, ...]) -> tuple[list[Any], bool]:
+def _spread(children: Child | Iterable[Child], more: tuple[Child, ...], what: str) -> tuple[list[Any], bool]:
     """The children, and whether they were given one by one (``f(ctx, a, b)``) or as one iterable."""
     if more or isinstance(children, Child):
         return [children, *more], True
-    return list(children), False
+    return list(iterated(children, what)), False
 
 
 # `all`: children one by one give a tuple, one type per position; an iterable gives a list. A child
@@ -169,7 +169,7 @@ async def all(
         EffectGroupUnsupported: this process cannot open groups (see `use_prefix`).
         UndecodableResult: a typed call's value that its handler's output serde cannot read.
     """
-    listed, one_by_one = _spread(children, more)
+    listed, one_by_one = _spread(children, more, "lash.all")
     group_key, envelopes, values = typed_grouped(ctx, listed, key, "lash.all")
     fulfilled = await combinators.all_(
         controller(ctx), group_key, envelopes, on_reject=on_reject, max_in_flight=max_in_flight
@@ -228,7 +228,7 @@ async def all_settled(
         EffectGroupUnsupported: this process cannot open groups (see `use_prefix`).
         UndecodableResult: a typed call's value that its handler's output serde cannot read.
     """
-    listed, _ = _spread(children, more)
+    listed, _ = _spread(children, more, "lash.all_settled")
     group_key, envelopes, values = typed_grouped(ctx, listed, key, "lash.all_settled")
     outcomes = await combinators.all_settled(
         controller(ctx), group_key, envelopes, max_in_flight=max_in_flight

@@ -31,7 +31,7 @@ async def _first(
     with_position: bool,
     max_in_flight: int | None,
 ) -> Any:
-    listed, _ = _spread(children, more)
+    listed, _ = _spread(children, more, f"lash.{kind.value}")
     group_key, envelopes, values = typed_grouped(ctx, listed, key, f"lash.{kind.value}")
     # Opens, consumes and closes the group: `run_combinator` (contract/_combine.py) over the controller.
     result = await combinators.combine(

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, TypeAlias
 
 import msgspec
@@ -143,6 +143,19 @@ class Values:
         return msgspec.structs.replace(settlement, outcome=outcome)
 
 
+def iterated(children: Iterable[Any], what: str) -> Iterator[Any]:
+    """An iterator over ``children``; anything that cannot be iterated is refused by name (a plain
+    `TypeError` would be retried by Restate for ever)."""
+    try:
+        return iter(children)  # typed an iterable, and given anything at run time
+    except TypeError:
+        raise InvalidInput(
+            f"{what} takes lash children (lash.call, lash.tool, lash.sleep, lash.event), one by one or "
+            f"as one iterable, not a {type(children).__name__} (a native call is written "
+            "lash.call(handler, arg))"
+        ) from None
+
+
 def typed_grouped(
     ctx: Caller,
     children: Iterable[Child],
@@ -159,7 +172,7 @@ def typed_grouped(
     outside_run(controller(ctx), what)
     listed: list[RuntimeEffectEnvelope | Command] = []
     typed: dict[int, TypedCall[Any]] = {}
-    for position, child in enumerate(children):
+    for position, child in enumerate(iterated(children, what)):
         label = f"child {names[position]!r}" if names is not None else f"child {position}"
         if isinstance(child, TypedCall):
             typed[position] = child

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Literal, TypeAlias
 
-from ._controller import Reopens, RuntimeEffectController, settlement_run
+from ._controller import Reopens, RuntimeEffectController, require_disposition, settlement_run
 from ._errors import DispositionDrift, EmptyGroup, InvalidHandle, InvalidInput, WakeRuleDrift
 from ._group import GroupKey, RuntimeEffectGroup
 from ._handle import GroupHandle
@@ -166,6 +166,7 @@ async def run_combinator(
     A group declaring another wake rule than ``kind``'s, or (for
     `all` and `allSettled`) another disposition than `RunToCompletion`, is refused unopened.
     """
+    on_reject = require_disposition(on_reject)  # refused unopened, not only once a child rejects
     if group.wake is not kind.wake:
         # The wake rule is journaled identity: a combinator only runs groups declared with its own.
         raise WakeRuleDrift(

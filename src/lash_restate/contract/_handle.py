@@ -96,6 +96,8 @@ class GroupHandle:
     @classmethod
     def from_bytes(cls, data: bytes | str) -> GroupHandle:
         """Restore a saved cursor, refusing anything inconsistent with `InvalidHandle`."""
+        if not isinstance(data, bytes | str):  # a plain TypeError below would be retried for ever
+            raise InvalidHandle(f"a saved handle is the text save() gave, not a {type(data).__name__}")
         try:
             wire = msgspec.json.decode(data, type=_HandleWire)
         except (msgspec.ValidationError, msgspec.DecodeError) as exc:
