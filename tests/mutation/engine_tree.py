@@ -2,9 +2,9 @@
 
 mutmut reads its configuration from ``pyproject.toml`` in the directory it runs in, and the engine
 needs one of its own (other modules, the tests that start servers, longer timeouts). ``DIR`` gets
-a copy of the sources, tests, docs and examples (a run takes hours: a copy keeps it on the code it
-started with, whatever changes meanwhile), and this repository's ``pyproject.toml`` with its
-``[tool.mutmut]`` table replaced by ``tests/mutation/engine.toml``'s.
+a copy of the sources, tests, docs, examples and ``restate.toml`` (a run takes hours: a copy keeps
+it on the code it started with, whatever changes meanwhile), and this repository's
+``pyproject.toml`` with its ``[tool.mutmut]`` table replaced by ``tests/mutation/engine.toml``'s.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 COPIED = ("src", "tests", "docs", "examples")
+COPIED_FILES = ("restate.toml",)  # what `lash-restate dev`'s test serves with
 
 
 def build(target: Path) -> None:
@@ -22,6 +23,8 @@ def build(target: Path) -> None:
     for name in COPIED:
         ignore = shutil.ignore_patterns("__pycache__", "*.egg-info", ".mypy_cache")
         shutil.copytree(ROOT / name, target / name, ignore=ignore, dirs_exist_ok=True)
+    for name in COPIED_FILES:
+        shutil.copy2(ROOT / name, target / name)
     text = (ROOT / "pyproject.toml").read_text()
     start = text.index("[tool.mutmut]")
     end = text.index("\n[", start + 1) + 1
