@@ -88,12 +88,7 @@ async def test_a_call_whose_target_left_the_deployment_ends_with_a_terminal_404(
     with declared_elsewhere(tmp_path) as stack:
         children = stack.endpoints[1]
         s = Scope()
-        shared = f"{s.id}/shared"  # both children's replay key: the same `LashChild` object
-        hold = s.event("hold")
-        holding = s.group([{"type": "await_event", "name": hold}], batch="hold", replay_keys=[shared])
-        [first] = await stack.turn(open_(holding))
-        assert ok(first)
-        await _wait_run_holding(stack, shared)
+        shared, hold = await _key_held(stack, s)
         late = s.group(
             [demo_echo("late"), {"type": "tool_call", "tool": "echo", "args": {"value": "fine"}}],
             batch="late",
@@ -128,12 +123,8 @@ async def test_a_call_whose_target_left_before_its_redispatch_stays_missed(tmp_p
     with declared_elsewhere(tmp_path) as stack:
         children = stack.endpoints[1]
         s = Scope()
-        shared = f"{s.id}/shared"
-        hold, later = s.event("hold"), s.event("later")
-        holding = s.group([{"type": "await_event", "name": hold}], batch="hold", replay_keys=[shared])
-        [first] = await stack.turn(open_(holding))
-        assert ok(first)
-        await _wait_run_holding(stack, shared)
+        shared, hold = await _key_held(stack, s)
+        later = s.event("later")
         group = s.group(
             [demo_echo("late"), {"type": "await_event", "name": later}],
             batch="late",
@@ -180,6 +171,18 @@ async def _wait_open_completed(stack: LocalStack, group_key: str) -> None:
         f"target_handler_name = 'open' AND target_service_key = {quote(group_key)}",
         lambda rows: bool(rows) and all(r["status"] == "completed" for r in rows),
     )
+
+
+async def _key_held(stack: LocalStack, s: Scope) -> tuple[str, str]:
+    """A child key (``{scope}/shared``) held by a child waiting for the event ``hold``: a child given
+    that replay key later is queued behind it (a child object runs one invocation per key at a time)
+    until ``hold`` is emitted. The key and the event's name."""
+    shared, hold = f"{s.id}/shared", s.event("hold")
+    holding = s.group([{"type": "await_event", "name": hold}], batch="hold", replay_keys=[shared])
+    [first] = await stack.turn(open_(holding))
+    assert ok(first)
+    await _wait_run_holding(stack, shared)
+    return shared, hold
 
 
 async def _wait_run_holding(stack: LocalStack, replay_key: str) -> None:
@@ -310,12 +313,7 @@ async def test_a_call_child_that_missed_a_declared_target_replays_its_report_of_
     event comes, and the endpoint is cut once the child's report of its miss is queued there."""
     with with_ghost_declared(tmp_path, admin=False) as stack:
         s = Scope()
-        shared = f"{s.id}/shared"  # both children's replay key: the same `LashChild` object
-        hold = s.event("hold")
-        holding = s.group([{"type": "await_event", "name": hold}], batch="hold", replay_keys=[shared])
-        [first] = await stack.turn(open_(holding))
-        assert ok(first)
-        await _wait_run_holding(stack, shared)
+        shared, hold = await _key_held(stack, s)
         echo = {"type": "tool_call", "tool": "echo", "args": {"value": "fine"}}
         late = s.group([ghost(), echo], batch="late", replay_keys=[shared, f"{s.id}/fine"])
         [opened] = await stack.turn(open_(late))  # routed: the declaration is trusted
