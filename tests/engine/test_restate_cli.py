@@ -595,14 +595,16 @@ async def test_killing_the_report_of_a_killed_run_while_it_is_queued_with_restat
 
 
 @SHARED
-async def test_killing_a_groups_own_watches_with_restates_cli_changes_no_answer(
-    shared: LocalStack, tmp_path: Path
+@pytest.mark.parametrize("action", ["kill", "cancel"])
+async def test_killing_or_cancelling_a_groups_own_watches_with_restates_cli_changes_no_answer(
+    shared: LocalStack, tmp_path: Path, action: str
 ) -> None:
-    """`restate invocations kill` of what a group runs beside its children while its caller waits:
-    its watch of what it dispatched and of its opener (`watch_runs`), its hold of a caller that saved
-    its handle (`hold`), a `Cancel` group's watch of its opener (`watch`). Each only reports to the
-    group; killed, it reports nothing, and the caller still reads every rank, closes, and leaves
-    nothing behind."""
+    """`restate invocations kill` (or `cancel`) of what a group runs beside its children while its
+    caller waits: its watch of what it dispatched and of its opener (`watch_runs`), its hold of a
+    caller that saved its handle (`hold`), a `Cancel` group's watch of its opener (`watch`). Each
+    only reports to the group; killed or cancelled, it reports nothing (a watch tells its own cancel
+    from its opener's end), and the caller still reads every rank, closes, and leaves nothing
+    behind. A cancelled `watch` reported its opener failed, and the group cancelled its children."""
     cases = {"watch_runs": ("run_to_completion", False), "hold": ("run_to_completion", True)}
     cases["watch"] = ("cancel", False)
     callers = {}
@@ -614,7 +616,7 @@ async def test_killing_a_groups_own_watches_with_restates_cli_changes_no_answer(
     for handler, (s, _) in callers.items():
         query = _invocation("LashGroup", f"target_service_key = {quote(s.key())}", handler)
         [row] = await _poll(shared, query, lambda rows: [r["status"] for r in rows] in _STARTED)
-        _operator(shared, tmp_path, "kill", row["id"])
+        _operator(shared, tmp_path, action, row["id"])
         await _poll(shared, query, lambda rows: [r["status"] for r in rows] == ["completed"])
     for handler, (s, caller) in callers.items():
         await shared.emit(s.event("later"), handler)

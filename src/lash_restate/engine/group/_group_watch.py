@@ -95,14 +95,27 @@ WATCH_AFTER = timedelta(seconds=1)
 
 async def on_watch(ctx: restate.ObjectSharedContext, ended: CallerEnded) -> None:
     """Wait for an opener's invocation to end, however it ends, then report how to the writer."""
-    try:
-        await ctx.attach_invocation(ended.caller, serde=BYTES)  # how it ended, not what it answered
-        failed = False
-    except restate.TerminalError:
-        # Failed, killed or cancelled; or this watch was cancelled by the group's close, in which
-        # case the report finds the incarnation gone and changes nothing.
-        failed = True
+    failed = await opener_failed(ctx, ended.caller)
+    if failed is None:
+        return  # this watch was cancelled (the group's close, or an operator): it says nothing
     GROUP_CALLER_ENDED.send(ctx, ctx.key(), msgspec.structs.replace(ended, failed=failed))
+
+
+async def opener_failed(ctx: restate.ObjectSharedContext, caller: str) -> bool | None:
+    """Whether ``caller``'s invocation ended in failure (failed, killed or cancelled), once it has
+    ended; None when this watch was cancelled first. The wait raises this watch's own cancellation
+    (the SDK delivers it once), the attach's result the opener's end: no command of its own, so a
+    watch an earlier release journaled replays as it was."""
+    attached = ctx.attach_invocation(caller, serde=BYTES)  # how it ended, not what it answered
+    try:
+        await restate.wait_completed(attached)
+    except restate.TerminalError:
+        return None
+    try:
+        await attached
+    except restate.TerminalError:
+        return True
+    return False
 
 
 async def on_caller_ended(ctx: restate.ObjectContext, ended: CallerEnded, settings: GroupSettings) -> None:
@@ -196,11 +209,9 @@ async def on_hold(ctx: restate.ObjectSharedContext, saver: CallerEnded) -> None:
     ends = await ctx.get(OPENER_ENDS, serde=ENDS) or []
     if any(end.caller == saver.caller for end in ends):
         return  # its end is recorded already
-    try:
-        await ctx.attach_invocation(saver.caller, serde=BYTES)
-        failed = False
-    except restate.TerminalError:
-        failed = True  # failed, killed or cancelled
+    failed = await opener_failed(ctx, saver.caller)
+    if failed is None:
+        return  # this hold was cancelled (the group's close, or an operator): it says nothing
     report = CallerEnded(caller=saver.caller, incarnation=meta.incarnation, failed=failed)
     GROUP_HELD.send(ctx, ctx.key(), report)
 
