@@ -327,6 +327,21 @@ async def test_children_that_are_not_iterable_a_bad_on_reject_and_a_handle_objec
         await host.aclose()
 
 
+async def test_a_resolver_that_raises_refuses_the_first_open_on_the_reference_host_too() -> None:
+    """As on Restate (`engine/test_call_routing.py`): a resolver's own fault is a miss of the child
+    it was resolving, named in the refusal, and nothing is recorded."""
+    from tests.engine.raising_resolver import resolver
+
+    host = MemoryHost(resolver=resolver)
+    kids = [lash.tool("echo", {"value": 1}), lash.tool("explodes", {})]
+    try:
+        with pytest.raises(lash.ChildUnroutable, match=r"its resolver raised KeyError\('explodes'\)"):
+            await lash.all(host, kids, key="s:group:explodes:0")
+        assert "s:group:explodes:0" not in host.store.groups
+    finally:
+        await host.aclose()
+
+
 async def test_all_fails_fast_only_when_told_and_declares_run_to_completion_either_way() -> None:
     """``on_reject=CANCEL``: the open still declares `RunToCompletion`; the close narrows it."""
     closed: list[lash.LoserPolicy | None] = []

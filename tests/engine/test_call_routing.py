@@ -16,10 +16,12 @@ import pytest
 from lash_restate.engine import callee_replay_key
 from lash_restate.inspection import quote, sql
 from lash_restate.testing import LocalStack
-from tests.conformance.builders import Scope, combine, err, next_, ok, open_, use
+from tests.conformance.builders import Scope, combine, echo, err, next_, ok, open_, use
 from tests.engine.test_engine import _poll, _runs_of, _wait_run_completed
 from tests.engine.test_operator import _missed, until
 from tests.engine.test_restate_cli import _invocation, unanswered
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 def demo_echo(value: str, delay_ms: int = 0) -> dict[str, object]:
@@ -331,3 +333,19 @@ async def test_a_call_child_that_missed_a_declared_target_replays_its_report_of_
         assert sum("Ghost" in f for f in failures) == 1, rows  # the call child ended with its miss
         view = await until(lambda: _missed(stack, s.key("late")))
         assert [c.position for c in view.children if c.missed] == [0]
+
+
+async def test_a_resolver_that_raises_refuses_the_first_open_naming_what_it_raised(tmp_path: Path) -> None:
+    """A resolver's own bug (it raises where a miss answers None) is a routing miss of the child it
+    was resolving: the first open is refused `child_unroutable`, saying what the resolver raised,
+    and records nothing. It escaped the group's open as a plain exception, which Restate retried
+    for ever while the caller waited."""
+    env = {"LASH_RESOLVER": "tests.engine.raising_resolver:resolver", "PYTHONPATH": str(REPO)}
+    with LocalStack.single(tmp_path, endpoint_env=env).start() as stack:
+        s = Scope()
+        explodes = {"type": "tool_call", "tool": "explodes", "args": {}}
+        [refused] = await stack.turn(open_(s.group([echo("fine"), explodes])), within=30)
+        assert (err(refused)["code"], err(refused)["position"]) == ("child_unroutable", 1), refused
+        assert "its resolver raised KeyError('explodes')" in err(refused)["message"], refused
+        [opened] = await stack.turn(open_(s.group([echo("fine")], batch="fine")))
+        assert ok(opened)  # the resolver still answers for the others

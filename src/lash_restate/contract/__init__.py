@@ -31,6 +31,8 @@ from ._controller import (
     require_groups,
     require_handle,
     require_ungrouped,
+    resolve_or_none,
+    resolver_fault,
     settlement_run,
 )
 from ._envelope import (
@@ -188,6 +190,8 @@ __all__ = [
     "require_groups",
     "require_handle",
     "require_ungrouped",
+    "resolve_or_none",
+    "resolver_fault",
     "run_combinator",
     "settlement_run",
     "without_wire",

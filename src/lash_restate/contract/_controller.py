@@ -51,6 +51,8 @@ __all__ = [
     "require_groups",
     "require_handle",
     "require_ungrouped",
+    "resolve_or_none",
+    "resolver_fault",
     "settlement_run",
 ]
 
@@ -137,10 +139,31 @@ class ExplainsMisses(Protocol):
 
 
 def describe_miss(resolver: object, envelope: RuntimeEffectEnvelope) -> str:
-    """How a routing refusal names a child: its command, and the resolver's reason where it has one."""
+    """How a routing refusal names a child: its command, and the resolver's reason where it has one
+    (what it raised, when resolving the child raised)."""
     what = describe_command(envelope.command)
     reason = resolver.miss_reason(envelope) if isinstance(resolver, ExplainsMisses) else None
+    if reason is None and isinstance(resolver, GroupExecutors):
+        reason = resolver_fault(resolver, envelope)
     return what if reason is None else f"{what} ({reason})"
+
+
+def resolve_or_none(resolver: GroupExecutors, envelope: RuntimeEffectEnvelope) -> GroupExecutor | None:
+    """``resolver.resolve(envelope)``, None (a miss) when the resolver raised: a host never lets a
+    resolver's own fault out of a group's open (on Restate it would be retried for ever)."""
+    try:
+        return resolver.resolve(envelope)
+    except Exception:  # any fault of the application's resolver; `resolver_fault` names it
+        return None
+
+
+def resolver_fault(resolver: GroupExecutors, envelope: RuntimeEffectEnvelope) -> str | None:
+    """What ``resolver`` raised resolving ``envelope``, if it raised."""
+    try:
+        resolver.resolve(envelope)
+    except Exception as exc:  # any fault of the application's resolver
+        return f"its resolver raised {exc!r}"
+    return None
 
 
 @runtime_checkable

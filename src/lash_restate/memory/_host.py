@@ -45,6 +45,7 @@ from ..contract import (
     require_group,
     require_groups,
     require_ungrouped,
+    resolve_or_none,
 )
 from ._store import DrainReport, DurableWait, GroupRecord, MemoryStore, NoExecutor
 
@@ -97,7 +98,7 @@ class MemoryHost:
             case Sleep() | AwaitEvent():
                 return DurableWait(self.store, envelope)
             case ToolCall() | Call():
-                return self._resolver.resolve(envelope) if self._resolver is not None else None
+                return resolve_or_none(self._resolver, envelope) if self._resolver is not None else None
             case _:
                 assert_never(envelope.command)
 

@@ -19,6 +19,8 @@ from ...contract import (
     Sleep,
     ToolCall,
     describe_miss,
+    resolve_or_none,
+    resolver_fault,
 )
 from ..wire._routes import GROUP, named
 from ._lookup import served_elsewhere, unregistered
@@ -50,12 +52,14 @@ class Routing:
             case Call():
                 return self.targets.miss(command) is None
             case ToolCall():
-                return self.resolver.resolve(envelope) is not None
+                return resolve_or_none(self.resolver, envelope) is not None
             case _:
                 assert_never(command)
 
     def miss_reason(self, envelope: RuntimeEffectEnvelope) -> str | None:
         command = envelope.command
+        if isinstance(command, ToolCall):
+            return resolver_fault(self.resolver, envelope)
         return self.targets.miss(command) if isinstance(command, Call) else None
 
     async def first_unregistered(self, children: Sequence[RuntimeEffectEnvelope]) -> Miss | None:
