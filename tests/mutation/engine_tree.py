@@ -2,9 +2,10 @@
 
 mutmut reads its configuration from ``pyproject.toml`` in the directory it runs in, and the engine
 needs one of its own (other modules, the tests that start servers, longer timeouts). ``DIR`` gets
-a copy of the sources, tests, docs, examples and ``restate.toml`` (a run takes hours: a copy keeps
-it on the code it started with, whatever changes meanwhile), and this repository's
-``pyproject.toml`` with its ``[tool.mutmut]`` table replaced by ``tests/mutation/engine.toml``'s.
+a copy of the sources, tests, docs, examples, ``restate.toml`` and ``package.json`` (a run takes
+hours: a copy keeps it on the code it started with, whatever changes meanwhile), and this
+repository's ``pyproject.toml`` with its ``[tool.mutmut]`` table replaced by
+``tests/mutation/engine.toml``'s.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 COPIED = ("src", "tests", "docs", "examples")
-COPIED_FILES = ("restate.toml",)  # what `lash-restate dev`'s test serves with
+COPIED_FILES = ("restate.toml", "package.json")  # what tests/engine/test_cli.py reads
 
 
 def build(target: Path) -> None:
