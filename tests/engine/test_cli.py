@@ -663,7 +663,7 @@ def test_stranded_resend_sends_each_open_on_its_own_and_says_which_was_refused(
             raise InspectionError("the ingress answered 400 to operator_resend: [invalid_input] no")
         return f"inv_again{stranded.caller}"
 
-    monkeypatch.setattr(inspection, "stranded_opens", lambda admin: opens)
+    monkeypatch.setattr(inspection, "stranded_opens", lambda admin, **_: opens)
     monkeypatch.setattr(inspection, "resend_open", resend)
     done = lash("groups", "stranded", "--resend", "--admin-url", "http://127.0.0.1:9")
     assert done.returncode == 1, done

@@ -248,7 +248,7 @@ def groups_stranded(args: argparse.Namespace) -> int:
         return failed
     try:
         admin = AdminApi.from_env(args.admin_url)
-        opens = stranded_opens(admin)
+        opens = stranded_opens(admin, sent_before_s=args.sent_before)
     except InspectionError as exc:
         return fail(str(exc))
     # Each open is sent again on its own: one refused (or an ingress that fails it) neither stops

@@ -153,6 +153,14 @@ def build_parser() -> argparse.ArgumentParser:
             cmd.add_argument("--release", action="store_true", help="release the parts listed")
         elif name == "stranded":
             cmd.add_argument("--resend", action="store_true", help="send each open listed again, as a reopen")
+            cmd.add_argument(
+                "--sent-before",
+                type=_seconds,
+                default=60,
+                metavar="SECONDS",
+                help="list an open Restate does not know only once its caller sent it this long ago "
+                "(sooner, it may be on its way to its group) [default 60]",
+            )
         elif name == "redispatch":
             cmd.add_argument("key", nargs="?", type=_text, help="the group key (or --all)")
             cmd.add_argument("--all", action="store_true", help="every open group with missed children")
@@ -215,3 +223,14 @@ def _text(value: str) -> str:
     except UnicodeEncodeError:
         raise argparse.ArgumentTypeError(f"{value!r} is not UTF-8 text") from None
     return value
+
+
+def _seconds(value: str) -> int:
+    """A whole number of seconds, 0 or more."""
+    try:
+        seconds = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a whole number of seconds") from None
+    if seconds < 0:
+        raise argparse.ArgumentTypeError(f"{value!r} is below 0")
+    return seconds

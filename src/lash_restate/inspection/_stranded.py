@@ -27,7 +27,7 @@ from ..engine import (
     named,
 )
 from ._operator import ingress_url, operator_call
-from ._sql import ENDED, Admin, admin_api, invocation_rows, quote, rows_in, sql
+from ._sql import ENDED, Admin, InspectionError, admin_api, invocation_rows, quote, rows_in, sql
 
 __all__ = ["StrandedOpen", "resend_open", "stranded_opens"]
 
@@ -57,23 +57,34 @@ class StrandedOpen:
         return {k: v for k, v in self.__dict__.items() if k != "request"}
 
 
-def stranded_opens(admin: Admin) -> list[StrandedOpen]:
+# How long ago a caller must have sent an open that Restate does not know for it to be listed: until
+# then the open may still be on its way to the group's partition (a lagging one, a failover).
+SENT_BEFORE_S = 60
+
+
+def stranded_opens(admin: Admin, *, sent_before_s: int = SENT_BEFORE_S) -> list[StrandedOpen]:
     """Every caller still waiting for an open that ended without answering it.
 
     Read from each running caller's journal: an open it sent (`open` or `open_parts` of the group
     object) whose awakeable has no completion there, and whose invocation has ended in failure
     (killed or cancelled while it ran) or is not known to Restate at all (killed or cancelled while
-    queued: Restate keeps nothing of those). An open still queued or running is not stranded.
+    queued: Restate keeps nothing of those), once the caller sent it ``sent_before_s`` seconds ago
+    (by the server's clock): sooner, it may not have reached its group yet, and a resend would
+    overtake it. An open still queued or running is not stranded.
     """
+    if sent_before_s < 0:
+        raise InspectionError(f"sent_before_s must be 0 or more, got {sent_before_s}")
     group = named(GROUP)
     rows = sql(
         admin,
-        "SELECT j.id AS caller, j.entry_json AS entry "
+        "SELECT j.id AS caller, j.entry_json AS entry, "
+        f"j.appended_at < now() - INTERVAL '{int(sent_before_s)} seconds' AS long_sent "
         "FROM sys_journal j JOIN sys_invocation i ON j.id = i.id "
         f"WHERE i.status != {quote(ENDED)} AND j.entry_type = 'Command: OneWayCall' "
         f"AND j.entry_json LIKE {quote('%' + json.dumps(group) + '%')}",
     )
     sent = [found for row in rows if (found := _open_in(row["caller"], row["entry"], group))]
+    long_sent = {(row["caller"], row["entry"]) for row in rows if row.get("long_sent") is True}
     if not sent:
         return []
     signals = rows_in(
@@ -92,6 +103,8 @@ def stranded_opens(admin: Admin) -> list[StrandedOpen]:
             ended_as.get("status") != ENDED or not ended_as.get("completion_failure")
         ):
             continue  # still on its way, or it answered (the completion is on its way too)
+        if ended_as is None and (s.caller, s.entry) not in long_sent:
+            continue  # sent a moment ago: it may not have reached its group yet
         ended = (
             ended_as["completion_failure"]
             if ended_as is not None
@@ -122,6 +135,7 @@ class _Sent(NamedTuple):
     sent: str
     body: bytes
     signal: int
+    entry: str  # the journal entry it was read from
 
 
 def _open_in(caller: str, entry: str, group: str) -> _Sent | None:
@@ -138,7 +152,7 @@ def _open_in(caller: str, entry: str, group: str) -> _Sent | None:
         signal = awakeable_signal(msgspec.json.decode(body, type=_Answered).reply_to)
         if signal is None:
             return None
-        return _Sent(caller, target["key"], target["handler"], request["invocation_id"], body, signal)
+        return _Sent(caller, target["key"], target["handler"], request["invocation_id"], body, signal, entry)
     except (ValueError, KeyError, TypeError, AttributeError, msgspec.DecodeError):
         return None
 
