@@ -14,8 +14,9 @@ from lash_restate.admin import AdminApi, AdminError
 from lash_restate.contract import Call
 from lash_restate.engine import GROUP_OPERATOR_CLOSE, OperatorClose
 from lash_restate.engine.child._lookup import configure_admin, unregistered
-from lash_restate.inspection import InspectionError
+from lash_restate.inspection import InspectionError, sql
 from lash_restate.inspection._operator import operator_call
+from lash_restate.registration import RegistrationError, _answer
 from lash_restate.testing import free_port
 
 
@@ -99,3 +100,32 @@ async def test_an_operators_call_the_ingress_took_and_did_not_answer_says_it_may
                 timeout=0.5,
             )
         answered.set()
+
+
+def _answering(body: bytes) -> Any:
+    """A server callback that answers any request 200 with ``body`` (JSON), then closes."""
+
+    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        head = f"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {len(body)}\r\n"
+        writer.write(head.encode() + b"connection: close\r\n\r\n" + body)
+        await writer.drain()
+        writer.close()
+
+    return answer
+
+
+@pytest.mark.parametrize("body", [b"[]", b'"x"', b'{"rows": null}', b'{"rows": [1]}', b"<html>"])
+async def test_an_admin_api_answering_200_with_what_is_not_query_rows_is_one_error(body: bytes) -> None:
+    """A proxy or another service at the admin URL answering 200: a query's answer that is not the
+    admin API's rows, and a registration's answer that is not JSON, are each one error naming the
+    URL, where a `TypeError` (or a `JSONDecodeError`) printed a traceback."""
+    port = free_port()
+    server = await asyncio.start_server(_answering(body), "127.0.0.1", port)
+    async with server:
+        url = f"http://127.0.0.1:{port}"
+        with pytest.raises(InspectionError, match="is not a Restate admin API"):
+            await asyncio.to_thread(sql, url, "SELECT 1")
+        if body == b"<html>":
+            with pytest.raises(RegistrationError, match="answered with no JSON"):
+                await asyncio.to_thread(_answer, AdminApi(url), {}, "http://endpoint", 5)

@@ -153,9 +153,14 @@ def _answer(admin: AdminApi, body: dict[str, Any], endpoint_url: str, timeout: f
         raise RegistrationError(str(exc)) from None
     if response.status_code >= 300:
         raise RegistrationError(
-            f"registering {endpoint_url} failed ({response.status_code}): {response.text}"
+            f"registering {endpoint_url} failed ({response.status_code}): {response.text[:500]}"
         )
-    return response.json()
+    try:
+        return response.json()
+    except ValueError:  # a proxy's page, say: not the admin API's answer
+        raise RegistrationError(
+            f"registering {endpoint_url}: the admin API answered with no JSON: {response.text[:200]}"
+        ) from None
 
 
 def _get(admin: AdminApi, path: str, timeout: float) -> Any | None:

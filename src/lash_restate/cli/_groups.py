@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import calendar
 import json
+import shlex
 import time
 
 from ..admin import AdminApi
@@ -114,7 +115,7 @@ def groups_show(args: argparse.Namespace) -> int:
         print(
             "a missed child's runner was missing when it ran (a tool or handler this deployment does not "
             "serve): it ended with no outcome. Once the endpoint serves it again, "
-            f"`lash-restate groups redispatch {args.key}` runs it again (a reopen does too)"
+            f"`lash-restate groups redispatch {shlex.quote(args.key)}` runs it again (a reopen does too)"
         )
     paused = [c for c in children if c["paused"] is not None]
     for child in paused:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import os
+import shlex
 from dataclasses import asdict, dataclass, field
 from typing import Any, TypeVar
 from urllib.parse import quote as url_quote
@@ -174,7 +175,7 @@ def operator_call(
         raise InspectionError(
             f"the ingress at {ingress} took {route.handler} of {group_key} and gave no answer within "
             f"{timeout:g} s: it may wait behind the group's other work and run later; look at the "
-            f"group (`lash-restate groups show {group_key}`) before asking again"
+            f"group (`lash-restate groups show {shlex.quote(group_key)}`) before asking again"
         ) from None
     except (httpx.HTTPError, httpx.InvalidURL) as exc:  # an unusable URL is not an HTTPError
         raise InspectionError(f"cannot reach the Restate ingress at {ingress} ({exc})") from None

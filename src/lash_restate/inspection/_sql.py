@@ -71,9 +71,12 @@ def sql(admin: Admin, query: str, *, timeout: float = 10) -> list[dict[str, Any]
             f"the admin API at {api.url} answered {response.status_code}: {response.text[:200]}"
         )
     try:
-        rows: list[dict[str, Any]] = response.json()["rows"]
-    except (ValueError, KeyError) as exc:
+        body = response.json()
+    except ValueError as exc:
         raise InspectionError(f"{api.url} is not a Restate admin API (no query rows: {exc})") from None
+    rows = body.get("rows") if isinstance(body, dict) else None
+    if not isinstance(rows, list) or not all(isinstance(row, dict) for row in rows):
+        raise InspectionError(f"{api.url} is not a Restate admin API (no query rows in its answer)")
     return rows
 
 
