@@ -689,3 +689,48 @@ def test_a_close_names_how_a_bounded_groups_waiting_child_will_start(monkeypatch
     assert done.returncode == 0, done
     assert f"  child 1 ({key}/c1): inv_1abc running" in done.stdout.splitlines()
     assert f"  child 2 ({key}/c2): waiting; the pump LashPump/…:{key} starts it" in done.stdout.splitlines()
+
+
+def test_redispatch_all_and_staged_release_go_on_past_a_request_that_fails(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """One group's re-dispatch (or one part's release) that fails, an ingress that does not answer
+    in time say, neither stops the others nor hides those done: each line says what became of its
+    group or part, and the command exits 1 (it printed the one error alone)."""
+    from types import SimpleNamespace
+
+    from lash_restate.engine import OperatorRedispatched
+    from lash_restate.inspection import StagedPart, _operator
+
+    meta = SimpleNamespace(incarnation="i")
+    groups = [SimpleNamespace(key=f"s:group:b:{i}", missed=1, meta=meta) for i in range(3)]
+
+    def call(api: object, ingress: str, key: str, route: object, request: object) -> OperatorRedispatched:
+        if key.endswith(":1"):
+            raise InspectionError("the ingress gave no answer within 60 s")
+        return OperatorRedispatched(dispatched=1, unroutable=0)
+
+    monkeypatch.setattr(_operator, "read_groups", lambda *args, **kwargs: groups)
+    monkeypatch.setattr(_operator, "operator_call", call)
+    done = lash("groups", "redispatch", "--all", "--admin-url", "http://127.0.0.1:9")
+    assert done.returncode == 1, done
+    assert done.stdout.splitlines() == [
+        "s:group:b:0: 1 child(ren) dispatched again",
+        "s:group:b:1: not dispatched again: the ingress gave no answer within 60 s",
+        "s:group:b:2: 1 child(ren) dispatched again",
+    ]
+    parts = [StagedPart(f"{i}:s:group:b:0", "s:group:b:0", None) for i in range(3)]
+
+    def release(admin: object, part: StagedPart) -> None:
+        if part.pump_key.startswith("1:"):
+            raise InspectionError("the admin API answered 500")
+
+    monkeypatch.setattr(inspection, "left_staged", lambda admin: parts)
+    monkeypatch.setattr(inspection, "release_staged", release)
+    released = lash("groups", "staged", "--release", "--admin-url", "http://127.0.0.1:9")
+    assert released.returncode == 1, released
+    assert [line.split(" (group")[0] for line in released.stdout.splitlines()] == [
+        "released 0:s:group:b:0",
+        "not released (the admin API answered 500) 1:s:group:b:0",
+        "released 2:s:group:b:0",
+    ]

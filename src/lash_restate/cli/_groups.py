@@ -201,10 +201,14 @@ def groups_redispatch(args: argparse.Namespace) -> int:
         results = redispatch_missed(AdminApi.from_env(args.admin_url), args.key, ingress=args.ingress_url)
     except InspectionError as exc:
         return fail(str(exc))
+    failed = 1 if any(r.error is not None for r in results) else 0
     if args.json:
         print(json.dumps([r.as_dict() for r in results]))
-        return 0
+        return failed
     for r in results:
+        if r.error is not None:
+            print(f"{r.group_key}: not dispatched again: {r.error}")
+            continue
         if r.refused is not None:
             print(f"{r.group_key}: nothing dispatched again: {r.refused}")
             continue
@@ -212,7 +216,7 @@ def groups_redispatch(args: argparse.Namespace) -> int:
         print(f"{r.group_key}: {r.dispatched} child(ren) dispatched again{still}")
     if not results:
         print("no open group has children whose runner was missing")
-    return 0
+    return failed
 
 
 def groups_staged(args: argparse.Namespace) -> int:
@@ -223,23 +227,39 @@ def groups_staged(args: argparse.Namespace) -> int:
     try:
         admin = AdminApi.from_env(args.admin_url)
         parts = left_staged(admin)
-        for part in parts if args.release else []:
-            release_staged(admin, part)
     except InspectionError as exc:
         return fail(str(exc))
+    # Each part is released on its own: one that fails stops none of the others, nor hides them.
+    errors: list[str | None] = []
+    for part in parts if args.release else []:
+        try:
+            release_staged(admin, part)
+            errors.append(None)
+        except InspectionError as exc:
+            errors.append(str(exc))
+    errors += [None] * (len(parts) - len(errors))
+    failed = 1 if any(errors) else 0
     if args.json:
-        print(json.dumps([{**p.as_dict(), "released": args.release} for p in parts]))
-        return 0
-    for part in parts:
+        print(
+            json.dumps(
+                [
+                    {**p.as_dict(), "released": args.release and why is None, "error": why}
+                    for p, why in zip(parts, errors, strict=True)
+                ]
+            )
+        )
+        return failed
+    for part, why in zip(parts, errors, strict=True):
         by = f"staged by {part.opener}, which ended" if part.opener else "its opener is long gone"
-        print(f"{'released' if args.release else 'left'} {part.pump_key} (group {part.group_key}; {by})")
+        done = f"not released ({why})" if why else "released" if args.release else "left"
+        print(f"{done} {part.pump_key} (group {part.group_key}; {by})")
     if not parts:
         print("no parts left staged")
     elif not args.release:
         print(
             f"{len(parts)} part(s) left staged by openers that ended before their open: --release frees them"
         )
-    return 0
+    return failed
 
 
 def groups_stranded(args: argparse.Namespace) -> int:

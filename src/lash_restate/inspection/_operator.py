@@ -130,6 +130,7 @@ class RedispatchResult:
     dispatched: int  # children dispatched again
     unroutable: int  # children the endpoint that answered still cannot route: still missed
     refused: str | None = None  # why the group dispatched nothing (closed, or reopened, since it was read)
+    error: str | None = None  # why the request failed (it may still run: see the message)
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -143,6 +144,7 @@ def redispatch_missed(
     for once a deployment routes them again. A child dispatched again runs only if it has no
     outcome, and reaches its rank as a first run's does. A group closed (or closed and opened again)
     between its reading and its re-dispatch dispatches nothing, and its result says why (`refused`).
+    Each group is asked on its own: a request that fails (`error`) stops none of the others.
     """
     where = f" AND service_key = {quote(group_key)}" if group_key is not None else ""
     results = []
@@ -150,9 +152,13 @@ def redispatch_missed(
         if not group.missed:
             continue
         request = OperatorRedispatch(incarnation=group.meta.incarnation)
-        answer = operator_call(
-            admin_api(admin), ingress_url(ingress), group.key, GROUP_OPERATOR_REDISPATCH, request
-        )
+        try:
+            answer = operator_call(
+                admin_api(admin), ingress_url(ingress), group.key, GROUP_OPERATOR_REDISPATCH, request
+            )
+        except InspectionError as exc:
+            results.append(RedispatchResult(group.key, 0, 0, error=str(exc)))
+            continue
         results.append(RedispatchResult(group.key, answer.dispatched, answer.unroutable, answer.refused))
     return results
 
