@@ -692,7 +692,7 @@ async def test_a_child_that_missed_its_runner_is_shown_and_run_again_by_groups_r
         assert [g["missed"] for g in json.loads(listing.stdout) if g["group_key"] == s.key()] == [1]
         still = lash(stack, "groups", "redispatch", s.key(), "--json")
         assert still.returncode == 0, still.stderr
-        expected = {"group_key": s.key(), "dispatched": 0, "unroutable": 1, "refused": None}
+        expected = {"group_key": s.key(), "dispatched": 0, "unroutable": 1, "refused": None, "error": None}
         assert json.loads(still.stdout) == [expected]
     finally:
         await asyncio.to_thread(stack.restart_endpoint, LASH_DEMO_TOOLS_OFF="")
@@ -796,7 +796,13 @@ async def test_a_redispatch_of_a_group_closed_or_reopened_since_it_was_read_says
     assert printed.returncode == 0, printed.stderr
     assert f"{s.key()}: nothing dispatched again: the group is not open" in printed.stdout, printed.stdout
     as_json = lash(stack, "groups", "redispatch", s.key(), "--json")
-    expected = {"group_key": s.key(), "dispatched": 0, "unroutable": 0, "refused": "the group is not open"}
+    expected = {
+        "group_key": s.key(),
+        "dispatched": 0,
+        "unroutable": 0,
+        "refused": "the group is not open",
+        "error": None,
+    }
     assert json.loads(as_json.stdout) == [expected], as_json.stdout
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 import time
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 import msgspec
@@ -214,10 +215,12 @@ def show_group(admin: Admin, group_key: str) -> GroupView | None:
     )
     for row in callees:
         row["target_service_key"] = callee_key(row.get("idempotency_key"))
-    # The latest run of a replay key wins (a namesake group may have run it before).
+    # The latest run of a replay key wins, and none from before this incarnation's open: a namesake
+    # group (closed, the key opened again) may have run it, and its run is not this group's child.
     invocations = {
         row["target_service_key"]: row
         for row in sorted([*runs, *callees], key=lambda r: str(r.get("created_at")))
+        if not _before(row.get("created_at"), meta.opened_at_ms)
     }
     paused = paused_on(admin, [row["id"] for row in invocations.values()])
     bounded = bound_of(meta.incarnation) is not None  # `max_in_flight`: some may not have started
@@ -318,3 +321,21 @@ def outcome_kinds(
             if position is not None and kind:
                 kinds[position] = kind.group(1)
     return kinds
+
+
+# How much earlier than its group's open (the endpoint's clock) a child's invocation may have been
+# created (the server's clock) and still be taken for this incarnation's: the two clocks may differ.
+_CLOCKS_DIFFER_MS = 5_000
+
+
+def _before(created_at: object, opened_at_ms: int) -> bool:
+    """Whether an invocation created at ``created_at`` (the admin API's ISO time) came before a group
+    opened at ``opened_at_ms``: a namesake's. A group recorded before the time was kept (0), and a
+    time that cannot be read, are taken as not before."""
+    if not opened_at_ms or not isinstance(created_at, str):
+        return False
+    try:
+        created = datetime.fromisoformat(created_at.replace("Z", "+00:00"))
+    except ValueError:
+        return False
+    return created.timestamp() * 1000 < opened_at_ms - _CLOCKS_DIFFER_MS
