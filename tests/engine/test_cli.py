@@ -572,7 +572,8 @@ def _discovered(cwd: Path, *args: str, env: dict[str, str] | None = None) -> lis
     names of the services it tells Restate it serves, from its discovery manifest."""
     command = Path(sys.executable).with_name("lash-restate")
     port = free_port()
-    clean = {k: v for k, v in os.environ.items() if not k.startswith("LASH_")}
+    # lash's settings left out; a mutation run's own kept (its endpoints credit what they reach).
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("LASH_") or k.startswith("LASH_MUTMUT_")}
     log = cwd / f"serve-{port}.log"
     with log.open("wb") as out:
         process = subprocess.Popen(
