@@ -83,8 +83,11 @@ def stranded_opens(admin: Admin, *, sent_before_s: int = SENT_BEFORE_S) -> list[
         f"WHERE i.status != {quote(ENDED)} AND j.entry_type = 'Command: OneWayCall' "
         f"AND j.entry_json LIKE {quote('%' + json.dumps(group) + '%')}",
     )
-    sent = [found for row in rows if (found := _open_in(row["caller"], row["entry"], group))]
-    long_sent = {(row["caller"], row["entry"]) for row in rows if row.get("long_sent") is True}
+    sent = [
+        found._replace(long_sent=row.get("long_sent") is True)
+        for row in rows
+        if (found := _open_in(row["caller"], row["entry"], group))
+    ]
     if not sent:
         return []
     signals = rows_in(
@@ -103,7 +106,7 @@ def stranded_opens(admin: Admin, *, sent_before_s: int = SENT_BEFORE_S) -> list[
             ended_as.get("status") != ENDED or not ended_as.get("completion_failure")
         ):
             continue  # still on its way, or it answered (the completion is on its way too)
-        if ended_as is None and (s.caller, s.entry) not in long_sent:
+        if ended_as is None and not s.long_sent:
             continue  # sent a moment ago: it may not have reached its group yet
         ended = (
             ended_as["completion_failure"]
@@ -135,7 +138,7 @@ class _Sent(NamedTuple):
     sent: str
     body: bytes
     signal: int
-    entry: str  # the journal entry it was read from
+    long_sent: bool = False  # sent long enough ago that it would be known by now
 
 
 def _open_in(caller: str, entry: str, group: str) -> _Sent | None:
@@ -152,7 +155,7 @@ def _open_in(caller: str, entry: str, group: str) -> _Sent | None:
         signal = awakeable_signal(msgspec.json.decode(body, type=_Answered).reply_to)
         if signal is None:
             return None
-        return _Sent(caller, target["key"], target["handler"], request["invocation_id"], body, signal, entry)
+        return _Sent(caller, target["key"], target["handler"], request["invocation_id"], body, signal)
     except (ValueError, KeyError, TypeError, AttributeError, msgspec.DecodeError):
         return None
 
