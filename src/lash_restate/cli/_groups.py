@@ -8,9 +8,14 @@ import calendar
 import json
 import shlex
 import time
+from collections.abc import Callable
+from typing import TypeVar
 
 from ..admin import AdminApi
 from ._common import NOT_OPEN, REFUSED, USAGE, age, fail, prefix_from_args, table
+
+_T = TypeVar("_T")
+_R = TypeVar("_R")
 
 __all__ = [
     "CHILD_COLUMNS",
@@ -230,14 +235,7 @@ def groups_staged(args: argparse.Namespace) -> int:
     except InspectionError as exc:
         return fail(str(exc))
     # Each part is released on its own: one that fails stops none of the others, nor hides them.
-    errors: list[str | None] = []
-    for part in parts if args.release else []:
-        try:
-            release_staged(admin, part)
-            errors.append(None)
-        except InspectionError as exc:
-            errors.append(str(exc))
-    errors += [None] * (len(parts) - len(errors))
+    _, errors = _each(parts, lambda part: release_staged(admin, part), args.release)
     failed = 1 if any(errors) else 0
     if args.json:
         print(
@@ -274,17 +272,7 @@ def groups_stranded(args: argparse.Namespace) -> int:
         return fail(str(exc))
     # Each open is sent again on its own: one refused (or an ingress that fails it) neither stops
     # the others nor hides those already sent, which a second run would send once more.
-    resent: list[str | None] = []
-    refused: list[str | None] = []
-    for o in opens if args.resend else []:
-        try:
-            resent.append(resend_open(admin, o, ingress=args.ingress_url))
-            refused.append(None)
-        except InspectionError as exc:
-            resent.append(None)
-            refused.append(str(exc))
-    resent += [None] * (len(opens) - len(resent))
-    refused += [None] * (len(opens) - len(refused))
+    resent, refused = _each(opens, lambda o: resend_open(admin, o, ingress=args.ingress_url), args.resend)
     if args.json:
         found = zip(opens, resent, refused, strict=True)
         print(json.dumps([{**o.as_dict(), "resent": new, "refused": why} for o, new, why in found]))
@@ -297,3 +285,21 @@ def groups_stranded(args: argparse.Namespace) -> int:
     elif not args.resend:
         print(f"{len(opens)} caller(s) wait for an open that ended unanswered: --resend sends each again")
     return 1 if any(refused) else 0
+
+
+def _each(items: list[_T], act: Callable[[_T], _R], acting: bool) -> tuple[list[_R | None], list[str | None]]:
+    """``act`` on each of ``items`` on its own (when ``acting``): what each gave, and why each that
+    failed did (its `InspectionError`), one of each per item, so none stops or hides another."""
+    from ..inspection import InspectionError
+
+    done: list[_R | None] = []
+    errors: list[str | None] = []
+    for item in items if acting else []:
+        try:
+            done.append(act(item))
+            errors.append(None)
+        except InspectionError as exc:
+            done.append(None)
+            errors.append(str(exc))
+    left = len(items) - len(done)
+    return done + [None] * left, errors + [None] * left
