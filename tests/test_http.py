@@ -61,18 +61,11 @@ async def test_a_childs_lookup_of_its_call_target_that_cannot_be_told_is_not_a_m
         assert await unregistered(call) is None
         port = free_port()
         configure_admin(f"http://127.0.0.1:{port}")
-        server = await asyncio.start_server(_not_json, "127.0.0.1", port)
+        server = await asyncio.start_server(_answering(b"hello"), "127.0.0.1", port)
         async with server:
             assert await unregistered(call) is None
     finally:
         configure_admin(None)
-
-
-async def _not_json(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-    await reader.readuntil(b"\r\n\r\n")
-    writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: 5\r\nconnection: close\r\n\r\nhello")
-    await writer.drain()
-    writer.close()
 
 
 async def test_an_operators_call_the_ingress_took_and_did_not_answer_says_it_may_run_later() -> None:
@@ -103,7 +96,7 @@ async def test_an_operators_call_the_ingress_took_and_did_not_answer_says_it_may
 
 
 def _answering(body: bytes) -> Any:
-    """A server callback that answers any request 200 with ``body`` (JSON), then closes."""
+    """A server callback that answers any request 200 with ``body`` (said to be JSON), then closes."""
 
     async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         await reader.readuntil(b"\r\n\r\n")
