@@ -735,3 +735,12 @@ def test_redispatch_all_and_staged_release_go_on_past_a_request_that_fails(
         "not released (the admin API answered 500) 1:s:group:b:0",
         "released 2:s:group:b:0",
     ]
+
+
+def test_stranded_waits_by_default_as_long_as_the_inspection_does() -> None:
+    """The command line's `--sent-before` default is the inspection's, written twice so the parser
+    imports no inspection at start-up."""
+    from lash_restate.cli._parser import build_parser
+    from lash_restate.inspection._stranded import SENT_BEFORE_S
+
+    assert build_parser().parse_args(["groups", "stranded"]).sent_before == SENT_BEFORE_S

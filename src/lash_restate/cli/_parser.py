@@ -156,7 +156,7 @@ def build_parser() -> argparse.ArgumentParser:
             cmd.add_argument(
                 "--sent-before",
                 type=_seconds,
-                default=60,
+                default=60,  # inspection's SENT_BEFORE_S, which the parser does not import (start-up)
                 metavar="SECONDS",
                 help="list an open Restate does not know only once its caller sent it this long ago "
                 "(sooner, it may be on its way to its group) [default 60]",
