@@ -334,7 +334,20 @@ async def _kill_and_read(stack: LocalStack, tmp_path: Path, which: str, width: i
     return s.key()
 
 
-_STARTED = (["running"], ["suspended"])  # attached to what it watches: neither scheduled nor ended
+_STARTED = (["running"], ["suspended"])  # neither scheduled nor ended
+
+
+async def _watching(stack: LocalStack, query: str, attaches: int) -> dict[str, Any]:
+    """The newest invocation ``query`` names, once Restate's journal of it holds ``attaches`` attaches:
+    from then on Restate tells it how what it watches ends, where one merely running may not have
+    asked yet (and a queued invocation killed or cancelled before it asks is not kept at all)."""
+    [watch] = await _poll(stack, f"{query} ORDER BY created_at DESC LIMIT 1", lambda rows: len(rows) == 1)
+    journal = (
+        f"SELECT index FROM sys_journal WHERE id = {quote(watch['id'])} "
+        "AND entry_type = 'Command: AttachInvocation'"
+    )
+    await _poll(stack, journal, lambda rows: len(rows) >= attaches)
+    return watch
 
 
 @pytest.mark.parametrize(
@@ -1028,7 +1041,7 @@ async def test_cancelling_a_childs_run_while_it_is_queued_with_restates_cli_sett
         # Once the group watches its run: cancelled before that, Restate keeps nothing of a queued
         # invocation, and the watch settles the child as a run gone (decision 89).
         watches = _invocation("LashGroup", f"target_service_key = {quote(s.key())}", "watch_runs")
-        await _poll(shared, watches, lambda rows: [r["status"] for r in rows] in _STARTED)
+        await _watching(shared, watches, 2)  # both runs (the opener, if watched, is attached after)
         _operator(shared, tmp_path, "cancel", queued["id"])
         # The group's repair of it waits behind the namesake's run, as the run did.
         fails = _invocation("LashChild", f"target_service_key = {quote(common)}", "fail")
@@ -1098,11 +1111,7 @@ async def test_killing_the_repair_of_a_killed_run_with_restates_cli_still_ranks_
         # The group watches its repair a second after sending it: from then on it hears the repair
         # end (before, Restate keeps nothing of one killed or cancelled while queued: decision 89).
         watches = _invocation("LashGroup", f"target_service_key = {quote(s.key())}", "watch_runs")
-        await _poll(
-            shared,
-            watches + " ORDER BY created_at",
-            lambda rows: [r["status"] for r in rows][-1:] in _STARTED,
-        )
+        await _watching(shared, watches, 1)
         _operator(shared, tmp_path, action, fail["id"])
         # The group's watch of its repair sends it again, queued behind the namesake's run as well.
         again = f"{fails} AND status = 'pending' AND id != {quote(fail['id'])}"
