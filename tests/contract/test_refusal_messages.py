@@ -35,10 +35,13 @@ from lash_restate.contract import (
     require_handle,
     require_ungrouped,
 )
+from lash_restate.contract._envelope import MAX_SLEEP_MS
 
 KEY = "scope:group:batch:0"
 ALL, RTC = GroupWakePolicy.ALL, LoserPolicy.RUN_TO_COMPLETION
 FORMAT = "'{scope_id}:group:{batch_id}:{occurrence}'"
+
+SLEEP_RANGE = f"sleep duration_ms must be an integer from 0 to {MAX_SLEEP_MS} (milliseconds)"
 
 
 def wait(name: str, membership: GroupMembership | None = None) -> RuntimeEffectEnvelope:
@@ -312,7 +315,35 @@ REFUSALS: list[tuple[str, Callable[[], object], dict[str, Any]]] = [
     (
         "negative sleep",
         lambda: Sleep(duration_ms=-1),
-        body("invalid_envelope", "sleep duration_ms must be a non-negative integer"),
+        body(
+            "invalid_envelope",
+            SLEEP_RANGE + "; got -1",
+        ),
+    ),
+    (
+        # A float is refused where its JSON form is read (the Restate host's open): refused here too.
+        "fractional sleep",
+        lambda: Sleep(duration_ms=2.0),  # type: ignore[arg-type]
+        body(
+            "invalid_envelope",
+            SLEEP_RANGE + "; got 2.0",
+        ),
+    ),
+    (
+        "sleep past any timer",
+        lambda: Sleep(duration_ms=MAX_SLEEP_MS + 1),
+        body(
+            "invalid_envelope",
+            SLEEP_RANGE + f"; got {MAX_SLEEP_MS + 1}",
+        ),
+    ),
+    (
+        "sleep of a string",
+        lambda: Sleep(duration_ms="5"),  # type: ignore[arg-type]
+        body(
+            "invalid_envelope",
+            SLEEP_RANGE + "; got '5'",
+        ),
     ),
     (
         "negative membership position",

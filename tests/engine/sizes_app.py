@@ -11,6 +11,11 @@ import msgspec
 import restate
 
 import lash_restate as lash
+from lash_restate.contract import GroupKey, RuntimeEffectGroup, canonical_bytes
+from lash_restate.engine.wire._errors import typed
+from lash_restate.engine.wire._messages import OpenRequest
+from lash_restate.engine.wire._records import BYTES
+from lash_restate.engine.wire._routes import GROUP_OPEN
 from lash_restate.testing import demo_call_services, demo_tools
 
 sizes = restate.Service("Sizes")
@@ -58,6 +63,27 @@ async def native(ctx: restate.Context, size: int) -> int:
     """The same call as a ``results`` call child, made natively: how many characters it answered."""
     answer = await ctx.generic_call("DemoCalls", "blob", msgspec.json.encode({"size": size}))
     return len(msgspec.json.decode(answer))
+
+
+@sizes.handler()
+async def fractional_sleep(ctx: restate.Context, key: str) -> dict[str, Any]:
+    """The open an earlier release's caller could send (its `Sleep` took a float): a sleep of 2.5 ms
+    under group key ``key``; answers the group's refusal, or what the open answered."""
+    child = lash.RuntimeEffectEnvelope(command=lash.Sleep(duration_ms=5), replay_key=f"{key}/0")
+    group = RuntimeEffectGroup(
+        GroupKey.parse(key),
+        [child],
+        wake=lash.GroupWakePolicy.ALL,
+        disposition=lash.LoserPolicy.RUN_TO_COMPLETION,
+    )
+    [raw] = [canonical_bytes(c).replace(b'"duration_ms":5', b'"duration_ms":2.5') for c in group.children]
+    answer, opened = ctx.awakeable(serde=BYTES)
+    request = OpenRequest(reply_to=answer, shape=group.shape(), children=[raw], caller=ctx.request().id)
+    GROUP_OPEN.send(ctx, key, request)
+    try:
+        return {"opened": msgspec.json.decode(await typed(opened))}
+    except lash.LashError as refused:
+        return {"refused": refused.wire_body()}
 
 
 app = lash.app(sizes, *demo_call_services(), tools=demo_tools())

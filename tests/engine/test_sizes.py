@@ -235,6 +235,19 @@ async def test_a_child_argument_at_the_limit_is_answered_and_one_byte_past_it_is
     assert await _recorded(stack, past) == []  # no group invocation, no child
 
 
+async def test_an_open_carrying_a_child_no_release_builds_is_refused_typed_not_retried(
+    sizes_stack: LocalStack,
+) -> None:
+    """A sleep of 2.5 ms, as an earlier release's caller could open one (its `Sleep` took a float):
+    the group refuses the open, naming what is wrong, where it failed the open and Restate retried
+    it until it paused, the caller waiting for ever."""
+    key = f"{uuid.uuid4()}:group:float:0"
+    refused = (await sizes_stack.call("Sizes/fractional_sleep", key, within=60))["refused"]
+    assert (refused["code"], refused["group_key"], refused["position"]) == ("invalid_envelope", key, 0)
+    assert "duration_ms" in refused["message"], refused
+    assert await asyncio.to_thread(show_group, sizes_stack.admin_url, key) is None
+
+
 async def test_a_28_mib_argument_is_refused_at_open_instead_of_retried_forever(
     sizes_stack: LocalStack,
 ) -> None:

@@ -327,6 +327,9 @@ async def test_a_tool_value_settles_as_its_json_form_or_as_an_error() -> None:
     registry = ToolRegistry()
     # A lone surrogate (what `json.loads` makes of an answer's "\\ud800") has no UTF-8 form either.
     values: dict[str, Any] = {"pair": (1, "a"), "nan": float("nan"), "odd": object(), "lone": {"n": "\ud800"}}
+    itself: list[Any] = []
+    itself.append(itself)
+    values["itself"] = itself  # holds itself: no JSON form at any depth
     for name, value in values.items():
 
         async def constant(args: Any, value: Any = value) -> Any:
@@ -337,8 +340,12 @@ async def test_a_tool_value_settles_as_its_json_form_or_as_an_error() -> None:
     async def refusing(args: Any) -> Any:
         raise ToolFailure("no such \udc00 thing", "E1")
 
+    async def by_status(args: Any) -> Any:
+        raise ToolFailure(KeyError("sku"), 404)  # type: ignore[arg-type]  # not text: made text
+
     registry.register("refusing", refusing)
-    values["refusing"] = None
+    registry.register("by_status", by_status)
+    values["refusing"] = values["by_status"] = None
 
     host = MemoryHost(resolver=registry)
     handle = await host.open_effect_group(group(*(tool(name, name) for name in values)))
@@ -352,6 +359,9 @@ async def test_a_tool_value_settles_as_its_json_form_or_as_an_error() -> None:
     lone = outcomes["lone"]
     assert isinstance(lone, Err) and lone.code == "bad_value" and "surrogates not allowed" in lone.message
     assert outcomes["refusing"] == Err(message="no such \\udc00 thing", code="E1")  # written as its escape
+    assert outcomes["by_status"] == Err(message="'sku'", code="404")
+    circular = outcomes["itself"]
+    assert isinstance(circular, Err) and circular.code == "bad_value", circular
     envelope = tool("pair", "u0")
     executor = registry.resolve(envelope)
     assert executor is not None

@@ -65,9 +65,11 @@ class ToolFailure(Exception):
     """
 
     def __init__(self, message: str, code: str | None = None) -> None:
+        # Text, whatever was given (a status code as an int, say): it is stored as the error's.
+        message = str(message)
         super().__init__(message)
         self.message = message
-        self.code = code
+        self.code = None if code is None else str(code)
 
 
 @runtime_checkable
@@ -322,13 +324,15 @@ async def execute_once(executor: GroupExecutor) -> Outcome | Transient:
         value = await executor.execute()
     except ToolFailure as failure:
         # A rejection's message is stored and served like a value: past the limit it is `too_large`.
-        code = failure.code if failure.code is None else _text(failure.code)
-        return fit_outcome(Err(message=_text(failure.message), code=code))
+        # Its attributes may have been set after it was made: text again, as the record holds it.
+        code = failure.code if failure.code is None else _text(str(failure.code))
+        return fit_outcome(Err(message=_text(str(failure.message)), code=code))
     except Exception as exc:
         return Transient(message=_text(f"{type(exc).__name__}: {exc}"))
     try:
         encoded = msgspec.json.encode(value)
-    except (TypeError, ValueError, msgspec.EncodeError) as exc:  # a lone surrogate is a ValueError
+    # A lone surrogate is a ValueError; a value that holds itself, a RecursionError.
+    except (TypeError, ValueError, RecursionError, msgspec.EncodeError) as exc:
         return Err(message=_text(f"tool returned a value that is not JSON: {exc}"), code="bad_value")
     size = ok_size(len(encoded))
     if size > OUTCOME_LIMIT:

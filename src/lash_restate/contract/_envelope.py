@@ -13,6 +13,7 @@ import dataclasses
 import hashlib
 import math
 import re
+from datetime import timedelta
 from typing import Any, Generic, assert_never
 
 import msgspec
@@ -23,6 +24,7 @@ from ._policies import GroupWakePolicy, LoserPolicy
 from ._struct import STRUCT_OPTIONS
 
 __all__ = [
+    "MAX_SLEEP_MS",
     "AwaitEvent",
     "Call",
     "Child",
@@ -154,14 +156,23 @@ class ToolCall(Child, msgspec.Struct, tag="tool_call", **_STRUCT):
         validate_json_value(self.args, "tool args")
 
 
+# The longest sleep: what a timer of every host can be set to (Python's `timedelta` is the bound).
+MAX_SLEEP_MS = timedelta.max // timedelta(milliseconds=1)
+
+
 class Sleep(Child[None], msgspec.Struct, tag="sleep", **_STRUCT):
     """A durable timer of ``duration_ms`` milliseconds; settles Ok(None)."""
 
     duration_ms: int
 
     def __post_init__(self) -> None:
-        if isinstance(self.duration_ms, bool) or self.duration_ms < 0:
-            raise InvalidEnvelope("sleep duration_ms must be a non-negative integer")
+        # An int, as its JSON form is read back (a float is refused there): a host that runs what
+        # the other refuses would answer differently.
+        if type(self.duration_ms) is not int or not 0 <= self.duration_ms <= MAX_SLEEP_MS:
+            raise InvalidEnvelope(
+                f"sleep duration_ms must be an integer from 0 to {MAX_SLEEP_MS} (milliseconds); "
+                f"got {self.duration_ms!r}"
+            )
 
 
 class AwaitEvent(Child, msgspec.Struct, tag="await_event", **_STRUCT):
