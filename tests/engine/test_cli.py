@@ -425,6 +425,60 @@ def test_serve_app_serves_an_application_as_it_is_and_refuses_extras(tmp_path: P
     assert "Traceback" not in missing.stderr
 
 
+KEY = "publickeyv1_ChjENKeMvCtRnqG2mrBK1HmPKufgFUc98K8B3ZQpFAGT"  # a key's form, nobody's key
+
+
+@pytest.mark.parametrize(
+    ("app", "extra", "why"),
+    [
+        # Each would serve requests no key signed: the keys never reached what it serves.
+        ("restate.app([svc])", ("--identity-key", KEY), "was not built by lash.app(...)"),
+        (
+            f"lash.app(svc, identity_keys=['{KEY[:-1]}1'])",
+            ("--identity-key", KEY),
+            "identity keys of its own",
+        ),
+        (
+            "lash.app(svc)",
+            ("--batch-from", "2"),
+            "takes no --resolver, --with-turn, --app-name or --batch-from",
+        ),
+        (
+            "lash.app(svc)",
+            ("--identity-key", "publickeyv1_0OIl"),
+            "an identity key is not a Restate public key",
+        ),
+        ("lash.app(svc)", (), "LASH_ORPHAN_RETENTION"),
+    ],
+)
+def test_serve_app_refuses_what_the_app_it_serves_would_not_apply(
+    tmp_path: Path, app: str, extra: tuple[str, ...], why: str
+) -> None:
+    """`serve --app` takes settings that only an app built by `lash.app(...)` can apply, and that app
+    only if it names none of its own: any other way, one line and exit 2, never an endpoint that
+    serves unsigned requests while the operator gave it a key, nor a traceback."""
+    (tmp_path / "keyedapp.py").write_text(
+        f"import restate\nimport lash_restate as lash\nsvc = restate.Service('Keyed')\napp = {app}\n"
+    )
+    env = {"PYTHONPATH": str(tmp_path), **({"LASH_ORPHAN_RETENTION": "soon"} if not extra else {})}
+    run = command("serve", "--app", "keyedapp:app", "--port", str(free_port()), *extra, env=env)
+    assert run.returncode == 2, run.stderr
+    assert run.stderr.strip().count("\n") == 0 and why in run.stderr, run.stderr
+
+
+class _Registry:
+    """A resolver class, as `--resolver module:_Registry` names one: made, then used."""
+
+    def resolve(self, envelope: object) -> None:
+        return None
+
+
+def test_serve_makes_a_resolver_named_by_its_class() -> None:
+    from lash_restate.cli._serve import load_resolver
+
+    assert isinstance(load_resolver("tests.engine.test_cli:_Registry"), _Registry)
+
+
 def test_version_names_the_installed_distribution() -> None:
     from importlib.metadata import version
 

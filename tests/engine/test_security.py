@@ -56,3 +56,22 @@ async def test_only_requests_signed_by_the_configured_key_are_served(tmp_path: P
         s = Scope()
         [result] = await stack.turn(combine("race", s.group([echo("signed")], wake="first")))
         assert ok(result)["value"] == "signed"
+
+
+async def test_an_app_served_with_its_key_on_the_command_line_serves_only_signed_requests(
+    tmp_path: Path,
+) -> None:
+    """`lash-restate serve --app … --identity-key K` (the Kubernetes manifest's LASH_APP and
+    LASH_IDENTITY_KEYS) of an app `lash.app(...)` built naming no key of its own: the app verifies K,
+    where it served every request unsigned."""
+    trusted_pem, trusted_key = keypair(tmp_path, "trusted")
+    stack = LocalStack(tmp_path)
+    stack.add_server("trusted", signing_key=trusted_pem)
+    endpoint = stack.add_endpoint(app="examples.checkout:app", identity_keys=[trusted_key])
+    with stack.start():  # registered: the server that signs with K discovers it
+        async with httpx.AsyncClient(verify=tls()) as client:
+            unsigned = await client.get(
+                f"{endpoint.url}/discover",
+                headers={"accept": "application/vnd.restate.endpointmanifest.v3+json"},
+            )
+        assert unsigned.status_code == 401

@@ -97,6 +97,7 @@ def services(
 
     Raises:
         PrefixChosen: this process already chose another prefix (a `ValueError`).
+        DeploymentError: an identity key is not a Restate public key.
         ValueError: ``prefix`` or ``name`` is malformed, ``batch_from`` is below 1, or a service is
             declared twice, differently (bound here and also declared with `external`, say).
     """
@@ -131,13 +132,15 @@ def app(
         prefix: the prefix of lash's services' names (default: the process's, see `use_prefix`).
         name: your application's name, carried by lash's services, as above.
         identity_keys: Restate request identity public keys; given any, only requests signed by
-            one of them are served.
+            one of them are served. Given none, those `lash-restate serve --app` was told
+            (``--identity-key``, LASH_IDENTITY_KEYS), if it imports this app.
 
     Returns:
         The ASGI app, for `serve` or any ASGI server.
 
     Raises:
         PrefixChosen: this process already chose another prefix (a `ValueError`).
+        DeploymentError: an identity key is not a Restate public key.
         ValueError: ``prefix`` or ``name`` is malformed, ``batch_from`` is below 1, or a service is
             declared twice, differently (bound here and also declared with `external`, say).
     """

@@ -37,7 +37,8 @@ def load_resolver(spec: str) -> GroupExecutors:
     except (ImportError, AttributeError) as exc:
         raise SystemExit(f"lash-restate: cannot load resolver {spec!r}: {exc}") from None
     resolver = target
-    if callable(target) and not hasattr(target, "resolve"):
+    # A factory: a class (a resolver's own, whose `resolve` is still unbound) or any other callable.
+    if isinstance(target, type) or (callable(target) and not hasattr(target, "resolve")):
         try:
             resolver = target()
         except Exception as exc:
@@ -53,7 +54,15 @@ def load_resolver(spec: str) -> GroupExecutors:
 
 def serve_command(args: argparse.Namespace) -> int:
     from .. import logs
-    from ..engine import BATCH_FROM, DeploymentError, build_app, groups_wired, use_prefix
+    from ..engine import (
+        BATCH_FROM,
+        DeploymentError,
+        build_app,
+        groups_wired,
+        served_application,
+        use_identity_keys,
+        use_prefix,
+    )
     from ..settings import ServeSettings, SettingsError
 
     try:
@@ -78,12 +87,20 @@ def serve_command(args: argparse.Namespace) -> int:
         return fail(str(exc), USAGE)
     logs.configure(settings.verbose)
     if settings.app is not None:
-        if settings.resolver is not None or settings.with_turn or settings.app_name is not None:
+        if (
+            settings.resolver is not None
+            or settings.with_turn
+            or settings.app_name is not None
+            or settings.batch_from is not None
+        ):
             return fail(
-                "--app serves an application as it is: it takes no --resolver, --with-turn or --app-name "
-                "(name it with lash.app(..., name=...))",
+                "--app serves an application as it is: it takes no --resolver, --with-turn, --app-name "
+                "or --batch-from (give them to lash.app(..., name=..., batch_from=...))",
                 USAGE,
             )
+        # Chosen before the app is imported, as the prefix is: its `lash.app(...)` naming no identity
+        # keys verifies these; checked once it is loaded, so no request goes unverified unawares.
+        use_identity_keys(settings.identity_keys)
         if settings.prefix is not None:
             # Chosen before the app is imported: its `lash.app(...)` naming no prefix takes this one
             # (decision 54), and one naming another is refused as it loads.
@@ -95,6 +112,15 @@ def serve_command(args: argparse.Namespace) -> int:
             app = load_app(settings.app)
         except SystemExit as exc:
             return fail(str(exc).removeprefix("lash-restate: "), USAGE)
+        served = served_application()
+        if settings.identity_keys and (served is None or served.identity_keys != set(settings.identity_keys)):
+            how = "was not built by lash.app(...)" if served is None else "verifies identity keys of its own"
+            return fail(
+                f"--identity-key (LASH_IDENTITY_KEYS) is verified by an app lash.app(...) builds naming "
+                f"none of its own, and {settings.app} {how}: it would serve requests these keys did not "
+                "sign. Give the keys to the app itself, or serve it without them",
+                USAGE,
+            )
         if not groups_wired():
             # A plain `restate.app(...)`: lash called from its handlers would answer 501 on each call.
             print(
@@ -206,12 +232,14 @@ CANNOT_LISTEN = frozenset({errno.EADDRINUSE, errno.EADDRNOTAVAIL, errno.EACCES})
 
 def load_app(spec: str) -> Any:
     """``module:attribute`` naming an ASGI app (what `lash_restate.app(...)` returns)."""
-    from ..engine import PrefixChosen
+    from ..contract import LashError
 
     module_name, _, attribute = spec.partition(":")
     try:
         app: Any = getattr(import_attribute(module_name), attribute)
-    except (ImportError, AttributeError, PrefixChosen) as exc:
+    # A lash error: the app's `lash.app(...)` refused it (a prefix taken, a setting such as
+    # LASH_ORPHAN_RETENTION it reads, an identity key); a ValueError, a setting it cannot read.
+    except (ImportError, AttributeError, LashError, ValueError) as exc:
         raise SystemExit(f"lash-restate: cannot load app {spec!r}: {exc}") from None
     if not callable(app):
         raise SystemExit(f"lash-restate: {spec!r} is not an ASGI app (it is not callable)")

@@ -62,6 +62,7 @@ from .serving._endpoint import (
     check_app_name,
     lash_services,
     served_application,
+    use_identity_keys,
     validate_deployment,
 )
 from .serving._server import FULL_GC_EVERY, SERVERS, ServerUnavailable, collect_rarely, serve
@@ -170,6 +171,7 @@ __all__ = [
     "served_application",
     "terminal_status",
     "use_groups_served_elsewhere",
+    "use_identity_keys",
     "use_prefix",
     "validate_deployment",
 ]

@@ -16,6 +16,7 @@ from datetime import timedelta
 from typing import Any
 
 import restate
+from restate._internal import IdentityKeyException  # what `restate.app` raises for a bad key
 
 from ...calls import CallTargets, Target
 from ...contract import GroupExecutors, LashError, RuntimeErrorCode
@@ -37,6 +38,7 @@ __all__ = [
     "check_app_name",
     "lash_services",
     "served_application",
+    "use_identity_keys",
     "validate_deployment",
 ]
 
@@ -108,10 +110,19 @@ class ServedApplication:
     name: str | None
     services: frozenset[str]
     prefix: str
+    identity_keys: frozenset[str] = frozenset()  # whose signed requests alone it serves (none: any)
 
 
 class _Served:
     application: ServedApplication | None = None
+    # Chosen by `lash-restate serve --app` before it imports the app (`use_identity_keys`).
+    identity_keys: tuple[str, ...] = ()
+
+
+def use_identity_keys(keys: Sequence[str]) -> None:
+    """The identity keys an app built from here on verifies when it is given none of its own: what
+    `lash-restate serve --app` was told (LASH_IDENTITY_KEYS), chosen before it imports the app."""
+    _Served.identity_keys = tuple(keys)
 
 
 def served_application() -> ServedApplication | None:
@@ -221,5 +232,10 @@ def build_app(
     assembled.extend(extra_services)
     validate_deployment(resolver, assembled)
     own = frozenset(s.name for s in assembled) - {named(role) for role in (GROUP, CHILD, PUMP, SIGNAL)}
-    _Served.application = ServedApplication(name, own, prefix)
-    return restate.app(assembled, identity_keys=list(identity_keys) or None)
+    keys = list(identity_keys) or list(_Served.identity_keys)
+    try:
+        app = restate.app(assembled, identity_keys=keys or None)
+    except IdentityKeyException as exc:  # a plain Exception of the SDK's: one line, naming the setting
+        raise DeploymentError(f"an identity key is not a Restate public key (publickeyv1_…): {exc}") from None
+    _Served.application = ServedApplication(name, own, prefix, frozenset(keys))
+    return app
