@@ -41,6 +41,13 @@ KEY = "scope:group:batch:0"
 ALL, RTC = GroupWakePolicy.ALL, LoserPolicy.RUN_TO_COMPLETION
 FORMAT = "'{scope_id}:group:{batch_id}:{occurrence}'"
 
+
+def _itself() -> list[object]:
+    value: list[object] = []
+    value.append(value)
+    return value
+
+
 SLEEP_RANGE = f"sleep duration_ms must be an integer from 0 to {MAX_SLEEP_MS} (milliseconds)"
 
 
@@ -97,6 +104,22 @@ REFUSALS: list[tuple[str, Callable[[], object], dict[str, Any]]] = [
         "text occurrence",
         lambda: GroupKey(scope_id="s", batch_id="b", occurrence="0"),  # type: ignore[arg-type]
         body("invalid_group_key", "occurrence must be a non-negative integer"),
+    ),
+    (
+        "a scope that is no text",
+        lambda: GroupKey(scope_id=5, batch_id="b", occurrence=0),  # type: ignore[arg-type]
+        body("invalid_group_key", "scope_id and batch_id must be text"),
+    ),
+    (
+        # Python's int() refuses so long a digit string with a plain ValueError, and str() so large an int.
+        "an occurrence of 5000 digits, parsed",
+        lambda: GroupKey.parse("s:group:b:" + "9" * 5000),
+        body("invalid_group_key", "group key must be at most 512 characters"),
+    ),
+    (
+        "an occurrence of 5000 digits",
+        lambda: GroupKey(scope_id="s", batch_id="b", occurrence=10**5000),
+        body("invalid_group_key", "group key must be at most 512 characters"),
     ),
     (
         "key of 513 characters",
@@ -313,6 +336,16 @@ REFUSALS: list[tuple[str, Callable[[], object], dict[str, Any]]] = [
         body("invalid_envelope", "tool args holds a set, which is not a JSON value"),
     ),
     (
+        "args that hold themselves",
+        lambda: ToolCall(tool="t", args=_itself()),
+        body("invalid_envelope", "tool args holds itself, or is nested too deeply to be JSON"),
+    ),
+    (
+        "an envelope's text with a lone surrogate",
+        lambda: decode_envelope('{"replay_key": "\ud800"}'),
+        body("invalid_envelope", "envelope is not text: it holds a lone surrogate (\\ud800-\\udfff)"),
+    ),
+    (
         "negative sleep",
         lambda: Sleep(duration_ms=-1),
         body(
@@ -351,6 +384,11 @@ REFUSALS: list[tuple[str, Callable[[], object], dict[str, Any]]] = [
         body("invalid_envelope", "membership position must be non-negative", replay_key="r-a"),
     ),
     # -- handles
+    (
+        "a saved handle's text with a lone surrogate",
+        lambda: GroupHandle.from_bytes('{"group_key": "\ud800"}'),
+        body("invalid_handle", "malformed handle: it holds a lone surrogate (\\ud800-\\udfff)"),
+    ),
     (
         "handle of an invalid key",
         lambda: GroupHandle("bad", 1, 0),

@@ -106,6 +106,10 @@ class _Options:
         limit_key: str | None = None,
         idempotency_key: str | None = None,
     ) -> None:
+        if headers is not None and not isinstance(headers, Mapping):  # `dict()` of it would raise plainly
+            raise InvalidInput(
+                f"a call's headers are a mapping of text to text; got {type(headers).__name__}"
+            )
         # Empty headers are no headers: the call encodes (and hashes) as one given none.
         self.headers = dict(headers) if headers else None
         self.scope, self.limit_key, self.idempotency_key = scope, limit_key, idempotency_key
@@ -285,8 +289,9 @@ def _call(service: Any, handler: Any, arg: Any, key: str | None, options: _Optio
         raise InvalidInput(f"{ref.target} is {kind}'s handler: the call needs key=")
     if not ref.keyed and key is not None:
         raise InvalidInput(f"{ref.target} is a service's handler: the call must not carry a key")
-    # The options are checked now, where the application wrote them, not when a combinator builds it.
-    Call(service=ref.service, handler=ref.handler, **options.fields())
+    # The key and options are checked now, where the application wrote them, not when a combinator
+    # builds the call.
+    Call(service=ref.service, handler=ref.handler, key=key, **options.fields())
     return TypedCall(ref, None if value is _UNSET else value, key, options)
 
 

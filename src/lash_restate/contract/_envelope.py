@@ -61,6 +61,13 @@ def check_text(value: str, where: str) -> None:
 
 def validate_json_value(value: Any, where: str = "value") -> None:
     """Refuse anything that is not plain JSON: the canonical encoding must be a function of the value."""
+    try:
+        _validate(value, where)
+    except RecursionError:  # a plain error, where the user's mistake is the value
+        raise InvalidEnvelope(f"{where} holds itself, or is nested too deeply to be JSON") from None
+
+
+def _validate(value: Any, where: str) -> None:
     if value is None or isinstance(value, bool | int):
         return
     if isinstance(value, str):
@@ -72,14 +79,14 @@ def validate_json_value(value: Any, where: str = "value") -> None:
         return
     if isinstance(value, list | tuple):
         for item in value:
-            validate_json_value(item, where)
+            _validate(item, where)
         return
     if isinstance(value, dict):
         for key, item in value.items():
             if not isinstance(key, str):
                 raise InvalidEnvelope(f"{where} has a non-string object key {key!r}")
             check_text(key, where)
-            validate_json_value(item, where)
+            _validate(item, where)
         return
     # A typed value (a model, a Struct, a dataclass) has a JSON form of its own: say how to give it.
     hint = ""
@@ -304,3 +311,5 @@ def decode_envelope(data: bytes | str) -> RuntimeEffectEnvelope:
         raise InvalidEnvelope(f"malformed envelope: {exc}") from None
     except msgspec.DecodeError as exc:
         raise InvalidEnvelope(f"envelope is not JSON: {exc}") from None
+    except UnicodeError:  # text holding a lone surrogate, which has no UTF-8 form
+        raise InvalidEnvelope("envelope is not text: it holds a lone surrogate (\\ud800-\\udfff)") from None

@@ -58,6 +58,10 @@ class GroupKey(msgspec.Struct, **STRUCT_OPTIONS):
     occurrence: int
 
     def __post_init__(self) -> None:
+        if not isinstance(self.scope_id, str) or not isinstance(self.batch_id, str):
+            raise InvalidGroupKey("scope_id and batch_id must be text")
+        if isinstance(self.occurrence, int) and self.occurrence >= 10**512:  # str() of it is past 512
+            raise InvalidGroupKey("group key must be at most 512 characters")
         if not self.scope_id or any(ord(c) < 0x20 for c in self.scope_id):
             raise InvalidGroupKey("scope_id must be non-empty printable text")
         if not self.batch_id or ":" in self.batch_id or any(ord(c) < 0x20 for c in self.batch_id):
@@ -82,6 +86,8 @@ class GroupKey(msgspec.Struct, **STRUCT_OPTIONS):
         rest, colon, occurrence = text.rpartition(":")
         front, _, batch_id = rest.rpartition(":")
         head, sep, after = (front + ":").rpartition(_SEPARATOR)
+        if len(text) > 512:  # before `int()`, which refuses a long digit string with a ValueError
+            raise InvalidGroupKey("group key must be at most 512 characters")
         if not sep or after or not colon or not occurrence.isdigit() or not occurrence.isascii():
             raise InvalidGroupKey(f"{text!r} is not '{{scope_id}}:group:{{batch_id}}:{{occurrence}}'")
         if occurrence != str(int(occurrence)):

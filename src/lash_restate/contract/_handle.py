@@ -102,6 +102,8 @@ class GroupHandle:
             wire = msgspec.json.decode(data, type=_HandleWire)
         except (msgspec.ValidationError, msgspec.DecodeError) as exc:
             raise InvalidHandle(f"malformed handle: {exc}") from None
+        except UnicodeError:  # text holding a lone surrogate, which has no UTF-8 form
+            raise InvalidHandle("malformed handle: it holds a lone surrogate (\\ud800-\\udfff)") from None
         return cls(wire.group_key, wire.child_count, wire.consumed)
 
     def __eq__(self, other: object) -> bool:
