@@ -233,12 +233,12 @@ def test_a_call_that_cannot_be_made_is_refused_as_it_is_built() -> None:
         lash.call(price, Order(sku="t", qty=1), arg=Order(sku="t", qty=1))  # type: ignore[call-overload]
     # What a native call would refuse only as it is sent, refused as the call is built.
     with pytest.raises(lash.InvalidEnvelope, match="call key must be"):
-        lash.call(weigh, Parcel(grams=1), key=123)  # type: ignore[arg-type]
+        lash.call(weigh, Parcel(grams=1), key=123)  # type: ignore[call-overload]
     for headers in (5, "abc", [1]):
         with pytest.raises(lash.InvalidInput, match="a call's headers are a mapping of text to text"):
             lash.call(price, Order(sku="t", qty=1), headers=headers)  # type: ignore[call-overload]
         with pytest.raises(lash.InvalidInput, match="a call's headers are a mapping of text to text"):
-            lash.call("Shop", "price", {}, headers=headers)  # type: ignore[arg-type]
+            lash.call("Shop", "price", {}, headers=headers)  # type: ignore[call-overload]
 
 
 async def test_a_value_the_output_serde_cannot_read_is_a_typed_error_naming_the_child() -> None:
