@@ -109,6 +109,7 @@ async def test_an_uncaught_child_unroutable_is_a_404_naming_the_child(stack: Loc
         ("unkeyed", "[invalid_input] Tally/add is a virtual object's handler: the call needs key="),
         ("bad_sleep", "[invalid_input] lash.sleep takes a timedelta"),
         ("select_key", "[invalid_input] lash.select: key= is lash's own keyword, not a child's name"),
+        ("bad_cancel", "[invalid_input] cancel must be an awaitable (e.g. ctx.sleep(...)), not a int"),
     ],
 )
 async def test_a_child_refused_where_the_handler_builds_it_ends_the_caller_with_400(
@@ -165,3 +166,11 @@ async def test_a_block_that_raised_a_plain_exception_is_retried_and_reads_on(
     marker = tmp_path / "raised"
     assert await stack.call("Shop/retried_block", str(marker), within=30) == [0, 1]
     assert marker.exists()  # the first attempt raised
+
+
+async def test_two_cursors_of_one_group_awaited_at_once_each_read_every_rank(stack: LocalStack) -> None:
+    """A handle and a resume of it, each awaiting the same rank at once: the second took a wake the
+    first had registered already, and its plain `KeyError` was retried by Restate for ever."""
+    async with httpx.AsyncClient(verify=tls(), timeout=60) as client:
+        response = await client.post(f"{stack.ingress_url}/Shop/two_cursors")
+    assert (response.status_code, response.json()) == (200, [[0, 0], [1, 1]]), response.text

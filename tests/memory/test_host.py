@@ -515,6 +515,36 @@ async def test_a_deadline_the_caller_awaits_again_is_not_cancelled_by_a_read() -
     await host.aclose()
 
 
+async def test_an_await_checks_its_cancel_first_reads_one_rank_at_a_time_and_fails_with_a_failed_cancel() -> (
+    None
+):
+    """As the Restate host answers: a ``cancel`` that cannot be awaited is refused before anything
+    (it raised a plain `TypeError`); a second await of one handle at once is refused (it served rank
+    1 twice and skipped rank 2), a copy's is not; a cancel that failed raises its own error (it was
+    taken for a cancellation, its error never retrieved)."""
+    gate = asyncio.Event()
+    host = MemoryHost(MemoryStore(), _tools(gate))
+    handle = await host.open_effect_group(group(tool("gated", "r0", 1), tool("gated", "r1", 2)))
+    with pytest.raises(InvalidInput, match="cancel must be an awaitable"):
+        await host.await_next_settlement(handle, 5)  # type: ignore[arg-type]
+    copy = handle.copy()
+    reading = asyncio.create_task(host.await_next_settlement(handle))
+    beside = asyncio.create_task(host.await_next_settlement(copy))
+    await asyncio.sleep(0)  # both wait on rank 1
+    with pytest.raises(InvalidInput, match="already awaited"):
+        await host.await_next_settlement(handle)
+
+    async def failing() -> None:
+        raise RuntimeError("the deadline's own fault")
+
+    with pytest.raises(RuntimeError, match="the deadline's own fault"):
+        await host.await_next_settlement(handle.copy(), failing())
+    gate.set()
+    assert [(await reading).rank, (await beside).rank, handle.consumed, copy.consumed] == [1, 1, 1, 1]
+    assert (await host.await_next_settlement(handle)).rank == 2
+    await host.aclose()
+
+
 async def test_a_cancel_group_whose_caller_was_cancelled_is_drained_though_its_process_lives() -> None:
     """Decision 13 with the opener's task cancelled and its process alive: the drain cancels the
     loser this host still runs, which ranks `Cancelled`, as the Restate host's group cancels its runs

@@ -48,7 +48,6 @@ class Group(Generic[T]):
         self._handle = handle
         self._held = False  # saved or closed: the end of an ``async with`` leaves it alone
         self._values = values
-        self._reading = False  # a `next` is awaited: a second at once would read the same rank
 
     @property
     def key(self) -> str:
@@ -72,16 +71,8 @@ class Group(Generic[T]):
         settlement was consumed, `CursorOverrun`. One cursor reads one rank at a time: a `next`
         while another is awaited is refused `InvalidInput`."""
         outside_run(self._controller, "Group.next")
-        if self._reading:
-            raise InvalidInput(
-                f"group {self.key!r}: next() is already awaited; a group's cursor reads one rank at a "
-                "time (await each next() before the next one)"
-            )
-        self._reading = True
-        try:
-            settlement = await self._controller.await_next_settlement(self._handle, cancel)
-        finally:
-            self._reading = False
+        # A second `next` at once is refused by the handle itself, on every host.
+        settlement = await self._controller.await_next_settlement(self._handle, cancel)
         # Typed as its children: a typed call's `Ok` read by its handler's output serde, JSON else.
         return cast(
             Settlement[T], settlement if self._values is None else self._values.settlement(settlement)

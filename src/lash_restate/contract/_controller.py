@@ -9,6 +9,7 @@ retry and the loser drain all reach a child's runner through it.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Awaitable
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
@@ -278,10 +279,16 @@ def require_groups(supported: bool, *, group_key: str) -> None:
         raise EffectGroupUnsupported("no GroupExecutors resolver is registered", group_key=group_key)
 
 
-def check_await(handle: GroupHandle, supported: bool) -> None:
-    """What every await checks before it asks the group anything: a handle, groups, a rank left."""
+def check_await(handle: GroupHandle, supported: bool, cancel: object = None) -> None:
+    """What every await checks before it asks the group anything: a handle, groups, a rank left, and a
+    ``cancel`` that can be awaited."""
     require_groups(supported, group_key=require_handle(handle).group_key)
     handle.check_can_advance()  # ADR: exhaustion is the caller's arithmetic, not a host round trip
+    if cancel is not None and not inspect.isawaitable(cancel):
+        raise InvalidInput(
+            f"cancel must be an awaitable (e.g. ctx.sleep(...)), not a {type(cancel).__name__}",
+            group_key=handle.group_key,
+        )
 
 
 def check_close(handle: GroupHandle, disposition: LoserPolicy | None, supported: bool) -> LoserPolicy | None:

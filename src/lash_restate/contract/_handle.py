@@ -8,9 +8,12 @@ group, and advancing past the last child is refused rather than clamped.
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
+
 import msgspec
 
-from ._errors import CursorOverrun, HandleMismatch, InvalidGroupKey, InvalidHandle
+from ._errors import CursorOverrun, HandleMismatch, InvalidGroupKey, InvalidHandle, InvalidInput
 from ._group import GroupKey, RuntimeEffectGroup
 from ._struct import STRUCT_OPTIONS
 
@@ -31,7 +34,7 @@ class GroupHandle:
     under a dict or set holding it. Equality compares all three fields.
     """
 
-    __slots__ = ("_child_count", "_consumed", "_group_key")
+    __slots__ = ("_awaited", "_child_count", "_consumed", "_group_key")
 
     def __init__(self, group_key: str, child_count: int, consumed: int) -> None:
         try:
@@ -47,6 +50,7 @@ class GroupHandle:
         self._group_key = group_key
         self._child_count = child_count
         self._consumed = consumed
+        self._awaited = False  # a host serves its next rank now (`awaiting`); never saved or compared
 
     @classmethod
     def opened(cls, group: RuntimeEffectGroup) -> GroupHandle:
@@ -85,6 +89,23 @@ class GroupHandle:
         """Consume one settlement. Hosts call this only on a settlement they return."""
         self.check_can_advance()
         self._consumed += 1
+
+    @contextlib.contextmanager
+    def awaiting(self) -> Iterator[None]:
+        """Held by a host while it serves this handle's next rank. A cursor reads one rank at a time:
+        a second await of it at once would serve the same rank and advance the cursor twice, the
+        next rank never read, so it is refused `InvalidInput` (a copy is a cursor of its own)."""
+        if self._awaited:
+            raise InvalidInput(
+                f"group {self._group_key!r}: its next settlement is already awaited; a cursor reads one "
+                "rank at a time (await each next() before the next one)",
+                group_key=self._group_key,
+            )
+        self._awaited = True
+        try:
+            yield
+        finally:
+            self._awaited = False
 
     def copy(self) -> GroupHandle:
         return GroupHandle(self._group_key, self._child_count, self._consumed)

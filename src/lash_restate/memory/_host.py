@@ -163,7 +163,11 @@ class MemoryHost:
     async def await_next_settlement(
         self, handle: GroupHandle, cancel: Awaitable[object] | None = None
     ) -> Settlement:
-        check_await(handle, self._resolver is not None)
+        check_await(handle, self._resolver is not None, cancel)
+        with handle.awaiting():
+            return await self._next(handle, cancel)
+
+    async def _next(self, handle: GroupHandle, cancel: Awaitable[object] | None) -> Settlement:
         record = self._record(handle)
         rank = handle.next_rank
         cancel_task = asyncio.ensure_future(cancel) if cancel is not None else None
@@ -179,6 +183,8 @@ class MemoryHost:
                 if changed not in done:
                     changed.cancel()
                 if cancel_task is not None and cancel_task in done and len(record.order) < rank:
+                    # A cancel that failed raises its own error, as Restate's select does.
+                    cancel_task.result()
                     # ADR: cancellation leaves cursor and durable rank untouched.
                     raise AwaitCancelled.at_rank(rank, group_key=handle.group_key)
         finally:

@@ -253,13 +253,20 @@ class RestateController(EffectGroupDefaults):
     async def await_next_settlement(
         self, handle: GroupHandle, cancel: Awaitable[object] | None = None
     ) -> Settlement:
-        # Decision 32: answered by the group as it stands now, never from what an earlier await read.
-        return await self._next(handle, cancel, {}, ask_first=True)
+        self.outside_run("await_next_settlement")
+        # Every check before anything is journaled: a refusal then leaves this invocation's journal as
+        # it was, whatever the group holds.
+        check_await(handle, self.supports_effect_groups(), cancel)
+        if cancel is not None and not isinstance(cancel, restate.RestateDurableFuture):
+            raise InvalidInput("on Restate, cancel must be a durable future (e.g. ctx.sleep(...))")
+        with handle.awaiting():
+            # Decision 32: answered by the group as it stands now, never from what an earlier await read.
+            return await self._next(handle, cancel, {}, ask_first=True)
 
     async def _next(
         self,
         handle: GroupHandle,
-        cancel: Awaitable[object] | None,
+        cancel: restate.RestateDurableFuture[Any] | None,
         held: dict[int, Settlement],
         *,
         ask_first: bool,
@@ -271,12 +278,14 @@ class RestateController(EffectGroupDefaults):
         self.outside_run("await_next_settlement")
         check_await(handle, self.supports_effect_groups())
         rank = handle.next_rank
-        if rank not in held:
+        while rank not in held:
             wakes = self._wakes.get(handle.group_key)
             if ask_first or wakes is None or rank not in wakes.by_rank:
                 wakes = await self._ask_group(handle, held, at_most_one=ask_first)
             if rank not in held:
-                woken = wakes.by_rank.pop(rank)
+                woken = wakes.by_rank.pop(rank, None)
+                if woken is None:
+                    continue  # an await of a copy of this handle took the rank's wake meanwhile: ask again
                 try:
                     reply = await self._woken(handle, woken, cancel)
                 except AwaitCancelled:
@@ -285,6 +294,7 @@ class RestateController(EffectGroupDefaults):
                 await self._read(handle, reply, held)
             else:
                 wakes.by_rank.pop(rank, None)  # the group served the rank: its wake carries nothing new
+            break
         settlement = held[rank]
         handle.advance()
         return settlement
@@ -324,12 +334,12 @@ class RestateController(EffectGroupDefaults):
                 return wakes
             del self._wakes[key]  # registered with a closed namesake, which rejected them: register anew
 
-    async def _woken(self, handle: GroupHandle, woken: Any, cancel: Awaitable[object] | None) -> WaitReply:
+    async def _woken(
+        self, handle: GroupHandle, woken: Any, cancel: restate.RestateDurableFuture[Any] | None
+    ) -> WaitReply:
         try:
             if cancel is None:
                 return decode(await woken, WaitReply)
-            if not isinstance(cancel, restate.RestateDurableFuture):
-                raise InvalidInput("on Restate, cancel must be a durable future (e.g. ctx.sleep(...))")
             which, value = await restate.select(settled=woken, cancel=cancel)
         except restate.TerminalError as error:
             raise_typed(error)
