@@ -289,7 +289,10 @@ def _decided(result: CombinatorResult) -> FulfilledResult:
 def won(result: CombinatorResult) -> tuple[int, Any]:
     """The winner of a decided `race` or `any`: its position and value; a rejection is raised."""
     fulfilled = _decided(result)
-    return fulfilled.order[-1], fulfilled.value  # the settlement that decided is the last consumed
+    # The settlement that decided: after a resume it need not be the last consumed (the ranks the
+    # saved cursor consumed are read again, and the first of them may have decided).
+    position = fulfilled.winner if fulfilled.winner is not None else fulfilled.order[-1]
+    return position, fulfilled.value
 
 
 async def _settle(

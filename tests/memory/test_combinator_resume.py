@@ -27,6 +27,7 @@ from lash_restate.combinators import (
     race,
     select,
     signal_or_deadline,
+    won,
 )
 from lash_restate.contract import (
     AwaitEvent,
@@ -95,7 +96,7 @@ async def test_combine_stops_after_a_rank_and_resumes_from_the_handle_it_is_give
     ("kind", "decided_after", "expected"),
     [
         (Combinator.ALL, 2, FulfilledResult(group_key=KEY, order=(1, 0), value=["v-a", "v-b"])),
-        (Combinator.RACE, 1, FulfilledResult(group_key=KEY, order=(1,), value="v-b")),
+        (Combinator.RACE, 1, FulfilledResult(group_key=KEY, order=(1,), value="v-b", winner=1)),
     ],
 )
 async def test_a_resume_after_the_deciding_rank_gives_the_verdict_and_closes(
@@ -131,7 +132,11 @@ async def test_a_resume_after_the_deciding_rank_gives_the_verdict_and_closes(
                 reason=Settlement(rank=1, position=1, replay_key="p1", outcome=Err(message="no")),
             ),
         ),
-        (Combinator.ANY, echo("yes", "p1"), FulfilledResult(group_key=KEY, order=(1,), value="yes")),
+        (
+            Combinator.ANY,
+            echo("yes", "p1"),
+            FulfilledResult(group_key=KEY, order=(1,), value="yes", winner=1),
+        ),
     ],
     ids=["all", "any"],
 )
@@ -150,6 +155,25 @@ async def test_a_resume_judges_the_ranks_it_re_reads_from_the_first(
     await host.await_next_settlement(handle)
     assert await combine(host, kind, KEY, group.children, handle=handle) == expected
     assert handle.consumed == 1
+    await host.aclose()
+
+
+@pytest.mark.parametrize("kind", [Combinator.RACE, Combinator.ANY], ids=["race", "any"])
+async def test_a_resume_past_the_deciding_rank_names_the_child_that_decided(kind: Combinator) -> None:
+    """The cursor saved after ranks 1 (a success, which decided) and 2 (a rejection): the resume
+    re-reads both, and the winner is rank 1's child, with its value (it was the last consumed: the
+    rejection's position, which a typed front door then read the value by)."""
+    host = MemoryHost(resolver=demo_tools())
+    group = RuntimeEffectGroup(
+        KEY, [wait("a"), wait("b")], wake=kind.wake, disposition=LoserPolicy.RUN_TO_COMPLETION
+    )
+    handle = await host.open_effect_group(group)
+    host.store.emit_event("b", "fast")
+    await host.await_next_settlement(handle)
+    host.store.reject_event("a", "late")
+    await host.await_next_settlement(handle)
+    result = await combine(host, kind, KEY, group.children, handle=handle)
+    assert won(result) == (1, "fast")
     await host.aclose()
 
 
@@ -197,7 +221,7 @@ async def test_on_reject_cancel_narrows_only_a_rejection_so_a_winner_leaves_its_
         echo("fast", "winner"),
     ]
     won = await combine(host, kind, KEY, children, on_reject=LoserPolicy.CANCEL)
-    assert won == FulfilledResult(group_key=KEY, order=(1,), value="fast")
+    assert won == FulfilledResult(group_key=KEY, order=(1,), value="fast", winner=1)
     gate.set()  # declared RunToCompletion, and nothing rejected: the loser runs on to its end
     await host.join_child("loser")
     assert finished == ["slow"]

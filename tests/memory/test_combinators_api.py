@@ -164,7 +164,7 @@ async def test_run_combinator_answers_one_of_three_result_types_with_only_their_
         type(r).__name__: {f.name for f in dataclasses.fields(r)} for r in (fulfilled, rejected, suspended)
     }
     assert shapes == {
-        "FulfilledResult": {"status", "group_key", "order", "value"},
+        "FulfilledResult": {"status", "group_key", "order", "value", "winner"},
         "RejectedResult": {"status", "group_key", "order", "reason"},
         "SuspendedResult": {"status", "group_key", "order", "handle"},
     }

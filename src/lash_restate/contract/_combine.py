@@ -67,6 +67,9 @@ class FulfilledResult(_Ended):
 
     status: Literal["fulfilled"] = field(default="fulfilled", init=False)
     value: Any
+    # The position of the child that decided a `race` or `any` (its value is ``value``); None for
+    # `all` and `allSettled`, which every child decides.
+    winner: int | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -102,8 +105,9 @@ def _verdict(
     group's fold costs O(1) per settlement, not O(consumed) (decision 36).
     """
 
-    def fulfilled(value: Any) -> FulfilledResult:
-        return FulfilledResult(group_key=group_key, order=_order(seen), value=value)
+    def fulfilled(value: Any, winner: Settlement | None = None) -> FulfilledResult:
+        position = None if winner is None else winner.position
+        return FulfilledResult(group_key=group_key, order=_order(seen), value=value, winner=position)
 
     def rejected(reason: Settlement | tuple[Outcome, ...]) -> RejectedResult:
         return RejectedResult(group_key=group_key, order=_order(seen), reason=reason)
@@ -125,11 +129,11 @@ def _verdict(
     elif kind is Combinator.RACE:
         if seen:
             first = seen[0]
-            return fulfilled(first.outcome.value) if isinstance(first.outcome, Ok) else rejected(first)
+            return fulfilled(first.outcome.value, first) if isinstance(first.outcome, Ok) else rejected(first)
     else:
         for s in seen[since:]:
             if isinstance(s.outcome, Ok):
-                return fulfilled(s.outcome.value)
+                return fulfilled(s.outcome.value, s)
         if len(seen) == n:
             outcomes = by_position()
             return rejected(tuple(outcomes[p] for p in range(n)))
