@@ -32,6 +32,7 @@ from lash_restate.combinators import (
 from lash_restate.contract import (
     AwaitEvent,
     Cancelled,
+    DispositionWidening,
     EmptyGroup,
     Err,
     GroupHandle,
@@ -225,6 +226,24 @@ async def test_on_reject_cancel_narrows_only_a_rejection_so_a_winner_leaves_its_
     gate.set()  # declared RunToCompletion, and nothing rejected: the loser runs on to its end
     await host.join_child("loser")
     assert finished == ["slow"]
+    await host.aclose()
+
+
+async def test_an_on_reject_that_widens_is_refused_before_the_group_is_opened() -> None:
+    """A `Cancel` group asked to let its losers run on once a child rejects: refused unopened, where
+    the close refused it once a child had rejected, the verdict lost and the group left open."""
+    host = MemoryHost(resolver=demo_tools())
+    children = [fail("no", "p0"), echo("yes", "p1")]
+    with pytest.raises(DispositionWidening):
+        await combine(
+            host,
+            Combinator.RACE,
+            KEY,
+            children,
+            losers=LoserPolicy.CANCEL,
+            on_reject=LoserPolicy.RUN_TO_COMPLETION,
+        )
+    assert KEY not in host.store.groups
     await host.aclose()
 
 

@@ -12,7 +12,7 @@ from ._controller import Reopens, RuntimeEffectController, require_disposition, 
 from ._errors import DispositionDrift, EmptyGroup, InvalidHandle, InvalidInput, WakeRuleDrift
 from ._group import GroupKey, RuntimeEffectGroup
 from ._handle import GroupHandle
-from ._policies import GroupWakePolicy, LoserPolicy
+from ._policies import GroupWakePolicy, LoserPolicy, effective_disposition
 from ._settlement import Ok, Outcome, Settlement
 
 __all__ = [
@@ -171,6 +171,9 @@ async def run_combinator(
     `all` and `allSettled`) another disposition than `RunToCompletion`, is refused unopened.
     """
     on_reject = require_disposition(on_reject)  # refused unopened, not only once a child rejects
+    if on_reject is not None:
+        # A widening is refused unopened too: at the close it would lose the verdict and the close.
+        effective_disposition(group.disposition, on_reject, group_key=str(group.key))
     if group.wake is not kind.wake:
         # The wake rule is journaled identity: a combinator only runs groups declared with its own.
         raise WakeRuleDrift(
