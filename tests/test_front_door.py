@@ -338,6 +338,12 @@ async def test_a_resolver_that_raises_refuses_the_first_open_on_the_reference_ho
         with pytest.raises(lash.ChildUnroutable, match=r"its resolver raised KeyError\('explodes'\)"):
             await lash.all(host, kids, key="s:group:explodes:0")
         assert "s:group:explodes:0" not in host.store.groups
+        # On a child's retry, a resolver's fault is transient, as the executor's was: retried, then
+        # given up (it left the child unsettled for ever, as a miss).
+        [outcome] = await lash.all_settled(host, [lash.tool("explodes_on_retry", {})], key="s:group:later:0")
+        assert outcome == lash.Err(
+            message="gave up after 3 attempts: KeyError: 'explodes_on_retry'", code="retries_exhausted"
+        )
     finally:
         await host.aclose()
 

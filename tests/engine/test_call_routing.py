@@ -349,3 +349,14 @@ async def test_a_resolver_that_raises_refuses_the_first_open_naming_what_it_rais
         assert "its resolver raised KeyError('explodes')" in err(refused)["message"], refused
         [opened] = await stack.turn(open_(s.group([echo("fine")], batch="fine")))
         assert ok(opened)  # the resolver still answers for the others
+        # On a child's retry, its fault is transient, as the executor's was (and as the reference
+        # host words it): retried, then given up.
+        later = {"type": "tool_call", "tool": "explodes_on_retry", "args": {}}
+        [settled] = await stack.turn(combine("all_settled", s.group([later], batch="later")), within=60)
+        assert ok(settled)["value"] == [
+            {
+                "type": "err",
+                "message": "gave up after 3 attempts: KeyError: 'explodes_on_retry'",
+                "code": "retries_exhausted",
+            }
+        ], settled

@@ -324,6 +324,11 @@ class Transient:
         """The terminal recorded once a host stops retrying."""
         return Err(message=f"gave up after {attempts} attempts: {self.message}", code="retries_exhausted")
 
+    @classmethod
+    def of(cls, exc: Exception) -> Transient:
+        """The fault ``exc`` (an executor's, or a resolver's on a retry), worded alike on every host."""
+        return cls(message=_text(f"{type(exc).__name__}: {exc}"))
+
 
 async def execute_once(executor: GroupExecutor) -> Outcome | Transient:
     """Run one executor once and map how it ended onto an outcome (or a retryable fault)."""
@@ -335,7 +340,7 @@ async def execute_once(executor: GroupExecutor) -> Outcome | Transient:
         code = failure.code if failure.code is None else _text(str(failure.code))
         return fit_outcome(Err(message=_text(str(failure.message)), code=code))
     except Exception as exc:
-        return Transient(message=_text(f"{type(exc).__name__}: {exc}"))
+        return Transient.of(exc)
     try:
         encoded = msgspec.json.encode(value)
     # A lone surrogate is a ValueError; a value that holds itself, a RecursionError.

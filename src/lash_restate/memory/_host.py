@@ -93,12 +93,18 @@ class MemoryHost:
         # ADR: on an in-process host this answer *is* "a resolver is registered", never a constant.
         return self._resolver is not None
 
-    def _resolve(self, envelope: RuntimeEffectEnvelope) -> GroupExecutor | None:
+    def _resolve(self, envelope: RuntimeEffectEnvelope, *, raising: bool = False) -> GroupExecutor | None:
+        """An executor for ``envelope``, None on a miss. A resolver that raises is a miss (decision
+        107), unless ``raising``: on a child's retry its fault is transient, as on Restate."""
         match envelope.command:
             case Sleep() | AwaitEvent():
                 return DurableWait(self.store, envelope)
             case ToolCall() | Call():
-                return resolve_or_none(self._resolver, envelope) if self._resolver is not None else None
+                if self._resolver is None:
+                    return None
+                return (
+                    self._resolver.resolve(envelope) if raising else resolve_or_none(self._resolver, envelope)
+                )
             case _:
                 assert_never(envelope.command)
 
@@ -369,7 +375,12 @@ class MemoryHost:
             attempts = 1
             while isinstance(outcome, Transient) and attempts < self._max_attempts:
                 # ADR: each executor is single-execution; a retry resolves a fresh one.
-                fresh = self._resolve(child)
+                try:
+                    fresh = self._resolve(child, raising=True)
+                except Exception as exc:  # the resolver's own fault, here: transient (decision 107)
+                    attempts += 1
+                    outcome = Transient.of(exc)
+                    continue
                 if fresh is None:
                     break
                 attempts += 1

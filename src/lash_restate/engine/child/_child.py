@@ -333,7 +333,10 @@ async def _run_tool(
 
     async def attempt() -> bytes:
         # ADR: each executor is single-execution; every attempt resolves a fresh one.
-        executor = resolver.resolve(envelope)
+        try:
+            executor = resolver.resolve(envelope)
+        except Exception as exc:  # the resolver's own fault, here: transient, as an executor's (decision 107)
+            raise RetryableError(Transient.of(exc).message) from None
         if executor is None:
             # ADR: the engine tier's form of a routing miss is a terminal 404 (lash_terminal's status).
             raise lash_terminal(_unroutable(envelope))
