@@ -367,3 +367,21 @@ async def test_a_tool_value_settles_as_its_json_form_or_as_an_error() -> None:
     assert executor is not None
     assert await host.execute_effect(envelope, executor) == Ok(value=[1, "a"])  # the ungrouped path too
     await host.aclose()
+
+
+async def test_a_tool_sees_its_args_as_their_json_form_reads_back() -> None:
+    """As the Restate host's child receives them (decoded from the envelope's JSON): a tuple is a list,
+    and object keys come sorted, so one executor sees the same args on both hosts."""
+    registry = ToolRegistry()
+    seen: list[Any] = []
+
+    async def look(args: Any) -> Any:
+        seen.append((type(args["p"]).__name__, list(args)))
+        return None
+
+    registry.register("look", look)
+    host = MemoryHost(resolver=registry)
+    handle = await host.open_effect_group(group(tool("look", "r0", {"z": 1, "p": (1, 2)})))
+    await host.await_next_settlement(handle)
+    assert seen == [("list", ["p", "z"])]
+    await host.aclose()

@@ -34,10 +34,12 @@ from ..contract import (
     Sleep,
     ToolCall,
     Transient,
+    canonical_bytes,
     check_await,
     check_child_count,
     check_close,
     check_open_size,
+    decode_envelope,
     describe_miss,
     effective_disposition,
     execute_once,
@@ -102,9 +104,10 @@ class MemoryHost:
             case ToolCall() | Call():
                 if self._resolver is None:
                     return None
-                return (
-                    self._resolver.resolve(envelope) if raising else resolve_or_none(self._resolver, envelope)
-                )
+                # What the Restate host's child receives: the envelope as its JSON form reads back (a
+                # tuple is a list, object keys sorted), so an executor sees the same args on both.
+                sent = decode_envelope(canonical_bytes(envelope))
+                return self._resolver.resolve(sent) if raising else resolve_or_none(self._resolver, sent)
             case _:
                 assert_never(envelope.command)
 
