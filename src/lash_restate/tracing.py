@@ -46,7 +46,9 @@ def record(name: str, ctx: Any, fields: Mapping[str, Any]) -> None:
     attributes: dict[str, Any] = {k: fields[f] for f, k in ATTRIBUTES.items() if fields.get(f) is not None}
     if ctx is not None:
         request = ctx.request()
-        parent = propagate.extract(dict(request.headers))  # Restate's traceparent, if it sent one
+        # Restate's span of this attempt, in the headers it sent the endpoint (when it traces); the
+        # invocation's own headers are its ingress client's.
+        parent = propagate.extract(dict(request.attempt_headers))
         attributes["restate.invocation.id"] = request.id
     # The group's close, and its first rank, span the time since its open; any other event is a point.
     opened = fields.get("opened_at_ms")

@@ -38,8 +38,8 @@ TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
 
 
 def _ctx(headers: dict[str, str]) -> Any:
-    """What the span code reads of a Restate context: the invocation id and the request's headers."""
-    request = SimpleNamespace(id="inv_1abc", headers=headers)
+    """What the span code reads of a Restate context: the invocation id and the attempt's headers."""
+    request = SimpleNamespace(id="inv_1abc", headers={}, attempt_headers=headers)
     return SimpleNamespace(request=lambda: request)
 
 
@@ -83,7 +83,12 @@ async def test_a_served_endpoint_exports_each_groups_metrics_and_spans(tmp_path:
     server: a race and a group left open are counted (`lash.group.opened` 2, closed 1, open 1), the
     time to each one's first rank and the race's life are recorded, and its close's span lasts from
     its open (a real duration, not a point)."""
-    with LocalStack.single(tmp_path, module="tests.engine.telemetry_app", endpoint_args=()).start() as stack:
+    # A server that traces (to nowhere: port 9 discards), so that it sends its span to the endpoint.
+    traced = {"RESTATE_TRACING_ENDPOINT": "http://127.0.0.1:9"}
+    stack_ = LocalStack.single(
+        tmp_path, module="tests.engine.telemetry_app", endpoint_args=(), server_env=traced
+    )
+    with stack_.start() as stack:
         s = Scope()
         # The loser outlives the test: only the winner ranks, however slow the machine.
         race = s.group([echo("won", delay_ms=300), echo("lost", delay_ms=600_000)], wake="first")
@@ -107,6 +112,9 @@ async def test_a_served_endpoint_exports_each_groups_metrics_and_spans(tmp_path:
         [closed] = [span for span in _spans(log.read_text()) if span["name"] == "group.closed"]
         lived = _ns(closed["end_time"]) - _ns(closed["start_time"])
         assert lived >= 300_000_000  # at least its winner's 300 ms
+        # A child of Restate's span of the invocation's attempt, which Restate sends the endpoint in
+        # the attempt's headers (the invocation's own headers are its ingress client's: none here).
+        assert closed["parent_id"] is not None, closed
 
 
 def _otel(text: str, kind: str) -> list[dict[str, Any]]:
