@@ -265,19 +265,26 @@ def test_serve_settings_are_validated_with_one_clear_line() -> None:
     assert "LASH_SERVER" in no_such_server.stderr and "Traceback" not in no_such_server.stderr
 
 
-def test_serve_on_a_port_in_use_says_so_in_one_line() -> None:
-    """A port another process listens on is one line naming the address and what to change, exit 2,
-    never the HTTP server's traceback."""
+@pytest.mark.parametrize("server", ["hypercorn", "granian"])
+def test_serve_on_a_port_in_use_or_a_host_not_found_says_so_in_one_line(server: str) -> None:
+    """A port another process listens on, or a host that resolves to nothing, is one line naming the
+    address and what to change, exit 2, under either server: never its traceback (granian's carried
+    a Rust backtrace), nor a second endpoint sharing the port (granian binds with SO_REUSEPORT)."""
+    env = {"LASH_RESOLVER": "lash_restate.testing.tools:demo_tools", "LASH_SERVER": server}
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        env = {"LASH_RESOLVER": "lash_restate.testing.tools:demo_tools"}
         busy = command("serve", "--host", "127.0.0.1", "--port", str(port), env=env)
-    assert busy.returncode == 2, busy.stderr
-    [line] = [line for line in busy.stderr.splitlines() if line.startswith("lash-restate:")]
-    assert f"cannot listen on 127.0.0.1:{port}" in line and "--port" in line, busy.stderr
-    assert "Traceback" not in busy.stderr
+    nowhere = command("serve", "--host", "no-such-host.invalid", "--port", str(free_port()), env=env)
+    for run, says in (
+        (busy, f"cannot listen on 127.0.0.1:{port}"),
+        (nowhere, "cannot listen on no-such-host"),
+    ):
+        assert run.returncode == 2, run.stderr
+        [line] = [line for line in run.stderr.splitlines() if line.startswith("lash-restate:")]
+        assert says in line and ("--port" in line or "--host" in line), run.stderr
+        assert "Traceback" not in run.stderr
 
 
 @pytest.mark.parametrize("built", ["restate.app", "lash.app"])

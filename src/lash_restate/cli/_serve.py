@@ -8,6 +8,7 @@ import argparse
 import asyncio
 import errno
 import json
+import socket
 import sys
 from typing import Any
 
@@ -17,6 +18,7 @@ from ._common import REFUSED, USAGE, fail, import_attribute
 
 __all__ = [
     "CANNOT_LISTEN",
+    "cannot_listen",
     "check_prefix_at_start",
     "dev_command",
     "load_app",
@@ -202,6 +204,8 @@ def run_server(app: Any, settings: Any) -> int:
 
     if (refused := check_prefix_at_start(settings)) is not None:
         return refused
+    if (unable := cannot_listen(settings.host, settings.port)) is not None:
+        return fail(unable, USAGE)
     # Children ask the admin API whether a declared external call target is registered (decision 47).
     configure_admin(settings.admin_url)
     logs.event(
@@ -228,6 +232,30 @@ def run_server(app: Any, settings: Any) -> int:
 
 # What binding the endpoint's port fails with: in use, not this machine's address, or not allowed.
 CANNOT_LISTEN = frozenset({errno.EADDRINUSE, errno.EADDRNOTAVAIL, errno.EACCES})
+
+
+def cannot_listen(host: str, port: int) -> str | None:
+    """Why the endpoint could not listen on ``host:port``, found by binding it once first, or None.
+
+    Each server words a failed bind its own way (granian's is a `RuntimeError` with a Rust backtrace,
+    and it binds with `SO_REUSEPORT`, so a second endpoint on a port in use would share it): this
+    probe answers alike for both, as one line."""
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except socket.gaierror as exc:
+        return f"cannot listen on {host}:{port}: {exc.strerror} (is --host, or LASH_HOST, this machine's?)"
+    family, kind, proto, _, address = infos[0]
+    with socket.socket(family, kind, proto) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the servers do: TIME_WAIT is free
+        try:
+            probe.bind(address)
+            probe.listen()
+        except OSError as exc:
+            return (
+                f"cannot listen on {host}:{port}: {exc.strerror} "
+                "(another process serves there? pick another --port or LASH_PORT)"
+            )
+    return None
 
 
 def load_app(spec: str) -> Any:
