@@ -18,6 +18,7 @@ from lash_restate.inspection import InspectionError, sql
 from lash_restate.inspection._operator import operator_call
 from lash_restate.registration import RegistrationError, _answer
 from lash_restate.testing import free_port
+from tests.engine.test_cli import command
 
 
 def test_requests_to_the_admin_api_build_one_tls_context_between_them(
@@ -95,12 +96,12 @@ async def test_an_operators_call_the_ingress_took_and_did_not_answer_says_it_may
         answered.set()
 
 
-def _answering(body: bytes) -> Any:
-    """A server callback that answers any request 200 with ``body`` (said to be JSON), then closes."""
+def _answering(body: bytes, status: str = "200 OK") -> Any:
+    """A server callback that answers any request ``status`` with ``body`` (said to be JSON), then closes."""
 
     async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         await reader.readuntil(b"\r\n\r\n")
-        head = f"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {len(body)}\r\n"
+        head = f"HTTP/1.1 {status}\r\ncontent-type: application/json\r\ncontent-length: {len(body)}\r\n"
         writer.write(head.encode() + b"connection: close\r\n\r\n" + body)
         await writer.drain()
         writer.close()
@@ -122,3 +123,23 @@ async def test_an_admin_api_answering_200_with_what_is_not_query_rows_is_one_err
         if body == b"<html>":
             with pytest.raises(RegistrationError, match="answered with no JSON"):
                 await asyncio.to_thread(_answer, AdminApi(url), {}, "http://endpoint", 5)
+
+
+async def test_an_endpoint_whose_admin_token_is_refused_does_not_start_unchecked() -> None:
+    """`serve --admin-url` checks at start that no other application serves lash's services; an admin
+    API refusing its token (401) left the check undone with a warning, and the endpoint served
+    whatever prefix it had. A missing or wrong token is a wrong setting: one line, exit 2."""
+    port = free_port()
+    server = await asyncio.start_server(
+        _answering(b'{"message": "no"}', "401 Unauthorized"), "127.0.0.1", port
+    )
+    async with server:
+        args = [
+            "--resolver",
+            "lash_restate.testing.tools:demo_tools",
+            "--admin-url",
+            f"http://127.0.0.1:{port}",
+        ]
+        run = await asyncio.to_thread(command, "serve", "--port", str(free_port()), *args)
+    assert run.returncode == 2, run.stderr
+    assert "cannot check who serves lash's services" in run.stderr and "RESTATE_AUTH_TOKEN" in run.stderr

@@ -12,7 +12,7 @@ import httpx
 from ._http import tls
 from .contract import LashError, RuntimeErrorCode
 
-__all__ = ["DEFAULT_ADMIN_URL", "AdminApi", "AdminError"]
+__all__ = ["DEFAULT_ADMIN_URL", "AdminApi", "AdminError", "AdminRefused"]
 
 DEFAULT_ADMIN_URL = "http://127.0.0.1:9070"
 
@@ -24,6 +24,10 @@ class AdminError(LashError, RuntimeError):
 
     def __str__(self) -> str:
         return self.message
+
+
+class AdminRefused(AdminError):
+    """The admin API refused this client (401 or 403): its token is missing or wrong."""
 
 
 @dataclass(frozen=True)
@@ -63,7 +67,7 @@ class AdminApi:
             raise AdminError(f"cannot reach the Restate admin API at {self.url} ({exc})") from None
         if response.status_code in (401, 403):
             hint = "set RESTATE_AUTH_TOKEN" if not self.token else "check RESTATE_AUTH_TOKEN"
-            raise AdminError(
+            raise AdminRefused(
                 f"the admin API at {self.url} refused the request ({response.status_code}): {hint}"
             )
         return response

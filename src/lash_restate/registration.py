@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
 
-from .admin import AdminApi, AdminError
+from .admin import AdminApi, AdminError, AdminRefused
 from .contract import LashError, RuntimeErrorCode
 from .engine import APP_METADATA, CHILD, GROUP, PUMP, SIGNAL, ServedApplication, check_prefix
 
@@ -22,6 +22,7 @@ __all__ = [
     "Application",
     "PrefixTaken",
     "RegistrationError",
+    "RegistrationRefused",
     "StartCheck",
     "check_at_start",
     "prefix_holders",
@@ -39,6 +40,14 @@ class RegistrationError(LashError, RuntimeError):
 
     def __str__(self) -> str:
         return self.message
+
+
+class RegistrationRefused(RegistrationError):
+    """The admin API refused this client (401 or 403): its token is missing or wrong."""
+
+
+def _wrapped(exc: AdminError) -> RegistrationError:
+    return RegistrationRefused(str(exc)) if isinstance(exc, AdminRefused) else RegistrationError(str(exc))
 
 
 @dataclass(frozen=True)
@@ -150,7 +159,7 @@ def _answer(admin: AdminApi, body: dict[str, Any], endpoint_url: str, timeout: f
     try:
         response = admin.post("/deployments", body, timeout=timeout)
     except AdminError as exc:
-        raise RegistrationError(str(exc)) from None
+        raise _wrapped(exc) from None
     if response.status_code >= 300:
         raise RegistrationError(
             f"registering {endpoint_url} failed ({response.status_code}): {response.text[:500]}"
@@ -168,7 +177,7 @@ def _get(admin: AdminApi, path: str, timeout: float) -> Any | None:
     try:
         response = admin.get(path, timeout=timeout)
     except AdminError as exc:
-        raise RegistrationError(str(exc)) from None
+        raise _wrapped(exc) from None
     if response.status_code == 404:
         return None
     if response.status_code >= 300:

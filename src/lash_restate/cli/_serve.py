@@ -170,16 +170,26 @@ def serve_command(args: argparse.Namespace) -> int:
 def check_prefix_at_start(settings: Any) -> int | None:
     """With an admin URL, refuse to start an endpoint whose lash services another application serves
     now, unless it served them itself before (then it is the one taken over: it keeps serving what is
-    pinned to it, and says so) or ``take_over`` (decision 43). An unreachable admin API is a warning."""
+    pinned to it, and says so) or ``take_over`` (decision 43). An admin API that cannot answer now is a
+    warning; one that refuses this endpoint's token is a wrong setting, refused."""
     from .. import logs
     from ..engine import served_application
-    from ..registration import Application, PrefixTaken, RegistrationError, check_at_start, taken_over
+    from ..registration import (
+        Application,
+        PrefixTaken,
+        RegistrationError,
+        RegistrationRefused,
+        check_at_start,
+        taken_over,
+    )
 
     served = served_application()
     if settings.admin_url is None or served is None:
         return None
     try:
         found = check_at_start(AdminApi.from_env(settings.admin_url), served)
+    except RegistrationRefused as exc:  # a token missing or wrong: the check would never run
+        return fail(f"cannot check who serves lash's services: {exc}", USAGE)
     except RegistrationError as exc:
         logs.logger.warning(
             "cannot check who serves lash's services: %s", exc, extra={"event": "endpoint.prefix_unchecked"}
