@@ -493,3 +493,17 @@ async def test_a_plain_function_given_as_a_tool_rejects_its_child_saying_what_a_
         "tool 'greet' returned a str, not an awaitable: a tool is an async function "
         "(async def greet(args): ...)"
     )
+
+
+async def test_a_key_too_long_for_its_childrens_replay_keys_is_refused_naming_the_key() -> None:
+    """Each child's replay key is the group key, '/' and its position: a 510-character key of eleven
+    children was refused as some child's envelope ("replay key must be 1..512 characters")."""
+    host = MemoryHost(resolver=demo_tools())
+    key = "s:group:" + "b" * 500 + ":0"
+    try:
+        with pytest.raises(lash.InvalidGroupKey, match="give a shorter key=") as refused:
+            await lash.all(host, [lash.tool("echo", {"value": i}) for i in range(11)], key=key)
+        assert refused.value.group_key == key and "position up to 10" in refused.value.message
+        assert await lash.all(host, [lash.tool("echo", {"value": i}) for i in range(10)], key=key)  # fits
+    finally:
+        await host.aclose()

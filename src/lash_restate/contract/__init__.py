@@ -36,6 +36,8 @@ from ._controller import (
     settlement_run,
 )
 from ._envelope import (
+    MAX_KEY_LENGTH,
+    MAX_SLEEP_MS,
     AwaitEvent,
     Call,
     Child,
@@ -100,6 +102,8 @@ from ._struct import STRUCT_OPTIONS
 
 __all__ = [
     "BODY_LIMIT",
+    "MAX_KEY_LENGTH",
+    "MAX_SLEEP_MS",
     "MESSAGE_LIMIT",
     "OUTCOME_LIMIT",
     "PART_CHILDREN",

@@ -24,6 +24,7 @@ from ._policies import GroupWakePolicy, LoserPolicy
 from ._struct import STRUCT_OPTIONS
 
 __all__ = [
+    "MAX_KEY_LENGTH",
     "MAX_SLEEP_MS",
     "AwaitEvent",
     "Call",
