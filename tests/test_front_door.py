@@ -42,7 +42,7 @@ PUBLIC = {
     "ForeignGroupKey", "GroupNotOpen", "GroupShapeError", "HandleMismatch", "InvalidEnvelope",
     "InvalidGroupKey", "InvalidHandle", "InvalidInput", "InvalidSettlement", "MembershipUnsupported",
     "PayloadTooLarge", "PermutedPosition", "ReplayMismatch", "ShapeMismatch", "UndecodableResult",
-    "WakeRuleDrift", "DeploymentError", "ServerUnavailable",
+    "WakeRuleDrift", "DeploymentError", "ServerUnavailable", "PrefixChosen",
 }  # fmt: skip
 
 
@@ -440,8 +440,24 @@ def test_call_targets_know_bound_and_declared_services() -> None:
         "service 'Nowhere' is not bound here and not declared: serve it in this app, "
         "or declare it served by another deployment with lash.external('Nowhere')"
     )
-    with pytest.raises(ValueError, match="declared twice"):
+    with pytest.raises(lash.InvalidInput, match="declared twice"):
         call_targets([payments], [lash.external("Payments", "other")])
+
+
+def test_what_lash_app_refuses_is_a_lash_error_and_still_a_value_error() -> None:
+    """`except lash.LashError` catches anything lash raises, as the reference says: the refusals of
+    `lash.app` / `lash.services` were plain `ValueError`s. Still `ValueError`s, for code that caught
+    them so; `PrefixChosen` is exported with the other errors."""
+    for build in (
+        lambda: lash.app(batch_from=0),
+        lambda: lash.app(batch_from="3"),  # type: ignore[arg-type]
+        lambda: lash.app(name="no spaces allowed"),
+        lambda: lash.services(tools=lash.ToolRegistry(), prefix="lower"),
+    ):
+        with pytest.raises(lash.InvalidInput) as refused:
+            build()
+        assert isinstance(refused.value, lash.LashError) and isinstance(refused.value, ValueError)
+    assert issubclass(lash.PrefixChosen, lash.LashError)
 
 
 def test_a_service_served_elsewhere_is_declared_by_its_definition_or_by_name() -> None:

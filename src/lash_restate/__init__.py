@@ -86,7 +86,7 @@ from .contract import (
     UndecodableResult,
     WakeRuleDrift,
 )
-from .engine import DeploymentError, RestateController, ServerUnavailable
+from .engine import DeploymentError, PrefixChosen, RestateController, ServerUnavailable
 from .tools import ToolRegistry
 
 CANCEL = LoserPolicy.CANCEL
@@ -135,6 +135,7 @@ __all__ = [
     "Outcome",
     "PayloadTooLarge",
     "PermutedPosition",
+    "PrefixChosen",
     "Rejected",
     "ReplayMismatch",
     "RestateController",

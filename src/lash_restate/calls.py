@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from .contract import Call
+from .contract import Call, InvalidInput
 
 __all__ = ["CallTargets", "Target"]
 
@@ -40,7 +40,7 @@ class CallTargets:
         """Add a target; ``external``: declared, served by another deployment (not bound here)."""
         known = self._by_service.get(target.service)
         if known is not None and known != target:
-            raise ValueError(f"service {target.service!r} is declared twice, differently")
+            raise InvalidInput(f"service {target.service!r} is declared twice, differently")
         self._by_service[target.service] = target
         if external and known is None:
             self._external.add(target.service)

@@ -32,7 +32,7 @@ def use_prefix(prefix: str | None = None) -> None:
     The prefix is the process's, fixed by the first of `use_prefix`, `app` and `services` to run: the
     prefix it names, or ``Lash`` if it names none. Each of them without ``prefix`` takes the process's
     (so ``use_prefix("Shop")`` first makes a later ``app()`` bind ``ShopGroup``, …); naming another
-    prefix afterwards raises `ValueError`."""
+    prefix afterwards raises `PrefixChosen`."""
     use_groups_served_elsewhere(prefix)
 
 
@@ -98,7 +98,7 @@ def services(
     Raises:
         PrefixChosen: this process already chose another prefix (a `ValueError`).
         DeploymentError: an identity key is not a Restate public key.
-        ValueError: ``prefix`` or ``name`` is malformed, ``batch_from`` is below 1, or a service is
+        InvalidInput: ``prefix`` or ``name`` is malformed, ``batch_from`` is below 1, or a service is
             declared twice, differently (bound here and also declared with `external`, say).
     """
     calls = call_targets(yours, external)
@@ -141,7 +141,7 @@ def app(
     Raises:
         PrefixChosen: this process already chose another prefix (a `ValueError`).
         DeploymentError: an identity key is not a Restate public key.
-        ValueError: ``prefix`` or ``name`` is malformed, ``batch_from`` is below 1, or a service is
+        InvalidInput: ``prefix`` or ``name`` is malformed, ``batch_from`` is below 1, or a service is
             declared twice, differently (bound here and also declared with `external`, say).
     """
     return build_app(

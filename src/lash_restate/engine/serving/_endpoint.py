@@ -19,7 +19,7 @@ import restate
 from restate._internal import IdentityKeyException  # what `restate.app` raises for a bad key
 
 from ...calls import CallTargets, Target
-from ...contract import GroupExecutors, LashError, RuntimeErrorCode
+from ...contract import GroupExecutors, InvalidInput, LashError, RuntimeErrorCode
 from ..child._child import DEFAULT_TOOL_ATTEMPTS, child_object
 from ..child._routing import Routing
 from ..child._signal import signal_object
@@ -96,7 +96,7 @@ _APP_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:/-]{0,63}")
 
 def check_app_name(name: str) -> str:
     if not isinstance(name, str) or not _APP_NAME.fullmatch(name):
-        raise ValueError(
+        raise InvalidInput(
             f"application name {name!r}: a letter or digit, then up to 63 letters, digits or . _ : / -"
         )
     return name
@@ -159,8 +159,8 @@ def lash_services(
     service metadata ``lash.app``, which registration reads to tell an upgrade of this application
     from another application taking its prefix over (decision 43).
     """
-    if batch_from < 1:
-        raise ValueError(f"batch_from must be at least 1, got {batch_from}")
+    if isinstance(batch_from, bool) or not isinstance(batch_from, int) or batch_from < 1:
+        raise InvalidInput(f"batch_from must be at least 1, got {batch_from!r}")
     prefix = use_prefix(prefix)
     metadata = {APP_METADATA: check_app_name(name)} if name is not None else None
     routing = Routing(resolver, calls if calls is not None else CallTargets())

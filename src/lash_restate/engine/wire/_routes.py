@@ -22,7 +22,7 @@ import msgspec
 import restate
 from restate import SendHandle
 
-from ...contract import LashError, RuntimeEffectEnvelope, RuntimeErrorCode
+from ...contract import InvalidInput, LashError, RuntimeEffectEnvelope, RuntimeErrorCode
 from ._errors import is_cancellation
 from ._messages import (
     CallerEnded,
@@ -130,7 +130,7 @@ class _Naming:
 
 def check_prefix(prefix: str) -> str:
     if not isinstance(prefix, str) or not _PREFIX.fullmatch(prefix):
-        raise ValueError(f"service prefix {prefix!r}: an uppercase letter, then up to 31 letters or digits")
+        raise InvalidInput(f"service prefix {prefix!r}: an uppercase letter, then up to 31 letters or digits")
     return prefix
 
 
