@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+from typing import Any
 
 import pytest
 
@@ -24,9 +25,12 @@ from lash_restate.combinators import (
 )
 from lash_restate.contract import (
     AwaitEvent,
+    EffectGroupDefaults,
     EmptyGroup,
     Err,
     GroupHandle,
+    InvalidHandle,
+    InvalidInput,
     LoserPolicy,
     Ok,
     RuntimeEffectEnvelope,
@@ -34,6 +38,7 @@ from lash_restate.contract import (
     Settlement,
     Sleep,
     ToolCall,
+    error_from_wire,
 )
 from lash_restate.memory import MemoryHost
 from lash_restate.testing import demo_tools
@@ -170,4 +175,41 @@ async def test_run_combinator_answers_one_of_three_result_types_with_only_their_
     }
     with pytest.raises(dataclasses.FrozenInstanceError):
         fulfilled.value = [2]  # type: ignore[misc]
+    await host.aclose()
+
+
+async def test_a_combinators_arguments_and_a_defaults_controllers_are_refused_typed() -> None:
+    """What an untyped caller may pass raised a plain `AttributeError` or `TypeError` (retried for ever
+    inside a Restate handler), or, for a negative ``stop_after``, suspended at once."""
+    host = MemoryHost(resolver=demo_tools())
+    group = RuntimeEffectGroup(
+        "s:group:args:0",
+        [RuntimeEffectEnvelope(command=ToolCall(tool="echo", args={"value": 1}), replay_key="a0")],
+        wake=Combinator.ALL.wake,
+        disposition=LoserPolicy.RUN_TO_COMPLETION,
+    )
+    bad: list[dict[str, Any]] = [
+        {"kind": "all"},
+        {"group": None},
+        {"handle": "x"},
+        {"stop_after": "1"},
+        {"stop_after": -1},
+    ]
+    for given in bad:
+        arguments: dict[str, Any] = {"kind": Combinator.ALL, "group": group, **given}
+        kind, refused_group = arguments.pop("kind"), arguments.pop("group")
+        with pytest.raises(InvalidInput):
+            await run_combinator(host, kind, refused_group, **arguments)
+    assert "s:group:args:0" not in host.store.groups
+
+    class Unsupported(EffectGroupDefaults):
+        pass
+
+    with pytest.raises(InvalidHandle):
+        await Unsupported().await_next_settlement("x")  # type: ignore[arg-type]
+    with pytest.raises(InvalidHandle):
+        await Unsupported().close_effect_group("x")  # type: ignore[arg-type]
+    with pytest.raises(InvalidInput):
+        await Unsupported().open_effect_group("x")  # type: ignore[arg-type]
+    assert error_from_wire('lash-error:{"code": "invalid_input", "message": "m", "position": 1e400}') is None
     await host.aclose()

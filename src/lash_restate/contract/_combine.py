@@ -8,7 +8,14 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Literal, TypeAlias
 
-from ._controller import Reopens, RuntimeEffectController, require_disposition, settlement_run
+from ._controller import (
+    Reopens,
+    RuntimeEffectController,
+    require_disposition,
+    require_group,
+    require_handle,
+    settlement_run,
+)
 from ._errors import DispositionDrift, EmptyGroup, InvalidHandle, InvalidInput, WakeRuleDrift
 from ._group import GroupKey, RuntimeEffectGroup
 from ._handle import GroupHandle
@@ -170,6 +177,16 @@ async def run_combinator(
     A group declaring another wake rule than ``kind``'s, or (for
     `all` and `allSettled`) another disposition than `RunToCompletion`, is refused unopened.
     """
+    # Checked before anything is asked of the host: an untyped caller may pass anything.
+    if not isinstance(kind, Combinator):
+        raise InvalidInput(f"kind must be a Combinator (e.g. Combinator.ALL), not {kind!r}")
+    group = require_group(group)
+    if handle is not None:
+        require_handle(handle)
+    if stop_after is not None and (
+        isinstance(stop_after, bool) or not isinstance(stop_after, int) or stop_after < 0
+    ):
+        raise InvalidInput(f"stop_after must be a non-negative integer, not {stop_after!r}")
     on_reject = require_disposition(on_reject)  # refused unopened, not only once a child rejects
     if on_reject is not None:
         # A widening is refused unopened too: at the close it would lose the verdict and the close.

@@ -212,19 +212,21 @@ class EffectGroupDefaults:
 
     async def open_effect_group(self, group: RuntimeEffectGroup) -> GroupHandle:
         raise EffectGroupUnsupported(
-            f"{type(self).__name__} does not implement effect groups", group_key=str(group.key)
+            f"{type(self).__name__} does not implement effect groups", group_key=str(require_group(group).key)
         )
 
     async def await_next_settlement(
         self, handle: GroupHandle, cancel: Awaitable[object] | None = None
     ) -> Settlement:
         raise EffectGroupUnsupported(
-            f"{type(self).__name__} does not implement effect groups", group_key=handle.group_key
+            f"{type(self).__name__} does not implement effect groups",
+            group_key=require_handle(handle).group_key,
         )
 
     async def close_effect_group(self, handle: GroupHandle, disposition: LoserPolicy | None = None) -> None:
         raise EffectGroupUnsupported(
-            f"{type(self).__name__} does not implement effect groups", group_key=handle.group_key
+            f"{type(self).__name__} does not implement effect groups",
+            group_key=require_handle(handle).group_key,
         )
 
 

@@ -429,7 +429,7 @@ def error_from_wire(text: str) -> LashError | None:
             position=int(position) if position is not None else None,
             replay_key=body.get("replay_key"),
         )
-    except (ValueError, KeyError, TypeError):
+    except (ValueError, KeyError, TypeError, OverflowError):  # `int(1e400)` overflows
         return None
 
 
