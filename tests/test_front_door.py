@@ -521,5 +521,11 @@ async def test_a_key_too_long_for_its_childrens_replay_keys_is_refused_naming_th
             await lash.all(host, [lash.tool("echo", {"value": i}) for i in range(11)], key=key)
         assert refused.value.group_key == key and "position up to 10" in refused.value.message
         assert await lash.all(host, [lash.tool("echo", {"value": i}) for i in range(10)], key=key)  # fits
+        # A child given as an envelope names its own replay key: only the others' are measured.
+        own = lash.RuntimeEffectEnvelope(
+            command=lash.ToolCall(tool="echo", args={"value": 10}), replay_key="r"
+        )
+        children: list[Any] = [*(lash.tool("echo", {"value": i}) for i in range(10)), own]
+        assert len(await lash.all(host, children, key=key.replace(":0", ":1"))) == 11
     finally:
         await host.aclose()

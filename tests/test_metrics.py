@@ -46,7 +46,7 @@ def before() -> dict[str, list[Any]]:
 
 
 def _ctx() -> Any:
-    request = SimpleNamespace(id="inv_1abc", headers={})
+    request = SimpleNamespace(id="inv_1abc", headers={}, attempt_headers={})
     return SimpleNamespace(request=lambda: request)
 
 

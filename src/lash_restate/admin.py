@@ -29,6 +29,8 @@ class AdminError(LashError, RuntimeError):
 class AdminRefused(AdminError):
     """The admin API refused this client (401 or 403): its token is missing or wrong."""
 
+    code = RuntimeErrorCode.ADMIN_REFUSED
+
 
 @dataclass(frozen=True)
 class AdminApi:

@@ -45,6 +45,8 @@ class RegistrationError(LashError, RuntimeError):
 class RegistrationRefused(RegistrationError):
     """The admin API refused this client (401 or 403): its token is missing or wrong."""
 
+    code = RuntimeErrorCode.REGISTRATION_REFUSED
+
 
 def _wrapped(exc: AdminError) -> RegistrationError:
     return RegistrationRefused(str(exc)) if isinstance(exc, AdminRefused) else RegistrationError(str(exc))

@@ -205,6 +205,15 @@ def test_bad_handles_are_refused(raw: bytes) -> None:
         GroupHandle.from_bytes(raw)
 
 
+def test_a_saved_handle_reads_back_from_whatever_bytes_like_a_store_returns() -> None:
+    """A database driver may return the saved bytes as a `memoryview` (psycopg's `bytea`) or a
+    `bytearray`: the first release read those, as every buffer, so every later one does."""
+    saved = GroupHandle("s:group:b:0", 3, 1)
+    raw = saved.to_bytes()
+    for given in (raw, bytearray(raw), memoryview(raw), raw.decode()):
+        assert GroupHandle.from_bytes(given) == saved
+
+
 def test_reopen_fence_checks_shape_before_hashes() -> None:
     recorded = make(child("a"), child("b")).shape()
     with pytest.raises(ShapeMismatch):

@@ -146,18 +146,6 @@ async def bad_cancel(ctx: restate.Context) -> Any:
 
 
 @shop.handler()
-async def two_cursors(ctx: restate.Context) -> list[list[int]]:
-    """Two cursors of one group (a resume of its saved handle beside it), each awaiting the first rank
-    at once, then the second: each reads every rank, as the other does."""
-    children = [lash.sleep(timedelta(milliseconds=200)), lash.sleep(timedelta(milliseconds=400))]
-    first = await lash.open(ctx, children)
-    second = await lash.open(ctx, children, resume=first.save())
-    ranks = [await asyncio.gather(first.next(), second.next()) for _ in children]
-    await first.close()
-    return [[s.position for s in both] for both in ranks]
-
-
-@shop.handler()
 async def broken(ctx: restate.Context) -> Any:
     """A handler's own bug: a plain exception, which Restate retries for ever."""
     raise RuntimeError("a bug of the handler's own")

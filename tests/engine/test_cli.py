@@ -456,6 +456,7 @@ KEY = "publickeyv1_ChjENKeMvCtRnqG2mrBK1HmPKufgFUc98K8B3ZQpFAGT"  # a key's form
             "an identity key is not a Restate public key",
         ),
         ("lash.app(svc)", (), "LASH_ORPHAN_RETENTION"),
+        ("lash.app(svc", ("--identity-key", KEY), "cannot load app 'keyedapp:app'"),  # a syntax error
     ],
 )
 def test_serve_app_refuses_what_the_app_it_serves_would_not_apply(

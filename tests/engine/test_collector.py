@@ -63,8 +63,10 @@ def test_serve_leaves_the_collector_alone_when_told_to(collector: dict[str, Any]
 
 def test_a_full_collection_never_is_refused_before_anything_changes(collector: dict[str, Any]) -> None:
     before = gc.get_threshold()
-    with pytest.raises(ValueError, match="at least 1"):
+    with pytest.raises(lash.InvalidInput, match="at least 1"):  # a LashError, and a ValueError
         collect_rarely(0)
-    with pytest.raises(ValueError, match="at least 1"):
+    with pytest.raises(lash.InvalidInput, match="at least 1"):
         asyncio.run(lash.serve(object(), "127.0.0.1", 9, full_gc_every=0))
+    with pytest.raises(lash.InvalidInput, match="server must be one of"):
+        asyncio.run(lash.serve(object(), "127.0.0.1", 9, server="uvicorn"))
     assert (gc.get_threshold(), gc.get_freeze_count(), collector) == (before, 0, {})

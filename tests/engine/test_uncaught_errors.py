@@ -166,11 +166,3 @@ async def test_a_block_that_raised_a_plain_exception_is_retried_and_reads_on(
     marker = tmp_path / "raised"
     assert await stack.call("Shop/retried_block", str(marker), within=30) == [0, 1]
     assert marker.exists()  # the first attempt raised
-
-
-async def test_two_cursors_of_one_group_awaited_at_once_each_read_every_rank(stack: LocalStack) -> None:
-    """A handle and a resume of it, each awaiting the same rank at once: the second took a wake the
-    first had registered already, and its plain `KeyError` was retried by Restate for ever."""
-    async with httpx.AsyncClient(verify=tls(), timeout=60) as client:
-        response = await client.post(f"{stack.ingress_url}/Shop/two_cursors")
-    assert (response.status_code, response.json()) == (200, [[0, 0], [1, 1]]), response.text

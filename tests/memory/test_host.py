@@ -515,9 +515,7 @@ async def test_a_deadline_the_caller_awaits_again_is_not_cancelled_by_a_read() -
     await host.aclose()
 
 
-async def test_an_await_checks_its_cancel_first_reads_one_rank_at_a_time_and_fails_with_a_failed_cancel() -> (
-    None
-):
+async def test_an_await_checks_its_cancel_first_and_reads_one_rank_at_a_time() -> None:
     """As the Restate host answers: a ``cancel`` that cannot be awaited is refused before anything
     (it raised a plain `TypeError`); a second await of one handle at once is refused (it served rank
     1 twice and skipped rank 2), a copy's is not; a cancel that failed raises its own error (it was

@@ -23,6 +23,8 @@ from lash_restate.contract import (
     LashError,
     LoserPolicy,
     Ok,
+    RuntimeEffectEnvelope,
+    Sleep,
     ToolFailure,
 )
 from lash_restate.memory import MemoryHost, MemoryStore
@@ -384,4 +386,18 @@ async def test_a_tool_sees_its_args_as_their_json_form_reads_back() -> None:
     handle = await host.open_effect_group(group(tool("look", "r0", {"z": 1, "p": (1, 2)})))
     await host.await_next_settlement(handle)
     assert seen == [("list", ["p", "z"])]
+    await host.aclose()
+
+
+async def test_a_sleep_past_any_timer_sleeps_as_long_as_one_can() -> None:
+    """A duration no timer can be set to is the longest sleep, on both hosts (Restate's child sets the
+    longest `timedelta`); its runner raised `OverflowError` here, as Restate's child did, retried."""
+    host = MemoryHost(resolver=ToolRegistry())
+    forever = RuntimeEffectEnvelope(command=Sleep(duration_ms=10**400), replay_key="r0")
+    handle = await host.open_effect_group(group(forever, wait("go", "r1")))
+    host.store.emit_event("go", 1)
+    first = await host.await_next_settlement(handle)
+    assert (first.position, first.outcome) == (1, Ok(value=1))
+    assert 0 in host.store.groups[KEY].live  # still sleeping
+    await host.close_effect_group(handle, LoserPolicy.CANCEL)
     await host.aclose()

@@ -97,7 +97,7 @@ def services(
 
     Raises:
         PrefixChosen: this process already chose another prefix (a `ValueError`).
-        DeploymentError: an identity key is not a Restate public key.
+        DeploymentError: LASH_ORPHAN_RETENTION or LASH_WAITER_CHECK is not a duration.
         InvalidInput: ``prefix`` or ``name`` is malformed, ``batch_from`` is below 1, or a service is
             declared twice, differently (bound here and also declared with `external`, say).
     """
@@ -140,7 +140,8 @@ def app(
 
     Raises:
         PrefixChosen: this process already chose another prefix (a `ValueError`).
-        DeploymentError: an identity key is not a Restate public key.
+        DeploymentError: an identity key is not a Restate public key, or LASH_ORPHAN_RETENTION or
+            LASH_WAITER_CHECK is not a duration.
         InvalidInput: ``prefix`` or ``name`` is malformed, ``batch_from`` is below 1, or a service is
             declared twice, differently (bound here and also declared with `external`, say).
     """
@@ -181,7 +182,7 @@ async def serve(
 
     Raises:
         ServerUnavailable: ``server="granian"`` without the ``granian`` extra installed.
-        ValueError: an unknown ``server``, or ``full_gc_every`` below 1.
+        InvalidInput: an unknown ``server``, or ``full_gc_every`` below 1 (a `ValueError`).
     """
     # One process either way (decision 33); the collector's tuning: decision 68.
     await _serve(asgi, host, port, server=server, full_gc_every=full_gc_every)

@@ -187,13 +187,13 @@ def typed_grouped(
                 position=position,
             )
     group_key = _key(ctx, listed, key)
-    derived = any(not isinstance(child, RuntimeEffectEnvelope) for child in listed)
-    if derived and len(f"{group_key}/{len(listed) - 1}") > MAX_KEY_LENGTH:
+    derived = [p for p, child in enumerate(listed) if not isinstance(child, RuntimeEffectEnvelope)]
+    if derived and len(f"{group_key}/{derived[-1]}") > MAX_KEY_LENGTH:
         # Each child's replay key is the group key and its position: one past the limit is refused
         # here, naming why, rather than as the envelope of some child.
         raise InvalidGroupKey(
             f"group key is {len(group_key)} characters: its children's replay keys (the key, '/' and a "
-            f"position up to {len(listed) - 1}) would pass {MAX_KEY_LENGTH}; give a shorter key=",
+            f"position up to {derived[-1]}) would pass {MAX_KEY_LENGTH}; give a shorter key=",
             group_key=group_key,
         )
     envelopes = [

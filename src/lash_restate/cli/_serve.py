@@ -270,14 +270,13 @@ def cannot_listen(host: str, port: int) -> str | None:
 
 def load_app(spec: str) -> Any:
     """``module:attribute`` naming an ASGI app (what `lash_restate.app(...)` returns)."""
-    from ..contract import LashError
 
     module_name, _, attribute = spec.partition(":")
     try:
         app: Any = getattr(import_attribute(module_name), attribute)
-    # A lash error: the app's `lash.app(...)` refused it (a prefix taken, a setting such as
-    # LASH_ORPHAN_RETENTION it reads, an identity key); a ValueError, a setting it cannot read.
-    except (ImportError, AttributeError, LashError, ValueError) as exc:
+    # Anything its import raised (a lash error: its `lash.app(...)` refused a prefix, a setting such
+    # as LASH_ORPHAN_RETENTION, an identity key; a syntax error; its own start-up's failure): one line.
+    except Exception as exc:
         raise SystemExit(f"lash-restate: cannot load app {spec!r}: {exc}") from None
     if not callable(app):
         raise SystemExit(f"lash-restate: {spec!r} is not an ASGI app (it is not callable)")

@@ -164,7 +164,7 @@ class ToolCall(Child, msgspec.Struct, tag="tool_call", **_STRUCT):
         validate_json_value(self.args, "tool args")
 
 
-# The longest sleep: what a timer of every host can be set to (Python's `timedelta` is the bound).
+# The longest sleep a timer is set to (Python's `timedelta` is the bound): a longer one sleeps this.
 MAX_SLEEP_MS = timedelta.max // timedelta(milliseconds=1)
 
 
@@ -175,11 +175,15 @@ class Sleep(Child[None], msgspec.Struct, tag="sleep", **_STRUCT):
 
     def __post_init__(self) -> None:
         # An int, as its JSON form is read back (a float is refused there): a host that runs what
-        # the other refuses would answer differently.
-        if type(self.duration_ms) is not int or not 0 <= self.duration_ms <= MAX_SLEEP_MS:
+        # the other refuses would answer differently. No upper bound: this runs where a stored
+        # envelope is read too, and a sleep past any timer is the longest one (`MAX_SLEEP_MS`).
+        if (
+            isinstance(self.duration_ms, bool)
+            or not isinstance(self.duration_ms, int)
+            or self.duration_ms < 0
+        ):
             raise InvalidEnvelope(
-                f"sleep duration_ms must be an integer from 0 to {MAX_SLEEP_MS} (milliseconds); "
-                f"got {self.duration_ms!r}"
+                f"sleep duration_ms must be a non-negative integer (milliseconds); got {self.duration_ms!r}"
             )
 
 

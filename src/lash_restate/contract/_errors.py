@@ -38,8 +38,10 @@ it also carries ``group_key``, ``position`` and ``replay_key`` (None otherwise):
     ├── SettingsError               settings failed validation (a ValueError too)
     ├── PrefixChosen                this process already names lash's services otherwise (a ValueError too)
     ├── RegistrationError           the admin API refused the deployment, or could not be reached
-    │   └── PrefixTaken             another application's deployment serves lash's services there
+    │   ├── PrefixTaken             another application's deployment serves lash's services there
+    │   └── RegistrationRefused     the admin API refused this client's token (401, 403)
     ├── AdminError                  the admin API refused a request, or could not be reached
+    │   └── AdminRefused            the admin API refused this client's token (401, 403)
     ├── InspectionError             the admin API refused a query about groups, or could not be reached
     │   └── CloseRefused            an operator's close would not close: parked, open, or changed
     └── StackError                  lash_restate.testing: a part of the local stack failed to start
@@ -139,7 +141,9 @@ class RuntimeErrorCode(StrEnum):
     PREFIX_CHOSEN = "prefix_chosen"
     REGISTRATION = "registration"
     PREFIX_TAKEN = "prefix_taken"
+    REGISTRATION_REFUSED = "registration_refused"
     ADMIN = "admin"
+    ADMIN_REFUSED = "admin_refused"
     INSPECTION = "inspection"
     CLOSE_REFUSED = "close_refused"
     STACK = "stack"

@@ -115,9 +115,11 @@ class GroupHandle:
         return msgspec.json.encode(wire)
 
     @classmethod
-    def from_bytes(cls, data: bytes | str) -> GroupHandle:
+    def from_bytes(cls, data: bytes | bytearray | memoryview | str) -> GroupHandle:
         """Restore a saved cursor, refusing anything inconsistent with `InvalidHandle`."""
-        if not isinstance(data, bytes | str):  # a plain TypeError below would be retried for ever
+        # Any bytes-like store's answer (a database's `memoryview`, say) reads as it did; anything
+        # else would raise a plain TypeError below, which Restate retries for ever.
+        if not isinstance(data, bytes | bytearray | memoryview | str):
             raise InvalidHandle(f"a saved handle is the text save() gave, not a {type(data).__name__}")
         try:
             wire = msgspec.json.decode(data, type=_HandleWire)

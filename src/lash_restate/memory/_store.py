@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any, assert_never
 
 from ..contract import (
+    MAX_SLEEP_MS,
     AwaitEvent,
     Call,
     Err,
@@ -157,7 +158,7 @@ class DurableWait:
     async def execute(self) -> Any:
         match self._command:
             case Sleep(duration_ms=ms):
-                await asyncio.sleep(ms / 1000)
+                await asyncio.sleep(min(ms, MAX_SLEEP_MS) / 1000)  # past any timer: as Restate's child
                 return None
             case AwaitEvent(name=name):
                 return await self._store.wait_event(name)

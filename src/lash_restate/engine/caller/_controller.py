@@ -254,19 +254,27 @@ class RestateController(EffectGroupDefaults):
         self, handle: GroupHandle, cancel: Awaitable[object] | None = None
     ) -> Settlement:
         self.outside_run("await_next_settlement")
-        # Every check before anything is journaled: a refusal then leaves this invocation's journal as
-        # it was, whatever the group holds.
+        if self._replaying():
+            # A journal that goes on past this await was written by an attempt that did not refuse it
+            # here (an earlier release checked `cancel` only once it waited): its replay does as it did.
+            return await self._next(handle, cancel, {}, ask_first=True)
+        # Decision 109: every check before anything is journaled, so a refusal does not depend on
+        # what the group holds; and one await of a cursor at a time.
         check_await(handle, self.supports_effect_groups(), cancel)
-        if cancel is not None and not isinstance(cancel, restate.RestateDurableFuture):
-            raise InvalidInput("on Restate, cancel must be a durable future (e.g. ctx.sleep(...))")
+        if cancel is not None:
+            _durable(cancel)
         with handle.awaiting():
             # Decision 32: answered by the group as it stands now, never from what an earlier await read.
             return await self._next(handle, cancel, {}, ask_first=True)
 
+    def _replaying(self) -> bool:
+        """Whether this invocation replays a journal that goes on past this point."""
+        return isinstance(self._ctx, ServerInvocationContext) and self._ctx.vm.is_replaying()
+
     async def _next(
         self,
         handle: GroupHandle,
-        cancel: restate.RestateDurableFuture[Any] | None,
+        cancel: Awaitable[object] | None,
         held: dict[int, Settlement],
         *,
         ask_first: bool,
@@ -334,13 +342,11 @@ class RestateController(EffectGroupDefaults):
                 return wakes
             del self._wakes[key]  # registered with a closed namesake, which rejected them: register anew
 
-    async def _woken(
-        self, handle: GroupHandle, woken: Any, cancel: restate.RestateDurableFuture[Any] | None
-    ) -> WaitReply:
+    async def _woken(self, handle: GroupHandle, woken: Any, cancel: Awaitable[object] | None) -> WaitReply:
         try:
             if cancel is None:
                 return decode(await woken, WaitReply)
-            which, value = await restate.select(settled=woken, cancel=cancel)
+            which, value = await restate.select(settled=woken, cancel=_durable(cancel))
         except restate.TerminalError as error:
             raise_typed(error)
             raise
@@ -400,6 +406,13 @@ class RestateController(EffectGroupDefaults):
         except LashError:
             return False  # the group refuses it: a call, so the refusal reaches the caller typed
         return True
+
+
+def _durable(cancel: Awaitable[object]) -> restate.RestateDurableFuture[Any]:
+    """``cancel`` as the durable future Restate's `select` takes, or `InvalidInput`."""
+    if not isinstance(cancel, restate.RestateDurableFuture):
+        raise InvalidInput("on Restate, cancel must be a durable future (e.g. ctx.sleep(...))")
+    return cancel
 
 
 @dataclass(frozen=True, slots=True)

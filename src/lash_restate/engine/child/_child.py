@@ -17,6 +17,7 @@ import restate
 from restate.exceptions import RetryableError
 
 from ...contract import (
+    MAX_SLEEP_MS,
     AwaitEvent,
     Call,
     Cancelled,
@@ -225,7 +226,8 @@ async def _execute(
     try:
         match command:
             case Sleep():
-                await ctx.sleep(timedelta(milliseconds=command.duration_ms))
+                # Past any timer is for ever, as long as `timedelta` can say (it raises beyond).
+                await ctx.sleep(timedelta(milliseconds=min(command.duration_ms, MAX_SLEEP_MS)))
                 return Ok(value=None)
             case AwaitEvent():
                 return await _await_event(ctx, command.name)

@@ -17,7 +17,7 @@ import threading
 from typing import Any
 
 from ... import logs
-from ...contract import LashError, RuntimeErrorCode
+from ...contract import InvalidInput, LashError, RuntimeErrorCode
 
 __all__ = ["FULL_GC_EVERY", "GRACE_S", "SERVERS", "ServerUnavailable", "collect_rarely", "serve"]
 
@@ -58,7 +58,7 @@ async def serve(
     ``full_gc_every`` collections of the middle one. ``None`` leaves the collector as it is.
     """
     if server not in SERVERS:
-        raise ValueError(f"server must be one of {', '.join(SERVERS)}, got {server!r}")
+        raise InvalidInput(f"server must be one of {', '.join(SERVERS)}, got {server!r}")
     from restate.server import install_shutdown_hook
 
     stop = asyncio.Event()
@@ -136,7 +136,7 @@ def collect_rarely(full_every: int = FULL_GC_EVERY) -> None:
     incremental collector) ignores the threshold, and only the freeze applies.
     """
     if full_every < 1:
-        raise ValueError(f"full_every must be at least 1, got {full_every}")
+        raise InvalidInput(f"full_every must be at least 1, got {full_every}")
     gc.collect()  # start-up's own garbage, before what is left is frozen for good
     gc.freeze()
     young, middle, _ = gc.get_threshold()
