@@ -569,6 +569,30 @@ async def test_a_caller_whose_open_in_parts_restates_cli_killed_is_answered_by_a
         await _poll(stack, staged, lambda rows: not rows)
 
 
+async def test_a_caller_cancelled_while_it_stages_an_open_in_parts_leaves_nothing_staged(
+    tmp_path: Path,
+) -> None:
+    """`restate invocations cancel` of a caller while the pumps it stages its children with are held
+    (a deployment of `LashPump` alone that does not answer): no open follows, and the part it staged
+    is released once the pump runs, where it was kept for ever (nothing names it but the pump's
+    own state)."""
+    s = Scope()
+    staged = staged_query(s.key())
+    stages = "SELECT id FROM sys_invocation WHERE target_service_name = 'LashPump' "
+    stages += "AND target_handler_name = 'stage'"
+    turns = _invocation("LashTurn", "true", "run")
+    with LocalStack.single(tmp_path / "stack", endpoint_env={PARTS_FROM_ENV: "1"}).start() as stack:
+        with unanswered(stack, "pumps", service="LashPump"):
+            caller = turn_in_background(stack, s, open_(s.group([echo("never")])), next_())
+            await _poll(stack, stages, lambda rows: len(rows) == 1)
+            [turn] = await _poll(stack, turns, lambda rows: len(rows) == 1)
+            _operator(stack, tmp_path, "cancel", turn["id"])
+        answered = await asyncio.wait_for(caller, 60)
+        assert answered.status_code != 200, answered.text  # cancelled
+        await _poll(stack, stages + " AND status = 'completed'", lambda rows: len(rows) == 1)
+        await _poll(stack, staged, lambda rows: not rows)
+
+
 async def _none_stranded(stack: LocalStack) -> bool:
     found = await asyncio.to_thread(lash, stack, "groups", "stranded", "--json", "--sent-before", "0")
     return found.returncode == 0 and json.loads(found.stdout) == []

@@ -48,16 +48,17 @@ async def open_in_parts(
         children = group.children
         starts = list(zip(keys, range(0, len(group), PUMP_SLICE), strict=True))
         calls = []
-        # A few parts at a time: each is ~100 KB encoded, held by this endpoint until sent and again
-        # by the pump's stage while it runs. The same calls in the same order: a replay journals alike.
-        for wave in range(0, len(starts), STAGE_WAVE):
-            staged = [
-                PUMP_STAGE.call(ctx, part, _part(key, children[f : f + PUMP_SLICE]))
-                for part, f in starts[wave : wave + STAGE_WAVE]
-            ]
-            await restate.gather(*staged)
-            calls += staged
         try:
+            # A few parts at a time: each is ~100 KB encoded, held by this endpoint until sent and
+            # again by the pump's stage while it runs. The same calls in the same order: a replay
+            # journals alike.
+            for wave in range(0, len(starts), STAGE_WAVE):
+                staged = [
+                    PUMP_STAGE.call(ctx, part, _part(key, children[f : f + PUMP_SLICE]))
+                    for part, f in starts[wave : wave + STAGE_WAVE]
+                ]
+                await restate.gather(*staged)
+                calls += staged
             for call in calls:
                 try:
                     await typed(call)
@@ -66,8 +67,11 @@ async def open_in_parts(
                     # only the group knows which this is (decision 84).
                     if isinstance(unroutable, msgspec.UnsetType):
                         unroutable = refused.to_wire()
-        except LashError:
-            for part in keys:  # nothing of a refused group is kept
+        # Refused, or this caller cancelled while it stages (a terminal error at an await): no open
+        # will follow, so nothing of it is kept. A forget queues behind its key's stage, and one of a
+        # part never staged finds nothing.
+        except (LashError, restate.TerminalError):
+            for part in keys:
                 PUMP_FORGET.send(ctx, part, None)
             raise
     request = PartedOpen(
