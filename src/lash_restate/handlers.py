@@ -12,7 +12,7 @@ from typing import Any, Generic, Literal, TypeVar, cast
 
 import msgspec
 from restate.handler import handler_from_callable
-from restate.serde import DefaultSerde, JsonSerde, MsgspecJsonSerde, PydanticJsonSerde, Serde
+from restate.serde import BytesSerde, DefaultSerde, JsonSerde, MsgspecJsonSerde, PydanticJsonSerde, Serde
 
 from .contract import InvalidInput
 
@@ -53,6 +53,11 @@ class JsonCodec(Generic[T]):
     def __init__(self, serde: Serde[T], annotation: Any) -> None:
         self._serde = serde
         self._annotation = annotation
+
+    @property
+    def raw(self) -> bool:
+        """Whether its serde is the SDK's `BytesSerde`: bytes as they are, never JSON."""
+        return isinstance(self._serde, BytesSerde)
 
     @property
     def type_name(self) -> str:

@@ -199,9 +199,9 @@ async def test_a_handler_whose_input_serde_writes_no_json_is_refused_saying_why(
     lash records the argument as JSON. The refusal says so, rather than blaming the argument."""
     raw = restate.Service("Raw")
 
-    @raw.handler(input_serde=restate.serde.BytesSerde(), output_serde=restate.serde.BytesSerde())
-    async def blob(ctx: restate.Context, data: bytes) -> bytes:
-        return data
+    @raw.handler(input_serde=restate.serde.BytesSerde())
+    async def blob(ctx: restate.Context, data: bytes) -> int:
+        return len(data)
 
     async with _host() as host:
         with pytest.raises(lash.InvalidInput) as refused:
@@ -212,6 +212,19 @@ async def test_a_handler_whose_input_serde_writes_no_json_is_refused_saying_why(
             "(a pydantic model, a msgspec Struct, or the default)"
         )
         assert not host.store.groups
+
+
+def test_a_handler_whose_output_serde_writes_no_json_is_refused_as_the_call_is_built() -> None:
+    """Its answer would be read as JSON only where the child settles, after the callee ran: refused
+    where the call is made, naming the serde (a native call's serde reads the bytes as they are)."""
+    raw = restate.Service("Raw")
+
+    @raw.handler(output_serde=restate.serde.BytesSerde())
+    async def render(ctx: restate.Context, page: str) -> bytes:
+        return page.encode()
+
+    with pytest.raises(lash.InvalidInput, match=r"Raw/render cannot be a lash\.call child: its output serde"):
+        lash.call(render, "home")
 
 
 def test_a_call_that_cannot_be_made_is_refused_as_it_is_built() -> None:

@@ -277,6 +277,14 @@ def _call(service: Any, handler: Any, arg: Any, key: str | None, options: _Optio
         value = None if arg is _UNSET else arg
         return Call(service=service, handler=handler, arg=value, key=key, **options.fields())
     ref: HandlerRef[Any, Any] = handler_ref(service)
+    if ref.result.raw:
+        # Refused before the callee runs: its answer, read as JSON where it settles, would reject
+        # the child only once the callee had done its work.
+        raise InvalidInput(
+            f"{ref.target} cannot be a lash.call child: its output serde, BytesSerde, writes no JSON, "
+            "and lash records a child's value as JSON; give the handler's output a JSON serde "
+            "(a pydantic model, a msgspec Struct, or the default)"
+        )
     if handler is not _UNSET and arg is not _UNSET:
         raise InvalidInput(f"lash.call({ref.target}, ...) takes one argument, given twice")
     value = arg if handler is _UNSET else handler
