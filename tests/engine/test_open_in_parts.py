@@ -196,6 +196,24 @@ async def test_a_reopen_in_parts_under_another_shape_is_refused_and_keeps_no_par
     await _poll(stack, _left(s.key()), lambda rows: not rows, within=120)
 
 
+async def test_a_cancel_close_before_the_groups_own_pump_called_anything_releases_every_part(
+    tmp_path: Path,
+) -> None:
+    """A `Cancel` group of two slices opened in parts, closed at once, while the group's own pump is
+    held before its first call (`held_slices_app`, `HELD_SLICE=0`): cancelled there, it ends before
+    it called the second slice's pump, and releases the part staged with it, which nothing else
+    would (the close's `forget` reaches the pumps a pump called). It was kept for ever."""
+    env = {PARTS_FROM_ENV: "1", "HELD_SLICE": "0"}
+    app = LocalStack.single(tmp_path / "stack", module="tests.engine.held_slices_app", endpoint_env=env)
+    with app.start() as stack:
+        s = Scope()
+        group = s.group([echo(i) for i in range(PUMP_SLICE + 10)], disposition="cancel")
+        [opened, closed] = await stack.turn(open_(group), close(), within=120)
+        assert ok(opened) and "error" not in closed
+        await _poll(stack, _left(s.key()), lambda rows: not rows, within=120)
+        assert await _poll(stack, staged_query(s.key()), lambda rows: True) == []
+
+
 async def test_a_cancel_close_releases_the_part_a_cancelled_slices_pump_would_have_called(
     tmp_path: Path,
 ) -> None:

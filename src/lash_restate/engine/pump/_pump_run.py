@@ -130,10 +130,18 @@ async def on_stage(ctx: restate.ObjectContext, part: StagedPart, routing: Routin
 
 
 async def on_run_parts(ctx: restate.ObjectContext, req: PumpParts, routing: Routing) -> None:
-    """`run2` for a group opened in parts (decision 65): this slice's children are staged here."""
-    own = await ctx.get(STAGED, serde=ENVELOPES) or []
-    ctx.clear(STAGED)  # dispatched from the journal from now on
-    awaited = await dispatch_all(ctx, own, routing, req.incarnation, None)
+    """`run2` for a group opened in parts (decision 65): this slice's children are staged here.
+
+    Cancelled (a `Cancel` close) before it called its further slices' pumps, it releases the parts
+    staged with them: none will run, and no close's `forget` reaches a pump nobody called."""
+    try:
+        own = await ctx.get(STAGED, serde=ENVELOPES) or []
+        ctx.clear(STAGED)  # dispatched from the journal from now on
+        awaited = await dispatch_all(ctx, own, routing, req.incarnation, None)
+    except restate.TerminalError:
+        covers = ((req.first + 1) * PUMP_SLICE, (req.first + req.count) * PUMP_SLICE)
+        release_slices(ctx, covered_slices(req.group_key, req.incarnation, covers))
+        raise
     del own  # dispatched: not held while this pump waits, as a wide group's pumps all do (decision 94)
     slices: list[str] = []
     for offset, count in fan_out(req.count - 1):
