@@ -133,7 +133,7 @@ async def on_run_parts(ctx: restate.ObjectContext, req: PumpParts, routing: Rout
     """`run2` for a group opened in parts (decision 65): this slice's children are staged here.
 
     Cancelled (a `Cancel` close) before it called its further slices' pumps, it releases the parts
-    staged with them: none will run, and no close's `forget` reaches a pump nobody called."""
+    staged with them: none will run, and no close's `forget` reaches a pump nobody called (decision 110)."""
     try:
         own = await ctx.get(STAGED, serde=ENVELOPES) or []
         ctx.clear(STAGED)  # dispatched from the journal from now on
