@@ -38,6 +38,7 @@ from lash_restate.engine.caller._controller import WAKE_WINDOW
 from lash_restate.engine.group._group_rank import WAIT_REFS
 from lash_restate.engine.group._mode import PUMP_SLICE, mode_for
 from lash_restate.engine.group._mode_stores import DISPATCH_ALLOWANCE
+from lash_restate.engine.pump._pump_common import add_ref
 from lash_restate.engine.wire._errors import terminal_status
 from lash_restate.engine.wire._messages import (
     BATCH_INLINE_BYTES,
@@ -195,6 +196,21 @@ def test_settle_batches_and_wait_replies_stay_under_the_limit_at_their_worst() -
     group = _group(key, [_envelope("call", key, 0, "x" * _largest("call", key))])
     run = PumpRun(group_key=key, children=list(group.children), incarnation=str(uuid.uuid4()))
     assert len(encode(run)) < len(encode(_request(group)))
+
+
+def test_a_pumps_report_carries_outcomes_up_to_each_budget_to_the_byte() -> None:
+    """What a pump's report carries inline (`add_ref`): an outcome of at most 16 KiB, while the batch
+    carries at most 1 MiB in all, each bound taken whole; past either, the ref alone (the reader
+    fetches the outcome from the pump's store)."""
+    refs: list[Ref] = []
+    inline = 0
+    at_most = b"x" * INLINE_OUTCOME_BYTES
+    for position in range(BATCH_INLINE_BYTES // INLINE_OUTCOME_BYTES + 1):
+        inline = add_ref(refs, position, f"r{position}", at_most, inline)
+    assert [ref.outcome is not None for ref in refs[-2:]] == [True, False]  # the last that fits, then none
+    assert inline == BATCH_INLINE_BYTES
+    one_past: list[Ref] = []
+    assert add_ref(one_past, 0, "r", at_most + b"x", 0) == 0 and one_past[0].outcome is None
 
 
 # -- against a real server -------------------------------------------------------------------------
