@@ -45,6 +45,10 @@ _E = TypeVar("_E", GroupWakePolicy, LoserPolicy)
 _SEPARATOR = ":group:"
 
 
+# An occurrence this large spells a key past 512 characters (and `str()` of a larger one may raise).
+_PAST_ANY_KEY = 10**512
+
+
 class GroupKey(msgspec.Struct, **STRUCT_OPTIONS):
     """A group's identity, spelled `{scope_id}:group:{batch_id}:{occurrence}`.
 
@@ -60,7 +64,7 @@ class GroupKey(msgspec.Struct, **STRUCT_OPTIONS):
     def __post_init__(self) -> None:
         if not isinstance(self.scope_id, str) or not isinstance(self.batch_id, str):
             raise InvalidGroupKey("scope_id and batch_id must be text")
-        if isinstance(self.occurrence, int) and self.occurrence >= 10**512:  # str() of it is past 512
+        if isinstance(self.occurrence, int) and self.occurrence >= _PAST_ANY_KEY:
             raise InvalidGroupKey("group key must be at most 512 characters")
         if not self.scope_id or any(ord(c) < 0x20 for c in self.scope_id):
             raise InvalidGroupKey("scope_id must be non-empty printable text")
