@@ -186,6 +186,11 @@ class Sleep(Child[None], msgspec.Struct, tag="sleep", **_STRUCT):
                 f"sleep duration_ms must be a non-negative integer (milliseconds); got {self.duration_ms!r}"
             )
 
+    @property
+    def timer_ms(self) -> int:
+        """What a host sets its timer to: the duration, or past the longest timer, the longest."""
+        return min(self.duration_ms, MAX_SLEEP_MS)
+
 
 class AwaitEvent(Child, msgspec.Struct, tag="await_event", **_STRUCT):
     """Wait for the durable event ``name``; settles Ok(payload) once it is emitted."""

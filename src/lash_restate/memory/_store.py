@@ -9,7 +9,6 @@ from dataclasses import dataclass, field
 from typing import Any, assert_never
 
 from ..contract import (
-    MAX_SLEEP_MS,
     AwaitEvent,
     Call,
     Err,
@@ -157,8 +156,8 @@ class DurableWait:
 
     async def execute(self) -> Any:
         match self._command:
-            case Sleep(duration_ms=ms):
-                await asyncio.sleep(min(ms, MAX_SLEEP_MS) / 1000)  # past any timer: as Restate's child
+            case Sleep() as sleep:
+                await asyncio.sleep(sleep.timer_ms / 1000)  # as Restate's child sets its timer
                 return None
             case AwaitEvent(name=name):
                 return await self._store.wait_event(name)

@@ -17,7 +17,6 @@ import restate
 from restate.exceptions import RetryableError
 
 from ...contract import (
-    MAX_SLEEP_MS,
     AwaitEvent,
     Call,
     Cancelled,
@@ -226,8 +225,7 @@ async def _execute(
     try:
         match command:
             case Sleep():
-                # Past any timer is for ever, as long as `timedelta` can say (it raises beyond).
-                await ctx.sleep(timedelta(milliseconds=min(command.duration_ms, MAX_SLEEP_MS)))
+                await ctx.sleep(timedelta(milliseconds=command.timer_ms))
                 return Ok(value=None)
             case AwaitEvent():
                 return await _await_event(ctx, command.name)
