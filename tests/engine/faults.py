@@ -355,7 +355,7 @@ def _child_runs(key: str, position: int) -> str:
     replay_key = f"{key}/c{position}"
     return (
         "SELECT id, status FROM sys_invocation WHERE (target_service_name = 'LashChild' "
-        "AND target_handler_name IN ('run', 'execute') "
+        "AND target_handler_name IN ('run', 'execute', 'execute2') "
         f"AND target_service_key = {quote(replay_key)}) "
         f"OR starts_with(idempotency_key, {quote(replay_key + '@')})"
     )

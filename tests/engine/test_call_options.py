@@ -31,7 +31,8 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
     started = LocalStack(tmp_path_factory.mktemp("call-options"))
     started.add_server(env=FLOW_CONTROL)
     started.add_endpoint("callers")
-    started.add_endpoint("children", env={"LASH_DEMO_CALLS_OFF": "1", "LASH_DEMO_EXTERNAL": "DemoCalls"})
+    external = {"LASH_DEMO_CALLS_OFF": "1", "LASH_DEMO_EXTERNAL": "DemoCalls,DemoTyped"}
+    started.add_endpoint("children", env=external)
     started.start(register=False)
     with started:
         started.register(started.endpoints[0])
@@ -77,3 +78,16 @@ async def test_a_calls_idempotency_key_runs_its_callee_once_for_every_call_that_
         assert stack.counts().count(name) == 1
         query = f"SELECT id FROM sys_invocation WHERE idempotency_key = {quote(key)}"
         assert len(stack.sql(query)) == 1
+
+
+async def test_a_call_given_no_argument_sends_its_callee_an_empty_body_as_a_native_call_does(
+    stack: LocalStack,
+) -> None:
+    """Both ways lash calls, no argument reaches `DemoTyped/describe`, which takes an optional model,
+    as ``None``: an empty body, as ``ctx.service_call(describe, None)`` sends (a JSON ``null`` is no
+    model, and the SDK fails the callee before it runs)."""
+    nothing = {"type": "call", "service": "DemoTyped", "handler": "describe"}
+    for endpoint in stack.endpoints:  # the pump calls, then each child's `LashChild/execute2` does
+        stack.register(endpoint, take_over=True)
+        [answer] = await stack.turn(combine("all", Scope().group([nothing, nothing])))
+        assert ok(answer)["value"] == ["nothing", "nothing"]

@@ -297,7 +297,7 @@ async def test_without_an_admin_url_a_declared_target_nobody_registered_is_retri
         s = Scope()
         [opened] = await stack.turn(open_(s.group([ghost()])))
         assert ok(opened)
-        row = await _child_ended_or_retried(stack, f"{s.key()}/c0", "execute")
+        row = await _child_ended_or_retried(stack, f"{s.key()}/c0", "execute2")
         assert row["status"] != "completed", row  # retried: in an attempt, between two, or about to
 
 

@@ -93,7 +93,8 @@ def _runs(replay_key: str) -> str:
     return (
         "SELECT id, status, completion_result, completion_failure, pinned_deployment_id "
         "FROM sys_invocation WHERE target_service_name = 'LashChild' "
-        f"AND target_handler_name IN ('run', 'execute') AND target_service_key = {quote(replay_key)}"
+        "AND target_handler_name IN ('run', 'execute', 'execute2') "
+        f"AND target_service_key = {quote(replay_key)}"
     )
 
 

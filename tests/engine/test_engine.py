@@ -364,7 +364,7 @@ def _runs_of(replay_key: str) -> str:
     """The invocations that run the child ``replay_key``: its `LashChild` run or execute, or, for a
     call lash makes itself, the callee, keyed by the child's replay key (decision 61)."""
     return (
-        f"(target_service_name = 'LashChild' AND target_handler_name IN ('run', 'execute') "
+        f"(target_service_name = 'LashChild' AND target_handler_name IN ('run', 'execute', 'execute2') "
         f"AND target_service_key = {quote(replay_key)}) "
         f"OR starts_with(idempotency_key, {quote(replay_key + '@')})"
     )
@@ -498,7 +498,7 @@ async def test_each_child_is_an_invocation_of_its_own_sent_by_the_group_or_its_p
         "p.invoked_by AS by_kind, p.invoked_by_service_name AS by_by "
         "FROM sys_invocation c LEFT JOIN sys_invocation p ON c.invoked_by_id = p.id "
         f"WHERE c.target_service_name = 'LashChild' AND c.target_service_key IN ({keys}) "
-        "AND c.target_handler_name IN ('run', 'execute')",  # not the close's `forget` of a store
+        "AND c.target_handler_name IN ('run', 'execute', 'execute2')",  # not the close's `forget` of a store
     )
     assert sorted(r["key"] for r in rows) == sorted(f"{s.key()}/c{i}" for i in range(width)), rows  # one each
     for row in rows:
@@ -511,7 +511,7 @@ async def test_each_child_is_an_invocation_of_its_own_sent_by_the_group_or_its_p
             ), row
         else:
             assert (row["handler"], row["by_service"], row["by_by"]) == (
-                "execute",
+                "execute2",
                 "LashPump",
                 "LashGroup",
             ), row
@@ -600,7 +600,7 @@ async def test_a_batched_group_keeps_payloads_in_its_pump_and_releases_them_at_c
         "SELECT target_handler_name AS h FROM sys_invocation WHERE target_service_name = 'LashChild' "
         f"AND target_service_key = {quote(s.key() + '/c0')}",
     )
-    assert [r["h"] for r in runs] == ["execute"]
+    assert [r["h"] for r in runs] == ["execute2"]
     # A fresh invocation reads rank 1 back from the pump's store, then the close releases it.
     [_, again, _] = await restate_stack.turn(use(_handle(s.key(), 3, 0)), next_(), close("cancel"))
     assert ok(again) == ok(first)

@@ -762,11 +762,11 @@ async def _executes(stack: LocalStack, key: str) -> set[str]:
 async def _executes_since(
     stack: LocalStack, key: str, before: set[str], at_least: int
 ) -> list[dict[str, Any]]:
-    """The group's children's `LashChild/execute` invocations not in ``before`` (by id), if at least
+    """The group's children's `LashChild/execute2` invocations not in ``before`` (by id), if at least
     ``at_least``; else none."""
     query = (
         "SELECT id, target_service_key AS key FROM sys_invocation WHERE target_service_name = 'LashChild' "
-        f"AND target_handler_name = 'execute' AND starts_with(target_service_key, {quote(key + '/')})"
+        f"AND target_handler_name = 'execute2' AND starts_with(target_service_key, {quote(key + '/')})"
     )
     rows = [r for r in await asyncio.to_thread(sql, stack.server.admin_url, query) if r["id"] not in before]
     return rows if len(rows) >= at_least else []

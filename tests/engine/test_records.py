@@ -24,9 +24,10 @@ from lash_restate.contract import (
     Ok,
     RuntimeEffectEnvelope,
     RuntimeEffectGroup,
+    ToolCall,
 )
 from lash_restate.engine import GroupMeta, callee_replay_key
-from lash_restate.engine.child._calls import VIA_MISS, callee_key
+from lash_restate.engine.child._calls import VIA_CALL, VIA_CHILD, VIA_MISS, callee_key
 from lash_restate.engine.child._routing import replaying
 from lash_restate.engine.compat._pump_compat import baseline_outcome
 from lash_restate.engine.group._mode import PUMP_SLICE
@@ -35,6 +36,7 @@ from lash_restate.engine.pump._pump_calls import dispatch_one
 from lash_restate.engine.pump._pump_common import split_plan, subtrees
 from lash_restate.engine.pump._pump_store import within_budget
 from lash_restate.engine.wire._messages import (
+    ChildRun,
     OpenRequest,
     OpenRequestSerde,
     Ref,
@@ -258,6 +260,54 @@ def test_a_miss_an_earlier_release_journaled_in_a_pumps_route_calls_nothing_and_
     [record] = caplog.records
     assert record.getMessage() == "call child ended without a settlement: Ghost/hello is not bound here"
     assert cast(Any, record).replay_key == "g/c3"
+
+
+class _Calls:
+    """A context that records the calls made through it: all a pump's dispatch of a child makes."""
+
+    def __init__(self) -> None:
+        self.made: list[tuple[str, str, bytes]] = []
+
+    def generic_call(
+        self, service: str, handler: str, arg: bytes, key: str | None = None, **_: Any
+    ) -> object:
+        self.made.append((service, handler, bytes(arg)))
+        return object()
+
+
+_UUID = "0b6c2f4e-3d1a-4c8e-9f70-2a5b8e1d4c37"
+
+
+@pytest.mark.parametrize(
+    ("incarnation", "execute", "none_sent"),
+    [
+        (_UUID, "execute", b"null"),  # the baseline's group: as its pumps journaled it
+        (f"{_UUID}-s", "execute2", b""),  # a later release's
+        (f"p-{_UUID}", "execute2", b""),  # a later release's, opened in parts
+    ],
+)
+def test_a_pump_runs_and_calls_its_children_as_its_groups_release_did(
+    incarnation: str, execute: str, none_sent: bytes
+) -> None:
+    """A pump of a group the baseline opened makes what its journal holds: each child it does not
+    call itself through `LashChild/execute`, given the envelope alone, and a call of no argument
+    with a JSON ``null``. A later group's pump names the incarnation to each child
+    (`LashChild/execute2`) and sends no argument as a native call does: an empty body."""
+    member = GroupMembership(
+        group_key="g", position=0, wake=GroupWakePolicy.ALL, disposition=LoserPolicy.RUN_TO_COMPLETION
+    )
+    tool = RuntimeEffectEnvelope(command=ToolCall(tool="t", args={}), replay_key="g/c0", membership=member)
+    call = RuntimeEffectEnvelope(command=Call(service="S", handler="h"), replay_key="g/c1", membership=member)
+    given = RuntimeEffectEnvelope(
+        command=Call(service="S", handler="h", arg=0), replay_key="g/c2", membership=member
+    )
+    ctx = _Calls()
+    for child, how in [(tool, VIA_CHILD), (call, VIA_CALL), (given, VIA_CALL)]:
+        assert dispatch_one(cast(Any, ctx), child, how, incarnation) is not None
+    named_run = (
+        encode(ChildRun(envelope=tool, incarnation=incarnation)) if execute == "execute2" else encode(tool)
+    )
+    assert ctx.made == [("LashChild", execute, named_run), ("S", "h", none_sent), ("S", "h", b"0")]
 
 
 @pytest.mark.parametrize(

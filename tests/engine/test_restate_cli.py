@@ -156,7 +156,7 @@ async def test_pausing_and_resuming_a_groups_invocation_with_restates_cli_change
         ends = f".1:{s.key()}" if which.endswith("slice-pump") else f":{s.key()}"  # the second slice's pump
         query = _invocation("LashPump", f"ends_with(target_service_key, {quote(ends)})", handler)
     else:
-        query = _invocation("LashChild", f"target_service_key = {quote(s.key() + '/c1')}", "execute")
+        query = _invocation("LashChild", f"target_service_key = {quote(s.key() + '/c1')}", "execute2")
     [row] = await _poll(shared, query, lambda rows: len(rows) == 1)
     paused = restate(shared, tmp_path, "invocations", "pause", row["id"])
     assert paused.returncode == 0, paused.stderr
@@ -308,7 +308,7 @@ async def _kill_and_read(stack: LocalStack, tmp_path: Path, which: str, width: i
         ends = f".1:{s.key()}" if which.endswith("slice-pump") else f":{s.key()}"  # the second slice's pump
         query = _invocation("LashPump", f"ends_with(target_service_key, {quote(ends)})", handler)
     else:
-        handler = "execute" if width >= 3 else "run"
+        handler = "execute2" if width >= 3 else "run"
         query = _invocation("LashChild", f"target_service_key = {quote(slow)}", handler)
     [row] = await _poll(stack, query, lambda rows: len(rows) == 1 and rows[0]["status"] != "completed")
     # A caller resumes the handle and reads every rank in order through `all_settled` (its reads
@@ -982,7 +982,7 @@ async def test_killing_or_cancelling_a_pumps_report_with_restates_cli_changes_no
     slow = tool("blob", {"size": 3, "after": str(gate)})
     group = s.group([slow, echo("b"), echo("c")], max_in_flight=1)
     caller = turn_in_background(stack, s, open_(group), next_(), next_(), next_(), close())
-    run = _invocation("LashChild", f"target_service_key = {quote(s.key() + '/c0')}", "execute")
+    run = _invocation("LashChild", f"target_service_key = {quote(s.key() + '/c0')}", "execute2")
     await _poll(stack, run, lambda rows: [r["status"] for r in rows] in _STARTED)
     with unanswered(stack):
         gate.touch()  # the first child answers its pump, which reports it to the group: held

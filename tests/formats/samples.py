@@ -135,6 +135,8 @@ def _envelope() -> tuple[Callable[[Any], bytes], Callable[[bytes], Any]]:
 
 KEY = "inv_1abc:group:5f1c9a:0"
 INCARNATION = "0b6c2f4e-3d1a-4c8e-9f70-2a5b8e1d4c37"
+# As a release that records saves writes one (decision 78).
+SAVES_INCARNATION = f"{INCARNATION}-s"
 _KEYS = ("inv_1abc:5f1c9a:0:0", "inv_1abc:5f1c9a:0:1", "inv_1abc:5f1c9a:0:2")
 _HASHES = tuple(f"{i:x}" * 64 for i in range(10, 13))
 
@@ -301,6 +303,8 @@ def _samples() -> list[Sample]:
     missed = MissedChildren(children=[TOOL], incarnation=INCARNATION)
     add("msg.group.missed.run", missed, _json(MissedChildren))
     add("msg.group.missed.execute", MissedChildren(children=[CALL]), _json(MissedChildren))
+    missed2 = MissedChildren(children=[CALL], incarnation=SAVES_INCARNATION)
+    add("msg.group.missed.execute2", missed2, _json(MissedChildren))
     asked = OperatorRedispatch(incarnation=INCARNATION)
     add("msg.group.operator_redispatch.incarnation", asked, _json(OperatorRedispatch))
     redispatched = OperatorRedispatched(dispatched=1, unroutable=1)
@@ -314,6 +318,7 @@ def _samples() -> list[Sample]:
         add(f"state.child.outcome.{variant}", outcome, _json(Outcome))
         add(f"state.pump.outcome.{variant}", outcome, _json(Outcome))
         add(f"msg.child.execute_reply.{variant}", outcome, _json(Outcome))
+        add(f"msg.child.execute2_reply.{variant}", outcome, _json(Outcome))
         add(f"caller.execute_effect.{variant}", outcome, _json(Outcome))
     add("state.group.ranked.tail", RankTail(pages=1, tail=[2, 0]), _json(RankTail))
     add("state.group.ranked.fresh", RankTail(tail=[1]), _json(RankTail))
@@ -395,6 +400,10 @@ def _samples() -> list[Sample]:
     add("msg.child.execute.call", CALL_PLAIN, _json(RuntimeEffectEnvelope))
     add("msg.child.execute.call_options", CALL_OPTIONS, _json(RuntimeEffectEnvelope))
     add("msg.child.execute.call_idempotent", CALL_IDEMPOTENT, _json(RuntimeEffectEnvelope))
+    # A pump of a group that records saves tells each child it runs its incarnation (decision 111).
+    for variant, envelope in {"tool": TOOL, "call": CALL}.items():
+        executed = ChildRun(envelope=envelope, incarnation=SAVES_INCARNATION)
+        add(f"msg.child.execute2.{variant}", executed, _json(ChildRun))
     add("msg.child.outcome.incarnation", INCARNATION, _json(str))
     add("msg.child.forget.incarnation", INCARNATION, _json(str))
     pump = PumpRun(group_key=KEY, children=[TOOL, SLEEP, EVENT], incarnation=INCARNATION)

@@ -12,7 +12,7 @@ A settlement's path, hop by hop (each hop a Restate invocation; ``Lash`` is the 
 - Pumped (`group/_mode_pumped.py`: a call child, a bound, or `batch_from` children or more): one
   `LashPump/run2` per slice of 256 (`pump/_pump_run.py`, `on_run2`; the open starts the first,
   which starts the others; a bounded group's one pump runs them all) calls each child as the open
-  planned (`pump/_pump_calls.py`: the callee itself for a call, `LashChild/execute` for the
+  planned (`pump/_pump_calls.py`: the callee itself for a call, `LashChild/execute2` for the
   others), stores what settles and calls `LashGroup/report` (`_group_rank.py`, `on_report`).
 - Both rank through `rank_refs`, which resolves the waiting caller's wake with a `WaitReply`; the
   caller (`_next`, `_read`) reads the outcomes inline or from the mode's stores, or asks

@@ -202,7 +202,8 @@ def show_group(admin: Admin, group_key: str) -> GroupView | None:
     runs = rows_in(
         admin,
         "SELECT id, status, target_service_key, created_at FROM sys_invocation WHERE "
-        f"target_service_name = {quote(named(CHILD))} AND target_handler_name IN ('run', 'execute') "
+        f"target_service_name = {quote(named(CHILD))} "
+        "AND target_handler_name IN ('run', 'execute', 'execute2') "
         "AND target_service_key IN {values}",
         list(fence.replay_keys),
     )

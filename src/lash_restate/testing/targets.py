@@ -23,6 +23,8 @@ Typed, for ``lash.call(handler, arg)`` (their handlers are `quote` and `weigh`, 
   with status 409.
 - ``DemoLedger/weigh`` (keyed) takes a msgspec `Parcel` ``{grams}`` and answers a `Label`
   ``{key, grams, total}``, ``total`` being the key's running weight.
+- ``DemoTyped/describe`` takes an optional `QuoteRequest` and answers its ``sku``, or ``"nothing"``
+  given none (``None``: what an empty body reads as).
 """
 
 from __future__ import annotations
@@ -54,6 +56,7 @@ __all__ = [
     "demo_call_services",
     "demo_calls",
     "demo_external",
+    "describe",
     "quote",
     "weigh",
 ]
@@ -112,6 +115,11 @@ async def quote(ctx: restate.Context, req: QuoteRequest) -> Quote:
     return _priced(req)
 
 
+@_typed.handler()
+async def describe(ctx: restate.Context, req: QuoteRequest | None) -> str:
+    return "nothing" if req is None else req.sku
+
+
 @_ledger.handler()
 async def weigh(ctx: restate.ObjectContext, parcel: Parcel) -> Label:
     total = (await ctx.get("grams", type_hint=int) or 0) + parcel.grams
@@ -165,6 +173,10 @@ def demo_calls(count_file: str | Path | None = None) -> CallRegistry:
         if req.refuse is not None:
             raise restate.TerminalError(req.refuse, 409)  # as the Restate handler above
         return _priced(req)
+
+    @calls.typed(describe)
+    async def describe_here(key: str | None, req: QuoteRequest | None) -> str:
+        return "nothing" if req is None else req.sku
 
     grams: dict[str, int] = {}
 

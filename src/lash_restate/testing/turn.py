@@ -42,7 +42,7 @@ from ..contract import (
     describe_command,
 )
 from ..engine import RestateController
-from .targets import Parcel, QuoteRequest, quote, weigh
+from .targets import Parcel, QuoteRequest, describe, quote, weigh
 
 __all__ = [
     "CloseStep",
@@ -141,10 +141,10 @@ class FrontStep(msgspec.Struct, tag="front", **STRUCT_OPTIONS):
     """The front door's ``lash.<entry>`` over ``children``, as group ``key``, on the turn's controller.
 
     ``children`` is a list, or for ``select`` an object of named children. A child is a command, or
-    ``{"type": "typed", "handler": "quote" | "weigh", "arg": JSON, "key": K}``: a `lash.call` of that
-    demo handler (`lash_restate.testing.targets`) with ``arg`` built into its input model first
-    (``"raw": true`` passes it as it is). A value is answered as ``{"type": its class's name,
-    "value": its JSON}``: ``{"values": [...]}`` for ``all``, ``{"outcomes": [...]}`` for
+    ``{"type": "typed", "handler": "quote" | "describe" | "weigh", "arg": JSON, "key": K}``: a
+    `lash.call` of that demo handler (`lash_restate.testing.targets`) with ``arg`` built into its
+    input model first (``"raw": true`` passes it as it is). A value is answered as ``{"type": its
+    class's name, "value": its JSON}``: ``{"values": [...]}`` for ``all``, ``{"outcomes": [...]}`` for
     ``all_settled``, ``{"value": ..., "position": P}`` for ``race`` and ``any``, ``{"winner": name,
     "value": ...}`` for ``select``; a rejection as ``{"rejected": settlement, "name": N}`` or
     ``{"rejected_all": [outcome, ...]}``.
@@ -354,6 +354,9 @@ def _child(spec: dict[str, Any]) -> lash.Child:
     call: Any = lash.call
     if spec["handler"] == "quote":
         return cast(lash.Child, call(quote, arg if raw else QuoteRequest.model_validate(arg), key=key))
+    if spec["handler"] == "describe":  # no argument is `None`, as a native call gives it
+        given = arg if raw or arg is None else QuoteRequest.model_validate(arg)
+        return cast(lash.Child, call(describe, given, key=key))
     return cast(lash.Child, call(weigh, arg if raw else msgspec.convert(arg, Parcel), key=key))
 
 

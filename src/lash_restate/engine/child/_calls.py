@@ -14,7 +14,7 @@ import restate
 
 from ...contract import Call, Cancelled, Err, Ok, Outcome, RuntimeEffectEnvelope
 from ..wire._errors import is_cancellation
-from ..wire._incarnation import INCARNATION
+from ..wire._incarnation import INCARNATION, calls_as_native
 from ._routing import Routing
 
 __all__ = [
@@ -36,13 +36,17 @@ __all__ = [
 _CANCELLED = {"cancelled", "canceled"}  # how Restate words a cancellation it propagated to a call
 
 # How a pump calls a child (decision 61), as `PumpAwait.plan` and the pump's journaled `route` carry it:
-# straight to the user's handler, or through `LashChild/execute`. `VIA_MISS` (not at all: its target
+# straight to the user's handler, or through `LashChild/execute2`. `VIA_MISS` (not at all: its target
 # left) is only read from a `route` an earlier release journaled; `plan` no longer decides it.
 VIA_CALL, VIA_CHILD, VIA_MISS = "call", "child", "miss"
 
 
-def call_arg(call: Call) -> bytes:
-    """The bytes the callee receives: the call's JSON argument."""
+def call_arg(call: Call, incarnation: str) -> bytes:
+    """The bytes the callee receives from a call child of the group of ``incarnation``: the call's
+    JSON argument; none (``None``) as a native call sends it, an empty body, unless the group was
+    opened before lash did so (decision 111: its pumps and children journaled ``null``)."""
+    if call.arg is None and calls_as_native(incarnation):
+        return b""
     return msgspec.json.encode(call.arg)
 
 
@@ -63,7 +67,7 @@ def invocation_options(call: Call, idempotency_key: str | None = None) -> dict[s
 def bound_call(routing: Routing, envelope: RuntimeEffectEnvelope) -> Call | None:
     """The call, if its target is a handler this endpoint binds, which the pump calls itself (decision 61).
 
-    A target only declared external is called by a `LashChild/execute`, which asks the admin API
+    A target only declared external is called by a `LashChild/execute2`, which asks the admin API
     whether any deployment serves it before calling (decision 47), so a forgotten registration ends
     the child as a terminal 404 instead of a call retried for ever.
     """
@@ -75,7 +79,7 @@ def bound_call(routing: Routing, envelope: RuntimeEffectEnvelope) -> Call | None
 
 def plan(routing: Routing, children: list[RuntimeEffectEnvelope]) -> list[str]:
     """How a pump calls each of ``children``: a call to a handler this endpoint binds straight to it;
-    any other child through `LashChild/execute`, which checks the target when it runs (decision 47).
+    any other child through `LashChild/execute2`, which checks the target when it runs (decision 47).
 
     A call whose target left this endpoint goes there too: its run ends with the terminal 404 of a
     miss and tells the group, which lists it as missed for a drain, as any other miss (decision 73).

@@ -56,6 +56,7 @@ from ..wire._records import BYTES, SettlementMode, child_store
 from ..wire._routes import (
     CHILD,
     CHILD_EXECUTE,
+    CHILD_EXECUTE2,
     CHILD_FAIL,
     CHILD_FORGET,
     CHILD_OUTCOME,
@@ -79,8 +80,8 @@ DEFAULT_TOOL_ATTEMPTS = 3
 def child_object(
     routing: Routing, *, tool_attempts: int = DEFAULT_TOOL_ATTEMPTS, metadata: dict[str, str] | None = None
 ) -> restate.VirtualObject:
-    """`LashChild`: ``run`` (a child that settles itself), ``execute`` (one a pump calls), and the
-    read and release of its outcome store."""
+    """`LashChild`: ``run`` (a child that settles itself), ``execute2`` (one a pump calls; ``execute``
+    for the pumps of groups opened before it), and the read and release of its outcome store."""
     child = restate.VirtualObject(named(CHILD), invocation_retry_policy=HANDLER_RETRY, metadata=metadata)
 
     @child.handler(name=CHILD_RUN.handler, ingress_private=True, output_serde=RUN_REPLY)
@@ -100,6 +101,12 @@ def child_object(
     async def execute(ctx: restate.ObjectContext, envelope: RuntimeEffectEnvelope) -> bytes:
         return await on_execute(ctx, envelope, routing, tool_attempts)
 
+    @child.handler(name=CHILD_EXECUTE2.handler, ingress_private=True, output_serde=BYTES)
+    @terminal_errors
+    @described_by(on_execute2)
+    async def execute2(ctx: restate.ObjectContext, req: ChildRun) -> bytes:
+        return await on_execute2(ctx, req, routing, tool_attempts)
+
     @child.handler(name=CHILD_OUTCOME.handler, kind="shared", ingress_private=True, output_serde=BYTES)
     @terminal_errors
     @described_by(on_outcome)
@@ -111,7 +118,7 @@ def child_object(
     async def forget(ctx: restate.ObjectContext, incarnation: str) -> None:
         await on_forget(ctx, incarnation)
 
-    del run, fail, execute, outcome, forget
+    del run, fail, execute, execute2, outcome, forget
     return child
 
 
@@ -153,8 +160,16 @@ async def on_fail(ctx: restate.ObjectContext, req: ChildrenFailed) -> str:
 async def on_execute(
     ctx: restate.ObjectContext, envelope: RuntimeEffectEnvelope, routing: Routing, tool_attempts: int
 ) -> bytes:
+    """A child the pump of a group the baseline opened calls: `on_execute2` with no incarnation
+    (a call then sends what those pumps' children journaled, and a miss is fenced by its shape)."""
+    return stored_outcome(await _execute_or_miss(ctx, envelope, routing, tool_attempts, ""))
+
+
+async def on_execute2(
+    ctx: restate.ObjectContext, req: ChildRun, routing: Routing, tool_attempts: int
+) -> bytes:
     """A child the group's pump calls: run it and answer its outcome to the pump, which stores it."""
-    return stored_outcome(await _execute_or_miss(ctx, envelope, routing, tool_attempts))
+    return stored_outcome(await _execute_or_miss(ctx, req.envelope, routing, tool_attempts, req.incarnation))
 
 
 async def on_outcome(ctx: restate.ObjectSharedContext, incarnation: str) -> bytes:
@@ -188,7 +203,7 @@ async def _execute_or_miss(
     envelope: RuntimeEffectEnvelope,
     routing: Routing,
     attempts: int,
-    incarnation: str = "",
+    incarnation: str,
 ) -> Outcome:
     """`_execute`; a child with no runner here ends with its terminal 404 as before, and first tells
     its group, which keeps it for inspection and the operator's re-dispatch (ADR: a miss is a routing
@@ -200,7 +215,7 @@ async def _execute_or_miss(
     are its last commands, so a run that an earlier release journaled replays as a prefix.
     """
     try:
-        return await _execute(ctx, envelope, routing, attempts)
+        return await _execute(ctx, envelope, routing, attempts, incarnation)
     except restate.TerminalError as error:
         if error.status_code != NOT_FOUND or envelope.membership is None:
             raise
@@ -219,7 +234,11 @@ async def _execute_or_miss(
 
 
 async def _execute(
-    ctx: restate.ObjectContext, envelope: RuntimeEffectEnvelope, routing: Routing, attempts: int
+    ctx: restate.ObjectContext,
+    envelope: RuntimeEffectEnvelope,
+    routing: Routing,
+    attempts: int,
+    incarnation: str,
 ) -> Outcome:
     command = envelope.command
     try:
@@ -230,7 +249,7 @@ async def _execute(
             case AwaitEvent():
                 return await _await_event(ctx, command.name)
             case Call():
-                return await _call(ctx, envelope, command, routing)
+                return await _call(ctx, envelope, command, routing, incarnation)
             case ToolCall():
                 return await _run_tool(ctx, envelope, command, routing.resolver, attempts)
             case _:
@@ -296,7 +315,11 @@ def stored_outcome(outcome: Outcome) -> bytes:
 
 
 async def _call(
-    ctx: restate.ObjectContext, envelope: RuntimeEffectEnvelope, call: Call, routing: Routing
+    ctx: restate.ObjectContext,
+    envelope: RuntimeEffectEnvelope,
+    call: Call,
+    routing: Routing,
+    incarnation: str,
 ) -> Outcome:
     """Invoke the target from this child's invocation: journaled here, so a retried child replays the
     call instead of issuing it again, and cancelling this child cancels the call (decision 37)."""
@@ -314,7 +337,7 @@ async def _call(
             raise lash_terminal(_unroutable(envelope, routing, reason))
     try:
         raw = await ctx.generic_call(
-            call.service, call.handler, call_arg(call), key=call.key, **invocation_options(call)
+            call.service, call.handler, call_arg(call, incarnation), key=call.key, **invocation_options(call)
         )
     except restate.TerminalError as error:
         if cancelled(error):

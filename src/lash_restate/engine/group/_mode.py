@@ -5,7 +5,7 @@ A group's `SettlementMode` is chosen once, at open (`record_group`), and kept in
 - **direct**: tools, timers and events, fewer than `batch_from` (3). Each child runs in its own
   `LashChild/run`, which stores its outcome and `settle`s it; ranks in `meta.order`.
 - **pumped**: a call child, a bound (`max_in_flight`), or `batch_from` children or more. The pump
-  runs them (a call straight to its handler, anything else through `LashChild/execute`), stores
+  runs them (a call straight to its handler, anything else through `LashChild/execute2`), stores
   the outcomes and `report`s them; ranks in `meta.order`.
 - **pumped and paged**: `page_from` (257) children or more, or opened in parts. As pumped, through
   a tree of pumps; ranks in pages (`_pages`), the incarnation starting with `p-`.

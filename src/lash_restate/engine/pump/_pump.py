@@ -18,7 +18,7 @@ releases their stores too.
 
 Decision 61: ``run2`` is the pump of every pumped group `LashGroup/open` records now, and each of its
 children's only caller: a call child straight to the user's handler (no `LashChild` invocation in
-between, under an idempotency key that names the child), anything else through `LashChild/execute`,
+between, under an idempotency key that names the child), anything else through `LashChild/execute2`,
 as a plan says: the open's, sent with the children (decision 66), or one the pump journals once. It
 reports each batch to `LashGroup/report`, which answers whether the group is still open, and listens
 on an awakeable the group's close resolves: then it releases its store and stops, so neither a late

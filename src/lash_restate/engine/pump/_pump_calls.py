@@ -25,8 +25,10 @@ from ..child._calls import (
 from ..child._child import stored_outcome
 from ..child._routing import Routing
 from ..group._mode import position_of
+from ..wire._incarnation import runs_name_their_incarnation
+from ..wire._messages import ChildRun
 from ..wire._records import STRINGS
-from ..wire._routes import CHILD_EXECUTE
+from ..wire._routes import CHILD_EXECUTE, CHILD_EXECUTE2
 
 __all__ = ["SLICE", "Awaited", "Queue", "call_outcome", "dispatch_all", "dispatch_one", "plan_all"]
 
@@ -37,7 +39,7 @@ SLICE = "slice"
 @dataclass(frozen=True, slots=True)
 class Awaited:
     """What a future a pump awaits is (`run2`, `run_parts`, `redispatch`): a call to the user's
-    handler, a `LashChild/execute`, or a further pump."""
+    handler, a `LashChild/execute2`, or a further pump."""
 
     kind: str
     position: int
@@ -108,12 +110,17 @@ def dispatch_one(
     """Call ``child`` from this pump as its plan says (`plan`)."""
     position = position_of(child)
     if how == VIA_CHILD or not isinstance(child.command, Call):  # only a call child is called directly
-        future = CHILD_EXECUTE.call(ctx, child.replay_key, child)
+        if runs_name_their_incarnation(incarnation):
+            future = CHILD_EXECUTE2.call(
+                ctx, child.replay_key, ChildRun(envelope=child, incarnation=incarnation)
+            )
+        else:  # a group the baseline opened: as its pumps journaled it
+            future = CHILD_EXECUTE.call(ctx, child.replay_key, child)
         return future, Awaited(VIA_CHILD, position, child.replay_key)
     call = child.command
     if how == VIA_MISS:
         # Only in a `route` an earlier release journaled (`plan` now sends such a call through
-        # `LashChild/execute`, which lists the miss): a routing miss, never an outcome (ADR: the
+        # `LashChild/execute2`, which lists the miss): a routing miss, never an outcome (ADR: the
         # Restate host's form of it is a terminal 404; the rank stays unallocated).
         logs.logger.warning(
             "call child ended without a settlement: %s is not bound here",
@@ -124,7 +131,9 @@ def dispatch_one(
     # Lash's idempotency key names the child on the callee's invocation, for inspection and
     # operators; a call that gives its own (a native call's `idempotency_key=`) is made under that.
     options = invocation_options(call, callee_key(child, incarnation))
-    future = ctx.generic_call(call.service, call.handler, call_arg(call), key=call.key, **options)
+    future = ctx.generic_call(
+        call.service, call.handler, call_arg(call, incarnation), key=call.key, **options
+    )
     return future, Awaited(VIA_CALL, position, child.replay_key, call.target)
 
 

@@ -211,6 +211,12 @@ FORMATS: Final[tuple[Format, ...]] = (
     Format("msg.child.execute", "{prefix}Child/execute input: RuntimeEffectEnvelope"),
     Format("msg.child.execute_reply", "{prefix}Child/execute output: Outcome"),
     Format(
+        "msg.child.execute2",
+        "{prefix}Child/execute2 input: ChildRun (a pump's child, told its group's incarnation)",
+        since="unreleased",
+    ),
+    Format("msg.child.execute2_reply", "{prefix}Child/execute2 output: Outcome", since="unreleased"),
+    Format(
         "msg.child.fail",
         "{prefix}Child/fail input: ChildrenFailed (one child, settled with its run's failure)",
         since="unreleased",

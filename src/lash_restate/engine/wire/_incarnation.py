@@ -14,7 +14,9 @@ __all__ = [
     "PAGED",
     "bound_mark",
     "bound_of",
+    "calls_as_native",
     "records_saves",
+    "runs_name_their_incarnation",
     "serves_one_rank",
     "watches_its_runs",
 ]
@@ -75,4 +77,21 @@ def watches_its_runs(incarnation: str) -> bool:
     runner was missing (decisions 73 and 74), so that it knows which unsettled children a reopen must
     run again (decision 95): every group a release that records saves opened (those came after both).
     A group the baseline opened does neither, and a reopen runs again every unsettled child of it."""
+    return records_saves(incarnation)
+
+
+def calls_as_native(incarnation: str) -> bool:
+    """Whether a call child of the group of ``incarnation`` sends its callee what a native call sends
+    (decision 111): no argument (``None``) as an empty body, which every SDK's serde reads as none,
+    where a JSON ``null`` fails a handler that takes an optional model: every group a release that
+    records saves opened. A group the baseline opened sends ``null``, as its children and pumps
+    journaled it."""
+    return records_saves(incarnation)
+
+
+def runs_name_their_incarnation(incarnation: str) -> bool:
+    """Whether a pump of the group of ``incarnation`` runs a child through `LashChild/execute2`, which
+    names the incarnation (decision 111), so that the child calls as the group does and a miss it
+    reports is fenced by it as a `run`'s is: every group a release that records saves opened. A
+    pump of a group the baseline opened calls `execute`, as it journaled it."""
     return records_saves(incarnation)

@@ -129,7 +129,8 @@ class CallerEnded(msgspec.Struct, **RECORD_OPTIONS):
 
 
 class ChildRun(msgspec.Struct, **RECORD_OPTIONS):
-    """What `LashChild/run` receives: the stamped envelope and the group incarnation it settles into."""
+    """What `LashChild/run` receives (and `execute2`, a pump's child: decision 111): the stamped envelope
+    and the group incarnation it settles into."""
 
     envelope: RuntimeEffectEnvelope
     incarnation: str
@@ -144,7 +145,7 @@ class MissedChildren(msgspec.Struct, **RECORD_OPTIONS):
     """
 
     children: list[RuntimeEffectEnvelope]
-    incarnation: str = ""  # "" from a pump's `execute`, which is not told it: the fence checks
+    incarnation: str = ""  # "" from a baseline group's pump's `execute`, not told it: the fence checks
 
 
 class WatchedRun(msgspec.Struct, **RECORD_OPTIONS):
@@ -223,7 +224,7 @@ class PumpAwait(msgspec.Struct, **RECORD_OPTIONS):
     """What `LashPump/run2` receives (decision 61): one group incarnation's children to await.
 
     It calls each (a call child straight to the user's handler, anything else through
-    `LashChild/execute`; past `PUMP_SLICE` through a tree of further pumps): it is each child's only
+    `LashChild/execute2`; past `PUMP_SLICE` through a tree of further pumps): it is each child's only
     caller. The group's own pump ``listens``: it tells the group how to reach it in its
     first report and releases its store when the group closes.
     """

@@ -57,6 +57,7 @@ from ._messages import (
 __all__ = [
     "CHILD",
     "CHILD_EXECUTE",
+    "CHILD_EXECUTE2",
     "CHILD_FAIL",
     "CHILD_FORGET",
     "CHILD_OUTCOME",
@@ -319,6 +320,9 @@ GROUP_GUARD: Route[Guard, None] = Route(GROUP, "guard", Guard, type(None))
 
 CHILD_RUN: Route[ChildRun, str] = Route(CHILD, "run", ChildRun, str)
 CHILD_EXECUTE: Route[RuntimeEffectEnvelope, bytes] = Route(CHILD, "execute", RuntimeEffectEnvelope, bytes)
+# Decision 111: a pump's child, told its group's incarnation (its miss report is fenced by it, and a
+# call is made as the incarnation says); `execute` stays bound for the pumps that journaled it.
+CHILD_EXECUTE2: Route[ChildRun, bytes] = Route(CHILD, "execute2", ChildRun, bytes)
 CHILD_OUTCOME: Route[str, bytes] = Route(CHILD, "outcome", str, bytes)
 CHILD_FORGET: Route[str, None] = Route(CHILD, "forget", str, type(None))
 CHILD_FAIL: Route[ChildrenFailed, str] = Route(CHILD, "fail", ChildrenFailed, str)
@@ -369,6 +373,7 @@ ROUTES: tuple[Route[Any, Any], ...] = (
     GROUP_GUARD,
     CHILD_RUN,
     CHILD_EXECUTE,
+    CHILD_EXECUTE2,
     CHILD_OUTCOME,
     CHILD_FORGET,
     CHILD_FAIL,

@@ -166,7 +166,7 @@ class RestateTier:
             while True:
                 rows = await self.sql(
                     "SELECT status FROM sys_invocation WHERE (target_service_name = 'LashChild' AND "
-                    f"target_handler_name IN ('run', 'execute') AND target_service_key = {key}) "
+                    f"target_handler_name IN ('run', 'execute', 'execute2') AND target_service_key = {key}) "
                     f"OR {_callee(replay_key)}"
                 )
                 if rows and all(row["status"] == "completed" for row in rows):
@@ -189,7 +189,8 @@ class RestateTier:
         key = quote_sql(replay_key)
         query = (
             "SELECT id FROM sys_invocation WHERE status != 'completed' AND ((target_service_name = "
-            f"'LashChild' AND target_handler_name IN ('run', 'execute') AND target_service_key = {key}) "
+            "'LashChild' AND target_handler_name IN ('run', 'execute', 'execute2') "
+            f"AND target_service_key = {key}) "
             f"OR {_callee(replay_key)})"
         )
         async with asyncio.timeout(30), httpx.AsyncClient(verify=tls(), timeout=30) as client:
@@ -271,7 +272,8 @@ class RestateTier:
                     f"(service_name = 'LashChild' AND service_key = {key}) OR "
                     f"(service_name = 'LashPump' AND ends_with(service_key, {group}))) AS stored, "
                     "(SELECT count(*) FROM sys_invocation WHERE ((target_service_name = 'LashChild' "
-                    f"AND target_service_key = {key} AND target_handler_name IN ('run', 'execute')) "
+                    f"AND target_service_key = {key} "
+                    "AND target_handler_name IN ('run', 'execute', 'execute2')) "
                     f"OR {_callee(replay_key)}) AND status = 'completed') AS done, "
                     "(SELECT count(*) FROM sys_invocation WHERE (target_service_name = 'LashChild' "
                     f"AND target_service_key = {key}) OR {_callee(replay_key)}) AS started, "

@@ -1,7 +1,7 @@
 """Typed calls on every tier: ``lash.call(handler, arg)`` sends the handler's own model through its
 input serde and hands back its output serde's model (decision 51). The targets are the demo's
-`DemoTyped/quote` (pydantic) and keyed `DemoLedger/weigh` (a msgspec Struct): Restate handlers on
-Restate, their in-process twins (`CallRegistry.typed`) on the reference host."""
+`DemoTyped/quote` and `describe` (pydantic) and keyed `DemoLedger/weigh` (a msgspec Struct):
+Restate handlers on Restate, their in-process twins (`CallRegistry.typed`) on the reference host."""
 
 from __future__ import annotations
 
@@ -40,6 +40,22 @@ async def a_typed_call_sends_the_handlers_model_and_hands_back_its_model(
         ]
     }
     assert again.ok["values"][1]["value"]["total"] == 500  # the keyed call reached the same object
+    await tier.wait_closed(s.key())
+
+
+@scenario("typed_calls")
+async def a_call_given_no_argument_reaches_a_handler_of_an_optional_model_as_none(
+    tier: Tier, children: ChildKind
+) -> None:
+    """``lash.call(handler, None)`` gives the callee what ``ctx.service_call(handler, None)`` gives:
+    no argument, which a handler that takes an optional model reads as ``None`` (a JSON ``null`` is
+    no model: the SDK fails the callee before it runs)."""
+    s = Scope(children)
+    kids = [typed("describe", None), typed("describe", {"sku": "tea", "qty": 1}), typed("describe", None)]
+    async with Turn(tier) as t:
+        described = t.front("all", s.key(), kids)
+    shown = [{"type": "str", "value": value} for value in ("nothing", "tea", "nothing")]
+    assert described.ok == {"values": shown}
     await tier.wait_closed(s.key())
 
 
