@@ -20,6 +20,7 @@ from .contract import (
     FulfilledResult,
     GroupHandle,
     GroupKey,
+    InvalidInput,
     LashError,
     LoserPolicy,
     Outcome,
@@ -400,7 +401,15 @@ async def signal_or_deadline(
     """The signal/deadline select: a two-child First group with Cancel (ADR, Consequences).
 
     Returns ``("event", payload)`` or ``("deadline", None)``; the losing arm is cancelled.
+
+    Raises:
+        Rejected: the event was rejected first (named ``"event"``).
+        InvalidInput: ``replay_key_prefix`` is no string.
+        InvalidEnvelope: ``event`` or the prefix makes no key, or ``deadline_ms`` is no
+            non-negative int.
     """
+    if not isinstance(replay_key_prefix, str):  # written into each arm's key: refused, not made text
+        raise InvalidInput(f"replay_key_prefix must be a string, not {type(replay_key_prefix).__name__}")
     children = {
         "event": RuntimeEffectEnvelope(
             command=AwaitEvent(name=event), replay_key=f"{replay_key_prefix}:event"

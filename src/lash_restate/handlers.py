@@ -73,23 +73,32 @@ class JsonCodec(Generic[T]):
     def to_json(self, value: T) -> Any:
         """``value`` as the JSON value its serde writes; raises what the serde raises, or
         `NotJson` if the serde does not write JSON."""
-        serde: Serde[Any] = self._serde
-        if _untyped(serde):
-            if dataclasses.is_dataclass(value) and not isinstance(value, type):
-                return msgspec.to_builtins(value)
-            serde = cast(DefaultSerde[Any], serde).with_maybe_type(type(value))
-        raw = serde.serialize(value)
+        if _untyped(self._serde) and dataclasses.is_dataclass(value) and not isinstance(value, type):
+            return msgspec.to_builtins(value)
+        raw = self.written(value)
         try:
             return msgspec.json.decode(raw) if raw else None
         except msgspec.DecodeError:
-            if isinstance(serde, _JSON_SERDES):
+            if isinstance(self._serde, _JSON_SERDES):
                 raise  # a JSON serde given a value JSON has no spelling for (a NaN): the value's fault
-            raise NotJson(type(serde).__name__) from None
+            raise NotJson(type(self._serde).__name__) from None
+
+    def written(self, value: T) -> bytes:
+        """``value`` as its serde writes it: the bytes a Restate handler answers."""
+        serde: Serde[Any] = self._serde
+        if _untyped(serde):
+            serde = cast(DefaultSerde[Any], serde).with_maybe_type(type(value))
+        return bytes(serde.serialize(value))
 
     def from_json(self, value: Any) -> T:
         """The JSON ``value`` read by the serde (``None``: what an empty body reads as)."""
         annotation = self._annotation
-        if _untyped(self._serde) and dataclasses.is_dataclass(annotation) and isinstance(annotation, type):
+        if (
+            value is not None  # none is what an empty body reads as, an optional dataclass's too
+            and _untyped(self._serde)
+            and dataclasses.is_dataclass(annotation)
+            and isinstance(annotation, type)
+        ):
             return cast(T, msgspec.convert(value, annotation))
         return cast(T, self._serde.deserialize(b"" if value is None else msgspec.json.encode(value)))
 

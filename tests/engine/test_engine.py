@@ -20,7 +20,7 @@ from lash_restate._http import tls
 from lash_restate.engine import DeploymentError, build_app, lash_services, validate_deployment
 from lash_restate.engine.wire._routes import ROUTES
 from lash_restate.inspection import InspectionError, list_open_groups, quote, show_group, sql
-from lash_restate.testing import demo_tools
+from lash_restate.testing import StackError, demo_tools
 from tests.conformance.builders import (
     Scope,
     close,
@@ -198,6 +198,42 @@ async def test_clearing_an_event_keeps_the_children_waiting_on_it_waiting_for_it
     [_, *ranks, closed] = await stack.turn(use(ok(opened)), next_(), next_(), close())
     assert sorted(json.dumps(ok(r)["outcome"]) for r in ranks) == sorted(
         json.dumps({"type": "ok", "value": v}) for v in ("after", 1)
+    )
+    assert "error" not in closed
+
+
+async def test_an_emit_or_reject_lash_cannot_record_is_refused_and_the_waiting_child_settles_later(
+    restate_stack: Stack,
+) -> None:
+    """A payload or a rejection message lash cannot record (a lone surrogate, a non-finite number, a
+    message that is no string) is refused at `LashSignal/{name}/emit` or `reject` with 400, and
+    nothing is kept: the child already waiting goes on waiting and settles with the next good emit.
+    (Kept, such a payload failed every child waiting on the event, each retried for ever, and a
+    reject's message made its reject retried for ever.)"""
+    stack = restate_stack
+    s = Scope()
+    gate = s.event("g")
+    path = f"LashSignal/{urllib.parse.quote(gate, safe='')}"
+    [opened] = await stack.turn(open_(s.group([event(gate), echo(1)])))
+    waiting = (
+        "SELECT key FROM state WHERE service_name = 'LashSignal' "
+        f"AND service_key = {quote(gate)} AND key = 'waiters'"
+    )
+    await _poll(stack, waiting, lambda rows: len(rows) == 1)  # the child has subscribed
+    refused = {
+        "emit": [b'{"text": "\\ud800"}', b"[NaN]", b"Infinity"],
+        "reject": [b'"\\udfff"', b'{"why": "no"}', b"7"],
+    }
+    for handler, bodies in refused.items():
+        for body in bodies:
+            with pytest.raises(StackError, match=f"/{handler} answered 400: .*"):
+                await stack.call(f"{path}/{handler}", content=body)
+    kept = f"SELECT key FROM state WHERE service_name = 'LashSignal' AND service_key = {quote(gate)}"
+    assert [r["key"] for r in await asyncio.to_thread(sql, stack.server.admin_url, kept)] == ["waiters"]
+    await stack.emit(gate, "ä ☃")
+    [_, *ranks, closed] = await stack.turn(use(ok(opened)), next_(), next_(), close())
+    assert sorted(json.dumps(ok(r)["outcome"]) for r in ranks) == sorted(
+        json.dumps({"type": "ok", "value": v}) for v in ("ä ☃", 1)
     )
     assert "error" not in closed
 

@@ -17,6 +17,7 @@ from lash_restate.contract import (
     AwaitEvent,
     Call,
     Cancelled,
+    Err,
     GroupMembership,
     GroupShape,
     GroupWakePolicy,
@@ -27,7 +28,8 @@ from lash_restate.contract import (
     ToolCall,
 )
 from lash_restate.engine import GroupMeta, callee_replay_key
-from lash_restate.engine.child._calls import VIA_CALL, VIA_CHILD, VIA_MISS, callee_key
+from lash_restate.engine.child._calls import VIA_CALL, VIA_CHILD, VIA_MISS, answered, callee_key
+from lash_restate.engine.child._child import emitted_outcome
 from lash_restate.engine.child._routing import replaying
 from lash_restate.engine.compat._pump_compat import baseline_outcome
 from lash_restate.engine.group._mode import PUMP_SLICE
@@ -337,3 +339,22 @@ def _answered(raw: bytes) -> Any:
     future: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
     future.set_result(raw)
     return future
+
+
+def test_an_event_payload_an_earlier_release_kept_that_lash_cannot_record_settles_as_a_bad_value() -> None:
+    """An earlier release's `emit` kept any JSON it was given; a payload lash cannot record (a lone
+    surrogate, a non-finite number) settles its child as a bad value, where storing it failed the
+    child, retried for ever."""
+    for payload in ({"text": "\ud800"}, [float("nan")], float("inf")):
+        outcome = emitted_outcome("gate", payload)
+        assert isinstance(outcome, Err) and outcome.code == "bad_value", outcome
+        assert outcome.message.startswith("event gate's payload holds ")
+    assert emitted_outcome("gate", {"text": "ä ☃"}) == Ok(value={"text": "ä ☃"})
+
+
+def test_an_answer_nested_past_what_a_decoder_follows_rejects_its_child_not_json() -> None:
+    """msgspec raises a plain `RecursionError` for JSON nested a few thousand deep (a non-Python
+    callee's): the child rejects `not_json`, where the plain error was retried until paused,
+    holding every child of its pump."""
+    deep = b"[" * 5000 + b"]" * 5000
+    assert answered("S/h", deep) == Err(message="S/h answered 10000 bytes that are not JSON", code="not_json")

@@ -328,6 +328,8 @@ def _samples() -> list[Sample]:
     add("state.pump.staged.three", [TOOL, SLEEP, EVENT], _json(list[RuntimeEffectEnvelope]))
     add("state.pump.slices.two", [f"{INCARNATION}.1:{KEY}", f"{INCARNATION}.2:{KEY}"], _json(list[str]))
     add("state.signal.payload.object", b'{"paid": true, "amount": 12}', _raw())
+    # As `emit` keeps it since it checks the payload: compact UTF-8 JSON (still the emitted JSON).
+    add("state.signal.payload.compact", '{"paid":true,"note":"ä ☃"}'.encode(), _raw())
     add("state.signal.rejection.text", "card declined ☹".encode(), _raw())
     add("state.signal.waiters.two", ["sign_1a", "sign_1b"], _json(list[str]))
 

@@ -111,6 +111,22 @@ async def test_select_returns_the_event_or_the_deadline_and_cancels_the_other() 
     await host.aclose()
 
 
+async def test_signal_or_deadline_refuses_a_prefix_that_is_no_string_before_anything_opens() -> None:
+    """The prefix is written into each arm's replay key: one that is no string is refused, typed,
+    where it was made text (``None`` became the key ``"None:event"``)."""
+    host = MemoryHost(resolver=demo_tools())
+    with pytest.raises(InvalidInput, match="replay_key_prefix must be a string, not NoneType"):
+        await signal_or_deadline(
+            host,
+            "s:group:sel:2",
+            event="e",
+            deadline_ms=1,
+            replay_key_prefix=None,  # type: ignore[arg-type]  # on purpose
+        )
+    assert host.store.groups == {}
+    await host.aclose()
+
+
 def test_select_declares_a_two_child_first_group_with_cancel() -> None:
     seen = []
 

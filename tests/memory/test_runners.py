@@ -20,6 +20,7 @@ from lash_restate.contract import (
     Err,
     GroupHandle,
     GroupNotOpen,
+    InvalidEnvelope,
     LashError,
     LoserPolicy,
     Ok,
@@ -401,3 +402,19 @@ async def test_a_sleep_past_any_timer_sleeps_as_long_as_one_can() -> None:
     assert 0 in host.store.groups[KEY].live  # still sleeping
     await host.close_effect_group(handle, LoserPolicy.CANCEL)
     await host.aclose()
+
+
+def test_an_event_lash_cannot_record_is_refused_where_it_is_emitted_or_rejected() -> None:
+    """As Restate's `LashSignal` `emit` and `reject` refuse it (400): a payload that is no JSON value
+    lash can record, or a rejection's message that is no text, is refused typed, and nothing is kept
+    (kept, it would fail every child waiting on the event)."""
+    store = MemoryStore()
+    for payload in ({"n": "\ud800"}, [float("nan")], {1, 2}, object()):
+        with pytest.raises(InvalidEnvelope, match="event payload"):
+            store.emit_event("e", payload)
+    for message in ("\udfff", {"why": "no"}, 7):
+        with pytest.raises(InvalidEnvelope):
+            store.reject_event("e", message)  # type: ignore[arg-type]  # a JSON body need not be text
+    assert store.events == {}
+    store.emit_event("e", {"text": "ä ☃", "n": [1, 2.5, None]})
+    assert store.events == {"e": Ok(value={"text": "ä ☃", "n": [1, 2.5, None]})}

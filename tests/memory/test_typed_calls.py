@@ -76,6 +76,16 @@ async def ping(ctx: restate.Context) -> int:
     raise AssertionError("the in-process twin runs on the reference host")
 
 
+@shop.handler()
+async def find(ctx: restate.Context, booking: Booking | None) -> Booked | None:
+    raise AssertionError("the in-process twin runs on the reference host")
+
+
+@shop.handler()
+async def ratio(ctx: restate.Context, parts: list[int]) -> float:
+    raise AssertionError("the in-process twin runs on the reference host")
+
+
 @post.handler()
 async def weigh(ctx: restate.ObjectContext, parcel: Parcel) -> Label:
     raise AssertionError("the in-process twin runs on the reference host")
@@ -106,6 +116,15 @@ def _calls() -> CallRegistry:
     async def ping_here(key: str | None, nothing: None) -> int:
         received.append(nothing)
         return 1
+
+    @calls.typed(find)
+    async def find_here(key: str | None, booking: Booking | None) -> Booked | None:
+        received.append(booking)
+        return None if booking is None else Booked(ticket=f"r{booking.row}", seats=len(booking.seats))
+
+    @calls.typed(ratio)
+    async def ratio_here(key: str | None, parts: list[int]) -> float:
+        return parts[0] / parts[1] if parts[1] else float("nan")  # DefaultSerde writes NaN, no JSON
 
     @calls.typed(weigh)
     async def weigh_here(key: str | None, parcel: Parcel) -> Label:
@@ -349,3 +368,27 @@ def test_a_bad_call_option_is_refused_typed_where_the_call_is_written(options: d
         lash.call(price, Order(sku="tea", qty=2), **options)
     with pytest.raises(lash.InvalidEnvelope):
         lash.call("Shop", "price", {}, **options)
+
+
+async def test_an_optional_dataclass_is_none_both_ways_as_an_empty_body_reads() -> None:
+    """A handler taking and answering an optional dataclass: no argument reaches its twin as ``None``
+    and a ``None`` answer comes back ``None`` (the SDK strips ``Optional``: it was read as a
+    dataclass, and failed), a dataclass as the dataclass."""
+    async with _host() as host:
+        values = await lash.all(
+            host, lash.call(find, None), lash.call(find, Booking(row=2, seats=["a"])), key="s:group:opt:0"
+        )
+        assert values == (None, Booked(ticket="r2", seats=1))
+        assert received == [None, Booking(row=2, seats=["a"])]
+
+
+async def test_an_answer_its_serde_writes_as_no_json_rejects_the_child_not_json_as_on_restate() -> None:
+    """A twin whose output serde writes what is not JSON (the SDK's default serde writes a NaN as
+    ``NaN``) rejects its child as Restate's child reads such an answer, ``not_json``, once, where
+    the reference host retried it and settled ``retries_exhausted``."""
+    async with _host() as host:
+        [nan, half] = await lash.all_settled(
+            host, [lash.call(ratio, [1, 0]), lash.call(ratio, [1, 2])], key="s:group:nan:0"
+        )
+        assert nan == lash.Err(message="Shop/ratio answered 3 bytes that are not JSON", code="not_json")
+        assert half == lash.Ok(value=0.5)

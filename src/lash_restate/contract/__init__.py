@@ -47,9 +47,11 @@ from ._envelope import (
     Sleep,
     ToolCall,
     canonical_bytes,
+    check_text,
     decode_envelope,
     describe_command,
     envelope_hash,
+    validate_json_value,
 )
 from ._errors import (
     AwaitCancelled,
@@ -175,6 +177,7 @@ __all__ = [
     "check_child_count",
     "check_close",
     "check_open_size",
+    "check_text",
     "decode_envelope",
     "describe_command",
     "describe_miss",
@@ -198,5 +201,6 @@ __all__ = [
     "resolver_fault",
     "run_combinator",
     "settlement_run",
+    "validate_json_value",
     "without_wire",
 ]

@@ -7,6 +7,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, TypeAlias, TypeVar
 
+import msgspec
 import restate
 
 from ..calls import CallTargets, Target
@@ -18,7 +19,7 @@ from ..contract import (
     RuntimeEffectEnvelope,
     ToolFailure,
 )
-from ..handlers import handler_ref
+from ..handlers import NotJson, handler_ref
 
 __all__ = ["CallRegistry", "Handler", "TypedHandler", "first_of"]
 
@@ -106,7 +107,15 @@ class CallRegistry:
                     value = target.arg.from_json(arg)
                 except Exception as exc:
                     raise ToolFailure(f"Unable to parse an input argument. {exc}", code="500") from None
-                return target.result.to_json(await fn(key, value))
+                result = await fn(key, value)
+                try:
+                    return target.result.to_json(result)
+                except (msgspec.DecodeError, NotJson):
+                    # As Restate's child reads such an answer (a NaN a JSON serde writes): terminal.
+                    size = len(target.result.written(result))
+                    raise ToolFailure(
+                        f"{target.target} answered {size} bytes that are not JSON", "not_json"
+                    ) from None
 
             self.register(target.service, target.handler, run, keyed=target.keyed)
             return fn

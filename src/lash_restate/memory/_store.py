@@ -13,12 +13,15 @@ from ..contract import (
     Call,
     Err,
     GroupShape,
+    InvalidEnvelope,
     Ok,
     Outcome,
     RuntimeEffectEnvelope,
     Sleep,
     ToolCall,
     ToolFailure,
+    check_text,
+    validate_json_value,
 )
 
 __all__ = ["DrainReport", "DurableWait", "GroupRecord", "MemoryStore", "NoExecutor", "Opener"]
@@ -120,16 +123,34 @@ class MemoryStore:
         self._event_changed = asyncio.Event()
 
     def emit_event(self, name: str, value: Any = None) -> None:
-        """Emit durable event ``name``; every `AwaitEvent` child on it settles Ok(value)."""
+        """Emit durable event ``name``; every `AwaitEvent` child on it settles Ok(value).
+
+        Raises:
+            InvalidEnvelope: ``value`` is not a JSON value lash can record (as Restate's ``emit``
+                refuses it, 400): kept, it would fail every child waiting on the event.
+        """
+        validate_json_value(value, "event payload")
         self.events[name] = Ok(value=value)
         self._event_changed.set()
         self._event_changed = asyncio.Event()
 
     def reject_event(self, name: str, message: str) -> None:
-        """Reject durable event ``name``; every `AwaitEvent` child on it settles Err(message, "rejected")."""
+        """Reject durable event ``name``; every `AwaitEvent` child on it settles Err(message, "rejected").
+
+        Raises:
+            InvalidEnvelope: ``message`` is not text lash can record (as Restate's ``reject`` refuses it).
+        """
+        if not isinstance(message, str):
+            raise InvalidEnvelope(f"reject takes a string message, not {type(message).__name__}")
+        check_text(message, "rejection message")
         self.events[name] = Err(message=message, code="rejected")
         self._event_changed.set()
         self._event_changed = asyncio.Event()
+
+    def clear_event(self, name: str) -> None:
+        """Forget event ``name``'s payload (or rejection): later waiters wait again, and the
+        children already waiting on it wait on, for its next emit or reject (Restate's ``clear``)."""
+        self.events.pop(name, None)
 
     async def wait_event(self, name: str) -> Any:
         while name not in self.events:

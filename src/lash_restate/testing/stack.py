@@ -419,3 +419,13 @@ class LocalStack:
             within: the request's timeout, in seconds.
         """
         await self.call(f"{named(SIGNAL)}/{quote(name, safe='')}/reject", message, within=within)
+
+    async def clear(self, name: str, *, within: float = 60) -> None:
+        """Forget the durable event ``name``'s payload (or rejection): later waiters wait again, and
+        those already waiting wait on, for its next emit or reject.
+
+        Args:
+            name: the event's name.
+            within: the request's timeout, in seconds.
+        """
+        await self.call(f"{named(SIGNAL)}/{quote(name, safe='')}/clear", within=within)

@@ -120,7 +120,7 @@ def answered(target: str, raw: bytes | None) -> Outcome:
         # What the store holds (the answer wrapped in an `Ok`) may exceed what was answered: the store
         # sizes the wrapped form, so an answer near the limit settles `too_large`, never a retry loop.
         return Ok(value=msgspec.json.decode(raw) if raw else None)
-    except msgspec.DecodeError:
+    except (msgspec.DecodeError, RecursionError):  # nested past what a decoder follows: not JSON lash reads
         size = len(raw) if raw else 0
         return Err(message=f"{target} answered {size} bytes that are not JSON", code="not_json")
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from datetime import timedelta
-from typing import assert_never
+from typing import Any, assert_never
 
 import msgspec
 import restate
@@ -24,6 +24,7 @@ from ...contract import (
     Err,
     GroupExecutors,
     GroupNotOpen,
+    InvalidEnvelope,
     Ok,
     Outcome,
     RuntimeEffectEnvelope,
@@ -33,6 +34,7 @@ from ...contract import (
     describe_miss,
     execute_once,
     fit_outcome,
+    validate_json_value,
 )
 from ..wire._errors import (
     HANDLER_RETRY,
@@ -72,7 +74,7 @@ from ._calls import answered, call_arg, cancelled, invocation_options, refused
 from ._lookup import unregistered
 from ._routing import Routing
 
-__all__ = ["DEFAULT_TOOL_ATTEMPTS", "child_object", "stored_outcome"]
+__all__ = ["DEFAULT_TOOL_ATTEMPTS", "child_object", "emitted_outcome", "stored_outcome"]
 
 DEFAULT_TOOL_ATTEMPTS = 3
 
@@ -278,17 +280,29 @@ async def _await_event(ctx: restate.ObjectContext, name: str) -> Outcome:
                 if error.status_code != NOT_FOUND:
                     return Err(message=error.message, code=str(error.status_code))
         try:
-            return Ok(value=json.loads(await value))
+            payload = json.loads(await value)
         except restate.TerminalError as error:
             if is_cancellation(error):
                 raise
             return Err(message=error.message, code="rejected")  # the signal was rejected
+        return emitted_outcome(name, payload)
     except restate.TerminalError as error:
         if is_cancellation(error):
             # Cancelled (its group's `Cancel`): the event forgets this waiter, which its state would
             # otherwise keep until the event is emitted, for ever for one never emitted.
             SIGNAL_UNSUBSCRIBE.send(ctx, name, awakeable)
         raise
+
+
+def emitted_outcome(name: str, payload: Any) -> Outcome:
+    """The outcome of an event emitted with ``payload``: Ok, or, for a payload an earlier release
+    kept that lash cannot record (its `emit` did not check: a lone surrogate, a non-finite number),
+    a bad value, as a tool's, where storing it would fail this child for ever."""
+    try:
+        validate_json_value(payload, f"event {name}'s payload")
+    except InvalidEnvelope as error:
+        return Err(message=error.message, code="bad_value")
+    return Ok(value=payload)
 
 
 def _unroutable(

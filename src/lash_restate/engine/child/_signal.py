@@ -7,11 +7,12 @@ waiters settle at once) until ``clear`` is called (decision 12).
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
+import msgspec
 import restate
 
+from ...contract import InvalidEnvelope, check_text, validate_json_value
 from ..wire._errors import HANDLER_RETRY
 from ..wire._records import BYTES, STRINGS
 from ..wire._routes import SIGNAL, SIGNAL_SUBSCRIBE, SIGNAL_UNSUBSCRIBE, named
@@ -46,7 +47,7 @@ def signal_object(*, metadata: dict[str, str] | None = None) -> restate.VirtualO
     @signal.handler(accept="*/*")
     async def emit(ctx: restate.ObjectContext, payload: Any) -> None:
         """Fulfil the event with a JSON payload; every waiter, now or later, settles Ok(payload)."""
-        body = json.dumps(payload).encode()
+        body = _recorded(payload)
         ctx.set("payload", body, serde=BYTES)
         ctx.clear("rejection")
         for awakeable in await ctx.get("waiters", serde=STRINGS) or []:
@@ -55,11 +56,13 @@ def signal_object(*, metadata: dict[str, str] | None = None) -> restate.VirtualO
 
     @signal.handler()
     async def reject(ctx: restate.ObjectContext, message: str) -> None:
-        """Reject the event; every waiter, now or later, settles Err(message, "rejected")."""
-        ctx.set("rejection", str(message).encode(), serde=BYTES)
+        """Reject the event with a JSON string message; every waiter, now or later, settles
+        Err(message, "rejected")."""
+        text = _message(message)
+        ctx.set("rejection", text.encode(), serde=BYTES)
         ctx.clear("payload")
         for awakeable in await ctx.get("waiters", serde=STRINGS) or []:
-            ctx.reject_awakeable(awakeable, str(message))
+            ctx.reject_awakeable(awakeable, text)
         ctx.clear("waiters")
 
     @signal.handler()
@@ -71,3 +74,25 @@ def signal_object(*, metadata: dict[str, str] | None = None) -> restate.VirtualO
 
     del subscribe, unsubscribe, emit, reject, clear
     return signal
+
+
+def _recorded(payload: Any) -> bytes:
+    """The payload as every waiter settles with it (UTF-8 JSON, as lash records values). One lash
+    cannot record (a lone surrogate, a non-finite number) is refused here, terminally, naming why:
+    kept, it would fail every child that waits on the event, each retried for ever."""
+    try:
+        validate_json_value(payload, "event payload")
+    except InvalidEnvelope as error:
+        raise restate.TerminalError(error.message, 400) from None
+    return msgspec.json.encode(payload)
+
+
+def _message(message: Any) -> str:
+    """A rejection's message: a JSON string lash can record, or refused terminally, naming why."""
+    if not isinstance(message, str):
+        raise restate.TerminalError(f"reject takes a JSON string message, not {type(message).__name__}", 400)
+    try:
+        check_text(message, "rejection message")
+    except InvalidEnvelope as error:
+        raise restate.TerminalError(error.message, 400) from None
+    return message

@@ -142,6 +142,31 @@ async def cancelled_await_leaves_cursor_and_rank_untouched(tier: Tier, children:
 
 
 @scenario("groups")
+async def a_cleared_event_is_waited_for_again_and_what_it_settled_stays(
+    tier: Tier, children: ChildKind
+) -> None:
+    """An event stays emitted until it is cleared: a child whose group opens after the emit settles
+    with it at once; after the clear, a child waits for the next emit, and what the first settled
+    with stays."""
+    s = Scope(children)
+    gate = s.event("gate")
+    await tier.emit(gate, "one")
+    async with Turn(tier) as t:
+        before = t.open(s.group([event(gate)], occurrence=0)).next()
+    await tier.clear(gate)
+    async with Turn(tier) as t:
+        g = t.open(s.group([event(gate)], occurrence=1))
+        waiting, saved = g.next(cancel_after_ms=200), g.save()
+    assert waiting.error.code == "await_cancelled"  # cleared: nothing to settle with yet
+    await tier.emit(gate, "two")
+    async with Turn(tier) as t:
+        after = t.resume(saved.ok).next()
+        again = t.resume(GroupHandle(s.key(occurrence=0), 1, 0)).next()
+    assert before.ok.outcome == again.ok.outcome == Ok(value="one")
+    assert after.ok.outcome == Ok(value="two")
+
+
+@scenario("groups")
 async def await_on_a_group_never_opened_is_refused(tier: Tier, children: ChildKind) -> None:
     s = Scope(children)
     async with Turn(tier) as t:

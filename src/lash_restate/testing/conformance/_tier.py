@@ -38,6 +38,10 @@ class Tier(Protocol):
         """Reject the durable event ``name`` with ``message``."""
         ...
 
+    async def clear(self, name: str) -> None:
+        """Forget the durable event ``name``'s payload or rejection: waiters wait for its next one."""
+        ...
+
     async def open_groups(self) -> set[str]:
         """The group keys the host's inspection lists as open."""
         ...

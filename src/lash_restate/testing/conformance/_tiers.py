@@ -78,6 +78,9 @@ class MemoryTier:
     async def reject(self, name: str, message: str) -> None:
         self.store.reject_event(name, message)
 
+    async def clear(self, name: str) -> None:
+        self.store.clear_event(name)
+
     async def open_groups(self) -> set[str]:
         return set(self.store.open_group_keys())
 
@@ -143,6 +146,9 @@ class RestateTier:
 
     async def reject(self, name: str, message: str) -> None:
         await self.stack.reject(name, message)
+
+    async def clear(self, name: str) -> None:
+        await self.stack.clear(name)
 
     async def open_groups(self) -> set[str]:
         return {g.group_key for g in await asyncio.to_thread(list_open_groups, self.stack.admin_url)}
