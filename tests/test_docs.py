@@ -399,3 +399,18 @@ def test_the_decision_log_is_numbered_without_gaps() -> None:
     """Decisions are numbered 1, 2, … in order, each once (a link to one names its number)."""
     numbers = [int(n) for n in re.findall(r"^## (\d+)\. ", (ROOT / "docs/decisions.md").read_text(), re.M)]
     assert numbers == list(range(1, len(numbers) + 1))
+
+
+def test_the_operate_guide_names_every_event_lash_logs_and_only_those() -> None:
+    """Every event name a log line carries (`logs.event("…")`, or a warning's ``extra={"event": …}``)
+    is in the operate guide, and every name its events table lists is logged somewhere."""
+    source = "\n".join(p.read_text() for p in (ROOT / "src" / "lash_restate").rglob("*.py"))
+    logged = set(re.findall(r'logs\.event\(\s*"([a-z_.]+)"', source))
+    logged |= set(re.findall(r'extra=\{"event": "([a-z_.]+)"\}', source))
+    guide = (ROOT / "docs" / "guides" / "operate.md").read_text()
+    tabled = set(
+        re.findall(r"^\| `([a-z_]+\.[a-z_.]+)` \| (?!counter|histogram|up-down)", guide, re.MULTILINE)
+    )
+    assert len(logged) > 15  # the patterns still find the calls
+    assert {name for name in logged if f"`{name}`" not in guide} == set()
+    assert tabled - logged == set()

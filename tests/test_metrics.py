@@ -70,7 +70,7 @@ def test_a_groups_life_is_counted_and_timed(before: dict[str, list[Any]]) -> Non
     assert counted["lash.group.open"] == 0  # opened, then closed
     assert (counted["lash.group.ranks"], counted["lash.group.wakes"]) == (2, 1)
     assert (
-        counted["lash.child.cancelled"],
+        counted["lash.invocation.cancelled"],
         counted["lash.child.missed"],
         counted["lash.child.run_failed"],
     ) == (

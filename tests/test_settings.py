@@ -3,9 +3,14 @@ Restate's CLI's (`RESTATE_ADMIN_URL`), then lash's own (`LASH_ADMIN_URL`), a fla
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
 
+from lash_restate.contract import Call, InvalidInput
 from lash_restate.engine.child import _lookup
+from lash_restate.engine.group._mode import width_setting
+from lash_restate.engine.serving._endpoint import DeploymentError, _duration
 from lash_restate.settings import ServeSettings, SettingsError
 
 RESTATE, LASH = "http://restate-admin:9070", "http://lash-admin:9070"
@@ -18,8 +23,9 @@ RESTATE, LASH = "http://restate-admin:9070", "http://lash-admin:9070"
         ({"LASH_ADMIN_URL": LASH}, None, LASH),
         ({"RESTATE_ADMIN_URL": RESTATE}, "http://flag:9070", "http://flag:9070"),
         ({}, None, None),
+        ({"RESTATE_ADMIN_URL": "", "LASH_ADMIN_URL": LASH}, None, LASH),  # set empty: unset
     ],
-    ids=["restate-first", "lash-alone", "flag-wins", "none"],
+    ids=["restate-first", "lash-alone", "flag-wins", "none", "empty-is-unset"],
 )
 def test_serve_reads_the_admin_url_as_restates_cli_does(
     env: dict[str, str], flag: str | None, expected: str | None
@@ -56,3 +62,64 @@ def test_an_endpoint_not_started_by_serve_finds_the_admin_api_as_restates_cli_do
     monkeypatch.setattr(_lookup._Lookup, "admin", None)
     admin = _lookup._admin()
     assert (admin.url if admin is not None else None) == expected
+
+
+def test_a_setting_set_empty_is_unset_as_a_container_clears_its_images() -> None:
+    """``docker run -e LASH_APP= … serve --resolver m:a`` clears the image's ``LASH_APP``: the
+    resolver is served, where ``--app`` was refused as ``''``."""
+    loaded = ServeSettings.load({"resolver": "m:a"}, env={"LASH_APP": "", "LASH_BATCH_FROM": ""})
+    assert (loaded.app, loaded.resolver, loaded.batch_from) == (None, "m:a", None)
+
+
+@pytest.mark.parametrize("value", ["0.5", "0", "soon", "99999999999d", "3651d"])
+def test_a_duration_setting_out_of_range_is_refused_naming_it(
+    monkeypatch: pytest.MonkeyPatch, value: str
+) -> None:
+    """Below a second a guard would look again at once, for ever (`LASH_WAITER_CHECK=0.0001` was
+    0 ms); past a timedelta's range `serve --resolver` ended in a traceback."""
+    monkeypatch.setenv("LASH_WAITER_CHECK", value)
+    with pytest.raises(DeploymentError, match=r"^LASH_WAITER_CHECK must be a duration from 1 s to 3650 d"):
+        _duration("LASH_WAITER_CHECK", timedelta(minutes=5))
+
+
+@pytest.mark.parametrize(("value", "seconds"), [("1s", 1), ("36h", 129600), ("3650d", 315360000), ("", 300)])
+def test_a_duration_setting_reads_seconds_or_a_unit(
+    monkeypatch: pytest.MonkeyPatch, value: str, seconds: int
+) -> None:
+    monkeypatch.setenv("LASH_WAITER_CHECK", value)
+    assert _duration("LASH_WAITER_CHECK", timedelta(minutes=5)) == timedelta(seconds=seconds)
+
+
+@pytest.mark.parametrize("value", ["abc", "0", "-3", "2.5"])
+def test_a_width_setting_that_is_no_count_is_refused_naming_it(
+    monkeypatch: pytest.MonkeyPatch, value: str
+) -> None:
+    """`LASH_PAGE_FROM`, read as an app is built, and `LASH_PARTS_FROM`, read by a caller's open,
+    where a plain `ValueError` was retried for ever; ``-3`` paged every group."""
+    monkeypatch.setenv("LASH_PARTS_FROM", value)
+    with pytest.raises(
+        InvalidInput, match=f"LASH_PARTS_FROM must be a count of children from 1, not '{value}'$"
+    ):
+        width_setting("LASH_PARTS_FROM")
+    monkeypatch.setenv("LASH_PARTS_FROM", " 7 ")
+    assert width_setting("LASH_PARTS_FROM") == 7
+    monkeypatch.delenv("LASH_PARTS_FROM")
+    assert width_setting("LASH_PARTS_FROM") is None
+
+
+def test_an_admin_api_that_cannot_tell_is_said_once_a_minute_without_its_credentials(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Every call child to a declared target asks the admin API: while it does not answer, a wide
+    group logged a warning per child, each with the URL's user and password."""
+    assert _lookup._shown("http://ops:s3cret@admin:9070/x") == "http://admin:9070/x"
+    assert _lookup._shown("https://admin") == "https://admin"
+    monkeypatch.setattr(_lookup._Lookup, "warned", -1e9)
+    call = Call(service="Ghost", handler="hello")
+    with caplog.at_level("WARNING", logger="lash_restate"):
+        for _ in range(3):
+            _lookup._unchecked(call, "the admin API at http://admin:9070 answered 503")
+    assert [r.getMessage() for r in caplog.records] == [
+        "cannot check that Ghost/hello is registered, calling it anyway: "
+        "the admin API at http://admin:9070 answered 503"
+    ]

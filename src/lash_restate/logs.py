@@ -57,11 +57,12 @@ def configure(verbose: bool = False) -> None:
 
 
 def event(name: str, ctx: Any = None, **fields: Any) -> None:
-    """Log one group event at INFO with the invocation id of ``ctx`` (a Restate context) if given,
-    and record it as a span and in metrics where OpenTelemetry is configured (`lash_restate.tracing`,
-    `lash_restate.metrics`). A field that is None is left out."""
-    tracing.record(name, ctx, fields)
-    metrics.record(name, fields)
+    """Log one event at INFO with the invocation id of ``ctx`` (a Restate context) if given, and
+    record a group's (``group.*``) as a span and in metrics where OpenTelemetry is configured
+    (`lash_restate.tracing`, `lash_restate.metrics`). A field that is None is left out."""
+    if name.startswith("group."):  # a group's events are its spans and metrics; the endpoint's are lines
+        tracing.record(name, ctx, fields)
+        metrics.record(name, fields)
     if not logger.isEnabledFor(logging.INFO):
         return
     extra: dict[str, Any] = {"event": name}

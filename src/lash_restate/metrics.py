@@ -50,10 +50,11 @@ INSTRUMENTS: tuple[Instrument, ...] = (
     Instrument("lash.group.wakes", "counter", "{wake}", "Waiting callers woken with a rank."),
     Instrument("lash.group.reclaimed", "counter", "{group}", "Groups nobody could resume, reclaimed."),
     Instrument(
-        "lash.child.cancelled",
+        "lash.invocation.cancelled",
         "counter",
-        "{child}",
-        "Children cancelled (a close, or a Cancel group's opener gone).",
+        "{invocation}",
+        "Invocations a group cancelled (a close, or a Cancel group's opener gone): a direct child's "
+        "run each, a pumped group's pump once (it cancels the calls it made).",
     ),
     Instrument(
         "lash.child.missed",
@@ -119,7 +120,7 @@ def record(name: str, fields: Mapping[str, Any]) -> None:
         case "group.reclaimed":
             _instrument("lash.group.reclaimed").add(1, attributes)
         case "group.cancelled":
-            _instrument("lash.child.cancelled").add(int(fields.get("cancelled", 0)), attributes)
+            _instrument("lash.invocation.cancelled").add(int(fields.get("cancelled", 0)), attributes)
         case "group.missed":
             _instrument("lash.child.missed").add(int(fields.get("children", 0)), attributes)
         case "group.run_ended":

@@ -110,8 +110,9 @@ class ServeSettings(BaseModel):
 
 
 def _first_set(names: str | tuple[str, ...], env: Mapping[str, str]) -> str | None:
-    """The first of a setting's environment variables that ``env`` sets."""
-    return next((name for name in ((names,) if isinstance(names, str) else names) if name in env), None)
+    """The first of a setting's environment variables that ``env`` sets; one set empty is unset (as a
+    container's ``-e LASH_APP=`` clears what its image set)."""
+    return next((name for name in ((names,) if isinstance(names, str) else names) if env.get(name)), None)
 
 
 def _source(field: str, flags: Mapping[str, Any], env: Mapping[str, str]) -> str:

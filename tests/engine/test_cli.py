@@ -448,7 +448,7 @@ KEY = "publickeyv1_ChjENKeMvCtRnqG2mrBK1HmPKufgFUc98K8B3ZQpFAGT"  # a key's form
         (
             "lash.app(svc)",
             ("--batch-from", "2"),
-            "takes no --resolver, --with-turn, --app-name or --batch-from",
+            "takes no --resolver, --with-turn, --app-name or --batch-from, nor LASH_RESOLVER",
         ),
         (
             "lash.app(svc)",

@@ -36,7 +36,7 @@ def lash_version() -> str:
         return "unknown"
 
 
-PREFIX_HELP = "the prefix of lash's service names, {prefix}Group, … (default Lash)"
+PREFIX_HELP = "the prefix of lash's service names, {prefix}Group, … (default Lash) [LASH_PREFIX]"
 SERVE_PREFIX_HELP = (
     "the prefix of lash's service names, {prefix}Group, …; with --app, the prefix its lash.app(...) takes "
     "when it names none (default Lash) [LASH_PREFIX]"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 
 from ._common import ADMIN_HELP, PREFIX_HELP, SERVE_PREFIX_HELP, lash_version
 from ._groups import (
@@ -195,7 +196,8 @@ def build_parser() -> argparse.ArgumentParser:
             help=ADMIN_HELP,
         )
         cmd.add_argument("--json", action="store_true", help="machine-readable output")
-        cmd.add_argument("--prefix", default="Lash", help=PREFIX_HELP)
+        # The endpoint's own variable, so a shell in its pod (kubectl exec) reads its groups by their names.
+        cmd.add_argument("--prefix", default=os.environ.get("LASH_PREFIX") or "Lash", help=PREFIX_HELP)
         cmd.set_defaults(run=run)
 
     dev = sub.add_parser("dev", help="start restate-server and the endpoint, register, run a demo race")

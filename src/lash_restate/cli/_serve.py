@@ -96,8 +96,9 @@ def serve_command(args: argparse.Namespace) -> int:
             or settings.batch_from is not None
         ):
             return fail(
-                "--app serves an application as it is: it takes no --resolver, --with-turn, --app-name "
-                "or --batch-from (give them to lash.app(..., name=..., batch_from=...))",
+                "--app (LASH_APP) serves an application as it is: it takes no --resolver, --with-turn, "
+                "--app-name or --batch-from, nor LASH_RESOLVER, LASH_WITH_TURN, LASH_APP_NAME or "
+                "LASH_BATCH_FROM (give them to lash.app(..., name=..., batch_from=...))",
                 USAGE,
             )
         # Chosen before the app is imported, as the prefix is: its `lash.app(...)` naming no identity

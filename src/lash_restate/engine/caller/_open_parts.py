@@ -4,13 +4,12 @@ the pumps of a fresh incarnation, part by part, then `LashGroup/open_parts` with
 from __future__ import annotations
 
 import math
-import os
 
 import msgspec
 import restate
 
 from ...contract import ChildUnroutable, LashError, RuntimeEffectEnvelope, RuntimeEffectGroup
-from ..group._mode import PUMP_SLICE, slice_key
+from ..group._mode import PUMP_SLICE, slice_key, width_setting
 from ..wire._errors import typed
 from ..wire._incarnation import PAGED
 from ..wire._messages import PartedOpen, StagedPart
@@ -93,4 +92,5 @@ def _part(key: str, children: tuple[RuntimeEffectEnvelope, ...]) -> StagedPart:
 
 def parts_from() -> float:
     """How wide a group must be to open in parts whatever its size (`PARTS_FROM_ENV`; else never)."""
-    return int(os.environ.get(PARTS_FROM_ENV) or 0) or math.inf
+    width = width_setting(PARTS_FROM_ENV)
+    return math.inf if width is None else width

@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 import time
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit, urlunsplit
 
 import httpx
 
@@ -33,12 +33,15 @@ RESTATE_ADMIN_URL_ENV = "RESTATE_ADMIN_URL"
 # of calls asks once, and a target removed meanwhile is seen at the child's next attempt after this.
 KNOWN_FOR_S = 5.0
 _TIMEOUT_S = 5.0
+# An admin API that does not answer is said once a minute, not once per call child (a wide group's).
+_WARN_EVERY_S = 60.0
 
 
 class _Lookup:
     admin: AdminApi | None = None
     configured = False
     known: dict[str, tuple[float, frozenset[str]]] = {}  # noqa: RUF012  # one process-wide cache
+    warned = -_WARN_EVERY_S  # when the last `child.target_unchecked` was logged (monotonic)
 
 
 def configure_admin(url: str | None) -> None:
@@ -81,17 +84,18 @@ async def unregistered(call: Call) -> str | None:
         async with httpx.AsyncClient(verify=tls(), timeout=_TIMEOUT_S) as client:
             response = await client.get(url, headers=headers)
     except (httpx.HTTPError, httpx.InvalidURL) as exc:  # an unusable URL is not an HTTPError
-        _unchecked(call, f"cannot reach the admin API at {admin.url} ({exc})")
+        shown = _shown(admin.url)
+        _unchecked(call, f"cannot reach the admin API at {shown} ({str(exc).replace(admin.url, shown)})")
         return None
     if response.status_code == 404:
         return f"no deployment registered with the Restate cluster serves {call.service!r}"
     if response.status_code != 200:
-        _unchecked(call, f"the admin API at {admin.url} answered {response.status_code}")
+        _unchecked(call, f"the admin API at {_shown(admin.url)} answered {response.status_code}")
         return None
     try:
         handlers = _handlers(response.json())
     except ValueError:  # not the admin API's JSON: it cannot tell, as when it does not answer
-        _unchecked(call, f"the admin API at {admin.url} answered something that is not JSON")
+        _unchecked(call, f"the admin API at {_shown(admin.url)} answered something that is not JSON")
         return None
     _Lookup.known[call.service] = (now, handlers)
     if call.handler not in handlers:
@@ -105,9 +109,23 @@ def _handlers(service: Any) -> frozenset[str]:
 
 
 def _unchecked(call: Call, why: str) -> None:
+    now = time.monotonic()
+    if now - _Lookup.warned < _WARN_EVERY_S:
+        return
+    _Lookup.warned = now
     logs.logger.warning(
         "cannot check that %s is registered, calling it anyway: %s",
         call.target,
         why,
         extra={"event": "child.target_unchecked"},
     )
+
+
+def _shown(url: str) -> str:
+    """``url`` as a log may show it: without a user or password it holds."""
+    parts = urlsplit(url)
+    if parts.username is None and parts.password is None:
+        return url
+    host = parts.hostname or ""
+    netloc = f"{host}:{parts.port}" if parts.port is not None else host
+    return urlunsplit(parts._replace(netloc=netloc))

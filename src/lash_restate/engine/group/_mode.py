@@ -31,10 +31,12 @@ they use are `_mode_stores`'s, re-exported here for the modules that name them.
 
 from __future__ import annotations
 
+import os
 from typing import Protocol
 
 import restate
 
+from ...contract import InvalidInput
 from ...contract import RuntimeEffectEnvelope as Envelope
 from ..wire._messages import ChildrenFailed, SettleBatch, WaitReply
 from ..wire._records import GroupMeta, PumpLink, SettlementMode
@@ -69,6 +71,7 @@ __all__ = [
     "position_of",
     "pump_store",
     "slice_key",
+    "width_setting",
 ]
 
 
@@ -147,3 +150,15 @@ def mode_for(mode: SettlementMode) -> Mode:
 def outcome_store(group_key: str, meta: GroupMeta, position: int, replay_key: str) -> OutcomeStore:
     """Where the outcome of the child at ``position`` of the group ``meta`` describes is kept."""
     return _MODES[meta.mode].store(group_key, meta, position, replay_key)
+
+
+def width_setting(name: str) -> int | None:
+    """A layout's width threshold set by ``$name`` (the tests' `LASH_PAGE_FROM`, `LASH_PARTS_FROM`):
+    a count of children from 1; None when unset. Anything else is refused naming the variable (read
+    in a caller's open, a plain error would be retried for ever)."""
+    value = os.environ.get(name, "").strip()
+    if not value:
+        return None
+    if not value.isdigit() or int(value) < 1:
+        raise InvalidInput(f"{name} must be a count of children from 1, not {value!r}")
+    return int(value)

@@ -24,6 +24,7 @@ from ..child._child import DEFAULT_TOOL_ATTEMPTS, child_object
 from ..child._routing import Routing
 from ..child._signal import signal_object
 from ..group._group import ORPHAN_RETENTION, WAITER_CHECK, group_object
+from ..group._mode import width_setting
 from ..group._pages import PAGE_FROM
 from ..pump._pump import pump_object
 from ..wire._routes import CHILD, GROUP, PUMP, SIGNAL, named, use_prefix, wire_groups
@@ -62,20 +63,21 @@ Bindable = restate.Service | restate.VirtualObject | restate.Workflow
 
 def _duration(name: str, default: timedelta) -> timedelta:
     """``$name``: seconds, or a number with ``s``, ``m``, ``h`` or ``d`` (``36h``, as Restate's own
-    retention settings read); ``default`` when it is not set."""
+    retention settings read), from a second to ten years; ``default`` when it is not set."""
     value = os.environ.get(name)
     if not value:
         return default
     found = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*", value)
     seconds = float(found[1]) * _UNIT_S[found[2]] if found else 0.0
-    if not seconds > 0:
-        raise DeploymentError(
-            f"{name} must be a duration above 0 (seconds, or like 90s, 30m, 36h, 7d), not {value!r}"
-        )
+    # Below a second a guard would look again at once, for ever; past years, no timer is meant.
+    if not _SHORTEST_S <= seconds <= _LONGEST_S:
+        shape = "seconds, or like 90s, 30m, 36h, 7d"
+        raise DeploymentError(f"{name} must be a duration from 1 s to 3650 d ({shape}), not {value!r}")
     return timedelta(seconds=seconds)
 
 
 _UNIT_S = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
+_SHORTEST_S, _LONGEST_S = 1.0, 3650 * 86400.0
 
 
 class DeploymentError(LashError, RuntimeError):
@@ -164,7 +166,7 @@ def lash_services(
     prefix = use_prefix(prefix)
     metadata = {APP_METADATA: check_app_name(name)} if name is not None else None
     routing = Routing(resolver, calls if calls is not None else CallTargets())
-    page_from = int(os.environ.get(PAGE_FROM_ENV) or PAGE_FROM)
+    page_from = width_setting(PAGE_FROM_ENV) or PAGE_FROM
     retention = _duration(ORPHAN_RETENTION_ENV, ORPHAN_RETENTION)
     check = _duration(WAITER_CHECK_ENV, WAITER_CHECK)
     group = group_object(
