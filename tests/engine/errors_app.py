@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,8 @@ from typing import Any
 import restate
 
 import lash_restate as lash
+from lash_restate.combinators import Combinator, SuspendedResult, combine
+from lash_restate.contract import RuntimeEffectEnvelope, ToolCall
 from lash_restate.testing import demo_tools
 
 carriers = restate.Service("Carriers")
@@ -143,6 +146,48 @@ async def bad_cancel(ctx: restate.Context) -> Any:
         await ctx.sleep(timedelta(milliseconds=200))  # the rank settles meanwhile
         cancel: Any = 5
         return (await group.next(cancel=cancel)).position
+
+
+@shop.handler()
+async def caught_cancel(ctx: restate.Context) -> Any:
+    """A `next(cancel=...)` refused and caught, then both ranks read, the second after a suspension:
+    the replay must refuse it again, or it reads rank 1 in the first read's place."""
+    children = [lash.tool("echo", {"value": "a"}), lash.sleep(timedelta(milliseconds=600))]
+    async with lash.open(ctx, children) as group:
+        await ctx.sleep(timedelta(milliseconds=200))  # the echo settles meanwhile: an ask serves it
+        refused: Any = 5
+        with contextlib.suppress(lash.InvalidInput):
+            await group.next(cancel=refused)
+        first = await group.next()
+        await ctx.sleep(timedelta(milliseconds=50))  # suspended here, so replayed past the refusal
+        second = await group.next()
+        return [first.position, second.position]
+
+
+@shop.handler()
+async def failing_cancels(ctx: restate.Context) -> Any:
+    """Three `next(cancel=...)` whose cancel, a call, fails first (its own terminal error), each
+    caught; the group is saved and left open. Answers its key, whose waiters a test counts."""
+    group = await lash.open(ctx, [lash.event(f"never-{ctx.request().id}")])
+    for _ in range(3):
+        with contextlib.suppress(restate.TerminalError):
+            await group.next(cancel=ctx.service_call(quote, arg={"refuse": "no", "status": 409}))
+    group.save()
+    return group.key
+
+
+@shop.handler()
+async def suspended_then_failed(ctx: restate.Context) -> Any:
+    """A combinator suspended after one settlement, answering its cursor to be saved (as a workflow
+    stores it for a continuation), then the handler fails: the group, saved, is kept."""
+    key = f"{ctx.request().id}:group:suspended:0"
+    children = [
+        RuntimeEffectEnvelope(command=ToolCall(tool="echo", args={"value": "a"}), replay_key=f"{key}/c0"),
+        RuntimeEffectEnvelope(command=ToolCall(tool="echo", args={"value": "b"}), replay_key=f"{key}/c1"),
+    ]
+    suspended = await combine(lash.controller(ctx), Combinator.ALL, key, children, stop_after=1)
+    assert isinstance(suspended, SuspendedResult)
+    raise restate.TerminalError(f"failed once {suspended.handle.group_key} was saved", 500)
 
 
 @shop.handler()

@@ -4,18 +4,23 @@ lash's own handlers. Served by `tests/engine/errors_app.py` on a real restate-se
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
+import msgspec
 import pytest
 
 from lash_restate._http import tls
 from lash_restate.contract import GroupNotOpen
+from lash_restate.engine import GroupMeta
+from lash_restate.inspection import GroupView, quote, show_group, sql
 from lash_restate.inspection._operator import said
 from lash_restate.testing import LocalStack, StackError
 from tests.engine.test_engine import _poll
+from tests.engine.test_operator import until
 
 WIRE = "lash-error"
 REFUSES = {"refuse": "carrier b refuses", "status": 409}
@@ -166,3 +171,69 @@ async def test_a_block_that_raised_a_plain_exception_is_retried_and_reads_on(
     marker = tmp_path / "raised"
     assert await stack.call("Shop/retried_block", str(marker), within=30) == [0, 1]
     assert marker.exists()  # the first attempt raised
+
+
+@pytest.fixture(scope="module")
+def replaying(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
+    """The same application on a server that suspends every invocation that waits, and so replays it."""
+    base = tmp_path_factory.mktemp("uncaught-replayed")
+    env = {"RESTATE_WORKER__INVOKER__INACTIVITY_TIMEOUT": "0s"}
+    with LocalStack.single(
+        base, module="tests.engine.errors_app", endpoint_args=(), server_env=env
+    ).start() as s:
+        yield s
+
+
+async def test_a_refusal_the_handler_caught_is_refused_again_on_its_replay(replaying: LocalStack) -> None:
+    """An await refused before anything was journaled (`cancel=` that is no awaitable), caught, then
+    both ranks read: the replay after the second read's suspension refuses it again. (It skipped the
+    checks on every replay, so the refused await read rank 1 and the last read ran past the group.)"""
+    async with httpx.AsyncClient(verify=tls(), timeout=60) as client:
+        response = await client.post(f"{replaying.ingress_url}/Shop/caught_cancel")
+    assert response.status_code == 200, response.text
+    assert sorted(response.json()) == [0, 1]
+
+
+async def test_an_await_whose_cancel_failed_keeps_its_rank_s_wake_for_the_next(stack: LocalStack) -> None:
+    """An await ended by its cancel's own failure (a call that failed first) consumes nothing, and
+    the rank's wake stays the caller's: three such awaits leave the one wake the open registered.
+    (Each lost it, and the next registered another: the group's waiters grew with every try.)"""
+    async with httpx.AsyncClient(verify=tls(), timeout=60) as client:
+        response = await client.post(f"{stack.ingress_url}/Shop/failing_cancels")
+    assert response.status_code == 200, response.text
+    key = response.json()
+    query = (
+        "SELECT value_utf8 FROM state WHERE service_name = 'LashGroup' "
+        f"AND service_key = {quote(key)} AND key = 'meta'"
+    )
+    [row] = await asyncio.to_thread(sql, stack.server.admin_url, query)
+    waiters = msgspec.json.decode(row["value_utf8"], type=GroupMeta).waiters
+    assert [w.rank for w in waiters] == [1]
+
+
+async def test_a_combinators_cursor_answered_to_be_saved_keeps_its_group_though_its_caller_failed(
+    stack: LocalStack,
+) -> None:
+    """`combine(..., stop_after=k)` answers a cursor for a continuation: the group records the save,
+    so a caller that failed after it leaves a group that is never reclaimed (only `Group.save()`
+    told the group: such a group was taken for one nobody can resume, and reclaimed a day after)."""
+    status, message = await _post(stack, "Shop/suspended_then_failed")
+    assert status == 500 and message.startswith("failed once "), message
+    key = message.removeprefix("failed once ").removesuffix(" was saved")
+
+    saved = (
+        "SELECT key FROM state WHERE service_name = 'LashGroup' "
+        f"AND service_key = {quote(key)} AND key = 'savers'"
+    )
+
+    async def settled_view() -> GroupView | None:
+        # Its save and its caller's end recorded, both children settled: when an orphan is made due.
+        if not await asyncio.to_thread(sql, stack.server.admin_url, saved):
+            return None
+        view = await asyncio.to_thread(show_group, stack.server.admin_url, key)
+        if view is None or view.settled < 2 or "Restate still remembers" in view.reason:
+            return None
+        return view if view.openers[-1].ended == "failed" else None
+
+    view = await until(settled_view, within=30)
+    assert view.reclaim_at is None, view  # a continuation may resume it: no clock closes it

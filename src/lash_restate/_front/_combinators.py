@@ -163,8 +163,9 @@ async def all(
     Raises:
         Rejected: the first rejection consumed (in rank order); its ``settlement`` says which child.
         InvalidInput: refused before anything is sent, as `open` refuses (a bad ``ctx``, child or
-            ``key``, a typed call's argument its serde cannot write, a call inside ``ctx.run``, or
-            children too large for one message: `PayloadTooLarge`).
+            ``key``, a typed call's argument its serde cannot write, a call inside ``ctx.run``, or a
+            child too large for any message, or a bounded group's too large for one: `PayloadTooLarge`;
+            a larger group is opened in parts).
         ChildUnroutable: a child no runner is registered for (an unknown tool or call target).
         EffectGroupUnsupported: this process cannot open groups (see `use_prefix`).
         UndecodableResult: a typed call's value that its handler's output serde cannot read.
@@ -222,8 +223,9 @@ async def all_settled(
 
     Raises:
         InvalidInput: refused before anything is sent, as `open` refuses (a bad ``ctx``, child or
-            ``key``, a typed call's argument its serde cannot write, a call inside ``ctx.run``, or
-            children too large for one message: `PayloadTooLarge`).
+            ``key``, a typed call's argument its serde cannot write, a call inside ``ctx.run``, or a
+            child too large for any message, or a bounded group's too large for one: `PayloadTooLarge`;
+            a larger group is opened in parts).
         ChildUnroutable: a child no runner is registered for (an unknown tool or call target).
         EffectGroupUnsupported: this process cannot open groups (see `use_prefix`).
         UndecodableResult: a typed call's value that its handler's output serde cannot read.

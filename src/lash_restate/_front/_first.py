@@ -121,8 +121,9 @@ async def race(
         Rejected: the first settlement is a rejection.
         EmptyGroup: no children (a race of none would never settle).
         InvalidInput: refused before anything is sent, as `open` refuses (a bad ``ctx``, child or
-            ``key``, a typed call's argument its serde cannot write, a call inside ``ctx.run``, or
-            children too large for one message: `PayloadTooLarge`).
+            ``key``, a typed call's argument its serde cannot write, a call inside ``ctx.run``, or a
+            child too large for any message, or a bounded group's too large for one: `PayloadTooLarge`;
+            a larger group is opened in parts).
         ChildUnroutable: a child no runner is registered for (an unknown tool or call target).
         EffectGroupUnsupported: this process cannot open groups (see `use_prefix`).
         UndecodableResult: a typed call's value that its handler's output serde cannot read.
@@ -204,8 +205,9 @@ async def any(
         AggregateRejection: every child rejected; one `ChildRejected` per child, in input order.
         EmptyGroup: no children (none could succeed).
         InvalidInput: refused before anything is sent, as `open` refuses (a bad ``ctx``, child or
-            ``key``, a typed call's argument its serde cannot write, a call inside ``ctx.run``, or
-            children too large for one message: `PayloadTooLarge`).
+            ``key``, a typed call's argument its serde cannot write, a call inside ``ctx.run``, or a
+            child too large for any message, or a bounded group's too large for one: `PayloadTooLarge`;
+            a larger group is opened in parts).
         ChildUnroutable: a child no runner is registered for (an unknown tool or call target).
         EffectGroupUnsupported: this process cannot open groups (see `use_prefix`).
         UndecodableResult: a typed call's value that its handler's output serde cannot read.
@@ -239,8 +241,9 @@ async def select(
         Rejected: the first child to settle rejected; its ``name`` is that child's.
         EmptyGroup: no children.
         InvalidInput: refused before anything is sent, as `open` refuses (a bad ``ctx``, child or
-            ``key``, a typed call's argument its serde cannot write, a call inside ``ctx.run``, or
-            children too large for one message: `PayloadTooLarge`).
+            ``key``, a typed call's argument its serde cannot write, a call inside ``ctx.run``, or a
+            child too large for any message, or a bounded group's too large for one: `PayloadTooLarge`;
+            a larger group is opened in parts).
         ChildUnroutable: a child no runner is registered for (an unknown tool or call target).
         EffectGroupUnsupported: this process cannot open groups (see `use_prefix`).
         UndecodableResult: a typed call's value that its handler's output serde cannot read.

@@ -193,8 +193,9 @@ def open(
         InvalidInput: when awaited, before anything is sent: ``ctx`` is neither a handler's context
             nor a controller, a child is not one, a typed call's argument cannot be written, ``key``
             is missing with a controller or malformed (`InvalidGroupKey`), ``resume`` is not a saved
-            cursor (`InvalidHandle`), the call is made inside a ``ctx.run`` action, or the children
-            would not fit one message (`PayloadTooLarge`).
+            cursor (`InvalidHandle`), the call is made inside a ``ctx.run`` action, or a child would
+            fit no message, or a bounded group's children not one (`PayloadTooLarge`; a larger
+            group is opened in parts).
         GroupShapeError: no children (`EmptyGroup`), or a child no runner is registered for
             (`ChildUnroutable`); with ``resume``, a count, wake or losers that differ from the
             recorded group's (`ShapeMismatch`).

@@ -9,6 +9,7 @@ from enum import StrEnum
 from typing import Any, Literal, TypeAlias
 
 from ._controller import (
+    RecordsSaves,
     Reopens,
     RuntimeEffectController,
     require_disposition,
@@ -218,6 +219,8 @@ async def run_combinator(
     verdict = _verdict(kind, cursor.group_key, len(group), seen)
     while verdict is None:
         if stop_after is not None and cursor.consumed >= stop_after:
+            if isinstance(controller, RecordsSaves):  # the handle is answered to be saved: parked
+                controller.handle_saved(cursor)
             return SuspendedResult(group_key=cursor.group_key, order=_order(seen), handle=cursor)
         seen.append(await run.next(cursor))
         verdict = _verdict(kind, cursor.group_key, len(group), seen, since=len(seen) - 1)

@@ -35,6 +35,7 @@ __all__ = [
     "ExplainsMisses",
     "GroupExecutor",
     "GroupExecutors",
+    "RecordsSaves",
     "Reopens",
     "RuntimeEffectController",
     "ServesRuns",
@@ -132,6 +133,14 @@ class SettlementRun(Protocol):  # decision 32
     async def next(self, handle: GroupHandle) -> Settlement:
         """Serve rank ``handle.consumed + 1`` and advance ``handle``, as `await_next_settlement` does."""
         ...
+
+
+@runtime_checkable
+class RecordsSaves(Protocol):
+    """A controller whose groups learn that a caller saved a cursor for a continuation (the Restate
+    host's): such a group is parked, never reclaimed as one nobody can resume."""
+
+    def handle_saved(self, handle: GroupHandle) -> None: ...
 
 
 @runtime_checkable

@@ -290,9 +290,6 @@ async def run_turn(
                         stop_after=step.stop_after,
                         on_reject=step.on_reject,
                     )
-                handle = result.handle if result.status == "suspended" else None
-                if handle is not None and isinstance(controller, RestateController):
-                    controller.handle_saved(handle)  # the turn answers the handle: a continuation holds it
                 results.append({"ok": combinator_result_json(result)})
         except LashError as error:
             results.append(error_json(error))

@@ -254,9 +254,11 @@ class RestateController(EffectGroupDefaults):
         self, handle: GroupHandle, cancel: Awaitable[object] | None = None
     ) -> Settlement:
         self.outside_run("await_next_settlement")
-        if self._replaying():
-            # A journal that goes on past this await was written by an attempt that did not refuse it
-            # here (an earlier release checked `cancel` only once it waited): its replay does as it did.
+        if self._replaying() and self._reads_one.get(handle.group_key) is False:
+            # A baseline group's caller (its journal says so): an attempt of the baseline wrote what
+            # goes on past this await, and checked `cancel` only once it waited, so its replay does as
+            # it did. This release's attempts checked first, and so does their replay: a refusal a
+            # handler caught journaled nothing, and skipping it would read the next await's rank.
             return await self._next(handle, cancel, {}, ask_first=True)
         # Decision 109: every check before anything is journaled, so a refusal does not depend on
         # what the group holds; and one await of a cursor at a time.
@@ -296,8 +298,10 @@ class RestateController(EffectGroupDefaults):
                     continue  # an await of a copy of this handle took the rank's wake meanwhile: ask again
                 try:
                     reply = await self._woken(handle, woken, cancel)
-                except AwaitCancelled:
-                    wakes.by_rank[rank] = woken  # still registered and still ours: the next await uses it
+                except BaseException:
+                    # Cancelled, a cancel that failed, a task cancelled: the rank is not consumed, and its
+                    # wake is still registered and ours: the next await uses it, registering none more.
+                    wakes.by_rank[rank] = woken
                     raise
                 await self._read(handle, reply, held)
             else:
