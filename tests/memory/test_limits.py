@@ -17,9 +17,12 @@ from lash_restate.contract import (
     OUTCOME_LIMIT,
     Call,
     Err,
+    GroupWakePolicy,
+    LoserPolicy,
     Ok,
     PayloadTooLarge,
     RuntimeEffectEnvelope,
+    RuntimeEffectGroup,
     ToolCall,
     ToolFailure,
     check_open_size,
@@ -140,3 +143,19 @@ async def test_a_rejection_whose_message_is_past_the_limit_settles_too_large() -
     )
     outcome = (await host.await_next_settlement(handle)).outcome
     assert isinstance(outcome, Err) and outcome.code == "too_large"
+
+
+async def test_a_bounded_open_too_large_for_one_message_is_refused_though_the_group_is_recorded() -> None:
+    """A group too large for one message opens in parts; an open of it again with `max_in_flight`
+    (which no open in parts carries) is refused as on Restate, whose caller cannot know the group is
+    recorded: judged by the call, not by the store. A resume's reopen keeps the group's own bound."""
+    children = [_call(p, "x" * 90_000) for p in range(300)]  # each part of 256 fits; all 300 do not
+    host = _host()
+    recorded = await host.open_effect_group(group(*children))
+    bounded = RuntimeEffectGroup(
+        KEY, children, wake=GroupWakePolicy.ALL, disposition=LoserPolicy.RUN_TO_COMPLETION, max_in_flight=2
+    )
+    with pytest.raises(PayloadTooLarge, match="a group with max_in_flight is opened in one message"):
+        await host.open_effect_group(bounded)
+    assert await host.reopen_effect_group(bounded) == recorded
+    await host.aclose()

@@ -120,12 +120,16 @@ class MemoryHost:
     # -- groups ------------------------------------------------------------------------------
 
     async def open_effect_group(self, group: RuntimeEffectGroup) -> GroupHandle:
+        return await self._open(group, reopen=False)
+
+    async def _open(self, group: RuntimeEffectGroup, *, reopen: bool) -> GroupHandle:
         key = str(require_group(group).key)
         require_groups(self._resolver is not None, group_key=key)
-        # Restate's open carries every child in one message: one past its limit is refused here too,
-        # recording nothing, so both hosts accept the same groups.
+        # Restate's open carries the children in one message, or in parts: a group neither can carry
+        # is refused here too, recording nothing, so both hosts accept the same groups. As on Restate,
+        # that is judged by the call (a resume's reopen, or an open), not by what the store holds.
+        check_open_size(group, reopen=reopen)
         record = self.store.groups.get(key)
-        check_open_size(group, reopen=record is not None)
         if record is None:
             # ADR: a first open resolves all N before recording; a miss refuses the whole open.
             executors: list[GroupExecutor] = []
@@ -167,7 +171,7 @@ class MemoryHost:
         require_groups(self._resolver is not None, group_key=key)
         if key not in self.store.groups:
             raise GroupNotOpen.not_recorded(group_key=key)
-        return await self.open_effect_group(group)
+        return await self._open(group, reopen=True)
 
     async def await_next_settlement(
         self, handle: GroupHandle, cancel: Awaitable[object] | None = None
