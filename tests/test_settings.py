@@ -82,7 +82,9 @@ def test_a_duration_setting_out_of_range_is_refused_naming_it(
         _duration("LASH_WAITER_CHECK", timedelta(minutes=5))
 
 
-@pytest.mark.parametrize(("value", "seconds"), [("1s", 1), ("36h", 129600), ("3650d", 315360000), ("", 300)])
+@pytest.mark.parametrize(
+    ("value", "seconds"), [("1s", 1), ("36h", 129600), ("3650d", 315360000), ("", 300), ("  ", 300)]
+)
 def test_a_duration_setting_reads_seconds_or_a_unit(
     monkeypatch: pytest.MonkeyPatch, value: str, seconds: int
 ) -> None:
@@ -90,7 +92,7 @@ def test_a_duration_setting_reads_seconds_or_a_unit(
     assert _duration("LASH_WAITER_CHECK", timedelta(minutes=5)) == timedelta(seconds=seconds)
 
 
-@pytest.mark.parametrize("value", ["abc", "0", "-3", "2.5"])
+@pytest.mark.parametrize("value", ["abc", "0", "-3", "2.5", "²"])
 def test_a_width_setting_that_is_no_count_is_refused_naming_it(
     monkeypatch: pytest.MonkeyPatch, value: str
 ) -> None:
@@ -114,12 +116,14 @@ def test_an_admin_api_that_cannot_tell_is_said_once_a_minute_without_its_credent
     group logged a warning per child, each with the URL's user and password."""
     assert _lookup._shown("http://ops:s3cret@admin:9070/x") == "http://admin:9070/x"
     assert _lookup._shown("https://admin") == "https://admin"
-    monkeypatch.setattr(_lookup._Lookup, "warned", -1e9)
-    call = Call(service="Ghost", handler="hello")
+    monkeypatch.setattr(_lookup._Lookup, "warned", {})
+    calls = [Call(service="Ghost", handler="hello"), Call(service="Other", handler="hi")]
     with caplog.at_level("WARNING", logger="lash_restate"):
         for _ in range(3):
-            _lookup._unchecked(call, "the admin API at http://admin:9070 answered 503")
+            for call in calls:
+                _lookup._unchecked(call, "the admin API at http://admin:9070 answered 503")
     assert [r.getMessage() for r in caplog.records] == [
-        "cannot check that Ghost/hello is registered, calling it anyway: "
+        f"cannot check that {target} is registered, calling it anyway: "
         "the admin API at http://admin:9070 answered 503"
+        for target in ("Ghost/hello", "Other/hi")
     ]

@@ -254,11 +254,12 @@ class RestateController(EffectGroupDefaults):
         self, handle: GroupHandle, cancel: Awaitable[object] | None = None
     ) -> Settlement:
         self.outside_run("await_next_settlement")
-        if self._replaying() and self._reads_one.get(handle.group_key) is False:
-            # A baseline group's caller (its journal says so): an attempt of the baseline wrote what
-            # goes on past this await, and checked `cancel` only once it waited, so its replay does as
-            # it did. This release's attempts checked first, and so does their replay: a refusal a
-            # handler caught journaled nothing, and skipping it would read the next await's rank.
+        if self._replaying() and self._reads_one.get(handle.group_key) is not True:
+            # Unless the journal shows this release's group (its open's reply, or a read): an attempt
+            # of the baseline may have written what goes on past this await, checking `cancel` only
+            # once it waited, so its replay does as it did. This release's attempts checked first, and
+            # so do their replays: a refusal a handler caught journaled nothing, and skipping it would
+            # read the next await's rank.
             return await self._next(handle, cancel, {}, ask_first=True)
         # Decision 109: every check before anything is journaled, so a refusal does not depend on
         # what the group holds; and one await of a cursor at a time.
@@ -299,9 +300,11 @@ class RestateController(EffectGroupDefaults):
                 try:
                     reply = await self._woken(handle, woken, cancel)
                 except BaseException:
-                    # Cancelled, a cancel that failed, a task cancelled: the rank is not consumed, and its
-                    # wake is still registered and ours: the next await uses it, registering none more.
-                    wakes.by_rank[rank] = woken
+                    # Cancelled, a cancel that failed, a task cancelled: a wake that has not completed is
+                    # still registered and ours, for the next await (which registers none more); one that
+                    # completed (rejected by a close, say) is not waited on again: the next await asks.
+                    if not woken.is_completed():
+                        wakes.by_rank[rank] = woken
                     raise
                 await self._read(handle, reply, held)
             else:

@@ -33,7 +33,8 @@ RESTATE_ADMIN_URL_ENV = "RESTATE_ADMIN_URL"
 # of calls asks once, and a target removed meanwhile is seen at the child's next attempt after this.
 KNOWN_FOR_S = 5.0
 _TIMEOUT_S = 5.0
-# An admin API that does not answer is said once a minute, not once per call child (a wide group's).
+# An admin API that does not answer is said once a minute per target, not per call child (a wide
+# group's).
 _WARN_EVERY_S = 60.0
 
 
@@ -41,7 +42,7 @@ class _Lookup:
     admin: AdminApi | None = None
     configured = False
     known: dict[str, tuple[float, frozenset[str]]] = {}  # noqa: RUF012  # one process-wide cache
-    warned = -_WARN_EVERY_S  # when the last `child.target_unchecked` was logged (monotonic)
+    warned: dict[str, float] = {}  # noqa: RUF012  # per target, when its `child.target_unchecked` was logged
 
 
 def configure_admin(url: str | None) -> None:
@@ -110,9 +111,9 @@ def _handlers(service: Any) -> frozenset[str]:
 
 def _unchecked(call: Call, why: str) -> None:
     now = time.monotonic()
-    if now - _Lookup.warned < _WARN_EVERY_S:
+    if now - _Lookup.warned.get(call.target, -_WARN_EVERY_S) < _WARN_EVERY_S:
         return
-    _Lookup.warned = now
+    _Lookup.warned[call.target] = now
     logs.logger.warning(
         "cannot check that %s is registered, calling it anyway: %s",
         call.target,

@@ -159,6 +159,6 @@ def width_setting(name: str) -> int | None:
     value = os.environ.get(name, "").strip()
     if not value:
         return None
-    if not value.isdigit() or int(value) < 1:
+    if not value.isdecimal() or int(value) < 1:  # not isdigit: "²" is a digit `int` cannot read
         raise InvalidInput(f"{name} must be a count of children from 1, not {value!r}")
     return int(value)

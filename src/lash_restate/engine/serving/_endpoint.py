@@ -64,8 +64,8 @@ Bindable = restate.Service | restate.VirtualObject | restate.Workflow
 def _duration(name: str, default: timedelta) -> timedelta:
     """``$name``: seconds, or a number with ``s``, ``m``, ``h`` or ``d`` (``36h``, as Restate's own
     retention settings read), from a second to ten years; ``default`` when it is not set."""
-    value = os.environ.get(name)
-    if not value:
+    value = os.environ.get(name, "")
+    if not value.strip():  # set empty is unset, as every setting reads
         return default
     found = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*", value)
     seconds = float(found[1]) * _UNIT_S[found[2]] if found else 0.0
