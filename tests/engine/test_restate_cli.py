@@ -15,7 +15,9 @@ import functools
 import json
 import os
 import subprocess
+import time
 from collections.abc import Iterator
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
 
@@ -709,6 +711,7 @@ async def test_a_group_whose_opener_was_killed_or_cancelled_is_reclaimed_and_a_s
     gone = cancelled.group([echo("won"), event(cancelled.event("never"))], wake="first", disposition="cancel")
     calls = paged.group([echo("won", kind="calls"), echo("late", delay_ms=6000, kind="calls")], wake="first")
     openers = []
+    ended_at: dict[str, float] = {}
     # Each opener is killed (or cancelled) while its slow child still runs: started just before.
     for scope, group, action in (
         (killed, loser, "kill"),
@@ -717,12 +720,16 @@ async def test_a_group_whose_opener_was_killed_or_cancelled_is_reclaimed_and_a_s
     ):
         openers.append(turn_in_background(stack, scope, open_(group), next_(), next_()))  # paged: pumped
         await until(functools.partial(listed, stack, scope.key(), "open"))
+        ended_at[scope.key()] = time.time()
         _operator(stack, tmp_path, action, await turn_id(stack, scope))
     for opener in [*savers, *openers]:
         assert (await opener).status_code != 200
 
     row = await until(lambda: _due(stack, killed.key()))
     assert row.reclaim_at is not None and row.reclaim_at.endswith("Z")
+    # Due a retention (2 s) after the group heard of the kill, shown to the second: not before it.
+    due = datetime.fromisoformat(row.reclaim_at.replace("Z", "+00:00")).timestamp()
+    assert due >= ended_at[killed.key()] + 1, (row.reclaim_at, ended_at)
     table = lash(stack, "groups", "list")
     assert table.returncode == 0 and table.stdout.splitlines()[0].split()[-1] == "RECLAIM", table.stdout
     [line] = [line for line in table.stdout.splitlines() if line.startswith(killed.key())]
