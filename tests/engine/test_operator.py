@@ -44,7 +44,20 @@ from lash_restate.inspection._operator import operator_call
 from lash_restate.inspection._paused import callee_of
 from lash_restate.inspection._sql import admin_api
 from lash_restate.testing import LocalStack, StackError
-from tests.conformance.builders import Scope, close, count, echo, event, next_, ok, open_, save, tool, use
+from tests.conformance.builders import (
+    Scope,
+    close,
+    count,
+    echo,
+    event,
+    front,
+    next_,
+    ok,
+    open_,
+    save,
+    tool,
+    use,
+)
 from tests.conftest import check_group_events
 from tests.engine.cli_main import run_main
 from tests.engine.test_engine import recorded_meta, wait_tool_started
@@ -168,6 +181,42 @@ async def parked_group(
     assert ok(won)["position"] == 0 and ok(saved)
     await until(lambda: recorded_parked(stack, s.key()))
     return s
+
+
+async def test_a_save_after_a_resume_is_not_taken_by_a_namesake_opened_since(stack: LocalStack) -> None:
+    """A caller that resumed (reopened) a group saves it after the group was closed and opened again
+    under its key (an explicit key reused): the save names the incarnation it resumed, which is
+    gone, and the namesake records no save of it. (After a resume the save named no incarnation, and
+    the namesake took it for its own: kept as parked, never reclaimed.)"""
+    s, resumer = Scope(), Scope()
+    gate = resumer.event("gate")
+    group = s.group([event(s.event("never"))])
+    [opened, _] = await stack.turn(open_(group), save())
+    saves = (
+        "SELECT key FROM state WHERE service_name = 'LashGroup' "
+        f"AND service_key = {quote(s.key())} AND key = 'savers'"
+    )
+    # The resumer reopens the group (reading none of its ranks), waits on a gate, then saves its cursor.
+    resuming = turn_in_background(
+        stack, resumer, open_(group), front("race", resumer.key(), [event(gate)]), save()
+    )
+
+    async def reopened() -> GroupView | None:
+        view = await asyncio.to_thread(show_group, stack.server.admin_url, s.key())
+        return view if view is not None and len(view.openers) == 2 else None
+
+    await until(reopened)
+    [_, closed] = await stack.turn(use(ok(opened)), close("cancel"))  # closed while the resumer waits
+    assert "error" not in closed
+    [namesake] = await stack.turn(open_(group))  # the key opened again: another incarnation
+    assert ok(namesake)
+    assert await asyncio.to_thread(sql, stack.server.admin_url, saves) == []
+    await stack.emit(gate, "go")
+    answers = (await resuming).json()
+    assert "ok" in answers[0] and "ok" in answers[2]  # reopened, and saved as far as the resumer knows
+    [again] = await stack.turn(open_(group))  # queued behind the resumer's save on the group's key
+    assert ok(again)
+    assert await asyncio.to_thread(sql, stack.server.admin_url, saves) == []
 
 
 async def recorded_parked(stack: LocalStack, key: str) -> GroupView | None:

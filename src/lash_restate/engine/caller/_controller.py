@@ -129,8 +129,12 @@ class RestateController(EffectGroupDefaults):
         # Groups this invocation opened, with the recorded child count and declared disposition: a
         # close that can be checked against them cannot be refused, so it need not wait for the object.
         self._declared: dict[str, tuple[int, LoserPolicy]] = {}
-        # Groups whose handle this invocation saved and told the group of (decisions 45, 78).
-        self._saved: set[str] = set()
+        # Groups (key and incarnation) whose handle this invocation saved and told the group of
+        # (decisions 45, 78): a namesake opened again under the key is told of its own save.
+        self._saved: set[tuple[str, str]] = set()
+        # By group key, the incarnation its latest open, reopen or read answered (journaled): what a
+        # save names, so that a namesake opened since does not take it for its own.
+        self._incarnations: dict[str, str] = {}
         # By group key, each decided from the incarnation the group's open answered (journaled).
         self._records_saves: dict[str, bool] = {}
         # By group key, decided from the incarnation the open or a read answered first (what this
@@ -209,6 +213,7 @@ class RestateController(EffectGroupDefaults):
             # the open short between dispatching the children and recording how to cancel them.
             GROUP_OPEN.send(self._ctx, key, request)
         reply = decode(await typed(opened), OpenReply)
+        self._incarnations[key] = reply.incarnation
         self._records_saves[key] = records_saves(reply.incarnation)  # journaled: replays decide as then
         self._reads_one.setdefault(key, serves_one_rank(reply.incarnation))
         if not reply.reopened:
@@ -232,12 +237,12 @@ class RestateController(EffectGroupDefaults):
         key = handle.group_key
         # A group the baseline opened records no save: its `save()` journaled nothing, and a caller
         # that saved one before an upgrade replays its journal on this code (decision 78).
-        if key in self._saved or not self._records_saves.get(key, False):
+        incarnation = self._incarnations.get(key, "")  # "": never opened here (a handle restored alone)
+        if (key, incarnation) in self._saved or not self._records_saves.get(key, False):
             return
-        wakes = self._wakes.get(key)
-        saver = CallerEnded(caller=self._ctx.request().id, incarnation=wakes.incarnation if wakes else "")
+        saver = CallerEnded(caller=self._ctx.request().id, incarnation=incarnation)
         GROUP_SAVED.send(self._ctx, key, saver)
-        self._saved.add(key)
+        self._saved.add((key, incarnation))
 
     def _fresh_wakes(self, consumed: int, child_count: int) -> dict[str, Any]:
         """Fresh awakeables for ranks ``consumed + 1`` … (at most WAKE_WINDOW), by awakeable id."""
@@ -334,6 +339,8 @@ class RestateController(EffectGroupDefaults):
                 # (decision 32): the ranks after it, and their outcomes, would be read and dropped.
                 request = msgspec.structs.replace(request, at_most=1)
             reply = await self._ask(GROUP_WAIT, key, request)
+            if reply.incarnation:  # an earlier release's group may answer none
+                self._incarnations[key] = reply.incarnation
             # A caller of the baseline's groups asks as the baseline did (what its journal holds).
             self._reads_one.setdefault(key, serves_one_rank(reply.incarnation))
             if reply.refs:
