@@ -406,7 +406,7 @@ class RestateController(EffectGroupDefaults):
             await self._ask(GROUP_CLOSE, key, request)
         self._wakes.pop(key, None)
         # The group holds each saver from `saved`; its close cancels that hold with its other watches.
-        self._saved.discard(key)
+        self._saved = {saved for saved in self._saved if saved[0] != key}
 
     def _cannot_refuse(self, handle: GroupHandle, disposition: LoserPolicy | None) -> bool:
         """Whether the group this invocation opened would accept this close (decision 21)."""
