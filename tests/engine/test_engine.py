@@ -178,6 +178,34 @@ async def test_an_operators_resend_refuses_an_open_no_opener_sends_and_keeps_the
     assert resent.json()["invocation"] not in [r["sender"] for r in ended]  # sent the pumps nothing
 
 
+def _subscribed(event_name: str) -> str:
+    """The state entries of the children waiting on event ``event_name``, one each."""
+    return (
+        "SELECT key, value_utf8 FROM state WHERE service_name = 'LashSignal' "
+        f"AND service_key = {quote(event_name)} AND starts_with(key, 'waiter:')"
+    )
+
+
+async def test_each_child_waiting_on_an_event_is_an_entry_of_its_own_and_an_emit_settles_them_all(
+    restate_stack: Stack,
+) -> None:
+    """A subscribe writes one empty entry, ``waiter:{awakeable}``, however many children wait on the
+    event (it rewrote one list of them all, whose cost grew with the square of the waiters); an
+    emit settles every one and leaves the event its payload alone."""
+    stack = restate_stack
+    s = Scope()
+    gate = s.event("g")
+    [opened] = await stack.turn(open_(s.group([event(gate) for _ in range(3)])))
+    rows = await _poll(stack, _subscribed(gate), lambda rows: len(rows) == 3)
+    assert [r["value_utf8"] for r in rows] == ["", "", ""]
+    await stack.emit(gate, "go")
+    [_, *ranks, closed] = await stack.turn(use(ok(opened)), next_(), next_(), next_(), close())
+    assert [ok(r)["outcome"] for r in ranks] == [{"type": "ok", "value": "go"}] * 3
+    assert "error" not in closed
+    kept = f"SELECT key FROM state WHERE service_name = 'LashSignal' AND service_key = {quote(gate)}"
+    assert [r["key"] for r in await asyncio.to_thread(sql, stack.server.admin_url, kept)] == ["payload"]
+
+
 async def test_clearing_an_event_keeps_the_children_waiting_on_it_waiting_for_its_next_emit(
     restate_stack: Stack,
 ) -> None:
@@ -188,10 +216,7 @@ async def test_clearing_an_event_keeps_the_children_waiting_on_it_waiting_for_it
     s = Scope()
     gate = s.event("g")
     [opened] = await stack.turn(open_(s.group([event(gate), echo(1)])))
-    waiting = (
-        "SELECT key FROM state WHERE service_name = 'LashSignal' "
-        f"AND service_key = {quote(gate)} AND key = 'waiters'"
-    )
+    waiting = _subscribed(gate)
     await _poll(stack, waiting, lambda rows: len(rows) == 1)  # the child has subscribed
     await stack.call(f"LashSignal/{urllib.parse.quote(gate, safe='')}/clear", None)
     await stack.emit(gate, "after")
@@ -215,10 +240,7 @@ async def test_an_emit_or_reject_lash_cannot_record_is_refused_and_the_waiting_c
     gate = s.event("g")
     path = f"LashSignal/{urllib.parse.quote(gate, safe='')}"
     [opened] = await stack.turn(open_(s.group([event(gate), echo(1)])))
-    waiting = (
-        "SELECT key FROM state WHERE service_name = 'LashSignal' "
-        f"AND service_key = {quote(gate)} AND key = 'waiters'"
-    )
+    waiting = _subscribed(gate)
     await _poll(stack, waiting, lambda rows: len(rows) == 1)  # the child has subscribed
     refused = {
         "emit": [b'{"text": "\\ud800"}', b"[NaN]", b"Infinity"],
@@ -229,7 +251,9 @@ async def test_an_emit_or_reject_lash_cannot_record_is_refused_and_the_waiting_c
             with pytest.raises(StackError, match=f"/{handler} answered 400: .*"):
                 await stack.call(f"{path}/{handler}", content=body)
     kept = f"SELECT key FROM state WHERE service_name = 'LashSignal' AND service_key = {quote(gate)}"
-    assert [r["key"] for r in await asyncio.to_thread(sql, stack.server.admin_url, kept)] == ["waiters"]
+    assert [r["key"] for r in await asyncio.to_thread(sql, stack.server.admin_url, kept)] == [
+        r["key"] for r in await asyncio.to_thread(sql, stack.server.admin_url, waiting)
+    ]
     await stack.emit(gate, "ä ☃")
     [_, *ranks, closed] = await stack.turn(use(ok(opened)), next_(), next_(), close())
     assert sorted(json.dumps(ok(r)["outcome"]) for r in ranks) == sorted(
@@ -251,10 +275,7 @@ async def test_a_cancelled_event_child_leaves_its_event_no_waiter(
         [event(never), tool("blob", {"size": 3, "after": str(gate)})], wake="first", disposition="cancel"
     )
     racing = asyncio.create_task(stack.turn(combine("race", group)))
-    waiting = (
-        "SELECT key FROM state WHERE service_name = 'LashSignal' "
-        f"AND service_key = {quote(never)} AND key = 'waiters'"
-    )
+    waiting = _subscribed(never)
     await _poll(stack, waiting, lambda rows: len(rows) == 1)  # the event child has subscribed
     gate.touch()  # the tool wins
     [raced] = await racing

@@ -332,6 +332,7 @@ def _samples() -> list[Sample]:
     add("state.signal.payload.compact", '{"paid":true,"note":"ä ☃"}'.encode(), _raw())
     add("state.signal.rejection.text", "card declined ☹".encode(), _raw())
     add("state.signal.waiters.two", ["sign_1a", "sign_1b"], _json(list[str]))
+    add("state.signal.waiter.empty", b"", _raw())  # the entry's value; its key names the awakeable
 
     open_first = OpenRequest(
         reply_to="sign_1reply",

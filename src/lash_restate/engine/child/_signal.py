@@ -3,6 +3,10 @@
 ``emit`` and ``reject`` are public: POST the event's JSON payload to ``/LashSignal/{name}/emit`` (or a
 JSON string message to ``…/reject``) on the ingress. An event, once emitted, stays emitted (later
 waiters settle at once) until ``clear`` is called (decision 12).
+
+Each waiting child is a state entry of its own, ``waiter:{awakeable}`` (decision 112): a subscribe
+writes one small entry however many children wait, and an emit lists them. An earlier release kept
+them all in one list, ``waiters``, which an event that had waiters then still holds: read as well.
 """
 
 from __future__ import annotations
@@ -19,6 +23,9 @@ from ..wire._routes import SIGNAL, SIGNAL_SUBSCRIBE, SIGNAL_UNSUBSCRIBE, named
 
 __all__ = ["signal_object"]
 
+WAITER = "waiter:"  # the state entry of one waiting child's awakeable: `waiter:{awakeable}`, empty
+LISTED = "waiters"  # an earlier release's list of every waiting awakeable, read until it is emptied
+
 
 def signal_object(*, metadata: dict[str, str] | None = None) -> restate.VirtualObject:
     signal = restate.VirtualObject(named(SIGNAL), invocation_retry_policy=HANDLER_RETRY, metadata=metadata)
@@ -32,38 +39,41 @@ def signal_object(*, metadata: dict[str, str] | None = None) -> restate.VirtualO
         elif rejection is not None:
             ctx.reject_awakeable(awakeable, rejection.decode())
         else:
-            waiters = await ctx.get("waiters", serde=STRINGS) or []
-            ctx.set("waiters", [*waiters, awakeable], serde=STRINGS)
+            # Its own entry: a list of every waiter, rewritten per subscribe, costs the square of them.
+            ctx.set(WAITER + awakeable, b"", serde=BYTES)
 
     @signal.handler(name=SIGNAL_UNSUBSCRIBE.handler, ingress_private=True)
     async def unsubscribe(ctx: restate.ObjectContext, awakeable: str) -> None:
         """A waiting child was cancelled: nobody reads its awakeable, which the event forgets."""
-        waiters = [w for w in await ctx.get("waiters", serde=STRINGS) or [] if w != awakeable]
-        if waiters:
-            ctx.set("waiters", waiters, serde=STRINGS)
-        else:
-            ctx.clear("waiters")
+        ctx.clear(WAITER + awakeable)
+        listed = await ctx.get(LISTED, serde=STRINGS)
+        if listed is not None and awakeable in listed:  # subscribed on an earlier release
+            left = [w for w in listed if w != awakeable]
+            if left:
+                ctx.set(LISTED, left, serde=STRINGS)
+            else:
+                ctx.clear(LISTED)
 
     @signal.handler(accept="*/*")
     async def emit(ctx: restate.ObjectContext, payload: Any) -> None:
         """Fulfil the event with a JSON payload; every waiter, now or later, settles Ok(payload)."""
         body = _recorded(payload)
+        waiters = await _waiters(ctx)
+        ctx.clear_all()  # the waiters, and a rejection an earlier reject kept
         ctx.set("payload", body, serde=BYTES)
-        ctx.clear("rejection")
-        for awakeable in await ctx.get("waiters", serde=STRINGS) or []:
+        for awakeable in waiters:
             ctx.resolve_awakeable(awakeable, body, serde=BYTES)
-        ctx.clear("waiters")
 
     @signal.handler()
     async def reject(ctx: restate.ObjectContext, message: str) -> None:
         """Reject the event with a JSON string message; every waiter, now or later, settles
         Err(message, "rejected")."""
         text = _message(message)
+        waiters = await _waiters(ctx)
+        ctx.clear_all()  # the waiters, and a payload an earlier emit kept
         ctx.set("rejection", text.encode(), serde=BYTES)
-        ctx.clear("payload")
-        for awakeable in await ctx.get("waiters", serde=STRINGS) or []:
+        for awakeable in waiters:
             ctx.reject_awakeable(awakeable, text)
-        ctx.clear("waiters")
 
     @signal.handler()
     async def clear(ctx: restate.ObjectContext) -> None:
@@ -74,6 +84,12 @@ def signal_object(*, metadata: dict[str, str] | None = None) -> restate.VirtualO
 
     del subscribe, unsubscribe, emit, reject, clear
     return signal
+
+
+async def _waiters(ctx: restate.ObjectContext) -> list[str]:
+    """Every awakeable waiting on the event: an earlier release's list first, then each entry."""
+    listed = await ctx.get(LISTED, serde=STRINGS) or []
+    return [*listed, *(key.removeprefix(WAITER) for key in await ctx.state_keys() if key.startswith(WAITER))]
 
 
 def _recorded(payload: Any) -> bytes:

@@ -107,7 +107,15 @@ FORMATS: Final[tuple[Format, ...]] = (
     ),
     Format("state.signal.payload", "{prefix}Signal state `payload`: the emitted JSON"),
     Format("state.signal.rejection", "{prefix}Signal state `rejection`: the message, UTF-8"),
-    Format("state.signal.waiters", "{prefix}Signal state `waiters`: list of awakeable ids"),
+    Format(
+        "state.signal.waiters",
+        "{prefix}Signal state `waiters`: list of awakeable ids (read only: each waiter is an entry now)",
+    ),
+    Format(
+        "state.signal.waiter",
+        "{prefix}Signal state `waiter:{awakeable}`: empty (one waiting child)",
+        since="unreleased",
+    ),
     # Messages between lash's services, by the handler that receives them.
     Format("msg.group.open", "{prefix}Group/open input: OpenRequest"),
     Format("msg.group.open_reply", "the opener's awakeable: OpenReply, or an error line"),
