@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import socket
+import subprocess
+import sys
 from pathlib import Path
 
 import httpx
 import pytest
 
 from lash_restate._http import tls
-from lash_restate.testing import LocalStack
+from lash_restate.testing import LocalStack, StackError
 from tests.conformance.builders import Scope, echo, err, open_
 
 pytestmark = pytest.mark.restate
@@ -125,3 +127,62 @@ def test_a_server_run_by_npms_launcher_is_restarted_and_stopped_with_what_the_la
         [after] = _servers_on(server.base_dir)
         assert after != before
     assert _servers_on(server.base_dir) == []
+
+
+def test_a_process_already_running_is_not_started_twice(tmp_path: Path) -> None:
+    """A second `start` of a running endpoint is refused: it would have started another process,
+    taken the first's answers on the port for its own, and left the first out of `stop`'s reach."""
+    endpoint = LocalStack(tmp_path).add_endpoint()
+    # A process group of its own, as the stack's processes are, which `kill` ends whole.
+    sleeper = [sys.executable, "-c", "import time; time.sleep(60)"]
+    endpoint.process = subprocess.Popen(sleeper, start_new_session=True)
+    try:
+        with pytest.raises(StackError, match=r"endpoint is already running \(pid \d+\)"):
+            endpoint.start()
+    finally:
+        endpoint.kill()
+    assert endpoint.process.poll() is not None
+
+
+def test_a_process_that_exits_as_it_starts_says_what_it_logged(tmp_path: Path) -> None:
+    """A start whose process exits says what the process logged, which a stack in a temporary
+    directory deletes as it stops."""
+    stack = LocalStack(tmp_path)
+    stack.add_endpoint(module="no_such_module_here", args=())
+    with pytest.raises(
+        StackError, match=r"(?s)exited with code 1; its log, .*No module named no_such_module_here"
+    ):
+        stack.start_endpoints()
+
+
+def test_a_stacks_endpoint_asks_no_admin_api_named_in_the_shell_it_was_started_from(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The developer's shell may name another cluster's admin API (as Restate's CLI reads it): a
+    stack's endpoint would ask it who serves a declared call target, and who holds its prefix. It
+    inherits everything else; an address given to the endpoint itself is kept."""
+    monkeypatch.setenv("RESTATE_ADMIN_URL", "http://elsewhere:9070")
+    monkeypatch.setenv("LASH_ADMIN_URL", "http://elsewhere:9070")
+    monkeypatch.setenv("RESTATE_AUTH_TOKEN", "theirs")
+    monkeypatch.setenv("LASH_PREFIX", "Shop")
+    stack = LocalStack(tmp_path)
+    env = stack.add_endpoint()._env()
+    assert not {"RESTATE_ADMIN_URL", "LASH_ADMIN_URL", "RESTATE_AUTH_TOKEN"} & env.keys()
+    assert env["LASH_PREFIX"] == "Shop"
+    given = stack.add_endpoint("second", env={"LASH_ADMIN_URL": "http://127.0.0.1:1"})._env()
+    assert given["LASH_ADMIN_URL"] == "http://127.0.0.1:1"
+
+
+async def test_a_call_the_ingress_does_not_answer_is_a_stack_error(tmp_path: Path) -> None:
+    """A call to a server that is not running, or a stack without one, raises `StackError` as the
+    documentation says, not the HTTP client's own error or an `IndexError`."""
+    stack = LocalStack(tmp_path)
+    with pytest.raises(StackError, match="no server"):
+        await stack.call("Svc/handler")
+    with pytest.raises(StackError, match="no endpoint"):
+        stack.restart_endpoint()
+    stack.add_server()
+    with pytest.raises(
+        StackError, match=r"POST /Svc/handler: the ingress at http://127\.0\.0\.1:\d+ did not answer"
+    ):
+        await stack.call("/Svc/handler")

@@ -56,6 +56,14 @@ def test_the_next_test_gets_the_endpoint_back(lash_ingress: httpx.Client) -> Non
     assert lash_ingress.post("/Shop/doubles", json=5).json() == [10, 12]
 
 
+def test_pausing_the_endpoint(lash_stack) -> None:
+    lash_stack.endpoint.pause()
+
+
+def test_the_next_test_gets_a_paused_endpoint_back(lash_ingress: httpx.Client) -> None:
+    assert lash_ingress.post("/Shop/doubles", json=1).json() == [2, 4]
+
+
 def test_a_restarted_endpoint_serves_again(lash_stack, lash_ingress: httpx.Client) -> None:
     killed = lash_stack.endpoint.pid
     lash_stack.restart_endpoint()
@@ -108,6 +116,8 @@ def test_the_plugin_serves_the_users_application_kills_and_restarts_it(tmp_path:
         "test_a_handler_runs_its_group_through_the_ingress": "PASSED",
         "test_killing_the_endpoint": "PASSED",
         "test_the_next_test_gets_the_endpoint_back": "PASSED",
+        "test_pausing_the_endpoint": "PASSED",
+        "test_the_next_test_gets_a_paused_endpoint_back": "PASSED",
         "test_a_restarted_endpoint_serves_again": "PASSED",
         "test_an_application_that_cannot_be_served": "ERROR",
     }, run.stdout + run.stderr

@@ -137,11 +137,47 @@ def _lost_port_race(log_path: Path | None, offset: int) -> bool:
         return b"in use" in log.read().lower()
 
 
-def _wait(condition: Any, what: str, timeout: float, process: subprocess.Popen[Any] | None = None) -> None:
+_LOG_TAIL = 15  # lines of a process's log a failure shows (a call with no answer, a failed start)
+_TAIL_BYTES = 16 * 1024  # read from the end of a log for them: a shared stack's log grows long
+
+
+def log_tail(log: Path) -> list[str]:
+    """The last `_LOG_TAIL` lines of ``log`` (none if it is not there)."""
+    try:
+        with log.open("rb") as file:
+            file.seek(max(0, file.seek(0, os.SEEK_END) - _TAIL_BYTES))
+            text = file.read().decode(errors="replace")
+    except OSError:
+        return []
+    return text.strip().splitlines()[-_LOG_TAIL:]
+
+
+def _exited(what: str, process: subprocess.Popen[Any], log_path: Path | None, offset: int) -> StackError:
+    """A start that ended with its process: the code and what the process logged as it started,
+    which a stack in a temporary directory deletes as it stops."""
+    message = f"{what}: the process exited with code {process.returncode}"
+    if log_path is not None:
+        with contextlib.suppress(OSError), log_path.open("rb") as log:
+            log.seek(offset)
+            tail = log.read()[-_TAIL_BYTES:].decode(errors="replace").strip().splitlines()[-_LOG_TAIL:]
+            if tail:
+                message += f"; its log, {log_path}, ends:\n" + "\n".join(f"  {line}" for line in tail)
+    return StackError(message)
+
+
+def _wait(
+    condition: Any,
+    what: str,
+    timeout: float,
+    process: subprocess.Popen[Any] | None = None,
+    log: tuple[Path | None, int] = (None, 0),
+) -> None:
+    """Until ``condition()`` holds; `StackError` once ``process`` exits (with what it logged from
+    ``log``'s offset on) or ``timeout`` passes."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if process is not None and process.poll() is not None:
-            raise StackError(f"{what}: the process exited with code {process.returncode}")
+            raise _exited(what, process, *log)
         with contextlib.suppress(httpx.HTTPError, OSError):
             if condition():
                 return
@@ -198,12 +234,16 @@ class _OwnedProcess(abc.ABC):
         return None  # this process's directory
 
     def _start(self, what: str, timeout: float, *, repick_ports: bool) -> None:
-        """Spawn and wait until ready; a start that lost its ports is retried on fresh ones."""
+        """Spawn and wait until ready; a start that lost its ports is retried on fresh ones. One
+        already running is refused: a second would answer nothing on its taken ports, while the
+        first, no longer held, outlived `stop`."""
+        if self.process is not None and self.process.poll() is None:
+            raise StackError(f"{what} is already running (pid {self.process.pid}): stop or kill it first")
         for attempt in range(_BIND_ATTEMPTS):
             offset = self.log_path.stat().st_size if self.log_path and self.log_path.exists() else 0
             self._spawn(self._command(), self._env(), self.log_path)
             try:
-                _wait(self.ready, what, timeout, self.process)
+                _wait(self.ready, what, timeout, self.process, (self.log_path, offset))
                 return
             except StackError:
                 self.stop()
@@ -342,6 +382,10 @@ class RestateServer(_OwnedProcess):
         shutil.rmtree(self.base_dir, ignore_errors=True)
 
 
+# What points an endpoint at a cluster's admin API: an endpoint a stack serves inherits none of them.
+ELSEWHERE = frozenset({"RESTATE_ADMIN_URL", "LASH_ADMIN_URL", "RESTATE_AUTH_TOKEN"})
+
+
 @dataclass
 class Endpoint(_OwnedProcess):
     """An endpoint in a subprocess that owns its port (one pid: its HTTP server runs inside it).
@@ -385,7 +429,10 @@ class Endpoint(_OwnedProcess):
         return [self.python, "-m", self.module, "--port", str(self.port), *self.args]
 
     def _env(self) -> dict[str, str]:
-        return {**os.environ, **({"LASH_SERVER": self.server} if self.server else {}), **self.env}
+        # Not another cluster's admin API, which the developer's shell may name: the endpoint would
+        # ask it who serves a declared call target, or who holds its prefix (`env` may still name one).
+        inherited = {name: value for name, value in os.environ.items() if name not in ELSEWHERE}
+        return {**inherited, **({"LASH_SERVER": self.server} if self.server else {}), **self.env}
 
     def _cwd(self) -> Path | None:
         return self.cwd

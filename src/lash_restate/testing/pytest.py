@@ -41,8 +41,8 @@ import httpx
 import pytest
 
 from .._http import tls
-from .processes import Endpoint, RestateServer, StackError, restate_server_binary
-from .stack import LocalStack, log_tail
+from .processes import Endpoint, RestateServer, StackError, log_tail, restate_server_binary
+from .stack import LocalStack
 
 __all__ = ["lash_app", "lash_ingress", "lash_stack"]
 
@@ -111,11 +111,19 @@ class _Stacks:
         stack = self._stacks.get(app)
         if stack is None:
             stack = self._start(app)
-        else:  # an earlier test may have killed a process without starting it again
-            if not _alive(stack.server):
-                stack.server.start()
-            if not _alive(stack.endpoint):
-                stack.endpoint.start(repick_port=False)
+        else:  # an earlier test may have killed or paused a process and left it so
+            failed = None
+            try:
+                for process in (stack.server, stack.endpoint):
+                    process.resume()
+                if not _alive(stack.server):
+                    stack.server.start()
+                if not _alive(stack.endpoint):
+                    stack.endpoint.start(repick_port=False)
+            except StackError as exc:
+                failed = f"cannot serve {app!r} again after an earlier test: {exc}"
+            if failed is not None:
+                pytest.fail(failed, pytrace=False)  # outside the except: the message alone
         return stack
 
     def _start(self, app: str) -> LocalStack:
@@ -127,8 +135,9 @@ class _Stacks:
             stack.start()
         except StackError as exc:
             tail = "\n".join(log_tail(endpoint.log_path) if endpoint.log_path else [])
+            shown = not tail or str(endpoint.log_path) in str(exc)  # a failed start shows its own log
             self._failed[app] = f"cannot serve {app!r}: {exc}" + (
-                f"\n  its log, {endpoint.log_path}, ends:\n{tail}" if tail else ""
+                "" if shown else f"\n  its log, {endpoint.log_path}, ends:\n{tail}"
             )
         if app in self._failed:
             pytest.fail(self._failed[app], pytrace=False)  # outside the except: no chained error

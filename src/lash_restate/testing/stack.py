@@ -26,7 +26,7 @@ from ..engine import SIGNAL, named
 from ..inspection import InspectionError, sql
 from ..registration import PrefixTaken, RegistrationError, register_deployment
 from .driver import TURN
-from .processes import Endpoint, RestateServer, StackError, free_port
+from .processes import Endpoint, RestateServer, StackError, free_port, log_tail
 
 __all__ = ["SIGNING_KEY_ENV", "AdminAt", "LocalStack"]
 
@@ -37,20 +37,6 @@ PARTITIONS_ENV = "RESTATE_DEFAULT_NUM_PARTITIONS"
 LOCAL_PARTITIONS = "4"  # a local server's partitions when nothing else says
 
 AdminAt = RestateServer | str  # where a registration goes: a server of the stack, or any admin API URL
-
-_LOG_TAIL = 15  # lines of an endpoint's log a failure shows (a call with no answer, a failed start)
-_TAIL_BYTES = 16 * 1024  # read from the end of a log for them: a shared stack's log grows long
-
-
-def log_tail(log: Path) -> list[str]:
-    """The last `_LOG_TAIL` lines of ``log`` (none if it is not there)."""
-    try:
-        with log.open("rb") as file:
-            file.seek(max(0, file.seek(0, os.SEEK_END) - _TAIL_BYTES))
-            text = file.read().decode(errors="replace")
-    except OSError:
-        return []
-    return text.strip().splitlines()[-_LOG_TAIL:]
 
 
 class LocalStack:
@@ -223,10 +209,16 @@ class LocalStack:
 
     @property
     def server(self) -> RestateServer:
+        """The first server added; `StackError` if none was."""
+        if not self.servers:
+            raise StackError("this stack has no server: add_server() before using it")
         return self.servers[0]
 
     @property
     def endpoint(self) -> Endpoint:
+        """The first endpoint added; `StackError` if none was."""
+        if not self.endpoints:
+            raise StackError("this stack has no endpoint: add_endpoint() before using it")
         return self.endpoints[0]
 
     @property
@@ -356,6 +348,7 @@ class LocalStack:
         Returns:
             The answer's JSON value (None for an empty answer).
         """
+        path = path.removeprefix("/")  # as the ingress client's paths are written, too
         url = f"{self.ingress_url}/{path}"
         started = datetime.now(UTC)
         try:
@@ -368,9 +361,20 @@ class LocalStack:
                     response = await client.post(url, json=body)
         except httpx.TimeoutException as error:
             raise StackError(await asyncio.to_thread(self._no_answer, path, within, started)) from error
+        except httpx.HTTPError as error:  # refused, reset: the server is down, or is not this one
+            raise StackError(
+                f"POST /{path}: the ingress at {self.ingress_url} did not answer: {error!r}"
+            ) from error
         if response.status_code != 200:
             raise StackError(f"POST /{path} answered {response.status_code}: {response.text}")
-        return response.json() if response.content else None  # a handler returning None sends no body
+        if not response.content:
+            return None  # a handler returning None sends no body
+        try:
+            return response.json()
+        except ValueError:
+            raise StackError(
+                f"POST /{path} answered 200 with a body that is not JSON: {response.text[:300]!r}"
+            ) from None
 
     def _no_answer(self, path: str, within: float, started: datetime) -> str:
         """Why a call had no answer, as far as the stack can tell: what Restate is retrying (a
