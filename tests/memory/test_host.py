@@ -26,8 +26,10 @@ from lash_restate.contract import (
     LoserPolicy,
     MembershipUnsupported,
     Ok,
+    RuntimeEffectEnvelope,
     RuntimeEffectGroup,
     ShapeMismatch,
+    Sleep,
     ToolFailure,
 )
 from lash_restate.memory import MemoryHost, MemoryStore, NoExecutor
@@ -615,3 +617,29 @@ async def test_a_cancel_close_reaches_the_runners_of_every_host_of_the_store() -
     assert not gate.is_set()
     await opener.aclose()
     await resumer.aclose()
+
+
+async def test_a_timer_run_again_after_a_crash_waits_out_only_what_is_left_of_its_first_deadline() -> None:
+    """Restate's child journals its timer, so a run again after a crash keeps the first deadline;
+    the reference host keeps it in the group's record (it set the timer over for the whole duration,
+    so a deadline raced against work lost to work a crash had delayed)."""
+    now, read = [0.0], asyncio.Event()
+
+    def clock() -> float:
+        read.set()  # only a timer reads it: the first run is setting its deadline
+        return now[0]
+
+    store = MemoryStore(clock=clock)
+    first = MemoryHost(store, demo_tools())
+    timer = RuntimeEffectEnvelope(command=Sleep(duration_ms=600_000), replay_key="r0")
+    handle = await first.open_effect_group(group(timer))
+    async with asyncio.timeout(10):
+        await read.wait()
+    assert 0 in store.groups[KEY].deadlines
+    await first.crash()
+    now[0] += 600  # its deadline passes while no process runs it
+    second = MemoryHost(store, demo_tools())
+    assert second.drain().dispatched == [(KEY, 0)]
+    async with asyncio.timeout(30):  # it waited the whole 600 s again
+        settled = await second.await_next_settlement(handle)
+    assert settled.outcome == Ok(value=None)

@@ -4,7 +4,9 @@ each event, which outlives a `MemoryHost` (a process) and is what the next one r
 from __future__ import annotations
 
 import asyncio
+import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, assert_never
 
@@ -59,6 +61,9 @@ class GroupRecord:
     queued: deque[int] = field(default_factory=deque)  # positions waiting for a slot, in start order
     changed: asyncio.Event = field(default_factory=asyncio.Event)
     openers: list[Opener] = field(default_factory=list)  # in the order they opened
+    # A timer child's deadline on the store's clock, set when it first runs: a run again after a
+    # crash waits out what is left, as Restate's durable timer keeps its first deadline.
+    deadlines: dict[int, float] = field(default_factory=dict)
 
     def severed(self) -> bool:
         """Every opener has ended, and the latest to open ended in failure (decision 13).
@@ -114,7 +119,10 @@ class DrainReport:
 class MemoryStore:
     """What outlives a host in memory: group records and emitted events."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, clock: Callable[[], float] = time.monotonic) -> None:
+        """A store whose timers read ``clock`` (seconds, monotonic) for their deadlines: a test may
+        move it on to put a timer's deadline behind a child run again after a crash."""
+        self.clock = clock
         self.groups: dict[str, GroupRecord] = {}
         self.events: dict[str, Ok[Any] | Err] = {}
         # Every host's runner of a child, by group key and position: a `Cancel` close reaches each,
@@ -174,11 +182,12 @@ class DurableWait:
     def __init__(self, store: MemoryStore, envelope: RuntimeEffectEnvelope) -> None:
         self._store = store
         self._command = envelope.command
+        self._membership = envelope.membership
 
     async def execute(self) -> Any:
         match self._command:
             case Sleep() as sleep:
-                await asyncio.sleep(sleep.timer_ms / 1000)  # as Restate's child sets its timer
+                await asyncio.sleep(self._left(sleep.timer_ms / 1000))
                 return None
             case AwaitEvent(name=name):
                 return await self._store.wait_event(name)
@@ -186,3 +195,12 @@ class DurableWait:
                 raise AssertionError(f"not a durable wait: {self._command!r}")
             case _:
                 assert_never(self._command)
+
+    def _left(self, duration: float) -> float:
+        """Seconds until the timer's deadline: set on its first run (as Restate's child journals its
+        timer), kept by its group for a run again after a crash."""
+        membership = self._membership
+        if membership is None or (record := self._store.groups.get(membership.group_key)) is None:
+            return duration  # an ungrouped timer: it runs once, in its caller
+        deadline = record.deadlines.setdefault(membership.position, self._store.clock() + duration)
+        return max(0.0, deadline - self._store.clock())
