@@ -32,8 +32,8 @@ def test_a_checkout_whose_endpoint_is_killed_mid_race_gives_the_same_answer(
     checkout, which finds its race where it was, and the deadline still wins."""
     order = {"id": 3, "amount": 5, "slow": True, "deadline_s": 2}
     invocation = lash_ingress.post("/Checkout/pay/send", json=order).json()["invocationId"]
-    # The race runs once both of its children have been dispatched: they are keyed under the
-    # checkout's invocation id.
+    # The race is under way once its group's open and its timer run: both are keyed under the
+    # checkout's invocation id (the payment, a call child, is an invocation of `Payments` itself).
     running = f"SELECT id FROM sys_invocation WHERE target_service_key LIKE '{invocation}:%'"
     deadline = time.monotonic() + 30
     while len(lash_stack.sql(running)) < 2:

@@ -250,7 +250,9 @@ def call(
         idempotency_key: the callee's idempotency key, as a native call's ``idempotency_key=``:
             Restate runs the callee once for every call that gives the same key to the same handler
             (and key), within its idempotency retention, and answers each of them its result. Without
-            one, lash gives the callee a key of its own that names the child (see the operate guide).
+            one, a callee the group's pump calls gets a key of lash's own that names the child (one
+            of another deployment's services, called through ``LashChild/execute2``, gets none; see
+            the operate guide).
 
     Like the argument, these are part of the child's identity: a replay must give the same ones.
 

@@ -5,7 +5,7 @@
 it also carries ``group_key``, ``position`` and ``replay_key`` (None otherwise)::
 
     LashError
-    ├── Rejected                    lash.all / lash.race rejected: the first consumed rejection
+    ├── Rejected                    lash.all / race / select rejected: the first consumed rejection
     ├── AggregateRejection          lash.any found no success (also an ExceptionGroup of ChildRejected)
     ├── ChildRejected               one child's rejection inside an AggregateRejection
     ├── EffectGroupUnsupported      this host does not do groups at all

@@ -3,7 +3,8 @@
 ADR, "Tier split": a Restate child is a full invocation, never an inline journaled step. A direct
 child's outcome (`run`) lives in this object's keyed state, which has no TTL (an invocation's output
 is kept only for the retention window), until its group is done with it (decision 1); a pumped
-child (`execute`) answers its outcome to the pump, which stores it.
+child (`execute2`; `execute` for a group the baseline opened) answers its outcome to the pump, which
+stores it.
 """
 
 from __future__ import annotations

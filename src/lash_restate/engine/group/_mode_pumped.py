@@ -1,5 +1,6 @@
-"""The pumped settlement mode (decisions 20, 35, 61): one `LashPump` per slice of 256 children awaits
-them, keeps their outcomes and reports each batch to the group."""
+"""The pumped settlement mode (decisions 20, 35, 61): one `LashPump` per slice of 256 children (one
+pump in all for a group bounded by `max_in_flight`, decision 81) awaits them, keeps their outcomes
+and reports each batch to the group."""
 
 from __future__ import annotations
 
