@@ -4,6 +4,7 @@ builds one, CA bundle included, per client, about 30 ms of CPU per admin-API req
 from __future__ import annotations
 
 import asyncio
+import socket
 import ssl
 from typing import Any
 
@@ -143,3 +144,49 @@ async def test_an_endpoint_whose_admin_token_is_refused_does_not_start_unchecked
         run = await asyncio.to_thread(command, "serve", "--port", str(free_port()), *args)
     assert run.returncode == 2, run.stderr
     assert "cannot check who serves lash's services" in run.stderr and "RESTATE_AUTH_TOKEN" in run.stderr
+
+
+def test_an_admin_api_error_shows_neither_the_token_nor_a_password_in_the_address(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An error's text quotes what the HTTP client met, which may hold the bearer token (a header it
+    refused) or the password in the address: every message shows neither, and a token read with
+    the line end a secret file keeps is sent without it."""
+    monkeypatch.setenv("RESTATE_AUTH_TOKEN", "s3cr3t-token\n")
+    assert AdminApi.from_env("http://127.0.0.1:9").token == "s3cr3t-token"
+    port = free_port()  # nobody listens
+    api = AdminApi(f"http://ops:pa55word@127.0.0.1:{port}", "s3cr3t-token")
+    with pytest.raises(AdminError) as unreached:
+        api.get("/health", timeout=2)
+    assert f"http://127.0.0.1:{port}" in unreached.value.message
+    assert "pa55word" not in unreached.value.message and "s3cr3t" not in unreached.value.message
+    for token in ("s3cr3t\n", "tökén"):  # no header carries it: refused, never quoted, no traceback
+        with pytest.raises(AdminError, match="cannot carry") as refused:
+            AdminApi(f"http://127.0.0.1:{port}", token).get("/health", timeout=2)
+        assert token.strip() not in refused.value.message
+        with pytest.raises(InspectionError, match="cannot carry"):
+            sql(AdminApi(f"http://127.0.0.1:{port}", token), "SELECT 1")
+
+
+def test_an_admin_api_that_does_not_answer_in_time_is_said_to_be_slow_not_unreachable() -> None:
+    """A query a big cluster answers slowly: the message says it did not answer within the time,
+    where it said the admin API could not be reached."""
+    with socket.socket() as silent:  # connections are taken, requests never answered
+        silent.bind(("127.0.0.1", 0))
+        silent.listen()
+        url = f"http://127.0.0.1:{silent.getsockname()[1]}"
+        with pytest.raises(InspectionError, match=r"did not answer within 0\.5 s$"):
+            sql(url, "SELECT 1", timeout=0.5)
+
+
+async def test_a_declared_targets_lookup_with_a_token_no_header_carries_calls_it_anyway(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A child's lookup of a declared target with such a token cannot tell: it calls the target
+    anyway, where it raised a plain error in the child's handler (retried for ever)."""
+    monkeypatch.setenv("RESTATE_AUTH_TOKEN", "tökén")
+    configure_admin(f"http://127.0.0.1:{free_port()}")
+    try:
+        assert await unregistered(Call(service="Shop", handler="buy", arg=1)) is None
+    finally:
+        configure_admin(None)

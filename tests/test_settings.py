@@ -7,6 +7,7 @@ from datetime import timedelta
 
 import pytest
 
+from lash_restate.admin import shown_url
 from lash_restate.contract import Call, InvalidInput
 from lash_restate.engine.child import _lookup
 from lash_restate.engine.group._mode import width_setting
@@ -114,8 +115,9 @@ def test_an_admin_api_that_cannot_tell_is_said_once_a_minute_without_its_credent
 ) -> None:
     """Every call child to a declared target asks the admin API: while it does not answer, a wide
     group logged a warning per child, each with the URL's user and password."""
-    assert _lookup._shown("http://ops:s3cret@admin:9070/x") == "http://admin:9070/x"
-    assert _lookup._shown("https://admin") == "https://admin"
+    assert shown_url("http://ops:s3cret@admin:9070/x") == "http://admin:9070/x"
+    assert shown_url("https://admin") == "https://admin"
+    assert shown_url("http://ops:s3cret@admin:port/x") == "http://…"  # no port: nothing past the scheme
     monkeypatch.setattr(_lookup._Lookup, "warned", {})
     calls = [Call(service="Ghost", handler="hello"), Call(service="Other", handler="hi")]
     with caplog.at_level("WARNING", logger="lash_restate"):

@@ -6,13 +6,14 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 
 from ._http import tls
 from .contract import LashError, RuntimeErrorCode
 
-__all__ = ["DEFAULT_ADMIN_URL", "AdminApi", "AdminError", "AdminRefused"]
+__all__ = ["DEFAULT_ADMIN_URL", "AdminApi", "AdminError", "AdminRefused", "shown_url", "token_from_env"]
 
 DEFAULT_ADMIN_URL = "http://127.0.0.1:9070"
 
@@ -32,6 +33,24 @@ class AdminRefused(AdminError):
     code = RuntimeErrorCode.ADMIN_REFUSED
 
 
+def shown_url(url: str) -> str:
+    """``url`` as a message or a log may show it: without a user or password it holds."""
+    try:
+        parts = urlsplit(url)
+        if parts.username is None and parts.password is None:
+            return url
+        host = parts.hostname or ""
+        netloc = f"{host}:{parts.port}" if parts.port is not None else host
+    except ValueError:  # a port that is no number: nothing of it is shown past the scheme
+        return url.split("://", 1)[0] + "://…" if "@" in url else url
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+def token_from_env() -> str | None:
+    """``$RESTATE_AUTH_TOKEN`` without the line end a secret read from a file keeps; None if unset."""
+    return os.environ.get("RESTATE_AUTH_TOKEN", "").strip() or None
+
+
 @dataclass(frozen=True)
 class AdminApi:
     url: str = DEFAULT_ADMIN_URL
@@ -42,7 +61,25 @@ class AdminApi:
         """``url``, else ``$RESTATE_ADMIN_URL``, else ``$LASH_ADMIN_URL``, else the local default; the
         token from ``$RESTATE_AUTH_TOKEN``."""
         url = url or os.environ.get("RESTATE_ADMIN_URL") or os.environ.get("LASH_ADMIN_URL")
-        return cls(url or DEFAULT_ADMIN_URL, os.environ.get("RESTATE_AUTH_TOKEN") or None)
+        return cls(url or DEFAULT_ADMIN_URL, token_from_env())
+
+    @property
+    def shown(self) -> str:
+        """The address as messages show it: without a user or password."""
+        return shown_url(self.url)
+
+    def headers(self) -> dict[str, str]:
+        """The token's header; `AdminError` (never showing it) if a header cannot carry it."""
+        if not self.token:
+            return {}
+        if not (self.token.isascii() and self.token.isprintable()):
+            raise AdminError("RESTATE_AUTH_TOKEN holds characters an HTTP header cannot carry (not shown)")
+        return {"authorization": f"Bearer {self.token}"}
+
+    def hidden(self, text: str) -> str:
+        """``text`` without the token or the address's password: an error's text may quote either."""
+        text = text.replace(self.url, self.shown)
+        return text.replace(self.token, "…") if self.token else text
 
     def post(self, path: str, body: Any, *, timeout: float = 30, accept_json: bool = False) -> httpx.Response:
         return self._send("POST", path, body, timeout=timeout, accept_json=accept_json)
@@ -53,7 +90,7 @@ class AdminApi:
     def _send(
         self, method: str, path: str, body: Any, *, timeout: float, accept_json: bool
     ) -> httpx.Response:
-        headers = {"authorization": f"Bearer {self.token}"} if self.token else {}
+        headers = self.headers()
         if accept_json:
             headers["accept"] = "application/json"
         try:
@@ -65,11 +102,17 @@ class AdminApi:
                 timeout=timeout,
                 verify=tls(),
             )
+        except httpx.TimeoutException:
+            raise AdminError(
+                f"the Restate admin API at {self.shown} did not answer within {timeout:g} s"
+            ) from None
         except (httpx.HTTPError, httpx.InvalidURL) as exc:  # an unusable URL is not an HTTPError
-            raise AdminError(f"cannot reach the Restate admin API at {self.url} ({exc})") from None
+            raise AdminError(
+                self.hidden(f"cannot reach the Restate admin API at {self.url} ({exc})")
+            ) from None
         if response.status_code in (401, 403):
             hint = "set RESTATE_AUTH_TOKEN" if not self.token else "check RESTATE_AUTH_TOKEN"
             raise AdminRefused(
-                f"the admin API at {self.url} refused the request ({response.status_code}): {hint}"
+                f"the admin API at {self.shown} refused the request ({response.status_code}): {hint}"
             )
         return response

@@ -730,6 +730,9 @@ async def test_a_child_that_missed_its_runner_is_shown_and_run_again_by_groups_r
     await wait_tool_started(stack, name)
 
     await until(lambda: settled(stack, s.key(), 1))  # before the restart: a cut run ranks after the re-run
+    none = lash(stack, "groups", "redispatch", s.key())  # nothing missed yet: it says so
+    assert none.returncode == 0, none
+    assert none.stdout == f"{s.key()}: nothing dispatched again: no child of it missed its runner\n"
     try:
         await asyncio.to_thread(stack.restart_endpoint, LASH_DEMO_TOOLS_OFF="count")
         view = await until(lambda: _missed(stack, s.key()))
@@ -752,6 +755,8 @@ async def test_a_child_that_missed_its_runner_is_shown_and_run_again_by_groups_r
     assert ok(slow)["outcome"] == {"type": "ok", "value": "slow"} and "error" not in closed
     assert stack.counts().count(name) == 1
     assert lash(stack, "groups", "redispatch").returncode == 2  # neither a key nor --all
+    gone = lash(stack, "groups", "redispatch", s.key())  # closed: as `groups show` of it, exit 3
+    assert gone.returncode == 3 and gone.stderr.strip().endswith(f"no open group {s.key()!r}"), gone
 
 
 async def test_a_redispatch_of_a_bounded_groups_missed_children_keeps_its_bound(

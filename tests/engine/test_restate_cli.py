@@ -746,6 +746,10 @@ async def test_a_group_whose_opener_was_killed_or_cancelled_is_reclaimed_and_a_s
         assert not await asyncio.to_thread(sql, stack.server.admin_url, _reclaims(scope.key()))
         still = await listed(stack, scope.key(), "orphaned")
         assert still is not None and still.reclaim_at is None
+        # What its opener saved may be held: an operator's close without --force refuses it, as a parked one.
+        refused = lash(stack, "groups", "close", scope.key())
+        assert refused.returncode == 4 and "saved its handle before it failed" in refused.stderr, refused
+        assert await listed(stack, scope.key(), "orphaned")
     assert await listed(stack, parked.key(), "parked")
 
 

@@ -206,6 +206,8 @@ def groups_redispatch(args: argparse.Namespace) -> int:
         results = redispatch_missed(AdminApi.from_env(args.admin_url), args.key, ingress=args.ingress_url)
     except InspectionError as exc:
         return fail(str(exc))
+    if not results and args.key is not None:  # the group named is open only if it has a result
+        return fail(f"no open group {args.key!r}", NOT_OPEN)
     failed = 1 if any(r.error is not None for r in results) else 0
     if args.json:
         print(json.dumps([r.as_dict() for r in results]))

@@ -21,6 +21,7 @@ from ..engine import (
     PUMP,
     RECLAIM_AT,
     RECORD,
+    SAVERS,
     GroupMeta,
     OpenerEnd,
     assemble_order,
@@ -59,6 +60,12 @@ class StoredGroup:
     missed: list[int] = field(default_factory=list)  # positions whose runner was missing
     reclaim_at_ms: int | None = None  # when the orphan is due to be reclaimed (decision 78)
     settled: int | None = None  # read without its rank order (a listing): how many children rank
+    savers: frozenset[str] = frozenset()  # the callers that saved its handle, as it recorded them
+
+    def latest_saved(self) -> bool:
+        """Whether its latest opener saved its handle: a continuation may hold it (decision 78)."""
+        latest = self.meta.openers[-1].caller if self.meta.openers else None
+        return latest is not None and (latest in self.ends or latest in self.savers)
 
     @property
     def counter(self) -> int:
@@ -67,6 +74,7 @@ class StoredGroup:
 
 _ENDS = msgspec.json.Decoder(list[OpenerEnd])
 _POSITIONS = msgspec.json.Decoder(list[int])
+_STRINGS = msgspec.json.Decoder(list[str])
 
 
 def read_groups(admin: Admin, where: str = "", *, order: bool = True) -> list[StoredGroup]:
@@ -77,13 +85,14 @@ def read_groups(admin: Admin, where: str = "", *, order: bool = True) -> list[St
         admin,
         "SELECT service_key, key, value_utf8 FROM state "
         f"WHERE service_name = {quote(named(GROUP))} AND (key IN ({quote(RECORD)}, {quote(OPENER_ENDS)}, "
-        f"{quote(MISSED)}, {quote(RECLAIM_AT)}) "
+        f"{quote(MISSED)}, {quote(RECLAIM_AT)}, {quote(SAVERS)}) "
         f"OR key = 'ranked'{pages_too}){where}",
     )
     metas = {r["service_key"]: r["value_utf8"] for r in rows if r["key"] == RECORD}
     ends = {r["service_key"]: r["value_utf8"] for r in rows if r["key"] == OPENER_ENDS}
     missed = {r["service_key"]: r["value_utf8"] for r in rows if r["key"] == MISSED}
     reclaims = {r["service_key"]: int(r["value_utf8"]) for r in rows if r["key"] == RECLAIM_AT}
+    savers = {r["service_key"]: _STRINGS.decode(r["value_utf8"]) for r in rows if r["key"] == SAVERS}
     pages: dict[str, dict[str, str]] = {}
     for r in rows:
         if r["key"].startswith("ranks:") or r["key"] == "ranked":
@@ -99,7 +108,8 @@ def read_groups(admin: Admin, where: str = "", *, order: bool = True) -> list[St
         recorded = _ENDS.decode(ends[key]) if key in ends else []  # absent on a format-1 group
         positions = _POSITIONS.decode(missed[key]) if key in missed else []
         ended = {end.caller: end.failed for end in recorded}
-        found.append(StoredGroup(key, meta, ended, positions, reclaims.get(key), settled))
+        saved = frozenset(savers.get(key, []))
+        found.append(StoredGroup(key, meta, ended, positions, reclaims.get(key), settled, saved))
     return found
 
 

@@ -68,6 +68,11 @@ _WHY = {
     "and resume it (and would then find it closed); pass --force to close it anyway",
     OPEN: "it is open: its opener is running and still reads it; pass --force to close it anyway",
 }
+# An orphan whose latest opener saved its handle before it failed: what it saved may still be held.
+_SAVED = (
+    "its latest opener saved its handle before it failed or was killed, so a continuation may hold it "
+    "and resume it (and would then find it closed); pass --force to close it anyway"
+)
 
 
 def ingress_url(url: str | None = None) -> str:
@@ -100,8 +105,8 @@ def close_group(
     [group] = found
     known = invocation_rows(admin, [o.caller for o in group.meta.openers])
     state, _ = classify(group, known)
-    if state in _WHY and not force:
-        raise CloseRefused(f"not closing {group_key}: {_WHY[state]}")
+    if not force and (state in _WHY or group.latest_saved()):
+        raise CloseRefused(f"not closing {group_key}: {_WHY.get(state, _SAVED)}")
     running: list[ChildView] = []
     if not cancel and group.meta.disposition is LoserPolicy.RUN_TO_COMPLETION:
         view = show_group(admin, group_key)
@@ -129,7 +134,8 @@ class RedispatchResult:
     group_key: str
     dispatched: int  # children dispatched again
     unroutable: int  # children the endpoint that answered still cannot route: still missed
-    refused: str | None = None  # why the group dispatched nothing (closed, or reopened, since it was read)
+    # Why the group dispatched nothing: closed, or reopened, since it was read; or, named, none missed.
+    refused: str | None = None
     error: str | None = None  # why the request failed (it may still run: see the message)
 
     def as_dict(self) -> dict[str, Any]:
@@ -150,6 +156,8 @@ def redispatch_missed(
     results = []
     for group in read_groups(admin, where, order=False):  # what it needs: the missed, the incarnation
         if not group.missed:
+            if group_key is not None:  # the group named is open: say why nothing was dispatched
+                results.append(RedispatchResult(group.key, 0, 0, "no child of it missed its runner"))
             continue
         request = OperatorRedispatch(incarnation=group.meta.incarnation)
         try:

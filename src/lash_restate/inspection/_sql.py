@@ -68,15 +68,15 @@ def sql(admin: Admin, query: str, *, timeout: float = 10) -> list[dict[str, Any]
         raise InspectionError(str(exc)) from None
     if response.status_code != 200:
         raise InspectionError(
-            f"the admin API at {api.url} answered {response.status_code}: {response.text[:200]}"
+            f"the admin API at {api.shown} answered {response.status_code}: {response.text[:200]}"
         )
     try:
         body = response.json()
     except ValueError as exc:
-        raise InspectionError(f"{api.url} is not a Restate admin API (no query rows: {exc})") from None
+        raise InspectionError(f"{api.shown} is not a Restate admin API (no query rows: {exc})") from None
     rows = body.get("rows") if isinstance(body, dict) else None
     if not isinstance(rows, list) or not all(isinstance(row, dict) for row in rows):
-        raise InspectionError(f"{api.url} is not a Restate admin API (no query rows in its answer)")
+        raise InspectionError(f"{api.shown} is not a Restate admin API (no query rows in its answer)")
     return rows
 
 

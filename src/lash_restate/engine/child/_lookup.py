@@ -15,13 +15,13 @@ from __future__ import annotations
 import os
 import time
 from typing import Any
-from urllib.parse import quote, urlsplit, urlunsplit
+from urllib.parse import quote
 
 import httpx
 
 from ... import logs
 from ..._http import tls
-from ...admin import AdminApi
+from ...admin import AdminApi, AdminError, token_from_env
 from ...contract import Call
 
 __all__ = ["ADMIN_URL_ENV", "KNOWN_FOR_S", "configure_admin", "served_elsewhere", "unregistered"]
@@ -47,7 +47,7 @@ class _Lookup:
 
 def configure_admin(url: str | None) -> None:
     """Where this endpoint's children ask which services the cluster binds (None: nobody is asked)."""
-    _Lookup.admin = AdminApi(url, os.environ.get("RESTATE_AUTH_TOKEN") or None) if url else None
+    _Lookup.admin = AdminApi(url, token_from_env()) if url else None
     _Lookup.configured = True
     _Lookup.known.clear()
 
@@ -77,28 +77,29 @@ async def unregistered(call: Call) -> str | None:
     cached = _Lookup.known.get(call.service)
     if cached is not None and now - cached[0] < KNOWN_FOR_S and call.handler in cached[1]:
         return None
-    headers = {"accept": "application/json"}
-    if admin.token:
-        headers["authorization"] = f"Bearer {admin.token}"
     url = f"{admin.url.rstrip('/')}/services/{quote(call.service, safe='')}"  # a name is user input
     try:
+        headers = {"accept": "application/json", **admin.headers()}
         async with httpx.AsyncClient(verify=tls(), timeout=_TIMEOUT_S) as client:
             response = await client.get(url, headers=headers)
+    except AdminError as exc:  # a token no header can carry: it cannot tell (raised, retried for ever)
+        _unchecked(call, exc.message)
+        return None
     except (httpx.HTTPError, httpx.InvalidURL) as exc:  # an unusable URL is not an HTTPError
-        shown = _shown(admin.url)
-        _unchecked(call, f"cannot reach the admin API at {shown} ({str(exc).replace(admin.url, shown)})")
+        _unchecked(call, admin.hidden(f"cannot reach the admin API at {admin.url} ({exc})"))
         return None
     if response.status_code == 404:
         return f"no deployment registered with the Restate cluster serves {call.service!r}"
     if response.status_code != 200:
-        _unchecked(call, f"the admin API at {_shown(admin.url)} answered {response.status_code}")
+        _unchecked(call, f"the admin API at {admin.shown} answered {response.status_code}")
         return None
     try:
         handlers = _handlers(response.json())
     except ValueError:  # not the admin API's JSON: it cannot tell, as when it does not answer
-        _unchecked(call, f"the admin API at {_shown(admin.url)} answered something that is not JSON")
+        _unchecked(call, f"the admin API at {admin.shown} answered something that is not JSON")
         return None
-    _Lookup.known[call.service] = (now, handlers)
+    # Known from its answer on: stamped before the ask, a slow answer would be stale as it came.
+    _Lookup.known[call.service] = (time.monotonic(), handlers)
     if call.handler not in handlers:
         return f"no deployment registered with the Restate cluster serves {call.target}"
     return None
@@ -120,13 +121,3 @@ def _unchecked(call: Call, why: str) -> None:
         why,
         extra={"event": "child.target_unchecked"},
     )
-
-
-def _shown(url: str) -> str:
-    """``url`` as a log may show it: without a user or password it holds."""
-    parts = urlsplit(url)
-    if parts.username is None and parts.password is None:
-        return url
-    host = parts.hostname or ""
-    netloc = f"{host}:{parts.port}" if parts.port is not None else host
-    return urlunsplit(parts._replace(netloc=netloc))
