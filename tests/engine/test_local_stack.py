@@ -186,3 +186,23 @@ async def test_a_call_the_ingress_does_not_answer_is_a_stack_error(tmp_path: Pat
         StackError, match=r"POST /Svc/handler: the ingress at http://127\.0\.0\.1:\d+ did not answer"
     ):
         await stack.call("/Svc/handler")
+
+
+def test_a_restarted_server_keeps_its_ports_or_says_it_cannot(tmp_path: Path) -> None:
+    """A restart keeps the ports the server's clients (and a cluster's other nodes) know it by: one
+    taken meanwhile fails the restart, where it moved the server to other ports unseen."""
+    stack = LocalStack(tmp_path)
+    server = stack.add_server()
+    with stack.start(register=False):
+        port = server.ingress_port
+        server.kill()
+        with socket.socket() as taken:
+            taken.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            taken.bind(("127.0.0.1", port))
+            taken.listen()
+            with pytest.raises(StackError, match="restate-server"):
+                stack.restart_server()
+        assert server.ingress_port == port
+        assert server.process is not None and server.process.poll() is not None  # nothing left running
+        stack.restart_server()  # free again: back on it, ready (`start` waited for that)
+        assert server.ingress_port == port

@@ -323,9 +323,12 @@ class RestateServer(_OwnedProcess):
         return f"http://127.0.0.1:{self.admin_port}"
 
     def start(self, timeout: float = 60) -> RestateServer:
-        """Start (or restart on the same base directory) and wait until admin and ingress answer."""
+        """Start (or restart on the same base directory) and wait until admin and ingress answer.
+
+        A first start whose ports were taken meanwhile moves to free ones; a restart keeps them (its
+        clients, and a cluster's other nodes, know it by them), and fails if one is taken."""
         self.log_path = self.log_path or self.base_dir / "restate-server.log"
-        self._start("restate-server", timeout, repick_ports=True)
+        self._start("restate-server", timeout, repick_ports=self.process is None)
         return self
 
     def _command(self) -> list[str]:
