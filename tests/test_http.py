@@ -166,6 +166,23 @@ def test_an_admin_api_error_shows_neither_the_token_nor_a_password_in_the_addres
         assert token.strip() not in refused.value.message
         with pytest.raises(InspectionError, match="cannot carry"):
             sql(AdminApi(f"http://127.0.0.1:{port}", token), "SELECT 1")
+        with pytest.raises(InspectionError, match="cannot carry"):  # an operator's call to the ingress
+            operator_call(
+                AdminApi(f"http://127.0.0.1:{port}", token),
+                f"http://127.0.0.1:{port}",
+                "s:group:b:0",
+                GROUP_OPERATOR_CLOSE,
+                OperatorClose(incarnation="i", openers=1, cancel=False),
+            )
+    with pytest.raises(InspectionError) as ingress:  # the ingress's address without its password
+        operator_call(
+            api,
+            f"http://ops:pa55word@127.0.0.1:{port}",
+            "s:group:b:0",
+            GROUP_OPERATOR_CLOSE,
+            OperatorClose(incarnation="i", openers=1, cancel=False),
+        )
+    assert "pa55word" not in str(ingress.value) and "s3cr3t" not in str(ingress.value)
 
 
 def test_an_admin_api_that_does_not_answer_in_time_is_said_to_be_slow_not_unreachable() -> None:

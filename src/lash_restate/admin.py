@@ -102,7 +102,7 @@ class AdminApi:
                 timeout=timeout,
                 verify=tls(),
             )
-        except httpx.TimeoutException:
+        except (httpx.ReadTimeout, httpx.WriteTimeout, httpx.PoolTimeout):  # reached, and slow
             raise AdminError(
                 f"the Restate admin API at {self.shown} did not answer within {timeout:g} s"
             ) from None

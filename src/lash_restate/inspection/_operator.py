@@ -13,7 +13,7 @@ import httpx
 import msgspec
 
 from .._http import tls
-from ..admin import AdminApi
+from ..admin import AdminApi, AdminError, shown_url
 from ..contract import LoserPolicy, RuntimeErrorCode, without_wire
 from ..engine import (
     GROUP_OPERATOR_CLOSE,
@@ -176,9 +176,11 @@ def operator_call(
 ) -> _O:
     """One operator's handler of the group object, reached through the ingress (decision 45)."""
     url = f"{ingress.rstrip('/')}/{route.service}/{url_quote(group_key, safe='')}/{route.handler}"
-    headers = {"content-type": "application/json"}
-    if api.token:
-        headers["authorization"] = f"Bearer {api.token}"
+    shown = shown_url(ingress)
+    try:
+        headers = {"content-type": "application/json", **api.headers()}
+    except AdminError as exc:
+        raise InspectionError(str(exc)) from None
     try:
         response = httpx.post(
             url, content=msgspec.json.encode(request), headers=headers, timeout=timeout, verify=tls()
@@ -187,15 +189,16 @@ def operator_call(
         # Sent, and not answered: the group object runs one handler at a time, so it most likely
         # waits behind the group's other work (a paused invocation there, say) and will run later.
         raise InspectionError(
-            f"the ingress at {ingress} took {route.handler} of {group_key} and gave no answer within "
+            f"the ingress at {shown} took {route.handler} of {group_key} and gave no answer within "
             f"{timeout:g} s: it may wait behind the group's other work and run later; look at the "
             f"group (`lash-restate groups show {shlex.quote(group_key)}`) before asking again"
         ) from None
     except (httpx.HTTPError, httpx.InvalidURL) as exc:  # an unusable URL is not an HTTPError
-        raise InspectionError(f"cannot reach the Restate ingress at {ingress} ({exc})") from None
+        unreachable = f"cannot reach the Restate ingress at {ingress} ({exc})"
+        raise InspectionError(api.hidden(unreachable).replace(ingress, shown)) from None
     if response.status_code != 200:
         raise InspectionError(
-            f"the ingress at {ingress} answered {response.status_code} to {route.handler}: "
+            f"the ingress at {shown} answered {response.status_code} to {route.handler}: "
             f"{said(response)[:200]}"
         )
     try:
