@@ -18,6 +18,7 @@ from lash_restate.contract import (
     Call,
     Cancelled,
     Err,
+    GroupHandle,
     GroupMembership,
     GroupShape,
     GroupWakePolicy,
@@ -28,6 +29,7 @@ from lash_restate.contract import (
     ToolCall,
 )
 from lash_restate.engine import GroupMeta, callee_replay_key
+from lash_restate.engine.caller._controller import RestateController
 from lash_restate.engine.child._calls import VIA_CALL, VIA_CHILD, VIA_MISS, answered, callee_key
 from lash_restate.engine.child._child import emitted_outcome
 from lash_restate.engine.child._routing import replaying
@@ -39,6 +41,7 @@ from lash_restate.engine.pump._pump_common import split_plan, subtrees
 from lash_restate.engine.pump._pump_store import within_budget
 from lash_restate.engine.wire._messages import (
     ChildRun,
+    CloseRequest,
     OpenRequest,
     OpenRequestSerde,
     Ref,
@@ -310,6 +313,39 @@ def test_a_pump_runs_and_calls_its_children_as_its_groups_release_did(
         encode(ChildRun(envelope=tool, incarnation=incarnation)) if execute == "execute2" else encode(tool)
     )
     assert ctx.made == [("LashChild", execute, named_run), ("S", "h", none_sent), ("S", "h", b"0")]
+
+
+class _Sends:
+    """A context that records the one-way messages sent through it: all a caller's close sends."""
+
+    def __init__(self) -> None:
+        self.sent: list[tuple[str, str, bytes]] = []
+
+    def generic_send(
+        self, service: str, handler: str, arg: bytes, key: str | None = None, **_: Any
+    ) -> object:
+        self.sent.append((service, handler, bytes(arg)))
+        return object()
+
+
+@pytest.mark.parametrize(
+    ("incarnation", "fenced"),
+    [(_UUID, False), (f"{_UUID}-s", True), (f"p-{_UUID}", True)],
+    ids=["baseline", "later", "in-parts"],
+)
+async def test_a_close_names_the_incarnation_its_caller_opened_unless_the_baseline_opened_it(
+    incarnation: str, fenced: bool
+) -> None:
+    """A caller's close names the incarnation its open (or a read) answered, so that a namesake
+    opened under the key since is not closed by it (decision 113); the close of a group the baseline
+    opened sends what the baseline's callers journaled, which a caller replays on this release."""
+    key = "s:group:b:0"
+    controller = RestateController(cast(Any, _Sends()), groups=True)
+    controller._incarnations[key] = incarnation  # what the open's reply said
+    controller._declared[key] = (2, LoserPolicy.RUN_TO_COMPLETION)  # a close it cannot be refused: sent
+    await controller.close_effect_group(GroupHandle(key, 2, 2))
+    request = CloseRequest(child_count=2, incarnation=incarnation) if fenced else CloseRequest(child_count=2)
+    assert cast(Any, controller._ctx).sent == [("LashGroup", "close", encode(request))]
 
 
 @pytest.mark.parametrize(

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import itertools
+import weakref
 from collections.abc import Awaitable
 from typing import Any, assert_never
 
@@ -78,6 +79,11 @@ class MemoryHost:
         self._runs_of: dict[asyncio.Task[None], GroupRecord] = {}  # each runner's group record
         self._crashed = False
         self._killed: set[str] = set()  # replay keys an operator killed (`kill_child`)
+        # By caller (its task, an invocation) and key, the record its latest open, reopen or read
+        # reached: its close closes that one, not a namesake opened since (decision 113).
+        self._reached: weakref.WeakKeyDictionary[asyncio.Task[Any], dict[str, GroupRecord]] = (
+            weakref.WeakKeyDictionary()
+        )
         self._id = next(self._ids)
         if resolver is not None:
             self.register_executors(resolver)
@@ -163,6 +169,7 @@ class MemoryHost:
             # is held again (decision 13: its losers are not the drain's), so its children start.
             record.note_opener(self._id)
             self._admit(key, record, again)
+        self._reached_by_caller()[key] = record
         return GroupHandle.opened(group)
 
     async def reopen_effect_group(self, group: RuntimeEffectGroup) -> GroupHandle:
@@ -182,6 +189,7 @@ class MemoryHost:
 
     async def _next(self, handle: GroupHandle, cancel: Awaitable[object] | None) -> Settlement:
         record = self._record(handle)
+        self._reached_by_caller()[handle.group_key] = record  # as a Restate caller's read learns it
         rank = handle.next_rank
         cancel_task = asyncio.ensure_future(cancel) if cancel is not None else None
         try:
@@ -220,6 +228,9 @@ class MemoryHost:
         record = self.store.groups.get(handle.group_key)
         if record is None:
             return  # ADR: close is idempotent; a redriven close finds nothing to do
+        reached = self._reached_by_caller().get(handle.group_key)
+        if reached is not None and reached is not record:
+            return  # decision 113: this caller's group is closed already; this is a namesake
         check_child_count(record.shape.child_count, handle.child_count, group_key=handle.group_key)
         effective = effective_disposition(record.shape.disposition, requested, group_key=handle.group_key)
         # ADR "Settlement obligation" (3): retirement is group-atomic, the whole record at once.
@@ -232,6 +243,13 @@ class MemoryHost:
                 task = self.store.runners.get((handle.group_key, position))
                 if task is not None and position not in record.sequences:
                     task.cancel()
+
+    def _reached_by_caller(self) -> dict[str, GroupRecord]:
+        """The records the current caller reached, by key (none outside a task)."""
+        task = asyncio.current_task()
+        if task is None:
+            return {}
+        return self._reached.setdefault(task, {})
 
     async def kill_child(self, replay_key: str) -> None:
         """An operator's kill of the running child ``replay_key``: it stops where it is and settles

@@ -400,6 +400,11 @@ class RestateController(EffectGroupDefaults):
         disposition = check_close(handle, disposition, self.supports_effect_groups())
         key = handle.group_key
         request = CloseRequest(child_count=handle.child_count, disposition=disposition)
+        incarnation = self._incarnations.get(key)
+        if incarnation is not None and records_saves(incarnation):
+            # Decision 113: it closes the group this invocation opened or read, not a namesake
+            # opened under the key since. A baseline group's close journaled none: it sends none.
+            request = msgspec.structs.replace(request, incarnation=incarnation)
         if self._cannot_refuse(handle, disposition):
             GROUP_CLOSE.send(self._ctx, key, request)
         else:

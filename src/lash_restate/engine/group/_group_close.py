@@ -3,6 +3,7 @@ stored outcomes, and delete the group's state in one step (ADR: retirement is gr
 
 from __future__ import annotations
 
+import msgspec
 import restate
 
 from ... import logs
@@ -23,6 +24,8 @@ async def on_close(ctx: restate.ObjectContext, req: CloseRequest) -> None:
     meta = await ctx.get(RECORD, serde=META)
     if meta is None:
         return  # ADR: close is idempotent, and so is the delete
+    if req.incarnation is not msgspec.UNSET and req.incarnation != meta.incarnation:
+        return  # decision 113: the closer's group is closed already; this is a namesake opened since
     check_child_count(meta.child_count, req.child_count, group_key=ctx.key())
     effective = effective_disposition(meta.disposition, req.disposition, group_key=ctx.key())
     await close_group(ctx, meta, effective)

@@ -124,7 +124,10 @@ FORMATS: Final[tuple[Format, ...]] = (
         "msg.group.wait", "{prefix}Group/wait input: WaitRequest (`at_most`, omitted when absent, is newer)"
     ),
     Format("msg.group.wait_reply", "{prefix}Group/wait output and each wake's awakeable: WaitReply"),
-    Format("msg.group.close", "{prefix}Group/close input: CloseRequest"),
+    Format(
+        "msg.group.close",
+        "{prefix}Group/close input: CloseRequest (`incarnation`, omitted when absent, is newer)",
+    ),
     Format("msg.group.report", "{prefix}Group/report input: PumpReport", since="unreleased"),
     Format("msg.group.report_reply", "{prefix}Group/report output: ReportReply", since="unreleased"),
     Format(

@@ -385,6 +385,9 @@ class OperatorResent(msgspec.Struct, **RECORD_OPTIONS):
 class CloseRequest(msgspec.Struct, **RECORD_OPTIONS):
     child_count: int
     disposition: LoserPolicy | None = None  # None keeps the declared one
+    # The incarnation the closing invocation opened or read (decision 113): a namesake opened since
+    # under the key is not closed by it. Omitted when unset: the baseline's callers send none.
+    incarnation: str | msgspec.UnsetType = msgspec.UNSET
 
 
 # An awakeable's id: this prefix, then (base64url, unpadded) the invocation id's 24 bytes and the

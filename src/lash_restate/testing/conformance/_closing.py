@@ -106,6 +106,48 @@ async def a_group_closed_by_another_invocation_refuses_the_ranks_this_one_alread
 
 
 @scenario("groups")
+async def a_close_by_an_invocation_whose_group_was_closed_leaves_a_namesake_opened_since_alone(
+    tier: Tier, children: ChildKind
+) -> None:
+    """Decision 113: a close closes the group its invocation opened (or read), not a namesake opened
+    under the same key since.
+
+    Turn A opens a group and parks on an event before its close. Turn B closes the group from a
+    saved handle, and turn C opens the same group (same key, same shape) afresh and reads rank 1.
+    Once A goes on, its close finds its own group closed already and leaves C's alone: a fresh
+    invocation still reads C's rank 2. (A close named the key alone, and closed C's group.)
+    """
+    s = Scope(children)
+    group = s.group([s.echo("a"), s.echo("b")])
+    resumed = s.event("resumed")
+    parked = s.group([event(resumed)], wake="first", batch="parked")
+    a = Turn(tier)
+    a.open(group)
+    a.race(parked)
+    closed_by_a = a.resume(GroupHandle(s.key(), 2, 0)).close()  # the cursor A's open gave it
+    turn_a = asyncio.create_task(a.run())
+    while True:  # A has opened its group and parked on its event
+        if parked["key"] in await tier.open_groups() or turn_a.done():
+            break
+        await asyncio.sleep(0.05)
+    assert not turn_a.done(), turn_a.result()
+    async with Turn(tier) as b:
+        b.resume(GroupHandle(s.key(), 2, 0)).close()
+    await tier.wait_closed(s.key())
+    async with Turn(tier) as c:
+        first = c.open(group).next()
+    await tier.emit(resumed, "go")
+    await turn_a
+    assert closed_by_a.ok is None
+    async with Turn(tier) as d:
+        theirs = d.resume(GroupHandle(s.key(), 2, 1))
+        second, closed = theirs.next(), theirs.close()
+    assert (first.ok.rank, second.ok.rank) == (1, 2)  # C's group was still open
+    assert {first.ok.position, second.ok.position} == {0, 1} and closed.ok is None
+    await tier.wait_closed(s.key())
+
+
+@scenario("groups")
 async def close_is_idempotent_and_deletes_the_group(tier: Tier, children: ChildKind) -> None:
     s = Scope(children)
     async with Turn(tier) as t:
