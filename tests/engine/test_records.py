@@ -346,6 +346,8 @@ async def test_a_close_names_the_incarnation_its_caller_opened_unless_the_baseli
     await controller.close_effect_group(GroupHandle(key, 2, 2))
     request = CloseRequest(child_count=2, incarnation=incarnation) if fenced else CloseRequest(child_count=2)
     assert cast(Any, controller._ctx).sent == [("LashGroup", "close", encode(request))]
+    # Closed: a later close of the key (a namesake's cursor, restored) names nothing it knows no more.
+    assert key not in controller._incarnations
 
 
 @pytest.mark.parametrize(

@@ -380,7 +380,8 @@ def _samples() -> list[Sample]:
     add("msg.group.close.declared", CloseRequest(child_count=3), _json(CloseRequest))
     add("msg.group.close.cancel", CloseRequest(child_count=3, disposition=_CANCEL), _json(CloseRequest))
     # Naming the incarnation its caller opened or read (decision 113): a namesake is left alone.
-    add("msg.group.close.fenced", CloseRequest(child_count=3, incarnation=INCARNATION), _json(CloseRequest))
+    fenced = CloseRequest(child_count=3, incarnation=SAVES_INCARNATION)
+    add("msg.group.close.fenced", fenced, _json(CloseRequest))
     first_report = PumpReport(incarnation=INCARNATION, refs=refs, listen="sign_1listen")
     add("msg.group.report.first", first_report, _json(PumpReport))
     add("msg.group.report.batch", PumpReport(incarnation=INCARNATION, refs=refs[:1]), _json(PumpReport))

@@ -226,9 +226,9 @@ class MemoryHost:
     async def close_effect_group(self, handle: GroupHandle, disposition: LoserPolicy | None = None) -> None:
         requested = check_close(handle, disposition, self._resolver is not None)
         record = self.store.groups.get(handle.group_key)
+        reached = self._reached_by_caller().pop(handle.group_key, None)  # as Restate's caller forgets it
         if record is None:
             return  # ADR: close is idempotent; a redriven close finds nothing to do
-        reached = self._reached_by_caller().get(handle.group_key)
         if reached is not None and reached is not record:
             return  # decision 113: this caller's group is closed already; this is a namesake
         check_child_count(record.shape.child_count, handle.child_count, group_key=handle.group_key)

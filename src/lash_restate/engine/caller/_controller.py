@@ -410,6 +410,7 @@ class RestateController(EffectGroupDefaults):
         else:
             await self._ask(GROUP_CLOSE, key, request)
         self._wakes.pop(key, None)
+        self._incarnations.pop(key, None)  # closed: a later close of the key names what it reads then
         # The group holds each saver from `saved`; its close cancels that hold with its other watches.
         self._saved = {saved for saved in self._saved if saved[0] != key}
 
