@@ -30,6 +30,6 @@ USER 10001
 EXPOSE 9080
 # The SDK answers /health without request signing, so the probe works with identity keys on.
 HEALTHCHECK --interval=10s --timeout=3s --start-period=10s --retries=3 \
-    CMD ["python", "-c", "import urllib.request; urllib.request.urlopen('http://127.0.0.1:9080/health', timeout=2)"]
+    CMD ["python", "-c", "import os, urllib.request; urllib.request.urlopen('http://127.0.0.1:%s/health' % os.environ.get('LASH_PORT', '9080'), timeout=2)"]
 ENTRYPOINT ["lash-restate"]
 CMD ["serve"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -92,6 +93,13 @@ def test_the_image_recipe_installs_from_the_lock_and_serves_health(tmp_path: Pat
             except OSError:
                 assert time.monotonic() < deadline, "no /health answer within 60 s"
                 time.sleep(0.1)
+        # The image's HEALTHCHECK, run as Docker runs it, finds the endpoint on the port it serves.
+        [line] = [line for line in (ROOT / "Dockerfile").read_text().splitlines() if 'CMD ["python"' in line]
+        probe = json.loads(line.strip().removeprefix("CMD "))
+        healthy = subprocess.run(
+            probe, env={**image_env, "LASH_PORT": str(port)}, capture_output=True, text=True
+        )
+        assert healthy.returncode == 0, healthy.stderr
     finally:
         process.terminate()
         process.wait(30)
@@ -103,7 +111,7 @@ def _docs(path: Path) -> list[dict]:  # type: ignore[type-arg]
 
 def test_kubernetes_core_manifests_validate_against_the_schema() -> None:
     run = subprocess.run(
-        [str(BIN / "kubernetes-validate"), "--strict", str(ROOT / "deploy/k8s/signing-key-secret.yaml")],
+        [str(BIN / "kubernetes-validate"), "--strict", str(ROOT / "deploy/signing-key-secret.example.yaml")],
         capture_output=True,
         text=True,
     )
@@ -122,7 +130,7 @@ def test_restate_cluster_has_the_fields_the_operator_requires() -> None:
     assert {"secretName", "key"} <= set(signing["secret"])
     config = tomllib.loads(spec["config"])
     assert config["default-replication"] == 2
-    [secret] = _docs(ROOT / "deploy/k8s/signing-key-secret.yaml")
+    [secret] = _docs(ROOT / "deploy/signing-key-secret.example.yaml")
     assert secret["metadata"]["name"] == signing["secret"]["secretName"]
     assert signing["secret"]["key"] in secret["stringData"]
 
