@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import msgspec
 import pytest
 import restate
 
@@ -280,6 +281,37 @@ async def test_a_cancelled_event_child_leaves_its_event_no_waiter(
     [raced] = await racing
     assert ok(raced)["value"] == "xxx"
     await _poll(stack, waiting, lambda rows: not rows)
+
+
+async def test_a_cancelled_event_child_an_earlier_release_listed_leaves_its_event_no_waiter(
+    restate_stack: Stack, tmp_path: Path
+) -> None:
+    """An event an earlier release kept its waiters in (one `waiters` list, decision 112): a child
+    listed there, then cancelled, is taken out of that list by its unsubscribe, and the list goes
+    with its last waiter. The event's state is rewritten to the earlier layout through Restate's
+    admin API while the child waits."""
+    stack = restate_stack
+    s = Scope()
+    never, gate = s.event("never"), tmp_path / "gate"
+    group = s.group(
+        [event(never), tool("blob", {"size": 3, "after": str(gate)})], wake="first", disposition="cancel"
+    )
+    racing = asyncio.create_task(stack.turn(combine("race", group)))
+    [row] = await _poll(stack, _subscribed(never), lambda rows: len(rows) == 1)
+    awakeable = row["key"].removeprefix("waiter:")
+    listed = {"waiters": list(msgspec.json.encode([awakeable]))}
+    async with httpx.AsyncClient(verify=tls()) as client:
+        answer = await client.post(
+            f"{stack.server.admin_url}/services/LashSignal/state",
+            json={"object_key": never, "new_state": listed},
+        )
+    assert answer.status_code in (200, 202), answer.text
+    everything = f"SELECT key FROM state WHERE service_name = 'LashSignal' AND service_key = {quote(never)}"
+    await _poll(stack, everything, lambda rows: [r["key"] for r in rows] == ["waiters"])
+    gate.touch()  # the tool wins; the close cancels the event child, which unsubscribes
+    [raced] = await racing
+    assert ok(raced)["value"] == "xxx"
+    await _poll(stack, everything, lambda rows: not rows)
 
 
 async def test_killed_endpoint_mid_group_serves_identical_ranks_to_a_fresh_invocation(stack: Stack) -> None:
