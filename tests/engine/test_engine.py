@@ -262,12 +262,15 @@ async def test_an_emit_or_reject_lash_cannot_record_is_refused_and_the_waiting_c
     assert "error" not in closed
 
 
+@pytest.mark.parametrize("earlier", [False, True], ids=["entry", "earlier-list"])
 async def test_a_cancelled_event_child_leaves_its_event_no_waiter(
-    restate_stack: Stack, tmp_path: Path
+    restate_stack: Stack, tmp_path: Path, earlier: bool
 ) -> None:
     """Under `Cancel`, a race's losing event child is cancelled at the close: the event forgets the
     waiter it had subscribed (the event's state kept it until the event was emitted, for ever for
-    one never emitted)."""
+    one never emitted). ``earlier``: the event kept its waiters as an earlier release did, in one
+    `waiters` list (decision 112; its state rewritten so through Restate's admin API while the child
+    waits), which the unsubscribe takes the child out of, and which goes with its last waiter."""
     stack = restate_stack
     s = Scope()
     never, gate = s.event("never"), tmp_path / "gate"
@@ -275,40 +278,18 @@ async def test_a_cancelled_event_child_leaves_its_event_no_waiter(
         [event(never), tool("blob", {"size": 3, "after": str(gate)})], wake="first", disposition="cancel"
     )
     racing = asyncio.create_task(stack.turn(combine("race", group)))
-    waiting = _subscribed(never)
-    await _poll(stack, waiting, lambda rows: len(rows) == 1)  # the event child has subscribed
-    gate.touch()  # the tool wins
-    [raced] = await racing
-    assert ok(raced)["value"] == "xxx"
-    await _poll(stack, waiting, lambda rows: not rows)
-
-
-async def test_a_cancelled_event_child_an_earlier_release_listed_leaves_its_event_no_waiter(
-    restate_stack: Stack, tmp_path: Path
-) -> None:
-    """An event an earlier release kept its waiters in (one `waiters` list, decision 112): a child
-    listed there, then cancelled, is taken out of that list by its unsubscribe, and the list goes
-    with its last waiter. The event's state is rewritten to the earlier layout through Restate's
-    admin API while the child waits."""
-    stack = restate_stack
-    s = Scope()
-    never, gate = s.event("never"), tmp_path / "gate"
-    group = s.group(
-        [event(never), tool("blob", {"size": 3, "after": str(gate)})], wake="first", disposition="cancel"
-    )
-    racing = asyncio.create_task(stack.turn(combine("race", group)))
-    [row] = await _poll(stack, _subscribed(never), lambda rows: len(rows) == 1)
-    awakeable = row["key"].removeprefix("waiter:")
-    listed = {"waiters": list(msgspec.json.encode([awakeable]))}
-    async with httpx.AsyncClient(verify=tls()) as client:
-        answer = await client.post(
-            f"{stack.server.admin_url}/services/LashSignal/state",
-            json={"object_key": never, "new_state": listed},
-        )
-    assert answer.status_code in (200, 202), answer.text
+    [row] = await _poll(stack, _subscribed(never), lambda rows: len(rows) == 1)  # it has subscribed
     everything = f"SELECT key FROM state WHERE service_name = 'LashSignal' AND service_key = {quote(never)}"
-    await _poll(stack, everything, lambda rows: [r["key"] for r in rows] == ["waiters"])
-    gate.touch()  # the tool wins; the close cancels the event child, which unsubscribes
+    if earlier:
+        listed = {"waiters": list(msgspec.json.encode([row["key"].removeprefix("waiter:")]))}
+        async with httpx.AsyncClient(verify=tls()) as client:
+            answer = await client.post(
+                f"{stack.server.admin_url}/services/LashSignal/state",
+                json={"object_key": never, "new_state": listed},
+            )
+        assert answer.status_code in (200, 202), answer.text
+        await _poll(stack, everything, lambda rows: [r["key"] for r in rows] == ["waiters"])
+    gate.touch()  # the tool wins
     [raced] = await racing
     assert ok(raced)["value"] == "xxx"
     await _poll(stack, everything, lambda rows: not rows)
