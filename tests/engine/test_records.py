@@ -268,7 +268,8 @@ def test_a_miss_an_earlier_release_journaled_in_a_pumps_route_calls_nothing_and_
 
 
 class _Calls:
-    """A context that records the calls made through it: all a pump's dispatch of a child makes."""
+    """A context that records the calls and one-way messages made through it: all a pump's dispatch
+    of a child makes, or a caller's close sends."""
 
     def __init__(self) -> None:
         self.made: list[tuple[str, str, bytes]] = []
@@ -278,6 +279,8 @@ class _Calls:
     ) -> object:
         self.made.append((service, handler, bytes(arg)))
         return object()
+
+    generic_send = generic_call
 
 
 _UUID = "0b6c2f4e-3d1a-4c8e-9f70-2a5b8e1d4c37"
@@ -315,19 +318,6 @@ def test_a_pump_runs_and_calls_its_children_as_its_groups_release_did(
     assert ctx.made == [("LashChild", execute, named_run), ("S", "h", none_sent), ("S", "h", b"0")]
 
 
-class _Sends:
-    """A context that records the one-way messages sent through it: all a caller's close sends."""
-
-    def __init__(self) -> None:
-        self.sent: list[tuple[str, str, bytes]] = []
-
-    def generic_send(
-        self, service: str, handler: str, arg: bytes, key: str | None = None, **_: Any
-    ) -> object:
-        self.sent.append((service, handler, bytes(arg)))
-        return object()
-
-
 @pytest.mark.parametrize(
     ("incarnation", "fenced"),
     [(_UUID, False), (f"{_UUID}-s", True), (f"p-{_UUID}", True)],
@@ -340,12 +330,12 @@ async def test_a_close_names_the_incarnation_its_caller_opened_unless_the_baseli
     opened under the key since is not closed by it (decision 113); the close of a group the baseline
     opened sends what the baseline's callers journaled, which a caller replays on this release."""
     key = "s:group:b:0"
-    controller = RestateController(cast(Any, _Sends()), groups=True)
+    controller = RestateController(cast(Any, _Calls()), groups=True)
     controller._incarnations[key] = incarnation  # what the open's reply said
     controller._declared[key] = (2, LoserPolicy.RUN_TO_COMPLETION)  # a close it cannot be refused: sent
     await controller.close_effect_group(GroupHandle(key, 2, 2))
     request = CloseRequest(child_count=2, incarnation=incarnation) if fenced else CloseRequest(child_count=2)
-    assert cast(Any, controller._ctx).sent == [("LashGroup", "close", encode(request))]
+    assert cast(Any, controller._ctx).made == [("LashGroup", "close", encode(request))]
     # Closed: a later close of the key (a namesake's cursor, restored) names nothing it knows no more.
     assert key not in controller._incarnations
 
