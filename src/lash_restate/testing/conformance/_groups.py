@@ -202,6 +202,7 @@ async def reopen_is_fenced_on_shape(tier: Tier, children: ChildKind) -> None:
     ]
     assert refusals[3].position == 1
     assert refusals[3].replay_key == f"{s.key()}/c1"
+    assert {e.group_key for e in refusals} == {s.key()}  # each names the group it was refused by
     async with Turn(tier) as t:
         same = t.open(s.group(pending))
     assert same.opened.ok.consumed == 0
