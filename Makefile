@@ -46,7 +46,7 @@ bench: setup
 	-$(BIN)/pip install --quiet -e '.[dev,bench,granian]'
 	$(BIN)/python -m bench --json $(ARGS)
 
-# Not part of `make test` (which runs a seeded 45 s slice of it, tests/engine/test_soak.py): MINUTES of
+# Not part of `make test` (which runs a seeded 24 s slice of it, tests/engine/test_soak.py): MINUTES of
 # mixed load with a fault every minute or so, on one server (NODES=1) or on the three-node cluster
 # (NODES=3), then a drain; docs/crash-matrix.md records runs.
 MINUTES ?= 30

@@ -92,6 +92,7 @@ async def soak(
     nodes: int,
     fault_every: float = 60,
     wide_children: int = WIDE,
+    quiet_s: float = 30,
 ) -> dict[str, Any]:
     rng = random.Random(seed)
     began = time.monotonic()
@@ -128,7 +129,7 @@ async def soak(
         draws = random.Random(rng.random())
         while True:
             await asyncio.sleep(draws.uniform(0.75 * fault_every, 1.25 * fault_every))
-            if time.monotonic() > deadline - 30:
+            if time.monotonic() > deadline - quiet_s:  # the last faults' effects still meet load
                 return
             kind = draws.choice(FAULTS[nodes])
             node = 0 if kind == "endpoint_pause" else draws.randrange(nodes)
