@@ -196,6 +196,24 @@ async def test_a_rejection_reads_its_childs_status_as_an_int_as_a_native_caller_
     assert cancelled.child_message == "child 0 was cancelled"
 
 
+async def test_children_spread_from_an_empty_list_are_none_not_a_retried_type_error() -> None:
+    """``lash.all(ctx, *children)`` of an empty list, as ``restate.gather(*futures)`` takes none: no
+    children, given one by one, so an empty tuple as children given one by one give a tuple (a
+    missing argument was a plain `TypeError`, which Restate retries for ever)."""
+    host = MemoryHost(resolver=demo_tools())
+    none: list[lash.Child[str]] = []
+    try:
+        assert await lash.all(host, *none, key="s:group:spread:0") == ()
+        assert await lash.all_settled(host, *none, key="s:group:spread:1") == []
+        with pytest.raises(lash.EmptyGroup):
+            await lash.race(host, *none, key="s:group:spread:2")
+        with pytest.raises(lash.EmptyGroup):
+            await lash.any(host, *none, key="s:group:spread:3")
+        assert not host.store.groups  # no group was opened
+    finally:
+        await host.aclose()
+
+
 async def test_any_rejects_with_an_exception_group_in_input_order() -> None:
     host = MemoryHost(resolver=demo_tools())
     fails = [lash.tool("fail", {"message": m}) for m in ("one", "two")]

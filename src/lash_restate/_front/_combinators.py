@@ -35,8 +35,15 @@ T5 = TypeVar("T5")
 _RTC = LoserPolicy.RUN_TO_COMPLETION
 
 
+# No children given (``f(ctx, *children)`` of an empty list, as ``restate.gather(*futures)`` takes
+# none): none, given one by one, never a `TypeError` for a missing argument, which Restate retries.
+NONE_GIVEN: Any = object()
+
+
 def _spread(children: Child | Iterable[Child], more: tuple[Child, ...], what: str) -> tuple[list[Any], bool]:
     """The children, and whether they were given one by one (``f(ctx, a, b)``) or as one iterable."""
+    if children is NONE_GIVEN:
+        return [], True
     if more or isinstance(children, Child):
         return [children, *more], True
     return list(iterated(children, what)), False
@@ -133,7 +140,7 @@ async def all(
 @terminal
 async def all(
     ctx: Caller,
-    children: Child | Iterable[Child],
+    children: Child | Iterable[Child] = NONE_GIVEN,
     *more: Child,
     on_reject: LoserPolicy = _RTC,
     key: GroupKey | str | None = None,
@@ -200,7 +207,7 @@ async def all_settled(
 @terminal
 async def all_settled(
     ctx: Caller,
-    children: Child | Iterable[Child],
+    children: Child | Iterable[Child] = NONE_GIVEN,
     *more: Child,
     key: GroupKey | str | None = None,
     max_in_flight: int | None = None,

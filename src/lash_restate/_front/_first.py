@@ -12,7 +12,7 @@ from typing import Any, Literal, TypeVar, overload
 from .. import combinators
 from ..combinators import Combinator
 from ..contract import Child, GroupKey, InvalidInput, LoserPolicy
-from ._combinators import _RTC, _spread
+from ._combinators import _RTC, NONE_GIVEN, _spread
 from ._invocation import Caller, controller, typed_grouped
 from ._terminal import terminal
 
@@ -91,7 +91,7 @@ async def race(
 @terminal
 async def race(
     ctx: Caller,
-    children: Child | Iterable[Child],
+    children: Child | Iterable[Child] = NONE_GIVEN,
     *more: Child,
     losers: LoserPolicy = _RTC,
     key: GroupKey | str | None = None,
@@ -176,7 +176,7 @@ async def any(
 @terminal
 async def any(
     ctx: Caller,
-    children: Child | Iterable[Child],
+    children: Child | Iterable[Child] = NONE_GIVEN,
     *more: Child,
     losers: LoserPolicy = _RTC,
     key: GroupKey | str | None = None,
