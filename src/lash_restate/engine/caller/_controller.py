@@ -184,7 +184,9 @@ class RestateController(EffectGroupDefaults):
         # by the server at every retry of this invocation, so it is refused here, before anything
         # is journaled (no awakeable, no send).
         check_open_size(group, reopen=reopen_only)
-        # The open also registers wakes for the first ranks, saving those awaits a round trip each.
+        # A first open also registers wakes for the first ranks, saving those awaits a round trip each;
+        # a reopen's group ignores them (it keeps the wakes it holds), but the caller cannot tell the
+        # two apart before the answer, and what it journals here must replay the same.
         fresh = self._fresh_wakes(0, len(group))
         # ADR: resolve all N before recording: the group object does, where the children run (decision
         # 37), and only it knows whether the group is recorded already (a reopen refuses nothing).

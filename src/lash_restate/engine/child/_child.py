@@ -254,7 +254,7 @@ async def _execute(
             case Call():
                 return await _call(ctx, envelope, command, routing, incarnation)
             case ToolCall():
-                return await _run_tool(ctx, envelope, command, routing.resolver, attempts)
+                return await _run_tool(ctx, envelope, routing.resolver, attempts)
             case _:
                 assert_never(command)
     except restate.TerminalError as error:
@@ -364,7 +364,6 @@ async def _call(
 async def _run_tool(
     ctx: restate.ObjectContext,
     envelope: RuntimeEffectEnvelope,
-    command: ToolCall,
     resolver: GroupExecutors,
     attempts: int,
 ) -> Outcome:

@@ -1,7 +1,9 @@
-"""`LashPump`'s paths kept only for what the baseline release (0450b4d, format 1) sent: its pumped
-groups' `run` (`PumpRun`), and `redrive`/`redrive2` of them, which settle through `LashGroup/settle`
-rather than `report`. A release may delete this module once the compatibility promise's baseline
-moves past 0450b4d (docs/compatibility.md): no group that release opened can then be open."""
+"""`LashPump`'s paths kept only for what earlier code sent, which settle through `LashGroup/settle`
+rather than `report`: the baseline release's (0450b4d, format 1) pumped groups' `run` (`PumpRun`)
+and `redrive`, and `redrive2`, which builds after the baseline sent for a reopen until decision 69
+(no release did). `run` and `redrive` may go once the compatibility promise's baseline moves past
+0450b4d (docs/compatibility.md): no group that release opened can then be open; `redrive2` then too,
+since no release sends it."""
 
 from __future__ import annotations
 
@@ -75,8 +77,8 @@ async def on_redrive(ctx: restate.ObjectContext, req: PumpRun) -> None:
 
 
 async def on_redrive2(ctx: restate.ObjectContext, req: PumpRun) -> None:
-    """`redrive` for a group `open` records now (decision 61): it asks the group first whether it is
-    still open.
+    """`redrive` as builds between the baseline and decision 69 sent it, for a group they recorded
+    (decision 61): it asks the group first whether it is still open.
 
     Queued behind the group's `run2`, which releases its store when the group closes: a redrive
     behind it would find no outcome stored and run every child again (and keep their outcomes

@@ -8,7 +8,8 @@ ids a `Cancel` needs and, for a pumped group recorded now, how to reach its pump
 Payload bytes never enter it.
 
 A group is recorded in one of two settlement modes (`record_group`): pumped (a call child, a
-`max_in_flight` bound, or `batch_from` children or more: one pump awaits every child, decision 61)
+`max_in_flight` bound, or `batch_from` children or more: a pump per slice of 256 awaits its
+children, one for a bounded group, decisions 61, 65 and 81)
 or direct (each child's own run settles it, decision 20); a group a release before recorded goes on
 as it did.
 

@@ -36,7 +36,9 @@ async def guard_waiters(
     settings: GroupSettings,
     watch: restate.SendHandle | None = None,
 ) -> None:
-    """Have `guard` look at ``waiters``, just registered with ``meta``, a check interval from now; kept
+    """Have `guard` look at ``waiters``, just registered, a check interval from now (``meta``: the
+    group's record, with them (an open's) or as it stood before (an await's); either way its waiters
+    hold every wake a pending guard may carry, as no guard carries these yet); kept
     with the watches, so a close (which ends its waiters itself) cancels it. Last in its handler: what
     an earlier release journaled there is a prefix of what this one does (decision 48).
 

@@ -79,10 +79,11 @@ async def on_open(ctx: restate.ObjectContext, req: OpenRequest, settings: GroupS
     reaches this handler: a group whose children were dispatched always records how to cancel
     them. The answer goes out before the awaits that follow, so the opener resumes at once.
 
-    Decision 61: a group with a call child, and every group of ``batch_from`` children or more,
-    settles through one pump that awaits each child where it runs and releases its store when
-    the close resolves its awakeable; a narrower group of tools, timers and events settles
-    directly, each child by itself (decision 20).
+    Decision 61: a group with a call child, a ``max_in_flight`` bound (decision 81), or
+    ``batch_from`` children or more, settles through its pumps (one per slice of 256), each of which
+    awaits its children where they run and releases its store when the close resolves its
+    awakeable; a narrower group of tools, timers and events settles directly, each child by itself
+    (decision 20).
     """
     meta = await ctx.get(RECORD, serde=META)
     try:
@@ -200,8 +201,9 @@ async def record_group(
 ) -> tuple[GroupMeta, list[RuntimeEffectEnvelope]]:
     """The group's record after this open, and the children to dispatch (none on a reopen).
 
-    Decision 61: pumped from ``batch_from`` children on, or with a call child whatever the width;
-    a pumped group of ``page_from`` children or more keeps its ranks in pages (decision 65).
+    Decision 61: pumped from ``batch_from`` children on, or with a call child or a ``max_in_flight``
+    bound (decision 81) whatever the width; a pumped group of ``page_from`` children or more keeps
+    its ranks in pages (decision 65).
     """
     if meta is not None:
         # ADR: a reopen is fenced on shape, resolves only what it dispatches and refuses nothing;
@@ -218,6 +220,7 @@ async def record_group(
     children = [_decoded(ctx.key(), position, raw) for position, raw in enumerate(req.children)]
     calls = any(isinstance(child.command, Call) for child in children)
     bound = None if isinstance(req.window, msgspec.UnsetType) else req.window
+    # A bound of the width or more bounds nothing: the caller sends none (`EffectGroup` drops it).
     if bound is not None and not 0 < bound < len(children):
         raise InvalidInput(f"max_in_flight must be between 1 and the group's width; got {bound}")
     # Decision 81: a bounded group's one pump starts the next child as one settles.

@@ -8,7 +8,8 @@ A group's `SettlementMode` is chosen once, at open (`record_group`), and kept in
   runs them (a call straight to its handler, anything else through `LashChild/execute2`), stores
   the outcomes and `report`s them; ranks in `meta.order`.
 - **pumped and paged**: `page_from` (257) children or more, or opened in parts. As pumped, through
-  a tree of pumps; ranks in pages (`_pages`), the incarnation starting with `p-`.
+  a tree of pumps, one per slice of 256 (one pump for a bounded group, which starts each child as
+  one settles); ranks in pages (`_pages`), the incarnation starting with `p-`.
 
 The ranks' layout is a second seam, read from the incarnation (`paged(meta)`), not from the mode;
 both entries (`settle`, `report`) rank through `_group_rank.rank_refs`, whatever the layout.

@@ -53,11 +53,10 @@ async def dispatch_all(
     children: list[RuntimeEffectEnvelope],
     routing: Routing,
     incarnation: str,
-    decided: list[str] | None,
 ) -> dict[Any, Awaited]:
-    """Call each of ``children`` from this pump, as the open ``decided`` (`PumpAwait.plan`, one per
-    child) or, when it did not, as this pump decides; what is awaited, by future."""
-    return Queue(await plan_all(ctx, children, routing, decided), None).start(ctx, incarnation, 0)
+    """Call each of ``children`` from this pump (a further slice's, which no open sent a plan), as
+    this pump decides; what is awaited, by future."""
+    return Queue(await plan_all(ctx, children, routing, None), None).start(ctx, incarnation, 0)
 
 
 async def plan_all(

@@ -137,7 +137,7 @@ async def on_run_parts(ctx: restate.ObjectContext, req: PumpParts, routing: Rout
     try:
         own = await ctx.get(STAGED, serde=ENVELOPES) or []
         ctx.clear(STAGED)  # dispatched from the journal from now on
-        awaited = await dispatch_all(ctx, own, routing, req.incarnation, None)
+        awaited = await dispatch_all(ctx, own, routing, req.incarnation)
     except restate.TerminalError:
         covers = ((req.first + 1) * PUMP_SLICE, (req.first + req.count) * PUMP_SLICE)
         release_slices(ctx, covered_slices(req.group_key, req.incarnation, covers))

@@ -155,7 +155,7 @@ def lash_services(
 
     Children run through ``resolver`` (tools) and may call the handlers of ``calls``. Groups of
     ``batch_from`` children or more settle in batches through a pump that starts them; narrower ones
-    with a call child through a pump too (decision 61). The
+    with a call child or a ``max_in_flight`` bound through a pump too (decisions 61, 81). The
     services are named ``{prefix}Group``, ``{prefix}Child``, … (decision 40; ``None``: this
     process's prefix, decision 54); with ``name``, each carries it as the
     service metadata ``lash.app``, which registration reads to tell an upgrade of this application

@@ -212,31 +212,16 @@ class Route(Generic[I, O]):
     def _encode(self, arg: I) -> bytes:
         return b"" if arg is None else msgspec.json.encode(arg)  # a handler taking nothing gets no body
 
-    def call(
-        self, ctx: restate.Context, key: str, arg: I, *, idempotency_key: str | None = None
-    ) -> restate.RestateDurableCallFuture[bytes]:
+    def call(self, ctx: restate.Context, key: str, arg: I) -> restate.RestateDurableCallFuture[bytes]:
         """The raw call, a durable future that `restate.gather` and `select` take; `reply` decodes it."""
-        encoded = self._encode(arg)
-        if idempotency_key is None:  # as every format-1 handler journals it
-            return ctx.generic_call(self.service, self.handler, encoded, key=key)
-        return ctx.generic_call(self.service, self.handler, encoded, key=key, idempotency_key=idempotency_key)
+        return ctx.generic_call(self.service, self.handler, self._encode(arg), key=key)
 
-    def send(
-        self,
-        ctx: restate.Context,
-        key: str,
-        arg: I,
-        *,
-        idempotency_key: str | None = None,
-        delay: timedelta | None = None,
-    ) -> SendHandle:
+    def send(self, ctx: restate.Context, key: str, arg: I, *, delay: timedelta | None = None) -> SendHandle:
         """A one-way message, journaled in the sender's invocation; ``delay``ed, if given."""
         encoded = self._encode(arg)
         if delay is not None:
             return ctx.generic_send(self.service, self.handler, encoded, key=key, send_delay=delay)
-        if idempotency_key is None:
-            return ctx.generic_send(self.service, self.handler, encoded, key=key)
-        return ctx.generic_send(self.service, self.handler, encoded, key=key, idempotency_key=idempotency_key)
+        return ctx.generic_send(self.service, self.handler, encoded, key=key)
 
     def reply(self, data: bytes) -> O:
         if self._decoder is None:
