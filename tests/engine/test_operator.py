@@ -930,16 +930,17 @@ def test_paused_children_are_counted_by_the_group_whose_fence_names_them(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """`groups list`'s paused counts: each paused child's replay key is found in its group's fence,
-    many keys to one scan of the fences (a scan per key made the listing a crawl in an outage)."""
+    many keys to one scan of the fences (a scan per key made the listing a crawl in an outage); a
+    child counts once however many of its runs are paused, as `groups show` marks it."""
     fences = {f"s:group:{g}:0": [f"{g}/c{i}" for i in range(3)] for g in ("a", "b")}
-    paused = [("a/c0", "LashChild"), ("a/c2", "LashChild"), ("b/c1", "LashChild")]
+    paused = [("a/c0", "LashChild"), ("a/c0", "LashChild"), ("a/c2", "LashChild"), ("b/c1", "LashChild")]
     scans: list[str] = []
 
     def answer(admin: Any, query: str, timeout: float = 10) -> list[dict[str, Any]]:
         if "status = 'paused'" in query:
             return [
-                {"id": f"inv_{key}", "target_service_name": service, "target_service_key": key}
-                for key, service in paused
+                {"id": f"inv_{n}", "target_service_name": service, "target_service_key": key}
+                for n, (key, service) in enumerate(paused)
             ]
         scans.append(query)
         needles = re.findall(r"strpos\(value_utf8, '([^']*)'\)", query)

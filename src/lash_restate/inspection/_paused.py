@@ -94,8 +94,8 @@ def _child_of(row: dict[str, Any]) -> str | None:
 
 
 def paused_by_group(admin: Admin, incarnations: dict[str, str]) -> dict[str, int]:
-    """Paused invocations on each group's path, by group key: on its children's, and its pumps of
-    the incarnation open now (``incarnations``, by group key: an operator's pause of one stalls
+    """By group key: its children with an invocation paused on their path (each once), and its
+    paused pumps of the incarnation open now (``incarnations``, by group key: an operator's pause of one stalls
     what it reports; a closed namesake's paused pump is not this group's)."""
     paused = paused_rows(admin)  # one read for the pumps and the children's paths
     by_group: dict[str, int] = {}
@@ -123,8 +123,8 @@ def paused_by_group(admin: Admin, incarnations: dict[str, str]) -> dict[str, int
         for row in rows:
             recorded = set(msgspec.json.decode(row["value_utf8"], type=GroupShape).replay_keys)
             for key in part:
-                if key in recorded:
-                    by_group[row["service_key"]] = by_group.get(row["service_key"], 0) + counts[key]
+                if key in recorded:  # a child counts once, as `groups show` marks it, however many paused
+                    by_group[row["service_key"]] = by_group.get(row["service_key"], 0) + 1
     return by_group
 
 

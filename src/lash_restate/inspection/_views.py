@@ -20,8 +20,8 @@ class OpenGroup:
     state: str  # "open" (an opener runs), "parked" (a continuation holds it) or "orphaned" (nobody does)
     orphaned: bool  # state == "orphaned": the ADR's leak, countable (and closable) by an operator
     age_s: int | None  # seconds since it was first opened (None: its open is not timed)
-    # Invocations Restate paused on the group's path (a child's, a call it made, or one of its pumps):
-    # after their retries ran out, or by an operator's `restate invocations pause`.
+    # Its children with an invocation Restate paused on their path (their own, or a call they made),
+    # each once, and its paused pumps: after their retries ran out, or by `restate invocations pause`.
     paused: int
     missed: int = 0  # children whose runner was missing: their run ended with no outcome
     # An orphan nobody can resume is reclaimed (closed) at this time (UTC, ISO 8601), or later if its
