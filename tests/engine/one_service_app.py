@@ -1,11 +1,15 @@
 """A deployment of one of lash's services alone (`LashSignal`, `LashGroup` or `LashPump`), for a test
 that holds that service on a deployment of its own (paused) while the rest of lash runs on another:
-what a subscription, a settlement, or a staged part then waits behind."""
+what a subscription, a settlement, or a staged part then waits behind. With ``--hold HANDLER``, that
+one handler of the service holds what it is sent, doing nothing, until Restate ends it (a group's
+`close` an operator kills before it ran), and the others run as lash's do."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
+from typing import Any
 
 import restate
 
@@ -17,6 +21,13 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser()
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--service", choices=["LashSignal", "LashGroup", "LashPump"], required=True)
+    parser.add_argument("--hold")
     args = parser.parse_args()
     [service] = [s for s in lash_services(demo_tools()) if s.name == args.service]
+    if args.hold:
+
+        async def held(ctx: Any, req: Any) -> None:
+            await asyncio.Event().wait()  # journals nothing: what Restate ends here never ran
+
+        service.handlers[args.hold] = dataclasses.replace(service.handlers[args.hold], fn=held)
     asyncio.run(lash.serve(restate.app([service]), "127.0.0.1", args.port))

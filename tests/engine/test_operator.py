@@ -988,3 +988,69 @@ def test_a_paused_call_a_call_childs_callee_made_is_on_that_childs_path(
     monkeypatch.setattr(inspection_paused, "sql", answer)
     monkeypatch.setattr(inspection_sql, "sql", answer)
     assert inspection_paused.paused_replay_keys("admin") == {"s:group:a:0/c1": 1}
+
+
+def test_a_close_is_lost_once_restate_ended_it_unrun_for_this_incarnation_only(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`lost_closes`, read from each ended latest opener's journal: its close of this incarnation
+    (or one naming none, as the baseline's) that ended in failure, or that Restate does not know
+    once sent long ago; never a running opener's, a namesake's, one still under way, or one that
+    ran."""
+    from lash_restate.contract import GroupWakePolicy, LoserPolicy
+    from lash_restate.engine.wire._records import GroupMeta, Opener
+    from lash_restate.inspection import _groups
+
+    def group(key: str, caller: str) -> _groups.StoredGroup:
+        meta = GroupMeta(
+            child_count=2,
+            wake=GroupWakePolicy.FIRST,
+            disposition=LoserPolicy.CANCEL,
+            incarnation=f"inc-{key}",
+            openers=[Opener(caller=caller)],
+        )
+        return _groups.StoredGroup(key, meta, {})
+
+    def close(caller: str, key: str, invocation: str, incarnation: str | None, long_sent: bool = True) -> Any:
+        narrowed = {"disposition": "cancel"} if key == "killed" else {}  # a race's close narrows so
+        body = json.dumps(
+            {"child_count": 2, **narrowed, **({"incarnation": incarnation} if incarnation else {})}
+        )
+        target = {"name": "LashGroup", "key": key, "handler": "close"}
+        request = {"invocation_id": invocation, "invocation_target": {"VirtualObject": target}}
+        entry = {"Command": {"OneWayCall": {"request": {**request, "parameter": list(body.encode())}}}}
+        return {"id": caller, "entry": json.dumps(entry), "long_sent": long_sent}
+
+    journals = [
+        close("c-killed", "killed", "inv_k", "inc-killed"),
+        close("c-baseline", "baseline", "inv_b", None),
+        close("c-namesake", "namesake", "inv_n", "inc-another"),
+        close("c-queued", "queued", "inv_q", "inc-queued", long_sent=False),
+        close("c-forgotten", "forgotten", "inv_f", "inc-forgotten"),
+        close("c-ran", "ran", "inv_r", "inc-ran"),
+        close("c-running", "running", "inv_x", "inc-running"),  # its opener runs on: open, not lost
+        close("c-underway", "underway", "inv_u", "inc-underway"),
+    ]
+    ends = {
+        "inv_k": {"status": "completed", "completion_failure": "[409] killed"},
+        "inv_b": {"status": "completed", "completion_failure": "[409] cancelled"},
+        "inv_n": {"status": "completed", "completion_failure": "[409] killed"},
+        "inv_r": {"status": "completed", "completion_result": "success"},
+        "inv_u": {"status": "running"},
+        "inv_x": {"status": "completed", "completion_failure": "[409] killed"},
+    }
+    callers = {f"c-{k}": {"status": "completed"} for k in ("killed", "baseline", "namesake", "queued")}
+    callers |= {k: {"status": "completed"} for k in ("c-forgotten", "c-ran", "c-underway")}
+    monkeypatch.setattr(_groups, "rows_in", lambda admin, query, ids: [r for r in journals if r["id"] in ids])
+    monkeypatch.setattr(_groups, "invocation_rows", lambda admin, ids: {i: ends[i] for i in ids if i in ends})
+    kinds = ("killed", "baseline", "namesake", "queued", "forgotten", "ran", "underway", "running")
+    groups = [group(k, f"c-{k}") for k in kinds]
+    known = callers | {"c-running": {"status": "running"}}
+    assert _groups.lost_closes("admin", groups, known) == {
+        "killed": _groups.LostClose("inv_k", cancel=True),
+        "baseline": _groups.LostClose("inv_b", cancel=False),
+        "forgotten": _groups.LostClose("inv_f", cancel=False),
+    }
+    # Such a group is nobody's: orphaned, the close named, and what it asked for said.
+    state, why = _groups.classify(groups[0], known, _groups.LostClose("inv_k", cancel=True))
+    assert state == "orphaned" and "(inv_k)" in why and "groups close --cancel" in why

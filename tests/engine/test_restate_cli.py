@@ -94,14 +94,21 @@ def _invocation(service: str, key_clause: str, handler: str) -> str:
 
 @contextlib.contextmanager
 def unanswered(
-    stack: LocalStack, name: str = "endpoint-b", *, service: str | None = None, paused: bool = True
+    stack: LocalStack,
+    name: str = "endpoint-b",
+    *,
+    service: str | None = None,
+    paused: bool = True,
+    hold: str | None = None,
 ) -> Iterator[Endpoint]:
     """A second deployment, registered (what is sent from here on runs there) and paused, so it holds
     what it is sent until the block ends; with ``service``, it serves that one of lash's services
     alone (`one_service_app`), and the rest still runs on the first. Not ``paused``, the block
-    pauses it (`Endpoint.pause`) when it has run what it should."""
+    pauses it (`Endpoint.pause`) when it has run what it should; or, with ``hold``, only that handler
+    of ``service`` holds what it is sent, for ever."""
+    args = ("--service", str(service), *(("--hold", hold) if hold else ()))
     held = (
-        stack.add_endpoint(name, module="tests.engine.one_service_app", args=("--service", service))
+        stack.add_endpoint(name, module="tests.engine.one_service_app", args=args)
         if service
         else stack.add_endpoint(name)
     )
@@ -1159,3 +1166,38 @@ async def test_killing_the_repair_of_a_killed_run_with_restates_cli_still_ranks_
     # invocation it cancelled.
     assert ok(late)["outcome"] == (KILLED if action == "kill" else {**KILLED, "message": "canceled"})
     assert "error" not in closed
+
+
+async def test_a_group_whose_close_restates_cli_killed_is_listed_orphaned_and_closed_by_the_operator(
+    stack: LocalStack, tmp_path: Path
+) -> None:
+    """`restate invocations kill` of a caller's `LashGroup/close` before it ran (held by a deployment
+    whose `close` runs nothing): the caller went on, its group open behind it with its loser
+    running, and with its opener returned normally it looked parked for ever. `groups list` lists it
+    orphaned, `groups show` says its close was killed, and `groups close` closes it as declared,
+    though its opener had saved its handle: the opener closed the group itself."""
+    s = Scope()
+    group = s.group([echo("won"), event(s.event("never"))], wake="first", disposition="cancel")
+    closes = _invocation("LashGroup", f"target_service_key = {quote(s.key())}", "close")
+    with unanswered(stack, "groups", service="LashGroup", paused=False, hold="close"):
+        [_, first, _, closed] = await stack.turn(open_(group), next_(), save(), close())
+        assert ok(first)["position"] == 0 and "error" not in closed  # sent: the caller went on
+        [held] = await _poll(stack, closes, lambda rows: len(rows) == 1)
+        _operator(stack, tmp_path, "kill", held["id"])
+        await _poll(stack, closes, lambda rows: rows[0]["status"] == "completed")
+        row = await until(lambda: listed(stack, s.key(), "orphaned"))
+        assert row.orphaned
+        shown = lash(stack, "groups", "show", s.key())
+        assert shown.returncode == 0, shown.stderr
+        assert f"Restate ended that close ({held['id']}) before it ran" in shown.stdout, shown.stdout
+        answer = lash(stack, "groups", "close", s.key(), "--json")
+        assert answer.returncode == 0, answer.stderr
+        assert json.loads(answer.stdout) | {"running": []} == {
+            "group_key": s.key(),
+            "closed": True,
+            "was": "orphaned",
+            "disposition": "cancel",
+            "cancelled": 1,  # its loser, as the lost close would have
+            "running": [],
+        }
+        await until(functools.partial(_nothing_left, stack, s.key()))

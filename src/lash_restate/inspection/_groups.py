@@ -7,7 +7,7 @@ import re
 import time
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 import msgspec
 
@@ -16,6 +16,7 @@ from ..engine import (
     CHILD,
     FENCE,
     GROUP,
+    GROUP_CLOSE,
     MISSED,
     OPENER_ENDS,
     PUMP,
@@ -31,6 +32,7 @@ from ..engine import (
     outcome_store,
     ranks_recorded,
 )
+from ._journal import sent_to
 from ._paused import callee_key, incarnation_of_pump, paused_by_group, paused_on
 from ._sql import ENDED, PAUSED, WAITING, Admin, alive_of, invocation_rows, is_alive, quote, rows_in, sql
 from ._views import ChildView, GroupView, OpenerView, OpenGroup, PumpView
@@ -39,9 +41,11 @@ __all__ = [
     "OPEN",
     "ORPHANED",
     "PARKED",
+    "LostClose",
     "StoredGroup",
     "classify",
     "list_open_groups",
+    "lost_closes",
     "open_group_row",
     "outcome_kinds",
     "read_groups",
@@ -117,8 +121,76 @@ def read_groups(admin: Admin, where: str = "", *, order: bool = True) -> list[St
 _NO_SAVE = "saving no handle with the group: close it if nothing holds one"
 
 
-def classify(group: StoredGroup, known: dict[str, dict[str, Any]]) -> tuple[str, str]:
-    """The group's state and why (decision 45): the latest opener, by open order, decides."""
+class _Closing(msgspec.Struct):
+    """What a close request (`CloseRequest`, any release's) names: the incarnation it closes, if any,
+    and the disposition it narrows to, if any."""
+
+    incarnation: str | None = None
+    disposition: str | None = None
+
+
+class LostClose(NamedTuple):
+    """A close Restate ended before it ran: its invocation, and whether it asked to cancel the
+    group's losers (a race's close narrowing `RunToCompletion`, say)."""
+
+    invocation: str
+    cancel: bool
+
+
+# How long ago a close Restate does not know must have been sent to be taken as lost: until then it
+# may still be on its way to the group's partition (as an open, `_stranded.SENT_BEFORE_S`).
+CLOSE_SENT_BEFORE_S = 60
+
+
+def lost_closes(
+    admin: Admin, groups: list[StoredGroup], known: dict[str, dict[str, Any]]
+) -> dict[str, LostClose]:
+    """By group key: the close its latest opener sent it (read from that opener's journal, which
+    Restate keeps for its journal retention, a day by default) that Restate ended before it ran,
+    killed or cancelled (`restate invocations kill`). The opener went on, so
+    the group, open behind it, would look parked for ever (decision 114)."""
+    latest = {
+        g.meta.openers[-1].caller: g
+        for g in groups
+        if g.meta.openers and not is_alive(known, g.meta.openers[-1].caller)
+    }
+    if not latest:
+        return {}
+    rows = rows_in(
+        admin,
+        "SELECT id, entry_json AS entry, "
+        f"appended_at < now() - INTERVAL '{CLOSE_SENT_BEFORE_S} seconds' AS long_sent FROM sys_journal "
+        "WHERE entry_type = 'Command: OneWayCall' AND entry_json LIKE '%close%' AND id IN {values}",
+        sorted(latest),
+    )
+    sent: dict[str, tuple[LostClose, bool]] = {}  # group key -> (the close, sent long ago)
+    for row in rows:
+        group = latest[row["id"]]
+        close = sent_to(row["entry"], named(GROUP))
+        if close is None or close.handler != GROUP_CLOSE.handler or close.group_key != group.key:
+            continue
+        try:
+            request = msgspec.json.decode(close.body, type=_Closing)
+        except msgspec.DecodeError:
+            continue
+        if request.incarnation in (None, group.meta.incarnation):  # not a namesake's (decision 113)
+            cancel = request.disposition == LoserPolicy.CANCEL.value
+            sent[group.key] = (LostClose(close.invocation, cancel), row.get("long_sent") is True)
+    ended = invocation_rows(admin, sorted(asked.invocation for asked, _ in sent.values()))
+    lost = {}
+    for key, (asked, long_sent) in sent.items():
+        how = ended.get(asked.invocation)
+        # Ended in failure (a completion failure is only an ended invocation's), or not known at all.
+        if (how is None and long_sent) or (how is not None and how.get("completion_failure")):
+            lost[key] = asked
+    return lost
+
+
+def classify(
+    group: StoredGroup, known: dict[str, dict[str, Any]], lost_close: LostClose | None = None
+) -> tuple[str, str]:
+    """The group's state and why (decision 45): the latest opener, by open order, decides; one that
+    closed it, the close lost (``lost_close``, `lost_closes`), holds it no more."""
     openers = group.meta.openers
     # Each opener's row looked up (a set of every group's live openers per opener made lists quadratic).
     running = [o.caller for o in openers if is_alive(known, o.caller)]
@@ -126,6 +198,12 @@ def classify(group: StoredGroup, known: dict[str, dict[str, Any]]) -> tuple[str,
         return OPEN, f"its opener {running[-1]} is running"
     if not openers:
         return ORPHANED, "no opener is recorded"
+    if lost_close is not None:
+        asked = "; it asked to cancel the losers (`groups close --cancel`)" if lost_close.cancel else ""
+        return ORPHANED, (
+            f"its latest opener closed it and went on, but Restate ended that close "
+            f"({lost_close.invocation}) before it ran (killed or cancelled): nobody holds it{asked}"
+        )
     latest = openers[-1]
     if latest.caller in group.ends:
         if group.ends[latest.caller]:
@@ -180,9 +258,11 @@ def list_open_groups(admin: Admin, *, orphaned: bool = False, state: str | None 
     groups = read_groups(admin, order=False)
     known = invocation_rows(admin, sorted({o.caller for g in groups for o in g.meta.openers}))
     paused = paused_by_group(admin, {g.key: g.meta.incarnation for g in groups})
+    lost = lost_closes(admin, groups, known)
     now_ms = int(time.time() * 1000)
     listed = [
-        OpenGroup(**open_group_row(g, classify(g, known)[0], now_ms, paused.get(g.key, 0))) for g in groups
+        OpenGroup(**open_group_row(g, classify(g, known, lost.get(g.key))[0], now_ms, paused.get(g.key, 0)))
+        for g in groups
     ]
     wanted = ORPHANED if orphaned else state
     return [g for g in listed if g.state == wanted] if wanted else listed
@@ -207,7 +287,7 @@ def show_group(admin: Admin, group_key: str) -> GroupView | None:
     ranks = {position: rank for rank, position in enumerate(meta.positions(), start=1)}
     known = invocation_rows(admin, [o.caller for o in meta.openers])
     alive = alive_of(known)
-    state, reason = classify(group, known)
+    state, reason = classify(group, known, lost_closes(admin, [group], known).get(group_key))
     kinds = outcome_kinds(admin, group_key, meta, fence, ranks)
     runs = rows_in(
         admin,

@@ -22,7 +22,7 @@ from ..engine import (
     OperatorRedispatch,
     Route,
 )
-from ._groups import OPEN, PARKED, classify, read_groups, show_group
+from ._groups import OPEN, PARKED, classify, lost_closes, read_groups, show_group
 from ._sql import ENDED, Admin, InspectionError, admin_api, invocation_rows, quote
 from ._views import ChildView
 
@@ -105,8 +105,10 @@ def close_group(
         return CloseResult(group_key=group_key, closed=False, was=None)
     [group] = found
     known = invocation_rows(admin, [o.caller for o in group.meta.openers])
-    state, _ = classify(group, known)
-    if not force and (state in _WHY or group.latest_saved()):
+    lost = lost_closes(admin, [group], known).get(group_key)
+    state, _ = classify(group, known, lost)
+    # A handle its latest opener saved is moot once that opener closed the group itself (decision 114).
+    if not force and (state in _WHY or (group.latest_saved() and lost is None)):
         raise CloseRefused(f"not closing {group_key}: {_WHY.get(state, _SAVED)}")
     running: list[ChildView] = []
     if not cancel and group.meta.disposition is LoserPolicy.RUN_TO_COMPLETION:

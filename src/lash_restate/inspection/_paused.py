@@ -95,8 +95,8 @@ def _child_of(row: dict[str, Any]) -> str | None:
 
 def paused_by_group(admin: Admin, incarnations: dict[str, str]) -> dict[str, int]:
     """By group key: its children with an invocation paused on their path (each once), and its
-    paused pumps of the incarnation open now (``incarnations``, by group key: an operator's pause of one stalls
-    what it reports; a closed namesake's paused pump is not this group's)."""
+    paused pumps of the incarnation open now (``incarnations``, by group key: an operator's pause of
+    one stalls what it reports; a closed namesake's paused pump is not this group's)."""
     paused = paused_rows(admin)  # one read for the pumps and the children's paths
     by_group: dict[str, int] = {}
     for row in (r for r in paused if r.get("target_service_name") == named(PUMP)):

@@ -26,6 +26,7 @@ from ..engine import (
     awakeable_signal,
     named,
 )
+from ._journal import sent_to
 from ._operator import ingress_url, operator_call
 from ._sql import ENDED, Admin, InspectionError, admin_api, invocation_rows, quote, rows_in, sql
 
@@ -144,20 +145,17 @@ class _Sent(NamedTuple):
 def _open_in(caller: str, entry: str, group: str) -> _Sent | None:
     """The open that a journal entry of ``caller`` (a `OneWayCall` command, as
     `sys_journal.entry_json` shows it) sent to the group object ``group``. None for any other entry,
-    or one this release cannot read (a journal of another protocol version), which is passed over
-    rather than failing the listing."""
-    try:
-        request = json.loads(entry)["Command"]["OneWayCall"]["request"]
-        target = request["invocation_target"].get("VirtualObject") or {}
-        if target.get("name") != group or target.get("handler") not in _OPENS:
-            return None
-        body = bytes(request["parameter"])
-        signal = awakeable_signal(msgspec.json.decode(body, type=_Answered).reply_to)
-        if signal is None:
-            return None
-        return _Sent(caller, target["key"], target["handler"], request["invocation_id"], body, signal)
-    except (ValueError, KeyError, TypeError, AttributeError, msgspec.DecodeError):
+    or one this release cannot read, which is passed over rather than failing the listing."""
+    sent = sent_to(entry, group)
+    if sent is None or sent.handler not in _OPENS:
         return None
+    try:
+        signal = awakeable_signal(msgspec.json.decode(sent.body, type=_Answered).reply_to)
+    except msgspec.DecodeError:
+        return None
+    if signal is None:
+        return None
+    return _Sent(caller, sent.group_key, sent.handler, sent.invocation, sent.body, signal)
 
 
 def _completed(entry: str) -> int | None:

@@ -1,0 +1,35 @@
+"""What an invocation's journal says it sent lash's group object, as the admin API shows it
+(`sys_journal.entry_json`): the open a caller waits on (`_stranded`), the close it sent and went on
+from (`_groups.lost_closes`)."""
+
+from __future__ import annotations
+
+import json
+from typing import NamedTuple
+
+__all__ = ["SentToGroup", "sent_to"]
+
+
+class SentToGroup(NamedTuple):
+    """A one-way call to the group object: its key, its handler, the invocation id Restate gave it,
+    and its body."""
+
+    group_key: str
+    handler: str
+    invocation: str
+    body: bytes
+
+
+def sent_to(entry: str, group: str) -> SentToGroup | None:
+    """The one-way call to the group object ``group`` (its service name) that a journal entry (a
+    `OneWayCall` command's ``entry_json``) holds. None for any other entry, or one this release
+    cannot read (a journal of another protocol version), which a listing passes over."""
+    try:
+        request = json.loads(entry)["Command"]["OneWayCall"]["request"]
+        target = request["invocation_target"].get("VirtualObject") or {}
+        if target.get("name") != group:
+            return None
+        body = bytes(request["parameter"])
+        return SentToGroup(str(target["key"]), str(target["handler"]), str(request["invocation_id"]), body)
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return None
