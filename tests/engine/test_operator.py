@@ -626,29 +626,41 @@ async def test_parts_an_opener_left_staged_are_listed_and_released_and_a_groups_
     stack: LocalStack,
 ) -> None:
     """An open in parts whose opener is killed after staging and before its open leaves its parts
-    staged with no group to read them. `groups staged` lists such a part (here written through the
-    admin API as the killed opener leaves it) and `--release` frees it; a part staged under the
-    incarnation of a recorded group is that group's own (its pump runs it) and is never listed."""
+    staged with no group to read them; a pump killed as its group's close overtook the group's
+    report of the kill keeps the outcomes it stored, and nothing releases them. `groups staged`
+    lists each (here written through the admin API as the kill leaves it) and `--release` frees
+    them; what a pump holds under the incarnation of a recorded group is that group's own (its pump
+    runs the part, and its reads serve the outcomes) and is never listed."""
     s = Scope()
     [opened] = await stack.turn(open_(s.group([echo("a"), event(s.event("never"))])))
-    own = f"{(await recorded_meta(stack, s.key()))['incarnation']}:{s.key()}"
+    incarnation = (await recorded_meta(stack, s.key()))["incarnation"]
+    own, further = f"{incarnation}:{s.key()}", f"{incarnation}.1:{s.key()}"
     left = f"p-{uuid.uuid4()}:{s.key()}"
+    kept = f"{uuid.uuid4()}-s:{s.key()}"  # a closed incarnation's pump, killed with outcomes stored
     for key in (own, left):
         await _write_state(stack, key, {"staged": list(b"[]")})
-    staged = staged_query(s.key())
+    await _write_state(stack, kept, {"o0": list(b'{"type":"ok","value":"a"}'), "o1": list(b"{}")})
+    await _write_state(stack, further, {"o256": list(b"{}")})  # the open group's further slice
+    pumps = (
+        "SELECT DISTINCT service_key FROM state WHERE service_name = 'LashPump' "
+        f"AND ends_with(service_key, {quote(':' + s.key())})"
+    )
 
     async def rows() -> list[str]:
-        return sorted(r["service_key"] for r in await asyncio.to_thread(sql, stack.server.admin_url, staged))
+        return sorted(r["service_key"] for r in await asyncio.to_thread(sql, stack.server.admin_url, pumps))
 
-    await until(lambda: _equal(rows(), sorted([own, left])))
+    await until(lambda: _equal(rows(), sorted([own, left, kept, further])))
     listed_ = lash(stack, "groups", "staged", "--json")
     assert listed_.returncode == 0, listed_.stderr
-    assert [(p["pump_key"], p["group_key"]) for p in json.loads(listed_.stdout)] == [(left, s.key())]
+    ours = [(p["pump_key"], p["holds"]) for p in json.loads(listed_.stdout) if p["group_key"] == s.key()]
+    assert sorted(ours) == sorted([(left, "staged"), (kept, "outcomes")])
     released = lash(stack, "groups", "staged", "--release")
     assert released.returncode == 0 and f"released {left}" in released.stdout, released.stdout
-    await until(lambda: _equal(rows(), [own]))
-    assert "no parts left staged" in lash(stack, "groups", "staged").stdout
-    await _write_state(stack, own, {})
+    assert f"released {kept} (group {s.key()}; the outcomes its pump kept" in released.stdout
+    await until(lambda: _equal(rows(), sorted([own, further])))
+    assert "no parts left staged, and no outcomes" in lash(stack, "groups", "staged").stdout
+    for key in (own, further):
+        await _write_state(stack, key, {})
     assert lash(stack, "groups", "close", s.key(), "--force", "--cancel").returncode == 0
     assert "ok" in opened
 

@@ -132,8 +132,9 @@ def build_parser() -> argparse.ArgumentParser:
         ),
         (
             "staged",
-            "the children an open too large for one message staged with its pumps, left by an opener "
-            "that ended before it sent the open: no group holds them. --release frees them",
+            "what pumps hold that no group will read: the children an open too large for one message "
+            "staged with its pumps, left by an opener that ended before it sent the open, and the "
+            "outcomes a killed pump kept for a group that closed. --release frees them",
             groups_staged,
         ),
         (

@@ -6,10 +6,12 @@ under this process's prefix (`lash_restate.engine.use_prefix`; ``--prefix`` on t
 
 A group is *open* while one of its openers runs, *parked* once the latest of them returned normally
 (a continuation holds its cursor) and *orphaned* otherwise: its latest opener failed or was killed,
-or how it ended is not known (decision 45). `close_group` is the operator's close; no clock closes
+or how it ended is not known (decision 45), or it closed the group and Restate ended that close
+before it ran (decision 114). `close_group` is the operator's close; no clock closes
 a group anybody can resume (one nobody can is reclaimed by the group itself, and listed with when:
-decision 78). `left_staged` lists the parts an opener killed mid-open left staged, which no group
-will read, and `release_staged` releases one (decision 71). `stranded_opens` lists the callers
+decision 78). `left_staged` lists what pumps hold that no group will read (the parts an opener
+killed mid-open left staged, decision 71; the outcomes a killed pump kept for a group that closed),
+and `release_staged` releases one. `stranded_opens` lists the callers
 waiting for an open that Restate killed or cancelled, and `resend_open` sends that open again.
 """
 

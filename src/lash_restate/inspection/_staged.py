@@ -1,5 +1,7 @@
-"""The parts an opener killed between staging and its open left behind, which no group holds:
-listed, and released through the admin API (decision 71)."""
+"""What pumps hold that no group will read, listed, and released through the admin API: the parts an
+opener killed between staging and its open left behind (decision 71), and the outcomes a pump kept
+for a group that closed without releasing them (a pump killed as the group's close overtook the
+group's report of the kill)."""
 
 from __future__ import annotations
 
@@ -26,30 +28,40 @@ __all__ = ["StagedPart", "left_staged", "release_staged"]
 
 @dataclass(frozen=True)
 class StagedPart:
-    """Children an open in parts staged with a pump and no group will read: their opener ended
-    before it sent the open (decision 71). ``opener`` is that invocation while Restate remembers it."""
+    """What a pump holds that no group will read: children an open in parts staged with it whose
+    opener ended before it sent the open (decision 71; ``opener`` is that invocation while Restate
+    remembers it), or (``holds`` ``"outcomes"``) outcomes it kept for a group that is closed."""
 
     pump_key: str
     group_key: str
     opener: str | None
+    holds: str = "staged"  # "staged" children, or "outcomes" of a closed group
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
 def left_staged(admin: Admin) -> list[StagedPart]:
-    """The parts staged for an open in parts that no group will read, and nothing will release.
+    """What pumps hold that no group will read, and nothing will release.
 
     A part is left when no group is recorded under its stage (a first open's stage is its group's
     incarnation, whose pumps run the parts they keep), nothing is queued on its pump (a release, a
     re-dispatch or the run itself) or on its group's `open_parts`, and the invocation that staged it
-    has ended (or Restate no longer remembers it, which it does for a day by default).
+    has ended (or Restate no longer remembers it, which it does for a day by default). A pump's
+    outcomes are left when no group is recorded under its incarnation (its group closed) and nothing
+    runs or is queued on the pump: the close of a group releases them through the pump's run, or
+    its `forget`, so they are left only by a pump killed when its group's close overtook the group's
+    report of the kill.
     """
+    pump = quote(named(PUMP))
+    rows = sql(admin, f"SELECT service_key FROM state WHERE service_name = {pump} AND key = {quote(STAGED)}")
+    staged = {row["service_key"] for row in rows}
     rows = sql(
         admin,
-        f"SELECT service_key FROM state WHERE service_name = {quote(named(PUMP))} AND key = {quote(STAGED)}",
+        f"SELECT DISTINCT service_key FROM state WHERE service_name = {pump} AND key != {quote(STAGED)}",
     )
-    keys = sorted({row["service_key"] for row in rows})
+    keeping = {row["service_key"] for row in rows} - staged
+    keys = sorted(staged | keeping)
     if not keys:
         return []
     groups = sorted({group_of_pump(key) for key in keys})
@@ -84,10 +96,13 @@ def left_staged(admin: Admin) -> list[StagedPart]:
         group = group_of_pump(key)
         stage = key.partition(":")[0].split(".")[0]  # a further slice's pump adds `.{slice}`
         meta = recorded.get(group)
-        if (meta is not None and meta.incarnation == stage) or key in busy or group in busy:
+        if (meta is not None and meta.incarnation == stage) or key in busy:
             continue
-        if openers.get(key) in alive:
-            continue  # its opener may still send the open
+        if key in keeping:
+            left.append(StagedPart(pump_key=key, group_key=group, opener=None, holds="outcomes"))
+            continue
+        if group in busy or openers.get(key) in alive:
+            continue  # an open in parts about to take it, or an opener that may still send it
         left.append(StagedPart(pump_key=key, group_key=group, opener=openers.get(key)))
     return left
 
