@@ -631,19 +631,26 @@ async def test_parts_an_opener_left_staged_are_listed_and_released_and_a_groups_
     lists each (here written through the admin API as the kill leaves it) and `--release` frees
     them; what a pump holds under the incarnation of a recorded group is that group's own (its pump
     runs the part, and its reads serve the outcomes) and is never listed."""
-    s = Scope()
+    s, pumped = Scope(), Scope()
     [opened] = await stack.turn(open_(s.group([echo("a"), event(s.event("never"))])))
     incarnation = (await recorded_meta(stack, s.key()))["incarnation"]
     own, further = f"{incarnation}:{s.key()}", f"{incarnation}.1:{s.key()}"
     left = f"p-{uuid.uuid4()}:{s.key()}"
-    kept = f"{uuid.uuid4()}-s:{s.key()}"  # a closed incarnation's pump, killed with outcomes stored
+    # A pumped group whose pump was killed, then closed: what that pump kept is released by the close
+    # when the group heard of the kill first, and left, as written below, when the close overtook it.
+    await stack.turn(open_(pumped.group([echo("a"), event(pumped.event("never")), echo("b")])), next_())
+    kept = f"{(await recorded_meta(stack, pumped.key()))['incarnation']}:{pumped.key()}"
+    runs = f"SELECT id FROM sys_invocation WHERE target_service_key = {quote(kept)}"
+    await kill(stack, await invocation_id(stack, runs))
+    assert lash(stack, "groups", "close", pumped.key(), "--force", "--cancel").returncode == 0
+    await until(lambda: _nothing_left(stack, pumped.key()))
     for key in (own, left):
         await _write_state(stack, key, {"staged": list(b"[]")})
     await _write_state(stack, kept, {"o0": list(b'{"type":"ok","value":"a"}'), "o1": list(b"{}")})
     await _write_state(stack, further, {"o256": list(b"{}")})  # the open group's further slice
     pumps = (
         "SELECT DISTINCT service_key FROM state WHERE service_name = 'LashPump' "
-        f"AND ends_with(service_key, {quote(':' + s.key())})"
+        f"AND (ends_with(service_key, {quote(':' + s.key())}) OR service_key = {quote(kept)})"
     )
 
     async def rows() -> list[str]:
@@ -652,11 +659,12 @@ async def test_parts_an_opener_left_staged_are_listed_and_released_and_a_groups_
     await until(lambda: _equal(rows(), sorted([own, left, kept, further])))
     listed_ = lash(stack, "groups", "staged", "--json")
     assert listed_.returncode == 0, listed_.stderr
-    ours = [(p["pump_key"], p["holds"]) for p in json.loads(listed_.stdout) if p["group_key"] == s.key()]
+    keys = (s.key(), pumped.key())  # the stack is the module's: other tests' groups are not ours
+    ours = [(p["pump_key"], p["holds"]) for p in json.loads(listed_.stdout) if p["group_key"] in keys]
     assert sorted(ours) == sorted([(left, "staged"), (kept, "outcomes")])
     released = lash(stack, "groups", "staged", "--release")
     assert released.returncode == 0 and f"released {left}" in released.stdout, released.stdout
-    assert f"released {kept} (group {s.key()}; the outcomes its pump kept" in released.stdout
+    assert f"released {kept} (group {pumped.key()}; the outcomes its pump kept" in released.stdout
     await until(lambda: _equal(rows(), sorted([own, further])))
     assert "no parts left staged, and no outcomes" in lash(stack, "groups", "staged").stdout
     for key in (own, further):
@@ -1005,10 +1013,11 @@ def test_a_paused_call_a_call_childs_callee_made_is_on_that_childs_path(
 def test_a_close_is_lost_once_restate_ended_it_unrun_for_this_incarnation_only(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """`lost_closes`, read from each ended latest opener's journal: its close of this incarnation
-    (or one naming none, as the baseline's) that ended in failure, or that Restate does not know
-    once sent long ago; never a running opener's, a namesake's, one still under way, or one that
-    ran."""
+    """`lost_closes`, read from the journal of each parked group's latest opener: the last close of
+    the group there, of this incarnation (or naming none, as the baseline's), that ended in failure,
+    or that Restate does not know once sent long ago; never a running opener's, a namesake's, one
+    still under way, one that ran, one the opener reopened the group after, or an orphan's (closable
+    already). One opener's lost closes of two groups are both found."""
     from lash_restate.contract import GroupWakePolicy, LoserPolicy
     from lash_restate.engine.wire._records import GroupMeta, Opener
     from lash_restate.inspection import _groups
@@ -1023,46 +1032,76 @@ def test_a_close_is_lost_once_restate_ended_it_unrun_for_this_incarnation_only(
         )
         return _groups.StoredGroup(key, meta, {})
 
-    def close(caller: str, key: str, invocation: str, incarnation: str | None, long_sent: bool = True) -> Any:
-        narrowed = {"disposition": "cancel"} if key == "killed" else {}  # a race's close narrows so
-        body = json.dumps(
-            {"child_count": 2, **narrowed, **({"incarnation": incarnation} if incarnation else {})}
-        )
-        target = {"name": "LashGroup", "key": key, "handler": "close"}
-        request = {"invocation_id": invocation, "invocation_target": {"VirtualObject": target}}
-        entry = {"Command": {"OneWayCall": {"request": {**request, "parameter": list(body.encode())}}}}
-        return {"id": caller, "entry": json.dumps(entry), "long_sent": long_sent}
+    journal: list[dict[str, Any]] = []
 
-    journals = [
-        close("c-killed", "killed", "inv_k", "inc-killed"),
-        close("c-baseline", "baseline", "inv_b", None),
-        close("c-namesake", "namesake", "inv_n", "inc-another"),
-        close("c-queued", "queued", "inv_q", "inc-queued", long_sent=False),
-        close("c-forgotten", "forgotten", "inv_f", "inc-forgotten"),
-        close("c-ran", "ran", "inv_r", "inc-ran"),
-        close("c-running", "running", "inv_x", "inc-running"),  # its opener runs on: open, not lost
-        close("c-underway", "underway", "inv_u", "inc-underway"),
-    ]
-    ends = {
-        "inv_k": {"status": "completed", "completion_failure": "[409] killed"},
-        "inv_b": {"status": "completed", "completion_failure": "[409] cancelled"},
-        "inv_n": {"status": "completed", "completion_failure": "[409] killed"},
-        "inv_r": {"status": "completed", "completion_result": "success"},
-        "inv_u": {"status": "running"},
-        "inv_x": {"status": "completed", "completion_failure": "[409] killed"},
+    def sent(
+        caller: str, key: str, handler: str, invocation: str, body: dict[str, Any], long: bool = True
+    ) -> None:
+        target = {"VirtualObject": {"name": "LashGroup", "key": key, "handler": handler}}
+        lite = {"Command": {"OneWayCall": {"invocation_id": invocation, "invocation_target": target}}}
+        request = {
+            "invocation_id": invocation,
+            "invocation_target": target,
+            "parameter": list(json.dumps(body).encode()),
+        }
+        full = {"Command": {"OneWayCall": {"request": request}}}
+        at = len(journal)
+        journal.append(
+            {"id": caller, "at": at, "lite": json.dumps(lite), "full": json.dumps(full), "long_sent": long}
+        )
+
+    def close(caller: str, key: str, invocation: str, incarnation: str | None, long: bool = True) -> None:
+        narrowed = {"disposition": "cancel"} if key == "killed" else {}  # a race's close narrows so
+        named = {"incarnation": incarnation} if incarnation else {}
+        sent(caller, key, "open", f"open-{invocation}", {"reply_to": "sign_1"})
+        sent(caller, key, "close", invocation, {"child_count": 2, **narrowed, **named}, long)
+
+    close("c-killed", "killed", "inv_k", "inc-killed")
+    close("c-killed", "also", "inv_a", "inc-also")  # the same opener parked a second group
+    close("c-baseline", "baseline", "inv_b", None)
+    close("c-namesake", "namesake", "inv_n", "inc-another")
+    close("c-queued", "queued", "inv_q", "inc-queued", long=False)
+    close("c-forgotten", "forgotten", "inv_f", "inc-forgotten")
+    close("c-ran", "ran", "inv_r", "inc-ran")
+    close("c-underway", "underway", "inv_u", "inc-underway")
+    close("c-running", "running", "inv_x", "inc-running")  # its opener runs on: open, not lost
+    close("c-reopened", "reopened", "inv_o", "inc-reopened")
+    sent("c-reopened", "reopened", "open", "open-again", {"reply_to": "sign_1"})  # it holds it again
+    close("c-failed", "orphan", "inv_z", "inc-orphan")  # an orphan: closable as it is
+    failed = {"status": "completed", "completion_failure": "[409] killed"}
+    ends = {"inv_k": failed, "inv_a": failed, "inv_b": failed, "inv_n": failed, "inv_x": failed}
+    ends |= {"inv_o": failed, "inv_z": failed}
+    ends |= {"inv_r": {"status": "completed", "completion_result": "success"}, "inv_u": {"status": "running"}}
+    returned = {"status": "completed", "completion_result": "success"}
+    known = {row["id"]: returned for row in journal} | {
+        "c-running": {"status": "running"},
+        "c-failed": failed,
     }
-    callers = {f"c-{k}": {"status": "completed"} for k in ("killed", "baseline", "namesake", "queued")}
-    callers |= {k: {"status": "completed"} for k in ("c-forgotten", "c-ran", "c-underway")}
-    monkeypatch.setattr(_groups, "rows_in", lambda admin, query, ids: [r for r in journals if r["id"] in ids])
+
+    answered_in: list[Callable[[list[dict[str, Any]]], Iterator[dict[str, Any]]]] = [iter]
+
+    def rows_in(admin: Any, query: str, ids: list[str]) -> list[dict[str, Any]]:
+        # The admin API answers in no order of its own: each order is asked for below.
+        return [{**r, "entry": r["lite"]} for r in answered_in[0](journal) if r["id"] in ids]
+
+    def sql(admin: Any, query: str, timeout: float = 10) -> list[dict[str, Any]]:
+        wanted = re.findall(r"id = '([^']*)' AND \"index\" = (\d+)", query)
+        return [{**r, "entry": r["full"]} for r in journal if (r["id"], str(r["at"])) in wanted]
+
+    monkeypatch.setattr(_groups, "rows_in", rows_in)
+    monkeypatch.setattr(_groups, "sql", sql)
     monkeypatch.setattr(_groups, "invocation_rows", lambda admin, ids: {i: ends[i] for i in ids if i in ends})
-    kinds = ("killed", "baseline", "namesake", "queued", "forgotten", "ran", "underway", "running")
-    groups = [group(k, f"c-{k}") for k in kinds]
-    known = callers | {"c-running": {"status": "running"}}
-    assert _groups.lost_closes("admin", groups, known) == {
-        "killed": _groups.LostClose("inv_k", cancel=True),
-        "baseline": _groups.LostClose("inv_b", cancel=False),
-        "forgotten": _groups.LostClose("inv_f", cancel=False),
-    }
+    keys = ["killed", "also", "baseline", "namesake", "queued", "forgotten", "ran", "underway", "running"]
+    groups = [group(k, "c-killed" if k == "also" else f"c-{k}") for k in keys]
+    groups += [group("reopened", "c-reopened"), group("orphan", "c-failed")]
+    for order in (iter, reversed):
+        answered_in[0] = order
+        assert _groups.lost_closes("admin", groups, known) == {
+            "killed": _groups.LostClose("inv_k", cancel=True),
+            "also": _groups.LostClose("inv_a", cancel=False),
+            "baseline": _groups.LostClose("inv_b", cancel=False),
+            "forgotten": _groups.LostClose("inv_f", cancel=False),
+        }
     # Such a group is nobody's: orphaned, the close named, and what it asked for said.
     state, why = _groups.classify(groups[0], known, _groups.LostClose("inv_k", cancel=True))
     assert state == "orphaned" and "(inv_k)" in why and "groups close --cancel" in why

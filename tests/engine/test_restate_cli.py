@@ -1189,7 +1189,7 @@ async def test_a_group_whose_close_restates_cli_killed_is_listed_orphaned_and_cl
         assert row.orphaned
         shown = lash(stack, "groups", "show", s.key())
         assert shown.returncode == 0, shown.stderr
-        assert f"Restate ended that close ({held['id']}) before it ran" in shown.stdout, shown.stdout
+        assert f"Restate ended that close ({held['id']}) before it closed" in shown.stdout, shown.stdout
         answer = lash(stack, "groups", "close", s.key(), "--json")
         assert answer.returncode == 0, answer.stderr
         assert json.loads(answer.stdout) | {"running": []} == {

@@ -17,6 +17,8 @@ from ..engine import (
     FENCE,
     GROUP,
     GROUP_CLOSE,
+    GROUP_OPEN,
+    GROUP_OPEN_PARTS,
     MISSED,
     OPENER_ENDS,
     PUMP,
@@ -32,7 +34,7 @@ from ..engine import (
     outcome_store,
     ranks_recorded,
 )
-from ._journal import sent_to
+from ._journal import SentToGroup, sent_to, target_of
 from ._paused import callee_key, incarnation_of_pump, paused_by_group, paused_on
 from ._sql import ENDED, PAUSED, WAITING, Admin, alive_of, invocation_rows, is_alive, quote, rows_in, sql
 from ._views import ChildView, GroupView, OpenerView, OpenGroup, PumpView
@@ -137,6 +139,8 @@ class LostClose(NamedTuple):
     cancel: bool
 
 
+_OPENS_AND_CLOSE = (GROUP_CLOSE.handler, GROUP_OPEN.handler, GROUP_OPEN_PARTS.handler)
+
 # How long ago a close Restate does not know must have been sent to be taken as lost: until then it
 # may still be on its way to the group's partition (as an open, `_stranded.SENT_BEFORE_S`).
 CLOSE_SENT_BEFORE_S = 60
@@ -145,44 +149,73 @@ CLOSE_SENT_BEFORE_S = 60
 def lost_closes(
     admin: Admin, groups: list[StoredGroup], known: dict[str, dict[str, Any]]
 ) -> dict[str, LostClose]:
-    """By group key: the close its latest opener sent it (read from that opener's journal, which
-    Restate keeps for its journal retention, a day by default) that Restate ended before it ran,
-    killed or cancelled (`restate invocations kill`). The opener went on, so
-    the group, open behind it, would look parked for ever (decision 114)."""
-    latest = {
-        g.meta.openers[-1].caller: g
-        for g in groups
-        if g.meta.openers and not is_alive(known, g.meta.openers[-1].caller)
-    }
-    if not latest:
+    """By group key: the close the group's latest opener sent it last (read from that opener's
+    journal, which Restate keeps for its journal retention, a day by default) that Restate ended
+    before it ran, killed or cancelled (`restate invocations kill`). The opener went on, so the
+    group, open behind it, would look parked for ever (decision 114). Only a group that would
+    otherwise be parked is looked at; a later open of the group in that journal (a reopen) means
+    the opener holds it again."""
+    parked: dict[str, list[StoredGroup]] = {}  # latest opener -> the groups it parked
+    for g in groups:
+        if classify(g, known)[0] == PARKED:
+            parked.setdefault(g.meta.openers[-1].caller, []).append(g)
+    if not parked:
         return {}
+    group_service = named(GROUP)
     rows = rows_in(
         admin,
-        "SELECT id, entry_json AS entry, "
+        'SELECT id, "index" AS at, entry_lite_json AS entry, '
         f"appended_at < now() - INTERVAL '{CLOSE_SENT_BEFORE_S} seconds' AS long_sent FROM sys_journal "
-        "WHERE entry_type = 'Command: OneWayCall' AND entry_json LIKE '%close%' AND id IN {values}",
-        sorted(latest),
+        "WHERE entry_type = 'Command: OneWayCall' "
+        f"AND entry_lite_json LIKE {quote('%' + group_service + '%')} AND id IN {{values}}",
+        sorted(parked),
     )
-    sent: dict[str, tuple[LostClose, bool]] = {}  # group key -> (the close, sent long ago)
+    last: dict[tuple[str, str], tuple[int, SentToGroup, bool]] = {}  # (opener, key) -> its last open or close
     for row in rows:
-        group = latest[row["id"]]
-        close = sent_to(row["entry"], named(GROUP))
-        if close is None or close.handler != GROUP_CLOSE.handler or close.group_key != group.key:
+        sent = target_of(row["entry"], group_service)
+        if sent is None or sent.handler not in (
+            GROUP_CLOSE.handler,
+            GROUP_OPEN.handler,
+            GROUP_OPEN_PARTS.handler,
+        ):
             continue
+        at = int(row["at"])
+        held = last.get((row["id"], sent.group_key))
+        if held is None or held[0] < at:
+            last[(row["id"], sent.group_key)] = (at, sent, row.get("long_sent") is True)
+    wanted = {
+        (caller, at): (g, sent, long_sent)
+        for caller, gs in parked.items()
+        for g in gs
+        if (found := last.get((caller, g.key))) is not None
+        for at, sent, long_sent in [found]
+        if sent.handler == GROUP_CLOSE.handler
+    }
+    if not wanted:
+        return {}
+    # The bodies of those closes alone (an open's may be megabytes): what incarnation each names.
+    which = " OR ".join(f'(id = {quote(caller)} AND "index" = {at})' for caller, at in wanted)
+    bodies = {
+        (row["id"], int(row["at"])): row["entry"]
+        for row in sql(admin, f'SELECT id, "index" AS at, entry_json AS entry FROM sys_journal WHERE {which}')
+    }
+    closes: dict[str, tuple[LostClose, bool]] = {}  # group key -> (the close, sent long ago)
+    for (caller, at), (g, sent, long_sent) in wanted.items():
+        full = sent_to(bodies.get((caller, at), ""), group_service)
         try:
-            request = msgspec.json.decode(close.body, type=_Closing)
+            request = msgspec.json.decode(full.body if full else b"", type=_Closing)
         except msgspec.DecodeError:
             continue
-        if request.incarnation in (None, group.meta.incarnation):  # not a namesake's (decision 113)
+        if request.incarnation in (None, g.meta.incarnation):  # not a namesake's (decision 113)
             cancel = request.disposition == LoserPolicy.CANCEL.value
-            sent[group.key] = (LostClose(close.invocation, cancel), row.get("long_sent") is True)
-    ended = invocation_rows(admin, sorted(asked.invocation for asked, _ in sent.values()))
+            closes[g.key] = (LostClose(sent.invocation, cancel), long_sent)
+    ended = invocation_rows(admin, sorted(close.invocation for close, _ in closes.values()))
     lost = {}
-    for key, (asked, long_sent) in sent.items():
-        how = ended.get(asked.invocation)
+    for key, (close, long_sent) in closes.items():
+        how = ended.get(close.invocation)
         # Ended in failure (a completion failure is only an ended invocation's), or not known at all.
         if (how is None and long_sent) or (how is not None and how.get("completion_failure")):
-            lost[key] = asked
+            lost[key] = close
     return lost
 
 
@@ -202,7 +235,8 @@ def classify(
         asked = "; it asked to cancel the losers (`groups close --cancel`)" if lost_close.cancel else ""
         return ORPHANED, (
             f"its latest opener closed it and went on, but Restate ended that close "
-            f"({lost_close.invocation}) before it ran (killed or cancelled): nobody holds it{asked}"
+            f"({lost_close.invocation}) before it closed the group (killed or cancelled): nobody "
+            f"holds it{asked}"
         )
     latest = openers[-1]
     if latest.caller in group.ends:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from typing import NamedTuple
 
-__all__ = ["SentToGroup", "sent_to"]
+__all__ = ["SentToGroup", "sent_to", "target_of"]
 
 
 class SentToGroup(NamedTuple):
@@ -31,5 +31,18 @@ def sent_to(entry: str, group: str) -> SentToGroup | None:
             return None
         body = bytes(request["parameter"])
         return SentToGroup(str(target["key"]), str(target["handler"]), str(request["invocation_id"]), body)
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return None
+
+
+def target_of(entry_lite: str, group: str) -> SentToGroup | None:
+    """`sent_to` of a `OneWayCall`'s ``entry_lite_json``, which leaves out the body (``b""``): cheap to
+    read for every call an invocation sent."""
+    try:
+        sent = json.loads(entry_lite)["Command"]["OneWayCall"]
+        target = sent["invocation_target"].get("VirtualObject") or {}
+        if target.get("name") != group:
+            return None
+        return SentToGroup(str(target["key"]), str(target["handler"]), str(sent["invocation_id"]), b"")
     except (ValueError, KeyError, TypeError, AttributeError):
         return None

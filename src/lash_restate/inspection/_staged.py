@@ -21,7 +21,7 @@ from ..engine import (
     group_of_pump,
     named,
 )
-from ._sql import Admin, InspectionError, admin_api, alive_of, invocation_rows, quote, rows_in, sql
+from ._sql import ENDED, Admin, InspectionError, admin_api, alive_of, invocation_rows, quote, rows_in, sql
 
 __all__ = ["StagedPart", "left_staged", "release_staged"]
 
@@ -48,19 +48,28 @@ def left_staged(admin: Admin) -> list[StagedPart]:
     incarnation, whose pumps run the parts they keep), nothing is queued on its pump (a release, a
     re-dispatch or the run itself) or on its group's `open_parts`, and the invocation that staged it
     has ended (or Restate no longer remembers it, which it does for a day by default). A pump's
-    outcomes are left when no group is recorded under its incarnation (its group closed) and nothing
-    runs or is queued on the pump: the close of a group releases them through the pump's run, or
-    its `forget`, so they are left only by a pump killed when its group's close overtook the group's
-    report of the kill.
+    outcomes are left when its run ended in failure, no group is recorded under its incarnation (its
+    group closed) and nothing runs or is queued on the pump: the close of a group releases them
+    through the pump's run, or its `forget`, so they are left only by a pump killed when its group's
+    close overtook the group's report of the kill.
     """
     pump = quote(named(PUMP))
     rows = sql(admin, f"SELECT service_key FROM state WHERE service_name = {pump} AND key = {quote(STAGED)}")
     staged = {row["service_key"] for row in rows}
-    rows = sql(
+    # Outcomes are left only where a pump's run ended in failure (killed): the pumps Restate remembers
+    # ending so (for its completion retention, a day by default) are looked at, not every pump's
+    # state, which holds every outcome of every pumped group in flight.
+    failed = sql(
         admin,
-        f"SELECT DISTINCT service_key FROM state WHERE service_name = {pump} AND key != {quote(STAGED)}",
+        f"SELECT DISTINCT target_service_key AS key FROM sys_invocation WHERE target_service_name = {pump} "
+        f"AND status = {quote(ENDED)} AND completion_failure IS NOT NULL",
     )
-    keeping = {row["service_key"] for row in rows} - staged
+    holding = rows_in(
+        admin,
+        f"SELECT DISTINCT service_key FROM state WHERE service_name = {pump} AND service_key IN {{values}}",
+        sorted({row["key"] for row in failed} - staged),
+    )
+    keeping = {row["service_key"] for row in holding}
     keys = sorted(staged | keeping)
     if not keys:
         return []
