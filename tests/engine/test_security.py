@@ -56,6 +56,12 @@ async def test_only_requests_signed_by_the_configured_key_are_served(tmp_path: P
         s = Scope()
         [result] = await stack.turn(combine("race", s.group([echo("signed")], wake="first")))
         assert ok(result)["value"] == "signed"
+    # The server names the key it signs with in its log, as the operate guide tells an operator to
+    # read it: the endpoint's `publickeyv1_` form, which `keypair` derives from the PEM.
+    assert trusted.log_path is not None
+    log = trusted.log_path.read_text().splitlines()
+    logged = [line for line in log if "Loaded request identity key" in line]
+    assert logged and trusted_key in logged[0], logged[:1]
 
 
 async def test_an_app_served_with_its_key_on_the_command_line_serves_only_signed_requests(
