@@ -8,11 +8,12 @@ FROM python:3.11.11-slim-bookworm AS build
 ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
 WORKDIR /src
 RUN python -m venv /opt/lash
-COPY requirements.lock ./
-RUN /opt/lash/bin/pip install --require-hashes --no-deps -r requirements.lock
+COPY requirements.lock requirements-build.lock ./
+RUN /opt/lash/bin/pip install --require-hashes --no-deps -r requirements.lock -r requirements-build.lock
 COPY pyproject.toml README.md LICENSE ./
 COPY src ./src
-RUN /opt/lash/bin/pip install --no-deps .
+# Built with the pinned backend (an isolated build would fetch setuptools unpinned), then dropped.
+RUN /opt/lash/bin/pip install --no-deps --no-build-isolation . && /opt/lash/bin/pip uninstall --yes setuptools
 
 FROM python:3.11.11-slim-bookworm
 # The application the endpoint serves: the example checkout (examples/checkout.py). Yours goes here

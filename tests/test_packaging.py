@@ -53,20 +53,26 @@ def test_lock_pins_every_runtime_dependency_with_hashes() -> None:
 @pytest.mark.timeout(300)
 @pytest.mark.slow
 def test_the_image_recipe_installs_from_the_lock_and_serves_health(tmp_path: Path) -> None:
-    """What the Dockerfile does, minus Docker (no engine here): a venv from the lock, then the package."""
+    """What the Dockerfile does, minus Docker (no engine here): its build stage's own `pip` steps, run
+    in a venv of their own in a copy of the build context; nothing is fetched that is not hash-pinned
+    (the build backend included), and the image keeps no build backend."""
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-    pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
-    subprocess.run([*pip, "--require-hashes", "--no-deps", "-r", str(ROOT / "requirements.lock")], check=True)
     source = tmp_path / "src"
     shutil.copytree(
         ROOT, source, ignore=shutil.ignore_patterns(".venv", "node_modules", ".git", ".lash", "tests")
     )
-    subprocess.run([*pip, "--no-deps", str(source)], check=True)
-    check = subprocess.run(
-        [str(venv / "bin" / "python"), "-m", "pip", "check"], capture_output=True, text=True
-    )
+    steps = _pip_steps((ROOT / "Dockerfile").read_text())
+    assert len(steps) == 2, steps  # the locks, then the package built with the pinned backend
+    quiet = {"PIP_QUIET": "1", "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
+    for step in steps:
+        command = step.replace("/opt/lash/bin/pip", str(venv / "bin" / "pip"))
+        subprocess.run(["sh", "-ec", command], cwd=source, check=True, env={**os.environ, **quiet})
+    python = str(venv / "bin" / "python")
+    check = subprocess.run([python, "-m", "pip", "check"], capture_output=True, text=True)
     assert check.returncode == 0, check.stdout
+    kept = subprocess.run([python, "-m", "pip", "show", "setuptools"], capture_output=True, text=True)
+    assert kept.returncode != 0, kept.stdout  # the build backend is not in the image
     port = free_port()
     app = tmp_path / "app"
     shutil.copytree(ROOT / "examples", app / "examples")  # the image's application (COPY examples)
@@ -103,6 +109,32 @@ def test_the_image_recipe_installs_from_the_lock_and_serves_health(tmp_path: Pat
     finally:
         process.terminate()
         process.wait(30)
+
+
+def _pip_steps(dockerfile: str) -> list[str]:
+    """The build stage's `RUN /opt/lash/bin/pip ...` commands, in order."""
+    build = dockerfile.split("\nFROM ", 2)[1]  # the text after the first FROM: the build stage
+    return [
+        line.removeprefix("RUN ") for line in build.splitlines() if line.startswith("RUN /opt/lash/bin/pip")
+    ]
+
+
+def test_the_build_backend_is_pinned_with_hashes_as_pyproject_names_it() -> None:
+    """The image builds the package with `--no-build-isolation` from `requirements-build.lock`: that
+    lock pins, with hashes, a version of every backend `[build-system]` requires."""
+    from packaging.requirements import Requirement
+
+    lock = (ROOT / "requirements-build.lock").read_text()
+    pinned = dict(
+        line.split(" ")[0].split("==")
+        for line in lock.splitlines()
+        if "==" in line and not line.startswith("#")
+    )
+    for required in tomllib.loads((ROOT / "pyproject.toml").read_text())["build-system"]["requires"]:
+        requirement = Requirement(required)
+        assert requirement.specifier.contains(pinned[requirement.name]), (requirement, pinned)
+    assert lock.count("--hash=sha256:") >= len(pinned)
+    assert all("--no-build-isolation" in step for step in _pip_steps((ROOT / "Dockerfile").read_text())[1:])
 
 
 def _docs(path: Path) -> list[dict]:  # type: ignore[type-arg]
