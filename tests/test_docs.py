@@ -48,12 +48,18 @@ def test_every_test_cited_in_the_docs_exists() -> None:
     cited = 0
     for doc in DOCS:
         text = (ROOT / doc).read_text()
-        for file, name in re.findall(r"`?([\w/]+\.py)?::(test_\w+)`?", text):
-            cited += 1
-            if file and file in tests:
-                assert name in tests[file], f"{doc} cites {file}::{name}, which does not exist"
-            else:
-                assert name in all_names, f"{doc} cites {name}, which does not exist"
+        # A `::name` shorthand names a test of the last file cited before it in the same paragraph
+        # (or table row), so it is looked for there.
+        for block in re.split(r"\n\s*\n|\n(?=\|)", text):
+            last = None
+            for file, name in re.findall(r"`?([\w/]+\.py)?::(test_\w+)`?", block):
+                cited += 1
+                file = file or last
+                last = file
+                if file and file in tests:
+                    assert name in tests[file], f"{doc} cites {file}::{name}, which does not exist"
+                else:
+                    assert name in all_names, f"{doc} cites {name}, which does not exist"
         for name in re.findall(r"`(test_\w+)`", text):
             cited += 1
             assert name in all_names, f"{doc} cites {name}, which does not exist"
