@@ -951,16 +951,30 @@ def test_paused_children_are_counted_by_the_group_whose_fence_names_them(
 ) -> None:
     """`groups list`'s paused counts: each paused child's replay key is found in its group's fence,
     many keys to one scan of the fences (a scan per key made the listing a crawl in an outage); a
-    child counts once however many of its runs are paused, as `groups show` marks it."""
+    child counts once however many of its runs are paused, as `groups show` marks it, and only for
+    a run since its group's open: one a closed namesake under the key left paused is not its."""
     fences = {f"s:group:{g}:0": [f"{g}/c{i}" for i in range(3)] for g in ("a", "b")}
-    paused = [("a/c0", "LashChild"), ("a/c0", "LashChild"), ("a/c2", "LashChild"), ("b/c1", "LashChild")]
+    opened = datetime.datetime(2026, 12, 6, 12, 0, tzinfo=datetime.UTC)
+    since, before = "2026-12-06T12:00:01.000Z", "2026-12-06T11:00:00.000Z"  # the server's ISO times
+    paused = [
+        ("a/c0", since),
+        ("a/c0", since),  # a second paused run of one child: the child counts once
+        ("a/c1", before),  # a namesake's, paused an hour before this group was opened
+        ("a/c2", since),
+        ("b/c1", since),
+    ]
     scans: list[str] = []
 
     def answer(admin: Any, query: str, timeout: float = 10) -> list[dict[str, Any]]:
         if "status = 'paused'" in query:
             return [
-                {"id": f"inv_{n}", "target_service_name": service, "target_service_key": key}
-                for n, (key, service) in enumerate(paused)
+                {
+                    "id": f"inv_{n}",
+                    "target_service_name": "LashChild",
+                    "target_service_key": key,
+                    "created_at": at,
+                }
+                for n, (key, at) in enumerate(paused)
             ]
         scans.append(query)
         needles = re.findall(r"strpos\(value_utf8, '([^']*)'\)", query)
@@ -971,7 +985,8 @@ def test_paused_children_are_counted_by_the_group_whose_fence_names_them(
         ]
 
     monkeypatch.setattr(inspection_paused, "sql", answer)
-    assert inspection_paused.paused_by_group("admin", {}) == {"s:group:a:0": 2, "s:group:b:0": 1}
+    groups = {f"s:group:{g}:0": ("inc", int(opened.timestamp() * 1000)) for g in ("a", "b")}
+    assert inspection_paused.paused_by_group("admin", groups) == {"s:group:a:0": 2, "s:group:b:0": 1}
     assert len(scans) == 1
 
 

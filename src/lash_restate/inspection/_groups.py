@@ -6,7 +6,6 @@ from __future__ import annotations
 import re
 import time
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any, NamedTuple
 
 import msgspec
@@ -35,7 +34,7 @@ from ..engine import (
     ranks_recorded,
 )
 from ._journal import SentToGroup, sent_to, target_of
-from ._paused import callee_key, incarnation_of_pump, paused_by_group, paused_on
+from ._paused import callee_key, created_before, incarnation_of_pump, paused_by_group, paused_on
 from ._sql import ENDED, PAUSED, WAITING, Admin, alive_of, invocation_rows, is_alive, quote, rows_in, sql
 from ._views import ChildView, GroupView, OpenerView, OpenGroup, PumpView
 
@@ -291,7 +290,7 @@ def list_open_groups(admin: Admin, *, orphaned: bool = False, state: str | None 
     with ``orphaned`` (or ``state``), only those in that state."""
     groups = read_groups(admin, order=False)
     known = invocation_rows(admin, sorted({o.caller for g in groups for o in g.meta.openers}))
-    paused = paused_by_group(admin, {g.key: g.meta.incarnation for g in groups})
+    paused = paused_by_group(admin, {g.key: (g.meta.incarnation, g.meta.opened_at_ms) for g in groups})
     lost = lost_closes(admin, groups, known)
     now_ms = int(time.time() * 1000)
     listed = [
@@ -345,7 +344,7 @@ def show_group(admin: Admin, group_key: str) -> GroupView | None:
     invocations = {
         row["target_service_key"]: row
         for row in sorted([*runs, *callees], key=lambda r: str(r.get("created_at")))
-        if not _before(row.get("created_at"), meta.opened_at_ms)
+        if not created_before(row.get("created_at"), meta.opened_at_ms)
     }
     paused = paused_on(admin, [row["id"] for row in invocations.values()])
     bounded = bound_of(meta.incarnation) is not None  # `max_in_flight`: some may not have started
@@ -446,21 +445,3 @@ def outcome_kinds(
             if position is not None and kind:
                 kinds[position] = kind.group(1)
     return kinds
-
-
-# How much earlier than its group's open (the endpoint's clock) a child's invocation may have been
-# created (the server's clock) and still be taken for this incarnation's: the two clocks may differ.
-_CLOCKS_DIFFER_MS = 5_000
-
-
-def _before(created_at: object, opened_at_ms: int) -> bool:
-    """Whether an invocation created at ``created_at`` (the admin API's ISO time) came before a group
-    opened at ``opened_at_ms``: a namesake's. A group recorded before the time was kept (0), and a
-    time that cannot be read, are taken as not before."""
-    if not opened_at_ms or not isinstance(created_at, str):
-        return False
-    try:
-        created = datetime.fromisoformat(created_at.replace("Z", "+00:00"))
-    except ValueError:
-        return False
-    return created.timestamp() * 1000 < opened_at_ms - _CLOCKS_DIFFER_MS

@@ -3,6 +3,7 @@ own invocation, or the callee of a call lash makes itself (a call child's idempo
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 import msgspec
@@ -23,6 +24,7 @@ from ._views import PausedView
 __all__ = [
     "callee_key",
     "callee_of",
+    "created_before",
     "pause_failures",
     "paused_by_group",
     "paused_on",
@@ -35,7 +37,7 @@ __all__ = [
 def paused_rows(admin: Admin, where: str = "") -> list[dict[str, Any]]:
     return sql(
         admin,
-        "SELECT id, target, target_service_name, target_service_key, invoked_by_id, "
+        "SELECT id, target, target_service_name, target_service_key, invoked_by_id, created_at, "
         "invoked_by_service_name, idempotency_key, retry_count, last_failure, last_failure_error_code "
         "FROM sys_invocation "
         f"WHERE status = {quote(PAUSED)}{where}",
@@ -61,8 +63,13 @@ def paused_replay_keys(admin: Admin, paused: list[dict[str, Any]] | None = None)
     """How many paused invocations lie on each child's path, by replay key: the child's own (its
     `LashChild`, or the callee of a call lash makes itself), or a call it made; of ``paused``, the
     paused invocations read already (else read here). One query when none is paused (the usual case)."""
+    return {key: len(created) for key, created in _paused_paths(admin, paused).items()}
+
+
+def _paused_paths(admin: Admin, paused: list[dict[str, Any]] | None = None) -> dict[str, list[object]]:
+    """By replay key, when each paused invocation on that child's path was created (`created_at`)."""
     paused = paused_rows(admin) if paused is None else paused
-    keys = [_child_of(row) for row in paused]
+    keys = [(_child_of(row), row.get("created_at")) for row in paused]
     # An invocation the ingress started has no invoker: the admin API leaves the column out.
     callers = sorted(
         {str(row["invoked_by_id"]) for row in paused if _child_of(row) is None and row.get("invoked_by_id")}
@@ -72,16 +79,19 @@ def paused_replay_keys(admin: Admin, paused: list[dict[str, Any]] | None = None)
         # from the group's pump), whose own calls are on that child's path as well.
         rows = rows_in(
             admin,
-            "SELECT target_service_name, target_service_key, invoked_by_service_name, idempotency_key "
+            "SELECT id, target_service_name, target_service_key, invoked_by_service_name, idempotency_key "
             "FROM sys_invocation WHERE id IN {values}",
             callers,
         )
-        keys += [_child_of(row) for row in rows]
-    counts: dict[str, int] = {}
-    for key in keys:
+        made = {
+            str(row["invoked_by_id"]): row.get("created_at") for row in paused if row.get("invoked_by_id")
+        }
+        keys += [(_child_of(row), made.get(str(row.get("id")))) for row in rows]
+    paths: dict[str, list[object]] = {}
+    for key, created_at in keys:
         if key is not None:
-            counts[key] = counts.get(key, 0) + 1
-    return counts
+            paths.setdefault(key, []).append(created_at)
+    return paths
 
 
 FENCE_SCAN = 64  # paused replay keys looked for in one scan of the groups' fences
@@ -93,23 +103,24 @@ def _child_of(row: dict[str, Any]) -> str | None:
     return row["target_service_key"] if row.get("target_service_name") == named(CHILD) else callee_of(row)
 
 
-def paused_by_group(admin: Admin, incarnations: dict[str, str]) -> dict[str, int]:
-    """By group key: its children with an invocation paused on their path (each once), and its
-    paused pumps of the incarnation open now (``incarnations``, by group key: an operator's pause of
-    one stalls what it reports; a closed namesake's paused pump is not this group's)."""
+def paused_by_group(admin: Admin, groups: dict[str, tuple[str, int]]) -> dict[str, int]:
+    """By group key: its children with an invocation paused on their path (each once, and none a
+    namesake's: created before the group's open), and its paused pumps of the incarnation open now
+    (``groups``: each group's incarnation and when it was opened, by group key; an operator's pause
+    of a pump stalls what it reports; a closed namesake's paused pump is not this group's)."""
     paused = paused_rows(admin)  # one read for the pumps and the children's paths
     by_group: dict[str, int] = {}
     for row in (r for r in paused if r.get("target_service_name") == named(PUMP)):
         key = str(row["target_service_key"])
         group = group_of_pump(key)
-        if incarnation_of_pump(key) == incarnations.get(group):
+        if group in groups and incarnation_of_pump(key) == groups[group][0]:
             by_group[group] = by_group.get(group, 0) + 1
-    counts = paused_replay_keys(admin, paused)
-    if not counts:
+    paths = _paused_paths(admin, paused)
+    if not paths:
         return by_group
     # The groups whose fences name the paused replay keys, a slice of keys per scan of the fences
     # (one scan per key made a listing during an outage of many paused children a crawl).
-    keys = sorted(counts)
+    keys = sorted(paths)
     for start in range(0, len(keys), FENCE_SCAN):
         part = keys[start : start + FENCE_SCAN]
         named_in = " OR ".join(
@@ -121,11 +132,33 @@ def paused_by_group(admin: Admin, incarnations: dict[str, str]) -> dict[str, int
             f"AND key = {quote(FENCE)} AND ({named_in})",
         )
         for row in rows:
+            group = row["service_key"]
+            opened_at_ms = groups.get(group, ("", 0))[1]
             recorded = set(msgspec.json.decode(row["value_utf8"], type=GroupShape).replay_keys)
             for key in part:
-                if key in recorded:  # a child counts once, as `groups show` marks it, however many paused
-                    by_group[row["service_key"]] = by_group.get(row["service_key"], 0) + 1
+                # A child counts once, as `groups show` marks it, however many of its runs are paused,
+                # and only for what ran since its group's open (a reused key's earlier runs do not).
+                if key in recorded and any(not created_before(c, opened_at_ms) for c in paths[key]):
+                    by_group[group] = by_group.get(group, 0) + 1
     return by_group
+
+
+# How much earlier than its group's open (the endpoint's clock) a child's invocation may have been
+# created (the server's clock) and still be taken for this incarnation's: the two clocks may differ.
+CLOCKS_DIFFER_MS = 5_000
+
+
+def created_before(created_at: object, opened_at_ms: int) -> bool:
+    """Whether an invocation created at ``created_at`` (the admin API's ISO time) came before a group
+    opened at ``opened_at_ms``: a namesake's. A group recorded before the time was kept (0), and a
+    time that cannot be read, are taken as not before."""
+    if not opened_at_ms or not isinstance(created_at, str):
+        return False
+    try:
+        created = datetime.fromisoformat(created_at.replace("Z", "+00:00"))
+    except ValueError:
+        return False
+    return created.timestamp() * 1000 < opened_at_ms - CLOCKS_DIFFER_MS
 
 
 def incarnation_of_pump(key: str) -> str:
