@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from lash_restate._http import tls
-from lash_restate.admin import AdminApi, AdminError
+from lash_restate.admin import AdminApi, AdminError, shown_url
 from lash_restate.contract import Call
 from lash_restate.engine import GROUP_OPERATOR_CLOSE, OperatorClose
 from lash_restate.engine.child._lookup import configure_admin, unregistered
@@ -183,6 +183,40 @@ def test_an_admin_api_error_shows_neither_the_token_nor_a_password_in_the_addres
             OperatorClose(incarnation="i", openers=1, cancel=False),
         )
     assert "pa55word" not in str(ingress.value) and "s3cr3t" not in str(ingress.value)
+    # An address written without its scheme, whose user a parser takes for one, shows none of it.
+    bare = AdminApi(f"ops:pa55word@127.0.0.1:{port}")
+    assert bare.shown == f"127.0.0.1:{port}" and shown_url("ops:pa55word@host:port") == "…"
+    with pytest.raises(AdminError) as unusable:
+        bare.get("/health", timeout=2)
+    assert "pa55word" not in unusable.value.message
+
+
+@pytest.mark.parametrize(
+    ("body", "status"),
+    [
+        (b'{"code":404,"message":"service \'services\' not found","source":"ingress"}', "404 Not Found"),
+        (b'{"code":400,"message":"bad path: /version","source":"ingress"}', "400 Bad Request"),
+        (b"{}", "200 OK"),
+    ],
+    ids=["ingress-404", "ingress-400", "not-restate"],
+)
+async def test_an_endpoint_whose_admin_url_is_no_admin_api_does_not_start(body: bytes, status: str) -> None:
+    """`serve --admin-url` given the ingress's port by mistake: every service's look-up there answers
+    404, which read as "nobody serves it", so the start check passed and each child's look-up of a
+    declared call target ended its child 404. What answers is not a Restate admin API (its
+    `GET /version` names no admin API version): one line, exit 2."""
+    port = free_port()
+    server = await asyncio.start_server(_answering(body, status), "127.0.0.1", port)
+    async with server:
+        args = [
+            "--resolver",
+            "lash_restate.testing.tools:demo_tools",
+            "--admin-url",
+            f"http://127.0.0.1:{port}",
+        ]
+        run = await asyncio.to_thread(command, "serve", "--port", str(free_port()), *args)
+    assert run.returncode == 2, run.stderr
+    assert "is not a Restate admin API" in run.stderr and "9070" in run.stderr, run.stderr
 
 
 def test_an_admin_api_that_does_not_answer_in_time_is_said_to_be_slow_not_unreachable() -> None:

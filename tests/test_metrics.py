@@ -62,6 +62,7 @@ def test_a_groups_life_is_counted_and_timed(before: dict[str, list[Any]]) -> Non
     logs.event("group.cancelled", ctx, group_key=key, cancelled=3, mode="direct")
     logs.event("group.missed", ctx, group_key=key, children=2)
     logs.event("group.run_ended", ctx, group_key=key, children=1, code="409")
+    logs.event("group.run_ended", ctx, group_key=key, children=4, code="409", settled_as="cancelled")
     logs.event("group.reclaimed", ctx, group_key=key)
     logs.event("group.closed", ctx, group_key=key, disposition="cancel", settled=2, opened_at_ms=opened_at)
     after = _points()

@@ -25,13 +25,29 @@ RESTATE, LASH = "http://restate-admin:9070", "http://lash-admin:9070"
         ({"RESTATE_ADMIN_URL": RESTATE}, "http://flag:9070", "http://flag:9070"),
         ({}, None, None),
         ({"RESTATE_ADMIN_URL": "", "LASH_ADMIN_URL": LASH}, None, LASH),  # set empty: unset
+        ({"RESTATE_ADMIN_URL": RESTATE}, "", None),  # an empty flag: none, as an empty variable is
     ],
-    ids=["restate-first", "lash-alone", "flag-wins", "none", "empty-is-unset"],
+    ids=["restate-first", "lash-alone", "flag-wins", "none", "empty-is-unset", "empty-flag-is-none"],
 )
 def test_serve_reads_the_admin_url_as_restates_cli_does(
     env: dict[str, str], flag: str | None, expected: str | None
 ) -> None:
     assert ServeSettings.load({"admin_url": flag}, env=env).admin_url == expected
+
+
+@pytest.mark.parametrize(
+    ("flags", "env"),
+    [
+        ({"identity_keys": ["publickeyv1_a,publickeyv1_b"]}, {}),  # `--identity-key a,b`
+        ({"identity_keys": ["publickeyv1_a", "publickeyv1_b"]}, {}),  # the flag given twice
+        ({}, {"LASH_IDENTITY_KEYS": "publickeyv1_a, publickeyv1_b"}),
+    ],
+    ids=["one-flag", "two-flags", "variable"],
+)
+def test_identity_keys_are_comma_separated_in_a_flag_as_in_the_variable(
+    flags: dict[str, list[str]], env: dict[str, str]
+) -> None:
+    assert ServeSettings.load(flags, env=env).identity_keys == ["publickeyv1_a", "publickeyv1_b"]
 
 
 def test_a_bad_setting_names_the_variable_it_came_from() -> None:

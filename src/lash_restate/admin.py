@@ -35,15 +35,19 @@ class AdminRefused(AdminError):
 
 def shown_url(url: str) -> str:
     """``url`` as a message or a log may show it: without a user or password it holds."""
+    bare = "://" not in url  # `ops:secret@host:9070`: read as is, `ops` would be its scheme
     try:
-        parts = urlsplit(url)
+        parts = urlsplit("//" + url if bare else url)
         if parts.username is None and parts.password is None:
             return url
         host = parts.hostname or ""
         netloc = f"{host}:{parts.port}" if parts.port is not None else host
     except ValueError:  # a port that is no number: nothing of it is shown past the scheme
-        return url.split("://", 1)[0] + "://…" if "@" in url else url
-    return urlunsplit(parts._replace(netloc=netloc))
+        if "@" not in url:
+            return url
+        return "…" if bare else url.split("://", 1)[0] + "://…"
+    shown = urlunsplit(parts._replace(netloc=netloc))
+    return shown.removeprefix("//") if bare else shown
 
 
 def token_from_env() -> str | None:

@@ -123,5 +123,5 @@ def record(name: str, fields: Mapping[str, Any]) -> None:
             _instrument("lash.invocation.cancelled").add(int(fields.get("cancelled", 0)), attributes)
         case "group.missed":
             _instrument("lash.child.missed").add(int(fields.get("children", 0)), attributes)
-        case "group.run_ended":
+        case "group.run_ended" if fields.get("settled_as") != "cancelled":  # a cancel is no failure
             _instrument("lash.child.run_failed").add(int(fields.get("children", 0)), attributes)

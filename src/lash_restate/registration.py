@@ -43,7 +43,8 @@ class RegistrationError(LashError, RuntimeError):
 
 
 class RegistrationRefused(RegistrationError):
-    """The admin API refused this client (401 or 403): its token is missing or wrong."""
+    """The admin API refused this client (401 or 403): its token is missing or wrong; or what
+    answers at the admin URL is no Restate admin API (the ingress's port given, say)."""
 
     code = RuntimeErrorCode.REGISTRATION_REFUSED
 
@@ -268,8 +269,29 @@ class StartCheck:
     held_before: bool
 
 
+def check_admin_api(admin: AdminApi, *, timeout: float = 10) -> None:
+    """Refuse an admin URL that answers as no Restate admin API does (`GET /version` names the
+    server's version and admin API versions there): the ingress's port given by mistake answers
+    every service's look-up 404, which reads as "nobody serves it", so the start check would pass
+    and every child's look-up of a declared call target would end its child 404."""
+    try:
+        response = admin.get("/version", timeout=timeout)
+    except AdminError as exc:
+        raise _wrapped(exc) from None
+    try:
+        answer = response.json() if response.status_code == 200 else None
+    except ValueError:
+        answer = None
+    if not isinstance(answer, Mapping) or "max_admin_api_version" not in answer:
+        raise RegistrationRefused(
+            f"{admin.shown} is not a Restate admin API (GET /version answered {response.status_code}: "
+            f"{admin.hidden(response.text[:120])}): give the admin API's address (port 9070 by default)"
+        )
+
+
 def check_at_start(admin: AdminApi, served: ServedApplication, *, timeout: float = 10) -> StartCheck:
     """Where lash's services under ``served.prefix`` stand, for an endpoint about to serve ``served``."""
+    check_admin_api(admin, timeout=timeout)
     mine = Application.served(served)
     holders = prefix_holders(admin, served.prefix, timeout=timeout)
     stranger = next((h for h in holders if not h.same_as(mine)), None)

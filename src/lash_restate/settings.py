@@ -67,9 +67,18 @@ class ServeSettings(BaseModel):
     @field_validator("identity_keys", mode="before")
     @classmethod
     def _split(cls, value: Any) -> Any:
+        # Comma-separated in the variable, and in each flag too (`--identity-key a,b` as one flag).
         if isinstance(value, str):
-            return [k.strip() for k in value.split(",") if k.strip()]
+            value = [value]
+        if isinstance(value, list) and all(isinstance(v, str) for v in value):
+            return [k.strip() for v in value for k in v.split(",") if k.strip()]
         return value
+
+    @field_validator("admin_url")
+    @classmethod
+    def _no_admin(cls, url: str | None) -> str | None:
+        # An empty flag is no admin URL, as an empty variable is: no start check, no look-ups.
+        return url if url is None or url.strip() else None
 
     @field_validator("identity_keys")
     @classmethod

@@ -207,7 +207,7 @@ def operator_call(
     try:
         return msgspec.json.decode(response.content, type=route.output)
     except msgspec.DecodeError as exc:
-        raise InspectionError(f"{ingress} is not serving {route.service}/{route.handler} ({exc})") from None
+        raise InspectionError(f"{shown} is not serving {route.service}/{route.handler} ({exc})") from None
 
 
 def said(response: httpx.Response) -> str:

@@ -351,7 +351,15 @@ async def on_run_ended(ctx: restate.ObjectContext, ended: RunEnded) -> None:
         outcome=outcome,
     )
     sent = mode_for(meta.mode).fail(ctx, meta, failed)
-    logs.event("group.run_ended", ctx, group_key=ctx.key(), children=len(positions), code=ended.code)
+    settled_as = "cancelled" if isinstance(outcome, Cancelled) else "failed"  # a cancel is no run failure
+    logs.event(
+        "group.run_ended",
+        ctx,
+        group_key=ctx.key(),
+        children=len(positions),
+        code=ended.code,
+        settled_as=settled_as,
+    )
     # Decision 89: this repair is watched as a run is: killed while it waits behind its object's
     # work (or the settle it sends, killed so), its children would hold no rank and tell nobody.
     repairs = [WatchedRun(invocation=await handle.invocation_id(), positions=at) for handle, at in sent]
