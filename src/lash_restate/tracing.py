@@ -10,6 +10,7 @@ A group's close spans its life from its open, and its first rank the time from i
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -52,6 +53,7 @@ def record(name: str, ctx: Any, fields: Mapping[str, Any]) -> None:
         attributes["restate.invocation.id"] = request.id
     # The group's close, and its first rank, span the time since its open; any other event is a point.
     opened = fields.get("opened_at_ms")
-    start = int(opened) * 1_000_000 if opened else None
+    # The open's clock is its process's: one running ahead of this one's must not end a span before it began.
+    start = min(int(opened) * 1_000_000, time.time_ns()) if opened else None
     with tracer.start_as_current_span(name, context=parent, attributes=attributes, start_time=start):
         pass

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
@@ -67,6 +68,17 @@ def test_each_group_event_is_a_span_in_the_invocations_trace() -> None:
     assert opened["lash.disposition"] == "cancel"
     assert opened["restate.invocation.id"] == "inv_1abc"
     assert (ranked["lash.rank"], ranked["lash.position"]) == (1, 1)
+
+
+def test_a_groups_span_never_ends_before_it_began_whatever_the_opens_clock() -> None:
+    """A close's span starts at the group's open, read from the clock of the process that opened it;
+    one running a minute ahead of this one's starts it now, not after its end."""
+    ahead = int(time.time() * 1000) + 60_000
+    logs.event(
+        "group.closed", _ctx({}), group_key="s:group:b:0", disposition="cancel", settled=1, opened_at_ms=ahead
+    )
+    [span] = _EXPORTER.get_finished_spans()
+    assert span.start_time is not None and span.end_time is not None and span.start_time <= span.end_time
 
 
 def test_a_replayed_step_emits_no_span() -> None:
