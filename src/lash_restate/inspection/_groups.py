@@ -172,11 +172,7 @@ def lost_closes(
     last: dict[tuple[str, str], tuple[int, SentToGroup, bool]] = {}  # (opener, key) -> its last open or close
     for row in rows:
         sent = target_of(row["entry"], group_service)
-        if sent is None or sent.handler not in (
-            GROUP_CLOSE.handler,
-            GROUP_OPEN.handler,
-            GROUP_OPEN_PARTS.handler,
-        ):
+        if sent is None or sent.handler not in _OPENS_AND_CLOSE:
             continue
         at = int(row["at"])
         held = last.get((row["id"], sent.group_key))
