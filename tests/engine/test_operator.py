@@ -903,7 +903,7 @@ def test_a_paused_invocation_the_ingress_started_counts_on_no_child(monkeypatch:
     paused = [{"id": "inv_1turn", "target_service_name": "LashTurn", "target_service_key": None}]
     monkeypatch.setattr(inspection, "paused_rows", lambda admin, where="": paused)
     monkeypatch.setattr(inspection, "rows_in", lambda *_: pytest.fail("no invoker to look up"))
-    assert inspection.paused_replay_keys("http://127.0.0.1:1") == {}
+    assert inspection.paused_paths("http://127.0.0.1:1") == {}
 
 
 UUID = "0b6c2f4e-3d1a-4c8e-9f70-2a5b8e1d4c37"
@@ -1022,7 +1022,7 @@ def test_a_paused_call_a_call_childs_callee_made_is_on_that_childs_path(
 
     monkeypatch.setattr(inspection_paused, "sql", answer)
     monkeypatch.setattr(inspection_sql, "sql", answer)
-    assert inspection_paused.paused_replay_keys("admin") == {"s:group:a:0/c1": 1}
+    assert inspection_paused.paused_paths("admin") == {"s:group:a:0/c1": [None]}  # one, of no known time
 
 
 def test_a_close_is_lost_once_restate_ended_it_unrun_for_this_incarnation_only(

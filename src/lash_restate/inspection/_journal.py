@@ -5,7 +5,7 @@ from (`_groups.lost_closes`)."""
 from __future__ import annotations
 
 import json
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 __all__ = ["SentToGroup", "sent_to", "target_of"]
 
@@ -26,11 +26,7 @@ def sent_to(entry: str, group: str) -> SentToGroup | None:
     cannot read (a journal of another protocol version), which a listing passes over."""
     try:
         request = json.loads(entry)["Command"]["OneWayCall"]["request"]
-        target = request["invocation_target"].get("VirtualObject") or {}
-        if target.get("name") != group:
-            return None
-        body = bytes(request["parameter"])
-        return SentToGroup(str(target["key"]), str(target["handler"]), str(request["invocation_id"]), body)
+        return _to_group(request, group, bytes(request["parameter"]))
     except (ValueError, KeyError, TypeError, AttributeError):
         return None
 
@@ -39,10 +35,14 @@ def target_of(entry_lite: str, group: str) -> SentToGroup | None:
     """`sent_to` of a `OneWayCall`'s ``entry_lite_json``, which leaves out the body (``b""``): cheap to
     read for every call an invocation sent."""
     try:
-        sent = json.loads(entry_lite)["Command"]["OneWayCall"]
-        target = sent["invocation_target"].get("VirtualObject") or {}
-        if target.get("name") != group:
-            return None
-        return SentToGroup(str(target["key"]), str(target["handler"]), str(sent["invocation_id"]), b"")
+        return _to_group(json.loads(entry_lite)["Command"]["OneWayCall"], group, b"")
     except (ValueError, KeyError, TypeError, AttributeError):
         return None
+
+
+def _to_group(call: dict[str, Any], group: str, body: bytes) -> SentToGroup | None:
+    """A call's target and invocation id (both forms of an entry hold them alike), if ``group``'s."""
+    target = call["invocation_target"].get("VirtualObject") or {}
+    if target.get("name") != group:
+        return None
+    return SentToGroup(str(target["key"]), str(target["handler"]), str(call["invocation_id"]), body)

@@ -28,7 +28,7 @@ __all__ = [
     "pause_failures",
     "paused_by_group",
     "paused_on",
-    "paused_replay_keys",
+    "paused_paths",
     "paused_rows",
     "shown",
 ]
@@ -59,15 +59,11 @@ def callee_of(row: dict[str, Any]) -> str | None:
     return callee_key(row.get("idempotency_key"))
 
 
-def paused_replay_keys(admin: Admin, paused: list[dict[str, Any]] | None = None) -> dict[str, int]:
-    """How many paused invocations lie on each child's path, by replay key: the child's own (its
-    `LashChild`, or the callee of a call lash makes itself), or a call it made; of ``paused``, the
-    paused invocations read already (else read here). One query when none is paused (the usual case)."""
-    return {key: len(created) for key, created in _paused_paths(admin, paused).items()}
-
-
-def _paused_paths(admin: Admin, paused: list[dict[str, Any]] | None = None) -> dict[str, list[object]]:
-    """By replay key, when each paused invocation on that child's path was created (`created_at`)."""
+def paused_paths(admin: Admin, paused: list[dict[str, Any]] | None = None) -> dict[str, list[object]]:
+    """The paused invocations on each child's path, by replay key, as when each was created
+    (`created_at`): the child's own (its `LashChild`, or the callee of a call lash makes itself), or a
+    call it made; of ``paused``, the paused invocations read already (else read here). One query
+    when none is paused (the usual case)."""
     paused = paused_rows(admin) if paused is None else paused
     keys = [(_child_of(row), row.get("created_at")) for row in paused]
     # An invocation the ingress started has no invoker: the admin API leaves the column out.
@@ -115,7 +111,7 @@ def paused_by_group(admin: Admin, groups: dict[str, tuple[str, int]]) -> dict[st
         group = group_of_pump(key)
         if group in groups and incarnation_of_pump(key) == groups[group][0]:
             by_group[group] = by_group.get(group, 0) + 1
-    paths = _paused_paths(admin, paused)
+    paths = paused_paths(admin, paused)
     if not paths:
         return by_group
     # The groups whose fences name the paused replay keys, a slice of keys per scan of the fences
