@@ -39,7 +39,9 @@ TIER_STACKS = {
 # What starts a real restate-server. A test that reaches one of these, through a fixture or a call
 # (its own, or a helper's of the same module), gets the `restate` mark: `pytest -m "not restate"`
 # then runs everything a machine without a server can.
-STARTS_A_SERVER = frozenset({"LocalStack", "private_stack", "RestateServer", "start_server"})
+STARTS_A_SERVER = frozenset(
+    {"LocalStack", "private_stack", "pause_stack", "proxied_cluster", "RestateServer", "start_server"}
+)
 
 
 def _names(code: types.CodeType) -> set[str]:
@@ -78,10 +80,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             on_restate = any(_starts_a_server(fn, seen) for fn in (item.function, *fixtures))
         if on_restate:
             item.add_marker(pytest.mark.restate)
-        stack = _session_stack(item)
-        if stack is not None:
-            # One worker runs every test of a session stack, so the stack starts once per run, not
-            # once per worker: an idle server costs about 3% of a core (docs/test-suite.md).
+        stack = _session_stack(item) or _module_stack(item)
+        if stack is not None and item.get_closest_marker("xdist_group") is None:
+            # One worker runs every test of a session or module stack, so the stack starts once per
+            # run, not once per worker that draws one of its tests (docs/test-suite.md).
             item.add_marker(pytest.mark.xdist_group(stack))
 
 
@@ -93,6 +95,19 @@ def _session_stack(item: pytest.Item) -> str | None:
         return TIER_STACKS[tier]
     used = [name for name in getattr(item, "fixturenames", ()) if name in TIER_STACKS.values()]
     return used[0] if len(used) == 1 else None
+
+
+def _module_stack(item: pytest.Item) -> str | None:
+    """The module-scoped fixture of ``item``'s own module that starts a server, if it uses one."""
+    if not isinstance(item, pytest.Function):
+        return None
+    for name in item.fixturenames:
+        for fixturedef in item._fixtureinfo.name2fixturedefs.get(name, ()):
+            fn = fixturedef.func
+            own = inspect.getmodule(fn) is inspect.getmodule(item.function)
+            if fixturedef.scope == "module" and own and _starts_a_server(fn, set()):
+                return f"{item.module.__name__.rpartition('.')[2]}.{name}"
+    return None
 
 
 @pytest.hookimpl(trylast=True, specname="pytest_collection_modifyitems")  # after pytest-xdist's (below)
@@ -144,6 +159,21 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 @pytest.hookimpl(tryfirst=True)  # before mutmut's own teardown hook reads what the test reached
 def pytest_runtest_teardown(item: pytest.Item) -> None:
     hits.credit_hits()
+
+
+@pytest.hookimpl(wrapper=True, specname="pytest_runtest_teardown")
+def pytest_runtest_teardown_stop_stacks(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    """Stop a tier's session stack once the next test does not use it, not at the worker's end.
+
+    Its tests are one `xdist_group`, run back to back on one worker, so nothing later on that worker
+    uses it: kept, its idle server cost about 3% of a core for the minutes the worker went on
+    (docs/test-suite.md). Were a later test to ask for it, pytest would start it again."""
+    yield
+    stack = _session_stack(item)
+    if stack is None or nextitem is None or _session_stack(nextitem) == stack:
+        return  # the worker's own end stops it, as it stops every session fixture
+    for fixturedef in item.session._fixturemanager.getfixturedefs(stack, item) or ():
+        fixturedef.finish(item._request)  # type: ignore[attr-defined]  # reads only its `node`
 
 
 @pytest.hookimpl(tryfirst=True)
