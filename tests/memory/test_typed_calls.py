@@ -194,6 +194,24 @@ async def test_an_untyped_handler_takes_any_model_as_its_own_type_writes_it() ->
         assert values == [{"echo": {"sku": "x", "qty": 1}}, {"echo": {"grams": 2}}]
 
 
+async def test_a_child_keeps_the_argument_it_was_made_with_as_a_native_call_does() -> None:
+    """A native call writes its argument as it is made. So does `lash.call`, typed or by name, and
+    `lash.tool` keeps its arguments: a loop that changes one object between its children's makings
+    sends each child the value it had then, not the last one."""
+    async with _host() as host:
+        order, spec = Order(sku="a", qty=1), {"value": ["a"]}
+        children: list[lash.Child[Any]] = []
+        for sku in "abc":
+            order.sku, spec["value"][0] = sku, sku
+            children += [lash.call(price, order), lash.call("Shop", "untyped", spec), lash.tool("echo", spec)]
+        order.sku, spec["value"][0] = "changed", "changed"
+        values = await lash.all(host, children, key="s:group:as-made:0")
+        assert values == [
+            value for sku in "abc" for value in (Priced(sku=sku, total=3), {"echo": {"value": [sku]}}, [sku])
+        ]
+        assert received == [value for sku in "abc" for value in (Order(sku=sku, qty=1), {"value": [sku]})]
+
+
 async def test_an_argument_the_serde_cannot_write_is_refused_before_anything_is_sent() -> None:
     async with _host() as host:
         children: list[lash.Child] = [lash.tool("echo", {"value": 1}), lash.call(price, {"sku": "tea"})]  # type: ignore[arg-type]

@@ -32,17 +32,24 @@ class TypedCall(Child[T_co]):
 
     Its argument is written, and its value read, by the handler's own serde (a pydantic model, a
     msgspec Struct or a dataclass travels as its JSON), so the combinators hand back what the handler
-    returns (a ``T_co``). The argument is written when a combinator builds the group: one the serde
-    cannot write is refused there, `InvalidInput` naming the child's position, before anything is sent.
+    returns (a ``T_co``). The argument is written as the child is made, as a native call writes its
+    own: changing the object afterwards changes no child. One the serde cannot write is refused
+    when a combinator builds the group, `InvalidInput` naming the child's position, before anything
+    is sent.
     """
 
-    __slots__ = ("_arg", "_key", "_options", "_ref")
+    __slots__ = ("_arg", "_key", "_options", "_ref", "_written")
 
     def __init__(
         self, ref: HandlerRef[Any, T_co], arg: Any, key: str | None, options: _Options | None = None
     ) -> None:
         self._ref, self._arg, self._key = ref, arg, key
         self._options = options or _Options()
+        self._written: Any | Exception  # the argument's JSON, or what its serde raised, for `command`
+        try:
+            self._written = ref.arg.to_json(arg) if ref.takes_input else None
+        except Exception as exc:  # a serde is the application's code: anything it raises is a refusal
+            self._written = exc
 
     @property
     def target(self) -> str:
@@ -58,7 +65,8 @@ class TypedCall(Child[T_co]):
         ``label`` names the child in a refusal (``child 1`` by default)."""
         ref, where = self._ref, label or f"child {position}"
         try:
-            value = ref.arg.to_json(self._arg) if ref.takes_input else None
+            if isinstance(value := self._written, Exception):
+                raise value
             return Call(
                 service=ref.service, handler=ref.handler, arg=value, key=self._key, **self._options.fields()
             )
@@ -240,7 +248,8 @@ def call(
 
     Args:
         key: the virtual object's or workflow's key: required for their handlers (exclusive or
-            shared), refused for a service's, by a type checker and at run time alike.
+            shared), refused for a service's, by a type checker (which reads the kind from the
+            handler's context annotation: ``restate.Context`` is a service's) and at run time alike.
         headers: headers of the callee's invocation, as a native call's ``headers=``.
         scope: the Restate flow-control scope the callee's invocation runs in, as
             ``ctx.scope(scope)``'s calls do (the server must have flow control enabled; without it
@@ -276,7 +285,7 @@ def _call(service: Any, handler: Any, arg: Any, key: str | None, options: _Optio
             raise InvalidInput(
                 f"lash.call({service!r}, ...) needs the handler's name: call(service, handler, arg)"
             )
-        value = None if arg is _UNSET else arg
+        value = None if arg is _UNSET else _as_made(arg)
         return Call(service=service, handler=handler, arg=value, key=key, **options.fields())
     ref: HandlerRef[Any, Any] = handler_ref(service)
     if ref.result.raw:
@@ -311,7 +320,28 @@ def tool(name: str, args: Any = None) -> ToolCall:
     Uncaught in a handler, its refusal (`InvalidEnvelope`: ``args`` is not a JSON value) ends the
     invocation with status 400, never a retry."""
     with terminal_here():
-        return ToolCall(tool=name, args=args)
+        return ToolCall(tool=name, args=_as_made(args))
+
+
+def _as_made(value: Any) -> Any:
+    """``value`` with its lists and objects copied, so a child keeps the argument it was made with
+    (as a native call writes its own as it is made): changing the caller's value afterwards changes
+    no child. A value nested past what can be copied, or holding itself, is kept as it is, for the
+    child's own check to refuse."""
+    try:
+        return _copied(value)
+    except RecursionError:
+        return value
+
+
+def _copied(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {key: _copied(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return list(map(_copied, value))
+    if isinstance(value, tuple):  # a named tuple too: JSON keeps only its items
+        return tuple(map(_copied, value))
+    return value
 
 
 def sleep(duration: timedelta) -> Sleep:
