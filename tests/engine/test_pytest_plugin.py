@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 INI = """
@@ -172,3 +175,45 @@ def test_a_restate_server_in_the_configuration_is_found_relative_to_it_wherever_
     run = pytest_in(root / "tests")
     missing = root / "bin" / "restate-server"
     assert f"the restate-server given is {missing}, which is not an executable file" in run.stdout, run.stdout
+
+
+def _running(pid: int) -> bool:
+    """Whether ``pid`` is a process that has not ended (an unreaped one has)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def test_a_run_stopped_by_sigterm_stops_the_servers_it_started(tmp_path: Path) -> None:
+    """SIGTERM (a CI job's timeout, `timeout`, an IDE's stop button) ends the run as Ctrl-C does: the
+    restate-server and the endpoint, each in a session of its own that the signal does not reach,
+    stop with it rather than outlive it holding their ports and data."""
+    tests = """
+    import time
+    from pathlib import Path
+
+    def test_waits(lash_stack) -> None:
+        Path("started").write_text(f"{lash_stack.server.pid} {lash_stack.endpoint.pid}")
+        time.sleep(100)
+    """
+    root = project(tmp_path, tests, ini="lash_app = shop:app", files={"shop.py": SHOP})
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("LASH_", "PYTEST_"))}
+    command = [sys.executable, "-m", "pytest"]
+    run = subprocess.Popen(command, cwd=root, env=clean, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    started, pids = root / "started", []
+    try:
+        deadline = time.monotonic() + 90
+        while not started.exists() and run.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert started.exists(), run.communicate(timeout=30)[0].decode() if run.poll() is not None else ""
+        pids = [int(pid) for pid in started.read_text().split()]
+        run.send_signal(signal.SIGTERM)
+        output = run.communicate(timeout=60)[0].decode()
+        assert "KeyboardInterrupt" in output, output
+        assert [pid for pid in pids if _running(pid)] == [], output
+    finally:
+        run.kill()
+        for pid in pids:  # what a failed check left, so the machine is left clean
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)

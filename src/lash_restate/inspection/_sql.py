@@ -68,7 +68,8 @@ def sql(admin: Admin, query: str, *, timeout: float = 10) -> list[dict[str, Any]
         raise InspectionError(str(exc)) from None
     if response.status_code != 200:
         raise InspectionError(
-            f"the admin API at {api.shown} answered {response.status_code}: {response.text[:200]}"
+            # Whole enough for the server's own reason (a query's error lists the table's fields).
+            f"the admin API at {api.shown} answered {response.status_code}: {response.text[:4000]}"
         )
     try:
         body = response.json()

@@ -33,6 +33,8 @@ configuration file), else the one ``LASH_RESTATE_SERVER`` names, else the pinned
 from __future__ import annotations
 
 import os
+import signal
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -77,6 +79,22 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", f"{_MARKER}(spec): the application (module:attribute) the lash_stack fixture serves"
     )
+    # A run ended by SIGTERM (a CI job's timeout, `timeout`, an IDE's stop) ends as Ctrl-C does:
+    # pytest tears its fixtures down, so the servers they started (each in a session of its own,
+    # which the signal does not reach) stop with it. Only where nothing else handles the signal.
+    main = threading.current_thread() is threading.main_thread()
+    if main and signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+        signal.signal(signal.SIGTERM, _interrupted)
+        config.add_cleanup(_restore_sigterm)
+
+
+def _restore_sigterm() -> None:
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+def _interrupted(signum: int, frame: object) -> None:
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # a second SIGTERM ends the run at once
+    raise KeyboardInterrupt(f"{signal.Signals(signum).name}: the test run was asked to stop")
 
 
 def _alive(process: RestateServer | Endpoint) -> bool:
