@@ -37,6 +37,11 @@ async def doubles(ctx: restate.Context, value: int) -> list[int]:
     return await lash.all(ctx, [lash.tool("double", value), lash.tool("double", value + 1)])
 
 
+@shop.handler()
+async def broken(ctx: restate.Context, value: int) -> int:
+    raise ValueError("a plain exception, which Restate retries for ever")
+
+
 app = lash.app(shop, tools=tools)
 """
 
@@ -72,6 +77,14 @@ def test_a_restarted_endpoint_serves_again(lash_stack, lash_ingress: httpx.Clien
     lash_stack.restart_endpoint()
     assert lash_stack.endpoint.pid != killed
     assert lash_ingress.post("/Shop/doubles", json=0).json() == [0, 2]
+
+
+def test_a_request_no_answer_comes_to_names_what_restate_retries(lash_ingress: httpx.Client) -> None:
+    with pytest.raises(httpx.ReadTimeout) as timed_out:
+        lash_ingress.post("/Shop/broken", json=1, timeout=3)
+    assert "POST /Shop/broken had no answer within 3 s" in str(timed_out.value)
+    assert "Restate is retrying Shop/broken" in str(timed_out.value)
+    assert 'raise ValueError("a plain exception' in str(timed_out.value)  # the endpoint's traceback
 
 
 @pytest.mark.lash_app("broken:app")
@@ -122,6 +135,7 @@ def test_the_plugin_serves_the_users_application_kills_and_restarts_it(tmp_path:
         "test_pausing_the_endpoint": "PASSED",
         "test_the_next_test_gets_a_paused_endpoint_back": "PASSED",
         "test_a_restarted_endpoint_serves_again": "PASSED",
+        "test_a_request_no_answer_comes_to_names_what_restate_retries": "PASSED",
         "test_an_application_that_cannot_be_served": "ERROR",
     }, run.stdout + run.stderr
     assert "cannot serve 'broken:app'" in run.stdout

@@ -36,6 +36,7 @@ import os
 import signal
 import threading
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -213,6 +214,27 @@ def lash_stack(lash_app: str, _lash_stacks: _Stacks) -> LocalStack:
 
 @pytest.fixture
 def lash_ingress(lash_stack: LocalStack) -> Iterator[httpx.Client]:
-    """An HTTP client on the restate-server's ingress: ``lash_ingress.post("/Service/handler", json=...)``."""
-    with httpx.Client(verify=tls(), base_url=lash_stack.ingress_url, timeout=60) as client:
+    """An HTTP client on the restate-server's ingress: ``lash_ingress.post("/Service/handler", json=...)``.
+
+    A request with no answer within its timeout (60 s unless the request gives one) raises httpx's
+    timeout error, saying what Restate is retrying and the endpoint's last error."""
+    with _Ingress(lash_stack, verify=tls(), base_url=lash_stack.ingress_url, timeout=60) as client:
         yield client
+
+
+class _Ingress(httpx.Client):
+    """`httpx.Client` whose timeouts say why no answer came (`LocalStack.no_answer`)."""
+
+    def __init__(self, stack: LocalStack, **options: Any) -> None:
+        super().__init__(**options)
+        self._stack = stack
+
+    def send(self, request: httpx.Request, **options: Any) -> httpx.Response:
+        __tracebackhide__ = True  # a failing test shows the error, not this method's source
+        started = datetime.now(UTC)
+        try:
+            return super().send(request, **options)
+        except httpx.TimeoutException as error:
+            within = (request.extensions.get("timeout") or {}).get("read") or 0
+            why = self._stack.no_answer(f"{request.method} {request.url.raw_path.decode()}", within, started)
+            raise type(error)(why, request=request) from error

@@ -26,7 +26,7 @@ from ..engine import SIGNAL, named
 from ..inspection import InspectionError, sql
 from ..registration import PrefixTaken, RegistrationError, register_deployment
 from .driver import TURN
-from .processes import Endpoint, RestateServer, StackError, free_port, log_tail
+from .processes import Endpoint, RestateServer, StackError, free_port, last_error, log_tail
 
 __all__ = ["SIGNING_KEY_ENV", "AdminAt", "LocalStack"]
 
@@ -337,7 +337,7 @@ class LocalStack:
 
         Any answer but 200 raises `StackError` with the answer's text; no answer within ``within``
         seconds raises `StackError` saying what Restate is retrying (a handler that raised a plain
-        exception, say) and how each endpoint's log ends.
+        exception, say) and each endpoint's last error, with its traceback.
 
         Args:
             path: the path on the ingress, ``Service/handler`` or ``Object/key/handler``.
@@ -348,6 +348,7 @@ class LocalStack:
         Returns:
             The answer's JSON value (None for an empty answer).
         """
+        __tracebackhide__ = True  # a failing test shows the StackError, not this method's source
         path = path.removeprefix("/")  # as the ingress client's paths are written, too
         url = f"{self.ingress_url}/{path}"
         started = datetime.now(UTC)
@@ -360,7 +361,8 @@ class LocalStack:
                 else:
                     response = await client.post(url, json=body)
         except httpx.TimeoutException as error:
-            raise StackError(await asyncio.to_thread(self._no_answer, path, within, started)) from error
+            why = await asyncio.to_thread(self.no_answer, f"POST /{path}", within, started)
+            raise StackError(why) from error
         except httpx.HTTPError as error:  # refused, reset: the server is down, or is not this one
             raise StackError(
                 f"POST /{path}: the ingress at {self.ingress_url} did not answer: {error!r}"
@@ -376,12 +378,13 @@ class LocalStack:
                 f"POST /{path} answered 200 with a body that is not JSON: {response.text[:300]!r}"
             ) from None
 
-    def _no_answer(self, path: str, within: float, started: datetime) -> str:
-        """Why a call had no answer, as far as the stack can tell: what Restate is retrying (a
-        handler that raised a plain exception is retried for ever), the invocations this call
-        started first (a stack shared by many tests holds others' too), and the end of each
-        endpoint's log."""
-        lines = [f"POST /{path} had no answer within {within:g} s"]
+    def no_answer(self, request: str, within: float, started: datetime) -> str:
+        """Why ``request`` (``POST /Shop/quote``), sent at ``started``, had no answer within
+        ``within`` seconds, as far as the stack can tell: what Restate is retrying (a handler that
+        raised a plain exception is retried for ever), the invocations created since ``started``
+        first (a stack shared by many tests holds others' too), and each endpoint's last error (its
+        traceback), else how its log ends."""
+        lines = [f"{request} had no answer within {within:g} s"]
         failing = "SELECT target, retry_count, last_failure FROM sys_invocation "
         failing += "WHERE last_failure IS NOT NULL AND status != 'completed' {since}"
         failing += "ORDER BY modified_at DESC LIMIT 5"
@@ -394,8 +397,12 @@ class LocalStack:
             failure = next(iter(str(row["last_failure"]).strip().splitlines()), "")[:300]
             lines.append(f"  Restate is retrying {row['target']} (attempt {row['retry_count']}): {failure}")
         for endpoint in self.endpoints:
-            tail = log_tail(endpoint.log_path) if endpoint.log_path is not None else []
-            if tail:
+            if endpoint.log_path is None:
+                continue
+            if error := last_error(endpoint.log_path):
+                lines.append(f"  {endpoint.log_path}'s last error, {error[0]}:")
+                lines += [f"    {line}" for line in error[1:]]
+            elif tail := log_tail(endpoint.log_path):
                 lines += [f"  {endpoint.log_path} ends:", *(f"    {line}" for line in tail)]
         return "\n".join(lines)
 
