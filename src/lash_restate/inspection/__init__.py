@@ -58,3 +58,7 @@ __all__ = [
     "sql",
     "stranded_opens",
 ]
+
+# The errors name the module an application imports them from, in tracebacks and reprs, not the
+# private one that defines them (as the front door's do).
+InspectionError.__module__ = CloseRefused.__module__ = __name__
