@@ -181,6 +181,8 @@ def test_restate_deployment_has_the_fields_the_operator_requires() -> None:
     assert container["readinessProbe"]["httpGet"]["path"] == "/health"
     env = {e["name"]: e["value"] for e in container["env"]}
     assert env["LASH_IDENTITY_KEYS"].startswith("publickeyv1_")
+    # A prefix of the application's own: the operator registers without lash's check of who holds one.
+    assert env["LASH_PREFIX"].isalnum() and env["LASH_PREFIX"] != "Lash"
     assert spec["template"]["spec"]["securityContext"]["runAsNonRoot"] is True
 
 

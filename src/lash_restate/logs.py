@@ -20,6 +20,7 @@ __all__ = ["configure", "event", "logger"]
 
 logger = logging.getLogger("lash_restate")
 logger.addFilter(restate.RestateLoggingFilter())  # a replayed step does not log twice
+endpoint_logger = logging.getLogger("lash_restate.endpoint")  # `endpoint.*`: no handler's, never replayed
 
 _FIELDS = ("event", "group_key", "invocation_id", "replay_key", "position", "rank")
 
@@ -46,13 +47,15 @@ class JsonLines(logging.Formatter):
 
 
 def configure(verbose: bool = False) -> None:
-    """JSON lines on stderr; INFO for lash events when verbose, WARNING otherwise."""
+    """JSON lines on stderr; INFO for lash events when verbose, WARNING otherwise, but for the
+    endpoint's own start and stop (``endpoint.*``), one line each, always logged."""
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(JsonLines())
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(logging.WARNING)
     logging.getLogger("lash_restate").setLevel(logging.INFO if verbose else logging.WARNING)
+    endpoint_logger.setLevel(logging.INFO)  # an operator sees a served endpoint start and stop
     logging.getLogger("hypercorn.error").setLevel(logging.INFO if verbose else logging.WARNING)
 
 
@@ -63,7 +66,8 @@ def event(name: str, ctx: Any = None, **fields: Any) -> None:
     if name.startswith("group."):  # a group's events are its spans and metrics; the endpoint's are lines
         tracing.record(name, ctx, fields)
         metrics.record(name, fields)
-    if not logger.isEnabledFor(logging.INFO):
+    log = endpoint_logger if name.startswith("endpoint.") else logger
+    if not log.isEnabledFor(logging.INFO):
         return
     extra: dict[str, Any] = {"event": name}
     if ctx is not None:
@@ -72,4 +76,4 @@ def event(name: str, ctx: Any = None, **fields: Any) -> None:
         if key in fields:
             extra[key] = fields.pop(key)
     extra["data"] = {key: value for key, value in fields.items() if value is not None}
-    logger.info(name, extra=extra)
+    log.info(name, extra=extra)

@@ -385,7 +385,11 @@ async def test_logs_are_json_lines_with_group_key_and_invocation_id_and_quiet_by
     quiet_lines = [
         json.loads(line) for line in (tmp_path / "quiet.log").read_text().splitlines() if line.startswith("{")
     ]
-    assert not [line for line in quiet_lines if line["level"] == "info"]
+    # Quiet: the endpoint's own start and stop, one line each, and no group's events.
+    assert [line["event"] for line in quiet_lines if line["level"] == "info"] == [
+        "endpoint.serving",
+        "endpoint.stopped",
+    ]
 
 
 def test_serve_without_a_resolver_exits_with_one_clear_line() -> None:
