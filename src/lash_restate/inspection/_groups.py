@@ -375,6 +375,7 @@ def show_group(admin: Admin, group_key: str) -> GroupView | None:
         **open_group_row(group, state, int(time.time() * 1000), count),
         reason=reason,
         opened_at=utc(opened) if opened else None,
+        incarnation=meta.incarnation,
         openers=openers,
         children=children,
         pumps=pumps,

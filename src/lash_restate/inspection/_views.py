@@ -83,6 +83,9 @@ class GroupView(OpenGroup):
 
     reason: str = ""  # why it is open, parked or orphaned
     opened_at: str | None = None  # UTC, ISO 8601
+    # This opening of the key, as its pumps' keys and an operator's close name it; one opened since
+    # the baseline release ends in "-s" (what a rollback to the baseline must not leave open).
+    incarnation: str = ""
     openers: list[OpenerView] = field(default_factory=list)
     children: list[ChildView] = field(default_factory=list)
     pumps: list[PumpView] = field(default_factory=list)
