@@ -26,6 +26,7 @@ import asyncio
 import base64
 import json
 import struct
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -359,7 +360,8 @@ class Progress:
 
 async def failing(stack: LocalStack) -> str:
     rows = await asyncio.to_thread(sql, stack.admin_url, FAILING)
-    seen = {(r["service"], r["handler"], r["pinned_deployment_id"], r["last_failure"]) for r in rows}
+    # Restate leaves a column out of a row where it is null: a call no deployment took has no pin.
+    seen = {(r["service"], r["handler"], r.get("pinned_deployment_id"), r["last_failure"]) for r in rows}
     lines = [f"{s}/{h} on {d}: {str(f).splitlines()[0][:300]}" for s, h, d, f in sorted(seen, key=str)]
     return "invocations retrying:\n" + "\n".join(lines) if lines else "no invocation is retrying"
 
@@ -634,3 +636,74 @@ async def test_groups_with_children_in_flight_survive_an_in_place_replacement_of
         gates = [f"gate:{c.value(i)}" for c in groups for i, spec in enumerate(c.specs) if spec == "slow"]
         counts = stack.counts()
         assert all(counts.count(g) >= 2 for g in gates), "a gate tool mid-call was not run again"
+
+
+GUARD_S = 6  # how soon the current code's guard of a waiting caller looks, in the rollback test
+# The handlers the baseline serves: before a rollback to it, what is pending for any other handler
+# of lash's is killed (docs/guides/upgrade.md, Rolling back, which gives this query).
+BASELINE_SERVES = {
+    "LashGroup": ("caller_ended", "close", "open", "settle", "wait", "watch"),
+    "LashChild": ("execute", "forget", "outcome", "run"),
+    "LashPump": ("forget", "outcomes", "run"),
+    "LashSignal": ("clear", "emit", "reject", "subscribe"),
+}
+NOT_SERVED_BY_THE_BASELINE = (
+    "SELECT id, target FROM sys_invocation WHERE status != 'completed' AND ("
+    + " OR ".join(
+        f"(target_service_name = {quote(service)} AND target_handler_name NOT IN "
+        f"({', '.join(quote(h) for h in handlers)}))"
+        for service, handlers in BASELINE_SERVES.items()
+    )
+    + ")"
+)
+
+
+async def test_a_rollback_as_the_upgrade_guide_says_resumes_a_group_the_baseline_opened(
+    baseline: Baseline, tmp_path: Path
+) -> None:
+    """Upgraded side by side, a caller of the current code waits on a group the baseline opened, which
+    schedules the group's guard (a handler the baseline does not serve); then the rollback the upgrade
+    guide describes: what is pending for such handlers is killed, and the baseline is served and
+    registered again as the newest deployment. The group's event then settles on the baseline, the
+    waiting caller reads its rank, and a caller on the baseline resumes the group and closes it.
+    Without the kill, the guard, due once the rollback is done, is retried on the baseline (404)
+    holding the group's key, and the settle never runs."""
+    stack, old = baseline_stack(tmp_path, baseline)
+    # The guard looks a few seconds after the wait, not five minutes: due within the test.
+    new = stack.add_endpoint("current", env={**TOOLS_ENV, "LASH_WAITER_CHECK": f"{GUARD_S}s"})
+    with stack:
+        stack.start(register=False)
+        stack.register(old, force=False)
+        case = Case("all-rolled-back", "all", ["ok", "event"], 1)
+        await open_on_baseline(stack, case)
+        await read_served(stack, case)
+        stack.register(new, force=False)
+        waiting = asyncio.create_task(stack.turn(*_read_steps(case), within=PARKED_S))
+        pending = await poll(
+            stack,
+            NOT_SERVED_BY_THE_BASELINE,
+            lambda rows: any(row["target"].endswith("/guard") for row in rows),
+            "the current code's wait scheduled the group's guard",
+        )
+        async with httpx.AsyncClient(timeout=30) as client:
+            while pending:  # a guard that ran meanwhile, on the current code, has scheduled its next
+                for row in pending:  # one that ended meanwhile answers an error: it is gone anyway
+                    await client.patch(f"{stack.admin_url}/invocations/{row['id']}/kill")
+                due = time.monotonic() + GUARD_S  # later than any guard scheduled before this
+                pending = await asyncio.to_thread(sql, stack.admin_url, NOT_SERVED_BY_THE_BASELINE)
+        again = stack.add_endpoint("baseline-again", python=baseline.python, env=TOOLS_ENV)
+        again.start()
+        [rolled_back] = stack.register(again, force=False)  # the newest: new invocations run the baseline
+        # Past the killed guard's time, so that a guard left pending would have run on the baseline.
+        await asyncio.sleep(max(0.0, due - time.monotonic()) + 1)
+
+        orders = await settle_pending(stack, [case], None)
+        reread = [ok(r) for r in (await Progress(stack).unless_stuck(waiting, "the waiting caller"))[1:]]
+        check_ranks(case, reread, orders[case.name], "a caller of the current code across the rollback")
+        await resume_on_current(stack, case, orders[case.name])  # now the baseline's code
+        await clear_events(stack, [case])
+        await nothing_left(stack, [case])
+        ran = ran_on(stack)  # the event's settle and the close ran on the baseline served again
+        assert rolled_back["id"] in ran["LashGroup", "settle"] and ran["LashGroup", "close"] == {
+            rolled_back["id"]
+        }
