@@ -42,6 +42,7 @@ from lash_restate.testing import LocalStack
 from lash_restate.testing.processes import Endpoint, StackError
 from tests.conformance.builders import Scope, combine, event, fail, next_, ok, open_, sleep, tool, use
 from tests.engine.baseline import REPO, Baseline, BaselineError, materialise
+from tests.engine.upgrade_app import APP
 from tests.engine.upgrade_tools import RESOLVER
 
 # Each pytest-xdist worker that runs one of these tests asks for the baseline; the first builds it
@@ -67,6 +68,7 @@ LASH = ("LashGroup", "LashChild", "LashPump", "LashSignal")
 WAKE = {"all": "all", "all_settled": "all", "race": "first", "any": "first_success"}
 # Both releases serve the demo tools and `gate` (tests/engine/upgrade_tools.py, imported from this checkout).
 TOOLS_ENV = {"LASH_RESOLVER": RESOLVER, "PYTHONPATH": str(REPO)}
+APP_ENV = {"PYTHONPATH": str(REPO)}  # an application of its own names its tools (tests/engine/upgrade_app.py)
 
 
 @pytest.fixture(scope="session")
@@ -707,3 +709,52 @@ async def test_a_rollback_as_the_upgrade_guide_says_resumes_a_group_the_baseline
         assert rolled_back["id"] in ran["LashGroup", "settle"] and ran["LashGroup", "close"] == {
             rolled_back["id"]
         }
+
+
+async def test_a_users_handlers_waiting_in_lashs_combinators_survive_an_in_place_replacement(
+    baseline: Baseline, tmp_path: Path
+) -> None:
+    """An application's own handlers (`tests/engine/upgrade_app.py`), each suspended in `lash.all` or
+    `lash.race` on a group the baseline opened, replay their journals on the current code when the
+    endpoint is replaced in place: their groups' events, emitted after, reach them, and each answers
+    what it would have on the baseline."""
+    stack = LocalStack(tmp_path)
+    stack.add_server()
+    old = stack.add_endpoint("baseline", python=baseline.python, app=APP, cwd=REPO, env=APP_ENV)
+    with stack:
+        stack.start()
+        callers = {}
+        async with httpx.AsyncClient(timeout=30) as client:
+            for handler in ("gather", "first"):
+                sent = await client.post(f"{stack.ingress_url}/UpgradeShop/{handler}/send", json=handler)
+                callers[handler] = sent.json()["invocationId"]
+        await poll(
+            stack,
+            "SELECT count(*) AS n FROM sys_invocation WHERE target_handler_name = 'subscribe' "
+            "AND status = 'completed'",
+            lambda rows: rows[0]["n"] == 2,
+            "each handler's event child subscribed, its caller waiting on its group",
+        )
+        [deployment] = await asyncio.to_thread(sql, stack.admin_url, "SELECT id FROM sys_deployment")
+        old.kill()
+        new = stack.add_endpoint("current", app=APP, cwd=REPO, env=APP_ENV)
+        new.port = old.port
+        new.start(repick_port=False)
+        [replaced] = stack.register(new, force=True)
+        assert replaced["id"] == deployment["id"]  # the same deployment, now the current code
+        for handler in callers:
+            await stack.emit(f"{handler}-go", f"{handler}-payload")
+        async with httpx.AsyncClient(timeout=30) as client:
+            answers = {
+                handler: await Progress(stack).unless_stuck(
+                    client.get(
+                        f"{stack.ingress_url}/restate/invocation/{invocation}/attach", timeout=PARKED_S
+                    ),
+                    f"UpgradeShop/{handler}",
+                )
+                for handler, invocation in callers.items()
+            }
+        assert {h: (a.status_code, a.json()) for h, a in answers.items()} == {
+            "gather": (200, ["gather", "gather-payload"]),
+            "first": (200, "first-payload"),
+        }, await failing(stack)
