@@ -457,7 +457,7 @@ KEY = "publickeyv1_ChjENKeMvCtRnqG2mrBK1HmPKufgFUc98K8B3ZQpFAGT"  # a key's form
         (
             "lash.app(svc)",
             ("--identity-key", "publickeyv1_0OIl"),
-            "an identity key is not a Restate public key",
+            "the server logs its own as it starts with request signing: Loaded request identity key",
         ),
         ("lash.app(svc)", (), "LASH_ORPHAN_RETENTION"),
         ("lash.app(svc", ("--identity-key", KEY), "cannot load app 'keyedapp:app'"),  # a syntax error

@@ -238,6 +238,9 @@ def build_app(
     try:
         app = restate.app(assembled, identity_keys=keys or None)
     except IdentityKeyException as exc:  # a plain Exception of the SDK's: one line, naming the setting
-        raise DeploymentError(f"an identity key is not a Restate public key (publickeyv1_…): {exc}") from None
+        raise DeploymentError(
+            f"an identity key is not a Restate public key (publickeyv1_…): {exc}; the server logs its "
+            'own as it starts with request signing: Loaded request identity key kid="publickeyv1_…"'
+        ) from None
     _Served.application = ServedApplication(name, own, prefix, frozenset(keys))
     return app
