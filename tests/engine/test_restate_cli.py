@@ -602,6 +602,35 @@ async def test_a_caller_cancelled_while_it_stages_an_open_in_parts_leaves_nothin
         await _poll(stack, staged, lambda rows: not rows)
 
 
+async def test_a_second_resend_while_the_open_sent_again_is_on_its_way_sends_nothing(
+    stack: LocalStack, tmp_path: Path
+) -> None:
+    """`groups stranded --resend` run again while the open the first run sent again is still on its way
+    (held by a deployment whose `open` runs nothing): its caller is listed no more and nothing is
+    sent a second time. Once Restate ends that open too, unanswered, the caller is listed again."""
+    fresh = Scope()
+    opens = "SELECT id, status FROM sys_invocation WHERE target_service_name = 'LashGroup' AND "
+    opens += f"target_handler_name = 'open' AND target_service_key = {quote(fresh.key())} ORDER BY created_at"
+    with unanswered(stack, "groups", service="LashGroup", paused=False, hold="open"):
+        starter = turn_in_background(stack, fresh, open_(fresh.group([echo("never")])), next_())
+        try:
+            [held] = await _poll(stack, opens, lambda rows: len(rows) == 1)
+            _operator(stack, tmp_path, "kill", held["id"])
+            await _poll(stack, opens, lambda rows: rows[0]["status"] == "completed")
+            first = lash(stack, "groups", "stranded", "--resend", "--sent-before", "0")
+            assert first.returncode == 0 and first.stdout.count("sent again as inv_") == 1, first
+            [_, resent] = await _poll(stack, opens, lambda rows: len(rows) == 2)
+            second = lash(stack, "groups", "stranded", "--resend", "--sent-before", "0")
+            assert second.returncode == 0, second.stderr
+            assert second.stdout.strip() == "no caller waits for an open that ended unanswered", second.stdout
+            _operator(stack, tmp_path, "kill", resent["id"])
+            await _poll(stack, opens, lambda rows: rows[1]["status"] == "completed")
+            again = lash(stack, "groups", "stranded", "--json", "--sent-before", "0")
+            assert [o["caller"] for o in json.loads(again.stdout)] == [await turn_id(stack, fresh)]
+        finally:
+            starter.cancel()  # its caller waits for an answer this deployment never gives
+
+
 async def _none_stranded(stack: LocalStack) -> bool:
     found = await asyncio.to_thread(lash, stack, "groups", "stranded", "--json", "--sent-before", "0")
     return found.returncode == 0 and json.loads(found.stdout) == []

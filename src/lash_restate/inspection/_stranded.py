@@ -99,9 +99,14 @@ def stranded_opens(admin: Admin, *, sent_before_s: int = SENT_BEFORE_S) -> list[
     )
     completed = {(r["id"], _completed(r["entry"])) for r in signals}
     waiting = [s for s in sent if (s.caller, s.signal) not in completed]
-    known = invocation_rows(admin, sorted({s.sent for s in waiting}))
+    resent = _resent(admin, group, sent_before_s) if waiting else {}
+    known = invocation_rows(
+        admin, sorted({s.sent for s in waiting} | {r.sent for rs in resent.values() for r in rs})
+    )
     stranded = []
     for s in waiting:
+        if any(_on_its_way(known.get(r.sent), r.long_sent) for r in resent.get(_reply_to(s.body), ())):
+            continue  # sent again already, and that open has not ended unanswered: a second would overtake it
         ended_as = known.get(s.sent)
         if ended_as is not None and (
             ended_as.get("status") != ENDED or not ended_as.get("completion_failure")
@@ -156,6 +161,43 @@ def _open_in(caller: str, entry: str, group: str) -> _Sent | None:
     if signal is None:
         return None
     return _Sent(caller, sent.group_key, sent.handler, sent.invocation, sent.body, signal)
+
+
+def _resent(admin: Admin, group: str, sent_before_s: int) -> dict[str, list[_Sent]]:
+    """The opens the group object's `operator_resend` sent again (its journal, kept a while after it
+    ended), by the awakeable each answers."""
+    rows = sql(
+        admin,
+        "SELECT j.id AS resender, j.entry_json AS entry, "
+        f"j.appended_at < now() - INTERVAL '{int(sent_before_s)} seconds' AS long_sent "
+        "FROM sys_journal j JOIN sys_invocation i ON j.id = i.id "
+        f"WHERE i.target_service_name = {quote(group)} "
+        f"AND i.target_handler_name = {quote(GROUP_OPERATOR_RESEND.handler)} "
+        "AND j.entry_type = 'Command: OneWayCall'",
+    )
+    resent: dict[str, list[_Sent]] = {}
+    for row in rows:
+        if found := _open_in(row["resender"], row["entry"], group):
+            resent.setdefault(_reply_to(found.body), []).append(
+                found._replace(long_sent=row.get("long_sent") is True)
+            )
+    return resent
+
+
+def _on_its_way(ended_as: dict[str, Any] | None, long_sent: bool) -> bool:
+    """Whether an open Restate shows as ``ended_as`` (None: not known to it), sent ``long_sent`` ago
+    or not, may still answer its caller: queued, running, answered, or sent a moment ago."""
+    if ended_as is None:
+        return not long_sent
+    return ended_as.get("status") != ENDED or not ended_as.get("completion_failure")
+
+
+def _reply_to(body: bytes) -> str:
+    """The awakeable an open request (any format) is answered on; "" if it names none."""
+    try:
+        return msgspec.json.decode(body, type=_Answered).reply_to
+    except msgspec.DecodeError:
+        return ""
 
 
 def _completed(entry: str) -> int | None:
