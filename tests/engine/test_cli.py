@@ -180,6 +180,7 @@ async def test_groups_list_and_show_against_a_running_stack(stack: LocalStack) -
     assert listed.returncode == 0, listed.stderr
     [row] = json.loads(listed.stdout)
     assert isinstance(row.pop("age_s"), int)
+    assert row.pop("incarnation").endswith("-s")  # this release's (a rollback must leave none open)
     assert row == {
         "group_key": s.key(),
         "child_count": 2,

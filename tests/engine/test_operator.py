@@ -298,7 +298,7 @@ async def test_list_and_show_tell_open_parked_and_orphaned_apart(stack: LocalSta
     opened = datetime.datetime.fromisoformat(shown["opened_at"]).timestamp()
     assert started - 1 <= opened <= time.time() + 1, shown["opened_at"]
     # This release's opening, by which a rollback tells its groups from the baseline's.
-    assert shown["incarnation"].endswith("-s"), shown
+    assert shown["incarnation"].endswith("-s") and shown["incarnation"] == rows[parked.key()]["incarnation"]
     assert f"incarnation:  {shown['incarnation']}" in lash(stack, "groups", "show", parked.key()).stdout
     # Weeks later Restate has forgotten the opener; the group's own record still says it is parked.
     await purge(stack, shown["openers"][0]["invocation_id"])

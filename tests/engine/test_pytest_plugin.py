@@ -81,8 +81,8 @@ def test_a_restarted_endpoint_serves_again(lash_stack, lash_ingress: httpx.Clien
 
 def test_a_request_no_answer_comes_to_names_what_restate_retries(lash_ingress: httpx.Client) -> None:
     with pytest.raises(httpx.ReadTimeout) as timed_out:
-        lash_ingress.post("/Shop/broken", json=1, timeout=3)
-    assert "POST /Shop/broken had no answer within 3 s" in str(timed_out.value)
+        lash_ingress.post("/Shop/broken", json=1, timeout=15)  # time for a failure, logged, on a busy machine
+    assert "POST /Shop/broken had no answer within 15 s" in str(timed_out.value)
     assert "Restate is retrying Shop/broken" in str(timed_out.value)
     assert 'raise ValueError("a plain exception' in str(timed_out.value)  # the endpoint's traceback
 
@@ -208,7 +208,8 @@ def test_a_run_stopped_by_sigterm_stops_the_servers_it_started(tmp_path: Path) -
     from pathlib import Path
 
     def test_waits(lash_stack) -> None:
-        Path("started").write_text(f"{lash_stack.server.pid} {lash_stack.endpoint.pid}")
+        Path("started.tmp").write_text(f"{lash_stack.server.pid} {lash_stack.endpoint.pid}")
+        Path("started.tmp").rename("started")  # whole once it is there
         time.sleep(100)
     """
     root = project(tmp_path, tests, ini="lash_app = shop:app", files={"shop.py": SHOP})
@@ -222,6 +223,7 @@ def test_a_run_stopped_by_sigterm_stops_the_servers_it_started(tmp_path: Path) -
             time.sleep(0.1)
         assert started.exists(), run.communicate(timeout=30)[0].decode() if run.poll() is not None else ""
         pids = [int(pid) for pid in started.read_text().split()]
+        assert len(pids) == 2 and all(_running(pid) for pid in pids), pids
         run.send_signal(signal.SIGTERM)
         output = run.communicate(timeout=60)[0].decode()
         assert "KeyboardInterrupt" in output, output

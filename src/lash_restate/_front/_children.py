@@ -99,7 +99,9 @@ class TypedCall(Child[T_co]):
     def __repr__(self) -> str:
         key = f", key={self._key!r}" if self._key is not None else ""
         options = "".join(f", {name}={value!r}" for name, value in self._options.fields().items())
-        return f"lash.call({self.target}, {self._arg!r}{key}{options})"
+        # What it sends, as written when it was made; the object given, if its serde could not write it.
+        arg = self._arg if isinstance(self._written, Exception) else self._written
+        return f"lash.call({self.target}, {arg!r}{key}{options})"
 
 
 class _Options:

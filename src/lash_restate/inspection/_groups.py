@@ -274,6 +274,7 @@ def open_group_row(group: StoredGroup, state: str, now_ms: int, paused: int) -> 
         "paused": paused,
         "missed": len(group.missed),
         "reclaim_at": utc(group.reclaim_at_ms / 1000) if group.reclaim_at_ms else None,
+        "incarnation": meta.incarnation,
     }
 
 
@@ -375,7 +376,6 @@ def show_group(admin: Admin, group_key: str) -> GroupView | None:
         **open_group_row(group, state, int(time.time() * 1000), count),
         reason=reason,
         opened_at=utc(opened) if opened else None,
-        incarnation=meta.incarnation,
         openers=openers,
         children=children,
         pumps=pumps,

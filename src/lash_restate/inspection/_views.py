@@ -27,6 +27,10 @@ class OpenGroup:
     # An orphan nobody can resume is reclaimed (closed) at this time (UTC, ISO 8601), or later if its
     # children still run then; None for any other group.
     reclaim_at: str | None = None
+    # This opening of the key, as its pumps' keys and an operator's close name it. One opened since
+    # the baseline release ends in "-s", or starts with "p-" (opened in parts): a rollback to the
+    # baseline must leave none of those open.
+    incarnation: str = ""
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -83,9 +87,6 @@ class GroupView(OpenGroup):
 
     reason: str = ""  # why it is open, parked or orphaned
     opened_at: str | None = None  # UTC, ISO 8601
-    # This opening of the key, as its pumps' keys and an operator's close name it; one opened since
-    # the baseline release ends in "-s" (what a rollback to the baseline must not leave open).
-    incarnation: str = ""
     openers: list[OpenerView] = field(default_factory=list)
     children: list[ChildView] = field(default_factory=list)
     pumps: list[PumpView] = field(default_factory=list)

@@ -142,9 +142,9 @@ _LOG_TAIL = 15  # lines of a process's log a failure shows (a call with no answe
 _TAIL_BYTES = 16 * 1024  # read from the end of a log for them: a shared stack's log grows long
 
 
-def log_tail(log: Path, tail_bytes: int = _TAIL_BYTES) -> list[str]:
+def log_tail(log: Path) -> list[str]:
     """The last `_LOG_TAIL` lines of ``log`` (none if it is not there)."""
-    return _tail(log, tail_bytes)[-_LOG_TAIL:]
+    return _tail(log, _TAIL_BYTES)[-_LOG_TAIL:]
 
 
 def _tail(log: Path, tail_bytes: int) -> list[str]:
@@ -160,16 +160,19 @@ def _tail(log: Path, tail_bytes: int) -> list[str]:
 _ERROR_LINES = 20  # of the last error's traceback a failure shows: its end names the handler's line
 
 
-def last_error(log: Path) -> list[str]:
+def last_error(log: Path, since: str = "") -> list[str]:
     """The last error an endpoint logged with a traceback (a handler's plain exception, which
-    Restate retries), as its time and message, then the end of the traceback, one line each; none
-    if the end of ``log`` holds none. Each retry logs the same traceback again, on one line."""
+    Restate retries) at ``since`` (an ISO 8601 time in UTC, as the log writes it) or after, as its
+    time and message, then the end of the traceback, one line each; none if the end of ``log`` holds
+    none. Each retry logs the same traceback again, on one line."""
     for line in reversed(_tail(log, 4 * _TAIL_BYTES)):
         try:
             record = json.loads(line)
         except ValueError:
             continue  # not a JSON log line (the HTTP server's own, say)
-        if isinstance(record, dict) and isinstance(trace := record.get("exc"), str):
+        if not isinstance(record, dict) or str(record.get("ts", "")) < since:
+            continue  # an earlier test's, on a stack many share
+        if isinstance(trace := record.get("exc"), str):
             return [f"{record.get('ts', '')} {record.get('msg', '')}", *trace.splitlines()[-_ERROR_LINES:]]
     return []
 

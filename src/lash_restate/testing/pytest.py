@@ -90,7 +90,8 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def _restore_sigterm() -> None:
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    if signal.getsignal(signal.SIGTERM) is _interrupted:  # not one set since, by whoever set it
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 def _interrupted(signum: int, frame: object) -> None:
@@ -216,8 +217,8 @@ def lash_stack(lash_app: str, _lash_stacks: _Stacks) -> LocalStack:
 def lash_ingress(lash_stack: LocalStack) -> Iterator[httpx.Client]:
     """An HTTP client on the restate-server's ingress: ``lash_ingress.post("/Service/handler", json=...)``.
 
-    A request with no answer within its timeout (60 s unless the request gives one) raises httpx's
-    timeout error, saying what Restate is retrying and the endpoint's last error."""
+    A request with no answer within its timeout (60 s unless the request gives one) raises
+    `httpx.ReadTimeout`, saying what Restate is retrying and the endpoint's last error since."""
     with _Ingress(lash_stack, verify=tls(), base_url=lash_stack.ingress_url, timeout=60) as client:
         yield client
 
@@ -234,7 +235,7 @@ class _Ingress(httpx.Client):
         started = datetime.now(UTC)
         try:
             return super().send(request, **options)
-        except httpx.TimeoutException as error:
+        except httpx.ReadTimeout as error:  # sent, and no answer came (not a connection that failed)
             within = (request.extensions.get("timeout") or {}).get("read") or 0
             why = self._stack.no_answer(f"{request.method} {request.url.raw_path.decode()}", within, started)
-            raise type(error)(why, request=request) from error
+            raise httpx.ReadTimeout(why, request=request) from error

@@ -382,8 +382,8 @@ class LocalStack:
         """Why ``request`` (``POST /Shop/quote``), sent at ``started``, had no answer within
         ``within`` seconds, as far as the stack can tell: what Restate is retrying (a handler that
         raised a plain exception is retried for ever), the invocations created since ``started``
-        first (a stack shared by many tests holds others' too), and each endpoint's last error (its
-        traceback), else how its log ends."""
+        first (a stack shared by many tests holds others' too), and each endpoint's last error since
+        ``started`` (its traceback), else how its log ends."""
         lines = [f"{request} had no answer within {within:g} s"]
         failing = "SELECT target, retry_count, last_failure FROM sys_invocation "
         failing += "WHERE last_failure IS NOT NULL AND status != 'completed' {since}"
@@ -399,7 +399,11 @@ class LocalStack:
         for endpoint in self.endpoints:
             if endpoint.log_path is None:
                 continue
-            if error := last_error(endpoint.log_path):
+            # The log's own form of a time (`logs.JsonLines`), which compares as text.
+            since = (
+                started.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.") + f"{started.microsecond // 1000:03d}Z"
+            )
+            if error := last_error(endpoint.log_path, since):
                 lines.append(f"  {endpoint.log_path}'s last error, {error[0]}:")
                 lines += [f"    {line}" for line in error[1:]]
             elif tail := log_tail(endpoint.log_path):
