@@ -169,7 +169,7 @@ def pytest_runtest_teardown_stop_stacks(item: pytest.Item, nextitem: pytest.Item
     uses it: kept, its idle server cost about 3% of a core for the minutes the worker went on
     (docs/test-suite.md). Were a later test to ask for it, pytest would start it again."""
     yield
-    if getattr(item.config.option, "dist", "no") != "loadgroup" or not hasattr(item.config, "workerinput"):
+    if not getattr(item.config.option, "loadgroup", False) or not hasattr(item.config, "workerinput"):
         return  # elsewhere (`-n 0`, a mutation run) a tier's tests interleave: kept to the session's end
     stack = _session_stack(item)
     if stack is None or nextitem is None or _session_stack(nextitem) == stack:
