@@ -26,16 +26,15 @@ dev: setup
 	$(BIN)/lash-restate dev
 
 # The suite ends with its 20 slowest tests; docs/test-suite.md keeps the measurements. Compiled
-# modules are kept under build/pycache even where the environment says to write none: every test
-# worker and every endpoint a test serves would otherwise compile lash and the tests again.
+# modules are written (in __pycache__, ignored by git) even where the environment says to write none:
+# every test worker and every endpoint a test serves would otherwise compile lash and the tests again.
 test: setup
 	$(BIN)/ruff check src tests bench examples
 	$(BIN)/ruff format --check src tests bench examples
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
-	PYTHONDONTWRITEBYTECODE= PYTHONPYCACHEPREFIX=$(CURDIR)/build/pycache \
-	    $(BIN)/pytest -n $(TEST_WORKERS) --dist loadgroup --durations=20
+	PYTHONDONTWRITEBYTECODE= $(BIN)/pytest -n $(TEST_WORKERS) --dist loadgroup --durations=20
 
 lint: setup
 	$(BIN)/ruff check src tests bench examples
@@ -98,4 +97,4 @@ mutation-engine: setup $(VENV)/.mutation
 	  else mutmut run --max-children $(MUTATION_JOBS) $(ARGS); $(MUTATION_SCORE); fi
 
 clean:
-	rm -rf $(VENV) node_modules .lash mutants site build/pycache
+	rm -rf $(VENV) node_modules .lash mutants site
