@@ -108,7 +108,9 @@ def test_dev_serves_your_application_until_stopped_then_cleans_up(tmp_path: Path
         rest, err = dev.communicate(timeout=60)
     assert dev.returncode == 0, err
     assert "stopped restate-server and the endpoint\n" in rest
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["greeter.py", "restate.toml", "tmp"]
+    # Python's own cache of the imported greeter (where bytecode is written) is not dev's to remove.
+    left = sorted(p.name for p in tmp_path.iterdir() if p.name != "__pycache__")
+    assert left == ["greeter.py", "restate.toml", "tmp"]
     assert list(temporary.iterdir()) == []
 
 
