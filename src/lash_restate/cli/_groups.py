@@ -143,8 +143,9 @@ def groups_show(args: argparse.Namespace) -> int:
     if paused:
         print()
         print(
-            "fix the cause, then resume it (restate invocations resume ID, or PATCH /invocations/ID/resume "
-            "on the admin API), or kill it (restate invocations kill ID): the child then settles as failed"
+            "fix the cause, then resume it (restate invocations resume ID --deployment latest to run the "
+            "fixed deployment, or PATCH /invocations/ID/resume?deployment=latest on the admin API), or "
+            "kill it (restate invocations kill ID): the child then settles as failed"
         )
     return 0
 
