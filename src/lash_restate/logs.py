@@ -25,11 +25,15 @@ endpoint_logger = logging.getLogger("lash_restate.endpoint")  # `endpoint.*`: no
 _FIELDS = ("event", "group_key", "invocation_id", "replay_key", "position", "rank")
 
 
+def stamp(seconds: float) -> str:
+    """A log line's time (``ts``): UTC, to the millisecond, ISO 8601 (so two compare as text)."""
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds)) + f".{int(seconds % 1 * 1000):03d}Z"
+
+
 class JsonLines(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
         line: dict[str, Any] = {
-            "ts": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
-            + f".{int(record.msecs):03d}Z",
+            "ts": stamp(record.created),
             "level": record.levelname.lower(),
             "logger": record.name,
             "msg": record.getMessage(),

@@ -76,19 +76,8 @@ def stranded_opens(admin: Admin, *, sent_before_s: int = SENT_BEFORE_S) -> list[
     if sent_before_s < 0:
         raise InspectionError(f"sent_before_s must be 0 or more, got {sent_before_s}")
     group = named(GROUP)
-    rows = sql(
-        admin,
-        "SELECT j.id AS caller, j.entry_json AS entry, "
-        f"j.appended_at < now() - INTERVAL '{int(sent_before_s)} seconds' AS long_sent "
-        "FROM sys_journal j JOIN sys_invocation i ON j.id = i.id "
-        f"WHERE i.status != {quote(ENDED)} AND j.entry_type = 'Command: OneWayCall' "
-        f"AND j.entry_json LIKE {quote('%' + json.dumps(group) + '%')}",
-    )
-    sent = [
-        found._replace(long_sent=row.get("long_sent") is True)
-        for row in rows
-        if (found := _open_in(row["caller"], row["entry"], group))
-    ]
+    running = f"i.status != {quote(ENDED)} AND j.entry_json LIKE {quote('%' + json.dumps(group) + '%')}"
+    sent = _opens_sent(admin, group, sent_before_s, running)
     if not sent:
         return []
     signals = rows_in(
@@ -154,33 +143,38 @@ def _open_in(caller: str, entry: str, group: str) -> _Sent | None:
     sent = sent_to(entry, group)
     if sent is None or sent.handler not in _OPENS:
         return None
-    try:
-        signal = awakeable_signal(msgspec.json.decode(sent.body, type=_Answered).reply_to)
-    except msgspec.DecodeError:
-        return None
+    signal = awakeable_signal(reply_to) if (reply_to := _reply_to(sent.body)) else None
     if signal is None:
         return None
     return _Sent(caller, sent.group_key, sent.handler, sent.invocation, sent.body, signal)
 
 
+def _opens_sent(admin: Admin, group: str, sent_before_s: int, which: str) -> list[_Sent]:
+    """The opens of ``group`` that the journals of the invocations ``which`` picks (SQL over
+    `sys_invocation` as ``i``, `sys_journal` as ``j``) sent, each with whether it was sent
+    ``sent_before_s`` seconds ago or more."""
+    rows = sql(
+        admin,
+        "SELECT j.id AS sender, j.entry_json AS entry, "
+        f"j.appended_at < now() - INTERVAL '{int(sent_before_s)} seconds' AS long_sent "
+        "FROM sys_journal j JOIN sys_invocation i ON j.id = i.id "
+        f"WHERE j.entry_type = 'Command: OneWayCall' AND {which}",
+    )
+    return [
+        found._replace(long_sent=row.get("long_sent") is True)
+        for row in rows
+        if (found := _open_in(row["sender"], row["entry"], group))
+    ]
+
+
 def _resent(admin: Admin, group: str, sent_before_s: int) -> dict[str, list[_Sent]]:
     """The opens the group object's `operator_resend` sent again (its journal, kept a while after it
     ended), by the awakeable each answers."""
-    rows = sql(
-        admin,
-        "SELECT j.id AS resender, j.entry_json AS entry, "
-        f"j.appended_at < now() - INTERVAL '{int(sent_before_s)} seconds' AS long_sent "
-        "FROM sys_journal j JOIN sys_invocation i ON j.id = i.id "
-        f"WHERE i.target_service_name = {quote(group)} "
-        f"AND i.target_handler_name = {quote(GROUP_OPERATOR_RESEND.handler)} "
-        "AND j.entry_type = 'Command: OneWayCall'",
-    )
+    resender = f"i.target_service_name = {quote(group)} "
+    resender += f"AND i.target_handler_name = {quote(GROUP_OPERATOR_RESEND.handler)}"
     resent: dict[str, list[_Sent]] = {}
-    for row in rows:
-        if found := _open_in(row["resender"], row["entry"], group):
-            resent.setdefault(_reply_to(found.body), []).append(
-                found._replace(long_sent=row.get("long_sent") is True)
-            )
+    for found in _opens_sent(admin, group, sent_before_s, resender):
+        resent.setdefault(_reply_to(found.body), []).append(found)
     return resent
 
 

@@ -24,6 +24,7 @@ import httpx
 from .._http import tls
 from ..engine import SIGNAL, named
 from ..inspection import InspectionError, sql
+from ..logs import stamp
 from ..registration import PrefixTaken, RegistrationError, register_deployment
 from .driver import TURN
 from .processes import Endpoint, RestateServer, StackError, free_port, last_error, log_tail
@@ -396,13 +397,10 @@ class LocalStack:
         for row in retried:
             failure = next(iter(str(row["last_failure"]).strip().splitlines()), "")[:300]
             lines.append(f"  Restate is retrying {row['target']} (attempt {row['retry_count']}): {failure}")
+        since = stamp(started.timestamp())  # as the endpoint's log writes a time
         for endpoint in self.endpoints:
             if endpoint.log_path is None:
                 continue
-            # The log's own form of a time (`logs.JsonLines`), which compares as text.
-            since = (
-                started.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.") + f"{started.microsecond // 1000:03d}Z"
-            )
             if error := last_error(endpoint.log_path, since):
                 lines.append(f"  {endpoint.log_path}'s last error, {error[0]}:")
                 lines += [f"    {line}" for line in error[1:]]
