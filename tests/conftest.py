@@ -14,6 +14,7 @@ from _pytest.nodeid import NodeId
 
 from lash_restate.engine.caller._open_parts import PARTS_FROM_ENV
 from lash_restate.engine.serving._endpoint import PAGE_FROM_ENV
+from lash_restate.engine.wire._formats import ERROR_METADATA_ENV
 from lash_restate.inspection import quote
 from lash_restate.testing import LocalStack
 from lash_restate.testing.conformance import MemoryTier, RestateTier, Tier
@@ -198,6 +199,7 @@ def _stack(
     }
     endpoint_env = {} if batch_from is None else {"LASH_BATCH_FROM": str(batch_from)}
     endpoint_env["LASH_VERBOSE"] = "1"  # every group event logged, for `check_group_events`
+    endpoint_env[ERROR_METADATA_ENV] = "1"  # a rejection's metadata written, as the reference host keeps it
     if paged:  # every group paged, and opened in parts (decision 65): the widest layout, at any width
         endpoint_env[PAGE_FROM_ENV] = "1"
         endpoint_env[PARTS_FROM_ENV] = "1"

@@ -196,6 +196,28 @@ async def test_a_rejection_reads_its_childs_status_as_an_int_as_a_native_caller_
     assert cancelled.child_message == "child 0 was cancelled"
 
 
+async def test_a_rejection_reads_its_childs_metadata_as_a_native_caller_reads_a_callees() -> None:
+    """``metadata``: what a tool's `ToolFailure` (or a call's callee's ``TerminalError``) gave, as a
+    native caller reads ``TerminalError.metadata``, None when it gave none; an aggregate's per child."""
+    host = MemoryHost(resolver=demo_tools())
+
+    def fail(**metadata: str) -> lash.ToolCall:
+        return lash.tool("fail", {"message": "gone", **({"metadata": metadata} if metadata else {})})
+
+    try:
+        with pytest.raises(lash.Rejected) as given:
+            await lash.all(host, [fail(left="5")], key="s:group:metadata:0")
+        with pytest.raises(lash.AggregateRejection) as mixed:
+            await lash.any(host, [fail(left="5"), fail()], key="s:group:metadata:1")
+    finally:
+        await host.aclose()
+    assert given.value.metadata == {"left": "5"}
+    assert [e.metadata for e in mixed.value.exceptions] == [{"left": "5"}, None]
+    assert given.value.settlement.outcome == lash.Err(message="gone", metadata={"left": "5"})
+    with pytest.raises(TypeError, match="ToolFailure metadata must be a mapping of text, not list"):
+        lash.ToolFailure("gone", metadata=[("left", "5")])  # type: ignore[arg-type]
+
+
 async def test_children_spread_from_an_empty_list_are_none_not_a_retried_type_error() -> None:
     """``lash.all(ctx, *children)`` of an empty list, as ``restate.gather(*futures)`` takes none: no
     children, given one by one, so an empty tuple as children given one by one give a tuple (a

@@ -11,7 +11,8 @@ from lash_restate.admin import shown_url
 from lash_restate.contract import Call, InvalidInput
 from lash_restate.engine.child import _lookup
 from lash_restate.engine.group._mode import width_setting
-from lash_restate.engine.serving._endpoint import DeploymentError, _duration
+from lash_restate.engine.serving._endpoint import DeploymentError, _duration, _switch
+from lash_restate.engine.wire._formats import ERROR_METADATA_ENV
 from lash_restate.settings import ServeSettings, SettingsError
 
 RESTATE, LASH = "http://restate-admin:9070", "http://lash-admin:9070"
@@ -145,3 +146,24 @@ def test_an_admin_api_that_cannot_tell_is_said_once_a_minute_without_its_credent
         "the admin API at http://admin:9070 answered 503"
         for target in ("Ghost/hello", "Other/hi")
     ]
+
+
+@pytest.mark.parametrize(
+    ("value", "on"),
+    [("1", True), ("TRUE", True), (" on ", True), ("yes", True), ("0", False), ("Off", False), ("", False)],
+)
+def test_the_error_metadata_switch_reads_on_or_off(
+    monkeypatch: pytest.MonkeyPatch, value: str, on: bool
+) -> None:
+    monkeypatch.setenv(ERROR_METADATA_ENV, value)
+    assert _switch(ERROR_METADATA_ENV) is on
+
+
+def test_an_error_metadata_switch_that_is_neither_on_nor_off_is_refused_naming_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Refused as the app is built (`serve` exits 2), never read as off: an operator who meant it on
+    would otherwise see no metadata and no reason."""
+    monkeypatch.setenv(ERROR_METADATA_ENV, "enabled")
+    with pytest.raises(DeploymentError, match=r"^LASH_ERROR_METADATA must be 1, true, yes or on, or 0,"):
+        _switch(ERROR_METADATA_ENV)

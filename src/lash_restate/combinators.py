@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
+import msgspec
+
 from .contract import (
     AwaitEvent,
     Cancelled,
@@ -88,6 +90,14 @@ def child_message(position: int, outcome: Outcome) -> str:
     )
 
 
+def child_metadata(outcome: Outcome) -> dict[str, str] | None:
+    """A rejected child's metadata, as a native caller reads its callee's ``TerminalError.metadata``:
+    None when it gave none (or the endpoint that settled it does not write it: LASH_ERROR_METADATA)."""
+    if isinstance(outcome, Err) and outcome.metadata is not msgspec.UNSET:
+        return dict(outcome.metadata)
+    return None
+
+
 def describe_rejection(outcome: Outcome) -> str:
     """A rejected child's outcome as a person reads it: its message and code, or that it was cancelled."""
     if isinstance(outcome, Err):
@@ -133,6 +143,15 @@ class Rejected(LashError):
         (``message`` is lash's, which names the child.)"""
         return child_message(self.settlement.position, self.settlement.outcome)
 
+    @property
+    def metadata(self) -> dict[str, str] | None:
+        """The rejecting child's metadata, as a native call's ``TerminalError.metadata``: its callee's
+        (``TerminalError("out of stock", 409, metadata={"left": "5"})`` gives ``{"left": "5"}``) or
+        its tool's, None if it gave none. Written only by an endpoint whose LASH_ERROR_METADATA is on
+        (off by default in this release: an earlier release could not read it). Uncaught, the
+        rejection ends its handler's invocation with it."""
+        return child_metadata(self.settlement.outcome)
+
     def named(self, name: str) -> None:
         """Name the child that rejected (`select`'s name for it), in ``name`` and in the message."""
         self.name = name
@@ -164,6 +183,11 @@ class ChildRejected(LashError):
     def child_message(self) -> str:
         """The child's own message, as `Rejected.child_message` reads it."""
         return child_message(self.position, self.outcome)
+
+    @property
+    def metadata(self) -> dict[str, str] | None:
+        """The child's metadata, as `Rejected.metadata` reads it."""
+        return child_metadata(self.outcome)
 
     def __str__(self) -> str:
         return self.message

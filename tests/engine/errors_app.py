@@ -33,11 +33,11 @@ async def quote(ctx: restate.Context, req: dict[str, Any]) -> dict[str, Any]:
     if req.get("delay_ms"):
         await ctx.sleep(timedelta(milliseconds=int(req["delay_ms"])))
     if "refuse" in req:
-        status = req.get("status")
+        status, metadata = req.get("status"), req.get("metadata")
         raise (
-            restate.TerminalError(req["refuse"], int(status))
+            restate.TerminalError(req["refuse"], int(status), metadata=metadata)
             if status
-            else restate.TerminalError(req["refuse"])
+            else restate.TerminalError(req["refuse"], metadata=metadata)
         )
     return {"price": req.get("price", 1)}
 
@@ -65,6 +65,36 @@ async def race_(ctx: restate.Context, children: list[dict[str, Any]]) -> Any:
 @shop.handler(name="any")
 async def any_(ctx: restate.Context, children: list[dict[str, Any]]) -> Any:
     return await lash.any(ctx, [_quote(**c) for c in children])
+
+
+@shop.handler()
+async def native(ctx: restate.Context, req: dict[str, Any]) -> Any:
+    """The same quote awaited natively, its error uncaught: what a client gets from Restate itself."""
+    return await ctx.service_call(quote, arg=req)
+
+
+def _seen(error: restate.TerminalError | lash.Rejected | lash.ChildRejected) -> dict[str, Any]:
+    status = error.status_code
+    message = error.message if isinstance(error, restate.TerminalError) else error.child_message
+    return {"status": status, "message": message, "metadata": error.metadata}
+
+
+@shop.handler()
+async def caught(ctx: restate.Context, req: dict[str, Any]) -> Any:
+    """The same refusal caught three ways: awaited natively, by `all` and by `any` (each child's)."""
+    try:
+        await ctx.service_call(quote, arg=req)
+    except restate.TerminalError as error:
+        native = _seen(error)
+    try:
+        await lash.all(ctx, [_quote(**req)])
+    except lash.Rejected as rejected:
+        in_all = _seen(rejected)
+    try:
+        await lash.any(ctx, [_quote(**req)])
+    except lash.AggregateRejection as aggregate:
+        in_any = [_seen(child) for child in aggregate.exceptions]
+    return {"native": native, "all": in_all, "any": in_any}
 
 
 @shop.handler()

@@ -16,6 +16,7 @@ import pytest
 from lash_restate._http import tls
 from lash_restate.contract import GroupNotOpen
 from lash_restate.engine import GroupMeta
+from lash_restate.engine.wire._formats import ERROR_METADATA_ENV
 from lash_restate.inspection import GroupView, quote, show_group, sql
 from lash_restate.inspection._operator import said
 from lash_restate.testing import LocalStack, StackError
@@ -30,7 +31,11 @@ SLOW = {"price": 2, "delay_ms": 3_600_000}  # an hour-long quote: a loser that o
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
     base = tmp_path_factory.mktemp("uncaught")
-    with LocalStack.single(base, module="tests.engine.errors_app", endpoint_args=()).start() as s:
+    # Its callees' metadata written (off by default, for a release beside the baseline: decision 118).
+    app = LocalStack.single(
+        base, module="tests.engine.errors_app", endpoint_args=(), endpoint_env={ERROR_METADATA_ENV: "1"}
+    )
+    with app.start() as s:
         yield s
 
 
@@ -40,6 +45,26 @@ async def _post(stack: LocalStack, path: str, body: Any = None) -> tuple[int, st
         response = await client.post(f"{stack.ingress_url}/{path}", json=body)
     assert WIRE not in response.text, response.text  # no client ever sees lash's wire form
     return response.status_code, response.json()["message"] if response.status_code != 200 else ""
+
+
+GIVES = {"refuse": "out of stock", "status": 409, "metadata": {"left": "5", "sku": "A-1"}}
+
+
+async def _answer(stack: LocalStack, path: str, body: Any = None) -> tuple[int, Any]:
+    """POST to the ingress: the status and the whole body, as JSON."""
+    async with httpx.AsyncClient(verify=tls(), timeout=60) as client:
+        response = await client.post(f"{stack.ingress_url}/{path}", json=body)
+    return response.status_code, response.json()
+
+
+async def test_a_callees_metadata_reaches_the_caller_as_a_native_calls_does(stack: LocalStack) -> None:
+    """A callee's ``TerminalError("out of stock", 409, metadata={...})`` reads alike caught natively,
+    as a `Rejected` of `all` and as each `ChildRejected` of `any`'s aggregate (``status_code``,
+    ``child_message``, ``metadata``), and reaches a client alike when left uncaught."""
+    seen = {"status": 409, "message": "out of stock", "metadata": GIVES["metadata"]}
+    assert await _answer(stack, "Shop/caught", GIVES) == (200, {"native": seen, "all": seen, "any": [seen]})
+    native = await _answer(stack, "Shop/native", GIVES)
+    assert await _answer(stack, "Shop/all", [GIVES]) == native
 
 
 @pytest.mark.parametrize(

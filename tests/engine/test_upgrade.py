@@ -40,7 +40,20 @@ from lash_restate.engine import BASELINE  # the release whose groups every later
 from lash_restate.inspection import quote, sql
 from lash_restate.testing import LocalStack
 from lash_restate.testing.processes import Endpoint, StackError
-from tests.conformance.builders import Scope, combine, event, fail, next_, ok, open_, sleep, tool, use
+from tests.conformance.builders import (
+    Scope,
+    call,
+    close,
+    combine,
+    event,
+    fail,
+    next_,
+    ok,
+    open_,
+    sleep,
+    tool,
+    use,
+)
 from tests.engine.baseline import REPO, Baseline, BaselineError, materialise
 from tests.engine.upgrade_app import APP
 from tests.engine.upgrade_tools import RESOLVER
@@ -68,6 +81,8 @@ LASH = ("LashGroup", "LashChild", "LashPump", "LashSignal")
 WAKE = {"all": "all", "all_settled": "all", "race": "first", "any": "first_success"}
 # Both releases serve the demo tools and `gate` (tests/engine/upgrade_tools.py, imported from this checkout).
 TOOLS_ENV = {"LASH_RESOLVER": RESOLVER, "PYTHONPATH": str(REPO)}
+# A callee's rejection that gives metadata (the baseline reads an outcome strictly: none of it).
+REFUSES = {"message": "late refusal", "status": 409, "metadata": {"left": "0"}}
 APP_ENV = {"PYTHONPATH": str(REPO)}  # an application of its own names its tools (tests/engine/upgrade_app.py)
 
 
@@ -392,10 +407,12 @@ def durable_order(rows: list[dict[str, Any]]) -> list[int]:
 
 
 def meta_query(case: Case) -> str:
-    return (
-        "SELECT value_utf8 FROM state WHERE service_name = 'LashGroup' "
-        f"AND service_key = {quote(case.key)} AND key = 'meta'"
-    )
+    return group_meta(case.key)
+
+
+def group_meta(key: str) -> str:
+    where = f"service_name = 'LashGroup' AND service_key = {quote(key)} AND key = 'meta'"
+    return f"SELECT value_utf8 FROM state WHERE {where}"
 
 
 async def settle_pending(stack: LocalStack, cases: list[Case], gate: Path | None) -> dict[str, list[int]]:
@@ -562,14 +579,28 @@ async def test_groups_opened_by_the_baseline_resume_and_close_on_the_current_cod
         stack.start(register=False)
         [registered] = stack.register(old, force=False)
 
+        # A caller pinned to the baseline that opens a group after the upgrade: the current code
+        # records it and its pump calls the callee, whose rejection gives metadata that the baseline
+        # caller could not read; the current code leaves it out unless told (decision 118).
+        late = Scope()
+        first = late.group([event(late.event("go"))], wake="first")
+        second = late.group([call("DemoCalls", "fail", REFUSES)], batch="after")
+        steps = [open_(first), next_(), close(), combine("all_settled", second)]
+        opens_late: list[asyncio.Task[list[dict[str, Any]]]] = []
+
         async def side_by_side() -> tuple[str, str]:
+            opens_late.append(asyncio.create_task(stack.turn(*steps, within=PARKED_S)))
+            await poll(stack, group_meta(first["key"]), bool, "the late caller's first group opened")
             [upgraded] = stack.register(new, force=False)  # a new deployment; the baseline's stays up
             assert upgraded["id"] != registered["id"]
+            await stack.emit(late.event("go"), "go")  # the late caller goes on to its second open
             return registered["id"], upgraded["id"]
 
         old_id, new_id = await upgrade_with_groups_in_flight(
             stack, in_flight_cases(tmp_path / "gate"), side_by_side, tmp_path / "gate"
         )
+        *_, settled = await Progress(stack).unless_stuck(opens_late[0], "the late caller")
+        assert ok(settled)["value"] == [{"type": "err", "message": REFUSES["message"], "code": "409"}]
         # Children, pumps and parked callers ran on the baseline only; what the resumes asked of the
         # groups and the pumps' stores ran on the current code, while baseline children and pumps still
         # settled into them.

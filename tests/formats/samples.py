@@ -186,6 +186,8 @@ OUTCOMES: dict[str, Outcome] = {
     "ok_none": Ok(value=None),
     "err": Err(message="carrier b refuses", code="409"),
     "err_plain": Err(message="gave up after 3 attempts: RuntimeError: transient fault 3 of 99"),
+    # A callee's metadata, written only where the endpoint is told (decision 118); read since it exists.
+    "err_metadata": Err(message="out of stock", code="409", metadata={"left": "5", "sku": "A-1"}),
     "cancelled": Cancelled(),
 }
 

@@ -97,7 +97,8 @@ def services(
 
     Raises:
         PrefixChosen: this process already chose another prefix (a `ValueError`).
-        DeploymentError: LASH_ORPHAN_RETENTION or LASH_WAITER_CHECK is not a duration.
+        DeploymentError: LASH_ORPHAN_RETENTION or LASH_WAITER_CHECK is not a duration, or
+            LASH_ERROR_METADATA is not on or off.
         InvalidInput: ``prefix`` or ``name`` is malformed, ``batch_from`` is below 1, or a service is
             declared twice, differently (bound here and also declared with `external`, say).
     """
@@ -140,8 +141,8 @@ def app(
 
     Raises:
         PrefixChosen: this process already chose another prefix (a `ValueError`).
-        DeploymentError: an identity key is not a Restate public key, or LASH_ORPHAN_RETENTION or
-            LASH_WAITER_CHECK is not a duration.
+        DeploymentError: an identity key is not a Restate public key, LASH_ORPHAN_RETENTION or
+            LASH_WAITER_CHECK is not a duration, or LASH_ERROR_METADATA is not on or off.
         InvalidInput: ``prefix`` or ``name`` is malformed, ``batch_from`` is below 1, or a service is
             declared twice, differently (bound here and also declared with `external`, say).
     """

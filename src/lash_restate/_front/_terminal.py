@@ -1,7 +1,7 @@
 """How an error lash raises ends a Restate invocation: terminally, with a status and a plain message.
 
-Uncaught in a handler, a rejection ends the invocation as its child ended: a call child's own status
-and message (a callee's ``TerminalError("carrier b refuses", 409)`` reaches the caller's client as
+Uncaught in a handler, a rejection ends the invocation as its child ended: a call child's own status,
+message and metadata (a callee's ``TerminalError("carrier b refuses", 409)`` reaches the caller's client as
 409 ``carrier b refuses``), as if the caller had awaited the call itself. An error of the contract
 ends it with its own status (404 for a group or a child that is not there) and ``str(error)``. Never
 with lash's wire form, which is between lash's own handlers.
@@ -21,6 +21,7 @@ from ..combinators import (
     ChildRejected,
     Rejected,
     child_message,
+    child_metadata,
     child_status,
     describe_rejection,
 )
@@ -46,7 +47,7 @@ def ending(error: LashError) -> restate.TerminalError:
             if isinstance(error, Rejected)
             else (error.position, error.outcome)
         )
-        return _Ending(child_message(position, outcome), child_status(outcome))
+        return _Ending(child_message(position, outcome), child_status(outcome), child_metadata(outcome))
     if isinstance(error, AggregateRejection):
         named = [
             f"child {child.position}: {describe_rejection(child.outcome)[:_EACH]}"

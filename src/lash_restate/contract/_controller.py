@@ -10,7 +10,7 @@ retry and the loser drain all reach a child's runner through it.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
@@ -60,18 +60,24 @@ __all__ = [
 
 
 class ToolFailure(Exception):
-    """Raised by an executor to reject its child: it settles `Err(message, code)` and is not retried.
+    """Raised by an executor to reject its child: it settles `Err(message, code, metadata)` and is not
+    retried. ``metadata`` (text keys and values, as a ``restate.TerminalError``'s) rides with it.
 
     Any other exception is a transient fault: the host retries the child with a
     fresh executor from the resolver, a bounded number of times.
     """
 
-    def __init__(self, message: str, code: str | None = None) -> None:
+    def __init__(
+        self, message: str, code: str | None = None, *, metadata: Mapping[str, str] | None = None
+    ) -> None:
         # Text, whatever was given (a status code as an int, say): it is stored as the error's.
         message = str(message)
         super().__init__(message)
         self.message = message
         self.code = None if code is None else str(code)
+        if metadata is not None and not isinstance(metadata, Mapping):
+            raise TypeError(f"ToolFailure metadata must be a mapping of text, not {type(metadata).__name__}")
+        self.metadata: dict[str, str] | None = None if metadata is None else dict(metadata)
 
 
 @runtime_checkable
@@ -349,7 +355,9 @@ async def execute_once(executor: GroupExecutor) -> Outcome | Transient:
         # A rejection's message is stored and served like a value: past the limit it is `too_large`.
         # Its attributes may have been set after it was made: text again, as the record holds it.
         code = failure.code if failure.code is None else _text(str(failure.code))
-        return fit_outcome(Err(message=_text(str(failure.message)), code=code))
+        metadata = failure.metadata
+        carried = {_text(str(k)): _text(str(v)) for k, v in metadata.items()} if metadata else msgspec.UNSET
+        return fit_outcome(Err(message=_text(str(failure.message)), code=code, metadata=carried))
     except Exception as exc:
         return Transient.of(exc)
     try:

@@ -26,10 +26,14 @@ class Ok(msgspec.Struct, Generic[T], tag="ok", **STRUCT_OPTIONS):
 
 class Err(msgspec.Struct, tag="err", **STRUCT_OPTIONS):
     """The child rejected: ``message`` is its own; ``code`` is a call child's callee's status as a
-    string (``"409"``), a tool's own error code if it gave one, or lash's (``"too_large"``, say)."""
+    string (``"409"``), a tool's own error code if it gave one, or lash's (``"too_large"``, say);
+    ``metadata`` is what its callee's ``TerminalError.metadata`` (or its tool's `ToolFailure`) gave,
+    ``msgspec.UNSET`` when it gave none or the endpoint that settled it does not write it."""
 
     message: str
     code: str | None = None
+    # Omitted when unset, so an Err without it is written as format 1 (decision 118).
+    metadata: dict[str, str] | msgspec.UnsetType = msgspec.UNSET
 
 
 class Cancelled(msgspec.Struct, tag="cancelled", **STRUCT_OPTIONS):

@@ -60,10 +60,10 @@ class _CallExecutor:
             return await self._fn(self._key, self._arg)
         except restate.TerminalError as error:
             # Err.code of a call child is the status the SDK reports, on every host (decision 53).
-            raise ToolFailure(error.message, str(error.status_code)) from None
+            raise ToolFailure(error.message, str(error.status_code), metadata=error.metadata) from None
         except ToolFailure as failure:
             if failure.code is None:
-                raise ToolFailure(failure.message, DEFAULT_STATUS) from None
+                raise ToolFailure(failure.message, DEFAULT_STATUS, metadata=failure.metadata) from None
             raise
 
 

@@ -192,7 +192,11 @@ def demo_calls(count_file: str | Path | None = None) -> CallRegistry:
 def _terminal(arg: Any) -> restate.TerminalError:
     message = str(arg_of(arg, "message", "failed"))
     status = arg_of(arg, "status", None)
-    return restate.TerminalError(message) if status is None else restate.TerminalError(message, int(status))
+    metadata = arg_of(arg, "metadata", None)
+    given = {str(k): str(v) for k, v in metadata.items()} if isinstance(metadata, dict) else None
+    if status is None:
+        return restate.TerminalError(message, metadata=given)
+    return restate.TerminalError(message, int(status), metadata=given)
 
 
 def demo_external() -> list[Target]:

@@ -24,9 +24,10 @@ async def _echo(args: Any) -> Any:
 
 
 async def _fail(args: Any) -> Any:
-    """``{"message": M, "delay_ms": N}`` → rejects with M after N ms."""
+    """``{"message": M, "delay_ms": N}`` → rejects with M after N ms (and ``code``, ``metadata`` if given)."""
     await asyncio.sleep(int(arg_of(args, "delay_ms", 0)) / 1000)
-    raise ToolFailure(str(arg_of(args, "message", "failed")), code=arg_of(args, "code"))
+    message, metadata = str(arg_of(args, "message", "failed")), arg_of(args, "metadata")
+    raise ToolFailure(message, code=arg_of(args, "code"), metadata=metadata)
 
 
 def blob(args: Any) -> str:

@@ -44,6 +44,7 @@ from ...contract import (
 )
 from ..group._mode import mode_for
 from ..wire._errors import CalledInsideRun, raise_typed, typed
+from ..wire._formats import written
 from ..wire._incarnation import records_saves, serves_one_rank
 from ..wire._messages import (
     CallerEnded,
@@ -160,7 +161,7 @@ class RestateController(EffectGroupDefaults):
         require_ungrouped(envelope)
 
         async def once() -> bytes:
-            return encode(await execute_outcome(executor))
+            return encode(written(await execute_outcome(executor)))
 
         options: restate.RunOptions[bytes] = restate.RunOptions(serde=BYTES)
         return decode_outcome(await self._ctx.run_typed("execute_effect", once, options))

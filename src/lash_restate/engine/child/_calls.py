@@ -129,5 +129,7 @@ def refused(error: restate.TerminalError) -> Outcome:
     """The outcome of a call that ended in ``error``: cancelled, or the handler's own terminal error."""
     if cancelled(error):
         return Cancelled()
-    # The handler's own terminal error, a 409 of its own included: a rejection, not a cancel.
-    return Err(message=error.message, code=str(error.status_code))
+    # The handler's own terminal error, a 409 of its own included: a rejection, not a cancel. Its
+    # metadata is written only where the endpoint writes it (`written`, decision 118).
+    metadata = error.metadata or msgspec.UNSET
+    return Err(message=error.message, code=str(error.status_code), metadata=metadata)

@@ -45,6 +45,7 @@ from ..wire._errors import (
     lash_terminal,
     terminal_errors,
 )
+from ..wire._formats import written
 from ..wire._messages import (
     INLINE_OUTCOME_BYTES,
     RUN_REPLY,
@@ -324,6 +325,7 @@ def stored_outcome(outcome: Outcome) -> bytes:
     """The bytes a child stores (and a pump serves) for ``outcome``: past the limit for one message
     (decision 19) a call's answer, a rejection's message or an event's payload could never be stored
     or served, so the child would retry for ever; it settles ``too_large`` instead."""
+    outcome = written(outcome)
     encoded = encode(outcome)
     fitted = fit_outcome(outcome, len(encoded))
     return encoded if fitted is outcome else encode(fitted)

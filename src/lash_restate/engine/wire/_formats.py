@@ -16,7 +16,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
-__all__ = ["BASELINE", "FORMAT", "FORMATS", "Format"]
+import msgspec
+
+from ...contract import Err, Outcome
+
+__all__ = ["BASELINE", "ERROR_METADATA_ENV", "FORMAT", "FORMATS", "Format", "write_error_metadata", "written"]
 
 BASELINE: Final = "0450b4d"  # the release whose groups every later release resumes (format 1)
 FORMAT: Final = 1  # the newest format this release writes anywhere
@@ -282,3 +286,25 @@ FORMATS: Final[tuple[Format, ...]] = (
     Format("caller.execute_effect", "the caller's `execute_effect` run entry: Outcome"),
     Format("contract.envelope", "canonical envelope bytes (their hash is each child's identity)"),
 )
+
+
+# Whether this endpoint writes a rejection's metadata, which only this release and later ones read: the
+# baseline reads an outcome strictly, and a caller pinned to it reads what this release's children
+# settle (decision 118). Off until the operator says no deployment of the baseline serves lash.
+ERROR_METADATA_ENV = "LASH_ERROR_METADATA"
+
+
+class _Writes:
+    error_metadata = False
+
+
+def write_error_metadata(on: bool) -> None:
+    """Write (``on``) or leave out a rejection's metadata in every outcome this process writes."""
+    _Writes.error_metadata = on
+
+
+def written(outcome: Outcome) -> Outcome:
+    """``outcome`` as this endpoint writes it: a rejection's metadata only where it is told to."""
+    if _Writes.error_metadata or not isinstance(outcome, Err) or outcome.metadata is msgspec.UNSET:
+        return outcome
+    return msgspec.structs.replace(outcome, metadata=msgspec.UNSET)

@@ -9,7 +9,7 @@ from typing import Any
 from ...contract import Cancelled, Err, GroupHandle, Ok
 from ._answers import ErrorBody
 from ._scenario import scenario
-from ._steps import Scope, call, next_, open_, save
+from ._steps import Scope, call, next_, open_, save, tool
 from ._tier import ChildKind, Tier
 from ._turn import Turn
 
@@ -63,6 +63,28 @@ async def a_call_childs_err_code_is_the_status_its_handler_ended_with(
         {"type": "err", "message": "no status given", "code": "500"},
         {"type": "err", "message": "gone", "code": "404"},
     ]
+
+
+@scenario("calls")
+async def a_rejection_carries_its_callees_or_its_tools_metadata(tier: Tier, children: ChildKind) -> None:
+    """A callee's ``TerminalError(message, status, metadata)`` settles its child ``Err`` with that
+    metadata, as a native caller reads ``TerminalError.metadata``, and so does a tool's
+    ``ToolFailure(message, code, metadata=...)``; a child that gave none settles none. On Restate,
+    the endpoint writes it once told (``LASH_ERROR_METADATA``): the tier must say so."""
+    s = Scope(children)
+    metadata = {"left": "5", "sku": "A-1"}
+    gives = call(ECHO_SERVICE, "fail", {"message": "out of stock", "status": 409, "metadata": metadata})
+    tool_gives = tool("fail", {"message": "tool says no", "code": "E1", "metadata": {"why": "because"}})
+    none = call(ECHO_SERVICE, "fail", {"message": "none given"})
+    async with Turn(tier) as t:
+        settled = t.all_settled(s.group([gives, tool_gives, none]))
+        raced = t.race(s.group([gives], batch="race", wake="first"))
+    assert settled.ok.value == [
+        {"type": "err", "message": "out of stock", "code": "409", "metadata": metadata},
+        {"type": "err", "message": "tool says no", "code": "E1", "metadata": {"why": "because"}},
+        {"type": "err", "message": "none given", "code": "500"},
+    ]
+    assert raced.ok.rejection.outcome == Err(message="out of stock", code="409", metadata=metadata)
 
 
 @scenario("calls")
