@@ -113,14 +113,20 @@ async def test_through_a_controller_a_group_needs_an_explicit_key() -> None:
         await host.aclose()
 
 
-@pytest.mark.parametrize("ctx", [None, "ctx", object()], ids=["None", "str", "object"])
-async def test_a_ctx_that_is_neither_a_context_nor_a_controller_is_refused_by_name(ctx: object) -> None:
+@pytest.mark.parametrize(
+    ("ctx", "named"),
+    [(None, "a NoneType"), ("ctx", "a str"), (object(), "an object")],
+    ids=["None", "str", "object"],
+)
+async def test_a_ctx_that_is_neither_a_context_nor_a_controller_is_refused_by_name(
+    ctx: object, named: str
+) -> None:
     for attempt in (
         lash.race(ctx, [lash.tool("echo")]),  # type: ignore[call-overload]
         lash.race(ctx, [lash.tool("echo")], key="s:group:b:0"),  # type: ignore[call-overload]
         lash.open(ctx, [lash.tool("echo")], key="s:group:b:0"),  # type: ignore[arg-type]
     ):
-        with pytest.raises(lash.InvalidInput, match=f"ctx is a {type(ctx).__name__}: pass the handler's"):
+        with pytest.raises(lash.InvalidInput, match=rf"^\[invalid_input\] ctx is {named}: pass the"):
             await attempt
 
 

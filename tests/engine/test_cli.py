@@ -41,6 +41,9 @@ def test_dev_once_runs_the_stack_and_a_demo_race_then_cleans_up(tmp_path: Path) 
     assert run.returncode == 0, run.stderr
     out = run.stdout
     assert "registered deployment" in out
+    # Where `lash-restate groups` finds this stack's admin API (it listens on a free port).
+    admin = re.search(r"admin API and UI (\S+)", out)
+    assert admin and f"its groups: RESTATE_ADMIN_URL={admin[1]} lash-restate groups list\n" in out
     # Which arm wins depends on the arms' delays, so the test checks the shape, not the timing.
     ranks = re.findall(r"rank (\d): arm (\d)", out)
     assert [r for r, _ in ranks] == ["1", "2", "3"]

@@ -59,6 +59,12 @@ def _invocation(ctx: restate.Context) -> _Invocation:
     return found
 
 
+def a_type(value: object) -> str:
+    """``value``'s type as a message names it: ``a str``, ``an object``."""
+    name = type(value).__name__
+    return f"{'an' if name[:1].lower() in 'aeiou' else 'a'} {name}"
+
+
 def controller(ctx: Caller) -> RuntimeEffectController:
     """The controller for ``ctx``'s invocation (one per invocation), or ``ctx`` if it is a controller."""
     if isinstance(ctx, restate.Context):
@@ -66,7 +72,7 @@ def controller(ctx: Caller) -> RuntimeEffectController:
     if not callable(getattr(ctx, "open_effect_group", None)):
         # Checked here, before any key is derived: a wrong ctx is the caller's mistake to name.
         raise InvalidInput(
-            f"ctx is a {type(ctx).__name__}: pass the handler's restate.Context (lash's groups run "
+            f"ctx is {a_type(ctx)}: pass the handler's restate.Context (lash's groups run "
             "inside a Restate handler), or a RuntimeEffectController such as a MemoryHost"
         )
     return ctx
@@ -183,7 +189,7 @@ def typed_grouped(
             listed.append(child)
         else:
             raise InvalidInput(
-                f"{label} is a {type(child).__name__}: pass lash.call/tool/sleep/event or an envelope",
+                f"{label} is {a_type(child)}: pass lash.call/tool/sleep/event or an envelope",
                 position=position,
             )
     group_key = _key(ctx, listed, key)

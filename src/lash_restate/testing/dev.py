@@ -99,6 +99,8 @@ def run_dev(*, once: bool, keep: bool = False, app: str | None = None) -> int:
         [answer] = stack.register()
         services = ", ".join(sorted(s["name"] for s in answer.get("services", [])))
         _say(f"registered deployment {answer.get('id')}: {services}")
+        # `lash-restate groups` (and Restate's own CLI) read the admin API from this variable.
+        _say(f"its groups: RESTATE_ADMIN_URL={server.admin_url} lash-restate groups list")
         if app is not None:
             _say(f"serving {app}; call its handlers at {server.ingress_url}/SERVICE/HANDLER")
             return 0 if once else _serve_until_stopped()
