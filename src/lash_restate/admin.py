@@ -91,6 +91,10 @@ class AdminApi:
     def get(self, path: str, *, timeout: float = 30) -> httpx.Response:
         return self._send("GET", path, None, timeout=timeout, accept_json=True)
 
+    def patch(self, path: str, *, timeout: float = 30) -> httpx.Response:
+        """An action on a resource, such as ``/invocations/{id}/kill``."""
+        return self._send("PATCH", path, None, timeout=timeout, accept_json=True)
+
     def _send(
         self, method: str, path: str, body: Any, *, timeout: float, accept_json: bool
     ) -> httpx.Response:

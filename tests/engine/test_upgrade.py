@@ -36,8 +36,9 @@ from urllib.parse import quote as url_quote
 import httpx
 import pytest
 
-from lash_restate.engine import BASELINE  # the release whose groups every later one resumes (format 1)
-from lash_restate.inspection import quote, sql
+from lash_restate.engine import BASELINE, BASELINE_HANDLERS  # the release every later one resumes (format 1)
+from lash_restate.engine.wire._formats import ERROR_METADATA_ENV
+from lash_restate.inspection import RollbackBlocker, quote, rollback_blockers, sql
 from lash_restate.testing import LocalStack
 from lash_restate.testing.processes import Endpoint, StackError
 from tests.conformance.builders import (
@@ -55,6 +56,7 @@ from tests.conformance.builders import (
     use,
 )
 from tests.engine.baseline import REPO, Baseline, BaselineError, materialise
+from tests.engine.cli_main import run_main
 from tests.engine.upgrade_app import APP
 from tests.engine.upgrade_tools import RESOLVER
 
@@ -491,11 +493,12 @@ async def nothing_left(stack: LocalStack, cases: list[Case]) -> None:
     await poll(stack, UNFINISHED, lambda rows: not rows, "no unfinished invocation after every close")
 
 
-def ran_on(stack: LocalStack) -> dict[tuple[str, str], set[str]]:
-    """The deployments each (service, handler) ran on: who ran what, old code or new."""
+def ran_on(stack: LocalStack, key: str | None = None) -> dict[tuple[str, str], set[str]]:
+    """The deployments each (service, handler) ran on (for ``key`` alone, if given): who ran what,
+    old code or new."""
     query = (
         "SELECT target_service_name AS s, target_handler_name AS h, pinned_deployment_id AS d "
-        "FROM sys_invocation"
+        "FROM sys_invocation" + ("" if key is None else f" WHERE target_service_key = {quote(key)}")
     )
     ran: dict[tuple[str, str], set[str]] = {}
     for row in sql(stack.admin_url, query):
@@ -672,25 +675,10 @@ async def test_groups_with_children_in_flight_survive_an_in_place_replacement_of
 
 
 GUARD_S = 6  # how soon the current code's guard of a waiting caller looks, in the rollback test
+
+
 # The handlers the baseline serves: before a rollback to it, what is pending for any other handler
 # of lash's is killed (docs/guides/upgrade.md, Rolling back, which gives this query).
-BASELINE_SERVES = {
-    "LashGroup": ("caller_ended", "close", "open", "settle", "wait", "watch"),
-    "LashChild": ("execute", "forget", "outcome", "run"),
-    "LashPump": ("forget", "outcomes", "run"),
-    "LashSignal": ("clear", "emit", "reject", "subscribe"),
-}
-NOT_SERVED_BY_THE_BASELINE = (
-    "SELECT id, target FROM sys_invocation WHERE status != 'completed' AND ("
-    + " OR ".join(
-        f"(target_service_name = {quote(service)} AND target_handler_name NOT IN "
-        f"({', '.join(quote(h) for h in handlers)}))"
-        for service, handlers in BASELINE_SERVES.items()
-    )
-    + ")"
-)
-
-
 async def test_a_rollback_as_the_upgrade_guide_says_resumes_a_group_the_baseline_opened(
     baseline: Baseline, tmp_path: Path
 ) -> None:
@@ -700,30 +688,48 @@ async def test_a_rollback_as_the_upgrade_guide_says_resumes_a_group_the_baseline
     registered again as the newest deployment. The group's event then settles on the baseline, the
     waiting caller reads its rank, and a caller on the baseline resumes the group and closes it.
     Without the kill, the guard, due once the rollback is done, is retried on the baseline (404)
-    holding the group's key, and the settle never runs."""
+    holding the group's key, and the settle never runs. `lash-restate rollback-check` first lists what
+    else a rollback would break, each kind once (a group of the current code, its event child's waiter
+    entry, its callee's rejection stored with metadata), until the test clears them, and it kills the
+    pending guard."""
     stack, old = baseline_stack(tmp_path, baseline)
     # The guard looks a few seconds after the wait, not five minutes: due within the test.
-    new = stack.add_endpoint("current", env={**TOOLS_ENV, "LASH_WAITER_CHECK": f"{GUARD_S}s"})
+    env = {**TOOLS_ENV, "LASH_WAITER_CHECK": f"{GUARD_S}s", ERROR_METADATA_ENV: "1"}
+    new = stack.add_endpoint("current", env=env)
     with stack:
         stack.start(register=False)
-        stack.register(old, force=False)
+        [registered] = stack.register(old, force=False)
+        served = {s["name"]: {h["name"] for h in s["handlers"]} for s in registered["services"]}
+        lash_roles = {f"Lash{role}": set(handlers) for role, handlers in BASELINE_HANDLERS.items()}
+        assert lash_roles == {name: served[name] for name in lash_roles}, "the baseline serves others"
         case = Case("all-rolled-back", "all", ["ok", "event"], 1)
         await open_on_baseline(stack, case)
         await read_served(stack, case)
         stack.register(new, force=False)
         waiting = asyncio.create_task(stack.turn(*_read_steps(case), within=PARKED_S))
-        pending = await poll(
-            stack,
-            NOT_SERVED_BY_THE_BASELINE,
-            lambda rows: any(row["target"].endswith("/guard") for row in rows),
-            "the current code's wait scheduled the group's guard",
-        )
-        async with httpx.AsyncClient(timeout=30) as client:
-            while pending:  # a guard that ran meanwhile, on the current code, has scheduled its next
-                for row in pending:  # one that ended meanwhile answers an error: it is gone anyway
-                    await client.patch(f"{stack.admin_url}/invocations/{row['id']}/kill")
-                due = time.monotonic() + GUARD_S  # later than any guard scheduled before this
-                pending = await asyncio.to_thread(sql, stack.admin_url, NOT_SERVED_BY_THE_BASELINE)
+        # A group of the current code: an event child waiting, a callee's rejection with metadata.
+        mine = Scope()
+        refuses = call("DemoCalls", "fail", {"message": "no", "status": 409, "metadata": {"k": "v"}})
+        group = mine.group([event(mine.event("e")), refuses], wake="first", disposition="cancel")
+        [opened, _] = await turn(stack, open_(group), next_())
+        kinds = {"group", "waiter", "pending", "metadata"}
+        found = await until_blocked(stack, lambda blockers: {b.kind for b in blockers} == kinds)
+        [mine_open, waiter, stored] = [b for b in found if b.kind != "pending"]
+        assert (mine_open.where, waiter.where) == (group["key"], mine.event("e"))
+        # Its pump, `{incarnation}:{group key}`, stored the rejection with metadata.
+        assert stored.where.startswith("LashPump/") and stored.where.endswith(f":{group['key']}"), stored
+        guard = f"LashGroup/{case.key}/guard ("  # and what else runs for the open group: its pump, say
+        assert any(b.what.startswith(guard) for b in found if b.kind == "pending"), found
+        checked = run_main(["rollback-check", "--admin-url", stack.admin_url])
+        assert checked.returncode == 1 and "is not safe yet" in checked.stdout, checked
+        await turn(stack, use(ok(opened)), close("cancel"))  # its event child unsubscribes, its pump forgets
+        await until_blocked(stack, lambda blockers: {b.kind for b in blockers} == {"pending"})
+
+        # A guard that runs meanwhile, on the current code, schedules its next: the check kills until none.
+        rolled = run_main(["rollback-check", "--kill-pending", "--admin-url", stack.admin_url])
+        assert rolled.returncode == 0, rolled
+        assert rolled.stdout.startswith("killed ") and "nothing stands in the way" in rolled.stdout, rolled
+        due = time.monotonic() + GUARD_S  # later than any guard scheduled before the kill
         again = stack.add_endpoint("baseline-again", python=baseline.python, env=TOOLS_ENV)
         again.start()
         [rolled_back] = stack.register(again, force=False)  # the newest: new invocations run the baseline
@@ -736,10 +742,22 @@ async def test_a_rollback_as_the_upgrade_guide_says_resumes_a_group_the_baseline
         await resume_on_current(stack, case, orders[case.name])  # now the baseline's code
         await clear_events(stack, [case])
         await nothing_left(stack, [case])
-        ran = ran_on(stack)  # the event's settle and the close ran on the baseline served again
+        ran = ran_on(stack, case.key)  # the event's settle and the close ran on the baseline served again
         assert rolled_back["id"] in ran["LashGroup", "settle"] and ran["LashGroup", "close"] == {
             rolled_back["id"]
         }
+
+
+async def until_blocked(
+    stack: LocalStack, done: Callable[[list[RollbackBlocker]], bool]
+) -> list[RollbackBlocker]:
+    """What `rollback_blockers` finds, once ``done`` says so; an AssertionError once nothing progresses."""
+    progress = Progress(stack)
+    while not done(found := await asyncio.to_thread(rollback_blockers, stack.admin_url)):
+        if await progress.stuck():
+            raise AssertionError(f"rollback blockers: nothing progressed for {QUIET_S}s; last found: {found}")
+        await asyncio.sleep(0.2)
+    return found
 
 
 async def test_a_users_handlers_waiting_in_lashs_combinators_survive_an_in_place_replacement(

@@ -14,6 +14,7 @@ from ._groups import (
     groups_staged,
     groups_stranded,
 )
+from ._rollback import rollback_check
 from ._serve import dev_command, register_command, serve_command
 
 __all__ = ["build_parser"]
@@ -200,6 +201,23 @@ def build_parser() -> argparse.ArgumentParser:
         # The endpoint's own variable, so a shell in its pod (kubectl exec) reads its groups by their names.
         cmd.add_argument("--prefix", default=os.environ.get("LASH_PREFIX") or "Lash", help=PREFIX_HELP)
         cmd.set_defaults(run=run)
+
+    helptext = (
+        "what stands between this release and registering the baseline release again (a rollback): "
+        "groups this release opened, event children it subscribed, invocations pending for handlers "
+        "the baseline does not serve, stored rejections carrying metadata. Exit 0 when nothing does"
+    )
+    rollback = sub.add_parser("rollback-check", help=helptext, description=helptext)
+    rollback.add_argument(
+        "--kill-pending",
+        action="store_true",
+        help="first kill what is pending for handlers the baseline does not serve (run it just before "
+        "registering the baseline)",
+    )
+    rollback.add_argument("--admin-url", help=ADMIN_HELP)
+    rollback.add_argument("--json", action="store_true", help="machine-readable output")
+    rollback.add_argument("--prefix", default=os.environ.get("LASH_PREFIX") or "Lash", help=PREFIX_HELP)
+    rollback.set_defaults(run=rollback_check)
 
     dev = sub.add_parser("dev", help="start restate-server and the endpoint, register, run a demo race")
     dev.add_argument("--once", action="store_true", help="exit after the demo instead of serving")

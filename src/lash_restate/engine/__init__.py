@@ -67,8 +67,8 @@ from .serving._endpoint import (
 )
 from .serving._server import FULL_GC_EVERY, SERVERS, ServerUnavailable, collect_rarely, serve
 from .wire._errors import terminal_status
-from .wire._formats import BASELINE, FORMAT, FORMATS, Format
-from .wire._incarnation import bound_of
+from .wire._formats import BASELINE, BASELINE_HANDLERS, FORMAT, FORMATS, Format
+from .wire._incarnation import bound_of, records_saves
 from .wire._messages import (
     OperatorClose,
     OperatorClosed,
@@ -114,6 +114,7 @@ from .wire._routes import (
 __all__ = [
     "APP_METADATA",
     "BASELINE",
+    "BASELINE_HANDLERS",
     "BATCH_FROM",
     "CHILD",
     "DEFAULT_PREFIX",
@@ -171,6 +172,7 @@ __all__ = [
     "named",
     "outcome_store",
     "ranks_recorded",
+    "records_saves",
     "serve",
     "served_application",
     "terminal_status",

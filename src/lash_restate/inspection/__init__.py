@@ -13,6 +13,8 @@ decision 78). `left_staged` lists what pumps hold that no group will read (the p
 killed mid-open left staged, decision 71; the outcomes a killed pump kept for a group that closed),
 and `release_staged` releases one. `stranded_opens` lists the callers
 waiting for an open that Restate killed or cancelled, and `resend_open` sends that open again.
+`rollback_blockers` lists what stands in the way of registering the baseline release again, and
+`kill_pending` kills what is pending for the handlers it does not serve.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from ._operator import (
     ingress_url,
     redispatch_missed,
 )
+from ._rollback import RollbackBlocker, kill_pending, rollback_blockers
 from ._sql import InspectionError, quote, sql
 from ._staged import StagedPart, left_staged, release_staged
 from ._stranded import StrandedOpen, resend_open, stranded_opens
@@ -44,16 +47,19 @@ __all__ = [
     "PausedView",
     "PumpView",
     "RedispatchResult",
+    "RollbackBlocker",
     "StagedPart",
     "StrandedOpen",
     "close_group",
     "ingress_url",
+    "kill_pending",
     "left_staged",
     "list_open_groups",
     "quote",
     "redispatch_missed",
     "release_staged",
     "resend_open",
+    "rollback_blockers",
     "show_group",
     "sql",
     "stranded_opens",

@@ -13,16 +13,38 @@ fails when an encoding changes without a new version.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Final
 
 import msgspec
 
 from ...contract import Err, Outcome
+from ._routes import CHILD, GROUP, PUMP, SIGNAL
 
-__all__ = ["BASELINE", "ERROR_METADATA_ENV", "FORMAT", "FORMATS", "Format", "write_error_metadata", "written"]
+__all__ = [
+    "BASELINE",
+    "BASELINE_HANDLERS",
+    "ERROR_METADATA_ENV",
+    "FORMAT",
+    "FORMATS",
+    "Format",
+    "write_error_metadata",
+    "written",
+]
 
 BASELINE: Final = "0450b4d"  # the release whose groups every later release resumes (format 1)
+# The handlers the baseline serves, by role: whatever is pending for another when it is registered
+# again (a rollback) is answered 404 there and holds its object's key (docs/guides/upgrade.md).
+BASELINE_HANDLERS: Final[Mapping[str, tuple[str, ...]]] = MappingProxyType(
+    {
+        GROUP: ("caller_ended", "close", "open", "settle", "wait", "watch"),
+        CHILD: ("execute", "forget", "outcome", "run"),
+        PUMP: ("forget", "outcomes", "run"),
+        SIGNAL: ("clear", "emit", "reject", "subscribe"),
+    }
+)
 FORMAT: Final = 1  # the newest format this release writes anywhere
 
 
