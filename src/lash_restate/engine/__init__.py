@@ -68,7 +68,7 @@ from .serving._endpoint import (
 from .serving._server import FULL_GC_EVERY, SERVERS, ServerUnavailable, collect_rarely, serve
 from .wire._errors import terminal_status
 from .wire._formats import BASELINE, BASELINE_HANDLERS, FORMAT, FORMATS, Format
-from .wire._incarnation import bound_of, records_saves
+from .wire._incarnation import bound_of, opened_since_baseline
 from .wire._messages import (
     OperatorClose,
     OperatorClosed,
@@ -170,9 +170,9 @@ __all__ = [
     "inside_run",
     "lash_services",
     "named",
+    "opened_since_baseline",
     "outcome_store",
     "ranks_recorded",
-    "records_saves",
     "serve",
     "served_application",
     "terminal_status",

@@ -16,7 +16,7 @@ from typing import Any
 from urllib.parse import quote as url_quote
 
 from ..admin import AdminError
-from ..engine import BASELINE_HANDLERS, CHILD, PUMP, SIGNAL, named, records_saves
+from ..engine import BASELINE_HANDLERS, CHILD, PUMP, SIGNAL, named, opened_since_baseline
 from ._groups import read_groups
 from ._sql import Admin, InspectionError, admin_api, in_list, quote, sql
 
@@ -57,7 +57,7 @@ def rollback_blockers(admin: Admin) -> list[RollbackBlocker]:
     blockers = [
         RollbackBlocker("group", g.key, f"opened by this release (incarnation {g.meta.incarnation})")
         for g in read_groups(admin, order=False)
-        if records_saves(g.meta.incarnation)
+        if opened_since_baseline(g.meta.incarnation)
     ]
     waiters = sql(
         admin,

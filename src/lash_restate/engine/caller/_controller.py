@@ -45,7 +45,7 @@ from ...contract import (
 from ..group._mode import mode_for
 from ..wire._errors import CalledInsideRun, raise_typed, typed
 from ..wire._formats import written
-from ..wire._incarnation import records_saves, serves_one_rank
+from ..wire._incarnation import opened_since_baseline, serves_one_rank
 from ..wire._messages import (
     CallerEnded,
     CloseRequest,
@@ -137,7 +137,7 @@ class RestateController(EffectGroupDefaults):
         # save names, so that a namesake opened since does not take it for its own.
         self._incarnations: dict[str, str] = {}
         # By group key, each decided from the incarnation the group's open answered (journaled).
-        self._records_saves: dict[str, bool] = {}
+        self._opened_since_baseline: dict[str, bool] = {}
         # By group key, decided from the incarnation the open or a read answered first (what this
         # invocation's journal holds, as on replay): whether a plain await asks for one rank (decision 96).
         self._reads_one: dict[str, bool] = {}
@@ -189,8 +189,9 @@ class RestateController(EffectGroupDefaults):
         # a reopen's group ignores them (it keeps the wakes it holds), but the caller cannot tell the
         # two apart before the answer, and what it journals here must replay the same.
         fresh = self._fresh_wakes(0, len(group))
-        # ADR: resolve all N before recording: the group object does, where the children run (decision
-        # 37), and only it knows whether the group is recorded already (a reopen refuses nothing).
+        # ADR: resolve all N before recording (check that each child can be run here, refusing the whole
+        # open if one cannot): the group object does, where the children run (decision 37), and only it
+        # knows whether the group is recorded already (a reopen refuses nothing).
         answer, opened = self._ctx.awakeable(serde=BYTES)
         # A bounded group opens in one message (check_open_size refused it otherwise); a resume keeps
         # the bound the group was opened with, so it reopens in parts a group opened in parts.
@@ -217,7 +218,7 @@ class RestateController(EffectGroupDefaults):
             GROUP_OPEN.send(self._ctx, key, request)
         reply = decode(await typed(opened), OpenReply)
         self._incarnations[key] = reply.incarnation
-        self._records_saves[key] = records_saves(reply.incarnation)  # journaled: replays decide as then
+        self._opened_since_baseline[key] = opened_since_baseline(reply.incarnation)  # as the journal says
         self._reads_one.setdefault(key, serves_one_rank(reply.incarnation))
         if not reply.reopened:
             self._wakes[key] = _Wakes(reply.incarnation, dict(enumerate(fresh.values(), start=1)))
@@ -241,7 +242,7 @@ class RestateController(EffectGroupDefaults):
         # A group the baseline opened records no save: its `save()` journaled nothing, and a caller
         # that saved one before an upgrade replays its journal on this code (decision 78).
         incarnation = self._incarnations.get(key, "")  # "": never opened here (a handle restored alone)
-        if (key, incarnation) in self._saved or not self._records_saves.get(key, False):
+        if (key, incarnation) in self._saved or not self._opened_since_baseline.get(key, False):
             return
         saver = CallerEnded(caller=self._ctx.request().id, incarnation=incarnation)
         GROUP_SAVED.send(self._ctx, key, saver)
@@ -404,7 +405,7 @@ class RestateController(EffectGroupDefaults):
         key = handle.group_key
         request = CloseRequest(child_count=handle.child_count, disposition=disposition)
         incarnation = self._incarnations.get(key)
-        if incarnation is not None and records_saves(incarnation):
+        if incarnation is not None and opened_since_baseline(incarnation):
             # Decision 113: it closes the group this invocation opened or read, not a namesake
             # opened under the key since. A baseline group's close journaled none: it sends none.
             request = msgspec.structs.replace(request, incarnation=incarnation)

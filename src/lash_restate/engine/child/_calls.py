@@ -28,8 +28,8 @@ __all__ = [
     "callee_replay_key",
     "cancelled",
     "invocation_options",
-    "opened_plan",
-    "plan",
+    "open_plan",
+    "pump_plan",
     "refused",
 ]
 
@@ -37,7 +37,7 @@ _CANCELLED = {"cancelled", "canceled"}  # how Restate words a cancellation it pr
 
 # How a pump calls a child (decision 61), as `PumpAwait.plan` and the pump's journaled `route` carry it:
 # straight to the user's handler, or through `LashChild/execute2`. `VIA_MISS` (not at all: its target
-# left) is only read from a `route` an earlier release journaled; `plan` no longer decides it.
+# left) is only read from a `route` an earlier release journaled; `pump_plan` no longer decides it.
 VIA_CALL, VIA_CHILD, VIA_MISS = "call", "child", "miss"
 
 
@@ -77,8 +77,9 @@ def bound_call(routing: Routing, envelope: RuntimeEffectEnvelope) -> Call | None
     return None
 
 
-def plan(routing: Routing, children: list[RuntimeEffectEnvelope]) -> list[str]:
-    """How a pump calls each of ``children``: a call to a handler this endpoint binds straight to it;
+def pump_plan(routing: Routing, children: list[RuntimeEffectEnvelope]) -> list[str]:
+    """How a pump that was sent no plan (a further slice's) calls each of ``children``, deciding as it
+    runs (and journaling it): a call to a handler this endpoint binds straight to it;
     any other child through `LashChild/execute2`, which checks the target when it runs (decision 47).
 
     A call whose target left this endpoint goes there too: its run ends with the terminal 404 of a
@@ -89,10 +90,10 @@ def plan(routing: Routing, children: list[RuntimeEffectEnvelope]) -> list[str]:
     ]
 
 
-def opened_plan(routing: Routing, children: list[RuntimeEffectEnvelope]) -> list[str]:
-    """`plan` as the open that records a group decides it: every child routed (a miss refused the open),
-    so this depends only on which services are declared external, and a replay of the open decides
-    as its first execution did."""
+def open_plan(routing: Routing, children: list[RuntimeEffectEnvelope]) -> list[str]:
+    """`pump_plan` as the open that records a group decides it, sent to its pump: every child routed
+    (a miss refused the open), so this depends only on which services are declared external, and a
+    replay of the open decides as its first execution did."""
     return [VIA_CHILD if bound_call(routing, child) is None else VIA_CALL for child in children]
 
 

@@ -34,7 +34,6 @@ from ...contract import (
     Transient,
     describe_miss,
     execute_once,
-    fit_outcome,
     validate_json_value,
 )
 from ..wire._errors import (
@@ -45,7 +44,7 @@ from ..wire._errors import (
     lash_terminal,
     terminal_errors,
 )
-from ..wire._formats import written
+from ..wire._formats import stored_outcome
 from ..wire._messages import (
     INLINE_OUTCOME_BYTES,
     RUN_REPLY,
@@ -54,7 +53,6 @@ from ..wire._messages import (
     MissedChildren,
     Ref,
     SettleBatch,
-    encode,
 )
 from ..wire._records import BYTES, SettlementMode, child_store
 from ..wire._routes import (
@@ -76,7 +74,7 @@ from ._calls import answered, call_arg, cancelled, invocation_options, refused
 from ._lookup import unregistered
 from ._routing import Routing
 
-__all__ = ["DEFAULT_TOOL_ATTEMPTS", "child_object", "emitted_outcome", "stored_outcome"]
+__all__ = ["DEFAULT_TOOL_ATTEMPTS", "child_object", "emitted_outcome"]
 
 DEFAULT_TOOL_ATTEMPTS = 3
 
@@ -319,16 +317,6 @@ def _unroutable(
         position=membership.position,
         replay_key=envelope.replay_key,
     )
-
-
-def stored_outcome(outcome: Outcome) -> bytes:
-    """The bytes a child stores (and a pump serves) for ``outcome``: past the limit for one message
-    (decision 19) a call's answer, a rejection's message or an event's payload could never be stored
-    or served, so the child would retry for ever; it settles ``too_large`` instead."""
-    outcome = written(outcome)
-    encoded = encode(outcome)
-    fitted = fit_outcome(outcome, len(encoded))
-    return encoded if fitted is outcome else encode(fitted)
 
 
 async def _call(

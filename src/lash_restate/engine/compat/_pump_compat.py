@@ -13,7 +13,6 @@ import msgspec
 import restate
 
 from ...contract import Cancelled, RuntimeEffectEnvelope
-from ..child._child import stored_outcome
 from ..group._mode import PUMP_SLICE, position_of, pump_store
 from ..pump._pump_common import (
     SLICES,
@@ -23,6 +22,7 @@ from ..pump._pump_common import (
     slice_ended,
 )
 from ..wire._errors import is_cancellation
+from ..wire._formats import stored_outcome
 from ..wire._messages import (
     PumpReport,
     PumpRun,
@@ -40,15 +40,15 @@ from ..wire._routes import (
 __all__ = [
     "baseline_outcome",
     "forward_batch",
+    "on_baseline_run",
     "on_redrive",
     "on_redrive2",
-    "on_run",
     "redrive_run",
     "settle_as_they_finish",
 ]
 
 
-async def on_run(ctx: restate.ObjectContext, req: PumpRun) -> None:
+async def on_baseline_run(ctx: restate.ObjectContext, req: PumpRun) -> None:
     own, further = req.children[:PUMP_SLICE], req.children[PUMP_SLICE:]
     calls: dict[Any, RuntimeEffectEnvelope | None] = {
         CHILD_EXECUTE.call(ctx, child.replay_key, child): child for child in own

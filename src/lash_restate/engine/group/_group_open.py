@@ -23,7 +23,7 @@ from ...contract import (
     envelope_hash,
     error_from_wire,
 )
-from ..child._calls import opened_plan
+from ..child._calls import open_plan
 from ..child._routing import Routing, replaying
 from ..wire._errors import terminal_status
 from ..wire._incarnation import PAGED, bound_mark
@@ -96,8 +96,9 @@ async def on_open(ctx: restate.ObjectContext, req: OpenRequest, settings: GroupS
     handles: list[Dispatched] = []
     watched: list[WatchedRun] = []
     if children:
-        # Decided here, so that a pump's first step is its first call (decision 66).
-        handles = mode_for(meta.mode).dispatch(ctx, meta, children, opened_plan(settings.routing, children))
+        # Decided here and sent with the children, so that a pump's first step is its first call, with
+        # no journaled step of its own to decide it before (decision 66).
+        handles = mode_for(meta.mode).dispatch(ctx, meta, children, open_plan(settings.routing, children))
     reply = OpenReply(reopened=not children, incarnation=meta.incarnation)
     ctx.resolve_awakeable(req.reply_to, reply, serde=OPENED)
     # What follows is off the opener's path: it has its answer.
@@ -115,7 +116,9 @@ async def on_open(ctx: restate.ObjectContext, req: OpenRequest, settings: GroupS
     watch = send_watch(ctx, meta, watched, openers_to_watch(meta, req.caller))
     if not children and is_new_opener(meta, req.caller):
         ctx.clear(RECLAIM_AT)  # reopened: someone holds it again, so it is not due (decision 78)
-    if children:  # the opener's wakes, registered with the record, kept with the watch (decision 83)
+    if children:
+        # The opener's wakes, registered with the record: guarded (a guard rejects them if the group's
+        # state is deleted under the waiting caller, decision 83), kept with the watch.
         await guard_waiters(ctx, meta, meta.waiters, settings, watch)
     elif watch is not None:
         await keep_watch(ctx, watch)

@@ -84,7 +84,9 @@ async def on_wait(ctx: restate.ObjectContext, req: WaitRequest, settings: GroupS
             refs = await Ranked.serve(ctx, ranked, req.consumed, limit)
             return WaitReply(refs=refs, mode=meta.mode, incarnation=meta.incarnation)
     elif meta.counter > req.consumed or not req.wakes:
-        # ADR: read rank consumed + 1 out of state first, and only otherwise wait.
+        # ADR: read rank consumed + 1 out of state first, and only otherwise wait. A request without
+        # wakes waits on nothing here: its caller holds the next rank's wake already (the open
+        # registered it, decision 32), so it is answered now, with nothing if nothing is ranked.
         fence = await ctx.get(FENCE, serde=SHAPE)
         assert fence is not None
         served = meta.positions(req.consumed, limit)

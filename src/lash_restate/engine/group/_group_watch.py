@@ -26,7 +26,7 @@ from ... import logs
 from ...contract import Cancelled, Err, LoserPolicy
 from ..child._calls import cancelled
 from ..wire._errors import CANCELLED_STATUS, MISS_MARK, NOT_FOUND
-from ..wire._incarnation import records_saves
+from ..wire._incarnation import opened_since_baseline
 from ..wire._messages import (
     CallerEnded,
     ChildrenFailed,
@@ -141,7 +141,7 @@ async def on_caller_ended(ctx: restate.ObjectContext, ended: CallerEnded, settin
     if (
         after.severed
         and not meta.severed
-        and records_saves(meta.incarnation)
+        and opened_since_baseline(meta.incarnation)
         and not await anybody_saved(ctx)
     ):
         await reclaim_later(ctx, after, settings.orphan_retention)

@@ -82,7 +82,7 @@ class Mode(Protocol):
     def dispatch(
         self, ctx: restate.ObjectContext, meta: GroupMeta, children: list[Envelope], plan: list[str]
     ) -> list[Dispatched]:
-        """Start the children, a pump calling each as ``plan`` says (`opened_plan`, decision 66); the
+        """Start the children, a pump calling each as ``plan`` says (`open_plan`, decision 66); the
         returned sends' invocation ids are what `to_cancel` cancels."""
         ...
 

@@ -22,7 +22,10 @@ between, under an idempotency key that names the child), anything else through `
 as a plan says: the open's, sent with the children (decision 66), or one the pump journals once. It
 reports each batch to `LashGroup/report`, which answers whether the group is still open, and listens
 on an awakeable the group's close resolves: then it releases its store and stops, so neither a late
-settlement nor a release invocation follows the close.
+settlement nor a release invocation follows the close. Two closes release it otherwise: one that
+cancels children does not resolve the awakeable (the pump learns it at its next report), and once
+the pump stopped listening (`LINGER` after its last child, saying so in a report) the close sends
+its `forget`.
 
 This module binds each handler, in one place; what each does is a function of the module for its
 job: `_pump_run` (run a slice, stage and run an open in parts, re-dispatch, fail a killed run's
@@ -35,7 +38,7 @@ from __future__ import annotations
 import restate
 
 from ..child._routing import Routing
-from ..compat._pump_compat import on_redrive, on_redrive2, on_run
+from ..compat._pump_compat import on_baseline_run, on_redrive, on_redrive2
 from ..wire._errors import HANDLER_RETRY, terminal_errors
 from ..wire._messages import (
     ChildrenFailed,
@@ -71,9 +74,9 @@ def pump_object(routing: Routing, *, metadata: dict[str, str] | None = None) -> 
     pump = restate.VirtualObject(named(PUMP), invocation_retry_policy=HANDLER_RETRY, metadata=metadata)
 
     @pump.handler(name=PUMP_RUN.handler, ingress_private=True, state_preload=False)
-    @described_by(on_run)
+    @described_by(on_baseline_run)
     async def run(ctx: restate.ObjectContext, req: PumpRun) -> None:
-        await on_run(ctx, req)
+        await on_baseline_run(ctx, req)
 
     @pump.handler(name=PUMP_RUN2.handler, ingress_private=True, state_preload=False)
     @described_by(on_run2)

@@ -19,12 +19,12 @@ from ..child._calls import (
     call_arg,
     callee_key,
     invocation_options,
-    plan,
+    pump_plan,
     refused,
 )
-from ..child._child import stored_outcome
 from ..child._routing import Routing
 from ..group._mode import position_of
+from ..wire._formats import stored_outcome
 from ..wire._incarnation import runs_name_their_incarnation
 from ..wire._messages import ChildRun
 from ..wire._records import STRINGS
@@ -73,7 +73,7 @@ async def plan_all(
         # replay must make the calls the first execution made (decision 61). A plan the open sent is
         # in this pump's input, which a replay reads as it was.
         options: restate.RunOptions[list[str]] = restate.RunOptions(serde=STRINGS)
-        how_each = await ctx.run_typed("route", lambda: plan(routing, children), options)
+        how_each = await ctx.run_typed("route", lambda: pump_plan(routing, children), options)
     return list(zip(children, how_each, strict=True))
 
 

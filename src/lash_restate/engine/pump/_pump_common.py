@@ -10,9 +10,9 @@ import restate
 from ... import logs
 from ...contract import RuntimeEffectEnvelope
 from ..child._calls import refused
-from ..child._child import stored_outcome
 from ..group._mode import PUMP_FANOUT, PUMP_SLICE, slice_key
 from ..wire._errors import NOT_FOUND
+from ..wire._formats import stored_outcome
 from ..wire._messages import (
     BATCH_INLINE_BYTES,
     INLINE_OUTCOME_BYTES,

@@ -13,11 +13,11 @@ import restate
 from ...contract import Cancelled, ChildUnroutable
 from ..child._calls import VIA_CALL
 from ..child._calls import cancelled as cancelled_call
-from ..child._child import stored_outcome
 from ..child._routing import Routing, replaying
 from ..group._group_watch import report_run_ended
 from ..group._mode import PUMP_SLICE, position_of, pump_store, slice_key
 from ..wire._errors import is_cancellation
+from ..wire._formats import stored_outcome
 from ..wire._incarnation import bound_of
 from ..wire._messages import (
     ChildrenFailed,
@@ -322,7 +322,9 @@ async def await_and_report(
             ctx.set(pump_store(what.position), outcome, serde=BYTES)
             stored = True
             inline = add_ref(refs, what.position, what.replay_key, outcome, inline)
-        done = watched = []  # nor while the report waits behind the group's other work (decision 94)
+        # Let go of the settled futures before the report, which may wait behind the group's other
+        # work: a wide group's pumps would otherwise hold every call they settled (decision 94).
+        done = watched = []
         if refs:
             report = PumpReport(incarnation=incarnation, refs=refs, listen=listen)
             answer, interrupted = await report_noting_cancel(ctx, group_key, report)

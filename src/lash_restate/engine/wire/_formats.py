@@ -20,7 +20,7 @@ from typing import Final
 
 import msgspec
 
-from ...contract import Err, Outcome
+from ...contract import Err, Outcome, fit_outcome
 from ._routes import CHILD, GROUP, PUMP, SIGNAL
 
 __all__ = [
@@ -30,6 +30,7 @@ __all__ = [
     "FORMAT",
     "FORMATS",
     "Format",
+    "stored_outcome",
     "write_error_metadata",
     "written",
 ]
@@ -330,3 +331,13 @@ def written(outcome: Outcome) -> Outcome:
     if _Writes.error_metadata or not isinstance(outcome, Err) or outcome.metadata is msgspec.UNSET:
         return outcome
     return msgspec.structs.replace(outcome, metadata=msgspec.UNSET)
+
+
+def stored_outcome(outcome: Outcome) -> bytes:
+    """The bytes a child stores (and a pump serves) for ``outcome``: past the limit for one message
+    (decision 19) a call's answer, a rejection's message or an event's payload could never be stored
+    or served, so the child would retry for ever; it settles ``too_large`` instead."""
+    outcome = written(outcome)
+    encoded = msgspec.json.encode(outcome)
+    fitted = fit_outcome(outcome, len(encoded))
+    return encoded if fitted is outcome else msgspec.json.encode(fitted)

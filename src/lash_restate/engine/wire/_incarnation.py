@@ -15,7 +15,7 @@ __all__ = [
     "bound_mark",
     "bound_of",
     "calls_as_native",
-    "records_saves",
+    "opened_since_baseline",
     "runs_name_their_incarnation",
     "serves_one_rank",
     "watches_its_runs",
@@ -53,12 +53,13 @@ def bound_of(incarnation: str) -> int | None:
     return int(rest[len(BOUNDED) :].partition("-")[0])
 
 
-def records_saves(incarnation: str) -> bool:
-    """Whether the group of ``incarnation`` was opened by a release that records saves (decision 78):
-    one opened in one message ends in `SAVES`; one opened in parts (which no earlier release did)
-    has its opener's stage, paged. A group the baseline opened has neither: its openers' saves are
-    not recorded (the baseline's `save()` journaled nothing, and its callers' replays must match),
-    and it is never reclaimed.
+def opened_since_baseline(incarnation: str) -> bool:
+    """Whether the group of ``incarnation`` was opened by a release after the baseline: one opened in
+    one message ends in `SAVES` (the first mark a later release wrote, when it began to record saves:
+    decision 78), one opened in parts (which no earlier release did) is paged. Every way such a group
+    differs from a baseline group keys off this (the predicates below). A group the baseline opened
+    has neither mark: its openers' saves are not recorded (the baseline's `save()` journaled
+    nothing, and its callers' replays must match), and it is never reclaimed.
 
     The incarnation is in the open's reply, which the opener journals, so a replay decides as its
     first run did."""
@@ -69,7 +70,7 @@ def serves_one_rank(incarnation: str) -> bool:
     """Whether a plain await asks the group of ``incarnation`` for the one rank it serves (decision
     96), as its caller's journal shows: every group a release that records saves opened (that came
     after). A caller of a group the baseline opened asks as the baseline did, for every rank."""
-    return records_saves(incarnation)
+    return opened_since_baseline(incarnation)
 
 
 def watches_its_runs(incarnation: str) -> bool:
@@ -77,7 +78,7 @@ def watches_its_runs(incarnation: str) -> bool:
     runner was missing (decisions 73 and 74), so that it knows which unsettled children a reopen must
     run again (decision 95): every group a release that records saves opened (those came after both).
     A group the baseline opened does neither, and a reopen runs again every unsettled child of it."""
-    return records_saves(incarnation)
+    return opened_since_baseline(incarnation)
 
 
 def calls_as_native(incarnation: str) -> bool:
@@ -86,7 +87,7 @@ def calls_as_native(incarnation: str) -> bool:
     where a JSON ``null`` fails a handler that takes an optional model: every group a release that
     records saves opened. A group the baseline opened sends ``null``, as its children and pumps
     journaled it."""
-    return records_saves(incarnation)
+    return opened_since_baseline(incarnation)
 
 
 def runs_name_their_incarnation(incarnation: str) -> bool:
@@ -94,4 +95,4 @@ def runs_name_their_incarnation(incarnation: str) -> bool:
     names the incarnation (decision 111), so that the child calls as the group does and a miss it
     reports is fenced by it as a `run`'s is: every group a release that records saves opened. A
     pump of a group the baseline opened calls `execute`, as it journaled it."""
-    return records_saves(incarnation)
+    return opened_since_baseline(incarnation)

@@ -238,7 +238,7 @@ GUARDED = "guarded"
 # group nobody could resume (absent: it cancelled none). A run reported failed later settles its
 # children `Cancelled`, even once a resumer has reopened the group.
 CANCELLED_RUNS = "cancelled_runs"
-# What ends the incarnation of a group that records saves (decision 78; `_incarnation.records_saves`).
+# What ends the incarnation of a group that records saves (decision 78; `_incarnation.opened_since_baseline`).
 SAVES = "-s"
 
 
