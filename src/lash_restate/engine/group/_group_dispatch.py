@@ -16,6 +16,7 @@ from ..wire._messages import (
     OpenRequest,
     OperatorRedispatch,
     OperatorRedispatched,
+    PartedOpen,
     WatchedRun,
     decode,
 )
@@ -96,7 +97,7 @@ async def missed_children(ctx: restate.ObjectContext) -> list[RuntimeEffectEnvel
 
 
 async def redispatch(
-    ctx: restate.ObjectContext, meta: GroupMeta, req: OpenRequest, routing: Routing
+    ctx: restate.ObjectContext, meta: GroupMeta, req: OpenRequest | PartedOpen, routing: Routing
 ) -> list[WatchedRun]:
     """ADR: a reopen resolves only what it dispatches and refuses nothing (decision 48).
 
@@ -108,7 +109,9 @@ async def redispatch(
     baseline opened kept neither, so every unsettled child of it is dispatched again, queued behind
     whatever still runs it, and runs only if that left no outcome.
     """
-    if watches_its_runs(meta.incarnation):
+    # An open in parts carries no children (they were staged), and only a release that keeps the
+    # missed children sends one.
+    if watches_its_runs(meta.incarnation) or isinstance(req, PartedOpen):
         return (await dispatch_again(ctx, meta, await missed_children(ctx), routing))[1]
     positions = range(meta.child_count)
     children = [decode(req.children[position], RuntimeEffectEnvelope) for position in positions]

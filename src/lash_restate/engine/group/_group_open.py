@@ -54,9 +54,9 @@ from ..wire._records import (
 )
 from ..wire._routes import GROUP_OPEN, GROUP_OPEN_PARTS, GROUP_WATCH, PUMP_RUN_PARTS, pump_key
 from ._group_common import OPENED, GroupSettings, keep_watch, release_staged
-from ._group_dispatch import dispatch_again, missed_children, redispatch
+from ._group_dispatch import redispatch
 from ._group_guard import guard_waiters
-from ._group_watch import is_new_opener, openers_to_watch, send_watch, watch_after
+from ._group_watch import is_new_opener, openers_to_watch, send_watch
 from ._mode import INVOCATIONS, PUMP_SLICE, Dispatched, mode_for, slice_key
 from ._pages import paged, write_keys
 
@@ -104,19 +104,39 @@ async def on_open(ctx: restate.ObjectContext, req: OpenRequest, settings: GroupS
     # What follows is off the opener's path: it has its answer.
     if children:  # cancels need these: one per child, or the one pump (decisions 4, 61)
         ids = [await d.handle.invocation_id() for d in handles]
-        ctx.set(INVOCATIONS, ids, serde=STRINGS)
         watched = [WatchedRun(invocation=i, positions=d.positions) for i, d in zip(ids, handles, strict=True)]
-        meta = msgspec.structs.replace(meta, opened_at_ms=int(await ctx.time() * 1000))
-    await note_opener(ctx, meta, req.caller, changed=bool(children))
-    if not children:
+        meta = await _recorded_runs(ctx, meta, ids)
+    await _answered(ctx, meta, req, settings, watched if children else None)
+
+
+async def _recorded_runs(ctx: restate.ObjectContext, meta: GroupMeta, ids: list[str]) -> GroupMeta:
+    """A first open's record of the runs it dispatched, which a `Cancel` close cancels, and the
+    group's record with the time it was opened."""
+    ctx.set(INVOCATIONS, ids, serde=STRINGS)
+    return msgspec.structs.replace(meta, opened_at_ms=int(await ctx.time() * 1000))
+
+
+async def _answered(
+    ctx: restate.ObjectContext,
+    meta: GroupMeta,
+    req: OpenRequest | PartedOpen,
+    settings: GroupSettings,
+    dispatched: list[WatchedRun] | None,
+) -> None:
+    """What every open does once its opener has the answer, off the opener's path: note the opener,
+    on a reopen (``dispatched`` None) run again the children kept as missed, watch the runs and the
+    openers, and guard the first open's wakes (or keep the watch)."""
+    first = dispatched is not None
+    await note_opener(ctx, meta, req.caller, changed=first)
+    if dispatched is None:
         # After everything a format-1 open journals, so a reopen in flight when the code was
         # replaced in place replays its journal as a prefix of this one (decision 48).
-        watched = await redispatch(ctx, meta, req, settings.routing)
+        dispatched = await redispatch(ctx, meta, req, settings.routing)
     # Last, for the same reason: watched until they end (decisions 74, 78).
-    watch = send_watch(ctx, meta, watched, openers_to_watch(meta, req.caller))
-    if not children and is_new_opener(meta, req.caller):
+    watch = send_watch(ctx, meta, dispatched, openers_to_watch(meta, req.caller))
+    if not first and is_new_opener(meta, req.caller):
         ctx.clear(RECLAIM_AT)  # reopened: someone holds it again, so it is not due (decision 78)
-    if children:
+    if first:
         # The opener's wakes, registered with the record: guarded (a guard rejects them if the group's
         # state is deleted under the waiting caller, decision 83), kept with the watch.
         await guard_waiters(ctx, meta, meta.waiters, settings, watch)
@@ -146,10 +166,7 @@ async def on_open_parts(ctx: restate.ObjectContext, req: PartedOpen, settings: G
         if not named:
             raise InvalidInput("an open in parts names no staged parts of this group")
         if meta is not None:
-            recorded = await ctx.get(FENCE, serde=SHAPE)
-            assert recorded is not None  # written with meta, cleared with it
-            recorded.fence_reopen(req.shape, ctx.key())
-            logs.event("group.reopened", ctx, group_key=ctx.key())
+            await _fence_reopen(ctx, req.shape)
         elif req.reopen_only:
             raise GroupNotOpen.not_recorded(group_key=ctx.key())
         elif req.parts != whole:
@@ -173,25 +190,20 @@ async def on_open_parts(ctx: restate.ObjectContext, req: PartedOpen, settings: G
     ctx.resolve_awakeable(
         req.reply_to, OpenReply(reopened=not first, incarnation=meta.incarnation), serde=OPENED
     )
-    watched: list[WatchedRun] = []
+    watched: list[WatchedRun] | None = None  # a reopen (or a resume, which stages nothing): none
     if pump is not None:  # a Cancel cancels the group's pump, which cancels its calls (decision 35)
         pump_id = await pump.invocation_id()
-        ctx.set(INVOCATIONS, [pump_id], serde=STRINGS)
-        meta = msgspec.structs.replace(meta, opened_at_ms=int(await ctx.time() * 1000))
         watched = [WatchedRun(invocation=pump_id)]
-    await note_opener(ctx, meta, req.caller, changed=first)
-    watch = send_watch(ctx, meta, watched, openers_to_watch(meta, req.caller))  # last (decisions 74, 78)
-    if not first and is_new_opener(meta, req.caller):
-        ctx.clear(RECLAIM_AT)  # reopened: someone holds it again, so it is not due (decision 78)
-    if first:  # the opener's wakes, registered with the record, kept with the watch (decision 83)
-        await guard_waiters(ctx, meta, meta.waiters, settings, watch)
-    elif watch is not None:
-        await keep_watch(ctx, watch)
-    if not first:
-        # Decision 95: the group watches every other run it dispatched until it ends, so a reopen
-        # (or a resume, which stages nothing) runs again only the children kept as missed.
-        _, rewatched = await dispatch_again(ctx, meta, await missed_children(ctx), settings.routing)
-        await watch_after(ctx, meta, rewatched)
+        meta = await _recorded_runs(ctx, meta, [pump_id])
+    await _answered(ctx, meta, req, settings, watched)
+
+
+async def _fence_reopen(ctx: restate.ObjectContext, shape: GroupShape) -> None:
+    """ADR: a reopen is fenced on its shape: the children the group was opened with, the same."""
+    recorded = await ctx.get(FENCE, serde=SHAPE)
+    assert recorded is not None  # written with meta, cleared with it
+    recorded.fence_reopen(shape, ctx.key())
+    logs.event("group.reopened", ctx, group_key=ctx.key())
 
 
 async def record_group(
@@ -212,10 +224,7 @@ async def record_group(
         # ADR: a reopen is fenced on shape, resolves only what it dispatches and refuses nothing;
         # on Restate the children are engine-owned invocations already: none is dispatched here, and
         # `on_open` runs again only those the group kept as missed (decision 95).
-        recorded = await ctx.get(FENCE, serde=SHAPE)
-        assert recorded is not None  # written with meta, cleared with it
-        recorded.fence_reopen(req.shape, ctx.key())
-        logs.event("group.reopened", ctx, group_key=ctx.key())
+        await _fence_reopen(ctx, req.shape)
         return meta, []
     if req.reopen_only:
         # Decision 41: a resume of a group that was closed (or never recorded) must not start it over.

@@ -283,31 +283,11 @@ async def await_and_report(
                 continue  # the close's awakeable (a bounded group's close, above)
             if what.kind == SLICE:
                 failure = await slice_ended(future)
-                if failure is not None:
-                    subtree = covered_slices(group_key, incarnation, what.covers)
-                    if unrecorded := [key for key in subtree if key not in slices]:
-                        # Ended before it called its own further slices, it recorded none, and the
-                        # group's repair stores their outcomes there: this pump's release reaches them.
-                        # Released already (the group closed), it releases them now: nothing will run
-                        # there, and an open in parts staged their children there.
-                        if closed:
-                            release_slices(ctx, unrecorded)
-                        else:
-                            slices.extend(unrecorded)
-                            ctx.set(SLICES, slices, serde=STRINGS)
-                    # Decision 74: killed (say), its subtree's children are settled by the group with
-                    # the failure, through their slices' stores, unless they hold a rank already.
-                    ended = RunEnded(
-                        incarnation=incarnation,
-                        positions=list(range(*what.covers)),
-                        message=failure.message,
-                        code=str(failure.status_code),
-                        # Decision 100: cancelled before it called them, as they would have settled.
-                        cancelled=True if cancelled_call(failure) else msgspec.UNSET,
-                    )
-                    if await report_run_ended(ctx, group_key, ended):  # the cancel came meanwhile
-                        cancelled = True
-                        await cancel_queue()
+                if failure is not None and await _slice_failed(
+                    ctx, group_key, incarnation, what, failure, slices, closed
+                ):  # the cancel came meanwhile
+                    cancelled = True
+                    await cancel_queue()
                 continue
             if closed:
                 continue  # nobody reads it: the group is closed, and this pump's store released
@@ -341,6 +321,55 @@ async def await_and_report(
                 await cancel_queue()
     if closed or closing is None or not stored:
         return  # a further slice's store is released by the group's pump; an empty one needs nothing
+    await _linger_or_leave(ctx, group_key, incarnation, closing, slices, cancelled=cancelled, missed=missed)
+
+
+async def _slice_failed(
+    ctx: restate.ObjectContext,
+    group_key: str,
+    incarnation: str,
+    what: Awaited,
+    failure: restate.TerminalError,
+    slices: list[str],
+    closed: bool,
+) -> bool:
+    """A further slice's pump ended in ``failure`` (killed, say): its subtree's children are settled by
+    the group with the failure, through their slices' stores, unless they hold a rank already
+    (decision 74). Whether this pump's own cancel came while it reported that."""
+    subtree = covered_slices(group_key, incarnation, what.covers)
+    if unrecorded := [key for key in subtree if key not in slices]:
+        # Ended before it called its own further slices, it recorded none, and the group's repair
+        # stores their outcomes there: this pump's release reaches them. Released already (the group
+        # closed), it releases them now: nothing will run there, and an open in parts staged their
+        # children there.
+        if closed:
+            release_slices(ctx, unrecorded)
+        else:
+            slices.extend(unrecorded)
+            ctx.set(SLICES, slices, serde=STRINGS)
+    ended = RunEnded(
+        incarnation=incarnation,
+        positions=list(range(*what.covers)),
+        message=failure.message,
+        code=str(failure.status_code),
+        # Decision 100: cancelled before it called them, as they would have settled.
+        cancelled=True if cancelled_call(failure) else msgspec.UNSET,
+    )
+    return await report_run_ended(ctx, group_key, ended)
+
+
+async def _linger_or_leave(
+    ctx: restate.ObjectContext,
+    group_key: str,
+    incarnation: str,
+    closing: tuple[str, Any],
+    slices: list[str],
+    *,
+    cancelled: bool,
+    missed: bool,
+) -> None:
+    """Every child settled and its outcome stored: release the store at the group's close, or, once
+    the pump stops listening for it, tell the group the store stays (its close then sends `forget`)."""
     # A Cancel close does not resolve the awakeable (decision 65): ask whether the group is closed.
     if cancelled and not (await report_batch(ctx, group_key, PumpReport(incarnation=incarnation))).open:
         release_slices(ctx, slices)
