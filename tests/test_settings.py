@@ -5,14 +5,15 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+import msgspec
 import pytest
 
 from lash_restate.admin import shown_url
-from lash_restate.contract import Call, InvalidInput
+from lash_restate.contract import Call, Err, InvalidInput
 from lash_restate.engine.child import _lookup
 from lash_restate.engine.group._mode import width_setting
 from lash_restate.engine.serving._endpoint import DeploymentError, _duration, _switch
-from lash_restate.engine.wire._formats import ERROR_METADATA_ENV
+from lash_restate.engine.wire._formats import ERROR_METADATA_ENV, stored_outcome
 from lash_restate.settings import ServeSettings, SettingsError
 
 RESTATE, LASH = "http://restate-admin:9070", "http://lash-admin:9070"
@@ -167,3 +168,17 @@ def test_an_error_metadata_switch_that_is_neither_on_nor_off_is_refused_naming_i
     monkeypatch.setenv(ERROR_METADATA_ENV, "enabled")
     with pytest.raises(DeploymentError, match=r"^LASH_ERROR_METADATA must be 1, true, yes or on, or 0,"):
         _switch(ERROR_METADATA_ENV)
+
+
+@pytest.mark.parametrize(("value", "kept"), [("1", True), ("", False), ("off", False), ("bogus", False)])
+def test_a_stored_rejection_keeps_its_metadata_only_where_the_endpoint_is_told_to(
+    monkeypatch: pytest.MonkeyPatch, value: str, kept: bool
+) -> None:
+    """Read where it is written: a process that never built an app (a caller of services served
+    elsewhere) reads the same setting; a value neither on nor off, refused where an app is built,
+    writes none."""
+    monkeypatch.setenv(ERROR_METADATA_ENV, value)
+    given = Err(message="out of stock", code="409", metadata={"left": "5"})
+    stored = msgspec.json.decode(stored_outcome(given), type=Err)
+    assert stored == (given if kept else Err(message="out of stock", code="409"))
+    assert b"metadata" not in stored_outcome(Err(message="none given"))  # format 1, as it was

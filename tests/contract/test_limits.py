@@ -214,6 +214,17 @@ def test_a_child_too_large_to_ride_any_open_is_named_with_its_sizes() -> None:
     }
 
 
+def test_a_rejection_past_the_limit_by_its_metadata_drops_the_metadata_and_keeps_its_message() -> None:
+    """The message and status are what a caller reads first; the metadata, which an endpoint may
+    not even write, goes before they do."""
+    heavy = Err(message="out of stock", code="409", metadata={"blob": "x" * OUTCOME_LIMIT})
+    assert fit_outcome(heavy) == Err(message="out of stock", code="409")
+    both = Err(message="x" * OUTCOME_LIMIT, code="409", metadata={"k": "v"})
+    assert fit_outcome(both) == too_large(outcome_size(Err(message="x" * OUTCOME_LIMIT, code="409")))
+    light = Err(message="out of stock", code="409", metadata={"left": "5"})
+    assert fit_outcome(light) is light
+
+
 def test_an_outcome_at_the_limit_is_kept_and_one_byte_past_it_is_too_large() -> None:
     assert fit_outcome(Ok(value=1), OUTCOME_LIMIT) == Ok(value=1)
     assert fit_outcome(Ok(value=1), OUTCOME_LIMIT + 1) == too_large(OUTCOME_LIMIT + 1)

@@ -721,7 +721,10 @@ async def test_a_rollback_as_the_upgrade_guide_says_resumes_a_group_the_baseline
         guard = f"LashGroup/{case.key}/guard ("  # and what else runs for the open group: its pump, say
         assert any(b.what.startswith(guard) for b in found if b.kind == "pending"), found
         checked = run_main(["rollback-check", "--admin-url", stack.admin_url])
-        assert checked.returncode == 1 and "is not safe yet" in checked.stdout, checked
+        assert checked.returncode == 5 and "is not safe yet" in checked.stdout, checked
+        # Nothing killed while a group of the current code is open: its pump is pending too, working.
+        refused = run_main(["rollback-check", "--kill-pending", "--admin-url", stack.admin_url, "--json"])
+        assert refused.returncode == 4 and json.loads(refused.stdout)["killed"] == [], refused
         await turn(stack, use(ok(opened)), close("cancel"))  # its event child unsubscribes, its pump forgets
         await until_blocked(stack, lambda blockers: {b.kind for b in blockers} == {"pending"})
 

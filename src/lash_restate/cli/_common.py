@@ -48,6 +48,7 @@ FAILED = 1  # Restate or the work itself failed: the admin API unreachable, a se
 USAGE = 2  # the command line or the settings are wrong: nothing was done (argparse exits 2 too)
 NOT_OPEN = 3  # `groups show` of a key that is no open group
 REFUSED = 4  # refused, and nothing done: a prefix another application serves, a close needing --force
+NOT_SAFE = 5  # `rollback-check`: something still stands in the way of a rollback (listed on standard output)
 
 
 def fail(message: str, code: int = FAILED) -> int:

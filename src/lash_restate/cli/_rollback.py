@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import argparse
 import json
+from typing import TYPE_CHECKING
 
 from ..admin import AdminApi
-from ._common import fail, prefix_from_args
+from ._common import NOT_SAFE, REFUSED, fail, prefix_from_args
+
+if TYPE_CHECKING:
+    from ..inspection import RollbackBlocker
 
 __all__ = ["rollback_check"]
 
@@ -14,7 +18,7 @@ __all__ = ["rollback_check"]
 _CLEARS = {
     "group": "let it finish or close it (lash-restate groups close KEY)",
     "waiter": "emit or clear the event, or close the waiting child's group",
-    "pending": "--kill-pending kills them (a guard that runs meanwhile schedules another: run it again)",
+    "pending": "--kill-pending kills them, once nothing else is listed",
     "metadata": "read it on this release first (close its group), or do not roll back",
 }
 _SHOWN = 5  # per kind; the rest are counted
@@ -28,19 +32,32 @@ def rollback_check(args: argparse.Namespace) -> int:
         return failed
     try:
         admin = AdminApi.from_env(args.admin_url)
-        killed = kill_pending(admin) if args.kill_pending else []
         blockers = rollback_blockers(admin)
+        # Only once nothing but pending invocations is left: one of a group still open (its pump, say)
+        # is working, and killed it would end that group's children as killed.
+        killing = args.kill_pending and all(b.kind == "pending" for b in blockers)
+        killed = kill_pending(admin) if killing and blockers else []
+        if killed:
+            blockers = rollback_blockers(admin)
     except InspectionError as exc:
         return fail(str(exc))
     if args.json:
         print(json.dumps({"killed": killed, "blockers": [b.as_dict() for b in blockers]}))
-        return 1 if blockers else 0
+    else:
+        _print(blockers, killed, BASELINE)
+    if args.kill_pending and not killing:
+        # A pending invocation of a group still open is working: its pump, say.
+        return fail("--kill-pending killed nothing: clear the groups, waiters and metadata first", REFUSED)
+    return fail(f"{len(blockers)} thing(s) stand in the way of a rollback", NOT_SAFE) if blockers else 0
+
+
+def _print(blockers: list[RollbackBlocker], killed: list[str], baseline: str) -> None:
     if killed:
         print(f"killed {len(killed)} invocation(s) pending for handlers the baseline does not serve")
     if not blockers:
-        print(f"nothing stands in the way of the baseline ({BASELINE}): register it as the newest deployment")
-        return 0
-    print(f"rolling back to the baseline ({BASELINE}) is not safe yet:")
+        print(f"nothing stands in the way of the baseline ({baseline}): register it as the newest deployment")
+        return
+    print(f"rolling back to the baseline ({baseline}) is not safe yet:")
     for kind, clears in _CLEARS.items():
         found = [b for b in blockers if b.kind == kind]
         for blocker in found[:_SHOWN]:
@@ -49,4 +66,3 @@ def rollback_check(args: argparse.Namespace) -> int:
             print(f"  … and {len(found) - _SHOWN} more of {kind}")
         if found:
             print(f"    to clear: {clears}")
-    return 1

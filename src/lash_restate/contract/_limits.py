@@ -177,6 +177,13 @@ def too_large(size: int) -> Err:
 
 
 def fit_outcome(outcome: Outcome, size: int | None = None) -> Outcome:
-    """``outcome``, or `too_large` if its encoding (``size``, when known) is past `OUTCOME_LIMIT`."""
+    """``outcome``, or `too_large` if its encoding (``size``, when known) is past `OUTCOME_LIMIT`.
+
+    A rejection past it because of its metadata keeps its message and code and drops the metadata
+    (which an endpoint may not even write), as a too-large answer would lose more."""
     size = outcome_size(outcome) if size is None else size
-    return too_large(size) if size > OUTCOME_LIMIT else outcome
+    if size <= OUTCOME_LIMIT:
+        return outcome
+    if isinstance(outcome, Err) and outcome.metadata is not msgspec.UNSET:
+        return fit_outcome(msgspec.structs.replace(outcome, metadata=msgspec.UNSET))
+    return too_large(size)

@@ -11,6 +11,7 @@ strictly, so one carrying a rejection's metadata fails its reader.
 
 from __future__ import annotations
 
+import time
 from dataclasses import asdict, dataclass
 from typing import Any
 from urllib.parse import quote as url_quote
@@ -81,16 +82,18 @@ def rollback_blockers(admin: Admin) -> list[RollbackBlocker]:
     return blockers
 
 
-def kill_pending(admin: Admin, *, rounds: int = 5) -> list[str]:
-    """Kill every invocation pending for a handler the baseline does not serve, and again what appears
-    meanwhile (a guard that ran schedules its next one), for up to ``rounds`` looks; the ids killed."""
+def kill_pending(admin: Admin, *, looks: int = 20, pause_s: float = 0.5) -> list[str]:
+    """Kill every invocation pending for a handler the baseline does not serve, and what appears
+    meanwhile (a guard that ran schedules its next), until none is listed, for up to ``looks``
+    looks ``pause_s`` apart (Restate ends a killed invocation a moment after it is told); the ids
+    killed, each once."""
     api = admin_api(admin)
     killed: list[str] = []
-    for _ in range(rounds):
+    for look in range(looks):
         pending = [row["id"] for row in sql(admin, _pending_query())]
         if not pending:
             break
-        for invocation in pending:
+        for invocation in (i for i in pending if i not in killed):
             try:
                 response = api.patch(f"/invocations/{url_quote(invocation, safe='')}/kill")
             except AdminError as exc:
@@ -98,4 +101,6 @@ def kill_pending(admin: Admin, *, rounds: int = 5) -> list[str]:
             # One that ended meanwhile is gone anyway (Restate answers it with an error).
             if response.status_code < 300:
                 killed.append(invocation)
+        if look + 1 < looks:
+            time.sleep(pause_s)  # the admin API offers nothing to await: look again a moment later
     return killed

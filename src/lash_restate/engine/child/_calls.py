@@ -78,8 +78,9 @@ def bound_call(routing: Routing, envelope: RuntimeEffectEnvelope) -> Call | None
 
 
 def pump_plan(routing: Routing, children: list[RuntimeEffectEnvelope]) -> list[str]:
-    """How a pump that was sent no plan (a further slice's) calls each of ``children``, deciding as it
-    runs (and journaling it): a call to a handler this endpoint binds straight to it;
+    """How a pump that was sent no plan (a slice of a group opened in parts, a re-dispatch, or a
+    `run2` whose open sent none) calls each of ``children``, deciding as it runs (and journaling it):
+    a call to a handler this endpoint binds straight to it;
     any other child through `LashChild/execute2`, which checks the target when it runs (decision 47).
 
     A call whose target left this endpoint goes there too: its run ends with the terminal 404 of a

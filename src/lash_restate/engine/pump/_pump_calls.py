@@ -54,8 +54,8 @@ async def dispatch_all(
     routing: Routing,
     incarnation: str,
 ) -> dict[Any, Awaited]:
-    """Call each of ``children`` from this pump (a further slice's, which no open sent a plan), as
-    this pump decides; what is awaited, by future."""
+    """Call each of ``children`` from this pump (a slice of a group opened in parts, whose children
+    no open carried and so no open planned), as this pump decides; what is awaited, by future."""
     return Queue(await plan_all(ctx, children, routing, None), None).start(ctx, incarnation, 0)
 
 
@@ -106,7 +106,7 @@ class Queue:
 def dispatch_one(
     ctx: restate.ObjectContext, child: RuntimeEffectEnvelope, how: str, incarnation: str
 ) -> tuple[Any, Awaited] | None:
-    """Call ``child`` from this pump as its plan says (`plan`)."""
+    """Call ``child`` from this pump as its plan says (`open_plan` or `pump_plan`)."""
     position = position_of(child)
     if how == VIA_CHILD or not isinstance(child.command, Call):  # only a call child is called directly
         if runs_name_their_incarnation(incarnation):
@@ -118,7 +118,7 @@ def dispatch_one(
         return future, Awaited(VIA_CHILD, position, child.replay_key)
     call = child.command
     if how == VIA_MISS:
-        # Only in a `route` an earlier release journaled (`plan` now sends such a call through
+        # Only in a `route` an earlier release journaled (`pump_plan` now sends such a call through
         # `LashChild/execute2`, which lists the miss): a routing miss, never an outcome (ADR: the
         # Restate host's form of it is a terminal 404; the rank stays unallocated).
         logs.logger.warning(

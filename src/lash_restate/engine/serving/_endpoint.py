@@ -27,7 +27,7 @@ from ..group._group import ORPHAN_RETENTION, WAITER_CHECK, group_object
 from ..group._mode import width_setting
 from ..group._pages import PAGE_FROM
 from ..pump._pump import pump_object
-from ..wire._formats import ERROR_METADATA_ENV, write_error_metadata
+from ..wire._formats import ERROR_METADATA_ENV, SWITCH_OFF, SWITCH_ON
 from ..wire._routes import CHILD, GROUP, PUMP, SIGNAL, named, use_prefix, wire_groups
 
 __all__ = [
@@ -81,13 +81,12 @@ def _switch(name: str) -> bool:
     """``$name``: on (``1``, ``true``, ``yes``, ``on``) or off (``0``, ``false``, ``no``, ``off``, or
     unset), in any case."""
     value = os.environ.get(name, "").strip().lower()
-    if value in _ON or value in _OFF:
-        return value in _ON
+    if value in SWITCH_ON or value in SWITCH_OFF:
+        return value in SWITCH_ON
     shape = "1, true, yes or on, or 0, false, no or off"
     raise DeploymentError(f"{name} must be {shape}, not {os.environ[name]!r}")
 
 
-_ON, _OFF = frozenset({"1", "true", "yes", "on"}), frozenset({"", "0", "false", "no", "off"})
 _UNIT_S = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
 _SHORTEST_S, _LONGEST_S = 1.0, 3650 * 86400.0
 
@@ -181,7 +180,7 @@ def lash_services(
     page_from = width_setting(PAGE_FROM_ENV) or PAGE_FROM
     retention = _duration(ORPHAN_RETENTION_ENV, ORPHAN_RETENTION)
     check = _duration(WAITER_CHECK_ENV, WAITER_CHECK)
-    write_error_metadata(_switch(ERROR_METADATA_ENV))
+    _switch(ERROR_METADATA_ENV)  # refused at start when neither on nor off; read where it is written
     group = group_object(
         batch_from,
         routing,

@@ -13,6 +13,7 @@ fails when an encoding changes without a new version.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -29,9 +30,11 @@ __all__ = [
     "ERROR_METADATA_ENV",
     "FORMAT",
     "FORMATS",
+    "SWITCH_OFF",
+    "SWITCH_ON",
     "Format",
     "stored_outcome",
-    "write_error_metadata",
+    "writes_error_metadata",
     "written",
 ]
 
@@ -315,20 +318,20 @@ FORMATS: Final[tuple[Format, ...]] = (
 # baseline reads an outcome strictly, and a caller pinned to it reads what this release's children
 # settle (decision 118). Off until the operator says no deployment of the baseline serves lash.
 ERROR_METADATA_ENV = "LASH_ERROR_METADATA"
+SWITCH_ON, SWITCH_OFF = frozenset({"1", "true", "yes", "on"}), frozenset({"", "0", "false", "no", "off"})
 
 
-class _Writes:
-    error_metadata = False
-
-
-def write_error_metadata(on: bool) -> None:
-    """Write (``on``) or leave out a rejection's metadata in every outcome this process writes."""
-    _Writes.error_metadata = on
+def writes_error_metadata() -> bool:
+    """Whether this process writes a rejection's metadata: ``$LASH_ERROR_METADATA`` on. Read where
+    it is written, so every way a process runs lash (an app, its services alone, a caller of
+    services served elsewhere) reads the one setting; an app refuses a value neither on nor off
+    when it is built."""
+    return os.environ.get(ERROR_METADATA_ENV, "").strip().lower() in SWITCH_ON
 
 
 def written(outcome: Outcome) -> Outcome:
     """``outcome`` as this endpoint writes it: a rejection's metadata only where it is told to."""
-    if _Writes.error_metadata or not isinstance(outcome, Err) or outcome.metadata is msgspec.UNSET:
+    if not isinstance(outcome, Err) or outcome.metadata is msgspec.UNSET or writes_error_metadata():
         return outcome
     return msgspec.structs.replace(outcome, metadata=msgspec.UNSET)
 
