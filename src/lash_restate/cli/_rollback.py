@@ -36,9 +36,10 @@ def rollback_check(args: argparse.Namespace) -> int:
         # Only once nothing but pending invocations is left: one of a group still open (its pump, say)
         # is working, and killed it would end that group's children as killed.
         killing = args.kill_pending and all(b.kind == "pending" for b in blockers)
-        killed = kill_pending(admin) if killing and blockers else []
-        if killed:
-            blockers = rollback_blockers(admin)
+        killed: list[str] = []
+        if killing and blockers:
+            killed = kill_pending(admin)
+            blockers = rollback_blockers(admin)  # what is left, if anything
     except InspectionError as exc:
         return fail(str(exc))
     if args.json:

@@ -337,9 +337,10 @@ def written(outcome: Outcome) -> Outcome:
 
 
 def stored_outcome(outcome: Outcome) -> bytes:
-    """The bytes a child stores (and a pump serves) for ``outcome``: past the limit for one message
-    (decision 19) a call's answer, a rejection's message or an event's payload could never be stored
-    or served, so the child would retry for ever; it settles ``too_large`` instead."""
+    """The bytes a child stores (and a pump serves) for ``outcome``, as this endpoint writes it
+    (`written`): past the limit for one message (decision 19) a call's answer, a rejection's message
+    or an event's payload could never be stored or served, so the child would retry for ever; it
+    settles ``too_large`` instead."""
     outcome = written(outcome)
     encoded = msgspec.json.encode(outcome)
     fitted = fit_outcome(outcome, len(encoded))
