@@ -49,6 +49,7 @@ def test_dev_once_runs_the_stack_and_a_demo_race_then_cleans_up(tmp_path: Path) 
     assert [r for r, _ in ranks] == ["1", "2", "3"]
     assert sorted(arm for _, arm in ranks) == ["0", "1", "2"]
     assert f"winner: arm {ranks[0][1]} (" in out
+    assert "your own application on such a stack: lash-restate dev --app MODULE:ATTR\n" in out
     assert "stopped restate-server and the endpoint\n" in out
     # Nothing is left behind: not the server's data, not the logs.
     assert sorted(p.name for p in tmp_path.iterdir()) == ["restate.toml", "tmp"]

@@ -113,6 +113,7 @@ def run_dev(*, once: bool, keep: bool = False, app: str | None = None) -> int:
         _say(f"  settlement order (durable ranks 1..{len(result['settlements'])}): {order}")
         for s in result["settlements"]:
             _say(f"    rank {s['rank']}: arm {s['position']} {_describe(s['outcome'])}")
+        _say("your own application on such a stack: lash-restate dev --app MODULE:ATTR")
         if once:
             return 0
         body = '{"kind":"race","children":[{"type":"tool_call","tool":"echo","args":{"value":1}}]}'
