@@ -39,22 +39,21 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
         yield s
 
 
-async def _post(stack: LocalStack, path: str, body: Any = None) -> tuple[int, str]:
-    """POST to the ingress as a client does: the status, and the failure's message (none on success)."""
+async def _answer(stack: LocalStack, path: str, body: Any = None) -> tuple[int, Any]:
+    """POST to the ingress as a client does: the status and the whole body, as JSON."""
     async with httpx.AsyncClient(verify=tls(), timeout=60) as client:
         response = await client.post(f"{stack.ingress_url}/{path}", json=body)
     assert WIRE not in response.text, response.text  # no client ever sees lash's wire form
-    return response.status_code, response.json()["message"] if response.status_code != 200 else ""
+    return response.status_code, response.json()
+
+
+async def _post(stack: LocalStack, path: str, body: Any = None) -> tuple[int, str]:
+    """`_answer`: the status, and the failure's message (none on success)."""
+    status, answer = await _answer(stack, path, body)
+    return status, answer["message"] if status != 200 else ""
 
 
 GIVES = {"refuse": "out of stock", "status": 409, "metadata": {"left": "5", "sku": "A-1"}}
-
-
-async def _answer(stack: LocalStack, path: str, body: Any = None) -> tuple[int, Any]:
-    """POST to the ingress: the status and the whole body, as JSON."""
-    async with httpx.AsyncClient(verify=tls(), timeout=60) as client:
-        response = await client.post(f"{stack.ingress_url}/{path}", json=body)
-    return response.status_code, response.json()
 
 
 async def test_a_callees_metadata_reaches_the_caller_as_a_native_calls_does(stack: LocalStack) -> None:
