@@ -128,8 +128,9 @@ class MemoryTier:
 
 
 class RestateTier:
-    """The Restate host as a tier: a started `LocalStack` whose endpoint serves the demo (``--with-turn``);
-    each turn is a fresh `LashTurn/run` invocation."""
+    """The Restate host as a tier: a started `LocalStack` whose endpoint serves the demo (``--with-turn``)
+    and writes a rejection's metadata (``LASH_ERROR_METADATA=1`` in its environment, which a scenario
+    checks); each turn is a fresh `LashTurn/run` invocation."""
 
     def __init__(self, name: str, stack: LocalStack) -> None:
         self.name = name
