@@ -12,8 +12,8 @@ from lash_restate.admin import shown_url
 from lash_restate.contract import Call, Err, InvalidInput
 from lash_restate.engine.child import _lookup
 from lash_restate.engine.group._mode import width_setting
-from lash_restate.engine.serving._endpoint import DeploymentError, _duration, _switch
-from lash_restate.engine.wire._formats import ERROR_METADATA_ENV, stored_outcome
+from lash_restate.engine.serving._endpoint import DeploymentError, _check_switch, _duration
+from lash_restate.engine.wire._formats import ERROR_METADATA_ENV, stored_outcome, writes_error_metadata
 from lash_restate.settings import ServeSettings, SettingsError
 
 RESTATE, LASH = "http://restate-admin:9070", "http://lash-admin:9070"
@@ -157,7 +157,8 @@ def test_the_error_metadata_switch_reads_on_or_off(
     monkeypatch: pytest.MonkeyPatch, value: str, on: bool
 ) -> None:
     monkeypatch.setenv(ERROR_METADATA_ENV, value)
-    assert _switch(ERROR_METADATA_ENV) is on
+    _check_switch(ERROR_METADATA_ENV)  # accepted at start
+    assert writes_error_metadata() is on  # and read so where an outcome is written
 
 
 def test_an_error_metadata_switch_that_is_neither_on_nor_off_is_refused_naming_it(
@@ -167,7 +168,7 @@ def test_an_error_metadata_switch_that_is_neither_on_nor_off_is_refused_naming_i
     would otherwise see no metadata and no reason."""
     monkeypatch.setenv(ERROR_METADATA_ENV, "enabled")
     with pytest.raises(DeploymentError, match=r"^LASH_ERROR_METADATA must be 1, true, yes or on, or 0,"):
-        _switch(ERROR_METADATA_ENV)
+        _check_switch(ERROR_METADATA_ENV)
 
 
 @pytest.mark.parametrize(("value", "kept"), [("1", True), ("", False), ("off", False), ("bogus", False)])

@@ -33,12 +33,8 @@ async def quote(ctx: restate.Context, req: dict[str, Any]) -> dict[str, Any]:
     if req.get("delay_ms"):
         await ctx.sleep(timedelta(milliseconds=int(req["delay_ms"])))
     if "refuse" in req:
-        status, metadata = req.get("status"), req.get("metadata")
-        raise (
-            restate.TerminalError(req["refuse"], int(status), metadata=metadata)
-            if status
-            else restate.TerminalError(req["refuse"], metadata=metadata)
-        )
+        status = int(req["status"]) if req.get("status") else 500  # TerminalError's own default
+        raise restate.TerminalError(req["refuse"], status, metadata=req.get("metadata"))
     return {"price": req.get("price", 1)}
 
 

@@ -194,9 +194,8 @@ def _terminal(arg: Any) -> restate.TerminalError:
     status = arg_of(arg, "status", None)
     metadata = arg_of(arg, "metadata", None)
     given = {str(k): str(v) for k, v in metadata.items()} if isinstance(metadata, dict) else None
-    if status is None:
-        return restate.TerminalError(message, metadata=given)
-    return restate.TerminalError(message, int(status), metadata=given)
+    # 500 is TerminalError's own default status, as a handler that gives none ends with.
+    return restate.TerminalError(message, 500 if status is None else int(status), metadata=given)
 
 
 def demo_external() -> list[Target]:

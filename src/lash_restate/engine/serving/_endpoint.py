@@ -77,14 +77,13 @@ def _duration(name: str, default: timedelta) -> timedelta:
     return timedelta(seconds=seconds)
 
 
-def _switch(name: str) -> bool:
-    """``$name``: on (``1``, ``true``, ``yes``, ``on``) or off (``0``, ``false``, ``no``, ``off``, or
-    unset), in any case."""
+def _check_switch(name: str) -> None:
+    """Refuse ``$name`` unless it is on (``1``, ``true``, ``yes``, ``on``) or off (``0``, ``false``,
+    ``no``, ``off``, or unset), in any case; where it is written, it is read as on or not."""
     value = os.environ.get(name, "").strip().lower()
-    if value in SWITCH_ON or value in SWITCH_OFF:
-        return value in SWITCH_ON
-    shape = "1, true, yes or on, or 0, false, no or off"
-    raise DeploymentError(f"{name} must be {shape}, not {os.environ[name]!r}")
+    if value not in SWITCH_ON and value not in SWITCH_OFF:
+        shape = "1, true, yes or on, or 0, false, no or off"
+        raise DeploymentError(f"{name} must be {shape}, not {os.environ[name]!r}")
 
 
 _UNIT_S = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -180,7 +179,7 @@ def lash_services(
     page_from = width_setting(PAGE_FROM_ENV) or PAGE_FROM
     retention = _duration(ORPHAN_RETENTION_ENV, ORPHAN_RETENTION)
     check = _duration(WAITER_CHECK_ENV, WAITER_CHECK)
-    _switch(ERROR_METADATA_ENV)  # refused at start when neither on nor off; read where it is written
+    _check_switch(ERROR_METADATA_ENV)  # refused at start when neither on nor off; read where written
     group = group_object(
         batch_from,
         routing,
