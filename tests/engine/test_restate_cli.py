@@ -1134,7 +1134,8 @@ async def test_a_cancel_groups_run_queued_when_restates_cli_killed_its_caller_se
     """`restate invocations kill` of the caller of a `Cancel` group while its second child's
     `LashChild/run` waits behind another group's run of the same replay key (a namesake child
     waiting on a gate): nobody can resume the group, so it cancels what still runs, the queued run
-    among them, which Restate ends without running it. A resumer then reopens the group at once.
+    among them, which Restate ends without running it. A resumer then reopens the group at once
+    (once the group has heard its opener end: before, the resumer is its opener and nothing is cancelled).
     Killed within the group's first second, as here on an idle machine, the cancel lands before the
     group's watch attaches, and Restate then keeps nothing of the run: the watch reports it gone,
     after the resumer's reopen; later, it reports it cancelled. Either way the group settles the
@@ -1147,6 +1148,11 @@ async def test_a_cancel_groups_run_queued_when_restates_cli_killed_its_caller_se
         await until(functools.partial(settled, shared, s.key(), 1))
         _operator(shared, tmp_path, "kill", await turn_id(shared, s))
         assert (await asyncio.wait_for(q.caller, 60)).status_code != 200
+        # Once the group has heard its opener end: a reopen that reaches it first makes the resumer
+        # its opener, nobody is gone, and the loser runs on (`ok`), as it should; a loaded machine
+        # once ran that order.
+        ended = _invocation("LashGroup", f"target_service_key = {quote(s.key())}", "caller_ended")
+        await _poll(shared, ended + " AND status = 'completed'", lambda rows: len(rows) == 1)
         # A resumer reopens the group (the same children) and reads both ranks, then closes.
         resumer = Scope()
         resumed = turn_in_background(shared, resumer, open_(q.group), next_(), next_(), close())
