@@ -210,6 +210,7 @@ def test_codes_are_stable_strings() -> None:
         "inspection",
         "close_refused",
         "stack",
+        "call_failed",
     }
 
 

@@ -45,6 +45,7 @@ it also carries ``group_key``, ``position`` and ``replay_key`` (None otherwise):
     ├── InspectionError             the admin API refused a query about groups, or could not be reached
     │   └── CloseRefused            an operator's close would not close: parked, open, or changed
     └── StackError                  lash_restate.testing: a part of the local stack failed to start
+        └── CallFailed              lash_restate.testing: a handler a test called answered an error status
 
 The rejections are in ``lash_restate.combinators``, `DeploymentError` and `ServerUnavailable` in
 ``lash_restate.engine``, the others in the module that raises them (``settings``, ``registration``,
@@ -147,6 +148,7 @@ class RuntimeErrorCode(StrEnum):
     INSPECTION = "inspection"
     CLOSE_REFUSED = "close_refused"
     STACK = "stack"
+    CALL_FAILED = "call_failed"
 
 
 class LashError(Exception):

@@ -60,7 +60,8 @@ def admin_api(admin: Admin) -> AdminApi:
 
 
 def sql(admin: Admin, query: str, *, timeout: float = 10) -> list[dict[str, Any]]:
-    """Rows of ``query`` over the admin API's SQL (`POST /query`)."""
+    """Rows of ``query`` over the admin API's SQL (`POST /query`); a row leaves out each column
+    that is null in it (Restate's JSON does), so read those with ``.get``."""
     api = admin_api(admin)
     try:
         response = api.post("/query", {"query": query}, timeout=timeout, accept_json=True)

@@ -19,7 +19,7 @@ Nothing below this package in the layers (`inspection`, `engine`, `memory`, `com
 """
 
 from .driver import TURN, turn_service
-from .processes import Endpoint, RestateServer, StackError, free_port
+from .processes import CallFailed, Endpoint, RestateServer, StackError, free_port
 from .stack import LocalStack
 from .targets import demo_call_services, demo_calls, demo_external
 from .tools import demo_tools
@@ -27,6 +27,7 @@ from .turn import decode_turn, run_turn
 
 __all__ = [
     "TURN",
+    "CallFailed",
     "Endpoint",
     "LocalStack",
     "RestateServer",

@@ -31,6 +31,7 @@ from ..contract import LashError, RuntimeErrorCode
 __all__ = [
     "SERVER_ENV",
     "SERVER_VERSION",
+    "CallFailed",
     "Endpoint",
     "RestateServer",
     "StackError",
@@ -49,6 +50,31 @@ class StackError(LashError, RuntimeError):
 
     def __str__(self) -> str:
         return self.message
+
+
+class CallFailed(StackError):
+    """A handler a test called through the ingress (`LocalStack.call`) answered an error status:
+    what its client gets. ``status_code`` is the status (a handler's uncaught
+    ``TerminalError("out of stock", 409)`` answers 409), ``error_message`` the failure's message as
+    Restate's ingress words it (``"out of stock"``; None when the body carries none), ``text`` the
+    body as it came."""
+
+    code = RuntimeErrorCode.CALL_FAILED
+
+    def __init__(self, message: str, *, status_code: int, text: str) -> None:
+        super().__init__(message)
+        self.status_code = status_code
+        self.text = text
+
+    @property
+    def error_message(self) -> str | None:
+        """The ``message`` of the ingress's JSON failure body, or None when it has none."""
+        try:
+            body = json.loads(self.text)
+        except ValueError:
+            return None
+        message = body.get("message") if isinstance(body, dict) else None
+        return message if isinstance(message, str) else None
 
 
 def free_port() -> int:

@@ -27,7 +27,7 @@ from ..inspection import InspectionError, sql
 from ..logs import stamp
 from ..registration import PrefixTaken, RegistrationError, register_deployment
 from .driver import TURN
-from .processes import Endpoint, RestateServer, StackError, free_port, last_error, log_tail
+from .processes import CallFailed, Endpoint, RestateServer, StackError, free_port, last_error, log_tail
 
 __all__ = ["SIGNING_KEY_ENV", "AdminAt", "LocalStack"]
 
@@ -324,7 +324,8 @@ class LocalStack:
         self.stop()
 
     def sql(self, query: str) -> list[dict[str, Any]]:
-        """The rows of ``query`` over the first server's admin SQL (``sys_invocation``, ``state``, …)."""
+        """The rows of ``query`` over the first server's admin SQL (``sys_invocation``, ``state``, …);
+        a row leaves out each column that is null in it (read those with ``.get``)."""
         return sql(self.admin_url, query)
 
     def counts(self) -> list[str]:
@@ -336,9 +337,10 @@ class LocalStack:
     ) -> Any:
         """POST ``body`` as JSON (or ``content`` as is) to ``/{path}`` on the ingress; its JSON answer.
 
-        Any answer but 200 raises `StackError` with the answer's text; no answer within ``within``
-        seconds raises `StackError` saying what Restate is retrying (a handler that raised a plain
-        exception, say) and each endpoint's last error, with its traceback.
+        Any answer but 200 raises `CallFailed` (a `StackError`) with its status and body, as the
+        handler's client gets them; no answer within ``within`` seconds raises `StackError` saying
+        what Restate is retrying (a handler that raised a plain exception, say) and each endpoint's
+        last error, with its traceback.
 
         Args:
             path: the path on the ingress, ``Service/handler`` or ``Object/key/handler``.
@@ -348,6 +350,10 @@ class LocalStack:
 
         Returns:
             The answer's JSON value (None for an empty answer).
+
+        Raises:
+            CallFailed: the handler answered an error status (``status_code``, ``error_message``).
+            StackError: no answer, no stack, or a 200 whose body is not JSON.
         """
         __tracebackhide__ = True  # a failing test shows the StackError, not this method's source
         path = path.removeprefix("/")  # as the ingress client's paths are written, too
@@ -369,7 +375,11 @@ class LocalStack:
                 f"POST /{path}: the ingress at {self.ingress_url} did not answer: {error!r}"
             ) from error
         if response.status_code != 200:
-            raise StackError(f"POST /{path} answered {response.status_code}: {response.text}")
+            raise CallFailed(
+                f"POST /{path} answered {response.status_code}: {response.text}",
+                status_code=response.status_code,
+                text=response.text,
+            )
         if not response.content:
             return None  # a handler returning None sends no body
         try:
