@@ -251,6 +251,8 @@ async def orphaned_group(stack: LocalStack, disposition: str = "run_to_completio
     # open has sent its children, and a close lists only the children Restate shows running.
     loser = f"{s.key()}/c1"
     await invocation_id(stack, f"SELECT id FROM sys_invocation WHERE target_service_key = {quote(loser)}")
+    # And once its winner ranked: its settle and the loser's start are two invocations, either first.
+    await until(lambda: settled(stack, s.key(), 1))
     async with httpx.AsyncClient(verify=tls(), timeout=30) as client:
         killed = await client.patch(f"{stack.server.admin_url}/invocations/{invocation}/kill")
     assert killed.status_code in (200, 202), killed.text
@@ -1026,6 +1028,30 @@ def test_a_paused_call_a_call_childs_callee_made_is_on_that_childs_path(
     monkeypatch.setattr(inspection_paused, "sql", answer)
     monkeypatch.setattr(inspection_sql, "sql", answer)
     assert inspection_paused.paused_paths("admin") == {"s:group:a:0/c1": [None]}  # one, of no known time
+
+
+@pytest.mark.parametrize("failed", [False, True], ids=["returned", "failed"])
+def test_a_saver_whose_end_the_openers_watch_heard_first_is_shown_as_having_saved(failed: bool) -> None:
+    """Two invocations tell the group how an opener that saved its handle ended: its saver's hold
+    (kept with the group's opener ends) and the watch of its openers (on its `Opener`), in either
+    order. Heard by the watch alone so far, the group is shown as its saver left it, not as one
+    whose opener saved nothing (a loaded machine once ran that order)."""
+    from lash_restate.contract import GroupWakePolicy, LoserPolicy
+    from lash_restate.engine.wire._records import GroupMeta, Opener
+    from lash_restate.inspection import _groups
+
+    meta = GroupMeta(
+        child_count=2,
+        wake=GroupWakePolicy.FIRST,
+        disposition=LoserPolicy.RUN_TO_COMPLETION,
+        incarnation="inc-s",
+        openers=[Opener(caller="c-saver", ended=True, failed=failed)],
+    )
+    heard_by_watch = _groups.StoredGroup("g", meta, {}, savers=frozenset({"c-saver"}))
+    heard_by_hold = _groups.StoredGroup("g", meta, {"c-saver": failed}, savers=frozenset({"c-saver"}))
+    assert _groups.classify(heard_by_watch, {}) == _groups.classify(heard_by_hold, {})
+    state, why = _groups.classify(heard_by_watch, {})
+    assert (state, "saved its handle" in why) == ("orphaned" if failed else "parked", True)
 
 
 def test_a_close_is_lost_once_restate_ended_it_unrun_for_this_incarnation_only(

@@ -934,6 +934,7 @@ async def test_killing_a_childs_subscription_to_its_event_with_restates_cli_sett
         caller = turn_in_background(stack, s, *steps)
         query = _invocation("LashSignal", f"target_service_key = {quote(name)}", "subscribe")
         [row] = await _poll(stack, query, lambda rows: [r["status"] for r in rows] == ["pending"])  # queued
+        await until(functools.partial(settled, stack, s.key(), width - 1))  # the echoes ranked first
         _operator(stack, tmp_path, action, row["id"])
     answered = await asyncio.wait_for(caller, 60)
     assert answered.status_code == 200, answered.text
@@ -960,6 +961,7 @@ async def test_killing_or_cancelling_a_childs_report_of_its_miss_with_restates_c
     group = s.group([count(name, "slow", delay_ms=60_000, slow_once=True), echo("fast")])
     caller = turn_in_background(stack, s, open_(group), next_(), next_(), close())
     await wait_tool_started(stack, name)
+    await until(functools.partial(settled, stack, s.key(), 1))  # the fast child ranked first
     watch = _invocation("LashGroup", f"target_service_key = {quote(s.key())}", "watch_runs")
     await _poll(stack, watch, lambda rows: [r["status"] for r in rows] in _STARTED)
     with unanswered(stack):

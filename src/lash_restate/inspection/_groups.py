@@ -234,8 +234,11 @@ def classify(
             f"holds it{asked}"
         )
     latest = openers[-1]
-    if latest.caller in group.ends:
-        if group.ends[latest.caller]:
+    saved_end = group.ends.get(latest.caller)  # failed or not; None: no saver's end recorded
+    if saved_end is None and latest.ended and latest.caller in group.savers:
+        saved_end = latest.failed  # a saver's end, heard by the openers' watch before its hold
+    if saved_end is not None:
+        if saved_end:
             return ORPHANED, "its latest opener saved its handle, then failed or was killed"
         return PARKED, "its latest opener saved its handle and returned normally: a continuation holds it"
     if latest.ended:  # the group's watch of its openers reported it (decisions 13, 78)
