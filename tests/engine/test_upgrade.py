@@ -594,6 +594,16 @@ async def test_groups_opened_by_the_baseline_resume_and_close_on_the_current_cod
         async def side_by_side() -> tuple[str, str]:
             opens_late.append(asyncio.create_task(stack.turn(*steps, within=PARKED_S)))
             await poll(stack, group_meta(first["key"]), bool, "the late caller's first group opened")
+            # And its child's run started: Restate creates it once the open's send crosses to the
+            # child's partition, and pins it to a deployment as it first runs, so one that starts
+            # after the upgrade runs on the current code (a loaded machine once ran that order).
+            child = f"starts_with(target_service_key, {quote(first['key'])}) AND target_handler_name = 'run'"
+            await poll(
+                stack,
+                f"SELECT pinned_deployment_id FROM sys_invocation WHERE {child}",
+                lambda rows: len(rows) == 1 and "pinned_deployment_id" in rows[0],
+                "the late caller's child",
+            )
             [upgraded] = stack.register(new, force=False)  # a new deployment; the baseline's stays up
             assert upgraded["id"] != registered["id"]
             await stack.emit(late.event("go"), "go")  # the late caller goes on to its second open
