@@ -1035,7 +1035,7 @@ def test_a_saver_whose_end_the_openers_watch_heard_first_is_shown_as_having_save
     """Two invocations tell the group how an opener that saved its handle ended: its saver's hold
     (kept with the group's opener ends) and the watch of its openers (on its `Opener`), in either
     order. Heard by the watch alone so far, the group is shown as its saver left it, not as one
-    whose opener saved nothing (a loaded machine once ran that order)."""
+    whose opener saved nothing (a delay before the hold's report runs that order)."""
     from lash_restate.contract import GroupWakePolicy, LoserPolicy
     from lash_restate.engine.wire._records import GroupMeta, Opener
     from lash_restate.inspection import _groups

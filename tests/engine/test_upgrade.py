@@ -596,7 +596,7 @@ async def test_groups_opened_by_the_baseline_resume_and_close_on_the_current_cod
             await poll(stack, group_meta(first["key"]), bool, "the late caller's first group opened")
             # And its child's run started: Restate creates it once the open's send crosses to the
             # child's partition, and pins it to a deployment as it first runs, so one that starts
-            # after the upgrade runs on the current code (a loaded machine once ran that order).
+            # after the upgrade runs on the current code (a full run once ran that order).
             child = f"starts_with(target_service_key, {quote(first['key'])}) AND target_handler_name = 'run'"
             await poll(
                 stack,
