@@ -5,6 +5,7 @@ lash's own handlers. Served by `tests/engine/errors_app.py` on a real restate-se
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -39,26 +40,32 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
         yield s
 
 
+async def _call(stack: LocalStack, path: str, body: Any = None) -> Any:
+    """What a client gets from ``path``, through the test kit's `call`: the handler's answer, or the
+    `CallFailed` carrying its status and body; never lash's wire form, which is between lash's own
+    handlers."""
+    try:
+        got: Any = await stack.call(path, body)
+    except CallFailed as failed:
+        got = failed
+    text = got.text if isinstance(got, CallFailed) else json.dumps(got)
+    assert WIRE not in text, text
+    return got
+
+
 async def _answer(stack: LocalStack, path: str, body: Any = None) -> tuple[int, Any]:
-    """POST to the ingress as a client does: the status and the whole body, as JSON."""
-    async with httpx.AsyncClient(verify=tls(), timeout=60) as client:
-        response = await client.post(f"{stack.ingress_url}/{path}", json=body)
-    assert WIRE not in response.text, response.text  # no client ever sees lash's wire form
-    return response.status_code, response.json()
+    """`_call`: the status and the whole body, as JSON."""
+    got = await _call(stack, path, body)
+    return (got.status_code, json.loads(got.text)) if isinstance(got, CallFailed) else (200, got)
 
 
 async def _post(stack: LocalStack, path: str, body: Any = None) -> tuple[int, str]:
-    """The status, and the failure's message (none on success), as the test kit's `call` tells them
-    to an application's tests (its `CallFailed`)."""
-    try:
-        await stack.call(path, body)
-    except CallFailed as error:
-        failed = error
-    else:
+    """`_call`: the status, and the failure's message (none on success), as `CallFailed` reads it."""
+    got = await _call(stack, path, body)
+    if not isinstance(got, CallFailed):
         return 200, ""
-    assert WIRE not in failed.text, failed.text  # no client ever sees lash's wire form
-    assert failed.error_message is not None, failed.text
-    return failed.status_code, failed.error_message
+    assert got.error_message is not None, got.text
+    return got.status_code, got.error_message
 
 
 GIVES = {"refuse": "out of stock", "status": 409, "metadata": {"left": "5", "sku": "A-1"}}
