@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import json
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -21,11 +22,12 @@ import restate
 
 import lash_restate as lash
 from lash_restate.combinators import Combinator, SuspendedResult, combine
-from lash_restate.contract import RuntimeEffectEnvelope, ToolCall
+from lash_restate.contract import RuntimeEffectEnvelope, ToolCall, error_from_wire
 from lash_restate.testing import demo_tools
 
 carriers = restate.Service("Carriers")
 shop = restate.Service("Shop")
+forger = restate.Service("Forger")
 
 
 @carriers.handler()
@@ -249,7 +251,21 @@ async def also_broken(ctx: restate.Context) -> Any:
     raise RuntimeError("another bug")
 
 
-app = lash.app(shop, carriers, tally, tools=demo_tools())
+@forger.handler()
+async def open_parts(ctx: restate.Context, req: dict[str, Any]) -> dict[str, Any]:
+    """Sends ``req["open"]`` to `LashGroup/open_parts` of ``req["key"]``, answered on an awakeable of
+    its own: the group's refusal as its status and the typed error's line, or ``{}`` if opened."""
+    name, answer = ctx.awakeable(type_hint=dict[str, Any])
+    body = json.dumps({**req["open"], "reply_to": name}).encode()
+    ctx.generic_send("LashGroup", "open_parts", body, key=req["key"])
+    try:
+        await answer
+    except restate.TerminalError as refused:
+        return {"status": refused.status_code, "error": str(error_from_wire(refused.message))}
+    return {}
+
+
+app = lash.app(shop, carriers, tally, forger, tools=demo_tools())
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser()

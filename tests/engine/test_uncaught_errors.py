@@ -1,11 +1,13 @@
 """What a client sees when a handler leaves lash's error uncaught: the child's own status and message,
 or the contract error's status and its line; never lash's wire form (`lash-error:`), which is between
-lash's own handlers. Served by `tests/engine/errors_app.py` on a real restate-server."""
+lash's own handlers. And how a group refuses an open in parts that another handler of the cluster
+forged. Served by `tests/engine/errors_app.py` on a real restate-server."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -15,9 +17,10 @@ import msgspec
 import pytest
 
 from lash_restate._http import tls
-from lash_restate.contract import GroupNotOpen
+from lash_restate.contract import GroupNotOpen, GroupShape, GroupWakePolicy, LoserPolicy
 from lash_restate.engine import GroupMeta
 from lash_restate.engine.wire._formats import ERROR_METADATA_ENV
+from lash_restate.engine.wire._incarnation import PAGED
 from lash_restate.inspection import GroupView, quote, show_group, sql
 from lash_restate.inspection._operator import said
 from lash_restate.testing import CallFailed, LocalStack, StackError
@@ -276,3 +279,36 @@ async def test_a_combinators_cursor_answered_to_be_saved_keeps_its_group_though_
 
     view = await until(settled_view, within=30)
     assert view.reclaim_at is None, view  # a continuation may resume it: no clock closes it
+
+
+@pytest.mark.parametrize("parts", [0, 2])
+async def test_a_first_open_in_parts_its_opener_never_staged_is_refused_saying_so_and_records_nothing(
+    stack: LocalStack, parts: int
+) -> None:
+    """A first `open_parts` sent by another handler of the cluster (the ingress refuses it; a
+    handler's send is not refused) whose parts no opener staged: none (as a resume's, but not one)
+    or more than its shape's slices. Refused on its reply awakeable with `invalid_input` saying so;
+    the group records nothing and no pump is sent."""
+    key = f"forged-{uuid.uuid4()}"
+    shape = GroupShape(
+        child_count=1,
+        wake=GroupWakePolicy.ALL,
+        disposition=LoserPolicy.CANCEL,
+        replay_keys=("forged-child",),
+        hashes=("forged-hash",),
+    )
+    forged = {"shape": msgspec.to_builtins(shape), "stage": f"{PAGED}{uuid.uuid4()}", "parts": parts}
+    answer = await stack.call("Forger/open_parts", {"key": key, "open": forged})
+    says = "[invalid_input] an open in parts names no staged parts of this group"
+    assert answer == {"status": 400, "error": says}
+    ran = (
+        "SELECT status FROM sys_invocation WHERE target_service_name = 'LashGroup' "
+        f"AND target_handler_name = 'open_parts' AND target_service_key = {quote(key)}"
+    )
+    await _poll(stack, ran, lambda rows: [r["status"] for r in rows] == ["completed"])
+    kept = f"SELECT key FROM state WHERE service_name = 'LashGroup' AND service_key = {quote(key)}"
+    pumps = (
+        "SELECT id FROM sys_invocation WHERE target_service_name = 'LashPump' "
+        f"AND ends_with(target_service_key, {quote(':' + key)})"
+    )
+    assert stack.sql(kept) == [] and stack.sql(pumps) == []
