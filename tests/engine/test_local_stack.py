@@ -45,16 +45,28 @@ def test_an_endpoint_whose_port_was_taken_serves_on_a_fresh_one(tmp_path: Path) 
 
 
 async def test_a_restarted_endpoint_comes_back_on_its_registered_port_with_changed_settings(
-    tmp_path: Path,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """`restart_endpoint(NAME=None)` unsets a variable, the test run's own value too, and
+    `NAME="value"` sets it; each holds over later restarts until changed."""
+    monkeypatch.setenv("LASH_DEMO_TOOLS_OFF", "echo")  # the run's own: served without `echo`
+
+    async def echo_code(stack: LocalStack) -> str | None:
+        [opened] = await stack.turn(open_(Scope().group([echo(1)])))
+        return err(opened)["code"] if "error" in opened else None
+
     with LocalStack.single(tmp_path).start() as stack:
+        assert await echo_code(stack) == "child_unroutable"
         before, port = stack.endpoint.process, stack.endpoint.port
-        stack.restart_endpoint(LASH_DEMO_TOOLS_OFF="echo")
+        stack.restart_endpoint(LASH_DEMO_TOOLS_OFF=None)
         assert before is not None and before.poll() is not None  # the old process was killed
         assert stack.endpoint.port == port
-        # The server reaches the new process through the registered URL, and it runs without `echo`.
-        [opened] = await stack.turn(open_(Scope().group([echo(1)])))
-        assert err(opened)["code"] == "child_unroutable"
+        # The server reaches the new process through the registered URL, and it runs `echo`.
+        assert await echo_code(stack) is None
+        stack.restart_endpoint()
+        assert await echo_code(stack) is None  # still unset
+        stack.restart_endpoint(LASH_DEMO_TOOLS_OFF="echo")
+        assert await echo_code(stack) == "child_unroutable"
 
 
 def test_one_endpoint_registers_with_several_admin_apis_and_stop_ends_every_process(tmp_path: Path) -> None:

@@ -447,15 +447,18 @@ class Endpoint(_OwnedProcess):
     ``module`` is what ``python -m`` runs: ``lash_restate`` runs ``serve`` with ``args``; any
     other module must accept ``--port`` and serve there. ``server`` (``hypercorn`` or
     ``granian``) is passed as ``LASH_SERVER``; unset, the endpoint inherits this process's
-    ``$LASH_SERVER``, else serves under hypercorn. ``python`` is the interpreter that runs it
-    (default: this one); another environment's interpreter serves that environment's
-    ``lash_restate``, e.g. an earlier release beside the current one.
+    ``$LASH_SERVER``, else serves under hypercorn. It inherits this process's environment but for
+    an admin API's address and token and the variables ``unset`` names, with ``env`` over it.
+    ``python`` is the interpreter that runs it (default: this one); another environment's
+    interpreter serves that environment's ``lash_restate``, e.g. an earlier release beside the
+    current one.
     """
 
     port: int = field(default_factory=free_port)
     args: Sequence[str] = ("--with-turn",)
     module: str = "lash_restate"
     env: dict[str, str] = field(default_factory=dict)
+    unset: set[str] = field(default_factory=set)  # not passed on from this process's environment
     server: str | None = None
     python: str = sys.executable
     cwd: Path | None = None  # where it runs (default: this process's directory)
@@ -485,7 +488,8 @@ class Endpoint(_OwnedProcess):
     def _env(self) -> dict[str, str]:
         # Not another cluster's admin API, which the developer's shell may name: the endpoint would
         # ask it who serves a declared call target, or who holds its prefix (`env` may still name one).
-        inherited = {name: value for name, value in os.environ.items() if name not in ELSEWHERE}
+        left_out = ELSEWHERE | self.unset
+        inherited = {name: value for name, value in os.environ.items() if name not in left_out}
         return {**inherited, **({"LASH_SERVER": self.server} if self.server else {}), **self.env}
 
     def _cwd(self) -> Path | None:

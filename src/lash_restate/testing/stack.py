@@ -284,11 +284,19 @@ class LocalStack:
         except RegistrationError as exc:
             raise StackError(str(exc)) from None
 
-    def restart_endpoint(self, endpoint: Endpoint | None = None, /, **env: str) -> None:
-        """SIGKILL the endpoint and serve again on the same port, optionally with changed environment."""
+    def restart_endpoint(self, endpoint: Endpoint | None = None, /, **env: str | None) -> None:
+        """SIGKILL the endpoint and serve again on the same port, optionally with changed environment:
+        ``NAME="value"`` sets a variable from then on, ``NAME=None`` unsets it (the test run's own
+        value of it too)."""
         endpoint = endpoint or self.endpoint
         endpoint.kill()
-        endpoint.env.update(env)
+        for name, value in env.items():
+            if value is None:
+                endpoint.env.pop(name, None)
+                endpoint.unset.add(name)
+            else:
+                endpoint.env[name] = value
+                endpoint.unset.discard(name)
         endpoint.start(repick_port=False)
 
     def restart_server(self, server: RestateServer | None = None) -> None:
