@@ -78,6 +78,9 @@ def _children(req: CombineRequest, key: str) -> list[Any]:
 
 
 def turn_service(resolver: GroupExecutors) -> restate.Service:
+    """The `LashTurn` service (``lash-restate serve --with-turn`` serves it): `run` runs a turn's
+    steps inside a real handler, `combine` a combinator over demo children, and `resettle` sends
+    lash's own handlers a batch a test built; ``resolver`` routes the children it opens."""
     turn = restate.Service(TURN)
 
     # Both handlers take raw bytes so that malformed JSON gets a typed answer, not the SDK's 500.

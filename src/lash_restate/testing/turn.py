@@ -189,6 +189,8 @@ _TURN = msgspec.json.Decoder(TurnRequest)
 
 
 def decode_turn(data: bytes | str) -> TurnRequest:
+    """A turn's JSON (``{"steps": [...]}``, as `LashTurn/run` takes it) decoded; `InvalidInput` if
+    it is not one."""
     try:
         return _TURN.decode(data)
     except (msgspec.ValidationError, msgspec.DecodeError) as exc:
