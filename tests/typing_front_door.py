@@ -95,6 +95,11 @@ async def children_are_typed_from_their_handlers() -> None:
     assert_type(lash.call(weigh, Parcel(grams=1), key="p1"), lash.TypedCall[Label])
     assert_type(lash.call(seat, 3), lash.TypedCall[Seat])
     assert_type(lash.call(ping), lash.TypedCall[int])
+    # A handler that takes no input, given None as a native call to it is written (`arg=None`).
+    assert_type(lash.call(ping, None), lash.TypedCall[int])
+    assert_type(lash.call(ping, arg=None), lash.TypedCall[int])
+    assert_type(lash.call(track, None, key="p1"), lash.TypedCall[Label])
+    assert_type(lash.call(where, arg=None, key="order-7"), lash.TypedCall[str])
     assert_type(lash.call("Billing", "charge", {"amount": 1}), lash.Call)  # served elsewhere: JSON
     scoped = lash.call(quote, QuoteRequest(sku="tea"), headers={"x-t": "a"}, scope="billing", limit_key="a/u")
     assert_type(scoped, lash.TypedCall[Quote])
@@ -169,6 +174,7 @@ async def mistakes_do_not_type_check(ctx: restate.Context) -> None:
     lash.call(quote, {"sku": "tea"})  # type: ignore[arg-type]
     lash.call(quote)  # type: ignore[arg-type]
     lash.call(ping, 1)  # type: ignore[arg-type]
+    lash.call(ping, arg=1)  # type: ignore[arg-type]
     lash.call(weigh, Parcel(grams=1))  # type: ignore[arg-type]  # a virtual object's handler needs key=
     lash.call(weigh, arg=Parcel(grams=1))  # type: ignore[arg-type]
     lash.call(track)  # type: ignore[arg-type]

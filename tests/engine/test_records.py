@@ -380,9 +380,13 @@ def test_an_event_payload_an_earlier_release_kept_that_lash_cannot_record_settle
     assert emitted_outcome("gate", {"text": "ä ☃"}) == Ok(value={"text": "ä ☃"})
 
 
-def test_an_answer_nested_past_what_a_decoder_follows_rejects_its_child_not_json() -> None:
+def test_an_answer_nested_too_deep_or_holding_a_lone_surrogate_rejects_its_child_not_json() -> None:
     """msgspec raises a plain `RecursionError` for JSON nested a few thousand deep (a non-Python
     callee's): the child rejects `not_json`, where the plain error was retried until paused,
     holding every child of its pump."""
     deep = b"[" * 5000 + b"]" * 5000
     assert answered("S/h", deep) == Err(message="S/h answered 10000 bytes that are not JSON", code="not_json")
+    # A lone surrogate, as the SDK's default serde writes a Python string holding one: JSON has no
+    # text for it, so it is refused as it is read (a native caller's serde reads it).
+    lone = b'"\\ud800"'
+    assert answered("S/h", lone) == Err(message="S/h answered 8 bytes that are not JSON", code="not_json")

@@ -86,6 +86,11 @@ async def ratio(ctx: restate.Context, parts: list[int]) -> float:
     raise AssertionError("the in-process twin runs on the reference host")
 
 
+@post.handler(kind="shared")
+async def track(ctx: restate.ObjectSharedContext) -> Label:
+    raise AssertionError("never run: only built")
+
+
 @post.handler()
 async def weigh(ctx: restate.ObjectContext, parcel: Parcel) -> Label:
     raise AssertionError("the in-process twin runs on the reference host")
@@ -162,6 +167,19 @@ async def test_models_of_every_kind_reach_the_twin_as_models_and_come_back_as_mo
             1,
         )
         assert received == [Order(sku="tea", qty=2), Booking(row=7, seats=["a", "b"]), Parcel(grams=40), None]
+
+
+async def test_a_handler_that_takes_no_input_is_called_alike_with_none_as_natively_written() -> None:
+    """`ctx.service_call(ping, arg=None)` is how a native caller calls a handler without input:
+    `lash.call(ping, None)` and `lash.call(ping, arg=None)` make the child `lash.call(ping)` makes
+    (the same command, so the same group key), and it runs; any other argument is refused."""
+    given = [lash.call(ping, None), lash.call(ping, arg=None), lash.call(track, None, key="p1")]
+    assert [child.command(0) for child in given[:2]] == [lash.call(ping).command(0)] * 2
+    assert given[2].command(0) == lash.call(track, key="p1").command(0)
+    async with _host() as host:
+        assert await lash.all(host, given[:2], key="s:group:none:0") == [1, 1]
+    with pytest.raises(lash.InvalidInput, match=r"Shop/ping takes no argument: lash\.call\(handler\) or"):
+        lash.call(ping, arg=0)  # type: ignore[arg-type]
 
 
 async def test_a_typed_call_is_recorded_as_a_call_holding_the_json_its_serde_writes() -> None:

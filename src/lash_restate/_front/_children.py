@@ -197,6 +197,7 @@ def call(
 @overload
 def call(
     handler: Callable[[restate.Context], Awaitable[Out]],
+    arg: None = None,
     /,
     *,
     key: None = None,
@@ -208,8 +209,33 @@ def call(
 @overload
 def call(
     handler: Callable[[KeyedContext], Awaitable[Out]],
+    arg: None = None,
     /,
     *,
+    key: str,
+    headers: Mapping[str, str] | None = None,
+    scope: str | None = None,
+    limit_key: str | None = None,
+    idempotency_key: str | None = None,
+) -> TypedCall[Out]: ...
+@overload
+def call(
+    handler: Callable[[restate.Context], Awaitable[Out]],
+    /,
+    *,
+    arg: None,
+    key: None = None,
+    headers: Mapping[str, str] | None = None,
+    scope: str | None = None,
+    limit_key: str | None = None,
+    idempotency_key: str | None = None,
+) -> TypedCall[Out]: ...
+@overload
+def call(
+    handler: Callable[[KeyedContext], Awaitable[Out]],
+    /,
+    *,
+    arg: None,
     key: str,
     headers: Mapping[str, str] | None = None,
     scope: str | None = None,
@@ -246,7 +272,8 @@ def call(
     as ``ctx.service_call`` / ``ctx.object_call`` / ``ctx.workflow_call`` do): ``arg`` goes through
     the handler's input serde and the value comes back through its output serde, typed.
     ``call("Service", "handler", arg)`` names a handler served elsewhere: ``arg`` is a JSON value,
-    and so is the value.
+    and so is the value. A handler that takes no input is called ``call(handler)``, or with
+    ``None`` as its argument (``arg=None``, as a native call to it is written).
 
     Args:
         key: the virtual object's or workflow's key: required for their handlers (exclusive or
@@ -269,8 +296,8 @@ def call(
 
     Raises:
         InvalidInput: the arguments do not make a call (a handler's name missing, an argument given
-            twice or to a handler that takes none, ``key=`` missing for a virtual object's or a
-            workflow's handler, or given for a service's).
+            twice, or other than ``None`` to a handler that takes none, ``key=`` missing for a
+            virtual object's or a workflow's handler, or given for a service's).
         InvalidEnvelope: ``arg`` is not a JSON value (a set, say), a header is not a string,
             ``limit_key`` is malformed or given without ``scope``, or ``idempotency_key`` is empty,
             longer than 512 characters or holds a control character.
@@ -303,8 +330,9 @@ def _call(service: Any, handler: Any, arg: Any, key: str | None, options: _Optio
     value = arg if handler is _UNSET else handler
     if ref.takes_input and value is _UNSET:
         raise InvalidInput(f"{ref.target} takes an argument: lash.call(handler, arg)")
-    if not ref.takes_input and value is not _UNSET:
-        raise InvalidInput(f"{ref.target} takes no argument: lash.call(handler)")
+    # `None` too, as a native call to such a handler is written (`arg=None`): no argument either way.
+    if not ref.takes_input and value is not _UNSET and value is not None:
+        raise InvalidInput(f"{ref.target} takes no argument: lash.call(handler) or lash.call(handler, None)")
     if ref.keyed and key is None:
         kind = "a virtual object" if ref.kind == "object" else "a workflow"
         raise InvalidInput(f"{ref.target} is {kind}'s handler: the call needs key=")
