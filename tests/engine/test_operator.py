@@ -410,6 +410,48 @@ async def test_close_refuses_a_parked_group_unless_forced_and_is_idempotent(stac
     assert json.loads(lash(stack, "groups", "close", s.key(), "--json").stdout)["closed"] is False
 
 
+async def test_an_orphan_an_earlier_opener_saved_is_shown_saved_and_closed_only_when_forced(
+    stack: LocalStack,
+) -> None:
+    """A group parked with its handle saved, then resumed by a caller that saved nothing and was
+    killed: orphaned by its latest opener, but whoever holds the earlier save can still resume it.
+    `groups show` says so, the group is never due for reclaim (as the group's reclaim reads a save),
+    and `groups close` refuses it without `--force` (it closed it: only the latest opener's save
+    held it)."""
+    s = Scope()
+    group = s.group([echo("won"), event(s.event("later"))], wake="first")
+    [_, won, saved] = await stack.turn(open_(group), next_(), save())
+    assert ok(won)["position"] == 0 and ok(saved)
+    await until(lambda: recorded_parked(stack, s.key()))
+    resumer = Scope()
+    reading = turn_in_background(stack, resumer, open_(group), next_(), next_())  # reopens; waits for rank 2
+    invocation = await turn_id(stack, resumer)
+
+    async def reopened() -> bool:
+        [group] = await asyncio.to_thread(
+            read_groups, stack.server.admin_url, f" AND service_key = {quote(s.key())}"
+        )
+        return len(group.meta.openers) == 2
+
+    await until(reopened)
+    await kill(stack, invocation)
+    assert (await reading).status_code != 200
+    row = await until(lambda: listed(stack, s.key(), "orphaned"))
+    assert row.reclaim_at is None
+    view = await asyncio.to_thread(show_group, stack.server.admin_url, s.key())
+    assert view is not None and view.reason.startswith("its latest opener failed or was killed"), view
+    assert view.reason.endswith(
+        "; an earlier opener saved its handle, which a continuation may still hold and resume"
+    )
+    refused = lash(stack, "groups", "close", s.key())
+    assert refused.returncode == 4, refused.stdout
+    assert "an opener saved its handle" in refused.stderr and "--force" in refused.stderr
+    assert await listed(stack, s.key(), "orphaned")  # nothing was closed
+    forced = lash(stack, "groups", "close", s.key(), "--force", "--cancel")
+    assert forced.returncode == 0, forced.stderr
+    await until(lambda: _nothing_left(stack, s.key()))
+
+
 async def test_close_of_an_orphaned_group_cancels_its_loser_only_when_asked(stack: LocalStack) -> None:
     kept = await orphaned_group(stack)
     await until(lambda: listed(stack, kept.key(), "orphaned"))

@@ -178,6 +178,9 @@ async def test_pausing_and_resuming_a_groups_invocation_with_restates_cli_change
     assert shown.returncode == 0, shown.stderr
     if which == "pump":
         assert f"{row['id']} (run2, paused)" in shown.stdout and "is paused" in shown.stdout, shown.stdout
+    else:  # paused by hand: no retries ran out, and no failure is recorded
+        said = f"/c1/execute2 ({row['id']}), which is paused, with no failure recorded (an operator's"
+        assert said in shown.stdout and "retries ran out" not in shown.stdout, shown.stdout
     resumed = restate(shared, tmp_path, "invocations", "resume", row["id"])
     assert resumed.returncode == 0, resumed.stderr
     [_, again, _, third, closed] = await shared.turn(use(ok(opened)), next_(), next_(), next_(), close())
@@ -787,7 +790,7 @@ async def test_a_group_whose_opener_was_killed_or_cancelled_is_reclaimed_and_a_s
         assert still is not None and still.reclaim_at is None
         # What its opener saved may be held: an operator's close without --force refuses it, as a parked one.
         refused = lash(stack, "groups", "close", scope.key())
-        assert refused.returncode == 4 and "saved its handle before it failed" in refused.stderr, refused
+        assert refused.returncode == 4 and "an opener saved its handle" in refused.stderr, refused
         assert await listed(stack, scope.key(), "orphaned")
     assert await listed(stack, parked.key(), "parked")
 

@@ -125,13 +125,15 @@ def groups_show(args: argparse.Namespace) -> int:
     paused = [c for c in children if c["paused"] is not None]
     for child in paused:
         p = child["paused"]
-        print()
-        print(
-            f"child {child['position']} is waiting on {p['target']} ({p['invocation_id']}), which Restate "
-            "paused when its retries ran out; last failure"
-            + (f" [{p['last_failure_error_code']}]" if p["last_failure_error_code"] else "")
-            + f": {p['last_failure']}"
+        code = f" [{p['last_failure_error_code']}]" if p["last_failure_error_code"] else ""
+        # No failure recorded: nothing ran out, an operator paused it (`restate invocations pause`).
+        how = (
+            f"which Restate paused when its retries ran out; last failure{code}: {p['last_failure']}"
+            if p["last_failure"]
+            else "which is paused, with no failure recorded (an operator's `restate invocations pause`)"
         )
+        print()
+        print(f"child {child['position']} is waiting on {p['target']} ({p['invocation_id']}), {how}")
     for pump in pumps:
         if pump["status"] == "paused":
             paused.append(pump)  # the resume/kill advice below covers it
@@ -143,9 +145,10 @@ def groups_show(args: argparse.Namespace) -> int:
     if paused:
         print()
         print(
-            "fix the cause, then resume it (restate invocations resume ID --deployment latest to run the "
-            "fixed deployment, or PATCH /invocations/ID/resume?deployment=latest on the admin API), or "
-            "kill it (restate invocations kill ID): the child then settles as failed"
+            "fix the cause of a failure, if any, then resume it (restate invocations resume ID "
+            "--deployment latest to run the fixed deployment, or PATCH "
+            "/invocations/ID/resume?deployment=latest on the admin API), or kill it (restate "
+            "invocations kill ID): the child then settles as failed"
         )
     return 0
 

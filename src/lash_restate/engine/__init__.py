@@ -86,6 +86,7 @@ from .wire._records import (
     RECORD,
     SAVERS,
     GroupMeta,
+    Opener,
     OpenerEnd,
     SettlementMode,
 )
@@ -141,6 +142,7 @@ __all__ = [
     "DeploymentError",
     "Format",
     "GroupMeta",
+    "Opener",
     "OpenerEnd",
     "OperatorClose",
     "OperatorClosed",

@@ -25,6 +25,7 @@ from ..engine import (
     RECORD,
     SAVERS,
     GroupMeta,
+    Opener,
     OpenerEnd,
     assemble_order,
     bound_of,
@@ -67,10 +68,10 @@ class StoredGroup:
     settled: int | None = None  # read without its rank order (a listing): how many children rank
     savers: frozenset[str] = frozenset()  # the callers that saved its handle, as it recorded them
 
-    def latest_saved(self) -> bool:
-        """Whether its latest opener saved its handle: a continuation may hold it (decision 78)."""
-        latest = self.meta.openers[-1].caller if self.meta.openers else None
-        return latest is not None and (latest in self.ends or latest in self.savers)
+    def saved(self) -> bool:
+        """Whether any opener saved its handle (decision 78): a continuation may hold it, whoever
+        opened the group since, as the group's reclaim reads it (`anybody_saved`)."""
+        return bool(self.savers) or bool(self.ends)
 
     @property
     def counter(self) -> int:
@@ -120,6 +121,8 @@ def read_groups(admin: Admin, where: str = "", *, order: bool = True) -> list[St
 
 # A normal return without a save: parked in case the handle was kept some other way (decision 78).
 _NO_SAVE = "saving no handle with the group: close it if nothing holds one"
+# An orphan whose latest opener saved nothing, though an earlier one did: a continuation may hold that.
+_EARLIER_SAVE = "an earlier opener saved its handle, which a continuation may still hold and resume"
 
 
 class _Closing(msgspec.Struct):
@@ -241,13 +244,21 @@ def classify(
         if saved_end:
             return ORPHANED, "its latest opener saved its handle, then failed or was killed"
         return PARKED, "its latest opener saved its handle and returned normally: a continuation holds it"
+    state, why = _by_latest_end(group, latest, known.get(latest.caller))
+    if state == ORPHANED and group.saved():
+        why += f"; {_EARLIER_SAVE}"
+    return state, why
+
+
+def _by_latest_end(group: StoredGroup, latest: Opener, row: dict[str, Any] | None) -> tuple[str, str]:
+    """`classify` of a group whose latest opener saved no handle: by how it ended, as the group's
+    watch heard it or Restate still remembers it (``row``)."""
     if latest.ended:  # the group's watch of its openers reported it (decisions 13, 78)
         if latest.failed and group.meta.disposition is LoserPolicy.CANCEL:
             return ORPHANED, "its latest opener failed or was killed; its unsettled children were cancelled"
         if latest.failed:
             return ORPHANED, "its latest opener failed or was killed"
         return PARKED, f"its latest opener returned normally, {_NO_SAVE}"
-    row = known.get(latest.caller)
     if row is not None and row.get("completion_result") == "success":
         return PARKED, "its latest opener returned normally (Restate still remembers how it ended)"
     if row is not None:

@@ -69,10 +69,11 @@ _WHY = {
     "and resume it (and would then find it closed); pass --force to close it anyway",
     OPEN: "it is open: its opener is running and still reads it; pass --force to close it anyway",
 }
-# An orphan whose latest opener saved its handle before it failed: what it saved may still be held.
+# An orphan an opener saved (its latest, before it failed, or an earlier one): that may still be held.
 _SAVED = (
-    "its latest opener saved its handle before it failed or was killed, so a continuation may hold it "
-    "and resume it (and would then find it closed); pass --force to close it anyway"
+    "an opener saved its handle (its latest, before it failed or was killed, or an earlier one), so a "
+    "continuation may hold it and resume it (and would then find it closed); pass --force to close it "
+    "anyway"
 )
 
 
@@ -107,8 +108,8 @@ def close_group(
     known = invocation_rows(admin, [o.caller for o in group.meta.openers])
     lost = lost_closes(admin, [group], known).get(group_key)
     state, _ = classify(group, known, lost)
-    # A handle its latest opener saved is moot once that opener closed the group itself (decision 114).
-    if not force and (state in _WHY or (group.latest_saved() and lost is None)):
+    # A saved handle is moot once the latest opener closed the group itself (decision 114).
+    if not force and (state in _WHY or (group.saved() and lost is None)):
         raise CloseRefused(f"not closing {group_key}: {_WHY.get(state, _SAVED)}")
     running: list[ChildView] = []
     if not cancel and group.meta.disposition is LoserPolicy.RUN_TO_COMPLETION:
