@@ -69,7 +69,7 @@ _WHY = {
     "and resume it (and would then find it closed); pass --force to close it anyway",
     OPEN: "it is open: its opener is running and still reads it; pass --force to close it anyway",
 }
-# An orphan an opener saved (its latest, before it failed, or an earlier one): that may still be held.
+# An orphan an opener saved (its latest, before it failed, or an earlier one): held still (decision 121).
 _SAVED = (
     "an opener saved its handle (its latest, before it failed or was killed, or an earlier one), so a "
     "continuation may hold it and resume it (and would then find it closed); pass --force to close it "
