@@ -381,26 +381,34 @@ async def test_cancelling_a_further_slices_pump_before_it_called_its_children_se
     stored for them there, though that pump never ran. The same for the group's own pump cancelled
     before it called anything (`root`): every child settles `Cancelled`, through the store of its
     slice's pump, none of which ran, and the close releases them all (it released the root's alone,
-    which had recorded no further pump)."""
+    which had recorded no further pump). The child just past the held subtree (`subtree`: slice 3's
+    first) waits on an event emitted only once the group has settled the subtree: it is none of
+    the subtree's, and settles with its own value."""
     base = tmp_path / "stack"
     env = {"LASH_VERBOSE": "1", "HELD_SLICE": str(slice_)}
     held_app = LocalStack.single(base, module="tests.engine.held_slices_app", endpoint_env=env)
     with held_app.start() as stack:
         s = Scope()
-        group = s.group([echo(i) for i in range(width)])
+        past = (slice_ + held) * PUMP_SLICE  # the first position past the held pump's subtree
+        late = s.event("late")
+        group = s.group([event(late) if i == past else echo(i) for i in range(width)])
         caller = turn_in_background(stack, s, combine("all_settled", group))
         # The held pump, asleep before its first call: the second slice's, or the group's own.
         clause = f"ends_with(target_service_key, {quote(f'.1:{s.key()}' if slice_ else f':{s.key()}')})"
         query = _invocation("LashPump", clause, "run2")
         [row] = await _poll(stack, query, lambda rows: [r["status"] for r in rows] in _STARTED)
         _operator(stack, tmp_path, "cancel", row["id"])
+        if past < width:
+            await until(lambda: asyncio.to_thread(group_events, base, "group.run_ended", s.key()))
+            await stack.emit(late, "late")
         answered = await asyncio.wait_for(caller, 120)
         assert answered.status_code == 200, answered.text
         [read] = answered.json()
         # What the held pump's subtree runs.
-        cut = range(slice_ * PUMP_SLICE, min(width, (slice_ + held) * PUMP_SLICE))
+        cut = range(slice_ * PUMP_SLICE, min(width, past))
         assert ok(read)["value"] == [  # in input order
-            {"type": "cancelled"} if p in cut else {"type": "ok", "value": p} for p in range(width)
+            {"type": "cancelled"} if p in cut else {"type": "ok", "value": "late" if p == past else p}
+            for p in range(width)
         ]
         assert [e["children"] for e in group_events(base, "group.run_ended", s.key())] == [len(cut)]
         await until(functools.partial(_nothing_left, stack, s.key()))
