@@ -222,6 +222,8 @@ async def select(
 ) -> tuple[str, T]:
     """Say who won: ``(name, value)`` of the first of the named children to settle, as
     ``restate.select`` answers (a `race`: ``losers`` as there, `RUN_TO_COMPLETION` unless told).
+    A tuple, where ``restate.select`` answers a two-item list: unpacking and ``match`` read both
+    alike.
 
     If that child rejected, `Rejected` is raised with its ``name``. ``losers`` and ``key`` are
     lash's keywords, so no child can take those names.
