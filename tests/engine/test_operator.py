@@ -436,6 +436,14 @@ async def test_an_orphan_an_earlier_opener_saved_is_shown_saved_and_closed_only_
     await until(reopened)
     await kill(stack, invocation)
     assert (await reading).status_code != 200
+
+    async def heard() -> bool:  # the group's own watch heard the resumer end: when a reclaim is set
+        [group] = await asyncio.to_thread(
+            read_groups, stack.server.admin_url, f" AND service_key = {quote(s.key())}"
+        )
+        return all(opener.ended for opener in group.meta.openers)
+
+    await until(heard)
     row = await until(lambda: listed(stack, s.key(), "orphaned"))
     assert row.reclaim_at is None
     view = await asyncio.to_thread(show_group, stack.server.admin_url, s.key())
@@ -1094,6 +1102,44 @@ def test_a_saver_whose_end_the_openers_watch_heard_first_is_shown_as_having_save
     assert _groups.classify(heard_by_watch, {}) == _groups.classify(heard_by_hold, {})
     state, why = _groups.classify(heard_by_watch, {})
     assert (state, "saved its handle" in why) == ("orphaned" if failed else "parked", True)
+
+
+def test_an_orphans_reason_names_a_save_by_its_latest_opener_or_an_earlier_one_apart() -> None:
+    """An orphan whose latest opener saved, its end not yet heard by the group (a failure Restate
+    still remembers, or none), says that opener saved; one whose latest opener saved nothing says so,
+    naming an earlier opener's save only if there is one."""
+    from lash_restate.contract import GroupWakePolicy, LoserPolicy
+    from lash_restate.engine.wire._records import GroupMeta, Opener
+    from lash_restate.inspection import _groups
+
+    def group(*callers: str, savers: set[str]) -> _groups.StoredGroup:
+        meta = GroupMeta(
+            child_count=2,
+            wake=GroupWakePolicy.FIRST,
+            disposition=LoserPolicy.RUN_TO_COMPLETION,
+            incarnation="inc-s",
+            openers=[Opener(caller=c) for c in callers],
+        )
+        return _groups.StoredGroup("g", meta, {}, savers=frozenset(savers))
+
+    killed = {"c2": {"status": "completed", "completion_failure": "[409] killed"}}
+    earlier = "; an earlier opener saved its handle, which a continuation may still hold and resume"
+    assert _groups.classify(group("c2", savers={"c2"}), killed) == (
+        "orphaned",
+        "its latest opener saved its handle, then failed or was killed: [409] killed",
+    )
+    assert _groups.classify(group("c2", savers={"c2"}), {}) == (
+        "orphaned",
+        "its latest opener saved its handle; how it ended is not known",
+    )
+    assert _groups.classify(group("c1", "c2", savers={"c1"}), killed) == (
+        "orphaned",
+        "its latest opener failed or was killed: [409] killed" + earlier,
+    )
+    assert _groups.classify(group("c1", "c2", savers=set()), killed) == (
+        "orphaned",
+        "its latest opener failed or was killed: [409] killed",
+    )
 
 
 def test_a_close_is_lost_once_restate_ended_it_unrun_for_this_incarnation_only(

@@ -288,7 +288,7 @@ async def test_a_first_open_in_parts_its_opener_never_staged_is_refused_saying_s
     """A first `open_parts` sent by another handler of the cluster (the ingress refuses it; a
     handler's send is not refused) whose parts no opener staged: none (as a resume's, but not one)
     or more than its shape's slices. Refused on its reply awakeable with `invalid_input` saying so;
-    the group records nothing and no pump is sent."""
+    the open writes nothing and sends nothing (its journal shows it)."""
     key = f"forged-{uuid.uuid4()}"
     shape = GroupShape(
         child_count=1,
@@ -307,8 +307,17 @@ async def test_a_first_open_in_parts_its_opener_never_staged_is_refused_saying_s
     )
     await _poll(stack, ran, lambda rows: [r["status"] for r in rows] == ["completed"])
     kept = f"SELECT key FROM state WHERE service_name = 'LashGroup' AND service_key = {quote(key)}"
-    pumps = (
-        "SELECT id FROM sys_invocation WHERE target_service_name = 'LashPump' "
-        f"AND ends_with(target_service_key, {quote(':' + key)})"
+    assert stack.sql(kept) == []
+    # What the open journaled: it read its record and answered the refusal; it wrote and sent nothing.
+    journal = (
+        "SELECT j.entry_type FROM sys_journal j JOIN sys_invocation i ON j.id = i.id "
+        "WHERE i.target_service_name = 'LashGroup' AND i.target_handler_name = 'open_parts' "
+        f"AND i.target_service_key = {quote(key)} ORDER BY j.index"
     )
-    assert stack.sql(kept) == [] and stack.sql(pumps) == []
+    commands = [row["entry_type"] for row in stack.sql(journal) if row["entry_type"].startswith("Command")]
+    assert commands == [
+        "Command: Input",
+        "Command: GetLazyState",
+        "Command: CompleteAwakeable",
+        "Command: Output",
+    ]

@@ -190,8 +190,9 @@ def build_parser() -> argparse.ArgumentParser:
             cmd.add_argument(
                 "--force",
                 action="store_true",
-                help="close a parked group (a continuation that resumes it then finds it closed) or an "
-                "open one (its running opener's next read fails)",
+                help="close a parked group, or an orphaned one whose handle an opener saved (a "
+                "continuation that resumes it then finds it closed), or an open one (its running "
+                "opener's next read fails)",
             )
         cmd.add_argument(
             "--admin-url",

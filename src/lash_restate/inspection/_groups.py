@@ -245,7 +245,11 @@ def classify(
             return ORPHANED, "its latest opener saved its handle, then failed or was killed"
         return PARKED, "its latest opener saved its handle and returned normally: a continuation holds it"
     state, why = _by_latest_end(group, latest, known.get(latest.caller))
-    if state == ORPHANED and group.saved():
+    if state == ORPHANED and latest.caller in group.savers:  # its hold has not reported its end yet
+        if why.startswith("how"):
+            return ORPHANED, "its latest opener saved its handle; how it ended is not known"
+        return ORPHANED, why.replace("its latest opener", "its latest opener saved its handle, then", 1)
+    if state == ORPHANED and (group.savers | group.ends.keys()) - {latest.caller}:
         why += f"; {_EARLIER_SAVE}"
     return state, why
 

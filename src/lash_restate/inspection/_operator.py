@@ -99,7 +99,8 @@ def close_group(
 
     Idempotent (a group that is not open is left alone); narrowing only (``cancel`` narrows
     RunToCompletion to Cancel, which cancels its unsettled children; a declared Cancel stays Cancel);
-    it deletes the group's state. A parked or open group is refused unless ``force``.
+    it deletes the group's state. A parked or open group, and an orphaned one whose handle an opener
+    saved, is refused unless ``force``.
     """
     found = read_groups(admin, f" AND service_key = {quote(group_key)}")
     if not found:

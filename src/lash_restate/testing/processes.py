@@ -490,7 +490,8 @@ class Endpoint(_OwnedProcess):
         # ask it who serves a declared call target, or who holds its prefix (`env` may still name one).
         left_out = ELSEWHERE | self.unset
         inherited = {name: value for name, value in os.environ.items() if name not in left_out}
-        return {**inherited, **({"LASH_SERVER": self.server} if self.server else {}), **self.env}
+        server = {"LASH_SERVER": self.server} if self.server and "LASH_SERVER" not in self.unset else {}
+        return {**inherited, **server, **self.env}
 
     def _cwd(self) -> Path | None:
         return self.cwd
