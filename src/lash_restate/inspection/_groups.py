@@ -255,8 +255,8 @@ def classify(
 
 
 def _by_latest_end(group: StoredGroup, latest: Opener, row: dict[str, Any] | None) -> tuple[str, str]:
-    """`classify` of a group whose latest opener saved no handle: by how it ended, as the group's
-    watch heard it or Restate still remembers it (``row``)."""
+    """`classify` of a group whose latest opener's save, if any, has no end recorded: by how that
+    opener ended, as the group's watch heard it or Restate still remembers it (``row``)."""
     if latest.ended:  # the group's watch of its openers reported it (decisions 13, 78)
         if latest.failed and group.meta.disposition is LoserPolicy.CANCEL:
             return ORPHANED, "its latest opener failed or was killed; its unsettled children were cancelled"
