@@ -57,6 +57,8 @@ def test_dev_once_runs_the_stack_and_a_demo_race_then_cleans_up(tmp_path: Path) 
 
 
 GREETER = """
+from datetime import timedelta
+
 import restate
 
 import lash_restate as lash
@@ -69,19 +71,27 @@ async def hello(ctx: restate.Context, name: str) -> list[str]:
     return await lash.all(ctx, [lash.tool("greet", {"name": name})])
 
 
+@greeter.handler()
+async def pay(ctx: restate.Context, amount: int) -> object:
+    charge = lash.call("Payments", "charge", amount)  # declared below, served by no deployment
+    return await lash.race(ctx, [charge, lash.sleep(timedelta(seconds=1))], losers=lash.CANCEL)
+
+
 async def greet(args: dict[str, str]) -> str:
     return f"hello {args['name']}"
 
 
-app = lash.app(greeter, tools=lash.ToolRegistry({"greet": greet}))
+tools = lash.ToolRegistry({"greet": greet})
+app = lash.app(greeter, tools=tools, external=[lash.external("Payments", "charge")])
 """
 
 
 @pytest.mark.restate  # `lash-restate dev` starts a server in its own process
 def test_dev_serves_your_application_until_stopped_then_cleans_up(tmp_path: Path) -> None:
     """`lash-restate dev --app greeter:app`: your application served from this directory, registered,
-    its handlers answering through the ingress (a group of its own tool among them), until SIGTERM
-    stops it and leaves nothing behind."""
+    its handlers answering through the ingress (a group of its own tool among them; a call to a
+    declared target nobody serves refused at the open), until SIGTERM stops it and leaves nothing
+    behind."""
     repo = Path(__file__).resolve().parents[2]
     (tmp_path / "restate.toml").write_text((repo / "restate.toml").read_text())
     (tmp_path / "greeter.py").write_text(GREETER)
@@ -107,6 +117,10 @@ def test_dev_serves_your_application_until_stopped_then_cleans_up(tmp_path: Path
         [ingress] = re.findall(r"call its handlers at (http://\S+)/SERVICE/HANDLER", said)
         answered = httpx.post(f"{ingress}/Greeter/hello", json="ada", timeout=60)
         assert answered.status_code == 200 and answered.json() == ["hello ada"], answered.text
+        # dev tells the endpoint its admin API: a call no deployment serves is refused at the open,
+        # not retried by Restate where the race's cancel would not reach it.
+        refused = httpx.post(f"{ingress}/Greeter/pay", json=5, timeout=60)
+        assert refused.status_code == 404 and "[child_unroutable]" in refused.text, refused.text
     finally:
         dev.terminate()
         rest, err = dev.communicate(timeout=60)

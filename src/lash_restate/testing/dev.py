@@ -94,6 +94,10 @@ def run_dev(*, once: bool, keep: bool = False, app: str | None = None) -> int:
         _say(f"starting restate-server (logs: {server.log_path}) …")
         stack.start_servers()
         _say(f"restate-server is up: ingress {server.ingress_url}, admin API and UI {server.admin_url}")
+        # Known once the server is up (its ports may be picked again): with it, a first open refuses
+        # a call to a declared target no deployment serves, where Restate would retry it, and a
+        # `Cancel` would not reach the retrying call.
+        endpoint.env["LASH_ADMIN_URL"] = server.admin_url
         _say(f"starting the endpoint on {endpoint.url} …")
         stack.start_endpoints()
         [answer] = stack.register()
