@@ -1,6 +1,8 @@
 """A checkout that races a payment call against a deadline; the loser is cancelled.
 
-Serve it with ``python -m examples.checkout --port 9080`` and register the endpoint with Restate.
+Serve it with ``lash-restate serve --app checkout:app --port 9080`` beside it (or run this file:
+``python checkout.py --port 9080``; in this repository, ``python -m examples.checkout``), and
+register the endpoint with Restate.
 """
 
 from __future__ import annotations
