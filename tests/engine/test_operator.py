@@ -51,6 +51,7 @@ from tests.conformance.builders import (
     echo,
     event,
     front,
+    iterate,
     next_,
     ok,
     open_,
@@ -636,6 +637,37 @@ async def test_a_cancel_group_is_parked_or_orphaned_by_its_own_watch(stack: Loca
     assert await listed(stack, orphaned.key(), "orphaned")
     for s in (parked, orphaned):
         assert lash(stack, "groups", "close", s.key(), "--force").returncode == 0
+        await until(functools.partial(_nothing_left, stack, s.key()))
+
+
+@pytest.mark.parametrize("entry", ["race", "block"])
+@pytest.mark.parametrize("disposition", ["cancel", "run_to_completion"])
+async def test_a_caller_cancelled_inside_a_combinator_or_a_block_closes_its_group(
+    stack: LocalStack, entry: str, disposition: str
+) -> None:
+    """`restate invocations cancel` of a caller waiting inside `lash.race` (or an `async with` block):
+    Restate raises the cancel in the handler, and the race closes its group as it ends, as the block
+    does: nothing is listed, and a `Cancel` group's children are cancelled with the close."""
+    s = Scope()
+    children = [event(s.event("never")), event(s.event("nor this"))]
+    step = (
+        front("race", s.key(), children, losers=disposition)
+        if entry == "race"
+        else iterate(s.group(children, wake="all", disposition=disposition))
+    )
+    caller = turn_in_background(stack, s, step)
+    invocation = await turn_id(stack, s)
+    await until(lambda: listed(stack, s.key(), "open"))
+    async with httpx.AsyncClient(verify=tls(), timeout=30) as client:
+        cancelled = await client.patch(f"{stack.server.admin_url}/invocations/{invocation}/cancel")
+    assert cancelled.status_code in (200, 202), cancelled.text
+    assert (await caller).status_code != 200
+
+    async def closed() -> bool:
+        return not await state_rows(stack, s.key())  # an orphan keeps its record until reclaimed
+
+    await until(closed)
+    if disposition == "cancel":
         await until(functools.partial(_nothing_left, stack, s.key()))
 
 

@@ -6,8 +6,6 @@ from collections.abc import AsyncIterator, Awaitable, Generator, Iterable
 from types import TracebackType
 from typing import Any, Generic, cast
 
-import restate
-from restate.exceptions import RetryableError
 from typing_extensions import TypeVar
 
 from ..contract import (
@@ -16,14 +14,13 @@ from ..contract import (
     GroupKey,
     GroupWakePolicy,
     InvalidInput,
-    LashError,
     LoserPolicy,
     Reopens,
     RuntimeEffectController,
     RuntimeEffectGroup,
     Settlement,
 )
-from ..engine import RestateController
+from ..engine import RestateController, ends_the_invocation
 from ._invocation import Caller, Values, controller, outside_run, typed_grouped
 from ._terminal import terminal
 
@@ -111,27 +108,8 @@ class Group(Generic[T]):
     async def __aexit__(
         self, kind: type[BaseException] | None, error: BaseException | None, tb: TracebackType | None
     ) -> None:
-        if not self._held and (error is None or _ends_the_invocation(error)):
+        if not self._held and (error is None or ends_the_invocation(error)):
             await self.close()
-
-
-def _ends_the_invocation(error: BaseException) -> bool:
-    """Whether ``error`` ends the handler's invocation: a lash error (a fact of the journal, which a
-    retry would only meet again), else as the SDK reads it, the first `TerminalError`,
-    `RetryableError` or SDK-internal exception (a suspension) down its chain of causes.
-
-    Only an end closes the block's group. Restate retries anything else (a plain exception, a
-    `RetryableError`), and the retry replays the block from the journal and may get past where this
-    attempt failed (a transient fault, or a fix deployed), where a journaled close would meet a
-    journal mismatch; a suspension or a task's cancellation (a `BaseException`) stops the attempt."""
-    cause: BaseException | None = error
-    while cause is not None:
-        if isinstance(cause, restate.TerminalError | LashError):
-            return True
-        if isinstance(cause, RetryableError) or not isinstance(cause, Exception):
-            return False
-        cause = cause.__cause__
-    return False
 
 
 class Opening(Awaitable[Group[T]]):

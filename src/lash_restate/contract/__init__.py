@@ -11,6 +11,7 @@ from ._combine import (
 )
 from ._controller import (
     EffectGroupDefaults,
+    EndsInvocations,
     ExplainsMisses,
     GroupExecutor,
     GroupExecutors,
@@ -129,6 +130,7 @@ __all__ = [
     "EffectGroupDefaults",
     "EffectGroupUnsupported",
     "EmptyGroup",
+    "EndsInvocations",
     "Err",
     "ExplainsMisses",
     "ForeignGroupKey",

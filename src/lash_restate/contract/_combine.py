@@ -9,6 +9,7 @@ from enum import StrEnum
 from typing import Any, Literal, TypeAlias
 
 from ._controller import (
+    EndsInvocations,
     RecordsSaves,
     Reopens,
     RuntimeEffectController,
@@ -208,22 +209,29 @@ async def run_combinator(
     opened = await (
         controller.open_effect_group(group) if handle is None else _reopen(controller, group, handle)
     )
-    # Begun right after the open, and nothing of the caller's runs until the close (decision 32).
-    run = settlement_run(controller)
     cursor = handle if handle is not None else opened
-    seen: list[Settlement] = []
-    if cursor.consumed:
-        replay = GroupHandle(cursor.group_key, cursor.child_count, 0)
-        for _ in range(cursor.consumed):
-            seen.append(await run.next(replay))
-    verdict = _verdict(kind, cursor.group_key, len(group), seen)
-    while verdict is None:
-        if stop_after is not None and cursor.consumed >= stop_after:
-            if isinstance(controller, RecordsSaves):  # the handle is answered to be saved: parked
-                controller.handle_saved(cursor)
-            return SuspendedResult(group_key=cursor.group_key, order=_order(seen), handle=cursor)
-        seen.append(await run.next(cursor))
-        verdict = _verdict(kind, cursor.group_key, len(group), seen, since=len(seen) - 1)
+    try:
+        # Begun right after the open, and nothing of the caller's runs until the close (decision 32).
+        run = settlement_run(controller)
+        seen: list[Settlement] = []
+        if cursor.consumed:
+            replay = GroupHandle(cursor.group_key, cursor.child_count, 0)
+            for _ in range(cursor.consumed):
+                seen.append(await run.next(replay))
+        verdict = _verdict(kind, cursor.group_key, len(group), seen)
+        while verdict is None:
+            if stop_after is not None and cursor.consumed >= stop_after:
+                if isinstance(controller, RecordsSaves):  # the handle is answered to be saved: parked
+                    controller.handle_saved(cursor)
+                return SuspendedResult(group_key=cursor.group_key, order=_order(seen), handle=cursor)
+            seen.append(await run.next(cursor))
+            verdict = _verdict(kind, cursor.group_key, len(group), seen, since=len(seen) - 1)
+    except BaseException as error:
+        # Decision 122: an error that ends the invocation (a cancel of it, say) closes the group as
+        # declared, as a caller's block does; nothing else can reach it once this raises.
+        if isinstance(controller, EndsInvocations) and controller.ends_invocation(error):
+            await controller.close_effect_group(cursor)
+        raise
     # The declared disposition applies to the losers: RunToCompletion lets them run on (ECMA-262),
     # unless the caller asked to narrow it once a rejection decided the combinator.
     # Only a change is passed: a close as declared stays the call earlier releases journaled.

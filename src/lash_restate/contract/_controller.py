@@ -150,6 +150,15 @@ class RecordsSaves(Protocol):
 
 
 @runtime_checkable
+class EndsInvocations(Protocol):
+    """A controller that tells an error ending its invocation from one its host retries (the Restate
+    host's): a combinator that meets the first while it consumes closes its group as it ends, as a
+    caller's block does; on the second it leaves the group to the retry, which replays it."""
+
+    def ends_invocation(self, error: BaseException) -> bool: ...
+
+
+@runtime_checkable
 class ExplainsMisses(Protocol):
     """A resolver that can say why it routes no executor for an envelope (e.g. a call's target)."""
 

@@ -66,7 +66,7 @@ from .serving._endpoint import (
     validate_deployment,
 )
 from .serving._server import FULL_GC_EVERY, SERVERS, ServerUnavailable, collect_rarely, serve
-from .wire._errors import terminal_status
+from .wire._errors import ends_the_invocation, terminal_status
 from .wire._formats import BASELINE, BASELINE_HANDLERS, FORMAT, FORMATS, Format
 from .wire._incarnation import bound_of, opened_since_baseline
 from .wire._messages import (
@@ -167,6 +167,7 @@ __all__ = [
     "check_prefix",
     "collect_rarely",
     "configure_admin",
+    "ends_the_invocation",
     "group_of_pump",
     "groups_wired",
     "inside_run",

@@ -43,7 +43,7 @@ from ...contract import (
     require_ungrouped,
 )
 from ..group._mode import mode_for
-from ..wire._errors import CalledInsideRun, raise_typed, typed
+from ..wire._errors import CalledInsideRun, ends_the_invocation, raise_typed, typed
 from ..wire._formats import written
 from ..wire._incarnation import opened_since_baseline, serves_one_rank
 from ..wire._messages import (
@@ -390,6 +390,10 @@ class RestateController(EffectGroupDefaults):
             held[rank] = Settlement(
                 rank=rank, position=ref.position, replay_key=ref.replay_key, outcome=decode_outcome(raw)
             )
+
+    def ends_invocation(self, error: BaseException) -> bool:
+        """Whether ``error`` ends this invocation: a combinator that meets it closes its group."""
+        return ends_the_invocation(error)
 
     async def close_effect_group(self, handle: GroupHandle, disposition: LoserPolicy | None = None) -> None:
         """Close the group; durably sent, not awaited, when nothing about it can be refused.

@@ -16,7 +16,7 @@ from functools import wraps
 from typing import ParamSpec, TypeVar
 
 import restate
-from restate.exceptions import TerminalError
+from restate.exceptions import RetryableError, TerminalError
 
 from ...contract import (
     ChildUnroutable,
@@ -35,6 +35,7 @@ __all__ = [
     "NOT_FOUND",
     "CalledInsideRun",
     "client_errors",
+    "ends_the_invocation",
     "is_cancellation",
     "lash_terminal",
     "raise_typed",
@@ -121,6 +122,27 @@ def raise_typed(error: TerminalError) -> None:
 
 def is_cancellation(error: TerminalError) -> bool:
     return error.status_code == CANCELLED_STATUS and error_from_wire(error.message) is None
+
+
+def ends_the_invocation(error: BaseException) -> bool:
+    """Whether ``error`` ends the handler's invocation (decision 104): a lash error (a fact of the
+    journal, which a retry would only meet again), else as the SDK reads it, the first
+    `TerminalError`, `RetryableError` or SDK-internal exception (a suspension) down its chain of
+    causes. A cancel of the invocation is one: the `TerminalError` Restate raises at its await.
+
+    Only an end closes a caller's group (a block's, a combinator's). Restate retries anything else
+    (a plain exception, a `RetryableError`), and the retry replays the caller from the journal and
+    may get past where this attempt failed (a transient fault, or a fix deployed), where a
+    journaled close would meet a journal mismatch; a suspension or a task's cancellation (a
+    `BaseException`) stops the attempt."""
+    cause: BaseException | None = error
+    while cause is not None:
+        if isinstance(cause, TerminalError | LashError):
+            return True
+        if isinstance(cause, RetryableError) or not isinstance(cause, Exception):
+            return False
+        cause = cause.__cause__
+    return False
 
 
 def client_errors(fn: Callable[P, Awaitable[R]]) -> Callable[P, Awaitable[R]]:
