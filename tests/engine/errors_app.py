@@ -124,6 +124,17 @@ async def not_open_below(ctx: restate.Context) -> Any:
     return await lash.controller(ctx).await_next_settlement(handle)
 
 
+approval = restate.Workflow("Approval")
+
+
+@approval.main()
+async def run(ctx: restate.WorkflowContext) -> Any:
+    """A `next(cancel=...)` given a workflow's durable promise itself, where its ``.value()`` is the
+    durable future (what a user reaches for first: ``await ctx.promise(...)`` works natively)."""
+    async with lash.open(ctx, [lash.sleep(timedelta(hours=1))], losers=lash.CANCEL) as group:
+        return (await group.next(cancel=ctx.promise("approval", type_hint=str))).position
+
+
 tally = restate.VirtualObject("Tally")
 
 
@@ -265,7 +276,7 @@ async def open_parts(ctx: restate.Context, req: dict[str, Any]) -> dict[str, Any
     return {}
 
 
-app = lash.app(shop, carriers, tally, forger, tools=demo_tools())
+app = lash.app(shop, carriers, tally, forger, approval, tools=demo_tools())
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser()

@@ -149,6 +149,15 @@ async def test_an_uncaught_child_unroutable_is_a_404_naming_the_child(stack: Loc
     assert "position=1" in message
 
 
+async def test_a_workflows_promise_given_as_a_cancel_is_refused_naming_its_value(stack: LocalStack) -> None:
+    """A `DurablePromise` is an awaitable but not a durable future: refused with 400, the message
+    saying to give its ``.value()``."""
+    status, message = await _post(stack, "Approval/w-promise/run")
+    assert status == 400, message
+    assert message.startswith("[invalid_input] on Restate, cancel must be a durable future"), message
+    assert message.endswith("not a ServerDurablePromise: give its .value()"), message
+
+
 @pytest.mark.parametrize(
     ("entry", "says"),
     [

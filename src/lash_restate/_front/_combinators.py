@@ -159,7 +159,8 @@ async def all(
         on_reject: `CANCEL` to cancel the children still running once a rejection is consumed;
             `RUN_TO_COMPLETION` (the default) lets them run on.
         key: the group's key (a `GroupKey` or its text); by default one is derived from the
-            invocation and the children. Required with a controller.
+            invocation and the children. Required with a controller. It names the group until
+            its close: opened again after it, it is a new group whose children run again.
         max_in_flight: at most this many children run at once; the next starts (in input order)
             as one settles. None (the default): all at once.
 
@@ -221,7 +222,8 @@ async def all_settled(
         children: the children as one iterable, or the first of them, given one by one.
         *more: the other children, given one by one.
         key: the group's key (a `GroupKey` or its text); by default one is derived from the
-            invocation and the children. Required with a controller.
+            invocation and the children. Required with a controller. It names the group until
+            its close: opened again after it, it is a new group whose children run again.
         max_in_flight: at most this many children run at once; the next starts (in input order)
             as one settles. None (the default): all at once.
 

@@ -109,7 +109,8 @@ async def race(
         losers: `CANCEL` to cancel the children still running once the race is decided;
             `RUN_TO_COMPLETION` (the default) lets them run on.
         key: the group's key (a `GroupKey` or its text); by default one is derived from the
-            invocation and the children. Required with a controller.
+            invocation and the children. Required with a controller. It names the group until
+            its close: opened again after it, it is a new group whose children run again.
         max_in_flight: at most this many children run at once; the next starts (in input order)
             as one settles. None (the default): all at once.
         with_position: answer ``(position, value)``, the winner's input position with its value.
@@ -193,7 +194,8 @@ async def any(
         losers: `CANCEL` to cancel the children still running once a child succeeds;
             `RUN_TO_COMPLETION` (the default) lets them run on.
         key: the group's key (a `GroupKey` or its text); by default one is derived from the
-            invocation and the children. Required with a controller.
+            invocation and the children. Required with a controller. It names the group until
+            its close: opened again after it, it is a new group whose children run again.
         max_in_flight: at most this many children run at once; the next starts (in input order)
             as one settles. None (the default): all at once.
         with_position: answer ``(position, value)``, the winner's input position with its value.
@@ -233,7 +235,8 @@ async def select(
         losers: `CANCEL` to cancel the children still running once one has settled;
             `RUN_TO_COMPLETION` (the default) lets them run on.
         key: the group's key (a `GroupKey` or its text); by default one is derived from the
-            invocation and the children. Required with a controller.
+            invocation and the children. Required with a controller. It names the group until
+            its close: opened again after it, it is a new group whose children run again.
         **children: the children, by name; their positions are the order they are given in.
 
     Returns:

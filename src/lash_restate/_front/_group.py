@@ -63,7 +63,8 @@ class Group(Generic[T]):
         by exactly this one, so a fresh invocation resuming the saved cursor gets the settlement after
         it. A typed call's `Ok` holds its value as its handler's output serde reads it.
 
-        ``cancel``, an awaitable (on Restate a durable one, such as ``ctx.sleep(...)``), ends the wait
+        ``cancel``, an awaitable (on Restate a durable one: ``ctx.sleep(...)``, a call's future,
+        ``ctx.promise(name).value()``, not the promise itself), ends the wait
         with `AwaitCancelled` if it completes first; the cursor is then left where it was. Once every
         settlement was consumed, `CursorOverrun`. One cursor reads one rank at a time: a `next`
         while another is awaited is refused `InvalidInput`."""
@@ -157,7 +158,8 @@ def open(
         losers: what becomes of the children still running once the group closes:
             `RUN_TO_COMPLETION` (the default) or `CANCEL`; a close may narrow it, never widen it.
         key: the group's key (a `GroupKey` or its text); by default one is derived from the
-            invocation and the children. Required with a controller.
+            invocation and the children. Required with a controller. It names the group until
+            its close: opened again after it, it is a new group whose children run again.
         resume: a cursor from `Group.save`: reopen that group (its own key is used) with the same
             children, wake and losers, and go on from where it was saved.
         max_in_flight: at most this many children run at once; the next starts (in input order)

@@ -439,7 +439,12 @@ class RestateController(EffectGroupDefaults):
 def _durable(cancel: Awaitable[object]) -> restate.RestateDurableFuture[Any]:
     """``cancel`` as the durable future Restate's `select` takes, or `InvalidInput`."""
     if not isinstance(cancel, restate.RestateDurableFuture):
-        raise InvalidInput("on Restate, cancel must be a durable future (e.g. ctx.sleep(...))")
+        given = type(cancel).__name__
+        hint = ": give its .value()" if isinstance(cancel, restate.DurablePromise) else ""
+        raise InvalidInput(
+            "on Restate, cancel must be a durable future (ctx.sleep(...), a call's future, "
+            f"ctx.promise(name).value(), an awakeable's), not a {given}{hint}"
+        )
     return cancel
 
 
