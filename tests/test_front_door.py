@@ -29,6 +29,8 @@ PUBLIC = {
     # the combinators, a group by hand, and the children
     "all_settled", "race", "select", "Group", "Opening", "Child",
     "call", "TypedCall", "tool", "sleep", "event", "controller", "use_prefix",
+    # an event's signals from a handler
+    "emit", "reject_event", "clear_event",
     # the endpoint
     "services", "app", "serve", "external", "Target", "RestateController", "ToolRegistry", "ToolFailure",
     # policies, commands, outcomes

@@ -89,6 +89,16 @@ async def where(ctx: restate.WorkflowSharedContext) -> str:
     return "here"
 
 
+@flow.handler()
+async def approve(ctx: restate.WorkflowSharedContext, ok: bool) -> None:
+    # An event's signals from any handler's context, as a native one resolves a promise.
+    if ok:
+        assert_type(lash.emit(ctx, f"approval-{ctx.key()}", {"ok": True}), None)
+    else:
+        assert_type(lash.reject_event(ctx, f"approval-{ctx.key()}", "refused"), None)
+    assert_type(lash.clear_event(ctx, f"approval-{ctx.key()}"), None)
+
+
 async def children_are_typed_from_their_handlers() -> None:
     assert_type(lash.call(quote, QuoteRequest(sku="tea")), lash.TypedCall[Quote])
     assert_type(lash.call(quote, arg=QuoteRequest(sku="tea")), lash.TypedCall[Quote])

@@ -2,7 +2,8 @@
 
 ``import lash_restate as lash`` is the front door for an application: the combinators
 (`all`, `all_settled`, `race`, `any`, `select`), a group by hand (`open`, `Group`), the children
-(`call`, `tool`, `sleep`, `event`; `TypedCall`, a call by handler reference), the endpoint
+(`call`, `tool`, `sleep`, `event`; `TypedCall`, a call by handler reference), an event's signals
+from a handler (`emit`, `reject_event`, `clear_event`), the endpoint
 (`services`, `app`, `serve`, `external`), and the types
 its answers and errors come in. A host implementer's helpers live in `lash_restate.contract`.
 
@@ -24,10 +25,13 @@ from ._front import (
     all_settled,
     app,
     call,
+    clear_event,
     controller,
+    emit,
     event,
     external,
     race,
+    reject_event,
     select,
     serve,
     services,
@@ -155,10 +159,13 @@ __all__ = [
     "all_settled",
     "app",
     "call",
+    "clear_event",
     "controller",
+    "emit",
     "event",
     "external",
     "race",
+    "reject_event",
     "select",
     "serve",
     "services",

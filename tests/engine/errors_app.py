@@ -124,6 +124,27 @@ async def not_open_below(ctx: restate.Context) -> Any:
     return await lash.controller(ctx).await_next_settlement(handle)
 
 
+@shop.handler()
+async def await_event(ctx: restate.Context, name: str) -> Any:
+    """Every value the event ``name`` settles a child with (a rejection left uncaught)."""
+    return await lash.all(ctx, [lash.event(name)])
+
+
+@shop.handler()
+async def signal(ctx: restate.Context, request: dict[str, Any]) -> None:
+    """An event's signal sent from a handler's own code: ``emit``, ``reject``, ``clear``, or an
+    ``emit`` of what lash cannot record (``nan``)."""
+    name, do = request["name"], request["do"]
+    if do == "emit":
+        lash.emit(ctx, name, request.get("payload"))
+    elif do == "reject":
+        lash.reject_event(ctx, name, request["message"])
+    elif do == "clear":
+        lash.clear_event(ctx, name)
+    else:
+        lash.emit(ctx, name, float("nan"))
+
+
 approval = restate.Workflow("Approval")
 
 

@@ -149,6 +149,42 @@ async def test_an_uncaught_child_unroutable_is_a_404_naming_the_child(stack: Loc
     assert "position=1" in message
 
 
+async def test_an_event_emitted_rejected_and_cleared_from_a_handler_settles_its_waiters(
+    stack: LocalStack,
+) -> None:
+    """`lash.emit`, `lash.reject_event` and `lash.clear_event` in a handler's own code do what the
+    ingress's `LashSignal/{name}/emit`, `/reject` and `/clear` do: a child already waiting settles
+    with the payload, a later one at once; after a clear a waiter waits, and a rejection rejects it
+    (500 and the message, left uncaught); what lash cannot record is refused at the sender with 400."""
+    name = f"ev-{uuid.uuid4().hex[:8]}"
+    waiting = asyncio.create_task(_answer(stack, "Shop/await_event", name))
+    subscribed = (
+        "SELECT key FROM state WHERE service_name = 'LashSignal' "
+        f"AND service_key = {quote(name)} AND starts_with(key, 'waiter:')"
+    )
+    await until(lambda: asyncio.to_thread(sql, stack.admin_url, subscribed))
+    assert await _answer(stack, "Shop/signal", {"name": name, "do": "emit", "payload": {"a": 1}}) == (
+        200,
+        None,
+    )
+    assert await waiting == (200, [{"a": 1}])
+    assert await _answer(stack, "Shop/await_event", name) == (200, [{"a": 1}])  # emitted: at once
+
+    assert await _answer(stack, "Shop/signal", {"name": name, "do": "clear"}) == (200, None)
+    waiting = asyncio.create_task(_answer(stack, "Shop/await_event", name))
+    await until(lambda: asyncio.to_thread(sql, stack.admin_url, subscribed))
+    assert await _answer(stack, "Shop/signal", {"name": name, "do": "reject", "message": "no"}) == (200, None)
+    status, body = await waiting
+    assert (status, body["message"]) == (500, "no"), body
+
+    status, message = await _post(stack, "Shop/signal", {"name": name, "do": "nan"})
+    assert status == 400 and message.startswith("[invalid_envelope] event payload"), message
+    status, message = await _post(stack, "Shop/signal", {"name": "", "do": "emit"})
+    assert status == 400 and message.startswith("[invalid_envelope] event name"), message
+    status, message = await _post(stack, "Shop/signal", {"name": name, "do": "reject", "message": 5})
+    assert status == 400 and message.startswith("[invalid_input] reject_event takes a str"), message
+
+
 async def test_a_workflows_promise_given_as_a_cancel_is_refused_naming_its_value(stack: LocalStack) -> None:
     """A `DurablePromise` is an awaitable but not a durable future: refused with 400, the message
     saying to give its ``.value()``."""

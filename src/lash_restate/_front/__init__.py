@@ -13,6 +13,7 @@ from ..contract import Child
 from ._children import TypedCall, call, event, sleep, tool
 from ._combinators import all, all_settled
 from ._endpoint import app, external, serve, services, use_prefix
+from ._events import clear_event, emit, reject_event
 from ._first import any, race, select
 from ._group import Group, Opening, open
 from ._invocation import controller
@@ -27,11 +28,14 @@ __all__ = [
     "any",
     "app",
     "call",
+    "clear_event",
     "controller",
+    "emit",
     "event",
     "external",
     "open",
     "race",
+    "reject_event",
     "select",
     "serve",
     "services",

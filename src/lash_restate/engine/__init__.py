@@ -49,6 +49,7 @@ this package most, in reading order: 20 (pumps), 32 (an await answered by the gr
 from .caller._controller import RestateController, inside_run
 from .child._calls import callee_replay_key
 from .child._lookup import configure_admin
+from .child._signal import clear_event, emit_event, reject_event
 from .group._mode import OutcomeStore, outcome_store
 from .group._pages import assemble_order, ranks_recorded
 from .pump._pump_run import STAGED
@@ -165,8 +166,10 @@ __all__ = [
     "callee_replay_key",
     "check_app_name",
     "check_prefix",
+    "clear_event",
     "collect_rarely",
     "configure_admin",
+    "emit_event",
     "ends_the_invocation",
     "group_of_pump",
     "groups_wired",
@@ -176,6 +179,7 @@ __all__ = [
     "opened_since_baseline",
     "outcome_store",
     "ranks_recorded",
+    "reject_event",
     "serve",
     "served_application",
     "terminal_status",

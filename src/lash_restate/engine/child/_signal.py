@@ -16,12 +16,20 @@ from typing import Any
 import msgspec
 import restate
 
-from ...contract import InvalidEnvelope, check_text, validate_json_value
+from ...contract import AwaitEvent, InvalidEnvelope, InvalidInput, check_text, validate_json_value
 from ..wire._errors import HANDLER_RETRY
 from ..wire._records import BYTES, STRINGS
-from ..wire._routes import SIGNAL, SIGNAL_SUBSCRIBE, SIGNAL_UNSUBSCRIBE, named
+from ..wire._routes import (
+    SIGNAL,
+    SIGNAL_CLEAR,
+    SIGNAL_EMIT,
+    SIGNAL_REJECT,
+    SIGNAL_SUBSCRIBE,
+    SIGNAL_UNSUBSCRIBE,
+    named,
+)
 
-__all__ = ["signal_object"]
+__all__ = ["clear_event", "emit_event", "reject_event", "signal_object"]
 
 WAITER = "waiter:"  # the state entry of one waiting child's awakeable: `waiter:{awakeable}`, empty
 LISTED = "waiters"  # an earlier release's list of every waiting awakeable, read until it is emptied
@@ -112,3 +120,31 @@ def _message(message: Any) -> str:
     except InvalidEnvelope as error:
         raise restate.TerminalError(error.message, 400) from None
     return message
+
+
+def emit_event(ctx: restate.Context, name: str, payload: Any) -> None:
+    """Send ``emit`` to the event ``name`` from a handler, one way, journaled in its invocation.
+
+    Checked here, as the event's handler would check it, so bad input is refused at the sender
+    (`InvalidEnvelope`) instead of failing the send's invocation."""
+    validate_json_value(payload, "event payload")
+    SIGNAL_EMIT.send(ctx, _event(name), payload)
+
+
+def reject_event(ctx: restate.Context, name: str, message: str) -> None:
+    """Send ``reject`` to the event ``name`` from a handler, one way: its waiters settle
+    Err(message, "rejected")."""
+    if not isinstance(message, str):
+        raise InvalidInput(f"reject_event takes a str message, not {type(message).__name__}")
+    check_text(message, "rejection message")
+    SIGNAL_REJECT.send(ctx, _event(name), message)
+
+
+def clear_event(ctx: restate.Context, name: str) -> None:
+    """Send ``clear`` to the event ``name`` from a handler, one way: later waiters wait again."""
+    SIGNAL_CLEAR.send(ctx, _event(name), None)
+
+
+def _event(name: str) -> str:
+    """``name`` checked as `lash.event` checks the name a child waits on (`InvalidEnvelope`)."""
+    return AwaitEvent(name=name).name

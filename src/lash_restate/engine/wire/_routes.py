@@ -96,6 +96,9 @@ __all__ = [
     "PUMP_STAGE",
     "ROUTES",
     "SIGNAL",
+    "SIGNAL_CLEAR",
+    "SIGNAL_EMIT",
+    "SIGNAL_REJECT",
     "SIGNAL_SUBSCRIBE",
     "SIGNAL_UNSUBSCRIBE",
     "PrefixChosen",
@@ -338,6 +341,11 @@ PUMP_FAIL: Route[ChildrenFailed, None] = Route(PUMP, "fail", ChildrenFailed, typ
 SIGNAL_SUBSCRIBE: Route[str, None] = Route(SIGNAL, "subscribe", str, type(None))
 # A cancelled event child's awakeable, which nobody will read: the event forgets it.
 SIGNAL_UNSUBSCRIBE: Route[str, None] = Route(SIGNAL, "unsubscribe", str, type(None))
+# The event's public handlers, which the ingress reaches too (so not among ROUTES, the private
+# hops): what `lash.emit`, `lash.reject_event` and `lash.clear_event` send from a handler.
+SIGNAL_EMIT: Route[Any, None] = Route(SIGNAL, "emit", object, type(None))
+SIGNAL_REJECT: Route[str, None] = Route(SIGNAL, "reject", str, type(None))
+SIGNAL_CLEAR: Route[None, None] = Route(SIGNAL, "clear", type(None), type(None))
 
 ROUTES: tuple[Route[Any, Any], ...] = (
     GROUP_OPEN,
