@@ -239,6 +239,24 @@ async def test_groups_list_and_show_against_a_running_stack(stack: LocalStack) -
     assert "no open group" in missing.stderr
 
 
+def test_a_listing_whose_reader_went_away_ends_quietly_as_sigpipe_ends_a_command(stack: LocalStack) -> None:
+    """`lash-restate groups list | head -1` on a long listing: the reader closes the pipe before
+    the command has written; it ends as a command SIGPIPE ends (141), with no traceback."""
+    read, write = os.pipe()
+    os.close(read)  # the reader is gone before anything is written: every write meets a closed pipe
+    try:
+        listed = subprocess.run(
+            [sys.executable, "-m", "lash_restate", "groups", "list", "--admin-url", stack.server.admin_url],
+            stdout=write,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=60,
+        )
+    finally:
+        os.close(write)
+    assert (listed.returncode, listed.stderr) == (141, "")
+
+
 def test_unreachable_or_wrong_admin_urls_get_one_clear_line(stack: LocalStack) -> None:
     nowhere = lash("groups", "list", "--admin-url", f"http://127.0.0.1:{free_port()}")
     assert nowhere.returncode == 1

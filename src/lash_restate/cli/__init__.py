@@ -6,6 +6,9 @@ Each command is a function of the module for its job: `_serve` (serve, register,
 
 from __future__ import annotations
 
+import os
+import signal
+import sys
 from collections.abc import Sequence
 
 from ._parser import build_parser
@@ -15,5 +18,13 @@ __all__ = ["build_parser", "load_app", "load_resolver", "main"]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    return int(args.run(args))
+    try:
+        try:
+            args = build_parser().parse_args(argv)
+            return int(args.run(args))
+        finally:
+            sys.stdout.flush()  # a reader gone (`| head`) is met here, not in the interpreter's exit
+    except BrokenPipeError:
+        # Quiet, as a command SIGPIPE ends: what is left to write goes nowhere (Python's own advice).
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 128 + signal.SIGPIPE

@@ -76,8 +76,7 @@ def stranded_opens(admin: Admin, *, sent_before_s: int = SENT_BEFORE_S) -> list[
     if sent_before_s < 0:
         raise InspectionError(f"sent_before_s must be 0 or more, got {sent_before_s}")
     group = named(GROUP)
-    running = f"i.status != {quote(ENDED)} AND j.entry_json LIKE {quote('%' + json.dumps(group) + '%')}"
-    sent = _opens_sent(admin, group, sent_before_s, running)
+    sent = _opens_sent(admin, group, sent_before_s, f"status != {quote(ENDED)}")
     if not sent:
         return []
     signals = rows_in(
@@ -151,14 +150,18 @@ def _open_in(caller: str, entry: str, group: str) -> _Sent | None:
 
 def _opens_sent(admin: Admin, group: str, sent_before_s: int, which: str) -> list[_Sent]:
     """The opens of ``group`` that the journals of the invocations ``which`` picks (SQL over
-    `sys_invocation` as ``i``, `sys_journal` as ``j``) sent, each with whether it was sent
-    ``sent_before_s`` seconds ago or more."""
-    rows = sql(
+    `sys_invocation`) sent, each with whether it was sent ``sent_before_s`` seconds ago or more.
+
+    The invocations first, then their journals by id: Restate reads only those journals, where a
+    join scanned every journal it keeps (seconds on a busy cluster, past the admin API's wait)."""
+    senders = sorted(row["id"] for row in sql(admin, f"SELECT id FROM sys_invocation WHERE {which}"))
+    rows = rows_in(
         admin,
-        "SELECT j.id AS sender, j.entry_json AS entry, "
-        f"j.appended_at < now() - INTERVAL '{int(sent_before_s)} seconds' AS long_sent "
-        "FROM sys_journal j JOIN sys_invocation i ON j.id = i.id "
-        f"WHERE j.entry_type = 'Command: OneWayCall' AND {which}",
+        "SELECT id AS sender, entry_json AS entry, "
+        f"appended_at < now() - INTERVAL '{int(sent_before_s)} seconds' AS long_sent "
+        "FROM sys_journal WHERE entry_type = 'Command: OneWayCall' "
+        f"AND entry_lite_json LIKE {quote('%' + group + '%')} AND id IN {{values}}",
+        senders,
     )
     return [
         found._replace(long_sent=row.get("long_sent") is True)
@@ -170,8 +173,8 @@ def _opens_sent(admin: Admin, group: str, sent_before_s: int, which: str) -> lis
 def _resent(admin: Admin, group: str, sent_before_s: int) -> dict[str, list[_Sent]]:
     """The opens the group object's `operator_resend` sent again (its journal, kept a while after it
     ended), by the awakeable each answers."""
-    resender = f"i.target_service_name = {quote(group)} "
-    resender += f"AND i.target_handler_name = {quote(GROUP_OPERATOR_RESEND.handler)}"
+    resender = f"target_service_name = {quote(group)} "
+    resender += f"AND target_handler_name = {quote(GROUP_OPERATOR_RESEND.handler)}"
     resent: dict[str, list[_Sent]] = {}
     for found in _opens_sent(admin, group, sent_before_s, resender):
         resent.setdefault(_reply_to(found.body), []).append(found)
