@@ -47,6 +47,7 @@ from lash_restate.testing import LocalStack, StackError
 from tests.conformance.builders import (
     Scope,
     close,
+    combine,
     count,
     echo,
     event,
@@ -661,7 +662,7 @@ async def test_a_caller_cancelled_inside_a_combinator_or_a_block_closes_its_grou
     async with httpx.AsyncClient(verify=tls(), timeout=30) as client:
         cancelled = await client.patch(f"{stack.server.admin_url}/invocations/{invocation}/cancel")
     assert cancelled.status_code in (200, 202), cancelled.text
-    assert (await caller).status_code != 200
+    assert (await caller).status_code == 409  # the cancel, not something the close raised
 
     async def closed() -> bool:
         return not await state_rows(stack, s.key())  # an orphan keeps its record until reclaimed
@@ -669,6 +670,41 @@ async def test_a_caller_cancelled_inside_a_combinator_or_a_block_closes_its_grou
     await until(closed)
     if disposition == "cancel":
         await until(functools.partial(_nothing_left, stack, s.key()))
+
+
+@pytest.mark.parametrize("entry", ["combinator", "block"])
+async def test_a_resumer_cancelled_inside_a_combinator_or_a_block_leaves_the_saved_group(
+    stack: LocalStack, entry: str
+) -> None:
+    """A resumer cancelled while it waits inside `combine(..., handle=saved)` (or a block resumed
+    from the cursor) does not close the group: the cursor it resumed was saved, and whoever else
+    holds it resumes the group and reads every rank."""
+    s = Scope()
+    group = s.group([echo("first"), event(s.event("later"))])
+    [_, _, saved] = await stack.turn(open_(group), next_(), save())
+    handle = ok(saved)
+    resuming = (
+        [combine("all_settled", group, handle=handle)]
+        if entry == "combinator"
+        else [use(handle), iterate(group, resume=True)]
+    )
+    r = Scope()
+    resumer = turn_in_background(stack, r, *resuming)
+    invocation = await turn_id(stack, r)
+
+    async def reopened() -> GroupView | None:
+        view = await asyncio.to_thread(show_group, stack.server.admin_url, s.key())
+        return view if view is not None and len(view.openers) == 2 else None
+
+    await until(reopened)
+    async with httpx.AsyncClient(verify=tls(), timeout=30) as client:
+        cancelled = await client.patch(f"{stack.server.admin_url}/invocations/{invocation}/cancel")
+    assert cancelled.status_code in (200, 202), cancelled.text
+    assert (await resumer).status_code == 409
+    assert await state_rows(stack, s.key())  # the group is kept for the saved cursor
+    await stack.emit(s.event("later"), "now")
+    [read] = await stack.turn(combine("all_settled", group, handle=handle))
+    assert [o["value"] for o in ok(read)["value"]] == ["first", "now"], read
 
 
 async def test_a_forged_close_without_the_incarnation_is_refused(stack: LocalStack) -> None:

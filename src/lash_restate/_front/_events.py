@@ -18,7 +18,9 @@ def emit(ctx: restate.Context, name: str, payload: Any = None) -> None:
     """Emit the event ``name``: every child waiting on ``lash.event(name)``, now or later, settles
     with ``payload`` (until the event is cleared), as a POST of it to ``LashSignal/{name}/emit``
     does. What resolves a native awakeable or a workflow's promise, from a handler: one message,
-    journaled in this invocation, so a replay of the handler sends it once.
+    journaled in this invocation, so a replay of the handler sends it once. It goes to this
+    process's prefix (what `lash.app` or `lash.use_prefix` chose, else ``Lash``): a process that
+    serves no group of an application with a prefix of its own names it with `lash.use_prefix`.
 
     Uncaught in a handler, its refusal ends the invocation with status 400, never a retry:
     `InvalidEnvelope` for a name ``lash.event`` would refuse, or a payload lash cannot record as

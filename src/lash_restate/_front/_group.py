@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import AsyncIterator, Awaitable, Generator, Iterable
 from types import TracebackType
 from typing import Any, Generic, cast
@@ -33,18 +34,25 @@ class Group(Generic[T]):
 
     ``async with`` closes the group when the block ends, unless it was saved (a continuation holds
     it) or closed already, or ended by an exception Restate retries (anything but a
-    ``restate.TerminalError`` or a lash error: the retry runs the block again from the journal);
+    ``restate.TerminalError`` or a lash error: the retry runs the block again from the journal), or
+    by any exception in a block that resumed a saved cursor (whoever else holds it may resume it);
     ``async for settlement in group`` yields the settlements still to consume, in rank order.
     ``Group[T]`` where its children's value type is known: each `Ok` is an ``Ok[T]``.
     """
 
     def __init__(
-        self, controller: RuntimeEffectController, handle: GroupHandle, values: Values | None = None
+        self,
+        controller: RuntimeEffectController,
+        handle: GroupHandle,
+        values: Values | None = None,
+        *,
+        resumed: bool = False,
     ) -> None:
         self._controller = controller
         self._handle = handle
         self._held = False  # saved or closed: the end of an ``async with`` leaves it alone
         self._values = values
+        self._resumed = resumed  # reopened from a saved cursor, which something else may hold
 
     @property
     def key(self) -> str:
@@ -109,8 +117,14 @@ class Group(Generic[T]):
     async def __aexit__(
         self, kind: type[BaseException] | None, error: BaseException | None, tb: TracebackType | None
     ) -> None:
-        if not self._held and (error is None or ends_the_invocation(error)):
+        if self._held:
+            return
+        if error is None:
             await self.close()
+        elif not self._resumed and ends_the_invocation(error):
+            # Decision 122: a group this block opened, which nothing else can reach once it ends.
+            with contextlib.suppress(Exception):  # the error that ends the invocation is the one raised
+                await self.close()
 
 
 class Opening(Awaitable[Group[T]]):
@@ -216,4 +230,4 @@ async def _open(
             "resume must never start a closed group over"
         )
     await owner.reopen_effect_group(group)  # a closed group is refused, never started over
-    return Group(owner, saved, values)
+    return Group(owner, saved, values, resumed=True)

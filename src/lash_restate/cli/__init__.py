@@ -23,7 +23,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             args = build_parser().parse_args(argv)
             return int(args.run(args))
         finally:
-            sys.stdout.flush()  # a reader gone (`| head`) is met here, not in the interpreter's exit
+            if sys.stdout is not None:  # None when started with it closed (`>&-`)
+                sys.stdout.flush()  # a reader gone (`| head`) is met here, not in the interpreter's exit
     except BrokenPipeError:
         # Quiet, as a command SIGPIPE ends: what is left to write goes nowhere (Python's own advice).
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

@@ -4,6 +4,7 @@ identity": early exit is the caller's decision, never a host obligation)."""
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Literal, TypeAlias
@@ -227,10 +228,12 @@ async def run_combinator(
             seen.append(await run.next(cursor))
             verdict = _verdict(kind, cursor.group_key, len(group), seen, since=len(seen) - 1)
     except BaseException as error:
-        # Decision 122: an error that ends the invocation (a cancel of it, say) closes the group as
-        # declared, as a caller's block does; nothing else can reach it once this raises.
-        if isinstance(controller, EndsInvocations) and controller.ends_invocation(error):
-            await controller.close_effect_group(cursor)
+        # Decision 122: an error that ends the invocation (a cancel of it, say) closes a group this
+        # combinator opened, as declared: nothing else can reach it once this raises. A resumed one
+        # is left to the saved cursor it was resumed from, which something else may hold.
+        if handle is None and isinstance(controller, EndsInvocations) and controller.ends_invocation(error):
+            with contextlib.suppress(Exception):  # the error that ended the invocation is the one raised
+                await controller.close_effect_group(cursor)
         raise
     # The declared disposition applies to the losers: RunToCompletion lets them run on (ECMA-262),
     # unless the caller asked to narrow it once a rejection decided the combinator.

@@ -89,10 +89,17 @@ def stranded_opens(admin: Admin, *, sent_before_s: int = SENT_BEFORE_S) -> list[
     waiting = [s for s in sent if (s.caller, s.signal) not in completed]
     resent = _resent(admin, group, sent_before_s) if waiting else {}
     known = invocation_rows(
-        admin, sorted({s.sent for s in waiting} | {r.sent for rs in resent.values() for r in rs})
+        admin,
+        sorted(
+            {s.sent for s in waiting}
+            | {r.sent for rs in resent.values() for r in rs}
+            | {s.caller for s in waiting}  # read again: one may have ended since it was listed running
+        ),
     )
     stranded = []
     for s in waiting:
+        if known.get(s.caller, {}).get("status", ENDED) == ENDED:
+            continue  # the caller ended meanwhile: nobody waits for this open any more
         if any(_on_its_way(known.get(r.sent), r.long_sent) for r in resent.get(_reply_to(s.body), ())):
             continue  # sent again already, and that open has not ended unanswered: a second would overtake it
         ended_as = known.get(s.sent)
