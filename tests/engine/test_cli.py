@@ -255,6 +255,16 @@ def test_a_listing_whose_reader_went_away_ends_quietly_as_sigpipe_ends_a_command
     finally:
         os.close(write)
     assert (listed.returncode, listed.stderr) == (141, "")
+    # Started with no stdout at all (`>&-`, a supervisor's): Python gives it none (argparse then
+    # writes the version to stderr), and the command ends as it would with one.
+    closed = subprocess.run(
+        [sys.executable, "-m", "lash_restate", "--version"],
+        preexec_fn=lambda: os.close(1),  # in the child only, before it starts
+        stderr=subprocess.PIPE,
+        text=True,
+        timeout=60,
+    )
+    assert closed.returncode == 0 and "Traceback" not in closed.stderr, closed.stderr
 
 
 def test_unreachable_or_wrong_admin_urls_get_one_clear_line(stack: LocalStack) -> None:
