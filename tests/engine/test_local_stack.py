@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import socket
 import subprocess
 import sys
@@ -12,7 +13,8 @@ import pytest
 
 from lash_restate._http import tls
 from lash_restate.testing import LocalStack, StackError
-from tests.conformance.builders import Scope, echo, err, open_
+from tests.conformance.builders import Scope, echo, err, event, next_, open_
+from tests.engine.test_operator import until
 
 pytestmark = pytest.mark.restate
 
@@ -218,3 +220,24 @@ def test_a_restarted_server_keeps_its_ports_or_says_it_cannot(tmp_path: Path) ->
         assert server.process is not None and server.process.poll() is not None  # nothing left running
         stack.restart_server()  # free again: back on it, ready (`start` waited for that)
         assert server.ingress_port == port
+
+
+async def test_waiters_counts_the_children_waiting_on_an_event_until_it_is_emitted(
+    restate_stack: LocalStack,
+) -> None:
+    """`waiters(name)` is what a test polls before emitting to a handler parked on the event: none
+    before the handler waits, one while it does, none once the emit settled it."""
+    s = Scope()
+    name = s.event("approval")
+    assert restate_stack.waiters(name) == 0
+    group = s.group([event(name)])
+    waiting = asyncio.create_task(restate_stack.turn(open_(group), next_()))
+
+    async def one_waits() -> bool:
+        return restate_stack.waiters(name) == 1
+
+    await until(one_waits)
+    await restate_stack.emit(name, "yes")
+    [_, settled] = await waiting
+    assert settled["ok"]["outcome"]["value"] == "yes", settled
+    assert restate_stack.waiters(name) == 0

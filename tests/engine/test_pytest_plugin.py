@@ -19,6 +19,8 @@ filterwarnings = error
 """
 
 SHOP = """
+import os
+
 import restate
 
 import lash_restate as lash
@@ -42,7 +44,21 @@ async def broken(ctx: restate.Context, value: int) -> int:
     raise ValueError("a plain exception, which Restate retries for ever")
 
 
+@shop.handler()
+async def setting(ctx: restate.Context) -> str:
+    return os.environ.get("SHOP_SETTING", "unset")
+
+
 app = lash.app(shop, tools=tools)
+"""
+
+# A plain `restate.app` of the same services: lash's are built (by shop's lash.app) but not served.
+PLAIN = """
+import restate
+
+from shop import shop
+
+app = restate.app([shop])
 """
 
 TESTS = """
@@ -87,8 +103,27 @@ def test_a_request_no_answer_comes_to_names_what_restate_retries(lash_ingress: h
     assert 'raise ValueError("a plain exception' in str(timed_out.value)  # the endpoint's traceback
 
 
+def test_serving_the_endpoint_with_a_setting(lash_stack, lash_ingress: httpx.Client) -> None:
+    lash_stack.restart_endpoint(SHOP_SETTING="3")
+    assert lash_ingress.post("/Shop/setting").json() == "3"
+
+
+def test_the_next_test_meets_the_sessions_environment(lash_ingress: httpx.Client) -> None:
+    assert lash_ingress.post("/Shop/setting").json() == "unset"
+
+
 @pytest.mark.lash_app("broken:app")
 def test_an_application_that_cannot_be_served(lash_ingress: httpx.Client) -> None:
+    pass
+
+
+@pytest.mark.lash_app("plain:app")
+def test_an_application_that_serves_no_group(lash_ingress: httpx.Client) -> None:
+    pass
+
+
+@pytest.mark.lash_app("shop:doubles")
+def test_a_handler_named_as_the_application(lash_ingress: httpx.Client) -> None:
     pass
 """
 
@@ -118,9 +153,10 @@ def project(tmp_path: Path, tests: str, *, ini: str = "", files: dict[str, str] 
 
 def test_the_plugin_serves_the_users_application_kills_and_restarts_it(tmp_path: Path) -> None:
     """The application is found in the project's directory (pytest's rootdir, wherever pytest runs)
-    and named by the ini setting or a marker; an application that cannot be served fails its tests
-    with its own error."""
-    files = {"shop.py": SHOP, "broken.py": "import no_such_module\n"}
+    and named by the ini setting or a marker; an application that cannot be served, serves none of
+    lash's services or is no application fails its tests with its own error, at once; a test that
+    served the endpoint with a setting leaves the next the session's environment."""
+    files = {"shop.py": SHOP, "broken.py": "import no_such_module\n", "plain.py": PLAIN}
     root = project(tmp_path, TESTS, ini="lash_app = shop:app", files=files)
     run = pytest_in(root / "tests")  # run from below the rootdir: shop.py is found in the rootdir
     outcomes = {
@@ -136,10 +172,16 @@ def test_the_plugin_serves_the_users_application_kills_and_restarts_it(tmp_path:
         "test_the_next_test_gets_a_paused_endpoint_back": "PASSED",
         "test_a_restarted_endpoint_serves_again": "PASSED",
         "test_a_request_no_answer_comes_to_names_what_restate_retries": "PASSED",
+        "test_serving_the_endpoint_with_a_setting": "PASSED",
+        "test_the_next_test_meets_the_sessions_environment": "PASSED",
         "test_an_application_that_cannot_be_served": "ERROR",
+        "test_an_application_that_serves_no_group": "ERROR",
+        "test_a_handler_named_as_the_application": "ERROR",
     }, run.stdout + run.stderr
     assert "cannot serve 'broken:app'" in run.stdout
     assert "No module named 'no_such_module'" in run.stdout  # from the endpoint's own log
+    assert "cannot serve 'plain:app': it serves none of lash's services" in run.stdout
+    assert "'shop:doubles' is not an ASGI app (it cannot take scope, receive and send" in run.stdout
 
 
 def test_unused_it_starts_nothing_and_unnamed_it_says_how_to_name_the_application(tmp_path: Path) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import errno
+import inspect
 import json
 import socket
 import sys
@@ -281,6 +282,15 @@ def load_app(spec: str) -> Any:
         raise SystemExit(f"lash-restate: cannot load app {spec!r}: {exc}") from None
     if not callable(app):
         raise SystemExit(f"lash-restate: {spec!r} is not an ASGI app (it is not callable)")
+    try:
+        inspect.signature(app).bind(None, None, None)  # an ASGI app takes (scope, receive, send)
+    except TypeError:
+        raise SystemExit(
+            f"lash-restate: {spec!r} is not an ASGI app (it cannot take scope, receive and send: "
+            f"{app!r}): name what lash.app(...) returned"
+        ) from None
+    except ValueError:
+        pass  # no signature to read (a builtin): served as given
     return app
 
 

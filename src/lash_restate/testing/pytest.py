@@ -18,10 +18,12 @@ Fixtures:
   ``lash_app`` ini setting. Override the fixture to compute it.
 - `lash_stack`: a `LocalStack` serving it: a restate-server on free loopback ports, the app in a
   subprocess (``lash-restate serve --app``, run in pytest's rootdir, so ``shop`` is found there),
-  registered. ``lash_stack.restart_endpoint()`` SIGKILLs the endpoint and serves it again on its port;
-  ``lash_stack.endpoint.kill()`` only kills it (the next test gets it back);
-  ``lash_stack.restart_server()`` does the same to the server, whose data survives. One stack per
-  application for the whole session: give each test keys of its own.
+  registered. ``lash_stack.restart_endpoint()`` SIGKILLs the endpoint and serves it again on its port
+  (``restart_endpoint(NAME="value")`` with a variable changed, for this test: the next one meets
+  the session's environment); ``lash_stack.endpoint.kill()`` only kills it (the next test gets it
+  back); ``lash_stack.restart_server()`` does the same to the server, whose data survives. One stack
+  per application for the whole session: give each test keys of its own. An application that
+  serves none of lash's services, or is no ASGI app, fails its tests at once, saying so.
 - `lash_ingress`: an ``httpx.Client`` on the server's ingress (``lash_stack.ingress_url``).
 
 The restate-server is ``--lash-restate-server PATH`` (ini ``lash_restate_server``, relative to the
@@ -159,6 +161,14 @@ class _Stacks:
             self._failed[app] = f"cannot serve {app!r}: {exc}" + (
                 "" if shown else f"\n  its log, {endpoint.log_path}, ends:\n{tail}"
             )
+        else:
+            if not _serves_groups(stack):
+                # Each group its handlers open would wait on a group object nobody serves.
+                stack.stop()
+                self._failed[app] = (
+                    f"cannot serve {app!r}: it serves none of lash's services (no group object among "
+                    "what it registered): name what lash.app(...) returned, with your services in it"
+                )
         if app in self._failed:
             pytest.fail(self._failed[app], pytrace=False)  # outside the except: no chained error
         self._stacks[app] = stack
@@ -174,6 +184,16 @@ class _Stacks:
     def stop(self) -> None:
         for stack in self._stacks.values():
             stack.stop()
+
+
+def _serves_groups(stack: LocalStack) -> bool:
+    """Whether the stack's endpoint registered lash's group object, under whatever prefix."""
+    answer = httpx.get(f"{stack.admin_url}/services", timeout=30, verify=tls())
+    answer.raise_for_status()
+    return any(
+        {"open", "close", "operator_close"} <= {h.get("name") for h in service.get("handlers", [])}
+        for service in answer.json().get("services", [])
+    )
 
 
 @pytest.fixture(scope="session")
@@ -208,9 +228,19 @@ def lash_app(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture
-def lash_stack(lash_app: str, _lash_stacks: _Stacks) -> LocalStack:
-    """A restate-server and the application under test, served in a subprocess and registered."""
-    return _lash_stacks.get(lash_app)
+def lash_stack(lash_app: str, _lash_stacks: _Stacks) -> Iterator[LocalStack]:
+    """A restate-server and the application under test, served in a subprocess and registered.
+
+    A test that serves the endpoint with its environment changed (``restart_endpoint(NAME=...)``)
+    has it served again as it was once the test ends, so the next test meets the session's."""
+    stack = _lash_stacks.get(lash_app)
+    endpoint = stack.endpoint
+    env, unset = dict(endpoint.env), set(endpoint.unset)
+    yield stack
+    if (endpoint.env, endpoint.unset) != (env, unset):
+        endpoint.env, endpoint.unset = env, unset
+        if _alive(endpoint):
+            stack.restart_endpoint()  # else the next test's `get` serves it, with this environment
 
 
 @pytest.fixture

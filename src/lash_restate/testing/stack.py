@@ -24,6 +24,7 @@ import httpx
 from .._http import tls
 from ..engine import SIGNAL, named
 from ..inspection import InspectionError, sql
+from ..inspection import quote as sql_quote
 from ..logs import stamp
 from ..registration import PrefixTaken, RegistrationError, register_deployment
 from .driver import TURN
@@ -417,6 +418,12 @@ class LocalStack:
             lines.append(f"  Restate is retrying {row['target']} (attempt {row['retry_count']}): {failure}")
         since = stamp(started.timestamp())  # as the endpoint's log writes a time
         for endpoint in self.endpoints:
+            if endpoint.process is None or endpoint.process.poll() is not None:
+                lines.append(
+                    f"  the endpoint at {endpoint.url} is not running (killed, or not started again): "
+                    "Restate keeps the request and runs it once the endpoint serves again "
+                    "(restart_endpoint); a request sent one way (.../send) does not wait for it"
+                )
             if endpoint.log_path is None:
                 continue
             if error := last_error(endpoint.log_path, since):
@@ -430,6 +437,20 @@ class LocalStack:
         """Run ``steps`` as one fresh `LashTurn/run` invocation (see `lash_restate.testing.turn`)."""
         results: list[dict[str, Any]] = await self.call(f"{TURN}/run", {"steps": list(steps)}, within=within)
         return results
+
+    def waiters(self, name: str) -> int:
+        """How many children wait on the durable event ``name`` now, subscribed and not yet settled:
+        poll it until your handler waits, to test an emit that reaches a waiting child (one emitted
+        before reaches a later waiter at once).
+
+        Args:
+            name: the event's name.
+        """
+        query = (
+            f"SELECT key FROM state WHERE service_name = {sql_quote(named(SIGNAL))} "
+            f"AND service_key = {sql_quote(name)} AND starts_with(key, 'waiter:')"
+        )
+        return len(self.sql(query))
 
     async def emit(self, name: str, value: Any = None, *, within: float = 60) -> None:
         """Fulfil every waiter of the durable event ``name`` with ``value``, now and later.
