@@ -50,7 +50,8 @@ async def test_a_restarted_endpoint_comes_back_on_its_registered_port_with_chang
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """`restart_endpoint(NAME=None)` unsets a variable, the test run's own value too, and
-    `NAME="value"` sets it; each holds over later restarts until changed."""
+    `NAME="value"` sets it; each holds over later restarts until changed. A request while the
+    endpoint is down says so when it times out."""
     monkeypatch.setenv("LASH_DEMO_TOOLS_OFF", "echo")  # the run's own: served without `echo`
 
     async def echo_code(stack: LocalStack) -> str | None:
@@ -69,6 +70,10 @@ async def test_a_restarted_endpoint_comes_back_on_its_registered_port_with_chang
         assert await echo_code(stack) is None  # still unset
         stack.restart_endpoint(LASH_DEMO_TOOLS_OFF="echo")
         assert await echo_code(stack) == "child_unroutable"
+        # A request while the endpoint is down waits for it, and its timeout says so.
+        stack.endpoint.kill()
+        with pytest.raises(StackError, match=r"the endpoint at http://127\.0\.0\.1:\d+ is not running"):
+            await stack.turn(open_(Scope().group([echo(1)])), within=3)
 
 
 def test_one_endpoint_registers_with_several_admin_apis_and_stop_ends_every_process(tmp_path: Path) -> None:
