@@ -420,3 +420,16 @@ def test_the_operate_guide_names_every_event_lash_logs_and_only_those() -> None:
     assert len(logged) > 15  # the patterns still find the calls
     assert {name for name in logged if f"`{name}`" not in guide} == set()
     assert tabled - logged == set()
+
+
+def test_the_pages_that_show_an_example_show_it_whole_and_as_it_is() -> None:
+    """The tutorial and the resume guide show their example's code in the page itself (a reader of
+    the Markdown, on GitHub say, sees it too), and it is the example the tests run, line for line."""
+    for page, example in (
+        ("docs/tutorial.md", "examples/checkout.py"),
+        ("docs/guides/resume.md", "examples/resume.py"),
+    ):
+        code = (ROOT / example).read_text()
+        assert f"```python\n{code}```\n" in (ROOT / page).read_text(), (
+            f"{page} does not show {example} as it is"
+        )
