@@ -10,6 +10,7 @@ import functools
 import inspect
 import pickle
 import typing
+from collections.abc import Awaitable
 from datetime import timedelta
 from typing import Any, cast
 
@@ -332,6 +333,47 @@ async def test_the_block_closes_its_group_only_when_its_error_ends_the_invocatio
         with pytest.raises(type(raised)):
             await block()
         assert ("s:group:b:0" not in host.store.groups) is closes
+    finally:
+        await host.aclose()
+
+
+class _EndedWhileWaiting(MemoryHost):
+    """A host whose caller's invocation ends at its first await (as a cancel raises on Restate),
+    and whose close then fails: what the caller must see is the error that ended it."""
+
+    def ends_invocation(self, error: BaseException) -> bool:
+        return isinstance(error, restate.TerminalError)
+
+    async def await_next_settlement(
+        self, handle: lash.GroupHandle, cancel: Awaitable[object] | None = None
+    ) -> lash.Settlement:
+        raise restate.TerminalError("cancelled", 409)
+
+    async def close_effect_group(
+        self, handle: lash.GroupHandle, disposition: lash.LoserPolicy | None = None
+    ) -> None:
+        self.closes_tried = getattr(self, "closes_tried", 0) + 1
+        raise RuntimeError("the close failed")
+
+
+@pytest.mark.parametrize("entry", ["combinator", "block"])
+async def test_a_close_that_fails_as_the_invocation_ends_does_not_hide_why_it_ended(entry: str) -> None:
+    """A combinator (or block) that closes its group at an error ending its invocation raises that
+    error, not the close's own failure, and tries the close once."""
+    host = _EndedWhileWaiting(resolver=demo_tools())
+    children = [lash.tool("echo", {"value": 1})]
+
+    async def ended() -> None:
+        if entry == "combinator":
+            await lash.all(host, children, key="s:group:ended:0")
+        else:
+            async with lash.open(host, children, key="s:group:ended:1") as group:
+                await group.next()
+
+    try:
+        with pytest.raises(restate.TerminalError, match="cancelled"):
+            await ended()
+        assert host.closes_tried == 1
     finally:
         await host.aclose()
 

@@ -859,3 +859,26 @@ def test_stranded_waits_by_default_as_long_as_the_inspection_does() -> None:
     from lash_restate.inspection._stranded import SENT_BEFORE_S
 
     assert build_parser().parse_args(["groups", "stranded"]).sent_before == SENT_BEFORE_S
+
+
+def test_serve_app_refuses_a_class_or_a_function_that_is_no_asgi_app(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`--app` naming a handler or a model (a mistake a user makes) is refused as it loads; any app
+    object, or a function taking scope, receive and send, is served as given."""
+    from lash_restate.cli import load_app
+
+    (tmp_path / "apps.py").write_text(
+        "class Order:\n    pass\n\n"
+        "async def handler(ctx, order):\n    return order\n\n"
+        "async def asgi(scope, receive, send):\n    pass\n\n"
+        "class App:\n    async def __call__(self, scope, receive, send):\n        pass\n\n"
+        "app = App()\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(SystemExit, match=r"'apps:Order' is a class, not an ASGI app"):
+        load_app("apps:Order")
+    with pytest.raises(SystemExit, match=r"'apps:handler' is not an ASGI app \(it cannot take scope"):
+        load_app("apps:handler")
+    assert load_app("apps:asgi").__name__ == "asgi"
+    assert type(load_app("apps:app")).__name__ == "App"

@@ -246,3 +246,13 @@ async def test_waiters_counts_the_children_waiting_on_an_event_until_it_is_emitt
     [_, settled] = await waiting
     assert settled["ok"]["outcome"]["value"] == "yes", settled
     assert restate_stack.waiters(name) == 0
+
+
+def test_waiters_under_a_prefix_the_application_did_not_choose_says_so(
+    restate_stack: LocalStack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Asked under another prefix than the application's, `waiters` raises saying so, rather than
+    count none for ever."""
+    monkeypatch.setattr("lash_restate.testing.stack.named", lambda role: f"Elsewhere{role}")
+    with pytest.raises(StackError, match="no ElsewhereSignal is registered"):
+        restate_stack.waiters("anything")

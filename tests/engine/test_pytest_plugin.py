@@ -213,7 +213,7 @@ def test_without_a_restate_server_it_says_how_to_get_one(tmp_path: Path) -> None
     assert "ERROR tests/test_it.py::test_it" in run.stdout, run.stdout
     assert f"LASH_RESTATE_SERVER is {missing}, which is not an executable file" in run.stdout
     assert "npm install @restatedev/restate-server@1.7.12" in run.stdout
-    assert "--lash-restate-server PATH" in run.stdout
+    assert "--lash-restate-server=PATH" in run.stdout
     assert "Traceback" not in run.stdout
 
 

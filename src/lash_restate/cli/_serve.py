@@ -282,15 +282,24 @@ def load_app(spec: str) -> Any:
         raise SystemExit(f"lash-restate: cannot load app {spec!r}: {exc}") from None
     if not callable(app):
         raise SystemExit(f"lash-restate: {spec!r} is not an ASGI app (it is not callable)")
-    try:
-        inspect.signature(app).bind(None, None, None)  # an ASGI app takes (scope, receive, send)
-    except TypeError:
+    if inspect.isclass(app):
         raise SystemExit(
-            f"lash-restate: {spec!r} is not an ASGI app (it cannot take scope, receive and send: "
-            f"{app!r}): name what lash.app(...) returned"
-        ) from None
-    except ValueError:
-        pass  # no signature to read (a builtin): served as given
+            f"lash-restate: {spec!r} is a class, not an ASGI app: name what lash.app(...) returned"
+        )
+    if inspect.isfunction(app) or inspect.ismethod(
+        app
+    ):  # an app object (Starlette's, say) is served as given
+        try:
+            signature = inspect.signature(app)
+        except Exception:  # none to read (annotations that do not evaluate, on Python 3.14): as given
+            return app
+        try:
+            signature.bind(None, None, None)  # an ASGI app takes (scope, receive, send)
+        except TypeError:
+            raise SystemExit(
+                f"lash-restate: {spec!r} is not an ASGI app (it cannot take scope, receive and send: "
+                f"{app!r}, a handler?): name what lash.app(...) returned"
+            ) from None
     return app
 
 

@@ -26,7 +26,7 @@ Fixtures:
   serves none of lash's services, or is no ASGI app, fails its tests at once, saying so.
 - `lash_ingress`: an ``httpx.Client`` on the server's ingress (``lash_stack.ingress_url``).
 
-The restate-server is ``--lash-restate-server PATH`` (ini ``lash_restate_server``, relative to the
+The restate-server is ``--lash-restate-server=PATH`` (ini ``lash_restate_server``, relative to the
 configuration file), else the one ``LASH_RESTATE_SERVER`` names, else the pinned npm package's in a
 ``node_modules`` of pytest's rootdir or above, or of the current directory or above, else one on
 ``PATH``; when there is none, the test fails saying how to get it.
@@ -57,7 +57,7 @@ _NAME_IT = (
     '(@pytest.mark.lash_app("shop:app"), or pytestmark in its module), pass --lash-app shop:app, set '
     "lash_app = shop:app in your pytest configuration, or override the lash_app fixture"
 )
-_SERVER_OPTION = "or pass --lash-restate-server PATH (ini lash_restate_server)"
+_SERVER_OPTION = "or pass --lash-restate-server=PATH (ini lash_restate_server)"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -162,13 +162,22 @@ class _Stacks:
                 "" if shown else f"\n  its log, {endpoint.log_path}, ends:\n{tail}"
             )
         else:
-            if not _serves_groups(stack):
-                # Each group its handlers open would wait on a group object nobody serves.
-                stack.stop()
-                self._failed[app] = (
-                    f"cannot serve {app!r}: it serves none of lash's services (no group object among "
-                    "what it registered): name what lash.app(...) returned, with your services in it"
-                )
+            try:
+                serves = _serves_groups(stack)
+            except BaseException as exc:
+                stack.stop()  # started, and not yet the session's to stop
+                if not isinstance(exc, Exception):
+                    raise
+                self._failed[app] = f"cannot serve {app!r}: its services could not be read: {exc}"
+            else:
+                if not serves:
+                    # Each group its handlers open would wait on a group object nobody serves.
+                    stack.stop()
+                    self._failed[app] = (
+                        f"cannot serve {app!r}: it serves none of lash's services (no group object "
+                        "among what it registered): name what lash.app(...) returned, with your "
+                        "services in it"
+                    )
         if app in self._failed:
             pytest.fail(self._failed[app], pytrace=False)  # outside the except: no chained error
         self._stacks[app] = stack

@@ -441,13 +441,20 @@ class LocalStack:
     def waiters(self, name: str) -> int:
         """How many children wait on the durable event ``name`` now, subscribed and not yet settled:
         poll it until your handler waits, to test an emit that reaches a waiting child (one emitted
-        before reaches a later waiter at once).
+        before reaches a later waiter at once). Read under this process's prefix, as `emit` sends:
+        `StackError` if the application registered no such event service.
 
         Args:
             name: the event's name.
         """
+        signal = named(SIGNAL)  # this process's prefix, as `emit` sends to
+        if not self.sql(f"SELECT name FROM sys_service WHERE name = {sql_quote(signal)}"):
+            raise StackError(
+                f"no {signal} is registered: the application chose another prefix; import it in your "
+                "tests, or call lash.use_prefix(...) with its prefix"
+            )
         query = (
-            f"SELECT key FROM state WHERE service_name = {sql_quote(named(SIGNAL))} "
+            f"SELECT key FROM state WHERE service_name = {sql_quote(signal)} "
             f"AND service_key = {sql_quote(name)} AND starts_with(key, 'waiter:')"
         )
         return len(self.sql(query))
