@@ -1298,3 +1298,44 @@ def test_a_close_is_lost_once_restate_ended_it_unrun_for_this_incarnation_only(
     # Such a group is nobody's: orphaned, the close named, and what it asked for said.
     state, why = _groups.classify(groups[0], known, _groups.LostClose("inv_k", cancel=True))
     assert state == "orphaned" and "(inv_k)" in why and "groups close --cancel" in why
+
+
+def test_stranded_lists_a_caller_only_while_it_still_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`stranded_opens` reads which callers run, then their journals: one that ended between the two
+    reads (its open killed while queued, say) is read again and left out, as nobody waits any more."""
+    import base64
+
+    from lash_restate.inspection import _stranded
+
+    def awakeable(signal: int) -> str:
+        return "sign_1" + base64.urlsafe_b64encode(bytes(24) + signal.to_bytes(4, "big")).decode().rstrip("=")
+
+    def open_sent(caller: str, key: str) -> dict[str, Any]:
+        target = {"VirtualObject": {"name": "LashGroup", "key": key, "handler": "open"}}
+        body = json.dumps({"reply_to": awakeable(3)}).encode()
+        request = {"invocation_id": f"open-{caller}", "invocation_target": target, "parameter": list(body)}
+        entry = json.dumps({"Command": {"OneWayCall": {"request": request}}})
+        return {"sender": caller, "entry": entry, "long_sent": True}
+
+    callers = ["c-waits", "c-ended"]
+
+    def fake_sql(admin: object, query: str, **_: object) -> list[dict[str, Any]]:
+        return [{"id": c} for c in callers] if "status != " in query else []
+
+    def fake_rows_in(admin: object, query: str, values: list[str]) -> list[dict[str, Any]]:
+        if "Command: OneWayCall" in query:
+            return [open_sent(caller, f"{caller}:group:x:0") for caller in values]
+        return []  # no signal completes either caller's awakeable
+
+    def fake_invocations(admin: object, ids: list[str]) -> dict[str, dict[str, Any]]:
+        # Each open killed while queued (Restate knows nothing of it); one caller ended since.
+        known = {
+            "c-waits": {"id": "c-waits", "status": "suspended"},
+            "c-ended": {"id": "c-ended", "status": "completed"},
+        }
+        return {i: known[i] for i in ids if i in known}
+
+    monkeypatch.setattr(_stranded, "sql", fake_sql)
+    monkeypatch.setattr(_stranded, "rows_in", fake_rows_in)
+    monkeypatch.setattr(_stranded, "invocation_rows", fake_invocations)
+    assert [s.caller for s in _stranded.stranded_opens("http://admin")] == ["c-waits"]
