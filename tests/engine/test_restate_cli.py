@@ -47,6 +47,7 @@ from tests.conformance.builders import (
     tool,
     use,
 )
+from tests.conftest import check_group_events
 from tests.engine.test_engine import _poll, wait_tool_started
 from tests.engine.test_guard import _guarded, _status
 from tests.engine.test_operator import (
@@ -732,6 +733,7 @@ def reclaiming(tmp_path: Path) -> Iterator[LocalStack]:
     env["LASH_PAGE_FROM"] = "1"
     with LocalStack.single(tmp_path / "stack", endpoint_env=env).start() as s:
         yield s
+    check_group_events(tmp_path / "stack" / "endpoint.log")  # each event names its group, and more
 
 
 async def test_a_group_whose_opener_was_killed_or_cancelled_is_reclaimed_and_a_saved_one_is_kept(
@@ -859,6 +861,9 @@ async def test_clearing_a_groups_state_with_restates_cli_ends_its_waiting_caller
     assert "deleted while awaiting" in waited["error"]["message"], waited  # its wake ended, not a read
     assert s.key() in json.dumps(waited["error"]), waited
     assert "error" not in closed  # a close of a group that is not recorded is a no-op
+    # The operator's log says so, naming the group (one line per look that found the record gone).
+    gone = group_events(tmp_path / "stack", "group.record_gone", s.key())
+    assert gone and all(event["waiters"] >= 1 for event in gone), gone
     await stack.emit(s.event("later"), "late")  # the child settles into nothing, and releases its store
 
     async def only_the_first_childs_store() -> bool:
