@@ -1208,9 +1208,11 @@ def test_a_close_is_lost_once_restate_ended_it_unrun_for_this_incarnation_only(
 ) -> None:
     """`lost_closes`, read from the journal of each parked group's latest opener: the last close of
     the group there, of this incarnation (or naming none, as the baseline's), that ended in failure,
-    or that Restate does not know once sent long ago; never a running opener's, a namesake's, one
-    still under way, one that ran, one the opener reopened the group after, or an orphan's (closable
-    already). One opener's lost closes of two groups are both found."""
+    or that Restate does not know once sent long ago; never a running opener's, one still under
+    way, one that ran, one the opener reopened the group after, or an orphan's (closable already).
+    A last close naming an earlier incarnation means this one was opened without its opener (its
+    open restarted as new): nobody holds it either. One opener's lost closes of two groups are both
+    found."""
     from lash_restate.contract import GroupWakePolicy, LoserPolicy
     from lash_restate.engine.wire._records import GroupMeta, Opener
     from lash_restate.inspection import _groups
@@ -1294,10 +1296,14 @@ def test_a_close_is_lost_once_restate_ended_it_unrun_for_this_incarnation_only(
             "also": _groups.LostClose("inv_a", cancel=False),
             "baseline": _groups.LostClose("inv_b", cancel=False),
             "forgotten": _groups.LostClose("inv_f", cancel=False),
+            "namesake": _groups.LostClose("inv_n", cancel=False, earlier="inc-another"),
         }
     # Such a group is nobody's: orphaned, the close named, and what it asked for said.
     state, why = _groups.classify(groups[0], known, _groups.LostClose("inv_k", cancel=True))
     assert state == "orphaned" and "(inv_k)" in why and "groups close --cancel" in why
+    restarted = _groups.LostClose("inv_n", cancel=False, earlier="inc-another")
+    state, why = _groups.classify(groups[3], known, restarted)
+    assert state == "orphaned" and "earlier incarnation inc-another" in why and "restart-as-new" in why
 
 
 def test_stranded_lists_a_caller_only_while_it_still_runs(monkeypatch: pytest.MonkeyPatch) -> None:

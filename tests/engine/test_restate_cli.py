@@ -28,7 +28,7 @@ import pytest
 from lash_restate.engine import GROUP_OPERATOR_RESEND, GroupMeta, OperatorResend
 from lash_restate.engine.caller._open_parts import PARTS_FROM_ENV
 from lash_restate.engine.group._mode import PUMP_SLICE
-from lash_restate.inspection import InspectionError, OpenGroup, quote, sql
+from lash_restate.inspection import GroupView, InspectionError, OpenGroup, quote, show_group, sql
 from lash_restate.inspection._operator import operator_call
 from lash_restate.inspection._sql import admin_api
 from lash_restate.testing import Endpoint, LocalStack
@@ -216,6 +216,37 @@ async def test_restart_as_new_of_a_finished_caller_runs_it_again_with_a_group_of
     [again] = [r for r in rows if r["status"] == "completed"]
     assert again["completion_result"] == "success", again
     assert shared.counts().count(name) == 2  # the restarted caller's group ran its children again
+
+
+async def test_a_closed_group_opened_again_by_a_restart_of_its_open_is_listed_as_nobodys(
+    shared: LocalStack, tmp_path: Path
+) -> None:
+    """`restate invocations restart-as-new` of a closed group's completed first `LashGroup/open`
+    opens the group again, its opener long gone. Nothing of lash can refuse it (the open cannot
+    tell a restart from the first), so the operator's tools say what it is: orphaned, opened again
+    without its opener, whose last message to the key closed an earlier incarnation; and a plain
+    `groups close` (no `--force`) ends it."""
+    s = Scope()
+    group = s.group([echo("a"), count(f"{s.id}-again", "b")])
+    [_, _, _, closed] = await shared.turn(open_(group), next_(), next_(), close())
+    assert "error" not in closed
+    opens = _invocation("LashGroup", f"target_service_key = {quote(s.key())}", "open")
+    [opened] = await _poll(shared, opens, lambda rows: [r["status"] for r in rows] == ["completed"])
+    restarted = restate(shared, tmp_path, "invocations", "restart-as-new", opened["id"])
+    assert restarted.returncode == 0, restarted.stderr
+
+    async def shown_as_nobodys() -> GroupView | None:
+        # Once its open has recorded its opener too, a moment after it answered.
+        view = await asyncio.to_thread(show_group, shared.server.admin_url, s.key())
+        return view if view is not None and view.openers else None
+
+    view = await until(shown_as_nobodys)
+    assert view.state == "orphaned", view.reason
+    assert "earlier incarnation" in view.reason and "restart-as-new" in view.reason, view.reason
+    assert await listed(shared, s.key(), "orphaned")  # the listing says so too
+    result = lash(shared, "groups", "close", s.key(), "--cancel")
+    assert result.returncode == 0, result.stderr
+    await until(lambda: _nothing_left(shared, s.key()))
 
 
 async def test_a_parked_group_resumes_on_a_new_deployment_after_restates_cli_removed_the_old_one(

@@ -135,10 +135,13 @@ class _Closing(msgspec.Struct):
 
 class LostClose(NamedTuple):
     """A close Restate ended before it ran: its invocation, and whether it asked to cancel the
-    group's losers (a race's close narrowing `RunToCompletion`, say)."""
+    group's losers (a race's close narrowing `RunToCompletion`, say). With ``earlier``, the close
+    ran, but on that earlier incarnation of the key: this one its opener never sent a message to
+    (its open restarted as new, say)."""
 
     invocation: str
     cancel: bool
+    earlier: str | None = None
 
 
 _OPENS_AND_CLOSE = (GROUP_CLOSE.handler, GROUP_OPEN.handler, GROUP_OPEN_PARTS.handler)
@@ -198,6 +201,7 @@ def lost_closes(
         for row in sql(admin, f'SELECT id, "index" AS at, entry_json AS entry FROM sys_journal WHERE {which}')
     }
     closes: dict[str, tuple[LostClose, bool]] = {}  # group key -> (the close, sent long ago)
+    restarted: dict[str, LostClose] = {}
     for (caller, at), (g, sent, long_sent) in wanted.items():
         full = sent_to(bodies.get((caller, at), ""), group_service)
         try:
@@ -207,8 +211,12 @@ def lost_closes(
         if request.incarnation in (None, g.meta.incarnation):  # not a namesake's (decision 113)
             cancel = request.disposition == LoserPolicy.CANCEL.value
             closes[g.key] = (LostClose(sent.invocation, cancel), long_sent)
+        else:
+            # Its last message to the key closed an earlier incarnation: this one, whose latest
+            # opener it is, was opened by none of its messages (`restart-as-new` of its open).
+            restarted[g.key] = LostClose(sent.invocation, cancel=False, earlier=request.incarnation)
     ended = invocation_rows(admin, sorted(close.invocation for close, _ in closes.values()))
-    lost = {}
+    lost = dict(restarted)
     for key, (close, long_sent) in closes.items():
         how = ended.get(close.invocation)
         # Ended in failure (a completion failure is only an ended invocation's), or not known at all.
@@ -229,6 +237,13 @@ def classify(
         return OPEN, f"its opener {running[-1]} is running"
     if not openers:
         return ORPHANED, "no opener is recorded"
+    if lost_close is not None and lost_close.earlier is not None:
+        return ORPHANED, (
+            f"its latest opener closed the key's earlier incarnation {lost_close.earlier} "
+            f"({lost_close.invocation}) and sent this one nothing: it was opened again without its "
+            "opener (`restate invocations restart-as-new` of its open, say), and nobody holds it "
+            "(`groups close --cancel` stops its children)"
+        )
     if lost_close is not None:
         asked = "; it asked to cancel the losers (`groups close --cancel`)" if lost_close.cancel else ""
         return ORPHANED, (
