@@ -157,9 +157,11 @@ def lost_closes(
     """By group key: the close the group's latest opener sent it last (read from that opener's
     journal, which Restate keeps for its journal retention, a day by default) that Restate ended
     before it ran, killed or cancelled (`restate invocations kill`). The opener went on, so the
-    group, open behind it, would look parked for ever (decision 114). Only a group that would
-    otherwise be parked is looked at; a later open of the group in that journal (a reopen) means
-    the opener holds it again."""
+    group, open behind it, would look parked for ever (decision 114). Also a last close that ran,
+    on an earlier incarnation of the key (``earlier``): this incarnation was opened by none of the
+    opener's messages (its open restarted as new). Only a group that would otherwise be parked is
+    looked at; a later open of the group in that journal (a reopen) means the opener holds it
+    again."""
     parked: dict[str, list[StoredGroup]] = {}  # latest opener -> the groups it parked
     for g in groups:
         if classify(g, known)[0] == PARKED:
@@ -229,7 +231,8 @@ def classify(
     group: StoredGroup, known: dict[str, dict[str, Any]], lost_close: LostClose | None = None
 ) -> tuple[str, str]:
     """The group's state and why (decision 45): the latest opener, by open order, decides; one that
-    closed it, the close lost (``lost_close``, `lost_closes`), holds it no more."""
+    closed it, the close lost, or that closed an earlier incarnation of the key and sent this one
+    nothing (``lost_close``, `lost_closes`), holds it no more."""
     openers = group.meta.openers
     # Each opener's row looked up (a set of every group's live openers per opener made lists quadratic).
     running = [o.caller for o in openers if is_alive(known, o.caller)]
@@ -241,8 +244,12 @@ def classify(
         return ORPHANED, (
             f"its latest opener closed the key's earlier incarnation {lost_close.earlier} "
             f"({lost_close.invocation}) and sent this one nothing: it was opened again without its "
-            "opener (`restate invocations restart-as-new` of its open, say), and nobody holds it "
-            "(`groups close --cancel` stops its children)"
+            "opener (`restate invocations restart-as-new` of its open, say), and nobody holds it"
+            + (
+                ""
+                if group.meta.disposition is LoserPolicy.CANCEL
+                else " (`groups close --cancel` stops its children)"
+            )
         )
     if lost_close is not None:
         asked = "; it asked to cancel the losers (`groups close --cancel`)" if lost_close.cancel else ""
