@@ -286,9 +286,8 @@ def load_app(spec: str) -> Any:
         raise SystemExit(
             f"lash-restate: {spec!r} is a class, not an ASGI app: name what lash.app(...) returned"
         )
-    if inspect.isfunction(app) or inspect.ismethod(
-        app
-    ):  # an app object (Starlette's, say) is served as given
+    # A function is checked for ASGI's three arguments; an app object (Starlette's) is served as given.
+    if inspect.isfunction(app) or inspect.ismethod(app):
         try:
             signature = inspect.signature(app)
         except Exception:  # none to read (annotations that do not evaluate, on Python 3.14): as given
