@@ -807,6 +807,27 @@ def test_a_close_names_how_a_bounded_groups_waiting_child_will_start(monkeypatch
     assert f"  child 2 ({key}/c2): waiting; the pump LashPump/…:{key} starts it" in done.stdout.splitlines()
 
 
+def test_a_close_that_leaves_many_children_running_lists_twenty_and_counts_the_rest(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A wide `RunToCompletion` group's close may leave thousands running: the text lists twenty and
+    counts the rest; `--json` lists every one."""
+    key = "s:group:w:0"
+    running = [ChildView(i, f"{key}/c{i}", None, None, f"inv_{i}", "running") for i in range(25)]
+    closed = CloseResult(key, True, "orphaned", "run_to_completion", 0, running)
+    monkeypatch.setattr(inspection, "close_group", lambda *args, **kwargs: closed)
+    done = lash("groups", "close", key, "--admin-url", "http://127.0.0.1:9")
+    assert done.returncode == 0, done
+    lines = done.stdout.splitlines()
+    assert "25 of its children still run, as a RunToCompletion group's do:" in lines
+    assert [line for line in lines if line.startswith("  child ")] == [
+        f"  child {i} ({key}/c{i}): inv_{i} running" for i in range(20)
+    ]
+    assert "  and 5 more (--json lists every one)" in lines
+    listed = json.loads(lash("groups", "close", key, "--json", "--admin-url", "http://127.0.0.1:9").stdout)
+    assert len(listed["running"]) == 25
+
+
 def test_redispatch_all_and_staged_release_go_on_past_a_request_that_fails(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

@@ -54,6 +54,7 @@ def reclaim_in(at: str | None, now: float) -> str:
 
 
 _PUMPS_SHOWN = 4  # a wide group has one pump per 256 children: the rest are counted
+_RUNNING_SHOWN = 20  # a wide group's close may leave thousands running: the rest are counted
 
 
 def groups_list(args: argparse.Namespace) -> int:
@@ -180,7 +181,7 @@ def groups_close(args: argparse.Namespace) -> int:
         print(f"closed {args.key} (it was {result.was}; losers: {result.disposition}{cancels})")
         if result.running:
             print(f"{len(result.running)} of its children still run, as a RunToCompletion group's do:")
-            for child in result.running:
+            for child in result.running[:_RUNNING_SHOWN]:
                 if child.invocation_id is None:  # a bounded group's child not started yet
                     pump = f"{named(PUMP)}/…:{args.key}"
                     print(
@@ -190,6 +191,8 @@ def groups_close(args: argparse.Namespace) -> int:
                     print(
                         f"  child {child.position} ({child.replay_key}): {child.invocation_id} {child.status}"
                     )
+            if len(result.running) > _RUNNING_SHOWN:
+                print(f"  and {len(result.running) - _RUNNING_SHOWN} more (--json lists every one)")
             print(
                 "cancel one with `restate invocations cancel ID` (a close with --cancel cancels them "
                 "with it; this group is closed now)"
