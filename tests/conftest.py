@@ -295,6 +295,8 @@ def check_group_events(log: Path) -> None:
             continue
         fields = record
         needed = ("group_key", "invocation_id", *GROUP_EVENTS.get(name, ("a known event name",)))
+        if name == "group.ranked" and fields.get("rank") == 1:
+            needed = (*needed, "opened_at_ms")  # the first rank carries when its group opened
         if missing := [key for key in needed if fields.get(key) in (None, "")]:
             wrong.append(f"{name}: no {', '.join(missing)} in {line}")
     assert not wrong, "\n".join(wrong[:10])
