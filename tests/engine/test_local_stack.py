@@ -12,7 +12,8 @@ import httpx
 import pytest
 
 from lash_restate._http import tls
-from lash_restate.testing import LocalStack, StackError
+from lash_restate.testing import LocalStack, StackError, free_port, processes
+from lash_restate.testing.processes import listeners
 from tests.conformance.builders import Scope, echo, err, event, next_, open_
 from tests.engine.test_operator import until
 
@@ -44,6 +45,46 @@ def test_an_endpoint_whose_port_was_taken_serves_on_a_fresh_one(tmp_path: Path) 
             stack.start_endpoints()
             assert endpoint.port != port
             assert endpoint.ready()
+
+
+def test_an_endpoint_whose_port_another_endpoint_answers_on_is_not_taken_for_it(tmp_path: Path) -> None:
+    """Another endpoint (a restarting one of another test, say) already serves the port this one
+    was given: its health answer is not taken for this endpoint's. A first start moves to a fresh
+    port; a restart, which must keep its port, says who holds it."""
+    stack = LocalStack(tmp_path)
+    first, second = stack.add_endpoint(), stack.add_endpoint()
+    with stack:
+        first.start()
+        second.port = first.port
+        second.start()
+        assert second.port != first.port
+        assert listeners(second.port) == {second.pid} and listeners(first.port) == {first.pid}
+        second.kill()
+        second.port = first.port
+        with pytest.raises(StackError, match=rf"port {first.port} \(pid {first.pid}\) is served by another"):
+            second.start(repick_port=False)
+        assert second.process is not None and second.process.poll() is not None  # the one started was ended
+
+
+def test_free_port_gives_each_worker_its_own_ports_outside_those_of_outgoing_connections(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A port of an endpoint killed and restarted is not given meanwhile to another stack: not by
+    this process, not by another pytest-xdist worker, not to an outgoing connection."""
+    outgoing = processes._outgoing_ports()
+    picked = [free_port() for _ in range(50)]
+    assert len(set(picked)) == 50
+    assert not any(port in outgoing for port in processes._pool())
+    assert set(picked) <= set(processes._pool())
+    shares = []
+    for worker in ("gw0", "gw1"):
+        monkeypatch.setenv("PYTEST_XDIST_WORKER", worker)
+        monkeypatch.setenv("PYTEST_XDIST_WORKER_COUNT", "2")
+        processes._pool.cache_clear()
+        shares.append({free_port() for _ in range(20)})
+    processes._pool.cache_clear()  # the worker's own again, from its own environment
+    monkeypatch.undo()
+    assert {port % 2 for port in shares[0]} == {0} and {port % 2 for port in shares[1]} == {1}
 
 
 async def test_a_restarted_endpoint_comes_back_on_its_registered_port_with_changed_settings(

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import signal
 import socket
 from collections.abc import Iterator
@@ -26,6 +25,7 @@ from lash_restate._http import tls
 from lash_restate.engine import SERVERS
 from lash_restate.testing import Endpoint, LocalStack
 from lash_restate.testing.conformance import SCENARIOS, ChildKind, RestateTier, pytest_tests
+from lash_restate.testing.processes import listeners
 from tests.engine.test_crash_matrix import run_scenario
 from tests.engine.test_engine import (
     test_a_child_whose_tool_left_the_deployment_ends_with_a_terminal_404,  # noqa: F401
@@ -78,25 +78,6 @@ def children() -> ChildKind:
     return "tools"
 
 
-def _listeners(port: int) -> set[int]:
-    """Every pid holding a listening TCP socket on ``port`` (from /proc: Linux)."""
-    sockets = set()
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        for line in Path(table).read_text().splitlines()[1:]:
-            fields = line.split()
-            local, state, inode = fields[1], fields[3], fields[9]
-            if state == "0A" and int(local.rsplit(":", 1)[1], 16) == port:  # 0A: LISTEN
-                sockets.add(f"socket:[{inode}]")
-    owners = set()
-    for fds in Path("/proc").glob("[0-9]*/fd"):
-        try:
-            if any(os.readlink(fd) in sockets for fd in fds.iterdir()):
-                owners.add(int(fds.parent.name))
-        except OSError:  # a process that ended while we looked, or one we may not read
-            continue
-    return owners
-
-
 def _children(pid: int) -> set[int]:
     """Every live process whose parent is ``pid``."""
     found = set()
@@ -123,7 +104,7 @@ def _serving(tmp_path: Path, server: str) -> tuple[LocalStack, Endpoint]:
 def _owns_its_port_alone(endpoint: Endpoint, server: str) -> None:
     answer = httpx.get(f"{endpoint.url}/health", timeout=5, verify=tls())
     assert answer.headers["server"].startswith(server)  # the server asked for is the one answering
-    assert _listeners(endpoint.port) == {endpoint.pid}  # one pid owns the endpoint's port …
+    assert listeners(endpoint.port) == {endpoint.pid}  # one pid owns the endpoint's port …
     assert endpoint.pid is not None and _children(endpoint.pid) == set()  # … and it started no worker process
 
 
@@ -136,7 +117,7 @@ def test_sigterm_stops_the_endpoint_gracefully_and_frees_its_port(tmp_path: Path
         assert endpoint.process is not None
         endpoint.process.send_signal(signal.SIGTERM)
         assert endpoint.process.wait(30) == 0  # it stopped on its own, cleanly, not killed
-        assert _listeners(endpoint.port) == set()
+        assert listeners(endpoint.port) == set()
         assert _refused(endpoint.port)
 
 
@@ -170,7 +151,7 @@ def test_sigkill_of_the_endpoint_leaves_nothing_serving(tmp_path: Path, server: 
         stack.start_endpoints()
         _owns_its_port_alone(endpoint, server)
         endpoint.kill()
-        assert _listeners(endpoint.port) == set()
+        assert listeners(endpoint.port) == set()
         assert _refused(endpoint.port)
 
 

@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import abc
 import contextlib
+import functools
 import json
 import os
 import platform
+import random
 import shutil
 import signal
 import socket
@@ -37,6 +39,7 @@ __all__ = [
     "StackError",
     "free_port",
     "how_to_get_the_server",
+    "listeners",
     "restate_server_binary",
 ]
 
@@ -77,8 +80,56 @@ class CallFailed(StackError):
         return message if isinstance(message, str) else None
 
 
+_LOWEST_PORT = 10_000  # below it, well-known services' ports
+
+
+def _outgoing_ports() -> range:
+    """The ports the kernel gives outgoing connections (and a bind to port 0)."""
+    try:
+        low, high = (int(n) for n in Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split())
+    except (OSError, ValueError):
+        low, high = 49152, 65535  # IANA's dynamic range, macOS's default
+    return range(low, high + 1)
+
+
+def _worker() -> tuple[int, int]:
+    """This pytest-xdist worker's number and how many there are; (0, 1) outside xdist."""
+    name = os.environ.get("PYTEST_XDIST_WORKER", "")
+    count = os.environ.get("PYTEST_XDIST_WORKER_COUNT", "")
+    if name[:2] == "gw" and name[2:].isdigit() and count.isdigit() and int(name[2:]) < int(count):
+        return int(name[2:]), int(count)
+    return 0, 1
+
+
+@functools.cache
+def _pool() -> tuple[int, ...]:
+    """Where this process picks ports: outside the outgoing connections' range, in its own share."""
+    outgoing = _outgoing_ports()
+    worker, workers = _worker()
+    return tuple(p for p in range(_LOWEST_PORT, 65536) if p not in outgoing and p % workers == worker)
+
+
+_picked = [-1]  # the index in `_pool` of the port last handed out; -1 until the first
+
+
 def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+    """A loopback port nobody listens on now, and that no other local stack of this test run is
+    given: an endpoint restarted after a kill must find its port still free. So not a port of the
+    range outgoing connections take, each pytest-xdist worker has a share of the rest, and a
+    process hands its ports out in turn from a random start (a second run at the same time starts
+    elsewhere)."""
+    pool = _pool()
+    if _picked[0] < 0 and pool:
+        _picked[0] = random.SystemRandom().randrange(len(pool))
+    for _ in pool:
+        _picked[0] = (_picked[0] + 1) % len(pool)
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            try:
+                s.bind(("127.0.0.1", pool[_picked[0]]))
+            except OSError:  # taken: by another program, or by a stack of another run
+                continue
+            return pool[_picked[0]]
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:  # none left of ours: any the kernel has
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
 
@@ -236,6 +287,55 @@ def _wait(
     raise StackError(f"{what}: not ready after {timeout:.0f}s")
 
 
+def _listening(port: int) -> set[str] | None:
+    """The TCP sockets listening on ``port`` on this machine, named as a process's fds link them;
+    None where /proc does not tell (not Linux)."""
+    found = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            rows = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            return None
+        for row in rows:
+            fields = row.split()
+            if fields[3] == "0A" and int(fields[1].rsplit(":", 1)[1], 16) == port:  # 0A: LISTEN
+                found.add(f"socket:[{fields[9]}]")
+    return found
+
+
+def _fds(session: int | None = None) -> dict[int, set[str]]:
+    """What each process (of ``session`` only, if given) has open, by pid."""
+    opened = {}
+    for proc in Path("/proc").glob("[0-9]*"):
+        try:
+            if session is None or os.getsid(int(proc.name)) == session:
+                opened[int(proc.name)] = {os.readlink(fd) for fd in (proc / "fd").iterdir()}
+        except OSError:  # a process that ended while we looked, or one we may not read
+            continue
+    return opened
+
+
+def listeners(port: int) -> set[int]:
+    """Every pid holding a TCP socket listening on ``port`` (from /proc: Linux; elsewhere none)."""
+    sockets = _listening(port) or set()
+    return {pid for pid, opened in _fds().items() if opened & sockets}
+
+
+def _served_elsewhere(ports: Sequence[int], session: int) -> str | None:
+    """Which of ``ports`` a process outside ``session`` listens on, and its pid; None when every
+    listener is the session's own, or /proc does not tell."""
+    ours: set[str] | None = None
+    for port in ports:
+        sockets = _listening(port)
+        if not sockets:
+            continue
+        ours = set().union(*_fds(session).values()) if ours is None else ours
+        if sockets - ours:
+            pids = ", ".join(str(pid) for pid in sorted(listeners(port))) or "unknown"
+            return f"port {port} (pid {pids})"
+    return None
+
+
 def _signal(process: subprocess.Popen[Any], sig: signal.Signals) -> None:
     """Send ``sig`` to ``process`` and every process it started: each owned process leads a process
     group of its own, so a launcher (npm's `restate-server` script, which runs the real binary as
@@ -281,6 +381,9 @@ class _OwnedProcess(abc.ABC):
     @abc.abstractmethod
     def _fresh_ports(self) -> None: ...
 
+    @abc.abstractmethod
+    def _ports(self) -> list[int]: ...
+
     def _cwd(self) -> Path | None:
         return None  # this process's directory
 
@@ -291,16 +394,23 @@ class _OwnedProcess(abc.ABC):
         if self.process is not None and self.process.poll() is None:
             raise StackError(f"{what} is already running (pid {self.process.pid}): stop or kill it first")
         for attempt in range(_BIND_ATTEMPTS):
+            taken: str | None = None
             offset = self.log_path.stat().st_size if self.log_path and self.log_path.exists() else 0
             self._spawn(self._command(), self._env(), self.log_path)
             try:
                 _wait(self.ready, what, timeout, self.process, (self.log_path, offset))
-                return
+                # Another process may answer on a port this one failed to bind, or shares it by
+                # SO_REUSEPORT: the health check alone cannot tell whose answer it was.
+                assert self.process is not None
+                taken = _served_elsewhere(self._ports(), self.process.pid)
+                if taken is None:
+                    return
+                raise StackError(f"{what}: {taken} is served by another process, not the one started here")
             except StackError:
                 self.stop()
-                # A free port can be taken between picking it and binding it (by any process's
-                # outgoing connection); only that failure is retried, on fresh ports.
-                lost = _lost_port_race(self.log_path, offset)
+                # A free port can be taken between picking it and binding it (by another program,
+                # or another test run); only that failure is retried, on fresh ports.
+                lost = taken is not None or _lost_port_race(self.log_path, offset)
                 if not repick_ports or attempt + 1 == _BIND_ATTEMPTS or not lost:
                     raise
             except BaseException:
@@ -418,6 +528,9 @@ class RestateServer(_OwnedProcess):
     def _fresh_ports(self) -> None:
         self.ingress_port, self.admin_port, self.fabric_port = free_port(), free_port(), free_port()
 
+    def _ports(self) -> list[int]:
+        return [self.ingress_port, self.admin_port, self.fabric_port]
+
     def ready(self) -> bool:
         admin = httpx.get(f"{self.admin_url}/health", timeout=1, verify=tls())
         ingress = httpx.get(f"{self.ingress_url}/restate/health", timeout=1, verify=tls())
@@ -498,6 +611,9 @@ class Endpoint(_OwnedProcess):
 
     def _fresh_ports(self) -> None:
         self.port = free_port()
+
+    def _ports(self) -> list[int]:
+        return [self.port]
 
     def ready(self) -> bool:
         # An answer over HTTP, not just an open port: whoever took the port may be listening on it,
