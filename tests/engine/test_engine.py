@@ -29,6 +29,7 @@ from tests.conformance.builders import (
     echo,
     err,
     event,
+    iterate,
     next_,
     ok,
     open_,
@@ -372,6 +373,32 @@ async def test_a_reopen_whose_resolver_lost_a_child_refuses_nothing_and_leaves_i
     assert lost.rank is None and lost.outcome is None
     assert s.key() in {g.group_key for g in await asyncio.to_thread(list_open_groups, stack.server.admin_url)}
     assert "ok" in opened
+
+
+@pytest.mark.parametrize(
+    "layout", ["restate_stack", "restate_batched_stack"], ids=["one-message", "in-parts"]
+)
+async def test_a_resume_of_a_cursor_whose_group_was_closed_leaves_the_group_opened_since_untouched(
+    request: pytest.FixtureRequest, layout: str
+) -> None:
+    """Decision 124, what the conformance scenario cannot see: a resume (a combinator's, a block's)
+    of a cursor whose group was closed is refused at its reopen, before the group opened under the
+    key since counts the resumer among its openers (a failing one would sever it) or watches it.
+    Opened in one message, and opened in parts (whose reopen is `open_parts`)."""
+    stack: Stack = request.getfixturevalue(layout)
+    s = Scope()
+    group = s.group([echo("a"), event(s.event("gate"))], wake="first")
+    [_, _, saved, _] = await stack.turn(open_(group), next_(), save(), close())
+    [opened, first] = await stack.turn(open_(group), next_())
+    assert ok(first)["rank"] == 1
+    stale = ok(saved)
+    [_, raced] = await stack.turn(use(stale), combine("race", group, handle=stale))
+    [_, block] = await stack.turn(use(stale), iterate(group, resume=True))
+    assert err(raced)["code"] == err(block)["code"] == "group_not_open"
+    view = await asyncio.to_thread(show_group, stack.server.admin_url, s.key())
+    assert view is not None and len(view.openers) == 1  # the second open's caller alone
+    [_, closed] = await stack.turn(use(ok(opened)), close())
+    assert closed == {"ok": None}
 
 
 async def test_unroutable_first_open_is_refused_through_the_engine(restate_stack: Stack) -> None:

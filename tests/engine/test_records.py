@@ -39,6 +39,7 @@ from lash_restate.engine.group._pages import RANK_PAGE, RankTail, assemble_order
 from lash_restate.engine.pump._pump_calls import dispatch_one
 from lash_restate.engine.pump._pump_common import split_plan, subtrees
 from lash_restate.engine.pump._pump_store import within_budget
+from lash_restate.engine.wire._incarnation import cursor_names
 from lash_restate.engine.wire._messages import (
     ChildRun,
     CloseRequest,
@@ -46,6 +47,7 @@ from lash_restate.engine.wire._messages import (
     OpenRequestSerde,
     Ref,
     WaitReply,
+    WaitRequest,
     decode,
     decode_outcome,
     encode,
@@ -338,6 +340,49 @@ async def test_a_close_names_the_incarnation_its_caller_opened_unless_the_baseli
     assert cast(Any, controller._ctx).made == [("LashGroup", "close", encode(request))]
     # Closed: a later close of the key (a namesake's cursor, restored) names nothing it knows no more.
     assert key not in controller._incarnations
+
+
+@pytest.mark.parametrize(
+    ("incarnation", "named"),
+    [(_UUID, None), (f"{_UUID}-s", f"{_UUID}-s"), (f"p-w2-{_UUID}-s", f"p-w2-{_UUID}-s")],
+    ids=["baseline", "later", "paged-bounded"],
+)
+async def test_a_cursor_names_its_groups_incarnation_unless_the_baseline_opened_it(
+    incarnation: str, named: str | None
+) -> None:
+    """The cursor an open answers names the group it was recorded as (decision 124), and its awaits
+    name it to the group; a cursor of a group the baseline opened names none: its bytes and its
+    awaits are the baseline's, which a rollback reads and a caller replays."""
+    assert cursor_names(incarnation) == named
+    key = "s:group:b:0"
+    handle = GroupHandle(key, 2, 1, incarnation=cursor_names(incarnation))
+    text = handle.to_bytes()
+    assert (b'"incarnation"' in text) is (named is not None)
+    assert GroupHandle.from_bytes(text) == handle
+    ctx = _Asks(WaitReply(refs=[], incarnation=incarnation))
+    await RestateController(cast(Any, ctx), groups=True)._ask_group(handle, {}, at_most_one=False)
+    request = WaitRequest(consumed=1, child_count=2, wakes=ctx.wakes)
+    fenced = request if named is None else msgspec.structs.replace(request, incarnation=named)
+    assert ctx.asked == [encode(fenced)]
+
+
+class _Asks:
+    """A caller's context for one read of a group: fresh awakeables, and the group's ``answer``."""
+
+    def __init__(self, answer: WaitReply) -> None:
+        self.answer = answer
+        self.asked: list[bytes] = []
+        self.wakes: list[str] = []
+
+    def awakeable(self, **_: Any) -> tuple[str, asyncio.Future[bytes]]:
+        self.wakes.append(f"sign_1w{len(self.wakes)}")
+        return self.wakes[-1], asyncio.get_running_loop().create_future()
+
+    def generic_call(self, service: str, handler: str, arg: bytes, **_: Any) -> asyncio.Future[bytes]:
+        self.asked.append(bytes(arg))
+        answered: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
+        answered.set_result(encode(self.answer))
+        return answered
 
 
 @pytest.mark.parametrize(

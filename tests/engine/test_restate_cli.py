@@ -225,10 +225,11 @@ async def test_a_closed_group_opened_again_by_a_restart_of_its_open_is_listed_as
     opens the group again, its opener long gone. Nothing of lash can refuse it (the open cannot
     tell a restart from the first), so the operator's tools say what it is: orphaned, opened again
     without its opener, whose last message to the key closed an earlier incarnation; and a plain
-    `groups close` (no `--force`) ends it."""
+    `groups close` (no `--force`) ends it. A cursor saved from the closed group reads none of the
+    new one's ranks (decision 124)."""
     s = Scope()
     group = s.group([echo("a"), count(f"{s.id}-again", "b")])
-    [_, _, _, closed] = await shared.turn(open_(group), next_(), next_(), close())
+    [_, _, saved, _, closed] = await shared.turn(open_(group), next_(), save(), next_(), close())
     assert "error" not in closed
     opens = _invocation("LashGroup", f"target_service_key = {quote(s.key())}", "open")
     [opened] = await _poll(shared, opens, lambda rows: [r["status"] for r in rows] == ["completed"])
@@ -244,6 +245,8 @@ async def test_a_closed_group_opened_again_by_a_restart_of_its_open_is_listed_as
     assert view.state == "orphaned", view.reason
     assert "earlier incarnation" in view.reason and "restart-as-new" in view.reason, view.reason
     assert await listed(shared, s.key(), "orphaned")  # the listing says so too
+    [_, stale] = await shared.turn(use(ok(saved)), next_())
+    assert err(stale)["code"] == "group_not_open" and "opened again" in err(stale)["message"], stale
     result = lash(shared, "groups", "close", s.key(), "--cancel")
     assert result.returncode == 0, result.stderr
     await until(lambda: _nothing_left(shared, s.key()))

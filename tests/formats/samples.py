@@ -346,6 +346,8 @@ def _samples() -> list[Sample]:
     add("msg.group.open.first", open_first, _open())
     resume = msgspec.structs.replace(open_first, wakes=[], reopen_only=True, caller="inv_1def")
     add("msg.group.open.resume", resume, _open())
+    # A resume naming the incarnation its cursor reads (decision 124): a namesake refuses it.
+    add("msg.group.open.resume_fenced", msgspec.structs.replace(resume, reopens=SAVES_INCARNATION), _open())
     # A bounded open (`max_in_flight`): a field written only when given, which a new open's
     # invocation reaches on the newest deployment.
     add("msg.group.open.bounded", msgspec.structs.replace(open_first, window=2), _open())
@@ -370,6 +372,8 @@ def _samples() -> list[Sample]:
     )
     add("msg.group.wait.read", WaitRequest(consumed=1, child_count=3), _json(WaitRequest))
     add("msg.group.wait.one", WaitRequest(consumed=1, child_count=3, at_most=1), _json(WaitRequest))
+    fenced_wait = WaitRequest(consumed=1, child_count=3, at_most=1, incarnation=SAVES_INCARNATION)
+    add("msg.group.wait.fenced", fenced_wait, _json(WaitRequest))  # decision 124, as `close.fenced`
     add(
         "msg.group.wait.wakes", WaitRequest(consumed=0, child_count=3, wakes=["sign_1w1"]), _json(WaitRequest)
     )
@@ -442,6 +446,8 @@ def _samples() -> list[Sample]:
     add("msg.group.open_parts.first", parted, _json(PartedOpen))
     resumed = msgspec.structs.replace(parted, parts=0, wakes=[], reopen_only=True, caller="inv_1def")
     add("msg.group.open_parts.resume", resumed, _json(PartedOpen))
+    resumed_fenced = msgspec.structs.replace(resumed, reopens=f"p-{SAVES_INCARNATION}")
+    add("msg.group.open_parts.resume_fenced", resumed_fenced, _json(PartedOpen))  # decision 124
     unroutable = ChildUnroutable("no tool named 'count' is registered", group_key=KEY, position=1)
     add(
         "msg.group.open_parts.unroutable",
@@ -464,6 +470,8 @@ def _samples() -> list[Sample]:
         _error(),
     )
     add("caller.handle.consumed", GroupHandle(KEY, 3, 1), _handle())
+    # Naming the group it reads (decision 124); a cursor of a baseline group names none, as above.
+    add("caller.handle.named", GroupHandle(KEY, 3, 1, incarnation=SAVES_INCARNATION), _handle())
     envelopes = {"tool": TOOL, "call": CALL, "call_options": CALL_OPTIONS, "ungrouped": UNGROUPED}
     envelopes["call_idempotent"] = CALL_IDEMPOTENT
     for variant, envelope in envelopes.items():

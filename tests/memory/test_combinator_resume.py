@@ -69,7 +69,7 @@ async def settle(host: MemoryHost, name: str) -> None:
 async def test_combine_stops_after_a_rank_and_resumes_from_the_handle_it_is_given() -> None:
     host = MemoryHost(resolver=demo_tools())
     children = [wait("a"), wait("b"), wait("c")]
-    await host.open_effect_group(
+    opened = await host.open_effect_group(
         RuntimeEffectGroup(KEY, children, wake=Combinator.ALL.wake, disposition=LoserPolicy.RUN_TO_COMPLETION)
     )
     for name in ("b", "c", "a"):
@@ -78,7 +78,7 @@ async def test_combine_stops_after_a_rank_and_resumes_from_the_handle_it_is_give
 
     first = await combine(host, Combinator.ALL, KEY, children, stop_after=1)
     assert isinstance(first, SuspendedResult)
-    assert (first.order, first.handle) == ((1,), GroupHandle(KEY, 3, 1))
+    assert (first.order, first.handle) == ((1,), GroupHandle(KEY, 3, 1, incarnation=opened.incarnation))
     saved = GroupHandle.from_bytes(first.handle.to_bytes())  # what a fresh invocation restores
 
     second = await combine(host, Combinator.ALL, KEY, children, handle=saved, stop_after=2)

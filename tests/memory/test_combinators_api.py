@@ -176,8 +176,10 @@ async def test_run_combinator_answers_one_of_three_result_types_with_only_their_
     suspended = await run_combinator(
         host, Combinator.ALL, group("s:group:u:3", Combinator.ALL, echo(1, "x0")), stop_after=0
     )
+    assert isinstance(suspended, SuspendedResult)
+    named = suspended.handle.incarnation  # the group the host recorded
     assert suspended == SuspendedResult(
-        group_key="s:group:u:3", order=(), handle=GroupHandle("s:group:u:3", 1, 0)
+        group_key="s:group:u:3", order=(), handle=GroupHandle("s:group:u:3", 1, 0, incarnation=named)
     )
     assert suspended.status == "suspended"
 

@@ -29,9 +29,11 @@ async def test_a_turn_compiles_to_the_steps_of_the_handler_it_reads_as(tmp_path:
         {"type": "next"},
         {"type": "close"},
     ]
-    assert g.opened.ok == GroupHandle(s.key(), 2, 0)
+    named = g.opened.ok.incarnation  # the group the host recorded: the cursor reads no other
+    assert named is not None
+    assert g.opened.ok == GroupHandle(s.key(), 2, 0, incarnation=named)
     assert (first.ok.rank, first.ok.outcome) == (1, Ok(value="a"))
-    assert saved.ok == GroupHandle(s.key(), 2, 1)
+    assert saved.ok == GroupHandle(s.key(), 2, 1, incarnation=named)
     assert reread.ok == first.ok
     assert g_closed.ok is None
 

@@ -431,6 +431,16 @@ async def test_reopen_continues_a_recorded_group_and_refuses_one_never_opened_or
     with pytest.raises(GroupNotOpen):
         await resumer.reopen_effect_group(g)
     assert store.groups == {}
+    # Opened again under its key: a resume of the closed group's cursor is refused before this one
+    # counts the resumer among its openers (decision 124).
+    again = await resumer.open_effect_group(g)
+    assert again.incarnation is not None and again.incarnation != handle.incarnation
+    openers = list(store.groups[KEY].openers)
+    with pytest.raises(GroupNotOpen, match="opened again since"):
+        await MemoryHost(store, resolver=demo_tools()).reopen_effect_group(g, incarnation=handle.incarnation)
+    assert store.groups[KEY].openers == openers
+    assert (await resumer.reopen_effect_group(g, incarnation=again.incarnation)) == again
+    await resumer.close_effect_group(again)
     await resumer.aclose()
 
 

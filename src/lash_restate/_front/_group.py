@@ -229,5 +229,6 @@ async def _open(
             f"{type(owner).__name__} cannot reopen a saved group: it has no reopen_effect_group, and a "
             "resume must never start a closed group over"
         )
-    await owner.reopen_effect_group(group)  # a closed group is refused, never started over
+    # A closed group is refused, never started over; so is one opened under its key since.
+    await owner.reopen_effect_group(group, incarnation=saved.incarnation)
     return Group(owner, saved, values, resumed=True)

@@ -216,7 +216,7 @@ async def run_combinator(
         run = settlement_run(controller)
         seen: list[Settlement] = []
         if cursor.consumed:
-            replay = GroupHandle(cursor.group_key, cursor.child_count, 0)
+            replay = GroupHandle(cursor.group_key, cursor.child_count, 0, incarnation=cursor.incarnation)
             for _ in range(cursor.consumed):
                 seen.append(await run.next(replay))
         verdict = _verdict(kind, cursor.group_key, len(group), seen)
@@ -261,7 +261,8 @@ async def _reopen(
             "and a resume must never start a closed group over",
             group_key=key,
         )
-    return await controller.reopen_effect_group(group)
+    # Its incarnation too: a group opened under the key since is refused, as a closed one is.
+    return await controller.reopen_effect_group(group, incarnation=handle.incarnation)
 
 
 def empty_result(kind: Combinator, key: GroupKey | str) -> CombinatorResult:

@@ -196,9 +196,12 @@ def resolver_fault(resolver: GroupExecutors, envelope: RuntimeEffectEnvelope) ->
 @runtime_checkable
 class Reopens(Protocol):  # decision 41
     """A host that can reopen a recorded group and refuse one that is not: how a resume from a
-    saved cursor avoids starting a closed group over."""
+    saved cursor avoids starting a closed group over. Given the cursor's ``incarnation``, it also
+    refuses (`GroupNotOpen`) a group opened under the key since that one was closed."""
 
-    async def reopen_effect_group(self, group: RuntimeEffectGroup) -> GroupHandle: ...
+    async def reopen_effect_group(
+        self, group: RuntimeEffectGroup, *, incarnation: str | None = None
+    ) -> GroupHandle: ...
 
 
 @runtime_checkable

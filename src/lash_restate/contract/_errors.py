@@ -370,6 +370,15 @@ class GroupNotOpen(LashError):
         return cls("the group was closed while awaiting", group_key=group_key)
 
     @classmethod
+    def opened_again(cls, *, group_key: str) -> Self:
+        """A cursor's group was closed, and another group has been opened under its key since."""
+        message = (
+            "the group this cursor read was closed; the group open under its key now was opened "
+            "again since, and a cursor reads only the group it was given by"
+        )
+        return cls(message, group_key=group_key)
+
+    @classmethod
     def record_gone(cls, *, group_key: str) -> Self:
         """The group's record was deleted outside lash (its state cleared) while this caller waited."""
         message = "the group's record was deleted while awaiting (its state was cleared)"

@@ -20,23 +20,35 @@ from ._struct import STRUCT_OPTIONS
 __all__ = ["GroupHandle", "check_child_count"]
 
 
-class _HandleWire(msgspec.Struct, **STRUCT_OPTIONS):
+class _HandleWire(msgspec.Struct, omit_defaults=True, **STRUCT_OPTIONS):
     group_key: str
     child_count: int
     consumed: int
+    # Omitted when None: a cursor that names no incarnation is the bytes it always was.
+    incarnation: str | None = None
+
+
+_INCARNATION_MAX = 256  # characters: a host's incarnation is an id, far shorter
 
 
 class GroupHandle:
     """Which group, how many children it has, and how many settlements this caller consumed.
 
+    ``incarnation``, when the host gives one, names the group its key held when the cursor was made:
+    a key can name another group once its group is closed, and the host refuses this cursor there
+    (`GroupNotOpen`) rather than serve it another group's ranks. A handle made with none reads
+    whichever group the key holds.
+
     Mutable, because the host advances the caller's own handle in place (each settlement it returns
     adds one to ``consumed``), and therefore not hashable: a hash over ``consumed`` would change
-    under a dict or set holding it. Equality compares all three fields.
+    under a dict or set holding it. Equality compares every field.
     """
 
-    __slots__ = ("_awaited", "_child_count", "_consumed", "_group_key")
+    __slots__ = ("_awaited", "_child_count", "_consumed", "_group_key", "_incarnation")
 
-    def __init__(self, group_key: str, child_count: int, consumed: int) -> None:
+    def __init__(
+        self, group_key: str, child_count: int, consumed: int, *, incarnation: str | None = None
+    ) -> None:
         try:
             GroupKey.parse(group_key)
         except InvalidGroupKey as exc:
@@ -47,15 +59,24 @@ class GroupHandle:
             raise InvalidHandle(
                 f"handle consumed={consumed!r} is outside 0..{child_count}", group_key=group_key
             )
+        if incarnation is not None and (
+            not isinstance(incarnation, str) or not 0 < len(incarnation) <= _INCARNATION_MAX
+        ):
+            raise InvalidHandle(
+                f"handle incarnation must be text of 1 to {_INCARNATION_MAX} characters, or absent",
+                group_key=group_key,
+            )
         self._group_key = group_key
         self._child_count = child_count
         self._consumed = consumed
+        self._incarnation = incarnation
         self._awaited = False  # a host serves its next rank now (`awaiting`); never saved or compared
 
     @classmethod
-    def opened(cls, group: RuntimeEffectGroup) -> GroupHandle:
-        """The handle a host returns from open: ``consumed = 0``, child count taken from the group."""
-        return cls(str(group.key), len(group), 0)
+    def opened(cls, group: RuntimeEffectGroup, *, incarnation: str | None = None) -> GroupHandle:
+        """The handle a host returns from open: ``consumed = 0``, child count taken from the group,
+        and the ``incarnation`` the host recorded it as, if it names one."""
+        return cls(str(group.key), len(group), 0, incarnation=incarnation)
 
     @property
     def group_key(self) -> str:
@@ -68,6 +89,11 @@ class GroupHandle:
     @property
     def consumed(self) -> int:
         return self._consumed
+
+    @property
+    def incarnation(self) -> str | None:
+        """The group this cursor reads, as its host recorded it; None: whichever the key holds."""
+        return self._incarnation
 
     @property
     def exhausted(self) -> bool:
@@ -108,10 +134,15 @@ class GroupHandle:
             self._awaited = False
 
     def copy(self) -> GroupHandle:
-        return GroupHandle(self._group_key, self._child_count, self._consumed)
+        return GroupHandle(self._group_key, self._child_count, self._consumed, incarnation=self._incarnation)
 
     def to_bytes(self) -> bytes:
-        wire = _HandleWire(group_key=self._group_key, child_count=self._child_count, consumed=self._consumed)
+        wire = _HandleWire(
+            group_key=self._group_key,
+            child_count=self._child_count,
+            consumed=self._consumed,
+            incarnation=self._incarnation,
+        )
         return msgspec.json.encode(wire)
 
     @classmethod
@@ -127,21 +158,24 @@ class GroupHandle:
             raise InvalidHandle(f"malformed handle: {exc}") from None
         except UnicodeError:  # text holding a lone surrogate, which has no UTF-8 form
             raise InvalidHandle("malformed handle: it holds a lone surrogate (\\ud800-\\udfff)") from None
-        return cls(wire.group_key, wire.child_count, wire.consumed)
+        return cls(wire.group_key, wire.child_count, wire.consumed, incarnation=wire.incarnation)
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, GroupHandle):
             return NotImplemented
-        return (self._group_key, self._child_count, self._consumed) == (
+        return (self._group_key, self._child_count, self._consumed, self._incarnation) == (
             other._group_key,
             other._child_count,
             other._consumed,
+            other._incarnation,
         )
 
     __hash__ = None  # type: ignore[assignment]  # mutable: see the class docstring
 
     def __repr__(self) -> str:
-        return f"GroupHandle({self._group_key!r}, child_count={self._child_count}, consumed={self._consumed})"
+        named = f", incarnation={self._incarnation!r}" if self._incarnation is not None else ""
+        cursor = f"child_count={self._child_count}, consumed={self._consumed}"
+        return f"GroupHandle({self._group_key!r}, {cursor}{named})"
 
 
 def check_child_count(recorded: int, claimed: int, *, group_key: str) -> None:

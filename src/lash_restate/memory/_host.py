@@ -128,7 +128,9 @@ class MemoryHost:
     async def open_effect_group(self, group: RuntimeEffectGroup) -> GroupHandle:
         return await self._open(group, reopen=False)
 
-    async def _open(self, group: RuntimeEffectGroup, *, reopen: bool) -> GroupHandle:
+    async def _open(
+        self, group: RuntimeEffectGroup, *, reopen: bool, incarnation: str | None = None
+    ) -> GroupHandle:
         key = str(require_group(group).key)
         require_groups(self._resolver is not None, group_key=key)
         # Restate's open carries the children in one message, or in parts: a group neither can carry
@@ -154,6 +156,8 @@ class MemoryHost:
             record.note_opener(self._id)
             self._admit(key, record, dict(enumerate(executors)))
         else:
+            if incarnation is not None and incarnation != record.incarnation:
+                raise GroupNotOpen.opened_again(group_key=key)  # a resume of a cursor of a closed group
             record.shape.fence_reopen(group.shape(), key)
             # ADR: a reopen resolves only what it dispatches and refuses nothing. The bound is the
             # first open's (recorded), whatever this reopen passes.
@@ -170,15 +174,18 @@ class MemoryHost:
             record.note_opener(self._id)
             self._admit(key, record, again)
         self._reached_by_caller()[key] = record
-        return GroupHandle.opened(group)
+        return GroupHandle.opened(group, incarnation=record.incarnation)
 
-    async def reopen_effect_group(self, group: RuntimeEffectGroup) -> GroupHandle:
-        """Reopen ``group``, refusing `GroupNotOpen` if it is not recorded (decision 41)."""
+    async def reopen_effect_group(
+        self, group: RuntimeEffectGroup, *, incarnation: str | None = None
+    ) -> GroupHandle:
+        """Reopen ``group``, refusing `GroupNotOpen` if it is not recorded (decision 41), or if it is
+        not the ``incarnation`` a resumed cursor names (decision 124)."""
         key = str(require_group(group).key)
         require_groups(self._resolver is not None, group_key=key)
         if key not in self.store.groups:
             raise GroupNotOpen.not_recorded(group_key=key)
-        return await self._open(group, reopen=True)
+        return await self._open(group, reopen=True, incarnation=incarnation)
 
     async def await_next_settlement(
         self, handle: GroupHandle, cancel: Awaitable[object] | None = None
@@ -231,6 +238,8 @@ class MemoryHost:
             return  # ADR: close is idempotent; a redriven close finds nothing to do
         if reached is not None and reached is not record:
             return  # decision 113: this caller's group is closed already; this is a namesake
+        if handle.incarnation is not None and handle.incarnation != record.incarnation:
+            return  # decision 124: so is the group of the cursor this caller restored
         check_child_count(record.shape.child_count, handle.child_count, group_key=handle.group_key)
         effective = effective_disposition(record.shape.disposition, requested, group_key=handle.group_key)
         # ADR "Settlement obligation" (3): retirement is group-atomic, the whole record at once.
@@ -340,6 +349,8 @@ class MemoryHost:
         record = self.store.groups.get(handle.group_key)
         if record is None:
             raise GroupNotOpen.not_recorded(group_key=handle.group_key)
+        if handle.incarnation is not None and handle.incarnation != record.incarnation:
+            raise GroupNotOpen.opened_again(group_key=handle.group_key)  # decision 124
         check_child_count(record.shape.child_count, handle.child_count, group_key=handle.group_key)
         return record
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+import uuid
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -64,6 +65,8 @@ class GroupRecord:
     # A timer child's deadline on the store's clock, set when it first runs: a run again after a
     # crash waits out what is left, as Restate's durable timer keeps its first deadline.
     deadlines: dict[int, float] = field(default_factory=dict)
+    # Which group the key held: a cursor given by this one reads no group opened under the key later.
+    incarnation: str = field(default_factory=lambda: uuid.uuid4().hex)
 
     def severed(self) -> bool:
         """Every opener has ended, and the latest to open ended in failure (decision 13).

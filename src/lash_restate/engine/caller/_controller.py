@@ -45,7 +45,7 @@ from ...contract import (
 from ..group._mode import mode_for
 from ..wire._errors import CalledInsideRun, ends_the_invocation, raise_typed, typed
 from ..wire._formats import written
-from ..wire._incarnation import opened_since_baseline, serves_one_rank
+from ..wire._incarnation import cursor_names, opened_since_baseline, serves_one_rank
 from ..wire._messages import (
     CallerEnded,
     CloseRequest,
@@ -172,12 +172,17 @@ class RestateController(EffectGroupDefaults):
     async def open_effect_group(self, group: RuntimeEffectGroup) -> GroupHandle:
         return await self._open(group, reopen_only=False)
 
-    async def reopen_effect_group(self, group: RuntimeEffectGroup) -> GroupHandle:
+    async def reopen_effect_group(
+        self, group: RuntimeEffectGroup, *, incarnation: str | None = None
+    ) -> GroupHandle:
         """Reopen ``group``, refusing `GroupNotOpen` if it is not recorded: a resume never starts a
-        closed group over."""  # decision 41
-        return await self._open(group, reopen_only=True)
+        closed group over; nor, given the resumed cursor's ``incarnation``, reads a group opened
+        under the key since."""  # decisions 41 and 124
+        return await self._open(group, reopen_only=True, reopens=incarnation)
 
-    async def _open(self, group: RuntimeEffectGroup, *, reopen_only: bool) -> GroupHandle:
+    async def _open(
+        self, group: RuntimeEffectGroup, *, reopen_only: bool, reopens: str | None = None
+    ) -> GroupHandle:
         self.outside_run("reopen_effect_group" if reopen_only else "open_effect_group")
         key = str(require_group(group).key)
         require_groups(self.supports_effect_groups(), group_key=key)
@@ -199,10 +204,13 @@ class RestateController(EffectGroupDefaults):
             in_parts = opens_in_parts(group) or len(group) >= parts_from()
         else:
             in_parts = reopen_only and opens_in_parts(group)
+        named = msgspec.UNSET if reopens is None else reopens  # unset: the open's bytes are as before
         if in_parts:
             # Decision 65: too large for one message. The children go first, one part per slice, to
             # the pumps that will run them; then the open, with the shape alone.
-            await open_in_parts(self._ctx, group, key, answer, list(fresh), reopen_only=reopen_only)
+            await open_in_parts(
+                self._ctx, group, key, answer, list(fresh), reopen_only=reopen_only, reopens=named
+            )
         else:
             request = OpenRequest(
                 reply_to=answer,
@@ -212,6 +220,7 @@ class RestateController(EffectGroupDefaults):
                 wakes=list(fresh),
                 reopen_only=reopen_only,
                 window=msgspec.UNSET if group.max_in_flight is None else group.max_in_flight,
+                reopens=named,
             )
             # Sent, answered on an awakeable (decision 25): this invocation's cancellation cannot cut
             # the open short between dispatching the children and recording how to cancel them.
@@ -226,7 +235,7 @@ class RestateController(EffectGroupDefaults):
             del self._wakes[key]  # registered with a closed namesake, which rejected them (decision 32)
         # Open or reopen, the recorded shape is this group's (the reopen was fenced on it).
         self._declared[key] = (len(group), group.disposition)
-        return GroupHandle.opened(group)
+        return GroupHandle.opened(group, incarnation=cursor_names(reply.incarnation))  # decision 124
 
     def handle_saved(self, handle: GroupHandle) -> None:
         """This invocation saved ``handle`` for a continuation: tell the group.
@@ -338,6 +347,8 @@ class RestateController(EffectGroupDefaults):
                 else {}
             )
             request = WaitRequest(consumed=handle.consumed, child_count=handle.child_count, wakes=list(fresh))
+            if handle.incarnation is not None:  # decision 124: not a group opened under the key since
+                request = msgspec.structs.replace(request, incarnation=handle.incarnation)
             if at_most_one and self._reads_one.get(key, False):
                 # Decision 96: a plain await serves one rank, and the next reads the group again
                 # (decision 32): the ranks after it, and their outcomes, would be read and dropped.
@@ -408,7 +419,8 @@ class RestateController(EffectGroupDefaults):
         disposition = check_close(handle, disposition, self.supports_effect_groups())
         key = handle.group_key
         request = CloseRequest(child_count=handle.child_count, disposition=disposition)
-        incarnation = self._incarnations.get(key)
+        # The one this invocation opened or read, else the one the cursor names (decision 124).
+        incarnation = self._incarnations.get(key, handle.incarnation)
         if incarnation is not None and opened_since_baseline(incarnation):
             # Decision 113: it closes the group this invocation opened or read, not a namesake
             # opened under the key since. A baseline group's close journaled none: it sends none.

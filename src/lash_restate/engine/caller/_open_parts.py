@@ -32,6 +32,7 @@ async def open_in_parts(
     wakes: list[str],
     *,
     reopen_only: bool,
+    reopens: str | msgspec.UnsetType = msgspec.UNSET,
 ) -> None:
     """Stage ``group``'s children with the pumps of a fresh incarnation, then send `PartedOpen`.
 
@@ -82,6 +83,7 @@ async def open_in_parts(
         wakes=wakes,
         reopen_only=reopen_only,
         unroutable=unroutable,
+        reopens=reopens,
     )
     GROUP_OPEN_PARTS.send(ctx, key, request)
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import timedelta
 
+import msgspec
 import restate
 
 from ... import logs
@@ -68,10 +69,16 @@ def release_staged(ctx: restate.ObjectContext, staged: list[str]) -> None:
         PUMP_FORGET.send(ctx, key, None)
 
 
-async def open_meta(ctx: restate.ObjectContext, child_count: int) -> GroupMeta:
-    """The group's record, refused if it is not open or was opened with another child count."""
+async def open_meta(
+    ctx: restate.ObjectContext, child_count: int, incarnation: str | msgspec.UnsetType = msgspec.UNSET
+) -> GroupMeta:
+    """The group's record, refused if it is not open, is not the ``incarnation`` a caller's cursor
+    names (decision 124: opened under the key since that one was closed), or was opened with
+    another child count."""
     meta = await ctx.get(RECORD, serde=META)
     if meta is None:
         raise GroupNotOpen.not_recorded(group_key=ctx.key())
+    if not isinstance(incarnation, msgspec.UnsetType) and incarnation != meta.incarnation:
+        raise GroupNotOpen.opened_again(group_key=ctx.key())
     check_child_count(meta.child_count, child_count, group_key=ctx.key())
     return meta

@@ -166,7 +166,7 @@ async def on_open_parts(ctx: restate.ObjectContext, req: PartedOpen, settings: G
         if not named:
             raise InvalidInput("an open in parts names no staged parts of this group")
         if meta is not None:
-            await _fence_reopen(ctx, req.shape)
+            await _fence_reopen(ctx, meta, req.shape, req.reopens)
         elif req.reopen_only:
             raise GroupNotOpen.not_recorded(group_key=ctx.key())
         elif req.parts != whole:
@@ -198,8 +198,14 @@ async def on_open_parts(ctx: restate.ObjectContext, req: PartedOpen, settings: G
     await _answered(ctx, meta, req, settings, watched)
 
 
-async def _fence_reopen(ctx: restate.ObjectContext, shape: GroupShape) -> None:
-    """ADR: a reopen is fenced on its shape: the children the group was opened with, the same."""
+async def _fence_reopen(
+    ctx: restate.ObjectContext, meta: GroupMeta, shape: GroupShape, reopens: str | msgspec.UnsetType
+) -> None:
+    """ADR: a reopen is fenced on its shape: the children the group was opened with, the same. A
+    resume's is fenced on the incarnation its cursor names too (decision 124): the cursor's group
+    was closed if the key holds another, which is neither reopened nor told of this opener."""
+    if not isinstance(reopens, msgspec.UnsetType) and reopens != meta.incarnation:
+        raise GroupNotOpen.opened_again(group_key=ctx.key())
     recorded = await ctx.get(FENCE, serde=SHAPE)
     assert recorded is not None  # written with meta, cleared with it
     recorded.fence_reopen(shape, ctx.key())
@@ -224,7 +230,7 @@ async def record_group(
         # ADR: a reopen is fenced on shape, resolves only what it dispatches and refuses nothing;
         # on Restate the children are engine-owned invocations already: none is dispatched here, and
         # `on_open` runs again only those the group kept as missed (decision 95).
-        await _fence_reopen(ctx, req.shape)
+        await _fence_reopen(ctx, meta, req.shape, req.reopens)
         return meta, []
     if req.reopen_only:
         # Decision 41: a resume of a group that was closed (or never recorded) must not start it over.

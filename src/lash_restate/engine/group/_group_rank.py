@@ -73,7 +73,7 @@ async def on_settle(ctx: restate.ObjectContext, batch: SettleBatch) -> None:
 async def on_wait(ctx: restate.ObjectContext, req: WaitRequest, settings: GroupSettings) -> WaitReply:
     """A caller's read of the ranks from ``consumed + 1``: those recorded, or, if none is yet, its
     wakes registered for the next ranks (and guarded, decision 83), which `rank_refs` resolves."""
-    meta = await open_meta(ctx, req.child_count)
+    meta = await open_meta(ctx, req.child_count, req.incarnation)
     # A plain await asks for the one rank it serves: it reads the rank's outcome, and then the next
     # await reads the group again (decision 32), so more would be read and dropped at every await.
     limit = WAIT_REFS if isinstance(req.at_most, msgspec.UnsetType) else max(1, min(req.at_most, WAIT_REFS))

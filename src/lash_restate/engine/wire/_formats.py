@@ -147,11 +147,15 @@ FORMATS: Final[tuple[Format, ...]] = (
         since="unreleased",
     ),
     # Messages between lash's services, by the handler that receives them.
-    Format("msg.group.open", "{prefix}Group/open input: OpenRequest"),
+    Format(
+        "msg.group.open",
+        "{prefix}Group/open input: OpenRequest (a resume's `reopens`, omitted when absent, is newer)",
+    ),
     Format("msg.group.open_reply", "the opener's awakeable: OpenReply, or an error line"),
     Format("msg.group.settle", "{prefix}Group/settle input: SettleBatch"),
     Format(
-        "msg.group.wait", "{prefix}Group/wait input: WaitRequest (`at_most`, omitted when absent, is newer)"
+        "msg.group.wait",
+        "{prefix}Group/wait input: WaitRequest (`at_most` and `incarnation`, omitted when absent, are newer)",
     ),
     Format("msg.group.wait_reply", "{prefix}Group/wait output and each wake's awakeable: WaitReply"),
     Format(
@@ -308,7 +312,11 @@ FORMATS: Final[tuple[Format, ...]] = (
     ),
     Format("msg.error", "an awakeable's rejection or a TerminalError's message: `lash-error:{json}`"),
     # What a caller keeps: its saved cursor, and what its own journal holds.
-    Format("caller.handle", "GroupHandle.to_bytes() and Group.save(): the saved cursor"),
+    Format(
+        "caller.handle",
+        "GroupHandle.to_bytes() and Group.save(): the saved cursor (`incarnation`, omitted when absent, "
+        "is newer)",
+    ),
     Format("caller.execute_effect", "the caller's `execute_effect` run entry: Outcome"),
     Format("contract.envelope", "canonical envelope bytes (their hash is each child's identity)"),
 )

@@ -15,6 +15,7 @@ __all__ = [
     "bound_mark",
     "bound_of",
     "calls_as_native",
+    "cursor_names",
     "opened_since_baseline",
     "runs_name_their_incarnation",
     "serves_one_rank",
@@ -96,3 +97,11 @@ def runs_name_their_incarnation(incarnation: str) -> bool:
     reports is fenced by it as a `run`'s is: every group a release that records saves opened. A
     pump of a group the baseline opened calls `execute`, as it journaled it."""
     return opened_since_baseline(incarnation)
+
+
+def cursor_names(incarnation: str) -> str | None:
+    """The incarnation a cursor of the group of ``incarnation`` names, so that it reads no group
+    opened under the key since (decision 124): its own, for every group a release that records saves
+    opened. None for a group the baseline opened, whose cursor the baseline reads back after a
+    rollback (its handle refuses a field it does not know) and whose callers journaled none."""
+    return incarnation if opened_since_baseline(incarnation) else None

@@ -113,6 +113,7 @@ class PartedOpen(msgspec.Struct, **RECORD_OPTIONS):
     reopen_only: bool = False
     # Unset (not written) when every child routed: the bytes of such an open are as they were.
     unroutable: str | msgspec.UnsetType = msgspec.UNSET
+    reopens: str | msgspec.UnsetType = msgspec.UNSET  # as `OpenRequest.reopens` (decision 124)
 
 
 class OpenReply(msgspec.Struct, **RECORD_OPTIONS):
@@ -317,6 +318,9 @@ class WaitRequest(msgspec.Struct, **RECORD_OPTIONS):
     # At most this many ranks (a plain await serves one); absent, as many as the group serves at once.
     # Omitted when absent, so a request without it is encoded as before (its caller's journal holds it).
     at_most: int | msgspec.UnsetType = msgspec.UNSET
+    # The incarnation the caller's cursor names (decision 124): a group opened under the key since its
+    # own was closed refuses it. Omitted when the cursor names none, as a baseline group's does.
+    incarnation: str | msgspec.UnsetType = msgspec.UNSET
 
 
 class WaitReply(msgspec.Struct, **RECORD_OPTIONS):

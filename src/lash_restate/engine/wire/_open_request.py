@@ -23,6 +23,9 @@ class OpenRequest(msgspec.Struct, **RECORD_OPTIONS):
     reopen_only: bool = False  # a resume: refuse rather than record a group that is not (decision 41)
     # `max_in_flight` (decision 81): a first open records it in the group's incarnation; absent, unbounded.
     window: int | msgspec.UnsetType = msgspec.UNSET
+    # A resume's: the incarnation its cursor names (decision 124); a group opened under the key since
+    # is refused. Omitted when unset: every open of a cursor naming none is encoded as before.
+    reopens: str | msgspec.UnsetType = msgspec.UNSET
 
 
 class _OpenRequestIn(msgspec.Struct, **RECORD_OPTIONS):
@@ -38,6 +41,7 @@ class _OpenRequestIn(msgspec.Struct, **RECORD_OPTIONS):
     wakes: list[str] = msgspec.field(default_factory=list)
     reopen_only: bool = False
     window: int | msgspec.UnsetType = msgspec.UNSET
+    reopens: str | msgspec.UnsetType = msgspec.UNSET
 
 
 _OPEN_IN = msgspec.json.Decoder(_OpenRequestIn)
@@ -56,6 +60,7 @@ def decode_open(data: bytes) -> OpenRequest:
         wakes=read.wakes,
         reopen_only=read.reopen_only,
         window=read.window,
+        reopens=read.reopens,
     )
 
 

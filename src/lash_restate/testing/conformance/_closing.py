@@ -148,6 +148,49 @@ async def a_close_by_an_invocation_whose_group_was_closed_leaves_a_namesake_open
 
 
 @scenario("groups")
+async def a_saved_cursor_of_a_closed_group_reads_no_group_opened_under_its_key_since(
+    tier: Tier, children: ChildKind
+) -> None:
+    """Decision 124: a cursor reads the group it was given by, not one opened under its key later.
+
+    A group is read to rank 1, saved and closed, then opened again under its key (the same
+    children) and read to rank 1. The saved cursor's await, a combinator resumed from it and a
+    block reopened from it are each refused `group_not_open`, as with nothing opened since (it
+    would read the new group's ranks otherwise); its close closes nothing, and the new group's own
+    cursor reads on to rank 2."""
+    s = Scope(children)
+    group = s.group([s.echo("a"), s.echo("b")])
+    async with Turn(tier) as t:
+        g = t.open(group)
+        g.next()
+        saved = g.save()
+        g.close()
+    await tier.wait_closed(s.key())
+    async with Turn(tier) as t:
+        fresh = t.open(group)
+        first = fresh.next()
+    async with Turn(tier) as t:
+        stale = t.resume(saved.ok)
+        refused, closed = stale.next(), stale.close()
+    async with Turn(tier) as t:
+        combined = t.all(group, resume=saved.ok)
+    async with Turn(tier) as t:
+        block = t.iterate(group, resume=saved.ok)
+    named = fresh.opened.ok.incarnation
+    assert named is not None and named != saved.ok.incarnation  # each group names itself
+    assert refused.error.code == "group_not_open" and "opened again" in refused.error.message
+    assert closed.ok is None  # the closer's group is closed already
+    assert combined.error.code == "group_not_open"
+    assert block.answer.error.code == "group_not_open"
+    async with Turn(tier) as t:
+        theirs = t.resume(GroupHandle(s.key(), 2, 1, incarnation=named))
+        second, done = theirs.next(), theirs.close()
+    assert (first.ok.rank, second.ok.rank) == (1, 2)
+    assert {first.ok.position, second.ok.position} == {0, 1} and done.ok is None
+    await tier.wait_closed(s.key())
+
+
+@scenario("groups")
 async def close_is_idempotent_and_deletes_the_group(tier: Tier, children: ChildKind) -> None:
     s = Scope(children)
     async with Turn(tier) as t:

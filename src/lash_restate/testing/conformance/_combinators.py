@@ -217,12 +217,15 @@ async def each_result_carries_exactly_its_own_fields(tier: Tier, children: Child
     group = s.group([event(s.event("gate")), fail("no", code="E1")], wake="first")
     async with Turn(tier) as t:
         suspended = t.race(group, stop_after=0)
-    # The wire forms, whole: a field too many or too few is a departure from the contract.
+    # The wire forms, whole: a field too many or too few is a departure from the contract. A host
+    # may name the group it recorded in the cursor (decision 124), after the other three fields.
+    named = json.loads(suspended.wire["ok"]["handle"]).get("incarnation")
+    cursor = {"group_key": s.key(), "child_count": 2, "consumed": 0}
     assert suspended.wire["ok"] == {
         "status": "suspended",
         "group_key": s.key(),
         "order": [],
-        "handle": json.dumps({"group_key": s.key(), "child_count": 2, "consumed": 0}, separators=(",", ":")),
+        "handle": json.dumps({**cursor, **({"incarnation": named} if named else {})}, separators=(",", ":")),
     }
     async with Turn(tier) as t:
         rejected = t.race(group, resume=suspended.ok.saved)
