@@ -10,6 +10,7 @@ from typing import Any
 import msgspec
 import restate
 
+from ... import logs
 from ...contract import Cancelled, ChildUnroutable
 from ..child._calls import VIA_CALL
 from ..child._calls import cancelled as cancelled_call
@@ -66,12 +67,32 @@ __all__ = [
 LINGER = timedelta(seconds=10)
 # Decision 65: a slice's children of a group opened in parts, kept here by `stage` until `run_parts`.
 STAGED = "staged"
+# Decision 125: set as a pump's run of its slice begins, so that a run of the same pump made again
+# (Restate's `restart-as-new` of the completed run) finds the slice run, and runs nothing again.
+RAN = "ran"
+
+
+async def _runs_first(ctx: restate.ObjectContext, group_key: str) -> bool:
+    """Whether this is the pump's first run of its slice, noted if it is. Another was made again
+    from outside lash: running the children again would replace the outcomes the group serves."""
+    if await ctx.get(RAN, serde=BYTES) is not None:
+        logs.logger.warning(
+            "pump %s of group %s ran its children already: this run of it, made again, runs nothing",
+            ctx.key(),
+            group_key,
+            extra={"event": "pump.run_again"},
+        )
+        return False
+    ctx.set(RAN, b"1", serde=BYTES)
+    return True
 
 
 async def on_run2(ctx: restate.ObjectContext, req: PumpAwait, routing: Routing) -> None:
     """A pumped group's pump (the one its open sent, or a further slice's): call each child of its
     slice as the open planned it, start a pump for each further slice, then `await_and_report`
     what settles until the group's close releases it."""
+    if not await _runs_first(ctx, req.group_key):
+        return
     bound = bound_of(req.incarnation)
     # Decision 81: a bounded group's one pump runs every child, so that one run holds the bound.
     kept = PUMP_SLICE if bound is None else len(req.children)
@@ -134,6 +155,8 @@ async def on_run_parts(ctx: restate.ObjectContext, req: PumpParts, routing: Rout
 
     Cancelled (a `Cancel` close) before it called its further slices' pumps, it releases the parts
     staged with them: none will run, and no close's `forget` reaches a pump nobody called (decision 110)."""
+    if not await _runs_first(ctx, req.group_key):
+        return
     try:
         own = await ctx.get(STAGED, serde=ENVELOPES) or []
         ctx.clear(STAGED)  # dispatched from the journal from now on

@@ -131,6 +131,9 @@ FORMATS: Final[tuple[Format, ...]] = (
     Format("state.pump.outcome", "{prefix}Pump state `o{position}`: Outcome"),
     Format("state.pump.slices", "{prefix}Pump state `slices`: list of pump keys"),
     Format(
+        "state.pump.ran", "{prefix}Pump state `ran`: `1` (its run of its slice began)", since="unreleased"
+    ),
+    Format(
         "state.pump.staged",
         "{prefix}Pump state `staged`: list of RuntimeEffectEnvelope (a slice of an open in parts)",
         since="unreleased",
