@@ -34,6 +34,7 @@ from lash_restate.inspection._sql import admin_api
 from lash_restate.testing import Endpoint, LocalStack
 from tests.conformance.builders import (
     Scope,
+    call,
     close,
     combine,
     count,
@@ -342,19 +343,29 @@ async def test_killing_a_groups_pump_or_child_with_restates_cli_settles_its_unse
 
 @pytest.mark.slow
 @KILLS
-@pytest.mark.parametrize("parts", [False, True], ids=["pump", "parts-pump"])
+@pytest.mark.parametrize(
+    ("parts", "calls"),
+    [(False, False), (True, False), (False, True)],
+    ids=["pump", "parts-pump", "calls-pump"],
+)
 async def test_a_restart_as_new_of_a_completed_pump_runs_none_of_its_children_again(
-    killing: dict[bool, LocalStack], tmp_path: Path, parts: bool
+    killing: dict[bool, LocalStack], tmp_path: Path, parts: bool, calls: bool
 ) -> None:
     """`restate invocations restart-as-new` of a parked group's pump (`LashPump/run2`, or
     `run_parts` for a group opened in parts), completed once every child settled and it stopped
-    listening: the pump made again finds its slice run and runs nothing (decision 125), saying so
-    in a warning. It ran every tool again, and replaced the outcomes the group serves at ranks
-    already read; the ranks read again from a cursor at 0 are those read before."""
+    listening: the pump made again finds its slice run and runs none of its tools (decision 125),
+    saying so in a warning; it ran every tool again, and replaced the outcomes the group serves at
+    ranks already read. A pump of call children calls them again, and Restate answers each from its
+    first run by its idempotency key, as it answers a native caller made again. Either way the ranks
+    read again from a cursor at 0 are those read before, and each child ran once."""
     stack = killing[parts]
     s = Scope()
     names = [f"{s.id}-t{i}" for i in range(3)]
-    group = s.group([count(name, name) for name in names])  # three children: pumped
+    if calls:
+        children = [call("DemoCalls", "count", {"name": name, "value": name}) for name in names]
+    else:
+        children = [count(name, name) for name in names]  # three tools: pumped
+    group = s.group(children)
     [_, *read, saved] = await stack.turn(open_(group), *[next_() for _ in names], save())
     handler = "run_parts" if parts else "run2"
     pumps = _invocation("LashPump", f"ends_with(target_service_key, {quote(':' + s.key())})", handler)
@@ -366,10 +377,10 @@ async def test_a_restart_as_new_of_a_completed_pump_runs_none_of_its_children_ag
     at_zero = json.dumps({**json.loads(ok(saved)), "consumed": 0})
     [_, *again, closed] = await stack.turn(use(at_zero), *[next_() for _ in names], close())
     assert [ok(r) for r in again] == [ok(r) for r in read] and "error" not in closed
-    assert sorted(n for n in stack.counts() if n.startswith(s.id)) == names  # each tool ran once
+    assert sorted(n for n in stack.counts() if n.startswith(s.id)) == names  # each child ran once
     lines = (stack.base_dir / "endpoint.log").read_text().splitlines()
-    said = [json.loads(line) for line in lines if '"pump.run_again"' in line]
-    assert [line["msg"] for line in said if s.key() in line["msg"]], said
+    said = [json.loads(line)["msg"] for line in lines if '"pump.run_again"' in line]
+    assert bool([m for m in said if s.key() in m]) is not calls, said
 
 
 async def _kill_and_read(stack: LocalStack, tmp_path: Path, which: str, width: int) -> str:

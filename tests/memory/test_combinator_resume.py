@@ -66,6 +66,29 @@ async def settle(host: MemoryHost, name: str) -> None:
     await host.join_child(f"r-{name}")
 
 
+class _EarlierHost(MemoryHost):
+    """A host written before a cursor named its group: its reopen takes the group alone."""
+
+    async def reopen_effect_group(self, group: RuntimeEffectGroup) -> GroupHandle:  # type: ignore[override]
+        return await super().reopen_effect_group(group)
+
+
+async def test_a_host_whose_reopen_takes_no_incarnation_still_resumes_a_cursor_that_names_none() -> None:
+    """A resume passes the cursor's incarnation only when it names one: a host whose
+    `reopen_effect_group` predates it resumes a cursor saved before, as it did."""
+    host = _EarlierHost(resolver=demo_tools())
+    children = [wait("a"), wait("b")]
+    group = RuntimeEffectGroup(
+        KEY, children, wake=Combinator.ALL.wake, disposition=LoserPolicy.RUN_TO_COMPLETION
+    )
+    await host.open_effect_group(group)
+    for name in ("b", "a"):
+        await settle(host, name)
+    done = await combine(host, Combinator.ALL, KEY, children, handle=GroupHandle(KEY, 2, 1))
+    assert done == FulfilledResult(group_key=KEY, order=(1, 0), value=["v-a", "v-b"])
+    await host.aclose()
+
+
 async def test_combine_stops_after_a_rank_and_resumes_from_the_handle_it_is_given() -> None:
     host = MemoryHost(resolver=demo_tools())
     children = [wait("a"), wait("b"), wait("c")]

@@ -20,6 +20,7 @@ from ..contract import (
     RuntimeEffectController,
     RuntimeEffectGroup,
     Settlement,
+    reopen_as_saved,
 )
 from ..engine import RestateController, ends_the_invocation
 from ._invocation import Caller, Values, controller, outside_run, typed_grouped
@@ -229,6 +230,5 @@ async def _open(
             f"{type(owner).__name__} cannot reopen a saved group: it has no reopen_effect_group, and a "
             "resume must never start a closed group over"
         )
-    # A closed group is refused, never started over; so is one opened under its key since.
-    await owner.reopen_effect_group(group, incarnation=saved.incarnation)
+    await reopen_as_saved(owner, group, saved)  # a closed group is refused, never started over
     return Group(owner, saved, values, resumed=True)

@@ -7,6 +7,7 @@ from ._combine import (
     RejectedResult,
     SuspendedResult,
     empty_result,
+    reopen_as_saved,
     run_combinator,
 )
 from ._controller import (
@@ -195,6 +196,7 @@ __all__ = [
     "ok_size",
     "opens_in_parts",
     "outcome_size",
+    "reopen_as_saved",
     "require_disposition",
     "require_envelope",
     "require_group",

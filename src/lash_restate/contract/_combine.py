@@ -32,6 +32,7 @@ __all__ = [
     "RejectedResult",
     "SuspendedResult",
     "empty_result",
+    "reopen_as_saved",
     "run_combinator",
 ]
 
@@ -261,8 +262,16 @@ async def _reopen(
             "and a resume must never start a closed group over",
             group_key=key,
         )
-    # Its incarnation too: a group opened under the key since is refused, as a closed one is.
-    return await controller.reopen_effect_group(group, incarnation=handle.incarnation)
+    return await reopen_as_saved(controller, group, handle)
+
+
+async def reopen_as_saved(controller: Reopens, group: RuntimeEffectGroup, saved: GroupHandle) -> GroupHandle:
+    """Reopen ``group`` for a resume of the cursor ``saved``: naming the group it reads, if it names
+    one, so that a group opened under the key since is refused as a closed one is. A cursor that
+    names none is reopened as a host without ``incarnation=`` takes it."""  # decision 124
+    if saved.incarnation is None:
+        return await controller.reopen_effect_group(group)
+    return await controller.reopen_effect_group(group, incarnation=saved.incarnation)
 
 
 def empty_result(kind: Combinator, key: GroupKey | str) -> CombinatorResult:

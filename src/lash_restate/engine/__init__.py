@@ -52,7 +52,7 @@ from .child._lookup import configure_admin
 from .child._signal import clear_event, emit_event, reject_event
 from .group._mode import OutcomeStore, outcome_store
 from .group._pages import assemble_order, ranks_recorded
-from .pump._pump_run import STAGED
+from .pump._pump_run import RAN, STAGED
 from .serving._endpoint import (
     APP_METADATA,
     BATCH_FROM,
@@ -134,6 +134,7 @@ __all__ = [
     "MISSED",
     "OPENER_ENDS",
     "PUMP",
+    "RAN",
     "RECLAIM_AT",
     "RECORD",
     "SAVERS",

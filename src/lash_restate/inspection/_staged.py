@@ -15,6 +15,7 @@ from ..admin import AdminError
 from ..engine import (
     GROUP,
     PUMP,
+    RAN,
     RECORD,
     STAGED,
     GroupMeta,
@@ -66,7 +67,9 @@ def left_staged(admin: Admin) -> list[StagedPart]:
     )
     holding = rows_in(
         admin,
-        f"SELECT DISTINCT service_key FROM state WHERE service_name = {pump} AND service_key IN {{values}}",
+        # Its note that it ran is no outcome (decision 125): a pump killed before it stored one holds nothing.
+        f"SELECT DISTINCT service_key FROM state WHERE service_name = {pump} AND key != {quote(RAN)} "
+        "AND service_key IN {values}",
         sorted({row["key"] for row in failed} - staged),
     )
     keeping = {row["service_key"] for row in holding}

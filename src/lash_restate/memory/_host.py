@@ -233,13 +233,15 @@ class MemoryHost:
     async def close_effect_group(self, handle: GroupHandle, disposition: LoserPolicy | None = None) -> None:
         requested = check_close(handle, disposition, self._resolver is not None)
         record = self.store.groups.get(handle.group_key)
+        if record is not None and handle.incarnation not in (None, record.incarnation):
+            # Decision 124: the cursor's group is closed already; the one under its key is another,
+            # which this close leaves as it is, and what this caller reached of it.
+            return
         reached = self._reached_by_caller().pop(handle.group_key, None)  # as Restate's caller forgets it
         if record is None:
             return  # ADR: close is idempotent; a redriven close finds nothing to do
         if reached is not None and reached is not record:
             return  # decision 113: this caller's group is closed already; this is a namesake
-        if handle.incarnation is not None and handle.incarnation != record.incarnation:
-            return  # decision 124: so is the group of the cursor this caller restored
         check_child_count(record.shape.child_count, handle.child_count, group_key=handle.group_key)
         effective = effective_disposition(record.shape.disposition, requested, group_key=handle.group_key)
         # ADR "Settlement obligation" (3): retirement is group-atomic, the whole record at once.

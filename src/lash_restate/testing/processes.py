@@ -19,6 +19,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -96,8 +97,8 @@ def _worker() -> tuple[int, int]:
     """This pytest-xdist worker's number and how many there are; (0, 1) outside xdist."""
     name = os.environ.get("PYTEST_XDIST_WORKER", "")
     count = os.environ.get("PYTEST_XDIST_WORKER_COUNT", "")
-    if name[:2] == "gw" and name[2:].isdigit() and count.isdigit() and int(name[2:]) < int(count):
-        return int(name[2:]), int(count)
+    if name[:2] == "gw" and name[2:].isdigit() and count.isdigit() and int(count) > 0:
+        return int(name[2:]) % int(count), int(count)  # a worker restarted in place of one gets its share
     return 0, 1
 
 
@@ -110,6 +111,7 @@ def _pool() -> tuple[int, ...]:
 
 
 _picked = [-1]  # the index in `_pool` of the port last handed out; -1 until the first
+_picking = threading.Lock()  # a stack starts its servers from threads, each of which may pick
 
 
 def free_port() -> int:
@@ -119,17 +121,19 @@ def free_port() -> int:
     process hands its ports out in turn from a random start (a second run at the same time starts
     elsewhere)."""
     pool = _pool()
-    if _picked[0] < 0 and pool:
-        _picked[0] = random.SystemRandom().randrange(len(pool))
-    for _ in pool:
-        _picked[0] = (_picked[0] + 1) % len(pool)
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-            try:
-                s.bind(("127.0.0.1", pool[_picked[0]]))
-            except OSError:  # taken: by another program, or by a stack of another run
-                continue
-            return pool[_picked[0]]
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:  # none left of ours: any the kernel has
+    with _picking:
+        at = _picked[0] if _picked[0] >= 0 or not pool else random.SystemRandom().randrange(len(pool))
+        for _ in pool:
+            at = (at + 1) % len(pool)
+            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+                try:
+                    s.bind(("127.0.0.1", pool[at]))
+                except OSError:  # taken: by another program, or by a stack of another run
+                    continue
+            _picked[0] = at
+            return pool[at]
+    # None of ours is free (or the outgoing range leaves none): any the kernel has.
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
 
@@ -287,6 +291,13 @@ def _wait(
     raise StackError(f"{what}: not ready after {timeout:.0f}s")
 
 
+# How /proc/net/tcp{,6} write 127.0.0.1 and 0.0.0.0, as IPv4 and as IPv4-mapped IPv6, and `::`: a
+# listener on another address (::1 alone, a LAN address) does not take a stack's loopback port.
+_LOOPBACK_OR_ANY = frozenset(
+    {"0100007F", "00000000", "0000000000000000FFFF00000100007F", "0000000000000000FFFF000000000000", "0" * 32}
+)
+
+
 def _listening(port: int) -> set[str] | None:
     """The TCP sockets listening on ``port`` on this machine, named as a process's fds link them;
     None where /proc does not tell (not Linux)."""
@@ -298,7 +309,8 @@ def _listening(port: int) -> set[str] | None:
             return None
         for row in rows:
             fields = row.split()
-            if fields[3] == "0A" and int(fields[1].rsplit(":", 1)[1], 16) == port:  # 0A: LISTEN
+            address, at = fields[1].rsplit(":", 1)
+            if fields[3] == "0A" and int(at, 16) == port and address in _LOOPBACK_OR_ANY:  # 0A: LISTEN
                 found.add(f"socket:[{fields[9]}]")
     return found
 

@@ -418,9 +418,13 @@ class RestateController(EffectGroupDefaults):
         self.outside_run("close_effect_group")
         disposition = check_close(handle, disposition, self.supports_effect_groups())
         key = handle.group_key
+        known = self._incarnations.get(key)  # the one this invocation opened or read last
+        if handle.incarnation is not None and known is not None and handle.incarnation != known:
+            # Decision 124: the cursor's group is closed already; the group this invocation reached
+            # under the key since is another, which this close leaves as it is, and what is known of it.
+            return
         request = CloseRequest(child_count=handle.child_count, disposition=disposition)
-        # The one this invocation opened or read, else the one the cursor names (decision 124).
-        incarnation = self._incarnations.get(key, handle.incarnation)
+        incarnation = known if known is not None else handle.incarnation
         if incarnation is not None and opened_since_baseline(incarnation):
             # Decision 113: it closes the group this invocation opened or read, not a namesake
             # opened under the key since. A baseline group's close journaled none: it sends none.

@@ -4,6 +4,7 @@ each time it wakes, store what settled and report it to the group in one batch (
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
 from datetime import timedelta
 from typing import Any
 
@@ -52,6 +53,7 @@ from ._pump_common import (
 
 __all__ = [
     "LINGER",
+    "RAN",
     "STAGED",
     "await_and_report",
     "on_fail",
@@ -67,15 +69,20 @@ __all__ = [
 LINGER = timedelta(seconds=10)
 # Decision 65: a slice's children of a group opened in parts, kept here by `stage` until `run_parts`.
 STAGED = "staged"
-# Decision 125: set as a pump's run of its slice begins, so that a run of the same pump made again
-# (Restate's `restart-as-new` of the completed run) finds the slice run, and runs nothing again.
+# Decision 125: set as a pump's run of a slice with a child it runs through `LashChild` begins, so
+# that a run of the same pump made again (Restate's `restart-as-new` of the completed run) finds the
+# slice run, and runs nothing again.
 RAN = "ran"
 
 
-async def _runs_first(ctx: restate.ObjectContext, group_key: str) -> bool:
-    """Whether this is the pump's first run of its slice, noted if it is. Another was made again
-    from outside lash: running the children again would replace the outcomes the group serves."""
-    if await ctx.get(RAN, serde=BYTES) is not None:
+async def _runs_first(
+    ctx: restate.ObjectContext, group_key: str, noted: Awaitable[Any] | None = None
+) -> bool:
+    """Whether this is the pump's first run of its slice, noted if it is (``noted``: the read of the
+    note, made already). Another was made again from outside lash: running the children again would
+    replace the outcomes the group serves."""
+    read: Awaitable[Any] = noted if noted is not None else ctx.get(RAN, serde=BYTES)
+    if await read is not None:
         logs.logger.warning(
             "pump %s of group %s ran its children already: this run of it, made again, runs nothing",
             ctx.key(),
@@ -91,8 +98,6 @@ async def on_run2(ctx: restate.ObjectContext, req: PumpAwait, routing: Routing) 
     """A pumped group's pump (the one its open sent, or a further slice's): call each child of its
     slice as the open planned it, start a pump for each further slice, then `await_and_report`
     what settles until the group's close releases it."""
-    if not await _runs_first(ctx, req.group_key):
-        return
     bound = bound_of(req.incarnation)
     # Decision 81: a bounded group's one pump runs every child, so that one run holds the bound.
     kept = PUMP_SLICE if bound is None else len(req.children)
@@ -100,7 +105,12 @@ async def on_run2(ctx: restate.ObjectContext, req: PumpAwait, routing: Routing) 
     # The open's plan (decision 66), if it sent one entry per child; else this pump plans itself.
     decided = req.plan if isinstance(req.plan, list) and len(req.plan) == len(req.children) else None
     own_plan = decided[:kept] if decided is not None else None
-    queue = Queue(await plan_all(ctx, own, routing, own_plan), bound)
+    planned = await plan_all(ctx, own, routing, own_plan)
+    # Decision 125: a slice with a child run through `LashChild` is run once. A call child is answered
+    # from its first run by its idempotency key: a check would only delay a call race's first call.
+    if any(how != VIA_CALL for _, how in planned) and not await _runs_first(ctx, req.group_key):
+        return
+    queue = Queue(planned, bound)
     awaited = queue.start(ctx, req.incarnation, 0)
     slices: list[str] = []
     if further:
@@ -155,10 +165,12 @@ async def on_run_parts(ctx: restate.ObjectContext, req: PumpParts, routing: Rout
 
     Cancelled (a `Cancel` close) before it called its further slices' pumps, it releases the parts
     staged with them: none will run, and no close's `forget` reaches a pump nobody called (decision 110)."""
-    if not await _runs_first(ctx, req.group_key):
-        return
     try:
-        own = await ctx.get(STAGED, serde=ENVELOPES) or []
+        # Both read before either is awaited: one round trip (a pump's state is not sent with it).
+        noted, staged = ctx.get(RAN, serde=BYTES), ctx.get(STAGED, serde=ENVELOPES)
+        if not await _runs_first(ctx, req.group_key, noted):
+            return
+        own = await staged or []
         ctx.clear(STAGED)  # dispatched from the journal from now on
         awaited = await dispatch_all(ctx, own, routing, req.incarnation)
     except restate.TerminalError:

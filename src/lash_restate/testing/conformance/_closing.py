@@ -156,8 +156,8 @@ async def a_saved_cursor_of_a_closed_group_reads_no_group_opened_under_its_key_s
     A group is read to rank 1, saved and closed, then opened again under its key (the same
     children) and read to rank 1. The saved cursor's await, a combinator resumed from it and a
     block reopened from it are each refused `group_not_open`, as with nothing opened since (it
-    would read the new group's ranks otherwise); its close closes nothing, and the new group's own
-    cursor reads on to rank 2."""
+    would read the new group's ranks otherwise); its close closes nothing, also by an invocation
+    that opened the new group before it, and the new group's own cursor reads on to rank 2."""
     s = Scope(children)
     group = s.group([s.echo("a"), s.echo("b")])
     async with Turn(tier) as t:
@@ -176,10 +176,13 @@ async def a_saved_cursor_of_a_closed_group_reads_no_group_opened_under_its_key_s
         combined = t.all(group, resume=saved.ok)
     async with Turn(tier) as t:
         block = t.iterate(group, resume=saved.ok)
+    async with Turn(tier) as t:
+        t.open(group)  # this invocation reaches the new group, then closes the stale cursor's
+        closed_after_open = t.resume(saved.ok).close()
     named = fresh.opened.ok.incarnation
     assert named is not None and named != saved.ok.incarnation  # each group names itself
     assert refused.error.code == "group_not_open" and "opened again" in refused.error.message
-    assert closed.ok is None  # the closer's group is closed already
+    assert closed.ok is None and closed_after_open.ok is None  # the closer's group is closed already
     assert combined.error.code == "group_not_open"
     assert block.answer.error.code == "group_not_open"
     async with Turn(tier) as t:
