@@ -343,13 +343,8 @@ async def test_killing_a_groups_pump_or_child_with_restates_cli_settles_its_unse
 
 @pytest.mark.slow
 @KILLS
-@pytest.mark.parametrize(
-    ("parts", "calls"),
-    [(False, False), (True, False), (False, True)],
-    ids=["pump", "parts-pump", "calls-pump"],
-)
 async def test_a_restart_as_new_of_a_completed_pump_runs_none_of_its_children_again(
-    killing: dict[bool, LocalStack], tmp_path: Path, parts: bool, calls: bool
+    killing: dict[bool, LocalStack], tmp_path: Path
 ) -> None:
     """`restate invocations restart-as-new` of a parked group's pump (`LashPump/run2`, or
     `run_parts` for a group opened in parts), completed once every child settled and it stopped
@@ -357,8 +352,15 @@ async def test_a_restart_as_new_of_a_completed_pump_runs_none_of_its_children_ag
     saying so in a warning; it ran every tool again, and replaced the outcomes the group serves at
     ranks already read. A pump of call children calls them again, and Restate answers each from its
     first run by its idempotency key, as it answers a native caller made again. Either way the ranks
-    read again from a cursor at 0 are those read before, and each child ran once."""
-    stack = killing[parts]
+    read again from a cursor at 0 are those read before, and each child ran once. The three cases
+    run at once: each waits seconds for its pump to stop listening."""
+    cases = {"pump": (False, False), "parts-pump": (True, False), "calls-pump": (False, True)}
+    async with asyncio.TaskGroup() as tasks:
+        for parts, calls in cases.values():
+            tasks.create_task(_restart_a_completed_pump(killing[parts], tmp_path, parts, calls))
+
+
+async def _restart_a_completed_pump(stack: LocalStack, tmp_path: Path, parts: bool, calls: bool) -> None:
     s = Scope()
     names = [f"{s.id}-t{i}" for i in range(3)]
     if calls:
