@@ -360,6 +360,34 @@ async def test_a_restart_as_new_of_a_completed_pump_runs_none_of_its_children_ag
             tasks.create_task(_restart_a_completed_pump(killing[parts], tmp_path, parts, calls))
 
 
+@KILLS
+async def test_a_restart_as_new_of_a_closed_groups_open_in_parts_records_nothing(
+    killing: dict[bool, LocalStack], tmp_path: Path
+) -> None:
+    """`restate invocations restart-as-new` of a closed group's completed `LashGroup/open_parts`
+    (a group opened in parts): the close released the children its opener staged, so the open made
+    again records nothing (decision 126). It recorded the group again under the incarnation its
+    opener chose, which no cursor's fence tells from the first, and which never settled: a cursor
+    saved from the closed group waited on it for ever."""
+    stack = killing[True]  # every group opened in parts
+    s = Scope()
+    group = s.group([echo("a"), echo("b")])
+    [_, _, saved, _, closed] = await stack.turn(open_(group), next_(), save(), next_(), close())
+    assert "error" not in closed
+    opens = _invocation("LashGroup", f"target_service_key = {quote(s.key())}", "open_parts")
+    [opened] = await _poll(stack, opens, lambda rows: [r["status"] for r in rows] == ["completed"])
+    await until(lambda: _nothing_left(stack, s.key()))  # the close released every part
+    restarted = await asyncio.to_thread(
+        restate, stack, tmp_path, "invocations", "restart-as-new", opened["id"]
+    )
+    assert restarted.returncode == 0, restarted.stderr
+    await _poll(stack, opens, lambda rows: [r["status"] for r in rows] == ["completed"] * 2)
+    assert await asyncio.to_thread(show_group, stack.server.admin_url, s.key()) is None
+    [_, stale] = await stack.turn(use(ok(saved)), next_())
+    assert err(stale)["code"] == "group_not_open" and "no such group" in err(stale)["message"], stale
+    await until(lambda: _nothing_left(stack, s.key()))
+
+
 async def _restart_a_completed_pump(stack: LocalStack, tmp_path: Path, parts: bool, calls: bool) -> None:
     s = Scope()
     names = [f"{s.id}-t{i}" for i in range(3)]

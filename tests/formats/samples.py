@@ -330,6 +330,8 @@ def _samples() -> list[Sample]:
     add("state.pump.staged.three", [TOOL, SLEEP, EVENT], _json(list[RuntimeEffectEnvelope]))
     add("state.pump.slices.two", [f"{INCARNATION}.1:{KEY}", f"{INCARNATION}.2:{KEY}"], _json(list[str]))
     add("state.pump.ran.noted", b"1", _raw())  # decision 125: a pump's run of its slice began
+    add("msg.pump.staged_reply.staged", True, _json(bool))  # decision 126
+    add("msg.pump.staged_reply.gone", False, _json(bool))
     add("state.signal.payload.object", b'{"paid": true, "amount": 12}', _raw())
     # As `emit` keeps it since it checks the payload: compact UTF-8 JSON (still the emitted JSON).
     add("state.signal.payload.compact", '{"paid":true,"note":"ä ☃"}'.encode(), _raw())

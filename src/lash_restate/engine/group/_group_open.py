@@ -52,7 +52,7 @@ from ..wire._records import (
     Opener,
     SettlementMode,
 )
-from ..wire._routes import GROUP_OPEN, GROUP_OPEN_PARTS, GROUP_WATCH, PUMP_RUN_PARTS, pump_key
+from ..wire._routes import GROUP_OPEN, GROUP_OPEN_PARTS, GROUP_WATCH, PUMP_RUN_PARTS, PUMP_STAGED, pump_key
 from ._group_common import OPENED, GroupSettings, keep_watch, release_staged
 from ._group_dispatch import redispatch
 from ._group_guard import guard_waiters
@@ -174,6 +174,11 @@ async def on_open_parts(ctx: restate.ObjectContext, req: PartedOpen, settings: G
         elif not isinstance(req.unroutable, msgspec.UnsetType):
             # ADR: a first open with a child nobody can run records nothing (decision 84).
             raise error_from_wire(req.unroutable) or InvalidInput(req.unroutable)
+        elif not (await PUMP_STAGED.ask_made_again(ctx, slice_key(ctx.key(), req.stage, 0), None))[0]:
+            # Decision 126: the parts are gone (this open was made again after its group's close
+            # released them, a restart as new): recorded, the group would never settle. Asked again
+            # if an operator kills or cancels the question, which would leave the opener unanswered.
+            raise InvalidInput("the children this open staged are gone (released by its group's close)")
         else:
             meta = recorded_meta(ctx, req.shape, req.wakes, req.stage, SettlementMode.PUMPED, parts=req.parts)
     except LashError as error:

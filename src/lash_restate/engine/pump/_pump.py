@@ -61,10 +61,11 @@ from ..wire._routes import (
     PUMP_RUN2,
     PUMP_RUN_PARTS,
     PUMP_STAGE,
+    PUMP_STAGED,
     described_by,
     named,
 )
-from ._pump_run import on_fail, on_redispatch, on_run2, on_run_parts, on_stage
+from ._pump_run import on_fail, on_redispatch, on_run2, on_run_parts, on_stage, on_staged
 from ._pump_store import READ, on_forget, on_outcomes
 
 __all__ = ["pump_object"]
@@ -88,6 +89,12 @@ def pump_object(routing: Routing, *, metadata: dict[str, str] | None = None) -> 
     @described_by(on_stage)
     async def stage(ctx: restate.ObjectContext, part: StagedPart) -> None:
         await on_stage(ctx, part, routing)
+
+    @pump.handler(name=PUMP_STAGED.handler, kind="shared", ingress_private=True, state_preload=False)
+    @terminal_errors
+    @described_by(on_staged)
+    async def staged(ctx: restate.ObjectSharedContext) -> bool:
+        return await on_staged(ctx)
 
     @pump.handler(name=PUMP_RUN_PARTS.handler, ingress_private=True, state_preload=False)
     @described_by(on_run_parts)
@@ -138,5 +145,5 @@ def pump_object(routing: Routing, *, metadata: dict[str, str] | None = None) -> 
     async def forget(ctx: restate.ObjectContext) -> None:
         await on_forget(ctx)
 
-    del run, run2, stage, run_parts, redispatch, fail, redrive, redrive2, outcomes, forget
+    del run, run2, stage, staged, run_parts, redispatch, fail, redrive, redrive2, outcomes, forget
     return pump

@@ -61,6 +61,7 @@ __all__ = [
     "on_run2",
     "on_run_parts",
     "on_stage",
+    "on_staged",
 ]
 
 # Decision 61: how long the group's pump, every child settled, keeps listening for the close before it
@@ -158,6 +159,13 @@ async def on_stage(ctx: restate.ObjectContext, part: StagedPart, routing: Routin
         raise ChildUnroutable.no_executor(
             miss.what, group_key=part.group_key, position=position_of(child), replay_key=child.replay_key
         )
+
+
+async def on_staged(ctx: restate.ObjectSharedContext) -> bool:
+    """Decision 126: whether this slice's children are staged here, as a first open in parts asks of
+    its first slice's pump before it records the group. Only the state's keys are read: a staged
+    part may be megabytes."""
+    return STAGED in await ctx.state_keys()
 
 
 async def on_run_parts(ctx: restate.ObjectContext, req: PumpParts, routing: Routing) -> None:

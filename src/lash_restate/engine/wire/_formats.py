@@ -281,6 +281,11 @@ FORMATS: Final[tuple[Format, ...]] = (
     Format("msg.pump.stage", "{prefix}Pump/stage input: StagedPart", since="unreleased"),
     Format("msg.pump.run_parts", "{prefix}Pump/run_parts input: PumpParts", since="unreleased"),
     Format(
+        "msg.pump.staged_reply",
+        "{prefix}Pump/staged output: a JSON boolean (its slice's children are staged)",
+        since="unreleased",
+    ),
+    Format(
         "msg.pump.listen",
         "the pump's awakeable (PumpReport.listen), resolved by the close: `true`",
         since="unreleased",

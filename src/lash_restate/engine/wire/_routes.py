@@ -94,6 +94,7 @@ __all__ = [
     "PUMP_RUN2",
     "PUMP_RUN_PARTS",
     "PUMP_STAGE",
+    "PUMP_STAGED",
     "ROUTES",
     "SIGNAL",
     "SIGNAL_CLEAR",
@@ -331,6 +332,9 @@ PUMP_REDRIVE2: Route[PumpRun, None] = Route(PUMP, "redrive2", PumpRun, type(None
 # Decision 65: a slice of a group opened in parts, staged by its opener, then run.
 PUMP_STAGE: Route[StagedPart, None] = Route(PUMP, "stage", StagedPart, type(None))
 PUMP_RUN_PARTS: Route[PumpParts, None] = Route(PUMP, "run_parts", PumpParts, type(None))
+# Decision 126: whether the slice's children are staged here, which a first open in parts asks of its
+# first slice's pump before it records the group.
+PUMP_STAGED: Route[None, bool] = Route(PUMP, "staged", None, bool)
 # A reopen's re-dispatch of one slice of a pumped group (what `redrive`/`redrive2` were): the
 # dispatch `run2` makes and the reports it sends, so a re-run child ranks as a first run's does.
 PUMP_REDISPATCH: Route[PumpAwait, None] = Route(PUMP, "redispatch", PumpAwait, type(None))
@@ -377,6 +381,7 @@ ROUTES: tuple[Route[Any, Any], ...] = (
     PUMP_RUN2,
     PUMP_REDRIVE2,
     PUMP_STAGE,
+    PUMP_STAGED,
     PUMP_RUN_PARTS,
     PUMP_REDISPATCH,
     PUMP_FAIL,
