@@ -290,6 +290,11 @@ async def test_a_saved_group_resumes_under_its_own_key() -> None:
         group = await lash.open(host, children, key="s:group:g:0")
         first = await group.next()
         saved = group.save()
+        # A key given with the cursor is its own, or refused: a resume reopens the cursor's group.
+        with pytest.raises(lash.InvalidInput, match="is not the key of the saved cursor's group"):
+            await lash.open(host, children, key="s:group:other:0", resume=saved)
+        again = await lash.open(host, children, key="s:group:g:0", resume=saved)
+        assert again.consumed == 1
         resumed = await lash.open(host, children, resume=saved)  # no key: the handle's
         assert resumed.key == "s:group:g:0" and resumed.consumed == 1 and len(resumed) == 3
         rest = [await resumed.next(), await resumed.next()]

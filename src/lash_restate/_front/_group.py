@@ -172,11 +172,14 @@ def open(
             `GroupWakePolicy.ALL` (the default), `GroupWakePolicy.FIRST` or `FIRST_SUCCESS`.
         losers: what becomes of the children still running once the group closes:
             `RUN_TO_COMPLETION` (the default) or `CANCEL`; a close may narrow it, never widen it.
-        key: the group's key (a `GroupKey` or its text); by default one is derived from the
-            invocation and the children. Required with a controller. It names the group until
-            its close: opened again after it, it is a new group whose children run again.
-        resume: a cursor from `Group.save`: reopen that group (its own key is used) with the same
-            children, wake and losers, and go on from where it was saved.
+        key: the group's key (a `GroupKey` or its text, ``{scope}:group:{batch}:{occurrence}``,
+            e.g. ``f"{order_id}:group:pay:0"``: no ``:`` inside a part, the occurrence a number);
+            by default one is derived from the invocation and the children. Required with a
+            controller. It names the group until its close: opened again after it, it is a new
+            group whose children run again.
+        resume: a cursor from `Group.save`: reopen that group (the cursor names its key: a
+            ``key`` given too must be the same) with the same children, wake and losers, and go
+            on from where it was saved.
         max_in_flight: at most this many children run at once; the next starts (in input order)
             as one settles. None (the default): all at once. A resumed group keeps the bound it was
             opened with.
@@ -188,14 +191,16 @@ def open(
         InvalidInput: when awaited, before anything is sent: ``ctx`` is neither a handler's context
             nor a controller, a child is not one, a typed call's argument cannot be written, ``key``
             is missing with a controller or malformed (`InvalidGroupKey`), ``resume`` is not a saved
-            cursor (`InvalidHandle`), the call is made inside a ``ctx.run`` action, or a child would
+            cursor (`InvalidHandle`), ``key`` and ``resume`` name two groups, the call is made
+            inside a ``ctx.run`` action, or a child would
             fit no message, or a bounded group's children not one (`PayloadTooLarge`; a larger
             group is opened in parts).
         GroupShapeError: no children (`EmptyGroup`), or a child no runner is registered for
             (`ChildUnroutable`); with ``resume``, a count, wake or losers that differ from the
             recorded group's (`ShapeMismatch`).
         ReplayMismatch: with ``resume``, a child that differs from the recorded one.
-        GroupNotOpen: ``resume`` names a group that was closed.
+        GroupNotOpen: ``resume`` names a group that was closed (whether or not another has been
+            opened under its key since).
         EffectGroupUnsupported: this process cannot open groups (see `use_prefix`).
     """
     return Opening(
@@ -216,6 +221,12 @@ async def _open(
 ) -> Group[T]:
     outside_run(controller(ctx), "lash.open")
     saved = GroupHandle.from_bytes(resume) if resume is not None else None
+    if saved is not None and key is not None and str(key) != saved.group_key:
+        raise InvalidInput(
+            f"key={str(key)!r} is not the key of the saved cursor's group, {saved.group_key!r}: "
+            "a resume reopens the cursor's group (give resume= alone)",
+            group_key=saved.group_key,
+        )
     group_key, envelopes, values = typed_grouped(
         ctx, children, saved.group_key if saved is not None else key, "lash.open"
     )

@@ -355,7 +355,8 @@ class HandleMismatch(CursorError):
 
 
 class GroupNotOpen(LashError):
-    """No group with this key is recorded: it was never opened here, or it was closed."""
+    """The cursor's group is not open: no group with its key is recorded (never opened here, or
+    closed), or the one recorded was opened again under the key after the cursor's was closed."""
 
     code = RuntimeErrorCode.GROUP_NOT_OPEN
 
@@ -373,8 +374,8 @@ class GroupNotOpen(LashError):
     def opened_again(cls, *, group_key: str) -> Self:
         """A cursor's group was closed, and another group has been opened under its key since."""
         message = (
-            "the group this cursor read was closed; the group open under its key now was opened "
-            "again since, and a cursor reads only the group it was given by"
+            "the group this cursor read was closed, and its key was opened again since, as another "
+            "group: a cursor reads only the group it was saved from (this one can be discarded)"
         )
         return cls(message, group_key=group_key)
 
