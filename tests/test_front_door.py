@@ -293,6 +293,8 @@ async def test_a_saved_group_resumes_under_its_own_key() -> None:
         # A key given with the cursor is its own, or refused: a resume reopens the cursor's group.
         with pytest.raises(lash.InvalidInput, match="is not the key of the saved cursor's group"):
             await lash.open(host, children, key="s:group:other:0", resume=saved)
+        with pytest.raises(lash.InvalidGroupKey):  # a malformed one as without resume=
+            await lash.open(host, children, key="s:group:g", resume=saved)
         again = await lash.open(host, children, key="s:group:g:0", resume=saved)
         assert again.consumed == 1
         resumed = await lash.open(host, children, resume=saved)  # no key: the handle's

@@ -173,7 +173,7 @@ def open(
         losers: what becomes of the children still running once the group closes:
             `RUN_TO_COMPLETION` (the default) or `CANCEL`; a close may narrow it, never widen it.
         key: the group's key (a `GroupKey` or its text, ``{scope}:group:{batch}:{occurrence}``,
-            e.g. ``f"{order_id}:group:pay:0"``: no ``:`` inside a part, the occurrence a number);
+            e.g. ``f"{order_id}:group:pay:0"``: no ``:`` in the batch, the occurrence a number);
             by default one is derived from the invocation and the children. Required with a
             controller. It names the group until its close: opened again after it, it is a new
             group whose children run again.
@@ -221,12 +221,14 @@ async def _open(
 ) -> Group[T]:
     outside_run(controller(ctx), "lash.open")
     saved = GroupHandle.from_bytes(resume) if resume is not None else None
-    if saved is not None and key is not None and str(key) != saved.group_key:
-        raise InvalidInput(
-            f"key={str(key)!r} is not the key of the saved cursor's group, {saved.group_key!r}: "
-            "a resume reopens the cursor's group (give resume= alone)",
-            group_key=saved.group_key,
-        )
+    if saved is not None and key is not None:
+        given = str(key if isinstance(key, GroupKey) else GroupKey.parse(key))  # malformed: InvalidGroupKey
+        if given != saved.group_key:
+            raise InvalidInput(
+                f"key={given!r} is not the key of the saved cursor's group, {saved.group_key!r}: "
+                "a resume reopens the cursor's group (give resume= alone)",
+                group_key=saved.group_key,
+            )
     group_key, envelopes, values = typed_grouped(
         ctx, children, saved.group_key if saved is not None else key, "lash.open"
     )

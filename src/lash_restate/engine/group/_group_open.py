@@ -177,7 +177,8 @@ async def on_open_parts(ctx: restate.ObjectContext, req: PartedOpen, settings: G
         elif not (await PUMP_STAGED.ask_made_again(ctx, slice_key(ctx.key(), req.stage, 0), None))[0]:
             # Decision 126: the parts are gone (this open was made again after its group's close
             # released them, a restart as new): recorded, the group would never settle. Asked again
-            # if an operator kills or cancels the question, which would leave the opener unanswered.
+            # if an operator kills or cancels the question; a cancel of this open noted meanwhile is
+            # let go: its opener must be answered.
             raise InvalidInput("the children this open staged are gone (released by its group's close)")
         else:
             meta = recorded_meta(ctx, req.shape, req.wakes, req.stage, SettlementMode.PUMPED, parts=req.parts)
