@@ -23,6 +23,7 @@ __all__ = [
     "WATCHES",
     "GroupSettings",
     "cancel_runs",
+    "check_incarnation",
     "keep_watch",
     "open_meta",
     "release_staged",
@@ -78,7 +79,13 @@ async def open_meta(
     meta = await ctx.get(RECORD, serde=META)
     if meta is None:
         raise GroupNotOpen.not_recorded(group_key=ctx.key())
-    if not isinstance(incarnation, msgspec.UnsetType) and incarnation != meta.incarnation:
-        raise GroupNotOpen.opened_again(group_key=ctx.key())
+    check_incarnation(ctx, meta, incarnation)
     check_child_count(meta.child_count, child_count, group_key=ctx.key())
     return meta
+
+
+def check_incarnation(ctx: restate.ObjectContext, meta: GroupMeta, named: str | msgspec.UnsetType) -> None:
+    """Refuse a cursor that names another incarnation than the group's (decision 124): its group was
+    closed, and the key opened again since. A cursor that names none is not fenced."""
+    if not isinstance(named, msgspec.UnsetType) and named != meta.incarnation:
+        raise GroupNotOpen.opened_again(group_key=ctx.key())

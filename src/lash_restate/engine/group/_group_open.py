@@ -53,7 +53,7 @@ from ..wire._records import (
     SettlementMode,
 )
 from ..wire._routes import GROUP_OPEN, GROUP_OPEN_PARTS, GROUP_WATCH, PUMP_RUN_PARTS, PUMP_STAGED, pump_key
-from ._group_common import OPENED, GroupSettings, keep_watch, release_staged
+from ._group_common import OPENED, GroupSettings, check_incarnation, keep_watch, release_staged
 from ._group_dispatch import redispatch
 from ._group_guard import guard_waiters
 from ._group_watch import is_new_opener, openers_to_watch, send_watch
@@ -210,8 +210,7 @@ async def _fence_reopen(
     """ADR: a reopen is fenced on its shape: the children the group was opened with, the same. A
     resume's is fenced on the incarnation its cursor names too (decision 124): the cursor's group
     was closed if the key holds another, which is neither reopened nor told of this opener."""
-    if not isinstance(reopens, msgspec.UnsetType) and reopens != meta.incarnation:
-        raise GroupNotOpen.opened_again(group_key=ctx.key())
+    check_incarnation(ctx, meta, reopens)
     recorded = await ctx.get(FENCE, serde=SHAPE)
     assert recorded is not None  # written with meta, cleared with it
     recorded.fence_reopen(shape, ctx.key())
