@@ -402,6 +402,7 @@ async def test_close_refuses_a_parked_group_unless_forced_and_is_idempotent(stac
         "was": "parked",
         "disposition": "cancel",
         "cancelled": 1,  # the event child still waiting
+        "pumped": False,
         "running": [],  # cancelled with the close: none left running
     }
     await until(lambda: _nothing_left(stack, s.key()))
@@ -468,6 +469,7 @@ async def test_close_of_an_orphaned_group_cancels_its_loser_only_when_asked(stac
         "was": "orphaned",
         "disposition": "run_to_completion",
         "cancelled": 0,
+        "pumped": False,
     }
     # The close names the child it leaves running, with the invocation an operator can cancel.
     assert [(c["position"], c["replay_key"]) for c in running] == [(1, f"{kept.key()}/c1")]
@@ -487,7 +489,7 @@ async def test_close_of_an_orphaned_group_cancels_its_loser_only_when_asked(stac
     await until(lambda: listed(stack, cancelled.key(), "orphaned"))
     human = lash(stack, "groups", "close", cancelled.key(), "--cancel")
     assert human.returncode == 0, human.stderr
-    assert "it was orphaned" in human.stdout and "1 cancel(s) sent" in human.stdout
+    assert "it was orphaned" in human.stdout and "1 cancel(s) sent, one per child" in human.stdout
     assert "still run" not in human.stdout  # cancelled with the close: none is left running
     await until(lambda: _nothing_left(stack, cancelled.key()))
     await stack.emit(kept.event("never"), "late")  # lets the first group's loser end too
@@ -758,7 +760,9 @@ async def test_parts_an_opener_left_staged_are_listed_and_released_and_a_groups_
     kept = f"{(await recorded_meta(stack, pumped.key()))['incarnation']}:{pumped.key()}"
     runs = f"SELECT id FROM sys_invocation WHERE target_service_key = {quote(kept)}"
     await kill(stack, await invocation_id(stack, runs))
-    assert lash(stack, "groups", "close", pumped.key(), "--force", "--cancel").returncode == 0
+    closed = lash(stack, "groups", "close", pumped.key(), "--force", "--cancel")
+    assert closed.returncode == 0, closed.stderr
+    assert "1 cancel(s) sent to its pumps, which cancel every child not settled" in closed.stdout
     await until(lambda: _nothing_left(stack, pumped.key()))
     for key in (own, left):
         await _write_state(stack, key, {"staged": list(b"[]")})

@@ -1361,6 +1361,7 @@ async def test_a_group_whose_close_restates_cli_killed_is_listed_orphaned_and_cl
             "was": "orphaned",
             "disposition": "cancel",
             "cancelled": 1,  # its loser, as the lost close would have
+            "pumped": False,
             "running": [],
         }
         await until(functools.partial(_nothing_left, stack, s.key()))

@@ -177,7 +177,13 @@ def groups_close(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(result.as_dict()))
     elif result.closed:
-        cancels = f", {result.cancelled} cancel(s) sent" if result.cancelled else ""
+        cancels = ""
+        if result.cancelled and result.pumped:  # to its pump (and a reopen's): each cancels what it runs
+            cancels = (
+                f", {result.cancelled} cancel(s) sent to its pumps, which cancel every child not settled"
+            )
+        elif result.cancelled:
+            cancels = f", {result.cancelled} cancel(s) sent, one per child not settled"
         print(f"closed {args.key} (it was {result.was}; losers: {result.disposition}{cancels})")
         if result.running:
             print(f"{len(result.running)} of its children still run, as a RunToCompletion group's do:")

@@ -21,6 +21,7 @@ from ..engine import (
     OperatorClose,
     OperatorRedispatch,
     Route,
+    SettlementMode,
 )
 from ._groups import OPEN, PARKED, classify, lost_closes, read_groups, show_group
 from ._sql import ENDED, Admin, InspectionError, admin_api, invocation_rows, quote
@@ -55,6 +56,7 @@ class CloseResult:
     was: str | None  # its state before the close: "open", "parked" or "orphaned"; None if not open
     disposition: str | None = None  # the disposition the close applied
     cancelled: int = 0  # cancels sent: one per unsettled child, or the one pump
+    pumped: bool = False  # its children run under pumps: the cancels went to them, not to each child
     # Closed under RunToCompletion: the unsettled children Restate showed running as the close was
     # sent, which run on (an operator cancels one with Restate's own `restate invocations cancel ID`);
     # one an open still in flight had not yet sent is not among them.
@@ -130,6 +132,7 @@ def close_group(
         was=state if answer.closed else None,
         disposition=answer.disposition.value if isinstance(answer.disposition, LoserPolicy) else None,
         cancelled=answer.cancelled,
+        pumped=group.meta.mode is SettlementMode.PUMPED,
         running=running if answer.closed else [],
     )
 
