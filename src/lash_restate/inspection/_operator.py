@@ -56,11 +56,11 @@ class CloseResult:
     was: str | None  # its state before the close: "open", "parked" or "orphaned"; None if not open
     disposition: str | None = None  # the disposition the close applied
     cancelled: int = 0  # cancels sent: one per unsettled child, or the one pump
-    pumped: bool = False  # its children run under pumps: the cancels went to them, not to each child
     # Closed under RunToCompletion: the unsettled children Restate showed running as the close was
     # sent, which run on (an operator cancels one with Restate's own `restate invocations cancel ID`);
     # one an open still in flight had not yet sent is not among them.
     running: list[ChildView] = field(default_factory=list)
+    pumped: bool = False  # its children run under pumps: the cancels went to them, not to each child
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
