@@ -1,9 +1,7 @@
-"""`LashPump`'s paths kept only for what earlier code sent, which settle through `LashGroup/settle`
-rather than `report`: the baseline release's (0450b4d, format 1) pumped groups' `run` (`PumpRun`)
-and `redrive`, and `redrive2`, which builds after the baseline sent for a reopen until decision 69
-(no release did). `run` and `redrive` may go once the compatibility promise's baseline moves past
-0450b4d (docs/compatibility.md): no group that release opened can then be open; `redrive2` then too,
-since no release sends it."""
+"""`LashPump`'s path kept only for what the baseline release (0450b4d, format 1) sent, which settles
+through `LashGroup/settle` rather than `report`: its pumped groups' `run` (`PumpRun`). It may go once
+the compatibility promise's baseline moves past 0450b4d (docs/compatibility.md): no group that
+release opened can then be open."""
 
 from __future__ import annotations
 
@@ -18,13 +16,11 @@ from ..pump._pump_common import (
     SLICES,
     add_ref,
     further_slice_key,
-    report_batch,
     slice_ended,
 )
 from ..wire._errors import is_cancellation
 from ..wire._formats import stored_outcome
 from ..wire._messages import (
-    PumpReport,
     PumpRun,
     Ref,
     SettleBatch,
@@ -33,7 +29,6 @@ from ..wire._records import BYTES, STRINGS, SettlementMode
 from ..wire._routes import (
     CHILD_EXECUTE,
     GROUP_SETTLE,
-    PUMP_REDRIVE,
     PUMP_RUN,
 )
 
@@ -41,9 +36,6 @@ __all__ = [
     "baseline_outcome",
     "forward_batch",
     "on_baseline_run",
-    "on_redrive",
-    "on_redrive2",
-    "redrive_run",
     "settle_as_they_finish",
 ]
 
@@ -61,50 +53,6 @@ async def on_baseline_run(ctx: restate.ObjectContext, req: PumpRun) -> None:
         for key, first in zip(keys, range(0, len(further), PUMP_SLICE), strict=True):
             part = msgspec.structs.replace(req, children=further[first : first + PUMP_SLICE])
             calls[PUMP_RUN.call(ctx, key, part)] = None
-    await settle_as_they_finish(ctx, req, calls)
-
-
-async def on_redrive(ctx: restate.ObjectContext, req: PumpRun) -> None:
-    """Decision 48: a reopen's re-dispatch of children that had no outcome when it reopened.
-
-    Sent to the group's pump, it queues behind that pump's run (both exclusive on its key), which
-    ends only after every further slice's run has: so every child some run could still settle has
-    settled or ended by now, and a child runs again only if no outcome is stored for it (its runner
-    was missing: a routing miss ended it). The further slices' children are redriven by their
-    own pumps, called (so that cancelling this one cancels them), where their outcomes live.
-    """
-    await redrive_run(ctx, req)
-
-
-async def on_redrive2(ctx: restate.ObjectContext, req: PumpRun) -> None:
-    """`redrive` as builds between the baseline and decision 69 sent it, for a group they recorded
-    (decision 61): it asks the group first whether it is still open.
-
-    Queued behind the group's `run2`, which releases its store when the group closes: a redrive
-    behind it would find no outcome stored and run every child again (and keep their outcomes
-    with nobody left to release them). A group that is still open has nothing released, as
-    `redrive` expects; a closed one needs nothing re-run.
-    """
-    if (await report_batch(ctx, req.group_key, PumpReport(incarnation=req.incarnation))).open:
-        await redrive_run(ctx, req)
-
-
-async def redrive_run(ctx: restate.ObjectContext, req: PumpRun) -> None:
-    """Run again the children of ``req`` no outcome is stored for, here and in the further slices."""
-    mine: list[RuntimeEffectEnvelope] = []
-    theirs: dict[str, list[RuntimeEffectEnvelope]] = {}
-    for child in req.children:
-        key = further_slice_key(req, child)
-        if key == ctx.key():
-            mine.append(child)
-        else:
-            theirs.setdefault(key, []).append(child)
-    calls: dict[Any, RuntimeEffectEnvelope | None] = {}
-    for child in mine:
-        if await ctx.get(pump_store(position_of(child)), serde=BYTES) is None:
-            calls[CHILD_EXECUTE.call(ctx, child.replay_key, child)] = child
-    for key, part in theirs.items():
-        calls[PUMP_REDRIVE.call(ctx, key, msgspec.structs.replace(req, children=part))] = None
     await settle_as_they_finish(ctx, req, calls)
 
 

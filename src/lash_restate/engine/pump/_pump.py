@@ -29,8 +29,8 @@ its `forget`.
 
 This module binds each handler, in one place; what each does is a function of the module for its
 job: `_pump_run` (run a slice, stage and run an open in parts, re-dispatch, fail a killed run's
-children) and `_pump_store` (read and release the outcome store); the baseline's `run`, `redrive`
-and `redrive2`, kept for the groups it opened, are `engine/compat/_pump_compat.py`.
+children) and `_pump_store` (read and release the outcome store); the baseline's `run`, kept for
+the groups it opened, is `engine/compat/_pump_compat.py`.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ from __future__ import annotations
 import restate
 
 from ..child._routing import Routing
-from ..compat._pump_compat import on_baseline_run, on_redrive, on_redrive2
+from ..compat._pump_compat import on_baseline_run
 from ..wire._errors import HANDLER_RETRY, terminal_errors
 from ..wire._messages import (
     ChildrenFailed,
@@ -55,8 +55,6 @@ from ..wire._routes import (
     PUMP_FORGET,
     PUMP_OUTCOMES,
     PUMP_REDISPATCH,
-    PUMP_REDRIVE,
-    PUMP_REDRIVE2,
     PUMP_RUN,
     PUMP_RUN2,
     PUMP_RUN_PARTS,
@@ -111,19 +109,6 @@ def pump_object(routing: Routing, *, metadata: dict[str, str] | None = None) -> 
     async def fail(ctx: restate.ObjectContext, req: ChildrenFailed) -> None:
         await on_fail(ctx, req)
 
-    # Kept for a reopen an earlier release sent (`redispatch` replaced it): a pumped group recorded by
-    # `run`, whose children settle through `LashGroup/settle`.
-    @pump.handler(name=PUMP_REDRIVE.handler, ingress_private=True, state_preload=False)
-    @described_by(on_redrive)
-    async def redrive(ctx: restate.ObjectContext, req: PumpRun) -> None:
-        await on_redrive(ctx, req)
-
-    # Kept for a reopen an earlier release sent (`redispatch` replaced it).
-    @pump.handler(name=PUMP_REDRIVE2.handler, ingress_private=True, state_preload=False)
-    @described_by(on_redrive2)
-    async def redrive2(ctx: restate.ObjectContext, req: PumpRun) -> None:
-        await on_redrive2(ctx, req)
-
     # Lazy state (decision 46): Restate 1.7 pauses an invocation whose eager state is over its
     # per-invocation memory limit (the message limit, 32 MiB, by default), and a pump may keep up to
     # PUMP_SLICE outcomes of up to that size each: a read must load only what it asks for.
@@ -145,5 +130,5 @@ def pump_object(routing: Routing, *, metadata: dict[str, str] | None = None) -> 
     async def forget(ctx: restate.ObjectContext) -> None:
         await on_forget(ctx)
 
-    del run, run2, stage, staged, run_parts, redispatch, fail, redrive, redrive2, outcomes, forget
+    del run, run2, stage, staged, run_parts, redispatch, fail, outcomes, forget
     return pump

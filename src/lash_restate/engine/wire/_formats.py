@@ -298,16 +298,6 @@ FORMATS: Final[tuple[Format, ...]] = (
     Format("msg.pump.outcomes", "{prefix}Pump/outcomes input: OutcomesRead, or a list of positions"),
     Format("msg.pump.outcomes_reply", "{prefix}Pump/outcomes output: a JSON array of Outcomes"),
     Format(
-        "msg.pump.redrive",
-        "{prefix}Pump/redrive input: PumpRun (a reopen's children that had no outcome)",
-        since="unreleased",
-    ),
-    Format(
-        "msg.pump.redrive2",
-        "{prefix}Pump/redrive2 input: PumpRun (a reopen of a pumped group: asks the group first)",
-        since="unreleased",
-    ),
-    Format(
         "msg.pump.redispatch",
         "{prefix}Pump/redispatch input: PumpAwait (a reopen's children of one slice, not listening)",
         since="unreleased",

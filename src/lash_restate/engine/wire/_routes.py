@@ -88,8 +88,6 @@ __all__ = [
     "PUMP_FORGET",
     "PUMP_OUTCOMES",
     "PUMP_REDISPATCH",
-    "PUMP_REDRIVE",
-    "PUMP_REDRIVE2",
     "PUMP_RUN",
     "PUMP_RUN2",
     "PUMP_RUN_PARTS",
@@ -322,20 +320,15 @@ PUMP_OUTCOMES: Route[list[int] | OutcomesRead, bytes] = Route(
     PUMP, "outcomes", list[int] | OutcomesRead, bytes
 )
 PUMP_FORGET: Route[None, None] = Route(PUMP, "forget", None, type(None))
-# Decision 48: a reopen runs again the children of a pumped group that ended without an outcome.
-PUMP_REDRIVE: Route[PumpRun, None] = Route(PUMP, "redrive", PumpRun, type(None))
 # A pumped group's pump, as this release's open sends it (decision 66: with the open's plan).
 PUMP_RUN2: Route[PumpAwait, None] = Route(PUMP, "run2", PumpAwait, type(None))
-# Decision 61: a reopen's re-dispatch of a pumped group, which asks the group first (`run2` releases
-# its store at the close).
-PUMP_REDRIVE2: Route[PumpRun, None] = Route(PUMP, "redrive2", PumpRun, type(None))
 # Decision 65: a slice of a group opened in parts, staged by its opener, then run.
 PUMP_STAGE: Route[StagedPart, None] = Route(PUMP, "stage", StagedPart, type(None))
 PUMP_RUN_PARTS: Route[PumpParts, None] = Route(PUMP, "run_parts", PumpParts, type(None))
 # Decision 126: whether the slice's children are staged here, which a first open in parts asks of its
 # first slice's pump before it records the group.
 PUMP_STAGED: Route[None, bool] = Route(PUMP, "staged", None, bool)
-# A reopen's re-dispatch of one slice of a pumped group (what `redrive`/`redrive2` were): the
+# A reopen's re-dispatch of one slice of a pumped group: the
 # dispatch `run2` makes and the reports it sends, so a re-run child ranks as a first run's does.
 PUMP_REDISPATCH: Route[PumpAwait, None] = Route(PUMP, "redispatch", PumpAwait, type(None))
 # Decision 74: the children of a run that ended in failure (killed, say), settled with that failure
@@ -377,9 +370,7 @@ ROUTES: tuple[Route[Any, Any], ...] = (
     PUMP_RUN,
     PUMP_OUTCOMES,
     PUMP_FORGET,
-    PUMP_REDRIVE,
     PUMP_RUN2,
-    PUMP_REDRIVE2,
     PUMP_STAGE,
     PUMP_STAGED,
     PUMP_RUN_PARTS,
