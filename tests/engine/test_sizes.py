@@ -52,6 +52,7 @@ from lash_restate.engine.wire._messages import (
     decode_open,
     encode,
 )
+from lash_restate.engine.wire._open_request import _OpenRequestIn
 from lash_restate.engine.wire._records import SettlementMode
 from lash_restate.inspection import list_open_groups, show_group, sql
 from lash_restate.testing import LocalStack
@@ -153,6 +154,22 @@ def test_the_group_reads_children_as_base64_strings_and_as_raw_envelopes() -> No
     assert decode_open(format_2) == request
     # A field a later release added is read past, as every engine record is (decision 42).
     assert decode_open(format_1.replace(b'"reply_to"', b'"added":1,"reply_to"')) == request
+
+
+def test_the_groups_reader_of_an_open_request_reads_every_field_a_caller_writes() -> None:
+    """The group reads an open through a struct of its own (its children in either format): a field
+    added to `OpenRequest` and not to that reader would be dropped as unknown, with no error."""
+    assert _OpenRequestIn.__struct_fields__ == OpenRequest.__struct_fields__
+    key = f"{uuid.uuid4()}:group:b:0"
+    every = msgspec.structs.replace(
+        _request(_group(key, [_envelope("tool", key, 0, "a")])),
+        caller="inv_1caller",
+        wakes=["sign_1wake"],
+        reopen_only=True,
+        window=3,
+        reopens="inc-1",
+    )
+    assert decode_open(encode(every)) == every
 
 
 def test_the_group_refuses_a_raw_child_its_dispatch_could_not_carry() -> None:
