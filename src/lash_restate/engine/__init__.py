@@ -17,6 +17,17 @@ A settlement's path, hop by hop (each hop a Restate invocation; ``Lash`` is the 
 - Both rank through `rank_refs`, which resolves the waiting caller's wake with a `WaitReply`; the
   caller (`_next`, `_read`) reads the outcomes inline or from the mode's stores, or asks
   `LashGroup/wait` (`on_wait`) first. `LashGroup/close` (`group/_group_close.py`) ends the group.
+- Opened in parts (a group too large for one open message): the caller stages each 256 children
+  with their slice's pump (`caller/_open_parts.py`, `open_in_parts` → `LashPump/stage`,
+  `pump/_pump_run.py` `on_stage`), then sends `LashGroup/open_parts` (`on_open_parts`), which
+  records the group and sends the first slice's pump `LashPump/run_parts` (`on_run_parts`),
+  which runs its staged children and calls the further slices' `run_parts` as `run2` does: the
+  pumped path from there.
+- A reopen (a resume, `RestateController.reopen_effect_group`) sends the same open with
+  ``reopen_only``; `record_group` fences it against the recorded shape and records nothing, and
+  `group/_group_dispatch.py` (`redispatch` → `dispatch_again` → the mode's ``redispatch``) runs
+  again only the children whose runner was missing: a `LashChild/run` each (direct), or a
+  `LashPump/redispatch` per slice (pumped, `on_redispatch`), which report as a first run does.
 - Beside the path: `group/_group_watch.py` watches what was dispatched and who opened it,
   `group/_group_guard.py` a waiting caller's wakes, `group/_group_dispatch.py` what missed its
   runner. Every handler's binding is in `group/_group.py`, `child/_child.py`, `pump/_pump.py` and

@@ -3,7 +3,7 @@
 ADR, "Restate satisfaction: the group virtual object is the rank authority". State: ``meta`` (the
 small hot `GroupMeta`: rank order, waiters, openers, incarnation, settlement mode), ``fence`` (the
 recorded `GroupShape`, read only by open, reads of past ranks, a direct close, a killed run's
-repair and a re-dispatch), the invocation
+repair and the keeping of a child that missed its runner), the invocation
 ids a `Cancel` needs and, for a pumped group recorded now, how to reach its pump at the close (``pump``).
 Payload bytes never enter it.
 

@@ -81,8 +81,9 @@ async def on_open(ctx: restate.ObjectContext, req: OpenRequest, settings: GroupS
 
     Decision 61: a group with a call child, a ``max_in_flight`` bound (decision 81), or
     ``batch_from`` children or more, settles through its pumps (one per slice of 256), each of which
-    awaits its children where they run and releases its store when the close resolves its
-    awakeable; a narrower group of tools, timers and events settles directly, each child by itself
+    awaits its children where they run; once the close resolves the group's own pump's awakeable
+    (or sends it ``forget``), that pump releases its store and has each further slice's pump release
+    its own; a narrower group of tools, timers and events settles directly, each child by itself
     (decision 20).
     """
     meta = await ctx.get(RECORD, serde=META)

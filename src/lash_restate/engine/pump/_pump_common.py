@@ -34,6 +34,7 @@ __all__ = [
     "covered_slices",
     "fan_out",
     "further_slice_key",
+    "group_is_open",
     "release_slices",
     "report_batch",
     "report_noting_cancel",
@@ -64,6 +65,12 @@ def release_slices(ctx: restate.ObjectContext, slices: list[str]) -> None:
 async def report_batch(ctx: restate.ObjectContext, group_key: str, report: PumpReport) -> ReportReply:
     """Hand a report to the group, again if a cancel of the pump interrupted the call (it is idempotent)."""
     return (await report_noting_cancel(ctx, group_key, report))[0]
+
+
+async def group_is_open(ctx: restate.ObjectContext, group_key: str, incarnation: str) -> bool:
+    """Whether the group of ``incarnation`` is still open: an empty report ranks nothing, and its
+    reply says so (a closed group's pumps release their stores)."""
+    return (await report_batch(ctx, group_key, PumpReport(incarnation=incarnation))).open
 
 
 async def report_noting_cancel(

@@ -43,6 +43,7 @@ from ._pump_common import (
     covered_slices,
     fan_out,
     further_slice_key,
+    group_is_open,
     release_slices,
     report_batch,
     report_noting_cancel,
@@ -97,8 +98,9 @@ async def _runs_first(
 
 async def on_run2(ctx: restate.ObjectContext, req: PumpAwait, routing: Routing) -> None:
     """A pumped group's pump (the one its open sent, or a further slice's): call each child of its
-    slice as the open planned it, start a pump for each further slice, then `await_and_report`
-    what settles until the group's close releases it."""
+    slice as the open planned it, start the pumps of the further slices (at most `PUMP_FANOUT`,
+    each starting its own subtree's), then `await_and_report` what settles until the group's close
+    releases it."""
     bound = bound_of(req.incarnation)
     # Decision 81: a bounded group's one pump runs every child, so that one run holds the bound.
     kept = PUMP_SLICE if bound is None else len(req.children)
@@ -213,7 +215,7 @@ async def on_redispatch(ctx: restate.ObjectContext, req: PumpAwait, routing: Rou
     group first: a run releases its store once the group closes, and a closed group needs
     nothing re-run.
     """
-    if not (await report_batch(ctx, req.group_key, PumpReport(incarnation=req.incarnation))).open:
+    if not await group_is_open(ctx, req.group_key, req.incarnation):
         return
     stored: list[Any] = [ctx.get(pump_store(position_of(child)), serde=BYTES) for child in req.children]
     # The further slices this key's run called: a close heard of here releases them with this store,
@@ -231,7 +233,7 @@ async def on_fail(ctx: restate.ObjectContext, req: ChildrenFailed) -> None:
     operator killed it, and its calls with it). Each settles with that failure, stored here as a
     run stores an outcome and reported as a run reports; one whose outcome was stored before the
     kill settles with it. Asks the group first: a closed group's store is released."""
-    if not (await report_batch(ctx, req.group_key, PumpReport(incarnation=req.incarnation))).open:
+    if not await group_is_open(ctx, req.group_key, req.incarnation):
         return
     reads: list[Any] = [ctx.get(pump_store(position), serde=BYTES) for position in req.positions]
     if reads:
@@ -414,7 +416,7 @@ async def _linger_or_leave(
     """Every child settled and its outcome stored: release the store at the group's close, or, once
     the pump stops listening for it, tell the group the store stays (its close then sends `forget`)."""
     # A Cancel close does not resolve the awakeable (decision 65): ask whether the group is closed.
-    if cancelled and not (await report_batch(ctx, group_key, PumpReport(incarnation=incarnation))).open:
+    if cancelled and not await group_is_open(ctx, group_key, incarnation):
         release_slices(ctx, slices)
         return
     # Every child settled: listen for the close a while longer, then tell the group the store stays.

@@ -69,8 +69,9 @@ class SettlementMode(StrEnum):
     """How a group's children reach the rank authority, chosen once at open (decision 20).
 
     ``direct``: each child is its own `LashChild` invocation that stores its outcome and settles
-    itself. ``pumped``: one `LashPump` invocation awaits every child, stores their outcomes and
-    settles whatever finished meanwhile in one batch. What differs lives in `_mode.py`. A group with a
+    itself. ``pumped``: a `LashPump` invocation per slice of 256 children (a tree of them; one in
+    all for a bounded group) awaits its children, stores their outcomes and reports whatever
+    finished meanwhile in one batch. What differs lives in `_mode.py`. A group with a
     call child, a `max_in_flight` bound, or `batch_from` children or more is pumped (decisions 20,
     61, 81).
     """
