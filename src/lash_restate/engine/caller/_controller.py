@@ -42,6 +42,7 @@ from ...contract import (
     require_groups,
     require_ungrouped,
 )
+from ..child._routing import replaying
 from ..group._mode import mode_for
 from ..wire._errors import CalledInsideRun, ends_the_invocation, raise_typed, typed
 from ..wire._formats import written
@@ -290,7 +291,7 @@ class RestateController(EffectGroupDefaults):
 
     def _replaying(self) -> bool:
         """Whether this invocation replays a journal that goes on past this point."""
-        return isinstance(self._ctx, ServerInvocationContext) and self._ctx.vm.is_replaying()
+        return replaying(self._ctx)
 
     async def _next(
         self,
@@ -429,7 +430,8 @@ class RestateController(EffectGroupDefaults):
             # Decision 113: it closes the group this invocation opened or read, not a namesake
             # opened under the key since. A baseline group's close journaled none: it sends none.
             request = msgspec.structs.replace(request, incarnation=incarnation)
-        if self._cannot_refuse(handle, disposition):
+        declared = self._declared.pop(key, None)  # closed: what this invocation opened under the key
+        if _cannot_refuse(declared, handle, disposition):
             GROUP_CLOSE.send(self._ctx, key, request)
         else:
             await self._ask(GROUP_CLOSE, key, request)
@@ -438,18 +440,21 @@ class RestateController(EffectGroupDefaults):
         # The group holds each saver from `saved`; its close cancels that hold with its other watches.
         self._saved = {saved for saved in self._saved if saved[0] != key}
 
-    def _cannot_refuse(self, handle: GroupHandle, disposition: LoserPolicy | None) -> bool:
-        """Whether the group this invocation opened would accept this close (decision 21)."""
-        declared = self._declared.pop(handle.group_key, None)
-        if declared is None:
-            return False
-        count, policy = declared
-        try:
-            check_child_count(count, handle.child_count, group_key=handle.group_key)
-            effective_disposition(policy, disposition, group_key=handle.group_key)
-        except LashError:
-            return False  # the group refuses it: a call, so the refusal reaches the caller typed
-        return True
+
+def _cannot_refuse(
+    declared: tuple[int, LoserPolicy] | None, handle: GroupHandle, disposition: LoserPolicy | None
+) -> bool:
+    """Whether the group this invocation opened (``declared``: its child count and disposition; None
+    if it opened none under the key) would accept this close (decision 21)."""
+    if declared is None:
+        return False
+    count, policy = declared
+    try:
+        check_child_count(count, handle.child_count, group_key=handle.group_key)
+        effective_disposition(policy, disposition, group_key=handle.group_key)
+    except LashError:
+        return False  # the group refuses it: a call, so the refusal reaches the caller typed
+    return True
 
 
 def _durable(cancel: Awaitable[object]) -> restate.RestateDurableFuture[Any]:
