@@ -95,7 +95,8 @@ def open_plan(routing: Routing, children: list[RuntimeEffectEnvelope]) -> list[s
     """`pump_plan` as the open that records a group decides it, sent to its pump: every child routed
     (a miss refused the open), so this depends only on which services are declared external, and a
     replay of the open decides as its first execution did."""
-    return [VIA_CHILD if bound_call(routing, child) is None else VIA_CALL for child in children]
+    # As `pump_plan`, but for `routing.routes`: the open refused any child it does not route.
+    return [VIA_CALL if bound_call(routing, child) is not None else VIA_CHILD for child in children]
 
 
 def callee_key(envelope: RuntimeEffectEnvelope, incarnation: str) -> str:

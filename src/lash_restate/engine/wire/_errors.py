@@ -121,6 +121,8 @@ def raise_typed(error: TerminalError) -> None:
 
 
 def is_cancellation(error: TerminalError) -> bool:
+    """Whether ``error`` is Restate's 409 rather than one of lash's (which carries its wire form): this
+    invocation's cancel, a call's cancel or kill, or a callee's own 409 (`cancelled` tells those)."""
     return error.status_code == CANCELLED_STATUS and error_from_wire(error.message) is None
 
 
