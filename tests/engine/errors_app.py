@@ -284,12 +284,13 @@ async def also_broken(ctx: restate.Context) -> Any:
 
 
 @forger.handler()
-async def open_parts(ctx: restate.Context, req: dict[str, Any]) -> dict[str, Any]:
-    """Sends ``req["open"]`` to `LashGroup/open_parts` of ``req["key"]``, answered on an awakeable of
-    its own: the group's refusal as its status and the typed error's line, or ``{}`` if opened."""
+async def open_group(ctx: restate.Context, req: dict[str, Any]) -> dict[str, Any]:
+    """Sends ``req["open"]`` to `LashGroup/{req["handler"]}` (`open` or `open_parts`) of ``req["key"]``,
+    answered on an awakeable of its own: the group's refusal as its status and the typed error's
+    line, or ``{}`` if opened."""
     name, answer = ctx.awakeable(type_hint=dict[str, Any])
     body = json.dumps({**req["open"], "reply_to": name}).encode()
-    ctx.generic_send("LashGroup", "open_parts", body, key=req["key"])
+    ctx.generic_send("LashGroup", req["handler"], body, key=req["key"])
     try:
         await answer
     except restate.TerminalError as refused:

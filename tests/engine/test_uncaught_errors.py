@@ -6,6 +6,7 @@ forged. Served by `tests/engine/errors_app.py` on a real restate-server."""
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import uuid
 from collections.abc import Iterator
@@ -17,10 +18,20 @@ import msgspec
 import pytest
 
 from lash_restate._http import tls
-from lash_restate.contract import GroupNotOpen, GroupShape, GroupWakePolicy, LoserPolicy
+from lash_restate.contract import (
+    GroupNotOpen,
+    GroupShape,
+    GroupWakePolicy,
+    LoserPolicy,
+    RuntimeEffectEnvelope,
+    RuntimeEffectGroup,
+    ToolCall,
+    canonical_bytes,
+)
 from lash_restate.engine import GroupMeta
 from lash_restate.engine.wire._formats import ERROR_METADATA_ENV
 from lash_restate.engine.wire._incarnation import PAGED
+from lash_restate.engine.wire._records import META, SHAPE
 from lash_restate.inspection import GroupView, quote, show_group, sql
 from lash_restate.inspection._operator import said
 from lash_restate.testing import CallFailed, LocalStack, StackError
@@ -343,7 +354,7 @@ async def test_a_first_open_in_parts_its_opener_never_staged_is_refused_saying_s
         hashes=("forged-hash",),
     )
     forged = {"shape": msgspec.to_builtins(shape), "stage": f"{PAGED}{uuid.uuid4()}", "parts": parts}
-    answer = await stack.call("Forger/open_parts", {"key": key, "open": forged})
+    answer = await stack.call("Forger/open_group", {"key": key, "handler": "open_parts", "open": forged})
     says = "[invalid_input] an open in parts names no staged parts of this group"
     assert answer == {"status": 400, "error": says}
     ran = (
@@ -366,3 +377,57 @@ async def test_a_first_open_in_parts_its_opener_never_staged_is_refused_saying_s
         "Command: CompleteAwakeable",
         "Command: Output",
     ]
+
+
+async def test_a_reopen_of_a_baseline_group_carrying_a_child_its_shape_does_not_name_is_refused_typed(
+    stack: LocalStack,
+) -> None:
+    """A group the baseline release opened kept no missed children, so a reopen of it runs again the
+    children the reopen carries. One sent by another handler of the cluster (the ingress refuses
+    it; a handler's send is not) carrying a child its fenced shape does not name, or no envelope at
+    all, is refused on its reply awakeable, running nothing: it ran the forged child, or failed with
+    a plain error Restate retried for ever, holding the group's queue."""
+    key = f"baseline-{uuid.uuid4()}:group:b:0"
+
+    def one_tool(value: str) -> RuntimeEffectGroup:
+        command = ToolCall(tool="echo", args={"value": value})
+        child = RuntimeEffectEnvelope(command=command, replay_key=f"{key}/a")
+        return RuntimeEffectGroup(
+            key, [child], wake=GroupWakePolicy.ALL, disposition=LoserPolicy.RUN_TO_COMPLETION
+        )
+
+    shape = one_tool("a").shape()
+    # As the baseline recorded it: an incarnation with no mark of a later release.
+    meta = GroupMeta(
+        child_count=1, wake=shape.wake, disposition=shape.disposition, incarnation=str(uuid.uuid4())
+    )
+    state = {"meta": list(META.serialize(meta)), "fence": list(SHAPE.serialize(shape))}
+    carried = {
+        "another child": canonical_bytes(one_tool("b").children[0]),
+        "no envelope": b'{"not": "an envelope"}',
+    }
+    async with httpx.AsyncClient(verify=tls(), timeout=30) as client:
+        written = await client.post(
+            f"{stack.server.admin_url}/services/LashGroup/state", json={"object_key": key, "new_state": state}
+        )
+        assert written.status_code == 202, written.text
+        for what, child in carried.items():
+            request = {
+                "shape": msgspec.to_builtins(shape),
+                "children": [base64.b64encode(child).decode()],
+                "reopen_only": True,
+            }
+            answer = await stack.call("Forger/open_group", {"key": key, "handler": "open", "open": request})
+            assert answer.get("status") == 400, (what, answer)
+        opens = (
+            "SELECT status, completion_result FROM sys_invocation WHERE target_service_name = 'LashGroup' "
+            f"AND target_handler_name = 'open' AND target_service_key = {quote(key)}"
+        )
+        ended = await _poll(stack, opens, lambda rows: [r["status"] for r in rows] == ["completed"] * 2)
+        assert [r["completion_result"] for r in ended] == ["success"] * 2  # answered, not failed
+        ran = f"SELECT id FROM sys_invocation WHERE target_service_key = {quote(key + '/a')}"
+        assert stack.sql(ran) == []  # no child was run again
+        cleared = await client.post(
+            f"{stack.server.admin_url}/services/LashGroup/state", json={"object_key": key, "new_state": {}}
+        )
+        assert cleared.status_code == 202, cleared.text

@@ -26,7 +26,7 @@ from ...contract import (
 from ..child._calls import open_plan
 from ..child._routing import Routing, replaying
 from ..wire._errors import terminal_status
-from ..wire._incarnation import PAGED, bound_mark
+from ..wire._incarnation import PAGED, bound_mark, watches_its_runs
 from ..wire._messages import (
     CallerEnded,
     OpenReply,
@@ -206,15 +206,24 @@ async def on_open_parts(ctx: restate.ObjectContext, req: PartedOpen, settings: G
 
 
 async def _fence_reopen(
-    ctx: restate.ObjectContext, meta: GroupMeta, shape: GroupShape, reopens: str | msgspec.UnsetType
+    ctx: restate.ObjectContext,
+    meta: GroupMeta,
+    shape: GroupShape,
+    reopens: str | msgspec.UnsetType,
+    carrying: OpenRequest | None = None,
 ) -> None:
     """ADR: a reopen is fenced on its shape: the children the group was opened with, the same. A
     resume's is fenced on the incarnation its cursor names too (decision 124): the cursor's group
-    was closed if the key holds another, which is neither reopened nor told of this opener."""
+    was closed if the key holds another, which is neither reopened nor told of this opener. The
+    children a reopen in one message is ``carrying`` are the shape's too, if it runs them again."""
     check_incarnation(ctx, meta, reopens)
     recorded = await ctx.get(FENCE, serde=SHAPE)
     assert recorded is not None  # written with meta, cleared with it
     recorded.fence_reopen(shape, ctx.key())
+    if carrying is not None and not watches_its_runs(meta.incarnation):
+        # A baseline group's reopen runs again the children it carries (`redispatch`): one its shape
+        # does not name is refused typed here, where `redispatch` would run it or fail, retried.
+        _children_of(carrying)
     logs.event("group.reopened", ctx, group_key=ctx.key())
 
 
@@ -236,7 +245,7 @@ async def record_group(
         # ADR: a reopen is fenced on shape, resolves only what it dispatches and refuses nothing;
         # on Restate the children are engine-owned invocations already: none is dispatched here, and
         # `on_open` runs again only those the group kept as missed (decision 95).
-        await _fence_reopen(ctx, meta, req.shape, req.reopens)
+        await _fence_reopen(ctx, meta, req.shape, req.reopens, req)
         return meta, []
     if req.reopen_only:
         # Decision 41: a resume of a group that was closed (or never recorded) must not start it over.
