@@ -208,6 +208,7 @@ async def test_groups_list_and_show_against_a_running_stack(stack: LocalStack) -
         "wake": "first",
         "disposition": "run_to_completion",
         "mode": "direct",
+        "layout": "flat",
         "state": "parked",  # its only opener, the turn, returned normally with the group open
         "orphaned": False,
         "paused": 0,
@@ -222,6 +223,7 @@ async def test_groups_list_and_show_against_a_running_stack(stack: LocalStack) -
         "WAKE",
         "DISPOSITION",
         "MODE",
+        "LAYOUT",
         "STATE",
         "AGE",
         "PAUSED",

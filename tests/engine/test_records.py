@@ -39,7 +39,7 @@ from lash_restate.engine.group._pages import RANK_PAGE, RankTail, assemble_order
 from lash_restate.engine.pump._pump_calls import dispatch_one
 from lash_restate.engine.pump._pump_common import split_plan, subtrees
 from lash_restate.engine.pump._pump_store import within_budget
-from lash_restate.engine.wire._incarnation import cursor_names
+from lash_restate.engine.wire._incarnation import cursor_names, layout_of
 from lash_restate.engine.wire._messages import (
     ChildRun,
     CloseRequest,
@@ -340,6 +340,21 @@ async def test_a_close_names_the_incarnation_its_caller_opened_unless_the_baseli
     assert cast(Any, controller._ctx).made == [("LashGroup", "close", encode(request))]
     # Closed: a later close of the key (a namesake's cursor, restored) names nothing it knows no more.
     assert key not in controller._incarnations
+
+
+@pytest.mark.parametrize(
+    ("incarnation", "layout"),
+    [
+        (_UUID, "flat"),  # the baseline's
+        (f"{_UUID}-s", "flat"),
+        (f"w2-{_UUID}-s", "flat"),
+        (f"p-{_UUID}-s", "paged"),  # wider than a slice, opened in one message
+        (f"p-w2-{_UUID}-s", "paged"),
+        (f"p-{_UUID}", "parts"),  # its opener's stage (`open_in_parts`)
+    ],
+)
+def test_an_operator_reads_a_groups_layout_from_its_incarnation(incarnation: str, layout: str) -> None:
+    assert layout_of(incarnation) == layout
 
 
 @pytest.mark.parametrize(

@@ -36,6 +36,7 @@ COLUMNS = [
     "wake",
     "disposition",
     "mode",
+    "layout",
     "state",
     "age",
     "paused",

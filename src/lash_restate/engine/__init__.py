@@ -80,7 +80,7 @@ from .serving._endpoint import (
 from .serving._server import FULL_GC_EVERY, SERVERS, ServerUnavailable, collect_rarely, serve
 from .wire._errors import ends_the_invocation, terminal_status
 from .wire._formats import BASELINE, BASELINE_HANDLERS, FORMAT, FORMATS, Format
-from .wire._incarnation import bound_of, opened_since_baseline
+from .wire._incarnation import bound_of, layout_of, opened_since_baseline
 from .wire._messages import (
     OperatorClose,
     OperatorClosed,
@@ -187,6 +187,7 @@ __all__ = [
     "groups_wired",
     "inside_run",
     "lash_services",
+    "layout_of",
     "named",
     "opened_since_baseline",
     "outcome_store",

@@ -30,6 +30,7 @@ from ..engine import (
     assemble_order,
     bound_of,
     group_of_pump,
+    layout_of,
     named,
     outcome_store,
     ranks_recorded,
@@ -315,6 +316,7 @@ def open_group_row(group: StoredGroup, state: str, now_ms: int, paused: int) -> 
         "missed": len(group.missed),
         "reclaim_at": utc(group.reclaim_at_ms / 1000) if group.reclaim_at_ms else None,
         "incarnation": meta.incarnation,
+        "layout": layout_of(meta.incarnation),
     }
 
 

@@ -31,6 +31,9 @@ class OpenGroup:
     # the baseline release ends in "-s", or starts with "p-" (opened in parts): a rollback to the
     # baseline must leave none of those open.
     incarnation: str = ""
+    # Where its ranks are kept, and how it was opened: "flat" (in its record), "paged" (in pages, a
+    # pumped group wider than one slice) or "parts" (in pages, opened in parts), from its incarnation.
+    layout: str = "flat"
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -16,6 +16,7 @@ __all__ = [
     "bound_of",
     "calls_as_native",
     "cursor_names",
+    "layout_of",
     "opened_since_baseline",
     "runs_name_their_incarnation",
     "serves_one_rank",
@@ -65,6 +66,16 @@ def opened_since_baseline(incarnation: str) -> bool:
     The incarnation is in the open's reply, which the opener journals, so a replay decides as its
     first run did."""
     return incarnation.endswith(SAVES) or incarnation.startswith(PAGED)
+
+
+def layout_of(incarnation: str) -> str:
+    """How the group of ``incarnation`` keeps its ranks and was opened, as an operator reads it:
+    ``flat`` (its ranks in its record), ``paged`` (in pages: a pumped group wider than one slice,
+    opened in one message) or ``parts`` (in pages, opened in parts: its incarnation is the stage its
+    opener chose, which records no saves' mark)."""
+    if not incarnation.startswith(PAGED):
+        return "flat"
+    return "paged" if incarnation.endswith(SAVES) else "parts"
 
 
 def serves_one_rank(incarnation: str) -> bool:
