@@ -126,7 +126,7 @@ async def on_run2(ctx: restate.ObjectContext, req: PumpAwait, routing: Routing) 
         # Each further pump gets its part of the open's plan; without one, plans for itself.
         plans: list[list[str] | msgspec.UnsetType] = [msgspec.UNSET] * len(parts)
         if decided is not None:
-            plans = [*split_plan(decided[PUMP_SLICE:], parts)]
+            plans = [*split_plan(decided[kept:], parts)]
         for part, part_plan in zip(parts, plans, strict=True):
             key = further_slice_key(req, part[0])
             slices.append(key)
