@@ -28,7 +28,7 @@ import restate
 from ...contract import GroupShape, InvalidSettlement
 from ..wire._incarnation import PAGED
 from ..wire._messages import Ref
-from ..wire._records import RECORD_OPTIONS, STRINGS, GroupMeta, MsgspecSerde
+from ..wire._records import POSITIONS, RECORD_OPTIONS, STRINGS, GroupMeta, MsgspecSerde
 
 __all__ = [
     "KEY_PAGES_PER_WAIT",
@@ -79,7 +79,6 @@ class RankTail(msgspec.Struct, **RECORD_OPTIONS):
 
 
 _TAIL: MsgspecSerde[RankTail] = MsgspecSerde(RankTail)
-_POSITIONS: MsgspecSerde[list[int]] = MsgspecSerde(list[int])
 
 
 def check_position(meta: GroupMeta, ref: Ref, group_key: str) -> None:
@@ -129,7 +128,7 @@ class Ranked:
         """The reads a report of ``refs`` needs besides `meta`, issued at once: `ranked`, then each
         reporting slice's ``settled:{k}``."""
         slices = sorted({ref.position // _SLICE for ref in refs})
-        pages: list[Any] = [ctx.get(settled_page(k), serde=_POSITIONS) for k in slices]
+        pages: list[Any] = [ctx.get(settled_page(k), serde=POSITIONS) for k in slices]
         return [ctx.get(RANKED, serde=_TAIL), *pages]
 
     @staticmethod
@@ -158,10 +157,10 @@ class Ranked:
         for ref in fresh:
             tail.append(ref.position)
             if len(tail) == RANK_PAGE:
-                ctx.set(rank_page(pages), tail, serde=_POSITIONS)
+                ctx.set(rank_page(pages), tail, serde=POSITIONS)
                 pages, tail = pages + 1, []
         for k in sorted({ref.position // _SLICE for ref in fresh}):
-            ctx.set(settled_page(k), sorted(settled[k]), serde=_POSITIONS)
+            ctx.set(settled_page(k), sorted(settled[k]), serde=POSITIONS)
         ctx.set(RANKED, RankTail(pages=pages, tail=tail), serde=_TAIL)
         return {counter + 1 + i: ref for i, ref in enumerate(fresh)}
 
@@ -174,7 +173,7 @@ class Ranked:
             return []
         first_page = consumed // RANK_PAGE
         pages = [j for j in range(first_page, (last - 1) // RANK_PAGE + 1) if j < ranked.pages]
-        reads: list[Any] = [ctx.get(rank_page(j), serde=_POSITIONS) for j in pages]
+        reads: list[Any] = [ctx.get(rank_page(j), serde=POSITIONS) for j in pages]
         if reads:
             await restate.gather(*reads)
         order: list[int] = []
@@ -202,7 +201,7 @@ class Ranked:
     async def settled(ctx: restate.ObjectContext, meta: GroupMeta) -> set[int]:
         """Every position holding a rank (a reopen's re-dispatch: one read per slice)."""
         reads: list[Any] = [
-            ctx.get(settled_page(k), serde=_POSITIONS) for k in range(-(-meta.child_count // _SLICE))
+            ctx.get(settled_page(k), serde=POSITIONS) for k in range(-(-meta.child_count // _SLICE))
         ]
         if reads:
             await restate.gather(*reads)
