@@ -762,7 +762,7 @@ async def test_parts_an_opener_left_staged_are_listed_and_released_and_a_groups_
     await kill(stack, await invocation_id(stack, runs))
     closed = lash(stack, "groups", "close", pumped.key(), "--force", "--cancel")
     assert closed.returncode == 0, closed.stderr
-    assert "1 cancel(s) sent to its pumps, which cancel every child not settled" in closed.stdout
+    assert "1 cancel(s) sent to its pump and re-dispatched runs, which cancel every child" in closed.stdout
     await until(lambda: _nothing_left(stack, pumped.key()))
     for key in (own, left):
         await _write_state(stack, key, {"staged": list(b"[]")})

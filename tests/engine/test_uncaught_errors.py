@@ -411,23 +411,29 @@ async def test_a_reopen_of_a_baseline_group_carrying_a_child_its_shape_does_not_
             f"{stack.server.admin_url}/services/LashGroup/state", json={"object_key": key, "new_state": state}
         )
         assert written.status_code == 202, written.text
-        for what, child in carried.items():
-            request = {
-                "shape": msgspec.to_builtins(shape),
-                "children": [base64.b64encode(child).decode()],
-                "reopen_only": True,
-            }
-            answer = await stack.call("Forger/open_group", {"key": key, "handler": "open", "open": request})
-            assert answer.get("status") == 400, (what, answer)
-        opens = (
-            "SELECT status, completion_result FROM sys_invocation WHERE target_service_name = 'LashGroup' "
-            f"AND target_handler_name = 'open' AND target_service_key = {quote(key)}"
-        )
-        ended = await _poll(stack, opens, lambda rows: [r["status"] for r in rows] == ["completed"] * 2)
-        assert [r["completion_result"] for r in ended] == ["success"] * 2  # answered, not failed
-        ran = f"SELECT id FROM sys_invocation WHERE target_service_key = {quote(key + '/a')}"
-        assert stack.sql(ran) == []  # no child was run again
-        cleared = await client.post(
-            f"{stack.server.admin_url}/services/LashGroup/state", json={"object_key": key, "new_state": {}}
-        )
-        assert cleared.status_code == 202, cleared.text
+        try:
+            for what, child in carried.items():
+                request = {
+                    "shape": msgspec.to_builtins(shape),
+                    "children": [base64.b64encode(child).decode()],
+                    "reopen_only": True,
+                }
+                answer = await stack.call(
+                    "Forger/open_group", {"key": key, "handler": "open", "open": request}
+                )
+                assert answer.get("status") == 400, (what, answer)
+            opens = (
+                "SELECT status, completion_result FROM sys_invocation "
+                "WHERE target_service_name = 'LashGroup' AND target_handler_name = 'open' "
+                f"AND target_service_key = {quote(key)}"
+            )
+            ended = await _poll(stack, opens, lambda rows: [r["status"] for r in rows] == ["completed"] * 2)
+            assert [r["completion_result"] for r in ended] == ["success"] * 2  # answered, not failed
+            ran = f"SELECT id FROM sys_invocation WHERE target_service_key = {quote(key + '/a')}"
+            assert stack.sql(ran) == []  # no child was run again
+        finally:  # the group written here goes, whatever the test found
+            cleared = await client.post(
+                f"{stack.server.admin_url}/services/LashGroup/state",
+                json={"object_key": key, "new_state": {}},
+            )
+            assert cleared.status_code == 202, cleared.text

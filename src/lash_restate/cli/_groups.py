@@ -181,7 +181,8 @@ def groups_close(args: argparse.Namespace) -> int:
         cancels = ""
         if result.cancelled and result.pumped:  # to its pump (and a reopen's): each cancels what it runs
             cancels = (
-                f", {result.cancelled} cancel(s) sent to its pumps, which cancel every child not settled"
+                f", {result.cancelled} cancel(s) sent to its pump and re-dispatched runs, "
+                "which cancel every child not settled"
             )
         elif result.cancelled:
             cancels = f", {result.cancelled} cancel(s) sent, one per child not settled"

@@ -26,7 +26,8 @@ A settlement's path, hop by hop (each hop a Restate invocation; ``Lash`` is the 
 - A reopen (a resume, `RestateController.reopen_effect_group`) sends the same open with
   ``reopen_only``; `record_group` fences it against the recorded shape and records nothing, and
   `group/_group_dispatch.py` (`redispatch` → `dispatch_again` → the mode's ``redispatch``) runs
-  again only the children whose runner was missing: a `LashChild/run` each (direct), or a
+  again only the children whose runner was missing (of a group the baseline opened, every unsettled
+  child the reopen carries): a `LashChild/run` each (direct), or a
   `LashPump/redispatch` per slice (pumped, `on_redispatch`), which report as a first run does.
 - Beside the path: `group/_group_watch.py` watches what was dispatched and who opened it,
   `group/_group_guard.py` a waiting caller's wakes, `group/_group_dispatch.py` what missed its

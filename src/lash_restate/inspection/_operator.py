@@ -132,7 +132,7 @@ def close_group(
         was=state if answer.closed else None,
         disposition=answer.disposition.value if isinstance(answer.disposition, LoserPolicy) else None,
         cancelled=answer.cancelled,
-        pumped=group.meta.mode is SettlementMode.PUMPED,
+        pumped=answer.closed and group.meta.mode is SettlementMode.PUMPED,
         running=running if answer.closed else [],
     )
 

@@ -28,8 +28,8 @@ class OpenGroup:
     # children still run then; None for any other group.
     reclaim_at: str | None = None
     # This opening of the key, as its pumps' keys and an operator's close name it. One opened since
-    # the baseline release ends in "-s", or starts with "p-" (opened in parts): a rollback to the
-    # baseline must leave none of those open.
+    # the baseline release ends in "-s" (in one message) or starts with "p-" (paged, or opened in
+    # parts): a rollback to the baseline must leave none of those open.
     incarnation: str = ""
     # Where its ranks are kept, and how it was opened: "flat" (in its record), "paged" (in pages, a
     # pumped group wider than one slice) or "parts" (in pages, opened in parts), from its incarnation.

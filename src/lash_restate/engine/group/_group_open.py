@@ -223,7 +223,7 @@ async def _fence_reopen(
     if carrying is not None and not watches_its_runs(meta.incarnation):
         # A baseline group's reopen runs again the children it carries (`redispatch`): one its shape
         # does not name is refused typed here, where `redispatch` would run it or fail, retried.
-        _children_of(carrying)
+        _children_of(carrying, ctx.key())
     logs.event("group.reopened", ctx, group_key=ctx.key())
 
 
@@ -323,14 +323,14 @@ def _answerable(reply_to: str) -> None:
         raise InvalidInput(f"{reply_to!r} is not an awakeable's id: the open could not answer it")
 
 
-def _children_of(req: OpenRequest) -> None:
+def _children_of(req: OpenRequest, group_key: str) -> None:
     """The children an open carries are those its shape names, one each: a reopen of a group the
     baseline opened dispatches them again as they came (a forged list would run children no group
     recorded, or fail the open with a plain error, retried for ever)."""
     if len(req.children) != req.shape.child_count:
         raise InvalidInput(f"the open names {req.shape.child_count} children and carries {len(req.children)}")
     for position, raw in enumerate(req.children):
-        if envelope_hash(decode_envelope(raw)) != req.shape.hashes[position]:
+        if envelope_hash(_decoded(group_key, position, raw)) != req.shape.hashes[position]:
             raise InvalidInput(f"child {position} is not the one the open's shape names")
 
 
@@ -368,7 +368,7 @@ async def on_operator_resend(ctx: restate.ObjectSharedContext, req: OperatorRese
         if req.handler == GROUP_OPEN.handler:
             reopen = msgspec.structs.replace(decode_open(req.request), reopen_only=True)
             _answerable(reopen.reply_to)
-            _children_of(reopen)
+            _children_of(reopen, ctx.key())
             sent = GROUP_OPEN.send(ctx, ctx.key(), reopen)
         elif req.handler == GROUP_OPEN_PARTS.handler:
             parted = msgspec.structs.replace(decode(req.request, PartedOpen), reopen_only=True)
