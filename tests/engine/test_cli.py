@@ -115,6 +115,9 @@ def test_dev_serves_your_application_until_stopped_then_cleans_up(tmp_path: Path
         said = "".join(lines)
         assert "Greeter" in said and "LashGroup" in said, said
         [ingress] = re.findall(r"call its handlers at (http://\S+)/SERVICE/HANDLER", said)
+        # Each of the application's own handlers, and none of lash's, by where the ingress reaches it.
+        urls = re.findall(r"  POST (\S+)", said)
+        assert urls == [f"{ingress}/Greeter/hello", f"{ingress}/Greeter/pay"], said
         answered = httpx.post(f"{ingress}/Greeter/hello", json="ada", timeout=60)
         assert answered.status_code == 200 and answered.json() == ["hello ada"], answered.text
         # dev tells the endpoint its admin API: a call no deployment serves is refused at the open,

@@ -14,6 +14,7 @@ from typing import Any
 
 import httpx
 
+from ..engine import CHILD, GROUP, PUMP, SIGNAL, named
 from .processes import StackError, restate_server_binary
 from .stack import LocalStack
 
@@ -64,6 +65,20 @@ def _describe(outcome: dict[str, Any]) -> str:
     return "cancelled"
 
 
+def _handler_urls(ingress: str, services: list[dict[str, Any]]) -> list[str]:
+    """Where the ingress reaches each handler of the application's own services (not lash's), as
+    the registration answered them: ``{KEY}`` stands for a virtual object's or workflow's key."""
+    lash = {named(role) for role in (GROUP, CHILD, PUMP, SIGNAL)}
+    urls = []
+    for service in services:
+        if service.get("name") in lash:
+            continue
+        keyed = "/{KEY}" if service.get("ty") in ("VirtualObject", "Workflow") else ""
+        for handler in service.get("handlers", []):
+            urls.append(f"POST {ingress}/{service['name']}{keyed}/{handler['name']}")
+    return sorted(urls)
+
+
 def _serve_until_stopped() -> int:
     _say("press Ctrl-C to stop")
     stop = threading.Event()
@@ -106,7 +121,9 @@ def run_dev(*, once: bool, keep: bool = False, app: str | None = None) -> int:
         # `lash-restate groups` (and Restate's own CLI) read the admin API from this variable.
         _say(f"its groups: RESTATE_ADMIN_URL={server.admin_url} lash-restate groups list")
         if app is not None:
-            _say(f"serving {app}; call its handlers at {server.ingress_url}/SERVICE/HANDLER")
+            _say(f"serving {app}; call its handlers at {server.ingress_url}/SERVICE/HANDLER:")
+            for url in _handler_urls(server.ingress_url, answer.get("services", [])):
+                _say(f"  {url}")
             return 0 if once else _serve_until_stopped()
 
         result = demo(stack)
