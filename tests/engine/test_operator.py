@@ -745,11 +745,12 @@ async def test_parts_an_opener_left_staged_are_listed_and_released_and_a_groups_
 ) -> None:
     """An open in parts whose opener is killed after staging and before its open leaves its parts
     staged with no group to read them; a pump killed as its group's close overtook the group's
-    report of the kill keeps the outcomes it stored, and nothing releases them. `groups staged`
-    lists each (here written through the admin API as the kill leaves it) and `--release` frees
-    them; what a pump holds under the incarnation of a recorded group is that group's own (its pump
-    runs the part, and its reads serve the outcomes) and is never listed."""
-    s, pumped = Scope(), Scope()
+    report of the kill keeps the outcomes it stored, and nothing releases them; so does a completed
+    pump whose group's record an operator deleted (`restate state clear`). `groups staged` lists
+    each (here written through the admin API as the kill or the clear leaves it) and `--release`
+    frees them; what a pump holds under the incarnation of a recorded group is that group's own (its
+    pump runs the part, and its reads serve the outcomes) and is never listed."""
+    s, pumped, gone = Scope(), Scope(), Scope()
     [opened] = await stack.turn(open_(s.group([echo("a"), event(s.event("never"))])))
     incarnation = (await recorded_meta(stack, s.key()))["incarnation"]
     own, further = f"{incarnation}:{s.key()}", f"{incarnation}.1:{s.key()}"
@@ -768,20 +769,24 @@ async def test_parts_an_opener_left_staged_are_listed_and_released_and_a_groups_
         await _write_state(stack, key, {"staged": list(b"[]")})
     await _write_state(stack, kept, {"o0": list(b'{"type":"ok","value":"a"}'), "o1": list(b"{}")})
     await _write_state(stack, further, {"o256": list(b"{}")})  # the open group's further slice
+    # A completed pump of a parked group (its note that it ran, its outcomes) whose record was cleared.
+    cleared = f"{uuid.uuid4()}-s:{gone.key()}"
+    await _write_state(stack, cleared, {"ran": list(b"1"), "o0": list(b'{"type":"ok","value":"a"}')})
     pumps = (
         "SELECT DISTINCT service_key FROM state WHERE service_name = 'LashPump' "
-        f"AND (ends_with(service_key, {quote(':' + s.key())}) OR service_key = {quote(kept)})"
+        f"AND (ends_with(service_key, {quote(':' + s.key())}) "
+        f"OR service_key IN ({quote(kept)}, {quote(cleared)}))"
     )
 
     async def rows() -> list[str]:
         return sorted(r["service_key"] for r in await asyncio.to_thread(sql, stack.server.admin_url, pumps))
 
-    await until(lambda: _equal(rows(), sorted([own, left, kept, further])))
+    await until(lambda: _equal(rows(), sorted([own, left, kept, further, cleared])))
     listed_ = lash(stack, "groups", "staged", "--json")
     assert listed_.returncode == 0, listed_.stderr
-    keys = (s.key(), pumped.key())  # the stack is the module's: other tests' groups are not ours
+    keys = (s.key(), pumped.key(), gone.key())  # the stack is the module's: other tests' groups are not ours
     ours = [(p["pump_key"], p["holds"]) for p in json.loads(listed_.stdout) if p["group_key"] in keys]
-    assert sorted(ours) == sorted([(left, "staged"), (kept, "outcomes")])
+    assert sorted(ours) == sorted([(left, "staged"), (kept, "outcomes"), (cleared, "outcomes")])
     released = lash(stack, "groups", "staged", "--release")
     assert released.returncode == 0 and f"released {left}" in released.stdout, released.stdout
     assert f"released {kept} (group {pumped.key()}; the outcomes its pump kept" in released.stdout

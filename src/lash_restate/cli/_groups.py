@@ -266,13 +266,13 @@ def groups_staged(args: argparse.Namespace) -> int:
         return failed
     for part, why in zip(parts, errors, strict=True):
         if part.holds == "outcomes":
-            by = "the outcomes its pump kept for a group that closed without releasing them"
+            by = "the outcomes its pump kept for a group that is gone without releasing them"
         else:
             by = f"staged by {part.opener}, which ended" if part.opener else "its opener is long gone"
         done = f"not released ({why})" if why else "released" if args.release else "left"
         print(f"{done} {part.pump_key} (group {part.group_key}; {by})")
     if not parts:
-        print("no parts left staged, and no outcomes a closed group left")
+        print("no parts left staged, and no outcomes a group that is gone left")
     elif not args.release:
         print(f"{len(parts)} pump(s) hold what no group will read: --release frees them")
     return failed

@@ -1,7 +1,8 @@
 """What pumps hold that no group will read, listed, and released through the admin API: the parts an
 opener killed between staging and its open left behind (decision 71), and the outcomes a pump kept
-for a group that closed without releasing them (a pump killed as the group's close overtook the
-group's report of the kill)."""
+for a group that is gone without releasing them (a pump killed as the group's close overtook the
+group's report of the kill, or a group whose record an operator deleted, `restate state clear`,
+after its pumps had completed)."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ from ..engine import (
     group_of_pump,
     named,
 )
-from ._sql import ENDED, Admin, InspectionError, admin_api, alive_of, invocation_rows, quote, rows_in, sql
+from ._sql import Admin, InspectionError, admin_api, alive_of, invocation_rows, quote, rows_in, sql
 
 __all__ = ["StagedPart", "left_staged", "release_staged"]
 
@@ -49,30 +50,22 @@ def left_staged(admin: Admin) -> list[StagedPart]:
     incarnation, whose pumps run the parts they keep), nothing is queued on its pump (a release, a
     re-dispatch or the run itself) or on its group's `open_parts`, and the invocation that staged it
     has ended (or Restate no longer remembers it, which it does for a day by default). A pump's
-    outcomes are left when its run ended in failure, no group is recorded under its incarnation (its
-    group closed) and nothing runs or is queued on the pump: the close of a group releases them
-    through the pump's run, or its `forget`, so they are left only by a pump killed when its group's
-    close overtook the group's report of the kill.
+    outcomes are left when no group is recorded under its incarnation and nothing runs or is queued
+    on the pump: the close of a group releases them through the pump's run, or its `forget`, so they
+    are left only by a pump killed when its group's close overtook the group's report of the kill,
+    or by a group whose record was deleted outside lash once its pumps had completed.
     """
     pump = quote(named(PUMP))
     rows = sql(admin, f"SELECT service_key FROM state WHERE service_name = {pump} AND key = {quote(STAGED)}")
     staged = {row["service_key"] for row in rows}
-    # Outcomes are left only where a pump's run ended in failure (killed): the pumps Restate remembers
-    # ending so (for its completion retention, a day by default) are looked at, not every pump's
-    # state, which holds every outcome of every pumped group in flight.
-    failed = sql(
+    # Every pump holding anything but staged children, or its note that it ran (decision 125: a pump
+    # killed before it stored an outcome holds nothing); its key only, never a value.
+    holding = sql(
         admin,
-        f"SELECT DISTINCT target_service_key AS key FROM sys_invocation WHERE target_service_name = {pump} "
-        f"AND status = {quote(ENDED)} AND completion_failure IS NOT NULL",
+        f"SELECT DISTINCT service_key FROM state WHERE service_name = {pump} "
+        f"AND key != {quote(RAN)} AND key != {quote(STAGED)}",
     )
-    holding = rows_in(
-        admin,
-        # Its note that it ran is no outcome (decision 125): a pump killed before it stored one holds nothing.
-        f"SELECT DISTINCT service_key FROM state WHERE service_name = {pump} AND key != {quote(RAN)} "
-        "AND service_key IN {values}",
-        sorted({row["key"] for row in failed} - staged),
-    )
-    keeping = {row["service_key"] for row in holding}
+    keeping = {row["service_key"] for row in holding} - staged
     keys = sorted(staged | keeping)
     if not keys:
         return []
