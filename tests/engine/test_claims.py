@@ -282,7 +282,8 @@ async def test_a_read_of_outcomes_that_a_close_overtook_is_refused_naming_the_gr
     restate_stack: LocalStack,
 ) -> None:
     """A caller's bulk read of a pumped group's outcomes that its close overtook (the pump released
-    what it kept) is refused with `group_not_open` naming the group, which the caller raises typed.
+    what it kept) is refused with `group_not_open` naming the group and the pump whose store holds
+    nothing, which the caller raises typed.
     The race made deterministic: the read is asked of the pump, from inside Restate, once the close
     has released its store."""
     stack, s = restate_stack, Scope()
@@ -300,7 +301,10 @@ async def test_a_read_of_outcomes_that_a_close_overtook_is_refused_naming_the_gr
     with pytest.raises(StackError, match="group_not_open") as refused:
         await stack.call(f"{TURN}/resettle", ask)
     answer = json.loads(str(refused.value).split(": ", 1)[1])["message"]
-    assert json.loads(answer.removeprefix("lash-error:"))["group_key"] == s.key()
+    wire = json.loads(answer.removeprefix("lash-error:"))
+    assert wire["group_key"] == s.key()
+    # Said as what it may also be: the store deleted outside lash (`restate state clear` of the pump).
+    assert f"the outcome store of {pump} was deleted: child 0 has no stored outcome" in wire["message"]
 
 
 # -- R7 / S5: close deletes the whole group, idempotently, and awaits no loser ------------------

@@ -177,8 +177,11 @@ async def on_execute2(
 async def on_outcome(ctx: restate.ObjectSharedContext, incarnation: str) -> bytes:
     """The outcome a direct child's run stored, for a caller's read of its rank."""
     stored = await ctx.get(child_store(incarnation), serde=BYTES)
-    if stored is None:  # released: its group was closed meanwhile
-        raise GroupNotOpen("the group was closed while reading", replay_key=ctx.key())
+    if stored is None:  # released: its group was closed meanwhile (or its state deleted outside lash)
+        raise GroupNotOpen(
+            f"the group was closed while reading, or the outcome store of {ctx.key()} was deleted",
+            replay_key=ctx.key(),
+        )
     return stored
 
 

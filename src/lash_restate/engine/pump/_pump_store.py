@@ -33,7 +33,12 @@ async def on_outcomes(ctx: restate.ObjectSharedContext, asked: list[int] | Outco
         await restate.gather(*reads)
     stored = [await state for state in reads]
     if stored and stored[0] is None:  # ranked, so stored, unless the group was closed meanwhile
-        raise GroupNotOpen("the group was closed while reading", group_key=group_of_pump(ctx.key()))
+        # ... or this store deleted outside lash (`restate state clear`): the message says both.
+        raise GroupNotOpen(
+            f"the group was closed while reading, or the outcome store of {ctx.key()} was deleted: "
+            f"child {read.positions[0]} has no stored outcome",
+            group_key=group_of_pump(ctx.key()),
+        )
     return b"[" + b",".join(within_budget(stored, read.budget, first=read.first)) + b"]"
 
 
