@@ -193,6 +193,33 @@ async def test_pausing_and_resuming_a_groups_invocation_with_restates_cli_change
 
 
 @SHARED
+async def test_a_caller_paused_with_restates_cli_while_it_waits_is_shown_paused_and_resumes(
+    shared: LocalStack, tmp_path: Path
+) -> None:
+    """`restate invocations pause` of a caller waiting on its group's next rank: `groups show` says
+    its opener is paused, not running, with the way back; resumed, it reads its ranks and closes."""
+    s = Scope()
+    gate = tmp_path / "gate"  # its second child answers once the caller is paused
+    group = s.group([echo("a"), tool("count", {"name": f"{s.id}-late", "value": "b", "after": str(gate)})])
+    caller = turn_in_background(shared, s, open_(group), next_(), next_(), close())
+    invocation = await turn_id(shared, s)
+    await until(lambda: settled(shared, s.key(), 1))  # it waits on rank 2
+    paused = restate(shared, tmp_path, "invocations", "pause", invocation)
+    assert paused.returncode == 0, paused.stderr
+    turns = f"SELECT status FROM sys_invocation WHERE id = {quote(invocation)}"
+    await _poll(shared, turns, lambda rows: rows[0]["status"] == "paused")
+    shown = lash(shared, "groups", "show", s.key())
+    assert f"{invocation} (paused: `restate invocations resume` it)" in shown.stdout, shown.stdout
+    gate.touch()
+    resumed = restate(shared, tmp_path, "invocations", "resume", invocation)
+    assert resumed.returncode == 0, resumed.stderr
+    answer = await caller
+    assert answer.status_code == 200, answer.text
+    [_, _, second, closed] = answer.json()
+    assert ok(second)["outcome"] == {"type": "ok", "value": "b"} and "error" not in closed
+
+
+@SHARED
 async def test_restart_as_new_of_a_finished_caller_runs_it_again_with_a_group_of_its_own(
     shared: LocalStack, tmp_path: Path
 ) -> None:

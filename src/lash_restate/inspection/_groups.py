@@ -408,7 +408,12 @@ def show_group(admin: Admin, group_key: str) -> GroupView | None:
         )
     opened = meta.opened_at_ms / 1000
     openers = [
-        OpenerView(invocation_id=o.caller, alive=o.caller in alive, ended=_ended(group, o.caller, known))
+        OpenerView(
+            invocation_id=o.caller,
+            alive=o.caller in alive,
+            ended=_ended(group, o.caller, known),
+            status=known.get(o.caller, {}).get("status"),
+        )
         for o in meta.openers
     ]
     pumps = pumps_of(admin, group_key, meta.incarnation)

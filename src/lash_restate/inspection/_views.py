@@ -46,6 +46,7 @@ class OpenerView:
     invocation_id: str
     alive: bool
     ended: str | None = None  # "returned" | "failed" | None (running, or its end is not known)
+    status: str | None = None  # as `sys_invocation` shows it ("paused", say); None once Restate forgot it
 
 
 @dataclass(frozen=True)
