@@ -14,11 +14,15 @@ import os
 import signal
 from typing import Any
 
+import httpx
 import msgspec
 import pytest
 
+from lash_restate._http import tls
+from lash_restate.engine import CHILD, GROUP, PUMP, SIGNAL, named
 from lash_restate.engine.group._mode import PUMP_SLICE
 from lash_restate.engine.group._mode_stores import slice_key
+from lash_restate.engine.wire._errors import HANDLER_RETRY
 from lash_restate.inspection import quote, show_group, sql
 from lash_restate.testing import TURN, LocalStack, StackError
 from tests.conformance.builders import (
@@ -548,3 +552,18 @@ async def test_a_group_opened_in_parts_records_its_openers_save(restate_batched_
     assert len(await _poll(stack, releases, lambda rows: len(rows) >= 1)) == 1
     [_, closed] = await stack.turn(use(ok(saved)), close())
     assert ok(closed) is None
+
+
+async def test_each_of_lashs_services_pauses_a_failing_handler_once_its_retries_run_out(
+    restate_stack: LocalStack,
+) -> None:
+    """A fault in lash's own handler code (a plain exception) is retried, never for ever: Restate
+    pauses the invocation once `HANDLER_RETRY`'s attempts ran out, where an operator sees it. Each of
+    lash's four services is registered with that policy, as the admin API shows it."""
+    async with httpx.AsyncClient(verify=tls(), timeout=30) as client:
+        for role in (GROUP, CHILD, PUMP, SIGNAL):
+            shown = (await client.get(f"{restate_stack.admin_url}/services/{named(role)}")).json()
+            policy = shown["retry_policy"]
+            assert policy["max_attempts"] == HANDLER_RETRY.max_attempts, (role, policy)
+            assert policy["on_max_attempts"].lower() == HANDLER_RETRY.on_max_attempts, (role, policy)
+            assert policy["max_interval"] == "10s", (role, policy)
