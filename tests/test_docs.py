@@ -10,6 +10,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+from restate.discovery import compute_discovery_json
+from restate.endpoint import Endpoint
+
+from lash_restate.engine import lash_services
+from lash_restate.testing import demo_tools
+
 ROOT = Path(__file__).resolve().parents[1]
 
 # The site's pages (mkdocs.yml: docs_dir = docs) and the README, which links into them.
@@ -433,3 +439,15 @@ def test_the_pages_that_show_an_example_show_it_whole_and_as_it_is() -> None:
         assert f"```python\n{code}```\n" in (ROOT / page).read_text(), (
             f"{page} does not show {example} as it is"
         )
+
+
+def test_what_restates_ui_shows_of_lashs_services_cites_no_decision_number() -> None:
+    """Each handler's description and each message's schema, as lash's services publish them to
+    Restate (its UI shows them to an operator), explain themselves without a decision number, as
+    every user-facing text does; the code beside them cites the decisions."""
+    endpoint = Endpoint()  # type: ignore[no-untyped-call]  # unannotated in the SDK
+    for service in lash_services(demo_tools()):
+        endpoint.bind(service)
+    published = compute_discovery_json(endpoint, 4, "bidi")
+    cited = sorted({m.group(0) for m in re.finditer(r".{40}\b[Dd]ecisions? \d+", published)})
+    assert cited == [], cited

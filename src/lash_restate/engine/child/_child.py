@@ -145,11 +145,11 @@ async def on_run(ctx: restate.ObjectContext, req: ChildRun, routing: Routing, to
     return await settle.invocation_id()
 
 
+# See decisions 74, 89 (its docstring is what Restate's UI shows).
 async def on_fail(ctx: restate.ObjectContext, req: ChildrenFailed) -> str:
-    """Decision 74: this child's run ended in failure (an operator killed it) before it stored an
-    outcome; it settles with that failure, as `run` settles an outcome. One stored before the
-    kill is settled instead. It answers the settle's id, as `run` does, for the group's watch of
-    this repair (decision 89)."""
+    """This child's run ended in failure (an operator killed it) before it stored an outcome; it
+    settles with that failure, as `run` settles an outcome. One stored before the kill is settled
+    instead. It answers the settle's id, as `run` does, for the group's watch of this repair."""
     store = child_store(req.incarnation)
     stored = await ctx.get(store, serde=BYTES)
     if stored is None:

@@ -31,8 +31,9 @@ async def on_close(ctx: restate.ObjectContext, req: CloseRequest) -> None:
     await close_group(ctx, meta, effective)
 
 
+# See decision 45 (its docstring is what Restate's UI shows).
 async def on_operator_close(ctx: restate.ObjectContext, req: OperatorClose) -> OperatorClosed:
-    """The operator's close (decision 45): a caller's close, nothing else, reached through the ingress.
+    """The operator's close: a caller's close, nothing else, reached through the ingress.
 
     It can only close: it records no rank and settles nothing. It closes only the incarnation the
     operator read through the admin API (which is the capability: the ingress does not show it),

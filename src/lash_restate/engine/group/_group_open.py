@@ -72,19 +72,19 @@ def _decoded(group_key: str, position: int, raw: bytes) -> RuntimeEffectEnvelope
         raise InvalidEnvelope(refused.message, group_key=group_key, position=position) from None
 
 
+# See decisions 20, 25, 61, 81 (its docstring is what Restate's UI shows).
 async def on_open(ctx: restate.ObjectContext, req: OpenRequest, settings: GroupSettings) -> None:
     """Record (or fence a reopen of) the group and dispatch its children; answer on ``reply_to``.
 
-    The opener sends this and awaits its awakeable (decision 25), so its own cancellation never
-    reaches this handler: a group whose children were dispatched always records how to cancel
-    them. The answer goes out before the awaits that follow, so the opener resumes at once.
+    The opener sends this and awaits its awakeable, so its own cancellation never reaches this
+    handler: a group whose children were dispatched always records how to cancel them. The answer
+    goes out before the awaits that follow, so the opener resumes at once.
 
-    Decision 61: a group with a call child, a ``max_in_flight`` bound (decision 81), or
-    ``batch_from`` children or more, settles through its pumps (one per slice of 256), each of which
-    awaits its children where they run; once the close resolves the group's own pump's awakeable
-    (or sends it ``forget``), that pump releases its store and has each further slice's pump release
-    its own; a narrower group of tools, timers and events settles directly, each child by itself
-    (decision 20).
+    A group with a call child, a ``max_in_flight`` bound, or ``batch_from`` children or more,
+    settles through its pumps (one per slice of 256), each of which awaits its children where they
+    run; once the close resolves the group's own pump's awakeable (or sends it ``forget``), that
+    pump releases its store and has each further slice's pump release its own; a narrower group of
+    tools, timers and events settles directly, each child by itself.
     """
     meta = await ctx.get(RECORD, serde=META)
     try:
@@ -145,14 +145,15 @@ async def _answered(
         await keep_watch(ctx, watch)
 
 
+# See decisions 48, 65, 95 (its docstring is what Restate's UI shows).
 async def on_open_parts(ctx: restate.ObjectContext, req: PartedOpen, settings: GroupSettings) -> None:
-    """`open` for a group too large for one message (decision 65): its opener staged the children,
-    one part per slice, with the pumps keyed by ``req.stage``, each of which routed its part.
+    """`open` for a group too large for one message: its opener staged the children, one part per
+    slice, with the pumps keyed by ``req.stage``, each of which routed its part.
 
-    A first open records the group under that incarnation, paged, and sends its pump `run_parts`,
-    in one handler run; a refusal releases the parts staged. A reopen (decision 48) releases what
-    it staged and, as a reopen of a group opened in one message does, runs again the children the
-    group kept as missed (decision 95); so does a resume, which stages nothing.
+    A first open records the group under that incarnation, paged, and sends its pump `run_parts`, in
+    one handler run; a refusal releases the parts staged. A reopen releases what it staged and, as a
+    reopen of a group opened in one message does, runs again the children the group kept as missed;
+    so does a resume, which stages nothing.
     """
     meta = await ctx.get(RECORD, serde=META)
     first = meta is None
@@ -358,12 +359,13 @@ async def note_opener(ctx: restate.ObjectContext, meta: GroupMeta, caller: str |
         ctx.set(RECORD, meta, serde=META)
 
 
+# See decision 93 (its docstring is what Restate's UI shows).
 async def on_operator_resend(ctx: restate.ObjectSharedContext, req: OperatorResend) -> OperatorResent:
-    """Decision 93: send again an open its caller sent and Restate killed or cancelled before it
-    answered (read from the caller's journal by `lash-restate groups stranded`), as a reopen: a
-    group its first open recorded goes on as the caller expected, one never recorded refuses it
-    (`group_not_open`), which ends the caller. So this public handler starts nothing a group did not
-    record. Shared: it sends, and waits behind nothing the group is doing."""
+    """Send again an open its caller sent and Restate killed or cancelled before it answered (read
+    from the caller's journal by `lash-restate groups stranded`), as a reopen: a group its first
+    open recorded goes on as the caller expected, one never recorded refuses it (`group_not_open`),
+    which ends the caller. So this public handler starts nothing a group did not record. Shared: it
+    sends, and waits behind nothing the group is doing."""
     try:
         if req.handler == GROUP_OPEN.handler:
             reopen = msgspec.structs.replace(decode_open(req.request), reopen_only=True)

@@ -36,9 +36,10 @@ __all__ = [
 WAIT_REFS = 1024
 
 
+# See decision 61 (its docstring is what Restate's UI shows).
 async def on_report(ctx: restate.ObjectContext, batch: PumpReport) -> ReportReply:
-    """A pump's settlements (decision 61), ranked as `settle` ranks them; answers whether the group
-    is still open, so a pump whose group closed releases its store and stops."""
+    """A pump's settlements, ranked as `settle` ranks them; answers whether the group is still open,
+    so a pump whose group closed releases its store and stops."""
     # Decision 65: a paged group's report (its incarnation says so) reads all it needs at once.
     pages = batch.incarnation.startswith(PAGED) and bool(batch.refs)
     meta_read: Any = ctx.get(RECORD, serde=META)
@@ -56,9 +57,10 @@ async def on_report(ctx: restate.ObjectContext, batch: PumpReport) -> ReportRepl
     return ReportReply(open=True)
 
 
+# See decision 20 (its docstring is what Restate's UI shows).
 async def on_settle(ctx: restate.ObjectContext, batch: SettleBatch) -> None:
-    """A direct child's settlement (its run sent it, decision 20), ranked as `report` ranks a pump's;
-    one arriving after the close releases the store its run filled instead."""
+    """A direct child's settlement (its run sent it), ranked as `report` ranks a pump's; one
+    arriving after the close releases the store its run filled instead."""
     meta = await ctx.get(RECORD, serde=META)
     if meta is None or meta.incarnation != batch.incarnation:
         # Closed (or a closed namesake's child): a late settlement must not resurrect the group,
@@ -70,9 +72,10 @@ async def on_settle(ctx: restate.ObjectContext, batch: SettleBatch) -> None:
     await rank_refs(ctx, meta, batch.refs)
 
 
+# See decision 83 (its docstring is what Restate's UI shows).
 async def on_wait(ctx: restate.ObjectContext, req: WaitRequest, settings: GroupSettings) -> WaitReply:
     """A caller's read of the ranks from ``consumed + 1``: those recorded, or, if none is yet, its
-    wakes registered for the next ranks (and guarded, decision 83), which `rank_refs` resolves."""
+    wakes registered for the next ranks (and guarded), which `rank_refs` resolves."""
     meta = await open_meta(ctx, req.child_count, req.incarnation)
     # A plain await asks for the one rank it serves: it reads the rank's outcome, and then the next
     # await reads the group again (decision 32), so more would be read and dropped at every await.

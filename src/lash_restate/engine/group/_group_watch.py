@@ -118,14 +118,14 @@ async def opener_failed(ctx: restate.ObjectSharedContext, caller: str) -> bool |
     return False
 
 
+# See decision 13 (its docstring is what Restate's UI shows).
 async def on_caller_ended(ctx: restate.ObjectContext, ended: CallerEnded, settings: GroupSettings) -> None:
     """ADR: the declared disposition applies even when the caller never reaches its close.
 
-    Decision 13: once every opener of a group that declared `Cancel` has ended without closing,
-    and the latest of them ended in failure (or was killed or cancelled), its unsettled children
-    are cancelled; they still take ranks (as `Cancelled`) for a resumer. An opener that returned
-    normally has parked a continuation: the losers run on, and the group stays open for whoever
-    resumes it.
+    Once every opener of a group that declared `Cancel` has ended without closing, and the latest of
+    them ended in failure (or was killed or cancelled), its unsettled children are cancelled; they
+    still take ranks (as `Cancelled`) for a resumer. An opener that returned normally has parked a
+    continuation: the losers run on, and the group stays open for whoever resumes it.
     """
     meta = await ctx.get(RECORD, serde=META)
     if meta is None or meta.incarnation != ended.incarnation:
@@ -151,8 +151,9 @@ async def on_caller_ended(ctx: restate.ObjectContext, ended: CallerEnded, settin
         ctx.set(CANCELLED_RUNS, [meta.incarnation], serde=STRINGS)
 
 
+# See decision 78 (its docstring is what Restate's UI shows).
 async def on_reclaim(ctx: restate.ObjectContext, req: Reclaim, settings: GroupSettings) -> None:
-    """Decision 78: close a group nobody can resume, a retention after it was orphaned.
+    """Close a group nobody can resume, a retention after it was orphaned.
 
     Nobody can resume it when every opener has ended, the latest in failure (killed, cancelled),
     and none saved its handle (a saved handle may be resumed, however long from now). Once its
@@ -178,10 +179,11 @@ async def on_reclaim(ctx: restate.ObjectContext, req: Reclaim, settings: GroupSe
     logs.event("group.reclaimed", ctx, group_key=ctx.key())
 
 
+# See decision 78 (its docstring is what Restate's UI shows).
 async def on_saved(ctx: restate.ObjectContext, saver: CallerEnded) -> None:
-    """Decision 78: a caller saved its handle. Recorded at once, so the group is never reclaimed
-    (whoever holds the handle may resume it), and held from here: a hold the caller sent itself
-    would be killed with it, and could then say nothing of how it ended.
+    """A caller saved its handle. Recorded at once, so the group is never reclaimed (whoever holds
+    the handle may resume it), and held from here: a hold the caller sent itself would be killed
+    with it, and could then say nothing of how it ended.
     """
     meta = await ctx.get(RECORD, serde=META)
     if meta is None or (saver.incarnation and saver.incarnation != meta.incarnation):
@@ -196,10 +198,11 @@ async def on_saved(ctx: restate.ObjectContext, saver: CallerEnded) -> None:
         await keep_watch(ctx, GROUP_HOLD.send(ctx, ctx.key(), held))
 
 
+# See decisions 13, 45 (its docstring is what Restate's UI shows).
 async def on_hold(ctx: restate.ObjectSharedContext, saver: CallerEnded) -> None:
-    """Decision 45: a caller saved its handle; wait for it to end, then report how to the writer.
+    """A caller saved its handle; wait for it to end, then report how to the writer.
 
-    A `Cancel` group's openers are watched already (decision 13), so it needs no second watch.
+    A `Cancel` group's openers are watched already, so it needs no second watch.
     """
     meta = await ctx.get(RECORD, serde=META)
     if meta is None or meta.disposition is LoserPolicy.CANCEL:
@@ -232,17 +235,18 @@ async def on_held(ctx: restate.ObjectContext, ended: CallerEnded) -> None:
 GONE = "killed before it ran: Restate does not know its run"
 
 
+# See decisions 74, 85, 89 (its docstring is what Restate's UI shows).
 async def on_watch_runs(ctx: restate.ObjectSharedContext, req: RunsWatch) -> None:
-    """Decision 74: wait for each invocation the group dispatched to end; one that ended in failure
-    (an operator killed it, say) without settling its children is reported to the writer.
+    """Wait for each invocation the group dispatched to end; one that ended in failure (an operator
+    killed it, say) without settling its children is reported to the writer.
 
-    A run that ends normally has settled its children (or reported them missed); a 404 marked a
-    miss was reported too, an unmarked one is a run Restate does not know (killed while queued:
-    reported as such, decision 89); a cancellation comes from a close, or is answered by the run
-    itself (a Cancel loser still settles, as cancelled). A direct child's run (and the group's
-    repair of one, `LashChild/fail`) answers the id of the settle it sent, which is watched in turn
-    (decision 85): an operator may kill or cancel it while it waits behind the group's other work,
-    and its child would then hold no rank.
+    A run that ends normally has settled its children (or reported them missed); a 404 marked a miss
+    was reported too, an unmarked one is a run Restate does not know (killed while queued: reported
+    as such); a cancellation comes from a close, or is answered by the run itself (a Cancel loser
+    still settles, as cancelled). A direct child's run (and the group's repair of one,
+    `LashChild/fail`) answers the id of the settle it sent, which is watched in turn: an operator
+    may kill or cancel it while it waits behind the group's other work, and its child would then
+    hold no rank.
     """
     attached = {ctx.attach_invocation(run.invocation, serde=BYTES): run for run in req.runs}
     openers = req.callers or []  # UNSET: an earlier release's watch, of runs alone
@@ -311,13 +315,13 @@ async def report_run_ended(
     return noted
 
 
+# See decisions 74, 97, 98 (its docstring is what Restate's UI shows).
 async def on_run_ended(ctx: restate.ObjectContext, ended: RunEnded) -> None:
-    """Decision 74: a run the group dispatched ended in failure. Its children that hold no rank
-    settle with that failure (a killed run's: 409 `killed`, as a killed callee answers its
-    caller), each through the store that keeps its outcome, so each takes its rank and the
-    waiting caller is woken; one whose outcome was stored before the kill settles with it. As
-    `Cancelled` instead, a run cancelled before it ran (decision 97), or one that ended so after
-    its group cancelled its runs (decision 98)."""
+    """A run the group dispatched ended in failure. Its children that hold no rank settle with that
+    failure (a killed run's: 409 `killed`, as a killed callee answers its caller), each through the
+    store that keeps its outcome, so each takes its rank and the waiting caller is woken; one whose
+    outcome was stored before the kill settles with it. As `Cancelled` instead, a run cancelled
+    before it ran, or one that ended so after its group cancelled its runs."""
     meta = await ctx.get(RECORD, serde=META)
     if meta is None or meta.incarnation != ended.incarnation:
         return  # closed already (or a namesake's run): nobody will read it

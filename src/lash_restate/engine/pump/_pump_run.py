@@ -144,13 +144,14 @@ async def on_run2(ctx: restate.ObjectContext, req: PumpAwait, routing: Routing) 
     await await_and_report(ctx, req.group_key, req.incarnation, awaited, closing, slices, queue)
 
 
+# See decisions 65, 84 (its docstring is what Restate's UI shows).
 async def on_stage(ctx: restate.ObjectContext, part: StagedPart, routing: Routing) -> None:
-    """Decision 65: keep one slice's children of a group opened in parts, and say whether they all route.
+    """Keep one slice's children of a group opened in parts, and say whether they all route.
 
     ADR: a first open resolves all N before it records the group, and a reopen refuses nothing.
-    Which this is, only the group knows (decision 84): the part is kept either way, and a child that
-    does not route is refused here, which the opener carries to the group. A refused first open
-    releases every part; a reopen dispatches again what it can route.
+    Which this is, only the group knows: the part is kept either way, and a child that does not
+    route is refused here, which the opener carries to the group. A refused first open releases
+    every part; a reopen dispatches again what it can route.
     """
     ctx.set(STAGED, part.children, serde=ENVELOPES)
     miss = None
@@ -163,18 +164,20 @@ async def on_stage(ctx: restate.ObjectContext, part: StagedPart, routing: Routin
         )
 
 
+# See decision 126 (its docstring is what Restate's UI shows).
 async def on_staged(ctx: restate.ObjectSharedContext) -> bool:
-    """Decision 126: whether this slice's children are staged here, as a first open in parts asks of
-    its first slice's pump before it records the group. Only the state's keys are read: a staged
-    part may be megabytes."""
+    """Whether this slice's children are staged here, as a first open in parts asks of its first
+    slice's pump before it records the group. Only the state's keys are read: a staged part may be
+    megabytes."""
     return STAGED in await ctx.state_keys()
 
 
+# See decisions 65, 110 (its docstring is what Restate's UI shows).
 async def on_run_parts(ctx: restate.ObjectContext, req: PumpParts, routing: Routing) -> None:
-    """`run2` for a group opened in parts (decision 65): this slice's children are staged here.
+    """`run2` for a group opened in parts: this slice's children are staged here.
 
     Cancelled (a `Cancel` close) before it called its further slices' pumps, it releases the parts
-    staged with them: none will run, and no close's `forget` reaches a pump nobody called (decision 110)."""
+    staged with them: none will run, and no close's `forget` reaches a pump nobody called."""
     try:
         # Both read before either is awaited: one round trip (a pump's state is not sent with it).
         noted, staged = ctx.get(RAN, serde=BYTES), ctx.get(STAGED, serde=ENVELOPES)
@@ -204,11 +207,11 @@ async def on_run_parts(ctx: restate.ObjectContext, req: PumpParts, routing: Rout
     await await_and_report(ctx, req.group_key, req.incarnation, awaited, closing, slices)
 
 
+# See decisions 48, 95 (its docstring is what Restate's UI shows).
 async def on_redispatch(ctx: restate.ObjectContext, req: PumpAwait, routing: Routing) -> None:
-    """Decision 48: a reopen's re-dispatch of this slice's children that the group kept as missed
-    (decision 95; every unsettled one, for a group the baseline opened), by the dispatch `run2`
-    makes, reported as `run2` reports: a re-run child reaches its rank by the same code as a first
-    run's, whatever the group's layout.
+    """A reopen's re-dispatch of this slice's children that the group kept as missed (every unsettled
+    one, for a group the baseline opened), by the dispatch `run2` makes, reported as `run2` reports:
+    a re-run child reaches its rank by the same code as a first run's, whatever the group's layout.
 
     Queued behind this key's run (both exclusive), which ends only once its children have: a
     child runs again only if no outcome is stored for it (its runner was missing). It asks the
@@ -228,11 +231,12 @@ async def on_redispatch(ctx: restate.ObjectContext, req: PumpAwait, routing: Rou
     await await_and_report(ctx, req.group_key, req.incarnation, awaited, None, await held or [], queue)
 
 
+# See decision 74 (its docstring is what Restate's UI shows).
 async def on_fail(ctx: restate.ObjectContext, req: ChildrenFailed) -> None:
-    """Decision 74: the run that awaited these children of this slice ended in failure (an
-    operator killed it, and its calls with it). Each settles with that failure, stored here as a
-    run stores an outcome and reported as a run reports; one whose outcome was stored before the
-    kill settles with it. Asks the group first: a closed group's store is released."""
+    """The run that awaited these children of this slice ended in failure (an operator killed it,
+    and its calls with it). Each settles with that failure, stored here as a run stores an outcome
+    and reported as a run reports; one whose outcome was stored before the kill settles with it.
+    Asks the group first: a closed group's store is released."""
     if not await group_is_open(ctx, req.group_key, req.incarnation):
         return
     reads: list[Any] = [ctx.get(pump_store(position), serde=BYTES) for position in req.positions]

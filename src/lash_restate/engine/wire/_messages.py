@@ -82,26 +82,28 @@ assert OUTCOME_LIMIT + 2 <= BODY_LIMIT
 _T = TypeVar("_T")
 
 
+# See decisions 65, 84 (its docstring is what Restate's UI shows).
 class StagedPart(msgspec.Struct, **RECORD_OPTIONS):
-    """What `LashPump/stage` receives (decision 65): one slice's children of a group opened in parts.
+    """What `LashPump/stage` receives: one slice's children of a group opened in parts.
 
     Called by the opener, before its `PartedOpen`, to the pump that will run that slice; the pump
-    keeps them, then checks that it can route every child (refusing `ChildUnroutable` otherwise:
-    the group decides whether that refuses the open, decision 84).
+    keeps them, then checks that it can route every child (refusing `ChildUnroutable` otherwise: the
+    group decides whether that refuses the open).
     """
 
     group_key: str
     children: list[RuntimeEffectEnvelope]
 
 
+# See decisions 65, 84 (its docstring is what Restate's UI shows).
 class PartedOpen(msgspec.Struct, **RECORD_OPTIONS):
-    """What `LashGroup/open_parts` receives (decision 65): an open too large for one message.
+    """What `LashGroup/open_parts` receives: an open too large for one message.
 
     As an `OpenRequest`, answered on ``reply_to``, but without the children: the opener staged them,
     one `StagedPart` per slice, with the pumps keyed by ``stage`` (which a first open records as the
     group's incarnation). ``parts`` is how many it staged: 0 for a resume, which stages nothing.
     ``unroutable`` is the first refusal a stage answered (a `ChildUnroutable`'s wire line): a first
-    open is refused with it, a reopen refuses nothing (decision 84).
+    open is refused with it, a reopen refuses nothing.
     """
 
     reply_to: str
@@ -121,17 +123,19 @@ class OpenReply(msgspec.Struct, **RECORD_OPTIONS):
     incarnation: str = ""  # the wakes an open registers belong to this incarnation (decision 32)
 
 
+# See decision 13 (its docstring is what Restate's UI shows).
 class CallerEnded(msgspec.Struct, **RECORD_OPTIONS):
-    """An opener's invocation ended; ``failed`` if in failure, killed or cancelled (decision 13)."""
+    """An opener's invocation ended; ``failed`` if in failure, killed or cancelled."""
 
     caller: str
     incarnation: str
     failed: bool = True
 
 
+# See decision 111 (its docstring is what Restate's UI shows).
 class ChildRun(msgspec.Struct, **RECORD_OPTIONS):
-    """What `LashChild/run` receives (and `execute2`, a pump's child: decision 111): the stamped envelope
-    and the group incarnation it settles into."""
+    """What `LashChild/run` receives (and `execute2`, a pump's child): the stamped envelope and the
+    group incarnation it settles into."""
 
     envelope: RuntimeEffectEnvelope
     incarnation: str
@@ -194,9 +198,10 @@ class Guard(msgspec.Struct, **RECORD_OPTIONS):
     after_ms: int
 
 
+# See decision 78 (its docstring is what Restate's UI shows).
 class Reclaim(msgspec.Struct, **RECORD_OPTIONS):
-    """What `LashGroup/reclaim` receives, a retention after the group was orphaned (decision 78);
-    ``at`` is when it was due, as `reclaim_at` holds it: a later orphaning's supersedes it."""
+    """What `LashGroup/reclaim` receives, a retention after the group was orphaned; ``at`` is when
+    it was due, as `reclaim_at` holds it: a later orphaning's supersedes it."""
 
     incarnation: str
     at: int
@@ -221,8 +226,9 @@ class PumpRun(msgspec.Struct, **RECORD_OPTIONS):
     incarnation: str
 
 
+# See decision 61 (its docstring is what Restate's UI shows).
 class PumpAwait(msgspec.Struct, **RECORD_OPTIONS):
-    """What `LashPump/run2` receives (decision 61): one group incarnation's children to await.
+    """What `LashPump/run2` receives: one group incarnation's children to await.
 
     It calls each (a call child straight to the user's handler, anything else through
     `LashChild/execute2`; past `PUMP_SLICE` through a tree of further pumps): it is each child's only
@@ -241,9 +247,10 @@ class PumpAwait(msgspec.Struct, **RECORD_OPTIONS):
     plan: list[str] | msgspec.UnsetType = msgspec.UNSET
 
 
+# See decision 65 (its docstring is what Restate's UI shows).
 class PumpParts(msgspec.Struct, **RECORD_OPTIONS):
-    """What `LashPump/run_parts` receives (decision 65): run the slices ``first`` … ``first + count - 1``
-    of a group opened in parts, whose children each slice's pump keeps staged.
+    """What `LashPump/run_parts` receives: run the slices ``first`` … ``first + count - 1`` of a
+    group opened in parts, whose children each slice's pump keeps staged.
 
     The pump runs its own slice (``first``) and hands the rest, in at most `PUMP_FANOUT` runs, to the
     pumps of their first slices. The group's own pump ``listens``, as a `PumpAwait`'s does.
@@ -256,8 +263,9 @@ class PumpParts(msgspec.Struct, **RECORD_OPTIONS):
     listens: bool = True
 
 
+# See decision 61 (its docstring is what Restate's UI shows).
 class PumpReport(msgspec.Struct, **RECORD_OPTIONS):
-    """A pump's settlements, called into `LashGroup/report` and answered with `ReportReply` (decision 61).
+    """A pump's settlements, called into `LashGroup/report` and answered with `ReportReply`.
 
     ``listen`` (first report of the group's pump only): the awakeable the close resolves so that the
     pump releases its store and stops. ``left``: the pump stopped listening with its store kept, so the
@@ -335,8 +343,9 @@ class WaitReply(msgspec.Struct, **RECORD_OPTIONS):
     incarnation: str = ""
 
 
+# See decision 45 (its docstring is what Restate's UI shows).
 class OperatorClose(msgspec.Struct, **STRICT_OPTIONS):
-    """An operator's close through the ingress (decision 45), answered with `OperatorClosed`.
+    """An operator's close through the ingress, answered with `OperatorClosed`.
 
     ``incarnation`` is the capability: it is read from the group's state through the admin API, so
     only someone who can read that state can close, and only the incarnation they looked at.
@@ -373,8 +382,9 @@ class OperatorRedispatched(msgspec.Struct, **RECORD_OPTIONS):
     refused: str | None = None  # why nothing was done (the group is another incarnation, or not open)
 
 
+# See decision 93 (its docstring is what Restate's UI shows).
 class OperatorResend(msgspec.Struct, **STRICT_OPTIONS):
-    """An operator's resend through the ingress (decision 93), answered with `OperatorResent`: the open
+    """An operator's resend through the ingress, answered with `OperatorResent`: the open
     (``handler``: `open` or `open_parts`) a caller sent, which Restate killed or cancelled before it
     answered, ``request`` as the caller's journal holds it. The group sends it to itself again."""
 

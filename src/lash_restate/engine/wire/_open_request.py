@@ -12,8 +12,9 @@ from ._records import RECORD_OPTIONS
 __all__ = ["OpenRequest", "OpenRequestSerde", "decode_open"]
 
 
+# See decision 25 (its docstring is what Restate's UI shows).
 class OpenRequest(msgspec.Struct, **RECORD_OPTIONS):
-    """Sent, not called (decision 25): the group answers on the caller's awakeable ``reply_to``."""
+    """Sent, not called: the group answers on the caller's awakeable ``reply_to``."""
 
     reply_to: str
     shape: GroupShape

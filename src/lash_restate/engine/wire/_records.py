@@ -65,15 +65,15 @@ outcome) stay strict: their bytes are identity and their hashes fence replays.
 """
 
 
+# See decisions 20, 61, 81 (its docstring is what Restate's UI shows).
 class SettlementMode(StrEnum):
-    """How a group's children reach the rank authority, chosen once at open (decision 20).
+    """How a group's children reach the rank authority, chosen once at open.
 
     ``direct``: each child is its own `LashChild` invocation that stores its outcome and settles
     itself. ``pumped``: a `LashPump` invocation per slice of 256 children (a tree of them; one in
     all for a bounded group) awaits its children, stores their outcomes and reports whatever
-    finished meanwhile in one batch. What differs lives in `_mode.py`. A group with a
-    call child, a `max_in_flight` bound, or `batch_from` children or more is pumped (decisions 20,
-    61, 81).
+    finished meanwhile in one batch. What differs lives in `_mode.py`. A group with a call child, a
+    `max_in_flight` bound, or `batch_from` children or more is pumped.
     """
 
     DIRECT = "direct"
