@@ -210,6 +210,7 @@ async def test_a_caller_paused_with_restates_cli_while_it_waits_is_shown_paused_
     await _poll(shared, turns, lambda rows: rows[0]["status"] == "paused")
     shown = lash(shared, "groups", "show", s.key())
     assert f"{invocation} (paused: `restate invocations resume` it)" in shown.stdout, shown.stdout
+    assert f"its opener {invocation} is paused" in shown.stdout, shown.stdout  # the group's state, why
     gate.touch()
     resumed = restate(shared, tmp_path, "invocations", "resume", invocation)
     assert resumed.returncode == 0, resumed.stderr

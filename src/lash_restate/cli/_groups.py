@@ -104,7 +104,7 @@ def groups_show(args: argparse.Namespace) -> int:
         print(f"{name + ':':<13} {value}")
     for opener in openers:
         how = "running" if opener["alive"] else (opener["ended"] or "ended: how is not known")
-        if opener["status"] == "paused":  # alive, but going nowhere until an operator resumes it
+        if opener["status"] == "paused":  # as Restate says it: alive, but held until an operator resumes it
             how = "paused: `restate invocations resume` it"
         print(f"{'opener:':<13} {opener['invocation_id']} ({how})")
     for pump in pumps[:_PUMPS_SHOWN]:

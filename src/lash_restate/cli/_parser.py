@@ -135,7 +135,8 @@ def build_parser() -> argparse.ArgumentParser:
             "staged",
             "what pumps hold that no group will read: the children an open too large for one message "
             "staged with its pumps, left by an opener that ended before it sent the open, and the "
-            "outcomes a killed pump kept for a group that closed. --release frees them",
+            "outcomes a pump kept for a group that is gone (a killed pump's, or a completed one's whose "
+            "group's record was deleted). --release frees them",
             groups_staged,
         ),
         (

@@ -10,7 +10,7 @@ or how it ended is not known (decision 45), or it closed the group and Restate e
 before it ran (decision 114). `close_group` is the operator's close; no clock closes
 a group anybody can resume (one nobody can is reclaimed by the group itself, and listed with when:
 decision 78). `left_staged` lists what pumps hold that no group will read (the parts an opener
-killed mid-open left staged, decision 71; the outcomes a killed pump kept for a group that closed),
+killed mid-open left staged, decision 71; the outcomes a pump kept for a group that is gone),
 and `release_staged` releases one. `stranded_opens` lists the callers
 waiting for an open that Restate killed or cancelled, and `resend_open` sends that open again.
 `rollback_blockers` lists what stands in the way of registering the baseline release again, and

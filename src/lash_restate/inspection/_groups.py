@@ -238,7 +238,9 @@ def classify(
     # Each opener's row looked up (a set of every group's live openers per opener made lists quadratic).
     running = [o.caller for o in openers if is_alive(known, o.caller)]
     if running:
-        return OPEN, f"its opener {running[-1]} is running"
+        # Alive, but Restate's pause holds it until an operator resumes it.
+        paused = known[running[-1]].get("status") == PAUSED
+        return OPEN, f"its opener {running[-1]} is {'paused' if paused else 'running'}"
     if not openers:
         return ORPHANED, "no opener is recorded"
     if lost_close is not None and lost_close.earlier is not None:

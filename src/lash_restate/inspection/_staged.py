@@ -32,12 +32,12 @@ __all__ = ["StagedPart", "left_staged", "release_staged"]
 class StagedPart:
     """What a pump holds that no group will read: children an open in parts staged with it whose
     opener ended before it sent the open (decision 71; ``opener`` is that invocation while Restate
-    remembers it), or (``holds`` ``"outcomes"``) outcomes it kept for a group that is closed."""
+    remembers it), or (``holds`` ``"outcomes"``) outcomes it kept for a group that is gone."""
 
     pump_key: str
     group_key: str
     opener: str | None
-    holds: str = "staged"  # "staged" children, or "outcomes" of a closed group
+    holds: str = "staged"  # "staged" children, or "outcomes" of a group that is gone
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -77,6 +77,12 @@ def left_staged(admin: Admin) -> list[StagedPart]:
         groups,
     )
     recorded = {row["service_key"]: msgspec.json.decode(row["value_utf8"], type=GroupMeta) for row in metas}
+    # What a group recorded under the pump's incarnation holds is that group's own: of every group in
+    # flight, so looked past before anything else is asked of Restate.
+    keys = [key for key in keys if not _recorded_own(recorded, key)]
+    if not keys:
+        return []
+    groups = sorted({group_of_pump(key) for key in keys})
     queued = rows_in(
         admin,
         "SELECT target_service_name AS service, target_service_key AS key, target_handler_name AS handler "
@@ -92,16 +98,14 @@ def left_staged(admin: Admin) -> list[StagedPart]:
         "SELECT target_service_key AS key, invoked_by_id AS opener, created_at FROM sys_invocation "
         f"WHERE target_service_name = {quote(named(PUMP))} AND target_handler_name = 'stage' "
         "AND target_service_key IN {values} ORDER BY created_at",
-        keys,
+        [key for key in keys if key in staged],  # outcomes have no stager to ask of
     )
     openers = {row["key"]: row["opener"] for row in stagers if row.get("opener")}  # the latest
     alive = alive_of(invocation_rows(admin, sorted(set(openers.values()))))
     left = []
     for key in keys:
         group = group_of_pump(key)
-        stage = key.partition(":")[0].split(".")[0]  # a further slice's pump adds `.{slice}`
-        meta = recorded.get(group)
-        if (meta is not None and meta.incarnation == stage) or key in busy:
+        if key in busy:
             continue
         if key in keeping:
             left.append(StagedPart(pump_key=key, group_key=group, opener=None, holds="outcomes"))
@@ -112,8 +116,16 @@ def left_staged(admin: Admin) -> list[StagedPart]:
     return left
 
 
+def _recorded_own(recorded: dict[str, GroupMeta], pump_key: str) -> bool:
+    """Whether ``pump_key``'s group is recorded under the incarnation the pump is keyed by."""
+    meta = recorded.get(group_of_pump(pump_key))
+    stage = pump_key.partition(":")[0].split(".")[0]  # a further slice's pump adds `.{slice}`
+    return meta is not None and meta.incarnation == stage
+
+
 def release_staged(admin: Admin, part: StagedPart) -> None:
-    """Release ``part``'s children through the admin API (its pump's state, which holds nothing else)."""
+    """Release what ``part``'s pump holds through the admin API: all of its state (staged children,
+    or the outcomes and notes it kept for a group that is gone; nobody reads either)."""
     api = admin_api(admin)
     body = {"object_key": part.pump_key, "new_state": {}}
     try:
