@@ -16,7 +16,7 @@ from urllib.parse import quote
 
 from .admin import AdminApi, AdminError, AdminRefused
 from .contract import LashError, RuntimeErrorCode
-from .engine import APP_METADATA, CHILD, GROUP, PUMP, SIGNAL, ServedApplication, check_prefix
+from .engine import APP_METADATA, GROUP, ROLES, ServedApplication, check_prefix
 
 __all__ = [
     "Application",
@@ -29,8 +29,6 @@ __all__ = [
     "register_deployment",
     "taken_over",
 ]
-
-_ROLES = (GROUP, CHILD, PUMP, SIGNAL)
 
 
 class RegistrationError(LashError, RuntimeError):
@@ -73,7 +71,7 @@ class Application:
             str(s["name"]): s for s in deployment.get("services", []) if isinstance(s, Mapping)
         }
         prefix = _lash_prefix(services)
-        lash = {f"{prefix}{role}" for role in _ROLES} if prefix is not None else set()
+        lash = {f"{prefix}{role}" for role in ROLES} if prefix is not None else set()
         named = services[f"{prefix}{GROUP}"].get("metadata") if prefix is not None else None
         name = named.get(APP_METADATA) if isinstance(named, Mapping) else None
         return cls(
@@ -111,7 +109,7 @@ def _lash_prefix(services: Iterable[str]) -> str | None:
     names = set(services)
     for service in sorted(names):
         prefix = service.removesuffix(GROUP)
-        if prefix == service or not all(f"{prefix}{role}" in names for role in _ROLES):
+        if prefix == service or not all(f"{prefix}{role}" in names for role in ROLES):
             continue
         try:
             return check_prefix(prefix)
@@ -143,7 +141,7 @@ _CHOOSE = "lash-restate serve --prefix P, lash.app(..., prefix=P) or LASH_PREFIX
 
 
 def _held(holder: Application, new: Application) -> str:
-    services = ", ".join(f"{holder.prefix or new.prefix}{role}" for role in _ROLES)
+    services = ", ".join(f"{holder.prefix or new.prefix}{role}" for role in ROLES)
     return (
         f"{services} are served by deployment {holder.deployment_id} at {holder.uri}, of {holder.describe()}"
     )
@@ -197,7 +195,7 @@ def prefix_holders(admin: AdminApi, prefix: str, *, timeout: float = 30) -> list
     """The deployments that serve lash's services under ``prefix`` now (normally one; none before the
     first registration)."""
     ids: list[str] = []
-    for role in _ROLES:
+    for role in ROLES:
         service = _get(admin, f"/services/{quote(prefix + role, safe='')}", timeout)
         if isinstance(service, Mapping) and (found := service.get("deployment_id")) and found not in ids:
             ids.append(str(found))

@@ -14,7 +14,7 @@ from typing import Any
 
 import httpx
 
-from ..engine import CHILD, GROUP, PUMP, SIGNAL, named
+from ..engine import ROLES, named
 from .processes import StackError, restate_server_binary
 from .stack import LocalStack
 
@@ -68,7 +68,7 @@ def _describe(outcome: dict[str, Any]) -> str:
 def _handler_urls(ingress: str, services: list[dict[str, Any]]) -> list[str]:
     """Where the ingress reaches each handler of the application's own services (not lash's), as
     the registration answered them: ``{KEY}`` stands for a virtual object's or workflow's key."""
-    lash = {named(role) for role in (GROUP, CHILD, PUMP, SIGNAL)}
+    lash = {named(role) for role in ROLES}
     urls = []
     for service in services:
         if service.get("name") in lash:

@@ -28,7 +28,7 @@ from ..group._mode import width_setting
 from ..group._pages import PAGE_FROM
 from ..pump._pump import pump_object
 from ..wire._formats import ERROR_METADATA_ENV, SWITCH_OFF, SWITCH_ON
-from ..wire._routes import CHILD, GROUP, PUMP, SIGNAL, named, use_prefix, wire_groups
+from ..wire._routes import CHILD, GROUP, PUMP, ROLES, SIGNAL, named, use_prefix, wire_groups
 
 __all__ = [
     "APP_METADATA",
@@ -244,7 +244,7 @@ def build_app(
         assembled = lash_services(resolver, calls=calls, batch_from=batch_from, prefix=prefix, name=name)
     assembled.extend(extra_services)
     validate_deployment(resolver, assembled)
-    own = frozenset(s.name for s in assembled) - {named(role) for role in (GROUP, CHILD, PUMP, SIGNAL)}
+    own = frozenset(s.name for s in assembled) - {named(role) for role in ROLES}
     keys = list(identity_keys) or list(_Served.identity_keys)
     try:
         app = restate.app(assembled, identity_keys=keys or None)

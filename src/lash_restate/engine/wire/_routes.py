@@ -93,6 +93,7 @@ __all__ = [
     "PUMP_RUN_PARTS",
     "PUMP_STAGE",
     "PUMP_STAGED",
+    "ROLES",
     "ROUTES",
     "SIGNAL",
     "SIGNAL_CLEAR",
@@ -119,6 +120,7 @@ GROUP = "Group"  # virtual object keyed by group key: the rank authority
 CHILD = "Child"  # virtual object keyed by replay key: child-as-invocation and its outcome store
 PUMP = "Pump"  # virtual object keyed by incarnation and group key: one group's children, settled in batches
 SIGNAL = "Signal"  # virtual object keyed by event name: the durable-wait service for AwaitEvent
+ROLES = (GROUP, CHILD, PUMP, SIGNAL)  # lash's four services, each named `{prefix}{role}`
 
 DEFAULT_PREFIX = "Lash"
 _PREFIX = re.compile(r"[A-Z][A-Za-z0-9]{0,31}")
