@@ -554,6 +554,33 @@ async def test_a_group_opened_in_parts_records_its_openers_save(restate_batched_
     assert ok(closed) is None
 
 
+async def test_a_read_of_a_direct_childs_outcome_that_a_close_overtook_is_refused_naming_its_store(
+    restate_stack: LocalStack,
+) -> None:
+    """A caller's read of a direct child's stored outcome that its group's close overtook (the close
+    released the child's store) is refused with `group_not_open`, saying the store may have been
+    deleted and naming it (a `restate state clear` of the child reads the same). The race made
+    deterministic as for a pump's bulk read."""
+    stack, s = restate_stack, Scope()
+    group = s.group([echo("a"), echo("b")])  # two tools: direct
+    [_, first, second, saved] = await stack.turn(open_(group), next_(), next_(), save())
+    assert sorted(ok(r)["position"] for r in (first, second)) == [0, 1]
+    incarnation = (await recorded_meta(stack, s.key()))["incarnation"]
+    child = f"{s.key()}/c0"
+    ask = {"group_key": s.key(), "batch": incarnation, "handler": "outcome", "child_key": child}
+    await stack.call(f"{TURN}/resettle", ask)  # while the group is open, the child answers the read
+    [_, closed] = await stack.turn(use(ok(saved)), close())
+    assert "error" not in closed
+    kept = f"SELECT key FROM state WHERE service_name = 'LashChild' AND service_key = {quote(child)}"
+    await _poll(stack, kept, lambda rows: rows == [])
+    with pytest.raises(StackError, match="group_not_open") as refused:
+        await stack.call(f"{TURN}/resettle", ask)
+    answer = json.loads(str(refused.value).split(": ", 1)[1])["message"]
+    wire = json.loads(answer.removeprefix("lash-error:"))
+    assert wire["replay_key"] == child
+    assert f"or the outcome store of {child} was deleted" in wire["message"], wire
+
+
 async def test_each_of_lashs_services_declares_the_retry_policy_that_pauses_a_failing_handler(
     restate_stack: LocalStack,
 ) -> None:

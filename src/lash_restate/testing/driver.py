@@ -27,7 +27,7 @@ from ..contract import (
     LoserPolicy,
     decode_envelope,
 )
-from ..engine import GROUP, PUMP, RestateController, named
+from ..engine import CHILD, GROUP, PUMP, RestateController, named
 from .turn import combinator_result_json, decode_turn, error_json, run_turn
 
 __all__ = ["TURN", "CombineRequest", "Resettle", "turn_service"]
@@ -53,19 +53,23 @@ class CombineRequest(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_f
 class Resettle(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """A settlement ``batch`` (the `LashGroup/settle` message as JSON, or with ``handler="report"`` a
     pump's `LashGroup/report`) to deliver to ``group_key``; with ``handler="outcomes"``, a caller's
-    bulk read (`LashPump/outcomes`' message) to ask of the pump at ``pump_key``.
+    bulk read (`LashPump/outcomes`' message) to ask of the pump at ``pump_key``; with
+    ``handler="outcome"``, a caller's read of a direct child's outcome (its group's incarnation, as
+    a JSON string) to ask of the child at ``child_key``.
 
     The group's settle and report handlers are private to the ingress, and a sender may deliver one
     settlement twice (a pump re-sends a batch whose call a cancel interrupted); this is how a test
     delivers it twice on purpose, from inside Restate, to show that a child takes one rank however
     often it settles (ADR: idempotent on the child), or delivers one naming no child of the group.
-    A read of a pump whose group was closed is how a test makes a close racing a read happen.
+    A read of a pump (or a child) whose group was closed is how a test makes a close racing a read
+    happen.
     """
 
     group_key: str
     batch: msgspec.Raw
-    handler: Literal["settle", "report", "outcomes"] = "settle"
+    handler: Literal["settle", "report", "outcomes", "outcome"] = "settle"
     pump_key: str | None = None
+    child_key: str | None = None
 
 
 def _children(req: CombineRequest, key: str) -> list[Any]:
@@ -128,6 +132,11 @@ def turn_service(resolver: GroupExecutors) -> restate.Service:
             if req.pump_key is None:
                 raise restate.TerminalError("handler 'outcomes' needs pump_key", 400)
             await ctx.generic_call(named(PUMP), req.handler, bytes(req.batch), key=req.pump_key)
+            return
+        if req.handler == "outcome":
+            if req.child_key is None:
+                raise restate.TerminalError("handler 'outcome' needs child_key", 400)
+            await ctx.generic_call(named(CHILD), req.handler, bytes(req.batch), key=req.child_key)
             return
         # A call, so the test's request returns once the group has handled the settlement.
         await ctx.generic_call(named(GROUP), req.handler, bytes(req.batch), key=req.group_key)
