@@ -405,8 +405,10 @@ class LocalStack:
         first (a stack shared by many tests holds others' too), and each endpoint's last error since
         ``started`` (its traceback), else how its log ends."""
         lines = [f"{request} had no answer within {within:g} s"]
+        # Restate shows a retried invocation's last failure only while it backs off, not while it
+        # runs its next attempt: a retry count past 1 (it counts every attempt) says so at any moment.
         failing = "SELECT target, retry_count, last_failure FROM sys_invocation "
-        failing += "WHERE last_failure IS NOT NULL AND status != 'completed' {since}"
+        failing += "WHERE (last_failure IS NOT NULL OR retry_count > 1) AND status != 'completed' {since}"
         failing += "ORDER BY modified_at DESC LIMIT 5"
         try:
             retried = self.sql(failing.format(since=f"AND created_at >= '{started.isoformat()}' "))
@@ -414,7 +416,8 @@ class LocalStack:
         except InspectionError:
             retried = []  # the server itself is not answering: the logs say more
         for row in retried:
-            failure = next(iter(str(row["last_failure"]).strip().splitlines()), "")[:300]
+            failure = next(iter(str(row["last_failure"] or "").strip().splitlines()), "")[:300]
+            failure = failure or "running an attempt again (its endpoint's log, below, has the failure)"
             lines.append(f"  Restate is retrying {row['target']} (attempt {row['retry_count']}): {failure}")
         since = stamp(started.timestamp())  # as the endpoint's log writes a time
         for endpoint in self.endpoints:
