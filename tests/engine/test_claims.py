@@ -297,15 +297,7 @@ async def test_a_read_of_outcomes_that_a_close_overtook_is_refused_naming_the_gr
     recorded = await recorded_meta(stack, s.key())
     pump = slice_key(s.key(), recorded["incarnation"], 0)
     ask = {"group_key": s.key(), "batch": [0], "handler": "outcomes", "pump_key": pump}
-    await stack.call(f"{TURN}/resettle", ask)  # while the group is open, that pump answers the read
-    [_, closed] = await stack.turn(use(ok(saved)), close())
-    assert "error" not in closed
-    kept = f"SELECT key FROM state WHERE service_name = 'LashPump' AND service_key = {quote(pump)}"
-    await _poll(stack, kept, lambda rows: rows == [])
-    with pytest.raises(StackError, match="group_not_open") as refused:
-        await stack.call(f"{TURN}/resettle", ask)
-    answer = json.loads(str(refused.value).split(": ", 1)[1])["message"]
-    wire = json.loads(answer.removeprefix("lash-error:"))
+    wire = await _read_once_closed(stack, saved, ask, "LashPump", pump)
     assert wire["group_key"] == s.key()
     # Said as what it may also be: the store deleted outside lash (`restate state clear` of the pump).
     assert f"the outcome store of {pump} was deleted: child 0 has no stored outcome" in wire["message"]
@@ -568,17 +560,27 @@ async def test_a_read_of_a_direct_childs_outcome_that_a_close_overtook_is_refuse
     incarnation = (await recorded_meta(stack, s.key()))["incarnation"]
     child = f"{s.key()}/c0"
     ask = {"group_key": s.key(), "batch": incarnation, "handler": "outcome", "child_key": child}
-    await stack.call(f"{TURN}/resettle", ask)  # while the group is open, the child answers the read
+    wire = await _read_once_closed(stack, saved, ask, "LashChild", child)
+    assert wire["replay_key"] == child
+    assert f"or the outcome store of {child} was deleted" in wire["message"], wire
+
+
+async def _read_once_closed(
+    stack: LocalStack, saved: dict[str, Any], ask: dict[str, Any], service: str, key: str
+) -> dict[str, Any]:
+    """Ask the read ``ask`` of the store at ``service``/``key`` while its group is open (answered),
+    then again once the group's close (through the cursor ``saved``) released that store: the
+    `group_not_open` refusal's wire form."""
+    await stack.call(f"{TURN}/resettle", ask)  # while the group is open, the store answers the read
     [_, closed] = await stack.turn(use(ok(saved)), close())
     assert "error" not in closed
-    kept = f"SELECT key FROM state WHERE service_name = 'LashChild' AND service_key = {quote(child)}"
+    kept = f"SELECT key FROM state WHERE service_name = {quote(service)} AND service_key = {quote(key)}"
     await _poll(stack, kept, lambda rows: rows == [])
     with pytest.raises(StackError, match="group_not_open") as refused:
         await stack.call(f"{TURN}/resettle", ask)
     answer = json.loads(str(refused.value).split(": ", 1)[1])["message"]
-    wire = json.loads(answer.removeprefix("lash-error:"))
-    assert wire["replay_key"] == child
-    assert f"or the outcome store of {child} was deleted" in wire["message"], wire
+    wire: dict[str, Any] = json.loads(answer.removeprefix("lash-error:"))
+    return wire
 
 
 async def test_each_of_lashs_services_declares_the_retry_policy_that_pauses_a_failing_handler(
