@@ -23,6 +23,7 @@ from ..engine import (
     group_of_pump,
     named,
 )
+from ._paused import incarnation_of_pump
 from ._sql import Admin, InspectionError, admin_api, alive_of, invocation_rows, quote, rows_in, sql
 
 __all__ = ["StagedPart", "left_staged", "release_staged"]
@@ -119,8 +120,7 @@ def left_staged(admin: Admin) -> list[StagedPart]:
 def _recorded_own(recorded: dict[str, GroupMeta], pump_key: str) -> bool:
     """Whether ``pump_key``'s group is recorded under the incarnation the pump is keyed by."""
     meta = recorded.get(group_of_pump(pump_key))
-    stage = pump_key.partition(":")[0].split(".")[0]  # a further slice's pump adds `.{slice}`
-    return meta is not None and meta.incarnation == stage
+    return meta is not None and meta.incarnation == incarnation_of_pump(pump_key)
 
 
 def release_staged(admin: Admin, part: StagedPart) -> None:
