@@ -18,7 +18,14 @@ import pytest
 
 from lash_restate import inspection
 from lash_restate._http import tls
-from lash_restate.inspection import ChildView, CloseResult, InspectionError, StrandedOpen, list_open_groups
+from lash_restate.inspection import (
+    ChildView,
+    CloseResult,
+    InspectionError,
+    StrandedOpen,
+    StrandedWakes,
+    list_open_groups,
+)
 from lash_restate.testing import LocalStack, free_port
 from tests.conformance.builders import Scope, close, echo, event, next_, open_
 from tests.engine.cli_main import run_main
@@ -772,11 +779,15 @@ def test_a_group_key_that_is_not_utf8_is_refused_in_one_line(command: str) -> No
 def test_stranded_resend_sends_each_open_on_its_own_and_says_which_was_refused(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """One open refused by its `operator_resend` neither stops the others nor hides those sent:
-    each line says what became of its open, and the command exits 1 (it printed nothing but the
-    refusal, and sent none after it)."""
+    """One open (or one group's look at a caller's wakes) refused by its `operator_resend` neither
+    stops the others nor hides those sent: each line says what became of it, and the command exits 1
+    (it printed nothing but the refusal, and sent none after it)."""
     opens = [
         StrandedOpen(f"inv_c{i}", f"s:group:b:{i}", "open", f"inv_o{i}", "killed", b"{}") for i in range(3)
+    ]
+    wakes = [
+        StrandedWakes(f"inv_w{i}", f"w:group:b:{i}", "wait", f"inv_a{i}", "gone", "i", ("sign_1",))
+        for i in range(2)
     ]
 
     def resend(admin: object, stranded: StrandedOpen, *, ingress: str | None = None) -> str:
@@ -784,15 +795,43 @@ def test_stranded_resend_sends_each_open_on_its_own_and_says_which_was_refused(
             raise InspectionError("the ingress answered 400 to operator_resend: [invalid_input] no")
         return f"inv_again{stranded.caller}"
 
+    def look(admin: object, stranded: StrandedWakes, *, ingress: str | None = None) -> str:
+        if stranded.caller == "inv_w0":
+            raise InspectionError("the ingress answered 400 to operator_resend: [invalid_input] no")
+        return f"inv_look{stranded.caller}"
+
     monkeypatch.setattr(inspection, "stranded_opens", lambda admin, **_: opens)
+    monkeypatch.setattr(inspection, "stranded_wakes", lambda admin: wakes)
     monkeypatch.setattr(inspection, "resend_open", resend)
+    monkeypatch.setattr(inspection, "look_again", look)
     done = lash("groups", "stranded", "--resend", "--admin-url", "http://127.0.0.1:9")
     assert done.returncode == 1, done
     assert [line.split("; ")[-1] for line in done.stdout.splitlines()] == [
         "sent again as inv_againinv_c0",
         "not sent again: the ingress answered 400 to operator_resend: [invalid_input] no",
         "sent again as inv_againinv_c2",
+        "not looked at again: the ingress answered 400 to operator_resend: [invalid_input] no",
+        "looked at again by inv_lookinv_w1",
     ]
+    listed = lash("groups", "stranded", "--json", "--admin-url", "http://127.0.0.1:9")
+    assert listed.returncode == 0, listed
+    rows = json.loads(listed.stdout)
+    assert [(r["caller"], r["waits_on"]) for r in rows] == [
+        *((f"inv_c{i}", "open") for i in range(3)),
+        *((f"inv_w{i}", "wakes") for i in range(2)),
+    ]
+    assert rows[-1] == {
+        "caller": "inv_w1",
+        "group_key": "w:group:b:1",
+        "handler": "wait",
+        "sent": "inv_a1",
+        "ended": "gone",
+        "incarnation": "i",
+        "wakes": 1,
+        "waits_on": "wakes",
+        "resent": None,
+        "refused": None,
+    }
 
 
 def test_a_close_names_how_a_bounded_groups_waiting_child_will_start(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -124,7 +124,8 @@ async def test_an_operators_resend_refuses_an_open_no_opener_sends_and_keeps_the
     behind it). And the group's own first open in parts sent again (its stage is the group's
     incarnation) releases none of the group's pumps (it used to send them a `forget`, which a pump
     that had finished would run at once, its outcomes gone before the close): the caller reads
-    every rank, and only the close releases the pump. Every group on this tier opens in parts."""
+    every rank, and only the close releases the pump. A guard's look at wakes, sent again, is checked
+    as well. Every group on this tier opens in parts."""
     stack = restate_batched_stack
     s = Scope()
     gate = s.event("e")
@@ -156,6 +157,15 @@ async def test_an_operators_resend_refuses_an_open_no_opener_sends_and_keeps_the
         ({**own, "parts": 10**9}, "open_parts", "names no staged parts"),
         (nowhere, "open_parts", "not an awakeable"),
         (childless, "open", "names 2 children and carries 0"),
+        # A guard's look (at a caller's wakes): Restate would refuse to complete a waiter that is no
+        # awakeable, and a look with no pause would look again at once, for ever.
+        (
+            {"incarnation": incarnation, "waiters": ["sign_1nowhere"], "after_ms": 1000},
+            "guard",
+            "not an awake",
+        ),
+        ({"incarnation": incarnation, "waiters": [wake], "after_ms": 0}, "guard", "1000 ms or more"),
+        ({"incarnation": incarnation, "waiters": wake}, "guard", "not an 'guard' request"),
     ]:
         refused = await resend(forged, handler)
         assert refused.status_code == 400 and says in refused.text, refused.text
@@ -165,7 +175,7 @@ async def test_an_operators_resend_refuses_an_open_no_opener_sends_and_keeps_the
         "SELECT status FROM sys_invocation WHERE target_service_name = 'LashGroup' "
         f"AND target_handler_name = 'open_parts' AND target_service_key = {quote(s.key())}"
     )
-    # The first open and the one sent again: nothing was sent for the two refused.
+    # The first open and the one sent again: nothing was sent for those refused.
     await _poll(stack, reopens, lambda rows: [r["status"] for r in rows] == ["completed"] * 2)
     await stack.emit(gate, "late")
     [_, again, second, closed] = await stack.turn(use(_handle(s.key(), 2, 0)), next_(), next_(), close())

@@ -28,7 +28,16 @@ import pytest
 from lash_restate.engine import GROUP_OPERATOR_RESEND, GroupMeta, OperatorResend
 from lash_restate.engine.caller._open_parts import PARTS_FROM_ENV
 from lash_restate.engine.group._mode import PUMP_SLICE
-from lash_restate.inspection import GroupView, InspectionError, OpenGroup, quote, show_group, sql
+from lash_restate.inspection import (
+    GroupView,
+    InspectionError,
+    OpenGroup,
+    StrandedWakes,
+    look_again,
+    quote,
+    show_group,
+    sql,
+)
 from lash_restate.inspection._operator import operator_call
 from lash_restate.inspection._sql import admin_api
 from lash_restate.testing import Endpoint, LocalStack
@@ -772,7 +781,10 @@ async def test_a_second_resend_while_the_open_sent_again_is_on_its_way_sends_not
             [_, resent] = await _poll(stack, opens, lambda rows: len(rows) == 2)
             second = lash(stack, "groups", "stranded", "--resend", "--sent-before", "0")
             assert second.returncode == 0, second.stderr
-            assert second.stdout.strip() == "no caller waits for an open that ended unanswered", second.stdout
+            assert (
+                second.stdout.strip()
+                == "no caller waits for an open that ended unanswered, nor on a group whose record is gone"
+            ), second.stdout
             _operator(stack, tmp_path, "kill", resent["id"])
             await _poll(stack, opens, lambda rows: rows[1]["status"] == "completed")
             again = lash(stack, "groups", "stranded", "--json", "--sent-before", "0")
@@ -1012,6 +1024,97 @@ async def test_clearing_a_groups_state_with_restates_cli_ends_its_waiting_caller
         )
 
     await until(only_the_first_childs_store)
+
+
+@SHARED
+@pytest.mark.parametrize("registered_by", ["open", "wait"])
+async def test_a_caller_whose_groups_record_was_cleared_after_its_guard_was_killed_is_listed_and_ended(
+    shared: LocalStack, tmp_path: Path, registered_by: str
+) -> None:
+    """`restate invocations kill` of a group's pending `LashGroup/guard`, then `restate state clear
+    LashGroup/KEY` under a caller waiting on a rank: nothing is left to end the wake it waits on.
+    `groups stranded` finds it in the caller's journal (the wake its open registered, or the one a
+    later caller's `wait` did, after a reopen and waits that registered none: each answered with
+    ranks), and `--resend` has the group look at it again: the caller ends with `group_not_open`,
+    as the guard would have ended it. Under a key another group was opened under since, the same,
+    and that group is left as it was."""
+    stack, s = shared, Scope()
+    group = s.group([echo("a"), echo("b"), event(s.event("later"))])
+    if registered_by == "wait":  # its opener read rank 1 and returned; another caller opens it again
+        [_, first] = await stack.turn(open_(group), next_())
+        assert ok(first)
+        caller = turn_in_background(stack, s, open_(group), next_(), next_(), next_(), close())
+    else:
+        caller = turn_in_background(stack, s, open_(group), next_(), next_(), next_(), close())
+    # Each `next` asks the group first; once the last has had its answer, the caller awaits the wake
+    # for rank 3, registered by its open or (once ranks 1 and 2 were served) by that last `wait`.
+    asked = _invocation("LashGroup", f"target_service_key = {quote(s.key())}", "wait")
+    waits = 4 if registered_by == "wait" else 3
+    await _poll(stack, asked, lambda rows: [r["status"] for r in rows] == ["completed"] * waits)
+    guards = _invocation("LashGroup", f"target_service_key = {quote(s.key())}", "guard")
+    pending = await _poll(
+        stack, guards, lambda rows: bool(rows) and all(r["status"] == "scheduled" for r in rows)
+    )
+    for guard in pending:
+        _operator(stack, tmp_path, "kill", guard["id"])
+    await _poll(stack, guards, lambda rows: all(r["status"] == "completed" for r in rows))
+    waiting = await turn_id(stack, s)
+    assert waiting not in {o["caller"] for o in _stranded(stack)}  # its group holds its wakes
+    # A look at wakes the group still holds (a listing read just before a rank woke them, say) ends
+    # nothing: the group looks again later.
+    [meta] = await asyncio.to_thread(sql, stack.server.admin_url, _record_of(s.key()))
+    record = msgspec.json.decode(meta["value_utf8"], type=GroupMeta)
+    held = StrandedWakes(
+        waiting, s.key(), "open", "-", "-", record.incarnation, (record.waiters[-1].awakeable,)
+    )
+    look = look_again(stack.server.admin_url, held, ingress=stack.server.ingress_url)
+    assert await _poll(stack, f"SELECT status FROM sys_invocation WHERE id = {quote(look)}", _completed)
+    assert not caller.done() and sql(stack.server.admin_url, _record_of(s.key()))
+    cleared = await asyncio.to_thread(
+        restate, stack, tmp_path, "state", "clear", f"LashGroup/{s.key()}", "--force"
+    )
+    assert cleared.returncode == 0, cleared.stderr
+    await until(lambda: _no_record(stack, s.key()))
+    if registered_by == "wait":  # another group opened under the key since: its record holds none of them
+        [reopened, _] = await stack.turn(open_(s.group([event(s.event("again"))])), save())
+        assert ok(reopened)
+    [found] = [o for o in _stranded(stack) if o["caller"] == waiting]
+    assert (found["group_key"], found["waits_on"], found["handler"]) == (s.key(), "wakes", registered_by)
+    # Its wake for rank 3 alone: the others fired, or were never registered.
+    assert found["wakes"] == 1 and "record is gone" in found["ended"], found
+    assert ("another group was opened" in found["ended"]) == (registered_by == "wait"), found
+    resent = lash(stack, "groups", "stranded", "--resend", "--sent-before", "3600")
+    assert resent.returncode == 0 and "looked at again by inv_" in resent.stdout, resent
+    async with asyncio.timeout(60):
+        answered = await caller
+    assert answered.status_code == 200, answered.text
+    [*_, waited, closed] = answered.json()
+    assert waited["error"]["code"] == "group_not_open", waited
+    assert "deleted while awaiting" in waited["error"]["message"] and s.key() in json.dumps(waited), waited
+    assert "error" not in closed
+    assert waiting not in {o["caller"] for o in _stranded(stack)}
+    if registered_by == "wait":
+        assert await listed(stack, s.key(), "parked")  # the group opened since is left as it was
+        assert lash(stack, "groups", "close", s.key(), "--force", "--cancel").returncode == 0
+    await stack.emit(s.event("later"), "late")
+
+
+def _record_of(key: str) -> str:
+    return (
+        "SELECT value_utf8 FROM state WHERE service_name = 'LashGroup' "
+        f"AND service_key = {quote(key)} AND key = 'meta'"
+    )
+
+
+def _completed(rows: list[dict[str, Any]]) -> bool:
+    return [r["status"] for r in rows] == ["completed"]
+
+
+def _stranded(stack: LocalStack) -> list[dict[str, Any]]:
+    found = lash(stack, "groups", "stranded", "--json", "--sent-before", "3600")
+    assert found.returncode == 0, found.stderr
+    rows: list[dict[str, Any]] = json.loads(found.stdout)
+    return rows
 
 
 async def _no_record(stack: LocalStack, key: str) -> bool:

@@ -315,6 +315,12 @@ def _samples() -> list[Sample]:
     add("msg.group.operator_redispatched.refused", gone, _json(OperatorRedispatched))
     resend = OperatorResend(handler="open", request=b'{"reply_to":"sign_1x","shape":{}}')
     add("msg.group.operator_resend.open", resend, _json(OperatorResend))
+    look = b'{"incarnation":"i1","waiters":["sign_1x"],"after_ms":300000}'  # a `Guard`: decision 128
+    add(
+        "msg.group.operator_resend.guard",
+        OperatorResend(handler="guard", request=look),
+        _json(OperatorResend),
+    )
     add("msg.group.operator_resent.invocation", OperatorResent(invocation="inv_1def"), _json(OperatorResent))
     for variant, outcome in OUTCOMES.items():
         add(f"state.child.outcome.{variant}", outcome, _json(Outcome))

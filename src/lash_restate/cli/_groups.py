@@ -281,30 +281,48 @@ def groups_staged(args: argparse.Namespace) -> int:
 
 
 def groups_stranded(args: argparse.Namespace) -> int:
-    from ..inspection import InspectionError, resend_open, stranded_opens
+    from ..inspection import InspectionError, look_again, resend_open, stranded_opens, stranded_wakes
 
     if (failed := prefix_from_args(args)) is not None:
         return failed
     try:
         admin = AdminApi.from_env(args.admin_url)
         opens = stranded_opens(admin, sent_before_s=args.sent_before)
+        wakes = stranded_wakes(admin)
     except InspectionError as exc:
         return fail(str(exc))
-    # Each open is sent again on its own: one refused (or an ingress that fails it) neither stops
-    # the others nor hides those already sent, which a second run would send once more.
+    # Each is sent again on its own: one refused (or an ingress that fails it) neither stops the
+    # others nor hides those already sent, which a second run would send once more.
     resent, refused = _each(opens, lambda o: resend_open(admin, o, ingress=args.ingress_url), args.resend)
+    looked, unlooked = _each(wakes, lambda w: look_again(admin, w, ingress=args.ingress_url), args.resend)
     if args.json:
-        found = zip(opens, resent, refused, strict=True)
-        print(json.dumps([{**o.as_dict(), "resent": new, "refused": why} for o, new, why in found]))
-        return 1 if any(refused) else 0
+        found = [
+            {**o.as_dict(), "waits_on": "open", "resent": new, "refused": why}
+            for o, new, why in zip(opens, resent, refused, strict=True)
+        ]
+        found += [
+            {**w.as_dict(), "waits_on": "wakes", "resent": new, "refused": why}
+            for w, new, why in zip(wakes, looked, unlooked, strict=True)
+        ]
+        print(json.dumps(found))
+        return 1 if any(refused) or any(unlooked) else 0
     for o, new, why in zip(opens, resent, refused, strict=True):
         again = f"; sent again as {new}" if new else f"; not sent again: {why}" if why else ""
         print(f"{o.caller} waits for its {o.handler} of {o.group_key}: {o.sent} ended {o.ended}{again}")
-    if not opens:
-        print("no caller waits for an open that ended unanswered")
+    for w, new, why in zip(wakes, looked, unlooked, strict=True):
+        again = f"; looked at again by {new}" if new else f"; not looked at again: {why}" if why else ""
+        print(
+            f"{w.caller} waits on {len(w.wakes)} wake(s) its {w.handler} ({w.sent}) registered with "
+            f"{w.group_key}: {w.ended}{again}"
+        )
+    if not opens and not wakes:
+        print("no caller waits for an open that ended unanswered, nor on a group whose record is gone")
     elif not args.resend:
-        print(f"{len(opens)} caller(s) wait for an open that ended unanswered: --resend sends each again")
-    return 1 if any(refused) else 0
+        print(
+            f"{len(opens) + len(wakes)} caller(s) wait for what nothing will answer: --resend sends "
+            "each open again, and has each gone group look at its wakes (which ends them)"
+        )
+    return 1 if any(refused) or any(unlooked) else 0
 
 
 def _each(items: list[_T], act: Callable[[_T], _R], acting: bool) -> tuple[list[_R | None], list[str | None]]:

@@ -141,10 +141,12 @@ def build_parser() -> argparse.ArgumentParser:
         ),
         (
             "stranded",
-            "the callers waiting for the answer of an open that Restate killed or cancelled (`restate "
-            "invocations kill` of a `LashGroup/open`, say): nothing else answers them. --resend sends "
-            "each open again as a reopen (read from the caller's journal): a reopening caller goes on, "
-            "one whose first open was killed ends with group_not_open",
+            "the callers that wait for what nothing will answer: the answer of an open that Restate "
+            "killed or cancelled (`restate invocations kill` of a `LashGroup/open`, say), or a rank of "
+            "a group whose record was deleted (`restate state clear`) after its guard was killed. "
+            "--resend sends each open again as a reopen (read from the caller's journal): a reopening "
+            "caller goes on, one whose first open was killed ends with group_not_open; and has each "
+            "gone group look at its callers' wakes again, which ends them with group_not_open",
             groups_stranded,
         ),
     ):
@@ -156,14 +158,19 @@ def build_parser() -> argparse.ArgumentParser:
         elif name == "staged":
             cmd.add_argument("--release", action="store_true", help="release the parts listed")
         elif name == "stranded":
-            cmd.add_argument("--resend", action="store_true", help="send each open listed again, as a reopen")
+            cmd.add_argument(
+                "--resend",
+                action="store_true",
+                help="send each open listed again, as a reopen, and each gone group's look at its wakes",
+            )
             cmd.add_argument(
                 "--sent-before",
                 type=_seconds,
                 default=60,  # inspection's SENT_BEFORE_S, which the parser does not import (start-up)
                 metavar="SECONDS",
                 help="list an open Restate does not know only once its caller sent it this long ago "
-                "(sooner, it may be on its way to its group) [default 60]",
+                "(sooner, it may be on its way to its group); a caller's wakes are listed at once "
+                "[default 60]",
             )
         elif name == "redispatch":
             cmd.add_argument("key", nargs="?", type=_text, help="the group key (or --all)")

@@ -62,6 +62,7 @@ from .caller._controller import RestateController, inside_run
 from .child._calls import callee_replay_key
 from .child._lookup import configure_admin
 from .child._signal import clear_event, emit_event, reject_event
+from .group._group_guard import WAITER_CHECK
 from .group._mode import OutcomeStore, outcome_store
 from .group._pages import assemble_order, ranks_recorded
 from .pump._pump_run import RAN, STAGED
@@ -83,12 +84,15 @@ from .wire._errors import ends_the_invocation, terminal_status
 from .wire._formats import BASELINE, BASELINE_HANDLERS, FORMAT, FORMATS, Format
 from .wire._incarnation import bound_of, layout_of, opened_since_baseline
 from .wire._messages import (
+    Guard,
+    OpenReply,
     OperatorClose,
     OperatorClosed,
     OperatorRedispatch,
     OperatorRedispatched,
     OperatorResend,
     OperatorResent,
+    WaitReply,
     awakeable_signal,
 )
 from .wire._records import (
@@ -108,11 +112,13 @@ from .wire._routes import (
     DEFAULT_PREFIX,
     GROUP,
     GROUP_CLOSE,
+    GROUP_GUARD,
     GROUP_OPEN,
     GROUP_OPEN_PARTS,
     GROUP_OPERATOR_CLOSE,
     GROUP_OPERATOR_REDISPATCH,
     GROUP_OPERATOR_RESEND,
+    GROUP_WAIT,
     PUMP,
     ROLES,
     SIGNAL,
@@ -139,11 +145,13 @@ __all__ = [
     "FULL_GC_EVERY",
     "GROUP",
     "GROUP_CLOSE",
+    "GROUP_GUARD",
     "GROUP_OPEN",
     "GROUP_OPEN_PARTS",
     "GROUP_OPERATOR_CLOSE",
     "GROUP_OPERATOR_REDISPATCH",
     "GROUP_OPERATOR_RESEND",
+    "GROUP_WAIT",
     "MISSED",
     "OPENER_ENDS",
     "PUMP",
@@ -155,9 +163,12 @@ __all__ = [
     "SERVERS",
     "SIGNAL",
     "STAGED",
+    "WAITER_CHECK",
     "DeploymentError",
     "Format",
     "GroupMeta",
+    "Guard",
+    "OpenReply",
     "Opener",
     "OpenerEnd",
     "OperatorClose",
@@ -173,6 +184,7 @@ __all__ = [
     "ServedApplication",
     "ServerUnavailable",
     "SettlementMode",
+    "WaitReply",
     "assemble_order",
     "awakeable_signal",
     "bound_of",

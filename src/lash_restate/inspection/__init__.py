@@ -12,7 +12,9 @@ a group anybody can resume (one nobody can is reclaimed by the group itself, and
 decision 78). `left_staged` lists what pumps hold that no group will read (the parts an opener
 killed mid-open left staged, decision 71; the outcomes a pump kept for a group that is gone),
 and `release_staged` releases one. `stranded_opens` lists the callers
-waiting for an open that Restate killed or cancelled, and `resend_open` sends that open again.
+waiting for an open that Restate killed or cancelled, and `resend_open` sends that open again;
+`stranded_wakes` lists those waiting on wakes no group's record holds any more (cleared under
+them, their guard killed), and `look_again` sends the group's look at them that ends them.
 `rollback_blockers` lists what stands in the way of registering the baseline release again, and
 `kill_pending` kills what is pending for the handlers it does not serve.
 """
@@ -34,6 +36,7 @@ from ._sql import InspectionError, quote, sql
 from ._staged import StagedPart, left_staged, release_staged
 from ._stranded import StrandedOpen, resend_open, stranded_opens
 from ._views import ChildView, GroupView, OpenerView, OpenGroup, PausedView, PumpView
+from ._wakes import StrandedWakes, look_again, stranded_wakes
 
 __all__ = [
     "DEFAULT_INGRESS_URL",
@@ -50,11 +53,13 @@ __all__ = [
     "RollbackBlocker",
     "StagedPart",
     "StrandedOpen",
+    "StrandedWakes",
     "close_group",
     "ingress_url",
     "kill_pending",
     "left_staged",
     "list_open_groups",
+    "look_again",
     "quote",
     "redispatch_missed",
     "release_staged",
@@ -63,6 +68,7 @@ __all__ = [
     "show_group",
     "sql",
     "stranded_opens",
+    "stranded_wakes",
 ]
 
 # The errors name the module an application imports them from, in tracebacks and reprs, not the

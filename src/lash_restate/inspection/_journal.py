@@ -1,6 +1,6 @@
 """What an invocation's journal says it sent lash's group object, as the admin API shows it
-(`sys_journal.entry_json`): the open a caller waits on (`_stranded`), the close it sent and went on
-from (`_groups.lost_closes`)."""
+(`sys_journal.entry_json`): the open a caller waits on (`_stranded`), the wakes it registered
+(`_wakes`), the close it sent and went on from (`_groups.lost_closes`)."""
 
 from __future__ import annotations
 
@@ -11,22 +11,29 @@ __all__ = ["SentToGroup", "sent_to", "target_of"]
 
 
 class SentToGroup(NamedTuple):
-    """A one-way call to the group object: its key, its handler, the invocation id Restate gave it,
-    and its body."""
+    """A call or one-way call to the group object: its key, its handler, the invocation id Restate
+    gave it, and its body; a call's ``answer`` is the completion id its answer comes back under
+    (None for a one-way call)."""
 
     group_key: str
     handler: str
     invocation: str
     body: bytes
+    answer: int | None = None
 
 
 def sent_to(entry: str, group: str) -> SentToGroup | None:
-    """The one-way call to the group object ``group`` (its service name) that a journal entry (a
-    `OneWayCall` command's ``entry_json``) holds. None for any other entry, or one this release
-    cannot read (a journal of another protocol version), which a listing passes over."""
+    """The call or one-way call to the group object ``group`` (its service name) that a journal entry
+    (a `Call` or `OneWayCall` command's ``entry_json``) holds. None for any other entry, or one this
+    release cannot read (a journal of another protocol version), which a listing passes over."""
     try:
-        request = json.loads(entry)["Command"]["OneWayCall"]["request"]
-        return _to_group(request, group, bytes(request["parameter"]))
+        command = json.loads(entry)["Command"]
+        call = command["OneWayCall"] if "OneWayCall" in command else command["Call"]
+        request = call["request"]
+        found = _to_group(request, group, bytes(request["parameter"]))
+        if found is None or "result_completion_id" not in call:
+            return found
+        return found._replace(answer=int(call["result_completion_id"]))
     except (ValueError, KeyError, TypeError, AttributeError):
         return None
 

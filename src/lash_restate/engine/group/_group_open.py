@@ -29,6 +29,7 @@ from ..wire._errors import terminal_status
 from ..wire._incarnation import PAGED, bound_mark, watches_its_runs
 from ..wire._messages import (
     CallerEnded,
+    Guard,
     OpenReply,
     OpenRequest,
     OperatorResend,
@@ -52,7 +53,15 @@ from ..wire._records import (
     Opener,
     SettlementMode,
 )
-from ..wire._routes import GROUP_OPEN, GROUP_OPEN_PARTS, GROUP_WATCH, PUMP_RUN_PARTS, PUMP_STAGED, pump_key
+from ..wire._routes import (
+    GROUP_GUARD,
+    GROUP_OPEN,
+    GROUP_OPEN_PARTS,
+    GROUP_WATCH,
+    PUMP_RUN_PARTS,
+    PUMP_STAGED,
+    pump_key,
+)
 from ._group_common import OPENED, GroupSettings, check_incarnation, keep_watch, release_staged
 from ._group_dispatch import redispatch
 from ._group_guard import guard_waiters
@@ -361,11 +370,13 @@ async def note_opener(ctx: restate.ObjectContext, meta: GroupMeta, caller: str |
 
 # See decision 93 (its docstring is what Restate's UI shows).
 async def on_operator_resend(ctx: restate.ObjectSharedContext, req: OperatorResend) -> OperatorResent:
-    """Send again an open its caller sent and Restate killed or cancelled before it answered (read
-    from the caller's journal by `lash-restate groups stranded`), as a reopen: a group its first
+    """Send again what Restate killed or cancelled before it answered a waiting caller (read from
+    the caller's journal by `lash-restate groups stranded`). An open, as a reopen: a group its first
     open recorded goes on as the caller expected, one never recorded refuses it (`group_not_open`),
-    which ends the caller. So this public handler starts nothing a group did not record. Shared: it
-    sends, and waits behind nothing the group is doing."""
+    which ends the caller. A guard's look at a caller's wakes: if the group's record is gone (or is
+    another incarnation's), it ends them (`group_not_open`), else it looks again later. So this
+    public handler starts nothing a group did not record. Shared: it sends, and waits behind
+    nothing the group is doing."""
     try:
         if req.handler == GROUP_OPEN.handler:
             reopen = msgspec.structs.replace(decode_open(req.request), reopen_only=True)
@@ -378,8 +389,18 @@ async def on_operator_resend(ctx: restate.ObjectSharedContext, req: OperatorRese
             if not names_its_parts(parted):
                 raise InvalidInput("an open in parts names no staged parts of this group")
             sent = GROUP_OPEN_PARTS.send(ctx, ctx.key(), parted)
+        elif req.handler == GROUP_GUARD.handler:
+            # Decision 128: the look of a guard Restate killed, at wakes whose record was deleted since.
+            look = decode(req.request, Guard)
+            for awakeable in look.waiters:
+                _answerable(awakeable)
+            if look.after_ms < 1000:  # it looks again twice as long later: 0 would look without a pause
+                raise InvalidInput(f"a guard looks again after 1000 ms or more, not {look.after_ms}")
+            sent = GROUP_GUARD.send(ctx, ctx.key(), look)
         else:
-            raise InvalidInput(f"only an open is sent again (open, open_parts), not {req.handler!r}")
+            raise InvalidInput(
+                f"only an open (open, open_parts) or a guard's look is sent again, not {req.handler!r}"
+            )
     except (msgspec.DecodeError, msgspec.ValidationError) as exc:
         raise InvalidInput(f"not an {req.handler!r} request of this group object: {exc}") from None
     return OperatorResent(invocation=await sent.invocation_id())

@@ -386,14 +386,16 @@ class OperatorRedispatched(msgspec.Struct, **RECORD_OPTIONS):
 class OperatorResend(msgspec.Struct, **STRICT_OPTIONS):
     """An operator's resend through the ingress, answered with `OperatorResent`: the open
     (``handler``: `open` or `open_parts`) a caller sent, which Restate killed or cancelled before it
-    answered, ``request`` as the caller's journal holds it. The group sends it to itself again."""
+    answered, ``request`` as the caller's journal holds it; or a guard's look at a caller's wakes
+    (``handler``: `guard`, ``request`` a `Guard`) that Restate killed. The group sends it to itself
+    again."""
 
     handler: str
     request: bytes
 
 
 class OperatorResent(msgspec.Struct, **RECORD_OPTIONS):
-    invocation: str  # the open sent again
+    invocation: str  # the open (or the guard's look) sent again
 
 
 class CloseRequest(msgspec.Struct, **RECORD_OPTIONS):
