@@ -834,6 +834,24 @@ def test_stranded_resend_sends_each_open_on_its_own_and_says_which_was_refused(
     }
 
 
+def test_stranded_still_lists_the_opens_when_the_wakes_cannot_be_read(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The callers waiting on wakes are read apart from the opens: a failure there (the admin API's
+    wait, on a busy cluster) is said, and exits 1, but hides none of the stranded opens."""
+    opens = [StrandedOpen("inv_c0", "s:group:b:0", "open", "inv_o0", "killed", b"{}")]
+
+    def unreadable(admin: object) -> list[StrandedWakes]:
+        raise InspectionError("the admin API answered 500: query timed out")
+
+    monkeypatch.setattr(inspection, "stranded_opens", lambda admin, **_: opens)
+    monkeypatch.setattr(inspection, "stranded_wakes", unreadable)
+    done = lash("groups", "stranded", "--admin-url", "http://127.0.0.1:9")
+    assert done.returncode == 1, done
+    assert done.stdout.startswith("inv_c0 waits for its open of s:group:b:0"), done.stdout
+    assert "waiting on wakes could not be listed: the admin API answered 500" in done.stderr, done.stderr
+
+
 def test_a_close_names_how_a_bounded_groups_waiting_child_will_start(monkeypatch: pytest.MonkeyPatch) -> None:
     """A `RunToCompletion` close of a bounded group lists the children still to run: one running by
     its invocation, one not started by what will start it (it printed `None waiting`, next to a

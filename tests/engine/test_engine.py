@@ -158,13 +158,17 @@ async def test_an_operators_resend_refuses_an_open_no_opener_sends_and_keeps_the
         (nowhere, "open_parts", "not an awakeable"),
         (childless, "open", "names 2 children and carries 0"),
         # A guard's look (at a caller's wakes): Restate would refuse to complete a waiter that is no
-        # awakeable, and a look with no pause would look again at once, for ever.
+        # awakeable, a look with no pause would look again at once, for ever, and one of more than a
+        # day's pause would overflow (a plain error, retried for ever).
         (
             {"incarnation": incarnation, "waiters": ["sign_1nowhere"], "after_ms": 1000},
             "guard",
             "not an awake",
         ),
-        ({"incarnation": incarnation, "waiters": [wake], "after_ms": 0}, "guard", "1000 ms or more"),
+        ({"incarnation": incarnation, "waiters": [wake], "after_ms": 0}, "guard", "1000 ms to a day"),
+        ({"incarnation": "", "waiters": [wake], "after_ms": 10**17}, "guard", "1000 ms to a day"),
+        # And one at wakes of the group recorded now: they are its to serve.
+        ({"incarnation": incarnation, "waiters": [wake], "after_ms": 1000}, "guard", "is recorded"),
         ({"incarnation": incarnation, "waiters": wake}, "guard", "not an 'guard' request"),
     ]:
         refused = await resend(forged, handler)

@@ -1315,6 +1315,65 @@ def test_a_close_is_lost_once_restate_ended_it_unrun_for_this_incarnation_only(
     assert state == "orphaned" and "earlier incarnation inc-another" in why and "restart-as-new" in why
 
 
+def test_stranded_wakes_lists_a_caller_only_while_it_still_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`stranded_wakes` reads which callers run, then their journals: a caller whose first open
+    registered wakes with a group whose record is gone is listed, with the wakes that have not
+    fired; one that ended between the reads is read again and left out."""
+    import base64
+
+    from lash_restate.inspection import _wakes
+
+    def awakeable(signal: int) -> str:
+        return "sign_1" + base64.urlsafe_b64encode(bytes(24) + signal.to_bytes(4, "big")).decode().rstrip("=")
+
+    def open_sent(caller: str) -> dict[str, Any]:
+        target = {"VirtualObject": {"name": "LashGroup", "key": f"{caller}:group:x:0", "handler": "open"}}
+        body = json.dumps({"reply_to": awakeable(3), "wakes": [awakeable(1), awakeable(2)]}).encode()
+        request = {"invocation_id": f"open-{caller}", "invocation_target": target, "parameter": list(body)}
+        return {
+            "caller": caller,
+            "index": 1,
+            "entry": json.dumps({"Command": {"OneWayCall": {"request": request}}}),
+        }
+
+    def fired(caller: str, signal: int, index: int) -> dict[str, Any]:
+        lite = {"Notification": {"ty": "Signal", "id": {"SignalIndex": signal}, "result": "Success"}}
+        return {"id": caller, "index": index, "entry": json.dumps(lite)}
+
+    callers = ["c-waits", "c-ended"]
+    answer = list(b'{"reopened":false,"incarnation":"i1"}')
+
+    def fake_sql(admin: object, query: str, **_: object) -> list[dict[str, Any]]:
+        if "status != " in query:
+            return [{"id": c} for c in callers]
+        assert "index IN (2)" in query  # the open's answer alone is read in full
+        signal = {"Notification": {"Signal": {"id": {"Index": 3}, "result": {"Success": answer}}}}
+        return [{"index": 2, "entry": json.dumps(signal)}]
+
+    def fake_rows_in(admin: object, query: str, values: list[str]) -> list[dict[str, Any]]:
+        if "Command: OneWayCall" in query:
+            return [open_sent(caller) for caller in values]
+        # The open answered (signal 3), rank 1's wake fired (signal 1): rank 2's has not.
+        return [row for caller in values for row in (fired(caller, 3, 2), fired(caller, 1, 3))]
+
+    def fake_invocations(admin: object, ids: list[str]) -> dict[str, dict[str, Any]]:
+        known = {"c-waits": {"status": "suspended"}, "c-ended": {"status": "completed"}}
+        return {i: {"id": i, **known[i]} for i in ids if i in known}
+
+    monkeypatch.setattr(_wakes, "sql", fake_sql)
+    monkeypatch.setattr(_wakes, "rows_in", fake_rows_in)
+    monkeypatch.setattr(_wakes, "read_groups", lambda admin, where, **_: [])  # every record cleared
+    monkeypatch.setattr(_wakes, "invocation_rows", fake_invocations)
+    [found] = _wakes.stranded_wakes("http://admin")
+    assert (found.caller, found.handler, found.sent, found.incarnation) == (
+        "c-waits",
+        "open",
+        "open-c-waits",
+        "i1",
+    )
+    assert found.wakes == (awakeable(2),)
+
+
 def test_stranded_lists_a_caller_only_while_it_still_runs(monkeypatch: pytest.MonkeyPatch) -> None:
     """`stranded_opens` reads which callers run, then their journals: one that ended between the two
     reads (its open killed while queued, say) is read again and left out, as nobody waits any more."""

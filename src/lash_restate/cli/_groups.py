@@ -288,9 +288,13 @@ def groups_stranded(args: argparse.Namespace) -> int:
     try:
         admin = AdminApi.from_env(args.admin_url)
         opens = stranded_opens(admin, sent_before_s=args.sent_before)
-        wakes = stranded_wakes(admin)
     except InspectionError as exc:
         return fail(str(exc))
+    unread: str | None = None
+    try:
+        wakes = stranded_wakes(admin)
+    except InspectionError as exc:  # the opens found are still listed (and sent again)
+        wakes, unread = [], str(exc)
     # Each is sent again on its own: one refused (or an ingress that fails it) neither stops the
     # others nor hides those already sent, which a second run would send once more.
     resent, refused = _each(opens, lambda o: resend_open(admin, o, ingress=args.ingress_url), args.resend)
@@ -305,7 +309,7 @@ def groups_stranded(args: argparse.Namespace) -> int:
             for w, new, why in zip(wakes, looked, unlooked, strict=True)
         ]
         print(json.dumps(found))
-        return 1 if any(refused) or any(unlooked) else 0
+        return _stranded_end(unread, refused, unlooked)
     for o, new, why in zip(opens, resent, refused, strict=True):
         again = f"; sent again as {new}" if new else f"; not sent again: {why}" if why else ""
         print(f"{o.caller} waits for its {o.handler} of {o.group_key}: {o.sent} ended {o.ended}{again}")
@@ -322,7 +326,14 @@ def groups_stranded(args: argparse.Namespace) -> int:
             f"{len(opens) + len(wakes)} caller(s) wait for what nothing will answer: --resend sends "
             "each open again, and has each gone group look at its wakes (which ends them)"
         )
-    return 1 if any(refused) or any(unlooked) else 0
+    return _stranded_end(unread, refused, unlooked)
+
+
+def _stranded_end(unread: str | None, *refusals: list[str | None]) -> int:
+    """`groups stranded`'s exit: 1 if anything was refused, or the wakes could not be read (said)."""
+    if unread is not None:
+        fail(f"the callers waiting on wakes could not be listed: {unread}")
+    return 1 if unread is not None or any(any(r) for r in refusals) else 0
 
 
 def _each(items: list[_T], act: Callable[[_T], _R], acting: bool) -> tuple[list[_R | None], list[str | None]]:

@@ -28,6 +28,7 @@ from ..engine import (
     GROUP_OPEN_PARTS,
     GROUP_OPERATOR_RESEND,
     GROUP_WAIT,
+    ROLES,
     WAITER_CHECK,
     GroupMeta,
     Guard,
@@ -40,17 +41,17 @@ from ..engine import (
 from ._groups import read_groups
 from ._journal import SentToGroup, sent_to
 from ._operator import ingress_url, operator_call
-from ._sql import ENDED, Admin, admin_api, quote, rows_in, sql
+from ._sql import ENDED, Admin, admin_api, alive_of, in_list, invocation_rows, quote, rows_in, sql
 
 __all__ = ["StrandedWakes", "look_again", "stranded_wakes"]
 
 _REGISTERS = (GROUP_OPEN.handler, GROUP_OPEN_PARTS.handler, GROUP_WAIT.handler)
 
-# Why no group will wake them, by whether a group is recorded under the key.
-GONE = "its group's record is gone (its state was cleared), and nothing looks at its wakes"
+# Why no group will wake them, by whether a group is recorded under the key. Whether a guard the
+# cleared group had pending will still look at them is not known here: one killed never will.
+GONE = "its group's record is gone (its state was cleared)"
 REPLACED = (
-    "its group's record is gone (its state was cleared) and another group was opened under the key "
-    "since, and nothing looks at its wakes"
+    "its group's record is gone (its state was cleared), and another group was opened under the key since"
 )
 
 
@@ -99,7 +100,12 @@ def stranded_wakes(admin: Admin) -> list[StrandedWakes]:
     one: the open may be on its way (`stranded_opens` lists the opens Restate ended unanswered).
     """
     group = named(GROUP)
-    running = sql(admin, f"SELECT id FROM sys_invocation WHERE status != {quote(ENDED)}")
+    lashs = in_list(named(role) for role in ROLES)  # lash's own services register no wakes
+    running = sql(
+        admin,
+        f"SELECT id FROM sys_invocation WHERE status != {quote(ENDED)} "
+        f"AND target_service_name NOT IN {lashs}",
+    )
     callers = sorted(row["id"] for row in running)
     sent = _sent(admin, group, callers)
     if not sent:
@@ -115,13 +121,12 @@ def stranded_wakes(admin: Admin) -> list[StrandedWakes]:
         had = answers.get(caller, _Answers({}, {}))
         unfired = {w for s in registers for w in s.asks.wakes if _signal(w) not in had.signals}
         record = records.get(key)
-        held = {w.awakeable for w in record.waiters} if record is not None else set()
-        if not unfired or not unfired.isdisjoint(held):
-            # Nothing left to wake, or the group holds what it waits on: its registrations' answers
-            # (a read each) are not needed.
-            continue
-        found += _stranded(admin, caller, key, registers, unfired, record, had)
-    return found
+        unfired -= {w.awakeable for w in record.waiters} if record is not None else set()
+        if unfired:  # wakes the group recorded under the key does not hold: read what registered them
+            found += _stranded(admin, caller, key, registers, unfired, record, had)
+    # Read again: a caller may have ended since it was listed running (nobody waits then).
+    alive = alive_of(invocation_rows(admin, sorted({f.caller for f in found})))
+    return [f for f in found if f.caller in alive]
 
 
 def look_again(admin: Admin, stranded: StrandedWakes, *, ingress: str | None = None) -> str:
@@ -142,12 +147,18 @@ def look_again(admin: Admin, stranded: StrandedWakes, *, ingress: str | None = N
 
 
 def _sent(admin: Admin, group: str, callers: list[str]) -> list[_Sent]:
-    """What ``callers`` sent the group object ``group`` that registers wakes, as journaled."""
+    """What ``callers`` sent the group object ``group`` that registers wakes, as journaled. The
+    bodies of those messages alone are read (`open` and `open_parts` also match the server's filter
+    for `open`): a body of any other message to the group (a pump's report carries outcomes) is not."""
+    handlers = " OR ".join(
+        "entry_lite_json LIKE " + quote(f'%{group}%"handler":"{handler}%')
+        for handler in (GROUP_OPEN.handler, GROUP_WAIT.handler)
+    )
     rows = rows_in(
         admin,
         "SELECT id AS caller, index, entry_json AS entry FROM sys_journal "
-        "WHERE entry_type IN ('Command: OneWayCall', 'Command: Call') "
-        f"AND entry_lite_json LIKE {quote('%' + group + '%')} AND id IN {{values}}",
+        f"WHERE entry_type IN ('Command: OneWayCall', 'Command: Call') AND ({handlers}) "
+        "AND id IN {values}",
         callers,
     )
     found = []

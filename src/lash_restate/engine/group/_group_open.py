@@ -3,6 +3,7 @@ and answer the opener (ADR: a first open resolves all N before it records the gr
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 import msgspec
@@ -64,7 +65,7 @@ from ..wire._routes import (
 )
 from ._group_common import OPENED, GroupSettings, check_incarnation, keep_watch, release_staged
 from ._group_dispatch import redispatch
-from ._group_guard import guard_waiters
+from ._group_guard import LOOK_AT_MOST_EVERY, guard_waiters
 from ._group_watch import is_new_opener, openers_to_watch, send_watch
 from ._mode import INVOCATIONS, PUMP_SLICE, Dispatched, mode_for, slice_key
 from ._pages import paged, write_keys
@@ -327,10 +328,28 @@ def recorded_meta(
 
 
 def _answerable(reply_to: str) -> None:
-    """An open answers on ``reply_to``: Restate refuses to complete what is no awakeable's id, and
-    would retry that open for ever, holding the group's queue."""
+    """An open answers on ``reply_to`` (a guard's look ends such a wake): Restate refuses to complete
+    what is no awakeable's id, and would retry that handler for ever, holding the group's queue."""
     if awakeable_signal(reply_to) is None:
-        raise InvalidInput(f"{reply_to!r} is not an awakeable's id: the open could not answer it")
+        raise InvalidInput(f"{reply_to!r} is not an awakeable's id: Restate would refuse to complete it")
+
+
+async def _check_look(ctx: restate.ObjectSharedContext, look: Guard) -> None:
+    """A guard's look sent again ends the wakes of a group whose record is gone (decision 128): one
+    at wakes of the group recorded now is refused, as its ranks and its own guard serve them (and
+    each look it let through would keep one more pending guard in its state)."""
+    for awakeable in look.waiters:
+        _answerable(awakeable)
+    # It looks again twice as long later: 0 would look without a pause, and past a day's
+    # milliseconds the delay overflows (a plain error, retried for ever).
+    if not 1000 <= look.after_ms <= LOOK_AT_MOST_EVERY // timedelta(milliseconds=1):
+        raise InvalidInput(f"a guard looks again after 1000 ms to a day, not {look.after_ms} ms")
+    meta = await ctx.get(RECORD, serde=META)
+    if meta is not None and meta.incarnation == look.incarnation:
+        raise InvalidInput(
+            "the group that registered these wakes is recorded: its ranks wake them, and its own "
+            "guard looks at them"
+        )
 
 
 def _children_of(req: OpenRequest, group_key: str) -> None:
@@ -374,9 +393,10 @@ async def on_operator_resend(ctx: restate.ObjectSharedContext, req: OperatorRese
     the caller's journal by `lash-restate groups stranded`). An open, as a reopen: a group its first
     open recorded goes on as the caller expected, one never recorded refuses it (`group_not_open`),
     which ends the caller. A guard's look at a caller's wakes: if the group's record is gone (or is
-    another incarnation's), it ends them (`group_not_open`), else it looks again later. So this
-    public handler starts nothing a group did not record. Shared: it sends, and waits behind
-    nothing the group is doing."""
+    another incarnation's), it ends them (`group_not_open`); one naming the group recorded now is
+    refused (its ranks and its own guard serve those wakes). So this public handler runs no child a
+    group did not record, and ends no wake a recorded group holds. Shared: it sends, and waits
+    behind nothing the group is doing."""
     try:
         if req.handler == GROUP_OPEN.handler:
             reopen = msgspec.structs.replace(decode_open(req.request), reopen_only=True)
@@ -390,12 +410,8 @@ async def on_operator_resend(ctx: restate.ObjectSharedContext, req: OperatorRese
                 raise InvalidInput("an open in parts names no staged parts of this group")
             sent = GROUP_OPEN_PARTS.send(ctx, ctx.key(), parted)
         elif req.handler == GROUP_GUARD.handler:
-            # Decision 128: the look of a guard Restate killed, at wakes whose record was deleted since.
             look = decode(req.request, Guard)
-            for awakeable in look.waiters:
-                _answerable(awakeable)
-            if look.after_ms < 1000:  # it looks again twice as long later: 0 would look without a pause
-                raise InvalidInput(f"a guard looks again after 1000 ms or more, not {look.after_ms}")
+            await _check_look(ctx, look)
             sent = GROUP_GUARD.send(ctx, ctx.key(), look)
         else:
             raise InvalidInput(
