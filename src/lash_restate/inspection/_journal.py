@@ -7,7 +7,9 @@ from __future__ import annotations
 import json
 from typing import Any, NamedTuple
 
-__all__ = ["SentToGroup", "sent_to", "target_of"]
+from ._sql import quote
+
+__all__ = ["SentToGroup", "calling", "sent_to", "target_of"]
 
 
 class SentToGroup(NamedTuple):
@@ -53,3 +55,17 @@ def _to_group(call: dict[str, Any], group: str, body: bytes) -> SentToGroup | No
     if target.get("name") != group:
         return None
     return SentToGroup(str(target["key"]), str(target["handler"]), str(call["invocation_id"]), body)
+
+
+def calling(group: str, *handlers: str) -> str:
+    """A SQL condition on `sys_journal`: the entry calls one of ``handlers`` of the group object
+    ``group``, as its short form (``entry_lite_json``) shows it. A handler matches by prefix (`open`
+    also matches `open_parts`), so read each row with `sent_to` too. The server filters on the short
+    form, so the bodies of the group's other calls (a pump's report carries outcomes) are not read."""
+    return (
+        "("
+        + " OR ".join(
+            "entry_lite_json LIKE " + quote(f'%{group}%"handler":"{handler}%') for handler in handlers
+        )
+        + ")"
+    )

@@ -26,7 +26,7 @@ from ..engine import (
     awakeable_signal,
     named,
 )
-from ._journal import sent_to
+from ._journal import calling, sent_to
 from ._operator import ingress_url, operator_call
 from ._sql import ENDED, Admin, InspectionError, admin_api, invocation_rows, quote, rows_in, sql
 
@@ -167,7 +167,7 @@ def _opens_sent(admin: Admin, group: str, sent_before_s: int, which: str) -> lis
         "SELECT id AS sender, entry_json AS entry, "
         f"appended_at < now() - INTERVAL '{int(sent_before_s)} seconds' AS long_sent "
         "FROM sys_journal WHERE entry_type = 'Command: OneWayCall' "
-        f"AND entry_lite_json LIKE {quote('%' + group + '%')} AND id IN {{values}}",
+        f"AND {calling(group, GROUP_OPEN.handler)} AND id IN {{values}}",
         senders,
     )
     return [

@@ -39,7 +39,7 @@ from ..engine import (
     named,
 )
 from ._groups import read_groups
-from ._journal import SentToGroup, sent_to
+from ._journal import SentToGroup, calling, sent_to
 from ._operator import ingress_url, operator_call
 from ._sql import ENDED, Admin, admin_api, alive_of, in_list, invocation_rows, quote, rows_in, sql
 
@@ -147,18 +147,12 @@ def look_again(admin: Admin, stranded: StrandedWakes, *, ingress: str | None = N
 
 
 def _sent(admin: Admin, group: str, callers: list[str]) -> list[_Sent]:
-    """What ``callers`` sent the group object ``group`` that registers wakes, as journaled. The
-    bodies of those messages alone are read (`open` and `open_parts` also match the server's filter
-    for `open`): a body of any other message to the group (a pump's report carries outcomes) is not."""
-    handlers = " OR ".join(
-        "entry_lite_json LIKE " + quote(f'%{group}%"handler":"{handler}%')
-        for handler in (GROUP_OPEN.handler, GROUP_WAIT.handler)
-    )
+    """What ``callers`` sent the group object ``group`` that registers wakes, as journaled."""
     rows = rows_in(
         admin,
         "SELECT id AS caller, index, entry_json AS entry FROM sys_journal "
-        f"WHERE entry_type IN ('Command: OneWayCall', 'Command: Call') AND ({handlers}) "
-        "AND id IN {values}",
+        "WHERE entry_type IN ('Command: OneWayCall', 'Command: Call') "
+        f"AND {calling(group, GROUP_OPEN.handler, GROUP_WAIT.handler)} AND id IN {{values}}",
         callers,
     )
     found = []
