@@ -802,6 +802,7 @@ def test_stranded_resend_sends_each_open_on_its_own_and_says_which_was_refused(
 
     monkeypatch.setattr(inspection, "stranded_opens", lambda admin, **_: opens)
     monkeypatch.setattr(inspection, "stranded_wakes", lambda admin: wakes)
+    monkeypatch.setattr(inspection, "stranded_subscriptions", lambda admin, **_: [])
     monkeypatch.setattr(inspection, "resend_open", resend)
     monkeypatch.setattr(inspection, "look_again", look)
     done = lash("groups", "stranded", "--resend", "--admin-url", "http://127.0.0.1:9")
@@ -846,6 +847,7 @@ def test_stranded_still_lists_the_opens_when_the_wakes_cannot_be_read(
 
     monkeypatch.setattr(inspection, "stranded_opens", lambda admin, **_: opens)
     monkeypatch.setattr(inspection, "stranded_wakes", unreadable)
+    monkeypatch.setattr(inspection, "stranded_subscriptions", lambda admin, **_: [])
     done = lash("groups", "stranded", "--admin-url", "http://127.0.0.1:9")
     assert done.returncode == 1, done
     assert done.stdout.startswith("inv_c0 waits for its open of s:group:b:0"), done.stdout

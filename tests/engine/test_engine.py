@@ -112,6 +112,50 @@ async def test_internal_handlers_cannot_be_called_through_the_ingress(restate_st
     assert ok(first)["position"] == 1  # the forged settlement of child 0 never took rank 1
 
 
+async def test_an_events_operator_resend_sends_again_a_subscription_and_nothing_else(
+    restate_stack: Stack,
+) -> None:
+    """`LashSignal/operator_resend` is public (`lash-restate groups stranded --resend` calls it through
+    the ingress), so what it is handed is checked there: another handler than `subscribe`, a body
+    that is no subscribe request, and an id that is no awakeable's (an emit would fail to complete
+    it, retried for ever, the event's queue held behind it) are refused with `invalid_input`, and
+    nothing is subscribed. A subscription of an awakeable is sent, and the event keeps it."""
+    name = f"{Scope().id}-ev"
+
+    async def resend(handler: str, request: bytes) -> httpx.Response:
+        body = {"handler": handler, "request": base64.b64encode(request).decode()}
+        async with httpx.AsyncClient(verify=tls(), timeout=30) as client:
+            return await client.post(
+                f"{restate_stack.server.ingress_url}/LashSignal/{name}/operator_resend", json=body
+            )
+
+    awakeable = "sign_1" + base64.urlsafe_b64encode(bytes(24) + (7).to_bytes(4, "big")).decode().rstrip("=")
+    for handler, request, says in [
+        ("emit", b'"x"', "only a subscription"),
+        ("subscribe", b"[1]", "not a subscribe request"),
+        ("subscribe", b'"sign_1nowhere"', "not an awakeable"),
+    ]:
+        refused = await resend(handler, request)
+        assert refused.status_code == 400 and says in refused.text, refused.text
+    assert restate_stack.waiters(name) == 0
+    sent = await resend("subscribe", json.dumps(awakeable).encode())
+    assert sent.status_code == 200 and sent.json()["invocation"].startswith("inv_"), sent.text
+    waiters = (
+        "SELECT key FROM state WHERE service_name = 'LashSignal' "
+        f"AND service_key = {quote(name)} AND starts_with(key, 'waiter:')"
+    )
+    assert await _poll(
+        restate_stack, waiters, lambda rows: [r["key"] for r in rows] == [f"waiter:{awakeable}"]
+    )
+    await restate_stack.emit(name, "done")  # it answers the awakeable (nobody's) and forgets it
+    await _poll(restate_stack, waiters, lambda rows: not rows)
+    emits = (
+        "SELECT status FROM sys_invocation WHERE target_service_name = 'LashSignal' "
+        f"AND target_service_key = {quote(name)} AND target_handler_name = 'emit'"
+    )
+    await _poll(restate_stack, emits, lambda rows: [r["status"] for r in rows] == ["completed"])
+
+
 async def test_an_operators_resend_refuses_an_open_no_opener_sends_and_keeps_the_groups_own_pumps(
     restate_batched_stack: Stack,
 ) -> None:

@@ -1321,7 +1321,7 @@ def test_stranded_wakes_lists_a_caller_only_while_it_still_runs(monkeypatch: pyt
     fired; one that ended between the reads is read again and left out."""
     import base64
 
-    from lash_restate.inspection import _wakes
+    from lash_restate.inspection import _journal, _wakes
 
     def awakeable(signal: int) -> str:
         return "sign_1" + base64.urlsafe_b64encode(bytes(24) + signal.to_bytes(4, "big")).decode().rstrip("=")
@@ -1362,6 +1362,7 @@ def test_stranded_wakes_lists_a_caller_only_while_it_still_runs(monkeypatch: pyt
 
     monkeypatch.setattr(_wakes, "sql", fake_sql)
     monkeypatch.setattr(_wakes, "rows_in", fake_rows_in)
+    monkeypatch.setattr(_journal, "rows_in", fake_rows_in)  # the notifications
     monkeypatch.setattr(_wakes, "read_groups", lambda admin, where, **_: [])  # every record cleared
     monkeypatch.setattr(_wakes, "invocation_rows", fake_invocations)
     [found] = _wakes.stranded_wakes("http://admin")
@@ -1372,6 +1373,72 @@ def test_stranded_wakes_lists_a_caller_only_while_it_still_runs(monkeypatch: pyt
         "i1",
     )
     assert found.wakes == (awakeable(2),)
+
+
+def test_stranded_subscriptions_lists_only_a_subscription_that_ran_and_that_its_event_lost(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`stranded_subscriptions` lists an event child whose subscription ran and that its event no
+    longer holds, and none of the others: one its event holds, one whose awakeable fired (the emit's
+    answer on its way), one still queued, one failed (the child watches it), one sent a moment ago
+    that Restate does not know yet (one sent long ago that it does not know is listed: purged), and
+    a child that ended between the reads."""
+    import base64
+
+    from lash_restate.inspection import _journal, _subscriptions
+
+    def awakeable(signal: int) -> str:
+        return "sign_1" + base64.urlsafe_b64encode(bytes(24) + signal.to_bytes(4, "big")).decode().rstrip("=")
+
+    # child -> (its event, the subscription's status as Restate knows it, sent long ago?)
+    children: dict[str, tuple[str, dict[str, Any] | None, bool]] = {
+        "c-lost": ("ev-a", {"status": "completed"}, True),
+        "c-held": ("ev-b", {"status": "completed"}, True),
+        "c-fired": ("ev-a", {"status": "completed"}, True),
+        "c-queued": ("ev-a", {"status": "inboxed"}, True),
+        "c-failed": ("ev-a", {"status": "completed", "completion_failure": "[409] killed"}, True),
+        "c-recent": ("ev-a", None, False),
+        "c-purged": ("ev-a", None, True),
+        "c-ended": ("ev-a", {"status": "completed"}, True),
+    }
+
+    def subscribed(child: str) -> dict[str, Any]:
+        event, _, long_sent = children[child]
+        target = {"VirtualObject": {"name": "LashSignal", "key": event, "handler": "subscribe"}}
+        body = json.dumps(awakeable(7)).encode()
+        request = {"invocation_id": f"sub-{child}", "invocation_target": target, "parameter": list(body)}
+        entry = json.dumps({"Command": {"OneWayCall": {"request": request}}})
+        return {"caller": child, "entry": entry, "long_sent": long_sent}
+
+    def fake_sql(admin: object, query: str, **_: object) -> list[dict[str, Any]]:
+        assert "status != " in query
+        return [{"id": c, "key": f"g:group:b:0/{c}"} for c in children]
+
+    def fake_rows_in(admin: object, query: str, values: list[str]) -> list[dict[str, Any]]:
+        if "Command: OneWayCall" in query:
+            return [subscribed(child) for child in values]
+        if "Notification" in query:  # c-fired's awakeable has fired
+            lite = {"Notification": {"ty": "Signal", "id": {"SignalIndex": 7}, "result": "Success"}}
+            return [{"id": "c-fired", "index": 5, "entry": json.dumps(lite)}] if "c-fired" in values else []
+        assert "FROM state" in query
+        return [{"service_key": "ev-b", "key": "waiter:" + awakeable(7)}]  # ev-b holds its waiter
+
+    def fake_invocations(admin: object, ids: list[str]) -> dict[str, dict[str, Any]]:
+        known: dict[str, dict[str, Any]] = {c: {"status": "suspended"} for c in children if c != "c-ended"}
+        known["c-ended"] = {"status": "completed"}
+        known.update({f"sub-{c}": status for c, (_, status, _) in children.items() if status is not None})
+        return {i: {"id": i, **known[i]} for i in ids if i in known}
+
+    monkeypatch.setattr(_subscriptions, "sql", fake_sql)
+    monkeypatch.setattr(_subscriptions, "rows_in", fake_rows_in)
+    monkeypatch.setattr(_journal, "rows_in", fake_rows_in)
+    monkeypatch.setattr(_subscriptions, "invocation_rows", fake_invocations)
+    found = _subscriptions.stranded_subscriptions("http://admin")
+    assert [(f.caller, f.event, f.sent) for f in found] == [
+        ("c-lost", "ev-a", "sub-c-lost"),
+        ("c-purged", "ev-a", "sub-c-purged"),
+    ]
+    assert found[0].child == "g:group:b:0/c-lost" and found[0].awakeable == awakeable(7)
 
 
 def test_stranded_lists_a_caller_only_while_it_still_runs(monkeypatch: pytest.MonkeyPatch) -> None:

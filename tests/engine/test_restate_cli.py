@@ -783,7 +783,8 @@ async def test_a_second_resend_while_the_open_sent_again_is_on_its_way_sends_not
             assert second.returncode == 0, second.stderr
             assert (
                 second.stdout.strip()
-                == "no caller waits for an open that ended unanswered, nor on a group whose record is gone"
+                == "no caller waits for an open that ended unanswered, nor on a group whose record is gone, "
+                "nor on an event that lost its subscription"
             ), second.stdout
             _operator(stack, tmp_path, "kill", resent["id"])
             await _poll(stack, opens, lambda rows: rows[1]["status"] == "completed")
@@ -1100,6 +1101,51 @@ async def test_a_caller_whose_groups_record_was_cleared_after_its_guard_was_kill
         assert await listed(stack, s.key(), "parked")  # the group opened since is left as it was
         assert lash(stack, "groups", "close", s.key(), "--force", "--cancel").returncode == 0
     await stack.emit(s.event("later"), "late")
+
+
+@SHARED
+async def test_an_event_child_whose_subscription_restates_cli_cleared_is_listed_and_subscribed_again(
+    shared: LocalStack, tmp_path: Path
+) -> None:
+    """`restate state clear LashSignal/{event}` under a waiting event child deletes its subscription:
+    the event's next emit answers nobody, and the child, its rank and the caller waiting on that rank
+    would wait for ever. `groups stranded` finds the subscription in the child's journal, and
+    `--resend` has the event send it to itself again: answered at once with the payload the event
+    kept, the child settles and the caller reads its rank."""
+    stack, s = shared, Scope()
+    later = s.event("later")
+    caller = turn_in_background(
+        stack, s, open_(s.group([echo("a"), event(later)])), next_(), next_(), close()
+    )
+    await until(lambda: asyncio.to_thread(lambda: stack.waiters(later) == 1))
+    child = _invocation("LashChild", f"target_service_key = {quote(s.key() + '/c1')}", "run")
+    [run] = await _poll(stack, child, lambda rows: len(rows) == 1)
+    assert run["id"] not in {o["caller"] for o in _stranded(stack)}  # its event holds it
+    cleared = await asyncio.to_thread(
+        restate, stack, tmp_path, "state", "clear", f"LashSignal/{later}", "--force"
+    )
+    assert cleared.returncode == 0, cleared.stderr
+    await until(lambda: asyncio.to_thread(lambda: stack.waiters(later) == 0))
+    await stack.emit(later, "late")  # kept by the event, and answering nobody
+    emitted = (
+        "SELECT key FROM state WHERE service_name = 'LashSignal' "
+        f"AND service_key = {quote(later)} AND key = 'payload'"
+    )
+    await _poll(stack, emitted, lambda rows: len(rows) == 1)
+    [found] = [o for o in _stranded(stack) if o["caller"] == run["id"]]
+    assert (found["waits_on"], found["event"], found["child"]) == ("event", later, f"{s.key()}/c1"), found
+    assert "no longer holds its subscription" in found["ended"], found
+    assert not caller.done() and (await _status(stack, run["id"])) != "completed"
+    resent = lash(stack, "groups", "stranded", "--resend", "--sent-before", "3600")
+    [line] = [line for line in resent.stdout.splitlines() if line.startswith(run["id"])]
+    assert "subscribed again as inv_" in line, resent
+    async with asyncio.timeout(60):
+        answered = await caller
+    assert answered.status_code == 200, answered.text
+    [_, first, second, closed] = answered.json()
+    assert ok(first)["outcome"] == {"type": "ok", "value": "a"}
+    assert ok(second)["outcome"] == {"type": "ok", "value": "late"} and "error" not in closed
+    assert run["id"] not in {o["caller"] for o in _stranded(stack)}
 
 
 def _record_of(key: str) -> str:

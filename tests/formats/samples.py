@@ -469,6 +469,10 @@ def _samples() -> list[Sample]:
     add("msg.pump.outcomes_reply.two", [OUTCOMES["ok"], OUTCOMES["cancelled"]], _outcomes_reply())
     add("msg.signal.subscribe.awakeable", "sign_1sub", _json(str))
     add("msg.signal.unsubscribe.awakeable", "sign_1sub", _json(str))
+    # An event child's subscription sent again (decision 129): the `subscribe` body, a JSON string.
+    resubscribe = OperatorResend(handler="subscribe", request=b'"sign_1sub"')
+    add("msg.signal.operator_resend.subscribe", resubscribe, _json(OperatorResend))
+    add("msg.signal.operator_resent.invocation", OperatorResent(invocation="inv_1sub"), _json(OperatorResent))
     add("msg.error.not_open", GroupNotOpen.closed_while_awaiting(group_key=KEY), _error())
     add(
         "msg.error.shape",

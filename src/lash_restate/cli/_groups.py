@@ -9,7 +9,7 @@ import json
 import shlex
 import time
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from ..admin import AdminApi
 from ._common import NOT_OPEN, REFUSED, USAGE, age, fail, prefix_from_args, table
@@ -281,7 +281,15 @@ def groups_staged(args: argparse.Namespace) -> int:
 
 
 def groups_stranded(args: argparse.Namespace) -> int:
-    from ..inspection import InspectionError, look_again, resend_open, stranded_opens, stranded_wakes
+    from ..inspection import (
+        InspectionError,
+        look_again,
+        resend_open,
+        resubscribe,
+        stranded_opens,
+        stranded_subscriptions,
+        stranded_wakes,
+    )
 
     if (failed := prefix_from_args(args)) is not None:
         return failed
@@ -290,50 +298,72 @@ def groups_stranded(args: argparse.Namespace) -> int:
         opens = stranded_opens(admin, sent_before_s=args.sent_before)
     except InspectionError as exc:
         return fail(str(exc))
-    unread: str | None = None
+    unread: list[str] = []  # each later listing is read on its own: the opens found are still listed
     try:
         wakes = stranded_wakes(admin)
-    except InspectionError as exc:  # the opens found are still listed (and sent again)
-        wakes, unread = [], str(exc)
+    except InspectionError as exc:
+        wakes = []
+        unread.append(f"the callers waiting on wakes could not be listed: {exc}")
+    try:
+        subscriptions = stranded_subscriptions(admin, sent_before_s=args.sent_before)
+    except InspectionError as exc:
+        subscriptions = []
+        unread.append(f"the event children waiting on a subscription could not be listed: {exc}")
     # Each is sent again on its own: one refused (or an ingress that fails it) neither stops the
     # others nor hides those already sent, which a second run would send once more.
-    resent, refused = _each(opens, lambda o: resend_open(admin, o, ingress=args.ingress_url), args.resend)
-    looked, unlooked = _each(wakes, lambda w: look_again(admin, w, ingress=args.ingress_url), args.resend)
+    ingress = args.ingress_url
+    resent, refused = _each(opens, lambda o: resend_open(admin, o, ingress=ingress), args.resend)
+    looked, unlooked = _each(wakes, lambda w: look_again(admin, w, ingress=ingress), args.resend)
+    again, unsent = _each(subscriptions, lambda s: resubscribe(admin, s, ingress=ingress), args.resend)
     if args.json:
-        found = [
-            {**o.as_dict(), "waits_on": "open", "resent": new, "refused": why}
-            for o, new, why in zip(opens, resent, refused, strict=True)
+        rows = [
+            *_rows("open", [o.as_dict() for o in opens], resent, refused),
+            *_rows("wakes", [w.as_dict() for w in wakes], looked, unlooked),
+            *_rows("event", [e.as_dict() for e in subscriptions], again, unsent),
         ]
-        found += [
-            {**w.as_dict(), "waits_on": "wakes", "resent": new, "refused": why}
-            for w, new, why in zip(wakes, looked, unlooked, strict=True)
-        ]
-        print(json.dumps(found))
-        return _stranded_end(unread, refused, unlooked)
+        print(json.dumps(rows))
+        return _stranded_end(unread, refused, unlooked, unsent)
     for o, new, why in zip(opens, resent, refused, strict=True):
-        again = f"; sent again as {new}" if new else f"; not sent again: {why}" if why else ""
-        print(f"{o.caller} waits for its {o.handler} of {o.group_key}: {o.sent} ended {o.ended}{again}")
+        done = f"; sent again as {new}" if new else f"; not sent again: {why}" if why else ""
+        print(f"{o.caller} waits for its {o.handler} of {o.group_key}: {o.sent} ended {o.ended}{done}")
     for w, new, why in zip(wakes, looked, unlooked, strict=True):
-        again = f"; looked at again by {new}" if new else f"; not looked at again: {why}" if why else ""
+        done = f"; looked at again by {new}" if new else f"; not looked at again: {why}" if why else ""
         print(
             f"{w.caller} waits on {len(w.wakes)} wake(s) its {w.handler} ({w.sent}) registered with "
-            f"{w.group_key}: {w.ended}{again}"
+            f"{w.group_key}: {w.ended}{done}"
         )
-    if not opens and not wakes:
-        print("no caller waits for an open that ended unanswered, nor on a group whose record is gone")
+    for e, new, why in zip(subscriptions, again, unsent, strict=True):
+        done = f"; subscribed again as {new}" if new else f"; not subscribed again: {why}" if why else ""
+        print(f"{e.caller} (child {e.child}) waits on event {e.event}: {e.ended}{done}")
+    if not opens and not wakes and not subscriptions:
+        print(
+            "no caller waits for an open that ended unanswered, nor on a group whose record is gone, "
+            "nor on an event that lost its subscription"
+        )
     elif not args.resend:
         print(
-            f"{len(opens) + len(wakes)} caller(s) wait for what nothing will answer: --resend sends "
-            "each open again, and has each gone group look at its wakes (which ends them)"
+            f"{len(opens) + len(wakes) + len(subscriptions)} wait(s) for what nothing will answer: "
+            "--resend sends each open again, has each gone group look at its wakes (which ends "
+            "them), and subscribes each event child again"
         )
-    return _stranded_end(unread, refused, unlooked)
+    return _stranded_end(unread, refused, unlooked, unsent)
 
 
-def _stranded_end(unread: str | None, *refusals: list[str | None]) -> int:
-    """`groups stranded`'s exit: 1 if anything was refused, or the wakes could not be read (said)."""
-    if unread is not None:
-        fail(f"the callers waiting on wakes could not be listed: {unread}")
-    return 1 if unread is not None or any(any(r) for r in refusals) else 0
+def _rows(
+    on: str, listed: list[dict[str, Any]], news: list[str | None], whys: list[str | None]
+) -> list[dict[str, Any]]:
+    """`groups stranded --json`'s rows of one kind: what each waits on, and what became of it."""
+    return [
+        {**row, "waits_on": on, "resent": new, "refused": why}
+        for row, new, why in zip(listed, news, whys, strict=True)
+    ]
+
+
+def _stranded_end(unread: list[str], *refusals: list[str | None]) -> int:
+    """`groups stranded`'s exit: 1 if anything was refused, or a listing could not be read (said)."""
+    for why in unread:
+        fail(why)
+    return 1 if unread or any(any(r) for r in refusals) else 0
 
 
 def _each(items: list[_T], act: Callable[[_T], _R], acting: bool) -> tuple[list[_R | None], list[str | None]]:

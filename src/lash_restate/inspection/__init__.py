@@ -14,7 +14,9 @@ killed mid-open left staged, decision 71; the outcomes a pump kept for a group t
 and `release_staged` releases one. `stranded_opens` lists the callers
 waiting for an open that Restate killed or cancelled, and `resend_open` sends that open again;
 `stranded_wakes` lists those waiting on wakes no group's record holds any more (cleared under
-them, their guard killed), and `look_again` sends the group's look at them that ends them.
+them, their guard killed), and `look_again` sends the group's look at them that ends them;
+`stranded_subscriptions` lists the event children whose event lost their subscription (its state
+cleared), and `resubscribe` subscribes them again.
 `rollback_blockers` lists what stands in the way of registering the baseline release again, and
 `kill_pending` kills what is pending for the handlers it does not serve.
 """
@@ -35,6 +37,7 @@ from ._rollback import RollbackBlocker, kill_pending, rollback_blockers
 from ._sql import InspectionError, quote, sql
 from ._staged import StagedPart, left_staged, release_staged
 from ._stranded import StrandedOpen, resend_open, stranded_opens
+from ._subscriptions import StrandedSubscription, resubscribe, stranded_subscriptions
 from ._views import ChildView, GroupView, OpenerView, OpenGroup, PausedView, PumpView
 from ._wakes import StrandedWakes, look_again, stranded_wakes
 
@@ -53,6 +56,7 @@ __all__ = [
     "RollbackBlocker",
     "StagedPart",
     "StrandedOpen",
+    "StrandedSubscription",
     "StrandedWakes",
     "close_group",
     "ingress_url",
@@ -64,10 +68,12 @@ __all__ = [
     "redispatch_missed",
     "release_staged",
     "resend_open",
+    "resubscribe",
     "rollback_blockers",
     "show_group",
     "sql",
     "stranded_opens",
+    "stranded_subscriptions",
     "stranded_wakes",
 ]
 

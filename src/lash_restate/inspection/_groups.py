@@ -35,7 +35,7 @@ from ..engine import (
     outcome_store,
     ranks_recorded,
 )
-from ._journal import SentToGroup, sent_to, target_of
+from ._journal import SentTo, sent_to, target_of
 from ._paused import callee_key, created_before, incarnation_of_pump, paused_by_group, paused_on
 from ._sql import ENDED, PAUSED, WAITING, Admin, alive_of, invocation_rows, is_alive, quote, rows_in, sql
 from ._views import ChildView, GroupView, OpenerView, OpenGroup, PumpView
@@ -178,15 +178,15 @@ def lost_closes(
         f"AND entry_lite_json LIKE {quote('%' + group_service + '%')} AND id IN {{values}}",
         sorted(parked),
     )
-    last: dict[tuple[str, str], tuple[int, SentToGroup, bool]] = {}  # (opener, key) -> its last open or close
+    last: dict[tuple[str, str], tuple[int, SentTo, bool]] = {}  # (opener, key) -> its last open or close
     for row in rows:
         sent = target_of(row["entry"], group_service)
         if sent is None or sent.handler not in _OPENS_AND_CLOSE:
             continue
         at = int(row["at"])
-        held = last.get((row["id"], sent.group_key))
+        held = last.get((row["id"], sent.key))
         if held is None or held[0] < at:
-            last[(row["id"], sent.group_key)] = (at, sent, row.get("long_sent") is True)
+            last[(row["id"], sent.key)] = (at, sent, row.get("long_sent") is True)
     wanted = {
         (caller, at): (g, sent, long_sent)
         for caller, gs in parked.items()

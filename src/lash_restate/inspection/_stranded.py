@@ -152,7 +152,7 @@ def _open_in(caller: str, entry: str, group: str) -> _Sent | None:
     signal = awakeable_signal(reply_to) if (reply_to := _reply_to(sent.body)) else None
     if signal is None:
         return None
-    return _Sent(caller, sent.group_key, sent.handler, sent.invocation, sent.body, signal)
+    return _Sent(caller, sent.key, sent.handler, sent.invocation, sent.body, signal)
 
 
 def _opens_sent(admin: Admin, group: str, sent_before_s: int, which: str) -> list[_Sent]:

@@ -39,7 +39,7 @@ from ..engine import (
     named,
 )
 from ._groups import read_groups
-from ._journal import SentToGroup, calling, sent_to
+from ._journal import Answers, SentTo, answers_of, calling, sent_to
 from ._operator import ingress_url, operator_call
 from ._sql import ENDED, Admin, admin_api, alive_of, in_list, invocation_rows, quote, rows_in, sql
 
@@ -87,7 +87,7 @@ class _Sent(NamedTuple):
 
     caller: str
     at: int
-    sent: SentToGroup
+    sent: SentTo
     asks: _Registers
 
 
@@ -110,15 +110,15 @@ def stranded_wakes(admin: Admin) -> list[StrandedWakes]:
     sent = _sent(admin, group, callers)
     if not sent:
         return []
-    answers = _answers(admin, sorted({s.caller for s in sent}))
+    answers = answers_of(admin, sorted({s.caller for s in sent}))
     waiting: dict[tuple[str, str], list[_Sent]] = {}
     for s in sent:
-        waiting.setdefault((s.caller, s.sent.group_key), []).append(s)
+        waiting.setdefault((s.caller, s.sent.key), []).append(s)
     records = _records(admin, {key for _, key in waiting})
     found = []
     for (caller, key), messages in sorted(waiting.items()):
         registers = sorted(messages, key=lambda s: s.at)
-        had = answers.get(caller, _Answers({}, {}))
+        had = answers.get(caller, Answers({}, {}))
         unfired = {w for s in registers for w in s.asks.wakes if _signal(w) not in had.signals}
         record = records.get(key)
         unfired -= {w.awakeable for w in record.waiters} if record is not None else set()
@@ -168,37 +168,6 @@ def _sent(admin: Admin, group: str, callers: list[str]) -> list[_Sent]:
     return found
 
 
-class _Answers(NamedTuple):
-    """Where a caller's journal holds the answers it has had, by signal index (awakeables) and by
-    completion id (calls): the entry index of each."""
-
-    signals: dict[int, int]
-    calls: dict[int, int]
-
-
-def _answers(admin: Admin, callers: list[str]) -> dict[str, _Answers]:
-    """Where each of ``callers``' journals holds the answers it has had (a fired signal is one)."""
-    rows = rows_in(
-        admin,
-        "SELECT id, index, entry_lite_json AS entry FROM sys_journal "
-        "WHERE entry_type IN ('Notification: Signal', 'Notification: Call') AND id IN {values}",
-        callers,
-    )
-    found: dict[str, _Answers] = {}
-    for row in rows:
-        answers = found.setdefault(row["id"], _Answers({}, {}))
-        try:
-            notification = json.loads(row["entry"])["Notification"]
-            which = notification["id"]
-        except (ValueError, KeyError, TypeError):
-            continue
-        if isinstance(which.get("SignalIndex"), int):
-            answers.signals[which["SignalIndex"]] = int(row["index"])
-        elif isinstance(which.get("CompletionId"), int):
-            answers.calls[which["CompletionId"]] = int(row["index"])
-    return found
-
-
 def _records(admin: Admin, keys: Iterable[str]) -> dict[str, GroupMeta]:
     """The records of the groups under ``keys`` that have one."""
     if not (wanted := sorted(keys)):
@@ -218,7 +187,7 @@ def _stranded(
     registers: list[_Sent],
     unfired: set[str],
     record: GroupMeta | None,
-    answers: _Answers,
+    answers: Answers,
 ) -> list[StrandedWakes]:
     """``caller``'s wakes of the group ``key`` that were registered, have not fired and no record
     holds: one entry per incarnation they were registered with (read from each registration's

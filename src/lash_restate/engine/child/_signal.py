@@ -7,6 +7,9 @@ waiters settle at once) until ``clear`` is called (decision 12).
 Each waiting child is a state entry of its own, ``waiter:{awakeable}`` (decision 112): a subscribe
 writes one small entry however many children wait, and an emit lists them. An earlier release kept
 them all in one list, ``waiters``, which an event that had waiters then still holds: read as well.
+
+``operator_resend`` is public too: `lash-restate groups stranded --resend` sends through it a waiting
+child's subscription again, lost when the event's state was cleared outside lash (decision 129).
 """
 
 from __future__ import annotations
@@ -17,15 +20,18 @@ import msgspec
 import restate
 
 from ...contract import AwaitEvent, InvalidEnvelope, InvalidInput, check_text, validate_json_value
-from ..wire._errors import HANDLER_RETRY
+from ..wire._errors import HANDLER_RETRY, client_errors
+from ..wire._messages import OperatorResend, OperatorResent, awakeable_signal
 from ..wire._records import BYTES, STRINGS
 from ..wire._routes import (
     SIGNAL,
     SIGNAL_CLEAR,
     SIGNAL_EMIT,
+    SIGNAL_OPERATOR_RESEND,
     SIGNAL_REJECT,
     SIGNAL_SUBSCRIBE,
     SIGNAL_UNSUBSCRIBE,
+    described_by,
     named,
 )
 
@@ -49,6 +55,12 @@ def signal_object(*, metadata: dict[str, str] | None = None) -> restate.VirtualO
         else:
             # Its own entry: a list of every waiter, rewritten per subscribe, costs the square of them.
             ctx.set(WAITER + awakeable, b"", serde=BYTES)
+
+    @signal.handler(name=SIGNAL_OPERATOR_RESEND.handler, kind="shared")
+    @client_errors  # called through the ingress only: what it answers is for a client
+    @described_by(on_operator_resend)
+    async def operator_resend(ctx: restate.ObjectSharedContext, req: OperatorResend) -> OperatorResent:
+        return await on_operator_resend(ctx, req)
 
     @signal.handler(name=SIGNAL_UNSUBSCRIBE.handler, ingress_private=True)
     async def unsubscribe(ctx: restate.ObjectContext, awakeable: str) -> None:
@@ -90,8 +102,26 @@ def signal_object(*, metadata: dict[str, str] | None = None) -> restate.VirtualO
         ctx.clear("payload")
         ctx.clear("rejection")
 
-    del subscribe, unsubscribe, emit, reject, clear
+    del subscribe, operator_resend, unsubscribe, emit, reject, clear
     return signal
+
+
+# See decision 129 (its docstring is what Restate's UI shows).
+async def on_operator_resend(ctx: restate.ObjectSharedContext, req: OperatorResend) -> OperatorResent:
+    """Subscribe again a waiting child whose subscription was lost (the event's state cleared
+    outside lash), as its journal holds it (read by `lash-restate groups stranded`): the event
+    sends itself the child's `subscribe` again, which an emit (or the payload kept) then answers.
+    Shared: it sends, and waits behind nothing the event is doing."""
+    if req.handler != SIGNAL_SUBSCRIBE.handler:
+        raise InvalidInput(f"only a subscription is sent again (subscribe), not {req.handler!r}")
+    try:
+        awakeable = msgspec.json.decode(req.request, type=str)
+    except msgspec.DecodeError as exc:
+        raise InvalidInput(f"not a subscribe request of this event: {exc}") from None
+    if awakeable_signal(awakeable) is None:  # an emit would fail to complete it, retried for ever
+        raise InvalidInput(f"{awakeable!r} is not an awakeable's id: Restate would refuse to complete it")
+    sent = SIGNAL_SUBSCRIBE.send(ctx, ctx.key(), awakeable)
+    return OperatorResent(invocation=await sent.invocation_id())
 
 
 async def _waiters(ctx: restate.ObjectContext) -> list[str]:

@@ -304,6 +304,17 @@ FORMATS: Final[tuple[Format, ...]] = (
     ),
     Format("msg.signal.subscribe", "{prefix}Signal/subscribe input: an awakeable id, a JSON string"),
     Format(
+        "msg.signal.operator_resend",
+        "{prefix}Signal/operator_resend input, from `groups stranded --resend` through the ingress: "
+        "OperatorResend (a `subscribe`)",
+        since="unreleased",
+    ),
+    Format(
+        "msg.signal.operator_resent",
+        "{prefix}Signal/operator_resend output: OperatorResent",
+        since="unreleased",
+    ),
+    Format(
         "msg.signal.unsubscribe",
         "{prefix}Signal/unsubscribe input: the awakeable id a cancelled child subscribed with",
         since="unreleased",

@@ -98,6 +98,7 @@ __all__ = [
     "SIGNAL",
     "SIGNAL_CLEAR",
     "SIGNAL_EMIT",
+    "SIGNAL_OPERATOR_RESEND",
     "SIGNAL_REJECT",
     "SIGNAL_SUBSCRIBE",
     "SIGNAL_UNSUBSCRIBE",
@@ -340,6 +341,11 @@ PUMP_FAIL: Route[ChildrenFailed, None] = Route(PUMP, "fail", ChildrenFailed, typ
 SIGNAL_SUBSCRIBE: Route[str, None] = Route(SIGNAL, "subscribe", str, type(None))
 # A cancelled event child's awakeable, which nobody will read: the event forgets it.
 SIGNAL_UNSUBSCRIBE: Route[str, None] = Route(SIGNAL, "unsubscribe", str, type(None))
+# The operator's resend of a waiting child's subscription, lost when the event's state was cleared
+# outside lash (decision 129), reached through the ingress by `lash-restate groups stranded --resend`.
+SIGNAL_OPERATOR_RESEND: Route[OperatorResend, OperatorResent] = Route(
+    SIGNAL, "operator_resend", OperatorResend, OperatorResent
+)
 # The event's public handlers, which the ingress reaches too (so not among ROUTES, the private
 # hops): what `lash.emit`, `lash.reject_event` and `lash.clear_event` send from a handler.
 SIGNAL_EMIT: Route[Any, None] = Route(SIGNAL, "emit", object, type(None))

@@ -1,0 +1,155 @@
+"""Event children waiting on a subscription their event no longer holds, and the lever that
+subscribes them again (decision 129).
+
+An event child subscribes to its event (`LashSignal/{name}/subscribe`, naming an awakeable) and
+waits on that awakeable; the event keeps it (`waiter:{awakeable}`) until an emit or a reject
+answers it. `restate state clear LashSignal/{name}` deletes it: a later emit answers nobody, and
+the child, its rank and the caller waiting on that rank wait for ever. The child's journal holds
+the subscription as it was sent: one its event no longer holds is listed here, and on the
+operator's word the event sends it to itself again (its public `operator_resend`), which the next
+emit, or the payload the event keeps, answers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+import msgspec
+
+from ..engine import CHILD, SIGNAL, SIGNAL_OPERATOR_RESEND, OperatorResend, awakeable_signal, named
+from ._journal import answers_of, calling, sent_to
+from ._operator import ingress_url, operator_call
+from ._sql import ENDED, Admin, admin_api, alive_of, invocation_rows, quote, rows_in, sql
+from ._stranded import SENT_BEFORE_S
+
+__all__ = ["StrandedSubscription", "resubscribe", "stranded_subscriptions"]
+
+_SUBSCRIBE = "subscribe"  # `SIGNAL_SUBSCRIBE`'s handler, a private hop (not exported by the engine)
+# The event's state entries that hold its waiters: one each, or an earlier release's list of them.
+_WAITER, _LISTED = "waiter:", "waiters"
+GONE = "its event no longer holds its subscription (the event's state was cleared)"
+
+
+@dataclass(frozen=True)
+class StrandedSubscription:
+    """The event child ``caller`` (its invocation; ``child``, its key) waits on the event ``event``
+    through a subscription (``sent``, its invocation id) that the event no longer holds."""
+
+    caller: str
+    child: str
+    event: str
+    sent: str
+    ended: str
+    awakeable: str = field(repr=False)
+
+    def as_dict(self) -> dict[str, Any]:
+        shown = {k: v for k, v in self.__dict__.items() if k != "awakeable"}
+        return {**shown, "handler": _SUBSCRIBE}
+
+
+class _Subscribed(NamedTuple):
+    caller: str
+    event: str
+    sent: str
+    awakeable: str
+    long_sent: bool  # sent long enough ago that Restate would know it by now
+
+
+def stranded_subscriptions(admin: Admin, *, sent_before_s: int = SENT_BEFORE_S) -> list[StrandedSubscription]:
+    """Every running event child whose subscription its event no longer holds.
+
+    Read from each running child's journal: the `subscribe` it sent, whose awakeable has not fired,
+    once that subscription has run (a subscription still queued behind the event's work, or sent
+    less than ``sent_before_s`` seconds ago and not known to Restate yet, is on its way; one that
+    failed, the child watches itself), of an event whose state holds no such waiter.
+    """
+    child, signal = named(CHILD), named(SIGNAL)
+    running = sql(
+        admin,
+        "SELECT id, target_service_key AS key FROM sys_invocation "
+        f"WHERE target_service_name = {quote(child)} AND status != {quote(ENDED)}",
+    )
+    keys = {row["id"]: row["key"] for row in running}
+    subscribed = _subscribed(admin, signal, sorted(keys), sent_before_s)
+    if not subscribed:
+        return []
+    fired = answers_of(admin, sorted({s.caller for s in subscribed}))
+    waiting = [
+        s
+        for s in subscribed
+        if awakeable_signal(s.awakeable) not in (fired[s.caller].signals if s.caller in fired else {})
+    ]
+    held = _held(admin, signal, sorted({s.event for s in waiting}))
+    lost = [s for s in waiting if s.awakeable not in held.get(s.event, set())]
+    ran = invocation_rows(admin, sorted({s.sent for s in lost} | {s.caller for s in lost}))
+    alive = alive_of(ran)  # read again: a child may have ended since it was listed running
+    found = []
+    for s in lost:
+        subscription = ran.get(s.sent)
+        if s.caller not in alive or (subscription is None and not s.long_sent):
+            continue  # nobody waits; or its subscription may still be on its way to the event
+        if subscription is not None and (
+            subscription.get("status") != ENDED or subscription.get("completion_failure")
+        ):
+            continue  # still queued or running; or it failed, which the child itself watches
+        found.append(
+            StrandedSubscription(s.caller, keys.get(s.caller, ""), s.event, s.sent, GONE, s.awakeable)
+        )
+    return found
+
+
+def resubscribe(admin: Admin, stranded: StrandedSubscription, *, ingress: str | None = None) -> str:
+    """Send ``stranded``'s subscription again (the event object's `operator_resend`, reached through
+    the ingress): the event keeps it for its next emit or reject, or answers it at once with what it
+    keeps. Returns the new subscription's invocation id."""
+    request = OperatorResend(handler=_SUBSCRIBE, request=msgspec.json.encode(stranded.awakeable))
+    api = admin_api(admin)
+    return operator_call(
+        api, ingress_url(ingress), stranded.event, SIGNAL_OPERATOR_RESEND, request
+    ).invocation
+
+
+def _subscribed(admin: Admin, signal: str, children: list[str], sent_before_s: int) -> list[_Subscribed]:
+    """The subscriptions to the event object ``signal`` that the journals of ``children`` hold."""
+    rows = rows_in(
+        admin,
+        "SELECT id AS caller, entry_json AS entry, "
+        f"appended_at < now() - INTERVAL '{int(sent_before_s)} seconds' AS long_sent "
+        "FROM sys_journal WHERE entry_type = 'Command: OneWayCall' "
+        f"AND {calling(signal, _SUBSCRIBE)} AND id IN {{values}}",
+        children,
+    )
+    found = []
+    for row in rows:
+        sent = sent_to(row["entry"], signal)
+        if sent is None or sent.handler != _SUBSCRIBE:
+            continue
+        try:
+            awakeable = msgspec.json.decode(sent.body, type=str)
+        except msgspec.DecodeError:
+            continue  # one this release cannot read, passed over rather than failing the listing
+        long_sent = row.get("long_sent") is True
+        found.append(_Subscribed(row["caller"], sent.key, sent.invocation, awakeable, long_sent))
+    return found
+
+
+def _held(admin: Admin, signal: str, events: list[str]) -> dict[str, set[str]]:
+    """The awakeables each of ``events`` holds as waiters."""
+    rows = rows_in(
+        admin,
+        f"SELECT service_key, key, value_utf8 FROM state WHERE service_name = {quote(signal)} "
+        f"AND (starts_with(key, {quote(_WAITER)}) OR key = {quote(_LISTED)}) AND service_key IN {{values}}",
+        events,
+    )
+    held: dict[str, set[str]] = {}
+    for row in rows:
+        waiters = held.setdefault(row["service_key"], set())
+        if row["key"] == _LISTED:
+            try:
+                waiters.update(msgspec.json.decode(row.get("value_utf8") or "[]", type=list[str]))
+            except msgspec.DecodeError:
+                continue
+        else:
+            waiters.add(row["key"].removeprefix(_WAITER))
+    return held
