@@ -141,12 +141,13 @@ def build_parser() -> argparse.ArgumentParser:
         ),
         (
             "stranded",
-            "the callers that wait for what nothing will answer: the answer of an open that Restate "
-            "killed or cancelled (`restate invocations kill` of a `LashGroup/open`, say), or a rank of "
-            "a group whose record was deleted (`restate state clear`) after its guard was killed. "
-            "--resend sends each open again as a reopen (read from the caller's journal): a reopening "
-            "caller goes on, one whose first open was killed ends with group_not_open; and has each "
-            "gone group look at its callers' wakes again, which ends them with group_not_open",
+            "what waits for what nothing will answer: a caller on the answer of an open that Restate "
+            "killed or cancelled (`restate invocations kill` of a `LashGroup/open`, say), or on a rank "
+            "of a group whose record was deleted (`restate state clear`) after its guard was killed; "
+            "an event child whose event's state was deleted. --resend sends each open again as a "
+            "reopen (read from the caller's journal): a reopening caller goes on, one whose first open "
+            "was killed ends with group_not_open; has each gone group look at its callers' wakes "
+            "again, which ends them with group_not_open; and has each event subscribe its child again",
             groups_stranded,
         ),
     ):
@@ -161,15 +162,16 @@ def build_parser() -> argparse.ArgumentParser:
             cmd.add_argument(
                 "--resend",
                 action="store_true",
-                help="send each open listed again, as a reopen, and each gone group's look at its wakes",
+                help="send each open listed again, as a reopen, each gone group's look at its wakes, "
+                "and each lost subscription",
             )
             cmd.add_argument(
                 "--sent-before",
                 type=_seconds,
                 default=60,  # inspection's SENT_BEFORE_S, which the parser does not import (start-up)
                 metavar="SECONDS",
-                help="list an open Restate does not know only once its caller sent it this long ago "
-                "(sooner, it may be on its way to its group); a caller's wakes are listed at once "
+                help="list an open (or a subscription) Restate does not know only once it was sent this "
+                "long ago (sooner, it may be on its way); a caller's wakes are listed at once "
                 "[default 60]",
             )
         elif name == "redispatch":
