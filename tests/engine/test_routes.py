@@ -8,7 +8,8 @@ import msgspec
 import pytest
 
 from lash_restate.engine import lash_services
-from lash_restate.engine.wire._routes import ROUTES, Route
+from lash_restate.engine.group._mode_stores import slice_key
+from lash_restate.engine.wire._routes import ROUTES, Route, group_of_pump, incarnation_of_pump
 from lash_restate.tools import ToolRegistry
 
 
@@ -42,7 +43,18 @@ def test_only_the_public_handlers_are_left_unrouted() -> None:
         ("LashGroup", "operator_close"),  # the operator's close: a capability from the admin API
         ("LashGroup", "operator_redispatch"),  # the operator's re-dispatch, with the same capability
         ("LashGroup", "operator_resend"),  # a killed open sent again, only ever as a reopen (decision 93)
+        ("LashSignal", "operator_resend"),  # a lost subscription sent again (decision 129)
     }
+
+
+@pytest.mark.parametrize("position", [0, 255, 256, 1024, 99_999])
+@pytest.mark.parametrize("incarnation", ["0b6c2f4e-3d1a-4c8e-9f70-2a5b8e1d4c37-s", "p-0b6c2f4e-s-b8"])
+def test_a_pumps_key_gives_back_its_group_and_incarnation(incarnation: str, position: int) -> None:
+    """What lash-restate's inspection reads a pump's key with is the inverse of what names it: the
+    group's own pump and a further slice's, whatever the group key holds (colons, dots)."""
+    group_key = "inv_1:group:b.2:0"
+    key = slice_key(group_key, incarnation, position)
+    assert (group_of_pump(key), incarnation_of_pump(key)) == (group_key, incarnation)
 
 
 def test_a_route_encodes_its_message_as_the_handler_decodes_it() -> None:

@@ -30,13 +30,14 @@ from ..engine import (
     assemble_order,
     bound_of,
     group_of_pump,
+    incarnation_of_pump,
     layout_of,
     named,
     outcome_store,
     ranks_recorded,
 )
 from ._journal import SentTo, sent_to, target_of
-from ._paused import callee_key, created_before, incarnation_of_pump, paused_by_group, paused_on
+from ._paused import callee_key, created_before, paused_by_group, paused_on
 from ._sql import ENDED, PAUSED, WAITING, Admin, alive_of, invocation_rows, is_alive, quote, rows_in, sql
 from ._views import ChildView, GroupView, OpenerView, OpenGroup, PumpView
 

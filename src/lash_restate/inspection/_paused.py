@@ -16,6 +16,7 @@ from ..engine import (
     PUMP,
     callee_replay_key,
     group_of_pump,
+    incarnation_of_pump,
     named,
 )
 from ._sql import IN_SLICE, PAUSED, Admin, in_list, quote, rows_in, sql
@@ -155,12 +156,6 @@ def created_before(created_at: object, opened_at_ms: int) -> bool:
     except ValueError:
         return False
     return created.timestamp() * 1000 < opened_at_ms - CLOCKS_DIFFER_MS
-
-
-def incarnation_of_pump(key: str) -> str:
-    """The group incarnation in a pump's key: ``{incarnation}[.{slice}]:{group key}`` (an incarnation
-    holds no dot or colon)."""
-    return key.partition(":")[0].partition(".")[0]
 
 
 def paused_on(admin: Admin, child_ids: list[str]) -> dict[str, PausedView]:

@@ -21,9 +21,9 @@ from ..engine import (
     STAGED,
     GroupMeta,
     group_of_pump,
+    incarnation_of_pump,
     named,
 )
-from ._paused import incarnation_of_pump
 from ._sql import Admin, InspectionError, admin_api, alive_of, invocation_rows, quote, rows_in, sql
 
 __all__ = ["StagedPart", "left_staged", "release_staged"]

@@ -108,6 +108,7 @@ __all__ = [
     "described_by",
     "group_of_pump",
     "groups_wired",
+    "incarnation_of_pump",
     "named",
     "pump_key",
     "use_groups_served_elsewhere",
@@ -397,6 +398,12 @@ def pump_key(group_key: str, incarnation: str) -> str:
 def group_of_pump(key: str) -> str:
     """The group key inside a `pump_key` (an incarnation is a UUID with a marker or two: no colon)."""
     return key.partition(":")[2]
+
+
+def incarnation_of_pump(key: str) -> str:
+    """The group incarnation inside a `pump_key`, or a further slice's (`slice_key`):
+    ``{incarnation}[.{slice}]:{group key}`` (an incarnation holds no dot or colon)."""
+    return key.partition(":")[0].partition(".")[0]
 
 
 _F = TypeVar("_F", bound=Callable[..., Any])
