@@ -847,11 +847,12 @@ def test_stranded_still_lists_the_opens_when_the_wakes_cannot_be_read(
 
     monkeypatch.setattr(inspection, "stranded_opens", lambda admin, **_: opens)
     monkeypatch.setattr(inspection, "stranded_wakes", unreadable)
-    monkeypatch.setattr(inspection, "stranded_subscriptions", lambda admin, **_: [])
+    monkeypatch.setattr(inspection, "stranded_subscriptions", lambda admin, **_: unreadable(admin))
     done = lash("groups", "stranded", "--admin-url", "http://127.0.0.1:9")
     assert done.returncode == 1, done
     assert done.stdout.startswith("inv_c0 waits for its open of s:group:b:0"), done.stdout
     assert "waiting on wakes could not be listed: the admin API answered 500" in done.stderr, done.stderr
+    assert "waiting on a subscription could not be listed: the admin API answered 500" in done.stderr
 
 
 def test_a_close_names_how_a_bounded_groups_waiting_child_will_start(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -129,23 +129,27 @@ async def test_an_events_operator_resend_sends_again_a_subscription_and_nothing_
                 f"{restate_stack.server.ingress_url}/LashSignal/{name}/operator_resend", json=body
             )
 
-    awakeable = "sign_1" + base64.urlsafe_b64encode(bytes(24) + (7).to_bytes(4, "big")).decode().rstrip("=")
+    def awakeable(signal: int) -> str:
+        return "sign_1" + base64.urlsafe_b64encode(bytes(24) + signal.to_bytes(4, "big")).decode().rstrip("=")
+
     for handler, request, says in [
         ("emit", b'"x"', "only a subscription"),
         ("subscribe", b"[1]", "not a subscribe request"),
         ("subscribe", b'"sign_1nowhere"', "not an awakeable"),
+        # Signal 1 is an invocation's cancel, which an emit answering it would complete.
+        ("subscribe", json.dumps(awakeable(1)).encode(), "not an awakeable"),
     ]:
         refused = await resend(handler, request)
         assert refused.status_code == 400 and says in refused.text, refused.text
     assert restate_stack.waiters(name) == 0
-    sent = await resend("subscribe", json.dumps(awakeable).encode())
+    sent = await resend("subscribe", json.dumps(awakeable(23)).encode())
     assert sent.status_code == 200 and sent.json()["invocation"].startswith("inv_"), sent.text
     waiters = (
         "SELECT key FROM state WHERE service_name = 'LashSignal' "
         f"AND service_key = {quote(name)} AND starts_with(key, 'waiter:')"
     )
     assert await _poll(
-        restate_stack, waiters, lambda rows: [r["key"] for r in rows] == [f"waiter:{awakeable}"]
+        restate_stack, waiters, lambda rows: [r["key"] for r in rows] == [f"waiter:{awakeable(23)}"]
     )
     await restate_stack.emit(name, "done")  # it answers the awakeable (nobody's) and forgets it
     await _poll(restate_stack, waiters, lambda rows: not rows)
@@ -186,6 +190,8 @@ async def test_an_operators_resend_refuses_an_open_no_opener_sends_and_keeps_the
     incarnation, shape = record["meta"]["incarnation"], record["fence"]
     wake = record["meta"]["waiters"][0]["awakeable"]  # an opener's: the answer of an open sent again
     own = {"reply_to": wake, "shape": shape, "stage": incarnation, "parts": 1}
+    # Signal 1 of an invocation is its cancel: an id naming it is no awakeable's.
+    cancel = "sign_1" + base64.urlsafe_b64encode(bytes(24) + (1).to_bytes(4, "big")).decode().rstrip("=")
 
     async def resend(request: dict[str, Any], handler: str = "open_parts") -> httpx.Response:
         body = {"handler": handler, "request": base64.b64encode(json.dumps(request).encode()).decode()}
@@ -209,6 +215,7 @@ async def test_an_operators_resend_refuses_an_open_no_opener_sends_and_keeps_the
             "guard",
             "not an awake",
         ),
+        ({"incarnation": "", "waiters": [cancel], "after_ms": 1000}, "guard", "not an awake"),  # a cancel
         ({"incarnation": incarnation, "waiters": [wake], "after_ms": 0}, "guard", "1000 ms to a day"),
         ({"incarnation": "", "waiters": [wake], "after_ms": 10**17}, "guard", "1000 ms to a day"),
         # And one at wakes of the group recorded now: they are its to serve.

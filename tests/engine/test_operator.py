@@ -1328,7 +1328,7 @@ def test_stranded_wakes_lists_a_caller_only_while_it_still_runs(monkeypatch: pyt
 
     def open_sent(caller: str) -> dict[str, Any]:
         target = {"VirtualObject": {"name": "LashGroup", "key": f"{caller}:group:x:0", "handler": "open"}}
-        body = json.dumps({"reply_to": awakeable(3), "wakes": [awakeable(1), awakeable(2)]}).encode()
+        body = json.dumps({"reply_to": awakeable(19), "wakes": [awakeable(17), awakeable(18)]}).encode()
         request = {"invocation_id": f"open-{caller}", "invocation_target": target, "parameter": list(body)}
         return {
             "caller": caller,
@@ -1347,14 +1347,14 @@ def test_stranded_wakes_lists_a_caller_only_while_it_still_runs(monkeypatch: pyt
         if "status != " in query:
             return [{"id": c} for c in callers]
         assert "index IN (2)" in query  # the open's answer alone is read in full
-        signal = {"Notification": {"Signal": {"id": {"Index": 3}, "result": {"Success": answer}}}}
+        signal = {"Notification": {"Signal": {"id": {"Index": 19}, "result": {"Success": answer}}}}
         return [{"index": 2, "entry": json.dumps(signal)}]
 
     def fake_rows_in(admin: object, query: str, values: list[str]) -> list[dict[str, Any]]:
         if "Command: OneWayCall" in query:
             return [open_sent(caller) for caller in values]
-        # The open answered (signal 3), rank 1's wake fired (signal 1): rank 2's has not.
-        return [row for caller in values for row in (fired(caller, 3, 2), fired(caller, 1, 3))]
+        # The open answered (signal 19), rank 1's wake fired (signal 17): rank 2's has not.
+        return [row for caller in values for row in (fired(caller, 19, 2), fired(caller, 17, 3))]
 
     def fake_invocations(admin: object, ids: list[str]) -> dict[str, dict[str, Any]]:
         known = {"c-waits": {"status": "suspended"}, "c-ended": {"status": "completed"}}
@@ -1372,17 +1372,19 @@ def test_stranded_wakes_lists_a_caller_only_while_it_still_runs(monkeypatch: pyt
         "open-c-waits",
         "i1",
     )
-    assert found.wakes == (awakeable(2),)
+    assert found.wakes == (awakeable(18),)
 
 
 def test_stranded_subscriptions_lists_only_a_subscription_that_ran_and_that_its_event_lost(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """`stranded_subscriptions` lists an event child whose subscription ran and that its event no
-    longer holds, and none of the others: one its event holds, one whose awakeable fired (the emit's
-    answer on its way), one still queued, one failed (the child watches it), one sent a moment ago
-    that Restate does not know yet (one sent long ago that it does not know is listed: purged), and
-    a child that ended between the reads."""
+    longer holds, and none of the others: one its event holds (as an entry, or in an earlier
+    release's list), one whose awakeable fired (the emit's answer on its way), one still queued, one
+    failed that the child watches (one an earlier release parked before it watched is listed), one
+    sent a moment ago that Restate does not know yet (one sent long ago that it does not know is
+    listed: purged), a child cancelled, one that gave up its subscription, and one that ended
+    between the reads."""
     import base64
 
     from lash_restate.inspection import _journal, _subscriptions
@@ -1390,25 +1392,39 @@ def test_stranded_subscriptions_lists_only_a_subscription_that_ran_and_that_its_
     def awakeable(signal: int) -> str:
         return "sign_1" + base64.urlsafe_b64encode(bytes(24) + signal.to_bytes(4, "big")).decode().rstrip("=")
 
+    done: dict[str, Any] = {"status": "completed"}
+    failed = {"status": "completed", "completion_failure": "[409] killed"}
     # child -> (its event, the subscription's status as Restate knows it, sent long ago?)
     children: dict[str, tuple[str, dict[str, Any] | None, bool]] = {
-        "c-lost": ("ev-a", {"status": "completed"}, True),
-        "c-held": ("ev-b", {"status": "completed"}, True),
-        "c-fired": ("ev-a", {"status": "completed"}, True),
+        "c-lost": ("ev-a", done, True),
+        "c-held": ("ev-b", done, True),
+        "c-listed": ("ev-c", done, True),
+        "c-fired": ("ev-a", done, True),
         "c-queued": ("ev-a", {"status": "inboxed"}, True),
-        "c-failed": ("ev-a", {"status": "completed", "completion_failure": "[409] killed"}, True),
+        "c-failed": ("ev-a", failed, True),
+        "c-failed-unwatched": ("ev-a", failed, True),
         "c-recent": ("ev-a", None, False),
         "c-purged": ("ev-a", None, True),
-        "c-ended": ("ev-a", {"status": "completed"}, True),
+        "c-cancelled": ("ev-a", done, True),
+        "c-gave-up": ("ev-a", done, True),
+        "c-ended": ("ev-a", done, True),
     }
 
-    def subscribed(child: str) -> dict[str, Any]:
+    def sent(child: str, handler: str = "subscribe") -> dict[str, Any]:
         event, _, long_sent = children[child]
-        target = {"VirtualObject": {"name": "LashSignal", "key": event, "handler": "subscribe"}}
-        body = json.dumps(awakeable(7)).encode()
-        request = {"invocation_id": f"sub-{child}", "invocation_target": target, "parameter": list(body)}
+        target = {"VirtualObject": {"name": "LashSignal", "key": event, "handler": handler}}
+        body = json.dumps(awakeable(23)).encode()
+        request = {
+            "invocation_id": f"{handler}-{child}",
+            "invocation_target": target,
+            "parameter": list(body),
+        }
         entry = json.dumps({"Command": {"OneWayCall": {"request": request}}})
         return {"caller": child, "entry": entry, "long_sent": long_sent}
+
+    def fired(child: str, signal: int) -> dict[str, Any]:
+        lite = {"Notification": {"ty": "Signal", "id": {"SignalIndex": signal}, "result": "Success"}}
+        return {"id": child, "index": 5, "entry": json.dumps(lite)}
 
     def fake_sql(admin: object, query: str, **_: object) -> list[dict[str, Any]]:
         assert "status != " in query
@@ -1416,17 +1432,24 @@ def test_stranded_subscriptions_lists_only_a_subscription_that_ran_and_that_its_
 
     def fake_rows_in(admin: object, query: str, values: list[str]) -> list[dict[str, Any]]:
         if "Command: OneWayCall" in query:
-            return [subscribed(child) for child in values]
-        if "Notification" in query:  # c-fired's awakeable has fired
-            lite = {"Notification": {"ty": "Signal", "id": {"SignalIndex": 7}, "result": "Success"}}
-            return [{"id": "c-fired", "index": 5, "entry": json.dumps(lite)}] if "c-fired" in values else []
+            return [sent(child) for child in values] + [sent("c-gave-up", "unsubscribe")]
+        if "Notification" in query:  # c-fired's awakeable has fired; c-cancelled was cancelled (signal 1)
+            answered = [fired("c-fired", 23), fired("c-cancelled", 1)]
+            return [row for row in answered if row["id"] in values]
+        if "AttachInvocation" in query:  # every child watches its subscription but an earlier release's
+            return [{"id": child} for child in values if child != "c-failed-unwatched"]
         assert "FROM state" in query
-        return [{"service_key": "ev-b", "key": "waiter:" + awakeable(7)}]  # ev-b holds its waiter
+        return [
+            {"service_key": "ev-b", "key": "waiter:" + awakeable(23)},
+            {"service_key": "ev-c", "key": "waiters", "value_utf8": json.dumps([awakeable(23)])},
+        ]
 
     def fake_invocations(admin: object, ids: list[str]) -> dict[str, dict[str, Any]]:
         known: dict[str, dict[str, Any]] = {c: {"status": "suspended"} for c in children if c != "c-ended"}
         known["c-ended"] = {"status": "completed"}
-        known.update({f"sub-{c}": status for c, (_, status, _) in children.items() if status is not None})
+        known.update(
+            {f"subscribe-{c}": status for c, (_, status, _) in children.items() if status is not None}
+        )
         return {i: {"id": i, **known[i]} for i in ids if i in known}
 
     monkeypatch.setattr(_subscriptions, "sql", fake_sql)
@@ -1434,11 +1457,13 @@ def test_stranded_subscriptions_lists_only_a_subscription_that_ran_and_that_its_
     monkeypatch.setattr(_journal, "rows_in", fake_rows_in)
     monkeypatch.setattr(_subscriptions, "invocation_rows", fake_invocations)
     found = _subscriptions.stranded_subscriptions("http://admin")
-    assert [(f.caller, f.event, f.sent) for f in found] == [
-        ("c-lost", "ev-a", "sub-c-lost"),
-        ("c-purged", "ev-a", "sub-c-purged"),
+    assert sorted((f.caller, f.event, f.sent) for f in found) == [
+        ("c-failed-unwatched", "ev-a", "subscribe-c-failed-unwatched"),
+        ("c-lost", "ev-a", "subscribe-c-lost"),
+        ("c-purged", "ev-a", "subscribe-c-purged"),
     ]
-    assert found[0].child == "g:group:b:0/c-lost" and found[0].awakeable == awakeable(7)
+    [lost] = [f for f in found if f.caller == "c-lost"]
+    assert lost.child == "g:group:b:0/c-lost" and lost.awakeable == awakeable(23)
 
 
 def test_stranded_lists_a_caller_only_while_it_still_runs(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -1453,7 +1478,7 @@ def test_stranded_lists_a_caller_only_while_it_still_runs(monkeypatch: pytest.Mo
 
     def open_sent(caller: str, key: str) -> dict[str, Any]:
         target = {"VirtualObject": {"name": "LashGroup", "key": key, "handler": "open"}}
-        body = json.dumps({"reply_to": awakeable(3)}).encode()
+        body = json.dumps({"reply_to": awakeable(19)}).encode()
         request = {"invocation_id": f"open-{caller}", "invocation_target": target, "parameter": list(body)}
         entry = json.dumps({"Command": {"OneWayCall": {"request": request}}})
         return {"sender": caller, "entry": entry, "long_sent": True}

@@ -1104,22 +1104,31 @@ async def test_a_caller_whose_groups_record_was_cleared_after_its_guard_was_kill
 
 
 @SHARED
+@pytest.mark.parametrize("width", [2, 3], ids=["direct", "pumped"])
 async def test_an_event_child_whose_subscription_restates_cli_cleared_is_listed_and_subscribed_again(
-    shared: LocalStack, tmp_path: Path
+    shared: LocalStack, tmp_path: Path, width: int
 ) -> None:
     """`restate state clear LashSignal/{event}` under a waiting event child deletes its subscription:
     the event's next emit answers nobody, and the child, its rank and the caller waiting on that rank
     would wait for ever. `groups stranded` finds the subscription in the child's journal, and
     `--resend` has the event send it to itself again: answered at once with the payload the event
-    kept, the child settles and the caller reads its rank."""
+    kept, the child settles and the caller reads its rank. The child runs by itself (`LashChild/run`,
+    a narrow group of tools and events) or is called by its group's pump (`execute2`, three wide)."""
     stack, s = shared, Scope()
     later = s.event("later")
-    caller = turn_in_background(
-        stack, s, open_(s.group([echo("a"), event(later)])), next_(), next_(), close()
+    tools = [echo(chr(ord("a") + i)) for i in range(width - 1)]
+    reads = [next_() for _ in range(width)]
+    caller = turn_in_background(stack, s, open_(s.group([*tools, event(later)])), *reads, close())
+    child_key = f"{s.key()}/c{width - 1}"
+    child = (
+        "SELECT id, status FROM sys_invocation WHERE target_service_name = 'LashChild' "
+        f"AND target_service_key = {quote(child_key)}"
     )
-    await until(lambda: asyncio.to_thread(lambda: stack.waiters(later) == 1))
-    child = _invocation("LashChild", f"target_service_key = {quote(s.key() + '/c1')}", "run")
     [run] = await _poll(stack, child, lambda rows: len(rows) == 1)
+    # Its subscription has run: the event holds it.
+    subscribed = _invocation("LashSignal", f"target_service_key = {quote(later)}", "subscribe")
+    await _poll(stack, subscribed, _completed)
+    assert await asyncio.to_thread(stack.waiters, later) == 1
     assert run["id"] not in {o["caller"] for o in _stranded(stack)}  # its event holds it
     cleared = await asyncio.to_thread(
         restate, stack, tmp_path, "state", "clear", f"LashSignal/{later}", "--force"
@@ -1133,7 +1142,7 @@ async def test_an_event_child_whose_subscription_restates_cli_cleared_is_listed_
     )
     await _poll(stack, emitted, lambda rows: len(rows) == 1)
     [found] = [o for o in _stranded(stack) if o["caller"] == run["id"]]
-    assert (found["waits_on"], found["event"], found["child"]) == ("event", later, f"{s.key()}/c1"), found
+    assert (found["waits_on"], found["event"], found["child"]) == ("event", later, child_key), found
     assert "no longer holds its subscription" in found["ended"], found
     assert not caller.done() and (await _status(stack, run["id"])) != "completed"
     resent = lash(stack, "groups", "stranded", "--resend", "--sent-before", "3600")
@@ -1142,9 +1151,10 @@ async def test_an_event_child_whose_subscription_restates_cli_cleared_is_listed_
     async with asyncio.timeout(60):
         answered = await caller
     assert answered.status_code == 200, answered.text
-    [_, first, second, closed] = answered.json()
-    assert ok(first)["outcome"] == {"type": "ok", "value": "a"}
-    assert ok(second)["outcome"] == {"type": "ok", "value": "late"} and "error" not in closed
+    [_, *read, closed] = answered.json()
+    [*first, last] = [ok(r)["outcome"]["value"] for r in read]  # the tools' ranks, in either order
+    assert (sorted(first), last) == ([chr(ord("a") + i) for i in range(width - 1)], "late")
+    assert "error" not in closed
     assert run["id"] not in {o["caller"] for o in _stranded(stack)}
 
 

@@ -16,12 +16,14 @@ from .._http import tls
 from ..admin import AdminApi, AdminError, shown_url
 from ..contract import LoserPolicy, RuntimeErrorCode, without_wire
 from ..engine import (
+    GROUP,
     GROUP_OPERATOR_CLOSE,
     GROUP_OPERATOR_REDISPATCH,
     OperatorClose,
     OperatorRedispatch,
     Route,
     SettlementMode,
+    named,
 )
 from ._groups import OPEN, PARKED, classify, lost_closes, read_groups, show_group
 from ._sql import ENDED, Admin, InspectionError, admin_api, invocation_rows, quote
@@ -196,10 +198,15 @@ def operator_call(
     except httpx.ReadTimeout:
         # Sent, and not answered: the group object runs one handler at a time, so it most likely
         # waits behind the group's other work (a paused invocation there, say) and will run later.
+        look = (
+            f"the group (`lash-restate groups show {shlex.quote(group_key)}`)"
+            if route.service == named(GROUP)
+            else f"its invocations (`restate invocations list`, {route.service} {group_key})"
+        )
         raise InspectionError(
             f"the ingress at {shown} took {route.handler} of {group_key} and gave no answer within "
-            f"{timeout:g} s: it may wait behind the group's other work and run later; look at the "
-            f"group (`lash-restate groups show {shlex.quote(group_key)}`) before asking again"
+            f"{timeout:g} s: it may wait behind the object's other work and run later; look at "
+            f"{look} before asking again"
         ) from None
     except (httpx.HTTPError, httpx.InvalidURL) as exc:  # an unusable URL is not an HTTPError
         unreachable = f"cannot reach the Restate ingress at {ingress} ({exc})"

@@ -25,7 +25,9 @@ from ._stranded import SENT_BEFORE_S
 
 __all__ = ["StrandedSubscription", "resubscribe", "stranded_subscriptions"]
 
-_SUBSCRIBE = "subscribe"  # `SIGNAL_SUBSCRIBE`'s handler, a private hop (not exported by the engine)
+# `SIGNAL_SUBSCRIBE`'s and `SIGNAL_UNSUBSCRIBE`'s handlers: private hops, not exported by the engine.
+_SUBSCRIBE, _UNSUBSCRIBE = "subscribe", "unsubscribe"
+_CANCEL = 1  # the signal that cancels an invocation
 # The event's state entries that hold its waiters: one each, or an earlier release's list of them.
 _WAITER, _LISTED = "waiter:", "waiters"
 GONE = "its event no longer holds its subscription (the event's state was cleared)"
@@ -49,7 +51,10 @@ class StrandedSubscription:
 
 
 class _Subscribed(NamedTuple):
+    """A subscription (or its giving up) a child's journal holds."""
+
     caller: str
+    handler: str  # subscribe, or unsubscribe: the child was cancelled
     event: str
     sent: str
     awakeable: str
@@ -60,9 +65,11 @@ def stranded_subscriptions(admin: Admin, *, sent_before_s: int = SENT_BEFORE_S) 
     """Every running event child whose subscription its event no longer holds.
 
     Read from each running child's journal: the `subscribe` it sent, whose awakeable has not fired,
-    once that subscription has run (a subscription still queued behind the event's work, or sent
-    less than ``sent_before_s`` seconds ago and not known to Restate yet, is on its way; one that
-    failed, the child watches itself), of an event whose state holds no such waiter.
+    once that subscription has run (one still queued behind the event's work, or sent less than
+    ``sent_before_s`` seconds ago and not known to Restate yet, is on its way; one that failed, the
+    child watches itself, unless it is a child an earlier release parked before it watched its
+    subscriptions), of an event whose state holds no such waiter. A child that was cancelled, or
+    gave up its subscription (`unsubscribe`), waits on nothing.
     """
     child, signal = named(CHILD), named(SIGNAL)
     running = sql(
@@ -71,32 +78,32 @@ def stranded_subscriptions(admin: Admin, *, sent_before_s: int = SENT_BEFORE_S) 
         f"WHERE target_service_name = {quote(child)} AND status != {quote(ENDED)}",
     )
     keys = {row["id"]: row["key"] for row in running}
-    subscribed = _subscribed(admin, signal, sorted(keys), sent_before_s)
-    if not subscribed:
-        return []
-    fired = answers_of(admin, sorted({s.caller for s in subscribed}))
-    waiting = [
-        s
-        for s in subscribed
-        if awakeable_signal(s.awakeable) not in (fired[s.caller].signals if s.caller in fired else {})
-    ]
-    held = _held(admin, signal, sorted({s.event for s in waiting}))
-    lost = [s for s in waiting if s.awakeable not in held.get(s.event, set())]
-    ran = invocation_rows(admin, sorted({s.sent for s in lost} | {s.caller for s in lost}))
-    alive = alive_of(ran)  # read again: a child may have ended since it was listed running
-    found = []
-    for s in lost:
+    sent = _subscribed(admin, signal, sorted(keys), sent_before_s)
+    gave_up = {s.caller for s in sent if s.handler == _UNSUBSCRIBE}
+    subscribed = [s for s in sent if s.handler == _SUBSCRIBE and s.caller not in gave_up]
+    waiting = _unfired(admin, subscribed)
+    # Whether each subscription ran is read before the event's state: one that ran after that read
+    # would be listed though the event holds it.
+    ran = invocation_rows(admin, sorted({s.sent for s in waiting}))
+    watched = _watching(admin, sorted({s.caller for s in waiting if _failed(ran.get(s.sent))}))
+    done = []
+    for s in waiting:
         subscription = ran.get(s.sent)
-        if s.caller not in alive or (subscription is None and not s.long_sent):
-            continue  # nobody waits; or its subscription may still be on its way to the event
-        if subscription is not None and (
-            subscription.get("status") != ENDED or subscription.get("completion_failure")
-        ):
-            continue  # still queued or running; or it failed, which the child itself watches
-        found.append(
-            StrandedSubscription(s.caller, keys.get(s.caller, ""), s.event, s.sent, GONE, s.awakeable)
-        )
-    return found
+        if subscription is None and not s.long_sent:
+            continue  # it may still be on its way to the event
+        if subscription is not None and subscription.get("status") != ENDED:
+            continue  # still queued or running: the event will hold it
+        if _failed(subscription) and s.caller in watched:
+            continue  # the child watches it, and settles with its failure
+        done.append(s)
+    held = _held(admin, signal, sorted({s.event for s in done}))
+    lost = [s for s in done if s.awakeable not in held.get(s.event, set())]
+    # Read again: a child may have ended, or been answered, since it was listed.
+    alive = alive_of(invocation_rows(admin, sorted({s.caller for s in lost})))
+    return [
+        StrandedSubscription(s.caller, keys.get(s.caller, ""), s.event, s.sent, GONE, s.awakeable)
+        for s in _unfired(admin, [s for s in lost if s.caller in alive])
+    ]
 
 
 def resubscribe(admin: Admin, stranded: StrandedSubscription, *, ingress: str | None = None) -> str:
@@ -111,27 +118,61 @@ def resubscribe(admin: Admin, stranded: StrandedSubscription, *, ingress: str | 
 
 
 def _subscribed(admin: Admin, signal: str, children: list[str], sent_before_s: int) -> list[_Subscribed]:
-    """The subscriptions to the event object ``signal`` that the journals of ``children`` hold."""
+    """The subscriptions to the event object ``signal`` (and their giving up) that the journals of
+    ``children`` hold."""
     rows = rows_in(
         admin,
         "SELECT id AS caller, entry_json AS entry, "
         f"appended_at < now() - INTERVAL '{int(sent_before_s)} seconds' AS long_sent "
         "FROM sys_journal WHERE entry_type = 'Command: OneWayCall' "
-        f"AND {calling(signal, _SUBSCRIBE)} AND id IN {{values}}",
+        f"AND {calling(signal, _SUBSCRIBE, _UNSUBSCRIBE)} AND id IN {{values}}",
         children,
     )
     found = []
     for row in rows:
         sent = sent_to(row["entry"], signal)
-        if sent is None or sent.handler != _SUBSCRIBE:
+        if sent is None or sent.handler not in (_SUBSCRIBE, _UNSUBSCRIBE):
             continue
         try:
             awakeable = msgspec.json.decode(sent.body, type=str)
         except msgspec.DecodeError:
             continue  # one this release cannot read, passed over rather than failing the listing
         long_sent = row.get("long_sent") is True
-        found.append(_Subscribed(row["caller"], sent.key, sent.invocation, awakeable, long_sent))
+        found.append(
+            _Subscribed(row["caller"], sent.handler, sent.key, sent.invocation, awakeable, long_sent)
+        )
     return found
+
+
+def _unfired(admin: Admin, subscribed: list[_Subscribed]) -> list[_Subscribed]:
+    """Those of ``subscribed`` whose awakeable has not fired, of a child that was not cancelled."""
+    if not subscribed:
+        return []
+    fired = answers_of(admin, sorted({s.caller for s in subscribed}))
+    return [
+        s
+        for s in subscribed
+        if not {awakeable_signal(s.awakeable), _CANCEL}
+        & set(fired[s.caller].signals if s.caller in fired else ())
+    ]
+
+
+def _failed(subscription: dict[str, Any] | None) -> bool:
+    return subscription is not None and bool(subscription.get("completion_failure"))
+
+
+def _watching(admin: Admin, children: list[str]) -> set[str]:
+    """Which of ``children`` watch their subscription (attach to it, as every child of this release
+    does right after it subscribes; one an earlier release parked before that does not)."""
+    if not children:
+        return set()
+    rows = rows_in(
+        admin,
+        "SELECT DISTINCT id FROM sys_journal "
+        "WHERE entry_type = 'Command: AttachInvocation' AND id IN {values}",
+        children,
+    )
+    return {row["id"] for row in rows}
 
 
 def _held(admin: Admin, signal: str, events: list[str]) -> dict[str, set[str]]:

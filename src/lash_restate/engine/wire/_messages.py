@@ -411,9 +411,15 @@ class CloseRequest(msgspec.Struct, **RECORD_OPTIONS):
 AWAKEABLE = "sign_1"
 
 
+# The service protocol keeps signal indices 1 to 16 for Restate's own signals (1 is an invocation's
+# cancel): an awakeable's index is 17 or more (the SDK numbers them from 17).
+FIRST_AWAKEABLE_SIGNAL = 17
+
+
 def awakeable_signal(awakeable: str) -> int | None:
     """The index of the signal that completes ``awakeable`` in its invocation's journal; None when it
-    is no awakeable's id (Restate refuses to complete one, and retries the handler that tries)."""
+    is no awakeable's id (Restate refuses to complete one, and retries the handler that tries; or,
+    naming one of Restate's own signals, would complete that: an invocation's cancel)."""
     if not awakeable.startswith(AWAKEABLE):
         return None
     text = awakeable.removeprefix(AWAKEABLE)
@@ -421,7 +427,8 @@ def awakeable_signal(awakeable: str) -> int | None:
         raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
     except (binascii.Error, ValueError):
         return None
-    return int.from_bytes(raw[-4:], "big") if len(raw) == 28 else None
+    index = int.from_bytes(raw[-4:], "big") if len(raw) == 28 else 0
+    return index if index >= FIRST_AWAKEABLE_SIGNAL else None
 
 
 def encode(value: Any) -> bytes:
