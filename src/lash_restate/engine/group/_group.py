@@ -78,8 +78,9 @@ from ._group_close import on_close, on_operator_close
 from ._group_common import GroupSettings
 from ._group_dispatch import on_missed, on_operator_redispatch
 from ._group_guard import WAITER_CHECK, on_guard
-from ._group_open import on_open, on_open_parts, on_operator_resend
+from ._group_open import on_open, on_open_parts
 from ._group_rank import on_report, on_settle, on_wait
+from ._group_resend import on_operator_resend
 from ._group_watch import (
     ORPHAN_RETENTION,
     on_caller_ended,

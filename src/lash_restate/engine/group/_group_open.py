@@ -3,7 +3,6 @@ and answer the opener (ADR: a first open resolves all N before it records the gr
 
 from __future__ import annotations
 
-from datetime import timedelta
 from typing import Any
 
 import msgspec
@@ -30,18 +29,12 @@ from ..wire._errors import terminal_status
 from ..wire._incarnation import PAGED, bound_mark, watches_its_runs
 from ..wire._messages import (
     CallerEnded,
-    Guard,
     OpenReply,
     OpenRequest,
-    OperatorResend,
-    OperatorResent,
     PartedOpen,
     PumpParts,
     WatchedRun,
-    awakeable_signal,
-    decode,
 )
-from ..wire._open_request import decode_open
 from ..wire._records import (
     FENCE,
     META,
@@ -55,9 +48,6 @@ from ..wire._records import (
     SettlementMode,
 )
 from ..wire._routes import (
-    GROUP_GUARD,
-    GROUP_OPEN,
-    GROUP_OPEN_PARTS,
     GROUP_WATCH,
     PUMP_RUN_PARTS,
     PUMP_STAGED,
@@ -65,12 +55,20 @@ from ..wire._routes import (
 )
 from ._group_common import OPENED, GroupSettings, check_incarnation, keep_watch, release_staged
 from ._group_dispatch import redispatch
-from ._group_guard import LOOK_AT_MOST_EVERY, guard_waiters
+from ._group_guard import guard_waiters
 from ._group_watch import is_new_opener, openers_to_watch, send_watch
 from ._mode import INVOCATIONS, PUMP_SLICE, Dispatched, mode_for, slice_key
 from ._pages import paged, write_keys
 
-__all__ = ["note_opener", "on_open", "on_open_parts", "record_group", "recorded_meta"]
+__all__ = [
+    "carries_its_shape",
+    "names_its_parts",
+    "note_opener",
+    "on_open",
+    "on_open_parts",
+    "record_group",
+    "recorded_meta",
+]
 
 
 def _decoded(group_key: str, position: int, raw: bytes) -> RuntimeEffectEnvelope:
@@ -234,7 +232,7 @@ async def _fence_reopen(
     if carrying is not None and not watches_its_runs(meta.incarnation):
         # A baseline group's reopen runs again the children it carries (`redispatch`): one its shape
         # does not name is refused typed here, where `redispatch` would run it or fail, retried.
-        _children_of(carrying, ctx.key())
+        carries_its_shape(carrying, ctx.key())
     logs.event("group.reopened", ctx, group_key=ctx.key())
 
 
@@ -327,32 +325,7 @@ def recorded_meta(
     return meta
 
 
-def _answerable(reply_to: str) -> None:
-    """An open answers on ``reply_to`` (a guard's look ends such a wake): Restate refuses to complete
-    what is no awakeable's id, and would retry that handler for ever, holding the group's queue."""
-    if awakeable_signal(reply_to) is None:
-        raise InvalidInput(f"{reply_to!r} is not an awakeable's id: Restate would refuse to complete it")
-
-
-async def _check_look(ctx: restate.ObjectSharedContext, look: Guard) -> None:
-    """A guard's look sent again ends the wakes of a group whose record is gone (decision 128): one
-    at wakes of the group recorded now is refused, as its ranks and its own guard serve them (and
-    each look it let through would keep one more pending guard in its state)."""
-    for awakeable in look.waiters:
-        _answerable(awakeable)
-    # It looks again twice as long later: 0 would look without a pause, and past a day's
-    # milliseconds the delay overflows (a plain error, retried for ever).
-    if not 1000 <= look.after_ms <= LOOK_AT_MOST_EVERY // timedelta(milliseconds=1):
-        raise InvalidInput(f"a guard looks again after 1000 ms to a day, not {look.after_ms} ms")
-    meta = await ctx.get(RECORD, serde=META)
-    if meta is not None and meta.incarnation == look.incarnation:
-        raise InvalidInput(
-            "the group that registered these wakes is recorded: its ranks wake them, and its own "
-            "guard looks at them"
-        )
-
-
-def _children_of(req: OpenRequest, group_key: str) -> None:
+def carries_its_shape(req: OpenRequest, group_key: str) -> None:
     """The children an open carries are those its shape names, one each: a reopen of a group the
     baseline opened dispatches them again as they came (a forged list would run children no group
     recorded, or fail the open with a plain error, retried for ever)."""
@@ -385,38 +358,3 @@ async def note_opener(ctx: restate.ObjectContext, meta: GroupMeta, caller: str |
         changed = True
     if changed:
         ctx.set(RECORD, meta, serde=META)
-
-
-# See decision 93 (its docstring is what Restate's UI shows).
-async def on_operator_resend(ctx: restate.ObjectSharedContext, req: OperatorResend) -> OperatorResent:
-    """Send again what Restate killed or cancelled before it answered a waiting caller (read from
-    the caller's journal by `lash-restate groups stranded`). An open, as a reopen: a group its first
-    open recorded goes on as the caller expected, one never recorded refuses it (`group_not_open`),
-    which ends the caller. A guard's look at a caller's wakes: if the group's record is gone (or is
-    another incarnation's), it ends them (`group_not_open`); one naming the group recorded now is
-    refused (its ranks and its own guard serve those wakes). So this public handler runs no child a
-    group did not record, and ends no wake a recorded group holds. Shared: it sends, and waits
-    behind nothing the group is doing."""
-    try:
-        if req.handler == GROUP_OPEN.handler:
-            reopen = msgspec.structs.replace(decode_open(req.request), reopen_only=True)
-            _answerable(reopen.reply_to)
-            _children_of(reopen, ctx.key())
-            sent = GROUP_OPEN.send(ctx, ctx.key(), reopen)
-        elif req.handler == GROUP_OPEN_PARTS.handler:
-            parted = msgspec.structs.replace(decode(req.request, PartedOpen), reopen_only=True)
-            _answerable(parted.reply_to)
-            if not names_its_parts(parted):
-                raise InvalidInput("an open in parts names no staged parts of this group")
-            sent = GROUP_OPEN_PARTS.send(ctx, ctx.key(), parted)
-        elif req.handler == GROUP_GUARD.handler:
-            look = decode(req.request, Guard)
-            await _check_look(ctx, look)
-            sent = GROUP_GUARD.send(ctx, ctx.key(), look)
-        else:
-            raise InvalidInput(
-                f"only an open (open, open_parts) or a guard's look is sent again, not {req.handler!r}"
-            )
-    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-        raise InvalidInput(f"not an {req.handler!r} request of this group object: {exc}") from None
-    return OperatorResent(invocation=await sent.invocation_id())
