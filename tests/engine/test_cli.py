@@ -23,6 +23,7 @@ from lash_restate.inspection import (
     CloseResult,
     InspectionError,
     StrandedOpen,
+    StrandedSubscription,
     StrandedWakes,
     list_open_groups,
 )
@@ -802,7 +803,9 @@ def test_stranded_resend_sends_each_open_on_its_own_and_says_which_was_refused(
 
     monkeypatch.setattr(inspection, "stranded_opens", lambda admin, **_: opens)
     monkeypatch.setattr(inspection, "stranded_wakes", lambda admin: wakes)
-    monkeypatch.setattr(inspection, "stranded_subscriptions", lambda admin, **_: [])
+    lost = [StrandedSubscription("inv_e0", "g:group:b:0/c1", "ev-x", "inv_s0", "gone", "sign_1e")]
+    monkeypatch.setattr(inspection, "stranded_subscriptions", lambda admin, **_: lost)
+    monkeypatch.setattr(inspection, "resubscribe", lambda admin, s, ingress=None: f"inv_sub{s.caller}")
     monkeypatch.setattr(inspection, "resend_open", resend)
     monkeypatch.setattr(inspection, "look_again", look)
     done = lash("groups", "stranded", "--resend", "--admin-url", "http://127.0.0.1:9")
@@ -813,15 +816,27 @@ def test_stranded_resend_sends_each_open_on_its_own_and_says_which_was_refused(
         "sent again as inv_againinv_c2",
         "not looked at again: the ingress answered 400 to operator_resend: [invalid_input] no",
         "looked at again by inv_lookinv_w1",
+        "subscribed again as inv_subinv_e0",
     ]
+    # Narrowed to one caller, or one key, a resend on a shared cluster acts on nothing else.
+    mine = lash("groups", "stranded", "--resend", "--caller", "inv_c2", "--admin-url", "http://127.0.0.1:9")
+    assert mine.returncode == 0 and mine.stdout.splitlines()[0].endswith("sent again as inv_againinv_c2"), (
+        mine
+    )
+    assert len(mine.stdout.splitlines()) == 1, mine.stdout
+    one = lash("groups", "stranded", "--json", "--key", "w:group:b:1", "--admin-url", "http://127.0.0.1:9")
+    assert [r["caller"] for r in json.loads(one.stdout)] == ["inv_w1"], one
+    event = lash("groups", "stranded", "--json", "--key", "ev-x", "--admin-url", "http://127.0.0.1:9")
+    assert [(r["caller"], r["waits_on"]) for r in json.loads(event.stdout)] == [("inv_e0", "event")], event
     listed = lash("groups", "stranded", "--json", "--admin-url", "http://127.0.0.1:9")
     assert listed.returncode == 0, listed
     rows = json.loads(listed.stdout)
     assert [(r["caller"], r["waits_on"]) for r in rows] == [
         *((f"inv_c{i}", "open") for i in range(3)),
         *((f"inv_w{i}", "wakes") for i in range(2)),
+        ("inv_e0", "event"),
     ]
-    assert rows[-1] == {
+    assert rows[-2] == {
         "caller": "inv_w1",
         "group_key": "w:group:b:1",
         "handler": "wait",
@@ -829,6 +844,7 @@ def test_stranded_resend_sends_each_open_on_its_own_and_says_which_was_refused(
         "ended": "gone",
         "incarnation": "i",
         "wakes": 1,
+        "guards_pending": [],
         "waits_on": "wakes",
         "resent": None,
         "refused": None,

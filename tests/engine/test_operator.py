@@ -1353,6 +1353,8 @@ def test_stranded_wakes_lists_a_caller_only_while_it_still_runs(monkeypatch: pyt
     def fake_rows_in(admin: object, query: str, values: list[str]) -> list[dict[str, Any]]:
         if "Command: OneWayCall" in query:
             return [open_sent(caller) for caller in values]
+        if "FROM sys_invocation" in query:  # the guards still pending under the keys: one
+            return [{"id": "inv_guard", "key": key} for key in values]
         # The open answered (signal 19), rank 1's wake fired (signal 17): rank 2's has not.
         return [row for caller in values for row in (fired(caller, 19, 2), fired(caller, 17, 3))]
 
@@ -1373,6 +1375,7 @@ def test_stranded_wakes_lists_a_caller_only_while_it_still_runs(monkeypatch: pyt
         "i1",
     )
     assert found.wakes == (awakeable(18),)
+    assert found.guards == ("inv_guard",) and "still scheduled" in found.ended
 
 
 def test_stranded_subscriptions_lists_only_a_subscription_that_ran_and_that_its_event_lost(

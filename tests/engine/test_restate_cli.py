@@ -1066,17 +1066,21 @@ async def test_a_caller_whose_groups_record_was_cleared_after_its_guard_was_kill
     )
     with pytest.raises(InspectionError, match="the group that registered these wakes is recorded"):
         look_again(stack.server.admin_url, held, ingress=stack.server.ingress_url)
+    cleared = await asyncio.to_thread(
+        restate, stack, tmp_path, "state", "clear", f"LashGroup/{s.key()}", "--force"
+    )
+    assert cleared.returncode == 0, cleared.stderr
+    await until(lambda: _no_record(stack, s.key()))
+    if registered_by == "open":  # a clear alone: listed, its guard named, which ends it minutes later
+        [found] = [o for o in _stranded(stack) if o["caller"] == waiting]
+        assert found["guards_pending"] == sorted(g["id"] for g in pending), found
+        assert "a guard of the key is still scheduled" in found["ended"], found
     for guard in pending:
         _operator(stack, tmp_path, "kill", guard["id"])
     # Every guard of the key has ended (killed: Restate keeps nothing of a scheduled invocation it
     # killed), and none was sent for the look refused (it would be scheduled, minutes ahead).
     await _poll(stack, guards, lambda rows: all(r["status"] == "completed" for r in rows))
     assert not caller.done()
-    cleared = await asyncio.to_thread(
-        restate, stack, tmp_path, "state", "clear", f"LashGroup/{s.key()}", "--force"
-    )
-    assert cleared.returncode == 0, cleared.stderr
-    await until(lambda: _no_record(stack, s.key()))
     if registered_by == "wait":  # another group opened under the key since: its record holds none of them
         [reopened, _] = await stack.turn(open_(s.group([event(s.event("again"))])), save())
         assert ok(reopened)
@@ -1085,6 +1089,8 @@ async def test_a_caller_whose_groups_record_was_cleared_after_its_guard_was_kill
     # Its wake for rank 3 alone: the others fired, or were never registered.
     assert found["wakes"] == 1 and "record is gone (its state was cleared)" in found["ended"], found
     assert ("another group was opened" in found["ended"]) == (registered_by == "wait"), found
+    if registered_by == "open":
+        assert found["guards_pending"] == [] and "no guard of the key is pending" in found["ended"], found
     # Other tests on this stack may leave callers of their own listed: only this one's line is read.
     resent = lash(stack, "groups", "stranded", "--resend", "--sent-before", "3600")
     [line] = [line for line in resent.stdout.splitlines() if line.startswith(f"{waiting} waits on 1 wake")]

@@ -93,7 +93,9 @@ def groups_show(args: argparse.Namespace) -> int:
     if group is None:
         if args.json:
             print("null")
-        return fail(f"no open group {args.key!r}", NOT_OPEN)
+        # A record deleted outside lash leaves no group to show, though a caller may wait on it.
+        gone = "(if its record was deleted under a waiting caller, `lash-restate groups stranded` finds it)"
+        return fail(f"no open group {args.key!r} {gone}", NOT_OPEN)
     shown = group.as_dict()
     if args.json:
         print(json.dumps(shown))
@@ -295,17 +297,17 @@ def groups_stranded(args: argparse.Namespace) -> int:
         return failed
     try:
         admin = AdminApi.from_env(args.admin_url)
-        opens = stranded_opens(admin, sent_before_s=args.sent_before)
+        opens = _only(args, stranded_opens(admin, sent_before_s=args.sent_before))
     except InspectionError as exc:
         return fail(str(exc))
     unread: list[str] = []  # each later listing is read on its own: the opens found are still listed
     try:
-        wakes = stranded_wakes(admin)
+        wakes = _only(args, stranded_wakes(admin))
     except InspectionError as exc:
         wakes = []
         unread.append(f"the callers waiting on wakes could not be listed: {exc}")
     try:
-        subscriptions = stranded_subscriptions(admin, sent_before_s=args.sent_before)
+        subscriptions = _only(args, stranded_subscriptions(admin, sent_before_s=args.sent_before))
     except InspectionError as exc:
         subscriptions = []
         unread.append(f"the event children waiting on a subscription could not be listed: {exc}")
@@ -347,6 +349,17 @@ def groups_stranded(args: argparse.Namespace) -> int:
             "them), and subscribes each event child again"
         )
     return _stranded_end(unread, refused, unlooked, unsent)
+
+
+def _only(args: argparse.Namespace, listed: list[_T]) -> list[_T]:
+    """What `groups stranded` lists, narrowed to ``--caller`` and ``--key`` (a group's key, or an
+    event's name), so a ``--resend`` on a shared cluster acts on the operator's own callers alone."""
+    return [
+        item
+        for item in listed
+        if (args.caller is None or getattr(item, "caller", None) == args.caller)
+        and (args.key is None or args.key in (getattr(item, "group_key", None), getattr(item, "event", None)))
+    ]
 
 
 def _rows(

@@ -14,6 +14,7 @@ is), to end them as it would have.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -47,9 +48,11 @@ __all__ = ["StrandedWakes", "look_again", "stranded_wakes"]
 
 _REGISTERS = (GROUP_OPEN.handler, GROUP_OPEN_PARTS.handler, GROUP_WAIT.handler)
 
-# Why no group will wake them, by whether a group is recorded under the key. Whether a guard the
-# cleared group had pending will still look at them is not known here: one killed never will.
+# Why no group will wake them, by whether a group is recorded under the key; a cleared group's guard
+# still pending may end them at its next look (which wakes it carries is not shown), one killed never.
 GONE = "its group's record is gone (its state was cleared)"
+PENDING = "; a guard of the key is still scheduled and may end it at its next look (--resend ends it now)"
+NO_GUARD = ", and no guard of the key is pending"
 REPLACED = (
     "its group's record is gone (its state was cleared), and another group was opened under the key since"
 )
@@ -59,7 +62,8 @@ REPLACED = (
 class StrandedWakes:
     """``caller`` waits on ``wakes`` it registered with the group ``group_key`` (``incarnation``),
     which no record holds any more (``ended`` says why); ``handler`` and ``sent`` name the last of
-    its messages that registered them (`open`, `open_parts` or `wait`, and its invocation id)."""
+    its messages that registered them (`open`, `open_parts` or `wait`, and its invocation id).
+    ``guards``: under a key with no record, the guards still pending there (the cleared group's)."""
 
     caller: str
     group_key: str
@@ -68,10 +72,11 @@ class StrandedWakes:
     ended: str
     incarnation: str
     wakes: tuple[str, ...] = field(repr=False)
+    guards: tuple[str, ...] = ()  # the guards of a cleared group's key still pending (their ids)
 
     def as_dict(self) -> dict[str, Any]:
-        shown = {k: v for k, v in self.__dict__.items() if k != "wakes"}
-        return {**shown, "wakes": len(self.wakes)}
+        shown = {k: v for k, v in self.__dict__.items() if k not in ("wakes", "guards")}
+        return {**shown, "wakes": len(self.wakes), "guards_pending": list(self.guards)}
 
 
 class _Registers(msgspec.Struct):
@@ -126,7 +131,32 @@ def stranded_wakes(admin: Admin) -> list[StrandedWakes]:
             found += _stranded(admin, caller, key, registers, unfired, record, had)
     # Read again: a caller may have ended since it was listed running (nobody waits then).
     alive = alive_of(invocation_rows(admin, sorted({f.caller for f in found})))
-    return [f for f in found if f.caller in alive]
+    found = [f for f in found if f.caller in alive]
+    pending = _guards(admin, group, sorted({f.group_key for f in found if f.ended == GONE}))
+    return [_with_guards(f, pending.get(f.group_key, ())) if f.ended == GONE else f for f in found]
+
+
+def _guards(admin: Admin, group: str, keys: list[str]) -> dict[str, tuple[str, ...]]:
+    """The guards still pending under each of ``keys`` (scheduled, most likely), by key."""
+    if not keys:
+        return {}
+    rows = rows_in(
+        admin,
+        "SELECT id, target_service_key AS key FROM sys_invocation "
+        f"WHERE target_service_name = {quote(group)} AND target_handler_name = {quote(GROUP_GUARD.handler)} "
+        f"AND status != {quote(ENDED)} "
+        "AND target_service_key IN {values}",
+        keys,
+    )
+    found: dict[str, list[str]] = {}
+    for row in rows:
+        found.setdefault(row["key"], []).append(row["id"])
+    return {key: tuple(sorted(ids)) for key, ids in found.items()}
+
+
+def _with_guards(stranded: StrandedWakes, guards: tuple[str, ...]) -> StrandedWakes:
+    ended = GONE + (PENDING if guards else NO_GUARD)
+    return dataclasses.replace(stranded, ended=ended, guards=guards)
 
 
 def look_again(admin: Admin, stranded: StrandedWakes, *, ingress: str | None = None) -> str:
