@@ -944,6 +944,7 @@ def test_redispatch_all_and_staged_release_go_on_past_a_request_that_fails(
             raise InspectionError("the admin API answered 500")
 
     monkeypatch.setattr(inspection, "left_staged", lambda admin: parts)
+    monkeypatch.setattr(inspection, "left_outcomes", lambda admin: [])
     monkeypatch.setattr(inspection, "release_staged", release)
     released = lash("groups", "staged", "--release", "--admin-url", "http://127.0.0.1:9")
     assert released.returncode == 1, released

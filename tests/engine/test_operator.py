@@ -1469,6 +1469,49 @@ def test_stranded_subscriptions_lists_only_a_subscription_that_ran_and_that_its_
     assert lost.child == "g:group:b:0/c-lost" and lost.awakeable == awakeable(23)
 
 
+def test_the_version_a_release_names_is_restates_own() -> None:
+    """A child's outcome store is released only if the child's state is still as it was read: the
+    version sent with it is the one Restate computes (its own test vectors, `state_mut.rs`)."""
+    from lash_restate.inspection._staged import state_version
+
+    assert state_version({b"name": b"bob"}) == "tDqA04Lj3_qJ-PgNPTecXDGZgpwy6jm2Ni2BYqJIthM"
+    assert state_version({b"b": b"bbb", b"a": b"aaa"}) == "RVM17P6x18Wp-JnzQ01BzmqCvhAunTOQI_az6Px3Zyk"
+
+
+def test_a_childs_left_outcome_is_released_alone_and_only_from_the_state_it_was_read_in(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`release_outcome` replaces the child's state with what it holds for groups still recorded
+    (a namesake opened since keeps its own store), naming the version it read: a store written or
+    released in between makes Restate drop the release, not lose the store."""
+    from lash_restate.inspection import _staged
+
+    state = {"outcome:gone-s": '{"type":"ok","value":1}', "outcome:live-s": '{"type":"ok","value":2}'}
+    sent: list[tuple[str, str, dict[str, list[int]], str | None]] = []
+
+    def fake_sql(admin: object, query: str, **_: object) -> list[dict[str, Any]]:
+        assert "service_key = 'g:group:b:0/c0'" in query
+        return [{"key": key, "value_utf8": value} for key, value in state.items()]
+
+    def fake_replace(
+        admin: object, service: str, key: str, kept: dict[str, list[int]], *, version: str | None = None
+    ) -> None:
+        sent.append((service, key, kept, version))
+
+    monkeypatch.setattr(_staged, "sql", fake_sql)
+    monkeypatch.setattr(_staged, "_replace_state", fake_replace)
+    _staged.release_outcome("http://admin", _staged.LeftOutcome("g:group:b:0/c0", ("gone-s",)))
+    read = {key.encode(): value.encode() for key, value in state.items()}
+    assert sent == [
+        (
+            "LashChild",
+            "g:group:b:0/c0",
+            {"outcome:live-s": list(state["outcome:live-s"].encode())},
+            _staged.state_version(read),
+        )
+    ]
+
+
 def test_stranded_lists_a_caller_only_while_it_still_runs(monkeypatch: pytest.MonkeyPatch) -> None:
     """`stranded_opens` reads which callers run, then their journals: one that ended between the two
     reads (its open killed while queued, say) is read again and left out, as nobody waits any more."""

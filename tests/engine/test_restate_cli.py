@@ -965,7 +965,8 @@ async def test_clearing_a_groups_state_with_restates_cli_ends_its_waiting_caller
     outside lash, the caller's registered wake among it (registered by the open, or by a resumer's
     read). The caller ends, typed (`group_not_open`, naming the group), as a close under it would end
     it: never a hang, never another group's rank. The child that settles later finds nothing to rank
-    into, and nothing of the group is left."""
+    into, and nothing of the group is left but what a narrow group's child had stored before the clear,
+    which `groups staged` lists and releases."""
     stack = reclaiming
     s = Scope()
     group = s.group([echo("a", kind=kind), event(s.event("later"))])
@@ -1025,6 +1026,18 @@ async def test_clearing_a_groups_state_with_restates_cli_ends_its_waiting_caller
         )
 
     await until(only_the_first_childs_store)
+    if kind == "tools":  # a narrow group's child keeps its own: `groups staged` lists and releases it
+        listed_ = lash(stack, "groups", "staged", "--json")
+        assert listed_.returncode == 0, listed_.stderr
+        [left] = [row for row in json.loads(listed_.stdout) if row.get("child_key") == f"{s.key()}/c0"]
+        assert left["holds"] == "child-outcome" and len(left["incarnations"]) == 1, left
+        released = lash(stack, "groups", "staged", "--release")
+        assert released.returncode == 0 and f"released the child {s.key()}/c0's outcome" in released.stdout
+
+        async def nothing_left() -> bool:
+            return not {row["service_key"] for row in await stores_left(stack, s.key())}
+
+        await until(nothing_left)
 
 
 @SHARED

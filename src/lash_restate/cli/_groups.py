@@ -246,27 +246,30 @@ def groups_redispatch(args: argparse.Namespace) -> int:
 
 
 def groups_staged(args: argparse.Namespace) -> int:
-    from ..inspection import InspectionError, left_staged, release_staged
+    from ..inspection import InspectionError, left_outcomes, left_staged, release_outcome, release_staged
 
     if (failed := prefix_from_args(args)) is not None:
         return failed
     try:
         admin = AdminApi.from_env(args.admin_url)
         parts = left_staged(admin)
+        outcomes = left_outcomes(admin)
     except InspectionError as exc:
         return fail(str(exc))
-    # Each part is released on its own: one that fails stops none of the others, nor hides them.
+    # Each is released on its own: one that fails stops none of the others, nor hides them.
     _, errors = _each(parts, lambda part: release_staged(admin, part), args.release)
-    failed = 1 if any(errors) else 0
+    _, unreleased = _each(outcomes, lambda left: release_outcome(admin, left), args.release)
+    failed = 1 if any(errors) or any(unreleased) else 0
     if args.json:
-        print(
-            json.dumps(
-                [
-                    {**p.as_dict(), "released": args.release and why is None, "error": why}
-                    for p, why in zip(parts, errors, strict=True)
-                ]
+        rows = [
+            {**item, "released": args.release and why is None, "error": why}
+            for item, why in zip(
+                [*(p.as_dict() for p in parts), *(o.as_dict() for o in outcomes)],
+                [*errors, *unreleased],
+                strict=True,
             )
-        )
+        ]
+        print(json.dumps(rows))
         return failed
     for part, why in zip(parts, errors, strict=True):
         if part.holds == "outcomes":
@@ -275,10 +278,17 @@ def groups_staged(args: argparse.Namespace) -> int:
             by = f"staged by {part.opener}, which ended" if part.opener else "its opener is long gone"
         done = f"not released ({why})" if why else "released" if args.release else "left"
         print(f"{done} {part.pump_key} (group {part.group_key}; {by})")
-    if not parts:
-        print("no parts left staged, and no outcomes a group that is gone left")
+    for left, why in zip(outcomes, unreleased, strict=True):
+        done = f"not released ({why})" if why else "released" if args.release else "left"
+        stores = ", ".join(left.incarnations)
+        print(f"{done} the child {left.child_key}'s outcome for a group that is gone (incarnation {stores})")
+    if not parts and not outcomes:
+        print("no parts left staged, and no outcomes a group that is gone left (in a pump or a child)")
     elif not args.release:
-        print(f"{len(parts)} pump(s) hold what no group will read: --release frees them")
+        print(
+            f"{len(parts) + len(outcomes)} pump(s) or child(ren) hold what no group will read: "
+            "--release frees them"
+        )
     return failed
 
 

@@ -106,6 +106,7 @@ from .wire._records import (
     Opener,
     OpenerEnd,
     SettlementMode,
+    child_store,
 )
 from .wire._routes import (
     CHILD,
@@ -196,6 +197,7 @@ __all__ = [
     "callee_replay_key",
     "check_app_name",
     "check_prefix",
+    "child_store",
     "clear_event",
     "collect_rarely",
     "configure_admin",

@@ -11,8 +11,10 @@ before it ran (decision 114). `close_group` is the operator's close; no clock cl
 a group anybody can resume (one nobody can is reclaimed by the group itself, and listed with when:
 decision 78). `left_staged` lists what pumps hold that no group will read (the parts an opener
 killed mid-open left staged, decision 71; the outcomes a pump kept for a group that is gone),
-and `release_staged` releases one. `stranded_opens` lists the callers
-waiting for an open that Restate killed or cancelled, and `resend_open` sends that open again;
+and `release_staged` releases one; `left_outcomes` lists the outcomes narrow groups' children
+kept for groups whose record was deleted, and `release_outcome` releases them. `stranded_opens`
+lists the callers waiting for an open that Restate killed or cancelled, and `resend_open` sends
+that open again;
 `stranded_wakes` lists those waiting on wakes no group's record holds any more (cleared under
 them, their guard killed), and `look_again` sends the group's look at them that ends them;
 `stranded_subscriptions` lists the event children whose event lost their subscription (its state
@@ -35,7 +37,7 @@ from ._operator import (
 )
 from ._rollback import RollbackBlocker, kill_pending, rollback_blockers
 from ._sql import InspectionError, quote, sql
-from ._staged import StagedPart, left_staged, release_staged
+from ._staged import LeftOutcome, StagedPart, left_outcomes, left_staged, release_outcome, release_staged
 from ._stranded import StrandedOpen, resend_open, stranded_opens
 from ._subscriptions import StrandedSubscription, resubscribe, stranded_subscriptions
 from ._views import ChildView, GroupView, OpenerView, OpenGroup, PausedView, PumpView
@@ -48,6 +50,7 @@ __all__ = [
     "CloseResult",
     "GroupView",
     "InspectionError",
+    "LeftOutcome",
     "OpenGroup",
     "OpenerView",
     "PausedView",
@@ -61,11 +64,13 @@ __all__ = [
     "close_group",
     "ingress_url",
     "kill_pending",
+    "left_outcomes",
     "left_staged",
     "list_open_groups",
     "look_again",
     "quote",
     "redispatch_missed",
+    "release_outcome",
     "release_staged",
     "resend_open",
     "resubscribe",

@@ -1,11 +1,14 @@
-"""What pumps hold that no group will read, listed, and released through the admin API: the parts an
-opener killed between staging and its open left behind (decision 71), and the outcomes a pump kept
-for a group that is gone without releasing them (a pump killed as the group's close overtook the
-group's report of the kill, or a group whose record an operator deleted, `restate state clear`,
-after its pumps had completed)."""
+"""What pumps and children hold that no group will read, listed, and released through the admin API:
+the parts an opener killed between staging and its open left behind (decision 71), the outcomes a
+pump kept for a group that is gone without releasing them (a pump killed as the group's close
+overtook the group's report of the kill, or a group whose record an operator deleted, `restate
+state clear`, after its pumps had completed), and the outcome a narrow group's child kept for a
+group whose record was deleted (decision 130)."""
 
 from __future__ import annotations
 
+import base64
+import hashlib
 from dataclasses import asdict, dataclass
 from typing import Any
 from urllib.parse import quote as url_quote
@@ -14,19 +17,21 @@ import msgspec
 
 from ..admin import AdminError
 from ..engine import (
+    CHILD,
     GROUP,
     PUMP,
     RAN,
     RECORD,
     STAGED,
     GroupMeta,
+    child_store,
     group_of_pump,
     incarnation_of_pump,
     named,
 )
 from ._sql import Admin, InspectionError, admin_api, alive_of, invocation_rows, quote, rows_in, sql
 
-__all__ = ["StagedPart", "left_staged", "release_staged"]
+__all__ = ["LeftOutcome", "StagedPart", "left_outcomes", "left_staged", "release_outcome", "release_staged"]
 
 
 @dataclass(frozen=True)
@@ -126,10 +131,20 @@ def _recorded_own(recorded: dict[str, GroupMeta], pump_key: str) -> bool:
 def release_staged(admin: Admin, part: StagedPart) -> None:
     """Release what ``part``'s pump holds through the admin API: all of its state (staged children,
     or the outcomes and notes it kept for a group that is gone; nobody reads either)."""
+    _replace_state(admin, named(PUMP), part.pump_key, {})
+
+
+def _replace_state(
+    admin: Admin, service: str, key: str, state: dict[str, list[int]], *, version: str | None = None
+) -> None:
+    """Replace the state of ``service``'s object ``key`` through the admin API (with ``version``,
+    only if the state is still that version when Restate applies it)."""
     api = admin_api(admin)
-    body = {"object_key": part.pump_key, "new_state": {}}
+    body: dict[str, Any] = {"object_key": key, "new_state": state}
+    if version is not None:
+        body["version"] = version
     try:
-        response = api.post(f"/services/{url_quote(named(PUMP), safe='')}/state", body)
+        response = api.post(f"/services/{url_quote(service, safe='')}/state", body)
     except AdminError as exc:
         raise InspectionError(str(exc)) from None
     if response.status_code not in (200, 202):
@@ -137,3 +152,87 @@ def release_staged(admin: Admin, part: StagedPart) -> None:
             f"the admin API at {api.url} answered {response.status_code} to the release: "
             + response.text[:200]
         )
+
+
+@dataclass(frozen=True)
+class LeftOutcome:
+    """The outcomes a direct child (`{prefix}Child/{child_key}`) keeps for groups no record names
+    (``incarnations``, one store each): a narrow group's child whose group's record was deleted
+    outside lash after it settled; nothing else would release them."""
+
+    child_key: str
+    incarnations: tuple[str, ...]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "child_key": self.child_key,
+            "incarnations": list(self.incarnations),
+            "holds": "child-outcome",
+        }
+
+
+def left_outcomes(admin: Admin) -> list[LeftOutcome]:
+    """The outcome stores of direct children whose group incarnation no group records, of children
+    with nothing running or queued (a run about to settle, or the close's release on its way)."""
+    child = quote(named(CHILD))
+    rows = sql(
+        admin,
+        "SELECT service_key, key FROM state "
+        f"WHERE service_name = {child} AND starts_with(key, {quote(_STORE)})",
+    )
+    if not rows:
+        return []
+    metas = sql(
+        admin,
+        f"SELECT value_utf8 FROM state WHERE service_name = {quote(named(GROUP))} AND key = {quote(RECORD)}",
+    )
+    recorded = {msgspec.json.decode(row["value_utf8"], type=_Incarnation).incarnation for row in metas}
+    gone: dict[str, list[str]] = {}
+    for row in rows:
+        incarnation = row["key"].removeprefix(_STORE)
+        if incarnation not in recorded:
+            gone.setdefault(row["service_key"], []).append(incarnation)
+    if not gone:
+        return []
+    queued = rows_in(
+        admin,
+        f"SELECT target_service_key AS key FROM sys_invocation WHERE target_service_name = {child} "
+        "AND status != 'completed' AND target_service_key IN {values}",
+        sorted(gone),
+    )
+    busy = {row["key"] for row in queued}
+    return [LeftOutcome(key, tuple(sorted(gone[key]))) for key in sorted(gone) if key not in busy]
+
+
+def release_outcome(admin: Admin, left: LeftOutcome) -> None:
+    """Release ``left``'s stores through the admin API, keeping any other the child holds. The key's
+    state is replaced only if it is still as read here (its version): a child that stored, or a
+    close that released, in between leaves it as it is, to be listed again."""
+    rows = sql(
+        admin,
+        f"SELECT key, value_utf8 FROM state WHERE service_name = {quote(named(CHILD))} "
+        f"AND service_key = {quote(left.child_key)}",
+    )
+    if any(row.get("value_utf8") is None for row in rows):
+        raise InspectionError(f"{left.child_key} holds a value that is not text: not released")
+    state = {row["key"].encode(): row["value_utf8"].encode() for row in rows}
+    gone = {(_STORE + incarnation).encode() for incarnation in left.incarnations}
+    kept = {key.decode(): list(value) for key, value in state.items() if key not in gone}
+    _replace_state(admin, named(CHILD), left.child_key, kept, version=state_version(state))
+
+
+def state_version(state: dict[bytes, bytes]) -> str:
+    """The version Restate gives a virtual object's state (what its admin API compares before it
+    replaces it): the SHA-256 of its entries in key order, each numbered, URL-safe base64."""
+    digest = hashlib.sha256()
+    for number, (key, value) in enumerate(sorted(state.items())):
+        digest.update(number.to_bytes(8, "big") + b"\x01" + key + b"\x02" + value + b"\x03")
+    return base64.urlsafe_b64encode(digest.digest()).decode().rstrip("=")
+
+
+class _Incarnation(msgspec.Struct):
+    incarnation: str = ""
+
+
+_STORE = child_store("")  # a direct child's outcome store: this prefix, then the group's incarnation
+_HOLDS = "child-outcome"  # what `groups staged --json` says such a row holds
