@@ -828,6 +828,11 @@ def test_stranded_resend_sends_each_open_on_its_own_and_says_which_was_refused(
     assert [r["caller"] for r in json.loads(one.stdout)] == ["inv_w1"], one
     event = lash("groups", "stranded", "--json", "--key", "ev-x", "--admin-url", "http://127.0.0.1:9")
     assert [(r["caller"], r["waits_on"]) for r in json.loads(event.stdout)] == [("inv_e0", "event")], event
+    # An event child is found by its group too (its key, a replay key, names it).
+    group = lash("groups", "stranded", "--json", "--key", "g:group:b:0", "--admin-url", "http://127.0.0.1:9")
+    assert [(r["caller"], r["waits_on"]) for r in json.loads(group.stdout)] == [("inv_e0", "event")], group
+    none = lash("groups", "stranded", "--caller", "inv_nobody", "--admin-url", "http://127.0.0.1:9")
+    assert none.stdout.strip().endswith("(of those --caller and --key name)"), none.stdout
     listed = lash("groups", "stranded", "--json", "--admin-url", "http://127.0.0.1:9")
     assert listed.returncode == 0, listed
     rows = json.loads(listed.stdout)
@@ -844,7 +849,7 @@ def test_stranded_resend_sends_each_open_on_its_own_and_says_which_was_refused(
         "ended": "gone",
         "incarnation": "i",
         "wakes": 1,
-        "guards_pending": [],
+        "guards_pending": None,
         "waits_on": "wakes",
         "resent": None,
         "refused": None,

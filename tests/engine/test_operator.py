@@ -1375,7 +1375,7 @@ def test_stranded_wakes_lists_a_caller_only_while_it_still_runs(monkeypatch: pyt
         "i1",
     )
     assert found.wakes == (awakeable(18),)
-    assert found.guards == ("inv_guard",) and "still scheduled" in found.ended
+    assert found.guards == ("inv_guard",) and "guards of the key are still pending" in found.ended
 
 
 def test_stranded_subscriptions_lists_only_a_subscription_that_ran_and_that_its_event_lost(
@@ -1476,21 +1476,26 @@ def test_the_version_a_release_names_is_restates_own() -> None:
 
     assert state_version({b"name": b"bob"}) == "tDqA04Lj3_qJ-PgNPTecXDGZgpwy6jm2Ni2BYqJIthM"
     assert state_version({b"b": b"bbb", b"a": b"aaa"}) == "RVM17P6x18Wp-JnzQ01BzmqCvhAunTOQI_az6Px3Zyk"
+    assert state_version({}) == "47DEQpj8HBSa-_TImW-5JCeuQeRkm5NMpJWZG3hSuFU"
 
 
+@pytest.mark.parametrize("applied", [True, False], ids=["applied", "dropped"])
 def test_a_childs_left_outcome_is_released_alone_and_only_from_the_state_it_was_read_in(
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, applied: bool
 ) -> None:
     """`release_outcome` replaces the child's state with what it holds for groups still recorded
     (a namesake opened since keeps its own store), naming the version it read: a store written or
-    released in between makes Restate drop the release, not lose the store."""
-    from lash_restate.inspection import _staged
+    released in between makes Restate drop the release, not lose the store, and a release Restate
+    dropped (its stores still there a while later) is said, not taken for done."""
+    from lash_restate.inspection import InspectionError, _staged
 
     state = {"outcome:gone-s": '{"type":"ok","value":1}', "outcome:live-s": '{"type":"ok","value":2}'}
     sent: list[tuple[str, str, dict[str, list[int]], str | None]] = []
 
     def fake_sql(admin: object, query: str, **_: object) -> list[dict[str, Any]]:
         assert "service_key = 'g:group:b:0/c0'" in query
+        if "key IN" in query:  # looking for the released store: gone once Restate applied the release
+            return [] if applied else [{"key": "outcome:gone-s"}]
         return [{"key": key, "value_utf8": value} for key, value in state.items()]
 
     def fake_replace(
@@ -1500,15 +1505,49 @@ def test_a_childs_left_outcome_is_released_alone_and_only_from_the_state_it_was_
 
     monkeypatch.setattr(_staged, "sql", fake_sql)
     monkeypatch.setattr(_staged, "_replace_state", fake_replace)
-    _staged.release_outcome("http://admin", _staged.LeftOutcome("g:group:b:0/c0", ("gone-s",)))
+    monkeypatch.setattr(_staged, "RELEASE_SEEN_WITHIN_S", 0.3)
+    left = _staged.LeftOutcome("g:group:b:0/c0", ("gone-s",))
+    if applied:
+        _staged.release_outcome("http://admin", left)
+    else:
+        with pytest.raises(InspectionError, match="changed since it was read"):
+            _staged.release_outcome("http://admin", left)
     read = {key.encode(): value.encode() for key, value in state.items()}
-    assert sent == [
-        (
-            "LashChild",
-            "g:group:b:0/c0",
-            {"outcome:live-s": list(state["outcome:live-s"].encode())},
-            _staged.state_version(read),
-        )
+    kept = {"outcome:live-s": list(state["outcome:live-s"].encode())}
+    assert sent == [("LashChild", "g:group:b:0/c0", kept, _staged.state_version(read))]
+
+
+def test_a_childs_outcome_is_left_only_when_no_group_records_its_incarnation_and_nothing_runs_on_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`left_outcomes` lists a child's store of an incarnation no group records (whatever its key:
+    a replay key need not name its group), not one a group records, and not a child something runs
+    or is queued on (a run about to settle, or the close's release on its way)."""
+    from lash_restate.inspection import _staged
+
+    stores = {
+        "a:group:b:0/c0": ["outcome:gone-1"],  # left
+        "a:group:b:1/c0": ["outcome:live-1"],  # its group is recorded
+        "custom-replay-key": ["outcome:live-2", "outcome:gone-2"],  # a group elsewhere records live-2
+        "a:group:b:2/c0": ["outcome:gone-3"],  # its close's release is on its way
+    }
+
+    def fake_sql(admin: object, query: str, **_: object) -> list[dict[str, Any]]:
+        if "starts_with(key, 'outcome:')" in query:
+            return [{"service_key": key, "key": store} for key, kept in stores.items() for store in kept]
+        assert "key = 'meta'" in query
+        records = ['{"incarnation":"live-1"}', '{"incarnation":"live-2"}', "not a record"]
+        return [{"value_utf8": record} for record in records]
+
+    def fake_rows_in(admin: object, query: str, values: list[str]) -> list[dict[str, Any]]:
+        assert "FROM sys_invocation" in query
+        return [{"key": "a:group:b:2/c0"}] if "a:group:b:2/c0" in values else []
+
+    monkeypatch.setattr(_staged, "sql", fake_sql)
+    monkeypatch.setattr(_staged, "rows_in", fake_rows_in)
+    assert _staged.left_outcomes("http://admin") == [
+        _staged.LeftOutcome("a:group:b:0/c0", ("gone-1",)),
+        _staged.LeftOutcome("custom-replay-key", ("gone-2",)),
     ]
 
 

@@ -253,13 +253,18 @@ def groups_staged(args: argparse.Namespace) -> int:
     try:
         admin = AdminApi.from_env(args.admin_url)
         parts = left_staged(admin)
-        outcomes = left_outcomes(admin)
     except InspectionError as exc:
         return fail(str(exc))
+    unread: list[str] = []  # the children's stores are read on their own: the pumps' are still listed
+    try:
+        outcomes = left_outcomes(admin)
+    except InspectionError as exc:
+        outcomes = []
+        unread.append(f"the outcomes children kept could not be listed: {exc}")
     # Each is released on its own: one that fails stops none of the others, nor hides them.
     _, errors = _each(parts, lambda part: release_staged(admin, part), args.release)
     _, unreleased = _each(outcomes, lambda left: release_outcome(admin, left), args.release)
-    failed = 1 if any(errors) or any(unreleased) else 0
+    failed = _stranded_end(unread, errors, unreleased)
     if args.json:
         rows = [
             {**item, "released": args.release and why is None, "error": why}
@@ -348,9 +353,10 @@ def groups_stranded(args: argparse.Namespace) -> int:
         done = f"; subscribed again as {new}" if new else f"; not subscribed again: {why}" if why else ""
         print(f"{e.caller} (child {e.child}) waits on event {e.event}: {e.ended}{done}")
     if not opens and not wakes and not subscriptions:
+        narrowed = " (of those --caller and --key name)" if args.caller or args.key else ""
         print(
             "no caller waits for an open that ended unanswered, nor on a group whose record is gone, "
-            "nor on an event that lost its subscription"
+            f"nor on an event that lost its subscription{narrowed}"
         )
     elif not args.resend:
         print(
@@ -368,8 +374,18 @@ def _only(args: argparse.Namespace, listed: list[_T]) -> list[_T]:
         item
         for item in listed
         if (args.caller is None or getattr(item, "caller", None) == args.caller)
-        and (args.key is None or args.key in (getattr(item, "group_key", None), getattr(item, "event", None)))
+        and (args.key is None or args.key in _keys_of(item))
     ]
+
+
+def _keys_of(item: object) -> set[str]:
+    """The keys `--key` matches a stranded item by: its group's, or an event child's event and the
+    group its key names (a child's key is its replay key, `{group key}/c{position}` by default)."""
+    keys = {getattr(item, "group_key", None), getattr(item, "event", None)}
+    child = getattr(item, "child", None)
+    if isinstance(child, str):
+        keys.add(child.rpartition("/")[0])
+    return {key for key in keys if key}
 
 
 def _rows(

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import time
 from dataclasses import asdict, dataclass
 from typing import Any
 from urllib.parse import quote as url_quote
@@ -29,7 +30,7 @@ from ..engine import (
     incarnation_of_pump,
     named,
 )
-from ._sql import Admin, InspectionError, admin_api, alive_of, invocation_rows, quote, rows_in, sql
+from ._sql import Admin, InspectionError, admin_api, alive_of, in_list, invocation_rows, quote, rows_in, sql
 
 __all__ = ["LeftOutcome", "StagedPart", "left_outcomes", "left_staged", "release_outcome", "release_staged"]
 
@@ -167,7 +168,7 @@ class LeftOutcome:
         return {
             "child_key": self.child_key,
             "incarnations": list(self.incarnations),
-            "holds": "child-outcome",
+            "holds": _HOLDS,
         }
 
 
@@ -186,7 +187,8 @@ def left_outcomes(admin: Admin) -> list[LeftOutcome]:
         admin,
         f"SELECT value_utf8 FROM state WHERE service_name = {quote(named(GROUP))} AND key = {quote(RECORD)}",
     )
-    recorded = {msgspec.json.decode(row["value_utf8"], type=_Incarnation).incarnation for row in metas}
+    # Every group's, whatever its key: a child's key is its replay key, which need not name its group.
+    recorded = {_incarnation(row.get("value_utf8")) for row in metas}
     gone: dict[str, list[str]] = {}
     for row in rows:
         incarnation = row["key"].removeprefix(_STORE)
@@ -219,6 +221,20 @@ def release_outcome(admin: Admin, left: LeftOutcome) -> None:
     gone = {(_STORE + incarnation).encode() for incarnation in left.incarnations}
     kept = {key.decode(): list(value) for key, value in state.items() if key not in gone}
     _replace_state(admin, named(CHILD), left.child_key, kept, version=state_version(state))
+    # Restate takes the replacement at once (202) and applies it once the child's key is free,
+    # dropping it, silently, if the state changed since it was read: look for a few seconds.
+    stores = (
+        f"SELECT key FROM state WHERE service_name = {quote(named(CHILD))} "
+        f"AND service_key = {quote(left.child_key)} AND key IN {in_list(k.decode() for k in sorted(gone))}"
+    )
+    deadline = time.monotonic() + RELEASE_SEEN_WITHIN_S
+    while sql(admin, stores):
+        if time.monotonic() > deadline:
+            raise InspectionError(
+                f"{left.child_key}'s state changed since it was read, or the release still waits "
+                "behind its work: not released yet (list again, and release what is still listed)"
+            )
+        time.sleep(0.2)
 
 
 def state_version(state: dict[bytes, bytes]) -> str:
@@ -232,6 +248,19 @@ def state_version(state: dict[bytes, bytes]) -> str:
 
 class _Incarnation(msgspec.Struct):
     incarnation: str = ""
+
+
+def _incarnation(record: str | None) -> str | None:
+    """A group record's incarnation; None for one this release cannot read (then no store is taken
+    for left by it: only an incarnation no record names is)."""
+    try:
+        return msgspec.json.decode(record or "", type=_Incarnation).incarnation
+    except msgspec.DecodeError:
+        return None
+
+
+# How long a release of a child's stores is looked for before it is reported as not applied.
+RELEASE_SEEN_WITHIN_S = 5.0
 
 
 _STORE = child_store("")  # a direct child's outcome store: this prefix, then the group's incarnation

@@ -51,7 +51,10 @@ _REGISTERS = (GROUP_OPEN.handler, GROUP_OPEN_PARTS.handler, GROUP_WAIT.handler)
 # Why no group will wake them, by whether a group is recorded under the key; a cleared group's guard
 # still pending may end them at its next look (which wakes it carries is not shown), one killed never.
 GONE = "its group's record is gone (its state was cleared)"
-PENDING = "; a guard of the key is still scheduled and may end it at its next look (--resend ends it now)"
+PENDING = (
+    "; guards of the key are still pending (which wakes each carries is not shown): one carrying its "
+    "wakes ends it at its next look, --resend now"
+)
 NO_GUARD = ", and no guard of the key is pending"
 REPLACED = (
     "its group's record is gone (its state was cleared), and another group was opened under the key since"
@@ -63,7 +66,8 @@ class StrandedWakes:
     """``caller`` waits on ``wakes`` it registered with the group ``group_key`` (``incarnation``),
     which no record holds any more (``ended`` says why); ``handler`` and ``sent`` name the last of
     its messages that registered them (`open`, `open_parts` or `wait`, and its invocation id).
-    ``guards``: under a key with no record, the guards still pending there (the cleared group's)."""
+    ``guards``: under a key with no record, the guards still pending there (the cleared group's,
+    each carrying the wakes of one registration, this caller's or another's)."""
 
     caller: str
     group_key: str
@@ -72,11 +76,14 @@ class StrandedWakes:
     ended: str
     incarnation: str
     wakes: tuple[str, ...] = field(repr=False)
-    guards: tuple[str, ...] = ()  # the guards of a cleared group's key still pending (their ids)
+    # The guards still pending under a key with no record (their ids); None where not looked for
+    # (another group recorded under the key, whose own guards would be among them).
+    guards: tuple[str, ...] | None = None
 
     def as_dict(self) -> dict[str, Any]:
         shown = {k: v for k, v in self.__dict__.items() if k not in ("wakes", "guards")}
-        return {**shown, "wakes": len(self.wakes), "guards_pending": list(self.guards)}
+        pending = None if self.guards is None else list(self.guards)
+        return {**shown, "wakes": len(self.wakes), "guards_pending": pending}
 
 
 class _Registers(msgspec.Struct):
