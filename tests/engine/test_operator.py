@@ -1331,7 +1331,7 @@ def test_stranded_wakes_lists_a_caller_only_while_it_still_runs(monkeypatch: pyt
         body = json.dumps({"reply_to": awakeable(19), "wakes": [awakeable(17), awakeable(18)]}).encode()
         request = {"invocation_id": f"open-{caller}", "invocation_target": target, "parameter": list(body)}
         return {
-            "caller": caller,
+            "id": caller,
             "index": 1,
             "entry": json.dumps({"Command": {"OneWayCall": {"request": request}}}),
         }
@@ -1423,7 +1423,7 @@ def test_stranded_subscriptions_lists_only_a_subscription_that_ran_and_that_its_
             "parameter": list(body),
         }
         entry = json.dumps({"Command": {"OneWayCall": {"request": request}}})
-        return {"caller": child, "entry": entry, "long_sent": long_sent}
+        return {"id": child, "index": 1, "entry": entry, "long_sent": long_sent}
 
     def fired(child: str, signal: int) -> dict[str, Any]:
         lite = {"Notification": {"ty": "Signal", "id": {"SignalIndex": signal}, "result": "Success"}}
@@ -1556,7 +1556,7 @@ def test_stranded_lists_a_caller_only_while_it_still_runs(monkeypatch: pytest.Mo
     reads (its open killed while queued, say) is read again and left out, as nobody waits any more."""
     import base64
 
-    from lash_restate.inspection import _stranded
+    from lash_restate.inspection import _journal, _stranded
 
     def awakeable(signal: int) -> str:
         return "sign_1" + base64.urlsafe_b64encode(bytes(24) + signal.to_bytes(4, "big")).decode().rstrip("=")
@@ -1566,7 +1566,7 @@ def test_stranded_lists_a_caller_only_while_it_still_runs(monkeypatch: pytest.Mo
         body = json.dumps({"reply_to": awakeable(19)}).encode()
         request = {"invocation_id": f"open-{caller}", "invocation_target": target, "parameter": list(body)}
         entry = json.dumps({"Command": {"OneWayCall": {"request": request}}})
-        return {"sender": caller, "entry": entry, "long_sent": True}
+        return {"id": caller, "index": 1, "entry": entry, "long_sent": True}
 
     callers = ["c-waits", "c-ended"]
 
@@ -1588,5 +1588,6 @@ def test_stranded_lists_a_caller_only_while_it_still_runs(monkeypatch: pytest.Mo
 
     monkeypatch.setattr(_stranded, "sql", fake_sql)
     monkeypatch.setattr(_stranded, "rows_in", fake_rows_in)
+    monkeypatch.setattr(_journal, "rows_in", fake_rows_in)  # the journals
     monkeypatch.setattr(_stranded, "invocation_rows", fake_invocations)
     assert [s.caller for s in _stranded.stranded_opens("http://admin")] == ["c-waits"]

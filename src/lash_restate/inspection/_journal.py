@@ -10,7 +10,7 @@ from typing import Any, NamedTuple
 
 from ._sql import Admin, quote, rows_in
 
-__all__ = ["Answers", "SentTo", "answers_of", "calling", "sent_to", "target_of"]
+__all__ = ["Answers", "Journaled", "SentTo", "answers_of", "calling", "sent_in", "sent_to", "target_of"]
 
 
 class SentTo(NamedTuple):
@@ -56,6 +56,46 @@ def _to(call: dict[str, Any], service: str, body: bytes) -> SentTo | None:
     if target.get("name") != service:
         return None
     return SentTo(str(target["key"]), str(target["handler"]), str(call["invocation_id"]), body)
+
+
+class Journaled(NamedTuple):
+    """A call or one-way call an invocation's journal holds (``at``, its entry's index), and whether
+    it was appended long enough ago (`sent_in`'s ``sent_before_s``)."""
+
+    invocation: str
+    at: int
+    sent: SentTo
+    long_sent: bool
+
+
+def sent_in(
+    admin: Admin,
+    invocations: list[str],
+    service: str,
+    handlers: tuple[str, ...],
+    *,
+    calls: bool = False,
+    sent_before_s: int = 0,
+) -> list[Journaled]:
+    """What the journals of ``invocations`` sent ``handlers`` of the virtual object ``service``: its
+    one-way calls (and its calls, with ``calls``), each with its body. Only those entries are read
+    whole (the server filters on their short form), and any this release cannot read is passed over
+    rather than failing a listing."""
+    kinds = "('Command: OneWayCall', 'Command: Call')" if calls else "('Command: OneWayCall')"
+    rows = rows_in(
+        admin,
+        "SELECT id, index, entry_json AS entry, "
+        f"appended_at < now() - INTERVAL '{int(sent_before_s)} seconds' AS long_sent "
+        f"FROM sys_journal WHERE entry_type IN {kinds} AND {calling(service, *handlers)} "
+        "AND id IN {values}",
+        invocations,
+    )
+    found = []
+    for row in rows:
+        sent = sent_to(row["entry"], service)
+        if sent is not None and sent.handler in handlers:
+            found.append(Journaled(row["id"], int(row["index"]), sent, row.get("long_sent") is True))
+    return found
 
 
 def calling(service: str, *handlers: str) -> str:

@@ -26,7 +26,7 @@ from ..engine import (
     awakeable_signal,
     named,
 )
-from ._journal import calling, sent_to
+from ._journal import Journaled, sent_in
 from ._operator import ingress_url, operator_call
 from ._sql import ENDED, Admin, InspectionError, admin_api, invocation_rows, quote, rows_in, sql
 
@@ -142,17 +142,16 @@ class _Sent(NamedTuple):
     long_sent: bool = False  # sent long enough ago that it would be known by now
 
 
-def _open_in(caller: str, entry: str, group: str) -> _Sent | None:
-    """The open that a journal entry of ``caller`` (a `OneWayCall` command, as
-    `sys_journal.entry_json` shows it) sent to the group object ``group``. None for any other entry,
-    or one this release cannot read, which is passed over rather than failing the listing."""
-    sent = sent_to(entry, group)
-    if sent is None or sent.handler not in _OPENS:
-        return None
+def _open_in(journaled: Journaled) -> _Sent | None:
+    """The open a caller's journal holds, with the signal it is answered on; None for one that names
+    no awakeable (or that this release cannot read), which is passed over."""
+    sent = journaled.sent
     signal = awakeable_signal(reply_to) if (reply_to := _reply_to(sent.body)) else None
     if signal is None:
         return None
-    return _Sent(caller, sent.key, sent.handler, sent.invocation, sent.body, signal)
+    return _Sent(
+        journaled.invocation, sent.key, sent.handler, sent.invocation, sent.body, signal, journaled.long_sent
+    )
 
 
 def _opens_sent(admin: Admin, group: str, sent_before_s: int, which: str) -> list[_Sent]:
@@ -162,19 +161,8 @@ def _opens_sent(admin: Admin, group: str, sent_before_s: int, which: str) -> lis
     The invocations first, then their journals by id: Restate reads only those journals, where a
     join scanned every journal it keeps (seconds on a busy cluster, past the admin API's wait)."""
     senders = sorted(row["id"] for row in sql(admin, f"SELECT id FROM sys_invocation WHERE {which}"))
-    rows = rows_in(
-        admin,
-        "SELECT id AS sender, entry_json AS entry, "
-        f"appended_at < now() - INTERVAL '{int(sent_before_s)} seconds' AS long_sent "
-        "FROM sys_journal WHERE entry_type = 'Command: OneWayCall' "
-        f"AND {calling(group, GROUP_OPEN.handler)} AND id IN {{values}}",
-        senders,
-    )
-    return [
-        found._replace(long_sent=row.get("long_sent") is True)
-        for row in rows
-        if (found := _open_in(row["sender"], row["entry"], group))
-    ]
+    journaled = sent_in(admin, senders, group, _OPENS, sent_before_s=sent_before_s)
+    return [found for sent in journaled if (found := _open_in(sent))]
 
 
 def _resent(admin: Admin, group: str, sent_before_s: int) -> dict[str, list[_Sent]]:

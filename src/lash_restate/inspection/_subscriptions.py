@@ -18,7 +18,7 @@ from typing import Any, NamedTuple
 import msgspec
 
 from ..engine import CHILD, SIGNAL, SIGNAL_OPERATOR_RESEND, OperatorResend, awakeable_signal, named
-from ._journal import answers_of, calling, sent_to
+from ._journal import answers_of, sent_in
 from ._operator import ingress_url, operator_call
 from ._sql import ENDED, Admin, admin_api, alive_of, invocation_rows, quote, rows_in, sql
 from ._stranded import SENT_BEFORE_S
@@ -120,27 +120,19 @@ def resubscribe(admin: Admin, stranded: StrandedSubscription, *, ingress: str | 
 def _subscribed(admin: Admin, signal: str, children: list[str], sent_before_s: int) -> list[_Subscribed]:
     """The subscriptions to the event object ``signal`` (and their giving up) that the journals of
     ``children`` hold."""
-    rows = rows_in(
-        admin,
-        "SELECT id AS caller, entry_json AS entry, "
-        f"appended_at < now() - INTERVAL '{int(sent_before_s)} seconds' AS long_sent "
-        "FROM sys_journal WHERE entry_type = 'Command: OneWayCall' "
-        f"AND {calling(signal, _SUBSCRIBE, _UNSUBSCRIBE)} AND id IN {{values}}",
-        children,
-    )
     found = []
-    for row in rows:
-        sent = sent_to(row["entry"], signal)
-        if sent is None or sent.handler not in (_SUBSCRIBE, _UNSUBSCRIBE):
-            continue
+    for journaled in sent_in(
+        admin, children, signal, (_SUBSCRIBE, _UNSUBSCRIBE), sent_before_s=sent_before_s
+    ):
+        sent = journaled.sent
         try:
             awakeable = msgspec.json.decode(sent.body, type=str)
         except msgspec.DecodeError:
             continue  # one this release cannot read, passed over rather than failing the listing
-        long_sent = row.get("long_sent") is True
-        found.append(
-            _Subscribed(row["caller"], sent.handler, sent.key, sent.invocation, awakeable, long_sent)
+        subscribed = _Subscribed(
+            journaled.invocation, sent.handler, sent.key, sent.invocation, awakeable, journaled.long_sent
         )
+        found.append(subscribed)
     return found
 
 

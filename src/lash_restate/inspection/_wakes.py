@@ -40,7 +40,7 @@ from ..engine import (
     named,
 )
 from ._groups import read_groups
-from ._journal import Answers, SentTo, answers_of, calling, sent_to
+from ._journal import Answers, SentTo, answers_of, sent_in
 from ._operator import ingress_url, operator_call
 from ._sql import ENDED, Admin, admin_api, alive_of, in_list, invocation_rows, quote, rows_in, sql
 
@@ -185,23 +185,13 @@ def look_again(admin: Admin, stranded: StrandedWakes, *, ingress: str | None = N
 
 def _sent(admin: Admin, group: str, callers: list[str]) -> list[_Sent]:
     """What ``callers`` sent the group object ``group`` that registers wakes, as journaled."""
-    rows = rows_in(
-        admin,
-        "SELECT id AS caller, index, entry_json AS entry FROM sys_journal "
-        "WHERE entry_type IN ('Command: OneWayCall', 'Command: Call') "
-        f"AND {calling(group, GROUP_OPEN.handler, GROUP_WAIT.handler)} AND id IN {{values}}",
-        callers,
-    )
     found = []
-    for row in rows:
-        sent = sent_to(row["entry"], group)
-        if sent is None or sent.handler not in _REGISTERS:
-            continue
+    for journaled in sent_in(admin, callers, group, _REGISTERS, calls=True):
         try:
-            asks = msgspec.json.decode(sent.body, type=_Registers)
+            asks = msgspec.json.decode(journaled.sent.body, type=_Registers)
         except msgspec.DecodeError:
             continue  # one this release cannot read, passed over rather than failing the listing
-        found.append(_Sent(row["caller"], int(row["index"]), sent, asks))
+        found.append(_Sent(journaled.invocation, journaled.at, journaled.sent, asks))
     return found
 
 
