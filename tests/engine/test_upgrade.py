@@ -618,8 +618,19 @@ async def test_groups_opened_by_the_baseline_resume_and_close_on_the_current_cod
         # groups and the pumps' stores ran on the current code, while baseline children and pumps still
         # settled into them.
         ran = ran_on(stack)
-        for handler in [("LashChild", "run"), ("LashChild", "execute"), ("LashPump", "run")]:
+        for handler in [("LashChild", "execute"), ("LashPump", "run")]:
             assert ran[handler] == {old_id}, (handler, ran[handler])
+        # A resume's reopen of a baseline group dispatches its unsettled children again (decision 95),
+        # queued behind their first runs: the close cancels them there, or, on a loaded machine, once
+        # they have started on the current code. Every run the baseline dispatched ran on it.
+        runs = sql(
+            stack.admin_url,
+            "SELECT r.pinned_deployment_id AS d, o.pinned_deployment_id AS by FROM sys_invocation r "
+            "JOIN sys_invocation o ON r.invoked_by_id = o.id "
+            "WHERE r.target_service_name = 'LashChild' AND r.target_handler_name = 'run'",
+        )
+        assert {row.get("d") for row in runs if row.get("by") == old_id} == {old_id}, runs
+        assert {row.get("by") for row in runs} <= {old_id, new_id}, runs
         for handler in [("LashGroup", "wait"), ("LashGroup", "close"), ("LashPump", "outcomes")]:
             assert new_id in ran[handler], (handler, ran[handler])
         assert ran["LashGroup", "settle"] == {old_id, new_id}
