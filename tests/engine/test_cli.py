@@ -12,6 +12,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -249,7 +250,8 @@ async def test_groups_list_and_show_against_a_running_stack(stack: LocalStack) -
     assert "child_count:  2" in human.stdout
     missing = lash("groups", "show", s.key(batch="closed"), "--admin-url", admin)
     assert missing.returncode == 3
-    assert "no open group" in missing.stderr
+    # A group whose record was deleted under a waiting caller shows as none: the message says where to look.
+    assert "no open group" in missing.stderr and "lash-restate groups stranded" in missing.stderr
 
 
 def test_a_listing_whose_reader_went_away_ends_quietly_as_sigpipe_ends_a_command(stack: LocalStack) -> None:
@@ -874,6 +876,29 @@ def test_stranded_still_lists_the_opens_when_the_wakes_cannot_be_read(
     assert done.stdout.startswith("inv_c0 waits for its open of s:group:b:0"), done.stdout
     assert "waiting on wakes could not be listed: the admin API answered 500" in done.stderr, done.stderr
     assert "waiting on a subscription could not be listed: the admin API answered 500" in done.stderr
+
+
+def test_staged_still_lists_the_pumps_when_the_childrens_stores_cannot_be_read(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The children's stores are read apart from the pumps': a failure there is said, and exits 1,
+    and the pumps' parts are still listed (and not said to be all there is)."""
+    from lash_restate.inspection import StagedPart
+
+    parts = [StagedPart("1:s:group:b:0", "s:group:b:0", None)]
+
+    def unreadable(admin: object) -> list[Any]:
+        raise InspectionError("a group's record cannot be read here")
+
+    monkeypatch.setattr(inspection, "left_staged", lambda admin: parts)
+    monkeypatch.setattr(inspection, "left_outcomes", unreadable)
+    done = lash("groups", "staged", "--admin-url", "http://127.0.0.1:9")
+    assert done.returncode == 1, done
+    assert done.stdout.splitlines()[0].startswith("left 1:s:group:b:0 (group s:group:b:0"), done.stdout
+    assert "the outcomes children kept could not be listed: a group's record" in done.stderr
+    monkeypatch.setattr(inspection, "left_staged", lambda admin: [])
+    nothing = lash("groups", "staged", "--admin-url", "http://127.0.0.1:9")
+    assert nothing.returncode == 1 and "no parts left staged" not in nothing.stdout, nothing
 
 
 def test_a_close_names_how_a_bounded_groups_waiting_child_will_start(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -220,7 +220,7 @@ async def test_an_operators_resend_refuses_an_open_no_opener_sends_and_keeps_the
         ({"incarnation": "", "waiters": [wake], "after_ms": 10**17}, "guard", "1000 ms to a day"),
         # And one at wakes of the group recorded now: they are its to serve.
         ({"incarnation": incarnation, "waiters": [wake], "after_ms": 1000}, "guard", "is recorded"),
-        ({"incarnation": incarnation, "waiters": wake}, "guard", "not an 'guard' request"),
+        ({"incarnation": incarnation, "waiters": wake}, "guard", "not a 'guard' request"),
     ]:
         refused = await resend(forged, handler)
         assert refused.status_code == 400 and says in refused.text, refused.text

@@ -1522,8 +1522,9 @@ def test_a_childs_outcome_is_left_only_when_no_group_records_its_incarnation_and
 ) -> None:
     """`left_outcomes` lists a child's store of an incarnation no group records (whatever its key:
     a replay key need not name its group), not one a group records, and not a child something runs
-    or is queued on (a run about to settle, or the close's release on its way)."""
-    from lash_restate.inspection import _staged
+    or is queued on (a run about to settle, or the close's release on its way); with a record it
+    cannot read, nothing."""
+    from lash_restate.inspection import InspectionError, _staged
 
     stores = {
         "a:group:b:0/c0": ["outcome:gone-1"],  # left
@@ -1536,19 +1537,24 @@ def test_a_childs_outcome_is_left_only_when_no_group_records_its_incarnation_and
         if "starts_with(key, 'outcome:')" in query:
             return [{"service_key": key, "key": store} for key, kept in stores.items() for store in kept]
         assert "key = 'meta'" in query
-        records = ['{"incarnation":"live-1"}', '{"incarnation":"live-2"}', "not a record"]
+        records = ['{"incarnation":"live-1"}', '{"incarnation":"live-2"}', *unreadable]
         return [{"value_utf8": record} for record in records]
 
     def fake_rows_in(admin: object, query: str, values: list[str]) -> list[dict[str, Any]]:
         assert "FROM sys_invocation" in query
         return [{"key": "a:group:b:2/c0"}] if "a:group:b:2/c0" in values else []
 
+    unreadable: list[str] = []
     monkeypatch.setattr(_staged, "sql", fake_sql)
     monkeypatch.setattr(_staged, "rows_in", fake_rows_in)
     assert _staged.left_outcomes("http://admin") == [
         _staged.LeftOutcome("a:group:b:0/c0", ("gone-1",)),
         _staged.LeftOutcome("custom-replay-key", ("gone-2",)),
     ]
+    # A record this release cannot read could be any group's: nothing is taken for left, and it says so.
+    unreadable.append("not a record")
+    with pytest.raises(InspectionError, match="cannot be read here"):
+        _staged.left_outcomes("http://admin")
 
 
 def test_stranded_lists_a_caller_only_while_it_still_runs(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -1587,7 +1593,6 @@ def test_stranded_lists_a_caller_only_while_it_still_runs(monkeypatch: pytest.Mo
         return {i: known[i] for i in ids if i in known}
 
     monkeypatch.setattr(_stranded, "sql", fake_sql)
-    monkeypatch.setattr(_stranded, "rows_in", fake_rows_in)
-    monkeypatch.setattr(_journal, "rows_in", fake_rows_in)  # the journals
+    monkeypatch.setattr(_journal, "rows_in", fake_rows_in)  # the journals and their signals
     monkeypatch.setattr(_stranded, "invocation_rows", fake_invocations)
     assert [s.caller for s in _stranded.stranded_opens("http://admin")] == ["c-waits"]

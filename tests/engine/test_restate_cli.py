@@ -700,7 +700,7 @@ async def test_a_caller_whose_open_restates_cli_killed_is_listed_and_answered_by
     api, ingress = admin_api(stack.server.admin_url), stack.server.ingress_url
     for handler, request, why in (
         ("close", b"{}", "only an open"),
-        ("open", b"[1]", "not an .open. request"),
+        ("open", b"[1]", "not a .open. request"),
     ):
         with pytest.raises(InspectionError, match=why):
             operator_call(

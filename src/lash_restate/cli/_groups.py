@@ -264,7 +264,7 @@ def groups_staged(args: argparse.Namespace) -> int:
     # Each is released on its own: one that fails stops none of the others, nor hides them.
     _, errors = _each(parts, lambda part: release_staged(admin, part), args.release)
     _, unreleased = _each(outcomes, lambda left: release_outcome(admin, left), args.release)
-    failed = _stranded_end(unread, errors, unreleased)
+    failed = _exit_code(unread, errors, unreleased)
     if args.json:
         rows = [
             {**item, "released": args.release and why is None, "error": why}
@@ -287,7 +287,7 @@ def groups_staged(args: argparse.Namespace) -> int:
         done = f"not released ({why})" if why else "released" if args.release else "left"
         stores = ", ".join(left.incarnations)
         print(f"{done} the child {left.child_key}'s outcome for a group that is gone (incarnation {stores})")
-    if not parts and not outcomes:
+    if not parts and not outcomes and not unread:
         print("no parts left staged, and no outcomes a group that is gone left (in a pump or a child)")
     elif not args.release:
         print(
@@ -339,20 +339,21 @@ def groups_stranded(args: argparse.Namespace) -> int:
             *_rows("event", [e.as_dict() for e in subscriptions], again, unsent),
         ]
         print(json.dumps(rows))
-        return _stranded_end(unread, refused, unlooked, unsent)
+        return _exit_code(unread, refused, unlooked, unsent)
     for o, new, why in zip(opens, resent, refused, strict=True):
         done = f"; sent again as {new}" if new else f"; not sent again: {why}" if why else ""
         print(f"{o.caller} waits for its {o.handler} of {o.group_key}: {o.sent} ended {o.ended}{done}")
     for w, new, why in zip(wakes, looked, unlooked, strict=True):
         done = f"; looked at again by {new}" if new else f"; not looked at again: {why}" if why else ""
+        guards = f" (pending: {', '.join(w.guards)})" if w.guards else ""
         print(
             f"{w.caller} waits on {len(w.wakes)} wake(s) its {w.handler} ({w.sent}) registered with "
-            f"{w.group_key}: {w.ended}{done}"
+            f"{w.group_key}: {w.ended}{guards}{done}"
         )
     for e, new, why in zip(subscriptions, again, unsent, strict=True):
         done = f"; subscribed again as {new}" if new else f"; not subscribed again: {why}" if why else ""
         print(f"{e.caller} (child {e.child}) waits on event {e.event}: {e.ended}{done}")
-    if not opens and not wakes and not subscriptions:
+    if not opens and not wakes and not subscriptions and not unread:
         narrowed = " (of those --caller and --key name)" if args.caller or args.key else ""
         print(
             "no caller waits for an open that ended unanswered, nor on a group whose record is gone, "
@@ -364,7 +365,7 @@ def groups_stranded(args: argparse.Namespace) -> int:
             "--resend sends each open again, has each gone group look at its wakes (which ends "
             "them), and subscribes each event child again"
         )
-    return _stranded_end(unread, refused, unlooked, unsent)
+    return _exit_code(unread, refused, unlooked, unsent)
 
 
 def _only(args: argparse.Namespace, listed: list[_T]) -> list[_T]:
@@ -398,8 +399,8 @@ def _rows(
     ]
 
 
-def _stranded_end(unread: list[str], *refusals: list[str | None]) -> int:
-    """`groups stranded`'s exit: 1 if anything was refused, or a listing could not be read (said)."""
+def _exit_code(unread: list[str], *refusals: list[str | None]) -> int:
+    """A listing command's exit: 1 if anything was refused, or a listing could not be read (said)."""
     for why in unread:
         fail(why)
     return 1 if unread or any(any(r) for r in refusals) else 0

@@ -160,7 +160,11 @@ def build_parser() -> argparse.ArgumentParser:
             cmd.add_argument("--release", action="store_true", help="release the parts listed")
         elif name == "stranded":
             cmd.add_argument("--caller", type=_text, help="only what this invocation (its id) waits on")
-            cmd.add_argument("--key", type=_text, help="only this group's key, or this event's name")
+            cmd.add_argument(
+                "--key",
+                type=_text,
+                help="only this group's key (its event children too), or this event's name",
+            )
             cmd.add_argument(
                 "--resend",
                 action="store_true",

@@ -84,6 +84,7 @@ from .wire._errors import ends_the_invocation, terminal_status
 from .wire._formats import BASELINE, BASELINE_HANDLERS, FORMAT, FORMATS, Format
 from .wire._incarnation import bound_of, layout_of, opened_since_baseline
 from .wire._messages import (
+    CANCEL_SIGNAL,
     Guard,
     OpenReply,
     OperatorClose,
@@ -96,6 +97,8 @@ from .wire._messages import (
     awakeable_signal,
 )
 from .wire._records import (
+    EVENT_WAITER,
+    EVENT_WAITERS,
     FENCE,
     MISSED,
     OPENER_ENDS,
@@ -124,6 +127,8 @@ from .wire._routes import (
     ROLES,
     SIGNAL,
     SIGNAL_OPERATOR_RESEND,
+    SIGNAL_SUBSCRIBE,
+    SIGNAL_UNSUBSCRIBE,
     PrefixChosen,
     Route,
     check_prefix,
@@ -140,8 +145,11 @@ __all__ = [
     "BASELINE",
     "BASELINE_HANDLERS",
     "BATCH_FROM",
+    "CANCEL_SIGNAL",
     "CHILD",
     "DEFAULT_PREFIX",
+    "EVENT_WAITER",
+    "EVENT_WAITERS",
     "FENCE",
     "FORMAT",
     "FORMATS",
@@ -166,6 +174,8 @@ __all__ = [
     "SERVERS",
     "SIGNAL",
     "SIGNAL_OPERATOR_RESEND",
+    "SIGNAL_SUBSCRIBE",
+    "SIGNAL_UNSUBSCRIBE",
     "STAGED",
     "WAITER_CHECK",
     "DeploymentError",

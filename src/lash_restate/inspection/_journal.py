@@ -10,7 +10,7 @@ from typing import Any, NamedTuple
 
 from ._sql import Admin, quote, rows_in
 
-__all__ = ["Answers", "Journaled", "SentTo", "answers_of", "calling", "sent_in", "sent_to", "target_of"]
+__all__ = ["Answers", "Journaled", "SentTo", "answers_of", "sent_in", "sent_to", "target_of"]
 
 
 class SentTo(NamedTuple):
@@ -86,7 +86,7 @@ def sent_in(
         admin,
         "SELECT id, index, entry_json AS entry, "
         f"appended_at < now() - INTERVAL '{int(sent_before_s)} seconds' AS long_sent "
-        f"FROM sys_journal WHERE entry_type IN {kinds} AND {calling(service, *handlers)} "
+        f"FROM sys_journal WHERE entry_type IN {kinds} AND {_calling(service, *handlers)} "
         "AND id IN {values}",
         invocations,
     )
@@ -98,7 +98,7 @@ def sent_in(
     return found
 
 
-def calling(service: str, *handlers: str) -> str:
+def _calling(service: str, *handlers: str) -> str:
     """A SQL condition on `sys_journal`: the entry calls one of ``handlers`` of the virtual object
     ``service``, as its short form (``entry_lite_json``) shows it. A handler matches by prefix (`open`
     also matches `open_parts`), so read each row with `sent_to` too. The server filters on the short

@@ -182,10 +182,11 @@ def redispatch_missed(
 
 
 def operator_call(
-    api: AdminApi, ingress: str, group_key: str, route: Route[_I, _O], request: _I, *, timeout: float = 60
+    api: AdminApi, ingress: str, key: str, route: Route[_I, _O], request: _I, *, timeout: float = 60
 ) -> _O:
-    """One operator's handler of the group object, reached through the ingress (decision 45)."""
-    url = f"{ingress.rstrip('/')}/{route.service}/{url_quote(group_key, safe='')}/{route.handler}"
+    """One operator's handler of lash's group (or event) object ``key``, reached through the ingress
+    (decision 45)."""
+    url = f"{ingress.rstrip('/')}/{route.service}/{url_quote(key, safe='')}/{route.handler}"
     shown = shown_url(ingress)
     try:
         headers = {"content-type": "application/json", **api.headers()}
@@ -199,12 +200,12 @@ def operator_call(
         # Sent, and not answered: the group object runs one handler at a time, so it most likely
         # waits behind the group's other work (a paused invocation there, say) and will run later.
         look = (
-            f"the group (`lash-restate groups show {shlex.quote(group_key)}`)"
+            f"the group (`lash-restate groups show {shlex.quote(key)}`)"
             if route.service == named(GROUP)
-            else f"its invocations (`restate invocations list`, {route.service} {group_key})"
+            else f"its invocations (`restate invocations list`, {route.service} {key})"
         )
         raise InspectionError(
-            f"the ingress at {shown} took {route.handler} of {group_key} and gave no answer within "
+            f"the ingress at {shown} took {route.handler} of {key} and gave no answer within "
             f"{timeout:g} s: it may wait behind the object's other work and run later; look at "
             f"{look} before asking again"
         ) from None

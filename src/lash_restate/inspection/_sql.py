@@ -11,6 +11,7 @@ from ..contract import LashError, RuntimeErrorCode
 
 __all__ = [
     "ENDED",
+    "IN_SLICE",
     "PAUSED",
     "WAITING",
     "Admin",

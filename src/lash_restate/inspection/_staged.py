@@ -231,8 +231,8 @@ def release_outcome(admin: Admin, left: LeftOutcome) -> None:
     while sql(admin, stores):
         if time.monotonic() > deadline:
             raise InspectionError(
-                f"{left.child_key}'s state changed since it was read, or the release still waits "
-                "behind its work: not released yet (list again, and release what is still listed)"
+                f"{left.child_key}'s state changed since it was read, or Restate has not applied the "
+                "release yet: list again, and release what is still listed"
             )
         time.sleep(0.2)
 
@@ -250,13 +250,16 @@ class _Incarnation(msgspec.Struct):
     incarnation: str = ""
 
 
-def _incarnation(record: str | None) -> str | None:
-    """A group record's incarnation; None for one this release cannot read (then no store is taken
-    for left by it: only an incarnation no record names is)."""
+def _incarnation(record: str | None) -> str:
+    """A group record's incarnation. A record this release cannot read could be any group's, whose
+    children's stores are its own: nothing is listed then, and the listing says why."""
     try:
         return msgspec.json.decode(record or "", type=_Incarnation).incarnation
     except msgspec.DecodeError:
-        return None
+        raise InspectionError(
+            "a group's record cannot be read here (of a later release?): no child's store is taken "
+            "for left while any group's incarnation is unknown"
+        ) from None
 
 
 # How long a release of a child's stores is looked for before it is reported as not applied.

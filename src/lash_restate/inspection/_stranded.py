@@ -11,7 +11,6 @@ its first open recorded goes on, one never recorded refuses it, which ends the c
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -26,9 +25,9 @@ from ..engine import (
     awakeable_signal,
     named,
 )
-from ._journal import Journaled, sent_in
+from ._journal import Journaled, answers_of, sent_in
 from ._operator import ingress_url, operator_call
-from ._sql import ENDED, Admin, InspectionError, admin_api, invocation_rows, quote, rows_in, sql
+from ._sql import ENDED, Admin, InspectionError, admin_api, invocation_rows, quote, sql
 
 __all__ = ["StrandedOpen", "resend_open", "stranded_opens"]
 
@@ -79,14 +78,8 @@ def stranded_opens(admin: Admin, *, sent_before_s: int = SENT_BEFORE_S) -> list[
     sent = _opens_sent(admin, group, sent_before_s, f"status != {quote(ENDED)}")
     if not sent:
         return []
-    signals = rows_in(
-        admin,
-        "SELECT id, entry_lite_json AS entry FROM sys_journal "
-        "WHERE entry_type = 'Notification: Signal' AND id IN {values}",
-        sorted({s.caller for s in sent}),
-    )
-    completed = {(r["id"], _completed(r["entry"])) for r in signals}
-    waiting = [s for s in sent if (s.caller, s.signal) not in completed]
+    answered = answers_of(admin, sorted({s.caller for s in sent}))
+    waiting = [s for s in sent if s.caller not in answered or s.signal not in answered[s.caller].signals]
     resent = _resent(admin, group, sent_before_s) if waiting else {}
     known = invocation_rows(
         admin,
@@ -190,12 +183,3 @@ def _reply_to(body: bytes) -> str:
         return msgspec.json.decode(body, type=_Answered).reply_to
     except msgspec.DecodeError:
         return ""
-
-
-def _completed(entry: str) -> int | None:
-    """The index of the signal a `Notification: Signal` entry (`entry_lite_json`) completes."""
-    try:
-        index = json.loads(entry)["Notification"]["id"]["SignalIndex"]
-    except (ValueError, KeyError, TypeError):
-        return None
-    return index if isinstance(index, int) else None

@@ -17,7 +17,19 @@ from typing import Any, NamedTuple
 
 import msgspec
 
-from ..engine import CHILD, SIGNAL, SIGNAL_OPERATOR_RESEND, OperatorResend, awakeable_signal, named
+from ..engine import (
+    CANCEL_SIGNAL,
+    CHILD,
+    EVENT_WAITER,
+    EVENT_WAITERS,
+    SIGNAL,
+    SIGNAL_OPERATOR_RESEND,
+    SIGNAL_SUBSCRIBE,
+    SIGNAL_UNSUBSCRIBE,
+    OperatorResend,
+    awakeable_signal,
+    named,
+)
 from ._journal import answers_of, sent_in
 from ._operator import ingress_url, operator_call
 from ._sql import ENDED, Admin, admin_api, alive_of, invocation_rows, quote, rows_in, sql
@@ -25,11 +37,7 @@ from ._stranded import SENT_BEFORE_S
 
 __all__ = ["StrandedSubscription", "resubscribe", "stranded_subscriptions"]
 
-# `SIGNAL_SUBSCRIBE`'s and `SIGNAL_UNSUBSCRIBE`'s handlers: private hops, not exported by the engine.
-_SUBSCRIBE, _UNSUBSCRIBE = "subscribe", "unsubscribe"
-_CANCEL = 1  # the signal that cancels an invocation
-# The event's state entries that hold its waiters: one each, or an earlier release's list of them.
-_WAITER, _LISTED = "waiter:", "waiters"
+_SUBSCRIBE, _UNSUBSCRIBE = SIGNAL_SUBSCRIBE.handler, SIGNAL_UNSUBSCRIBE.handler
 GONE = "its event no longer holds its subscription (the event's state was cleared)"
 
 
@@ -144,7 +152,7 @@ def _unfired(admin: Admin, subscribed: list[_Subscribed]) -> list[_Subscribed]:
     return [
         s
         for s in subscribed
-        if not {awakeable_signal(s.awakeable), _CANCEL}
+        if not {awakeable_signal(s.awakeable), CANCEL_SIGNAL}
         & set(fired[s.caller].signals if s.caller in fired else ())
     ]
 
@@ -172,17 +180,18 @@ def _held(admin: Admin, signal: str, events: list[str]) -> dict[str, set[str]]:
     rows = rows_in(
         admin,
         f"SELECT service_key, key, value_utf8 FROM state WHERE service_name = {quote(signal)} "
-        f"AND (starts_with(key, {quote(_WAITER)}) OR key = {quote(_LISTED)}) AND service_key IN {{values}}",
+        f"AND (starts_with(key, {quote(EVENT_WAITER)}) OR key = {quote(EVENT_WAITERS)}) "
+        "AND service_key IN {values}",
         events,
     )
     held: dict[str, set[str]] = {}
     for row in rows:
         waiters = held.setdefault(row["service_key"], set())
-        if row["key"] == _LISTED:
+        if row["key"] == EVENT_WAITERS:
             try:
                 waiters.update(msgspec.json.decode(row.get("value_utf8") or "[]", type=list[str]))
             except msgspec.DecodeError:
                 continue
         else:
-            waiters.add(row["key"].removeprefix(_WAITER))
+            waiters.add(row["key"].removeprefix(EVENT_WAITER))
     return held

@@ -42,7 +42,7 @@ from ..engine import (
 from ._groups import read_groups
 from ._journal import Answers, SentTo, answers_of, sent_in
 from ._operator import ingress_url, operator_call
-from ._sql import ENDED, Admin, admin_api, alive_of, in_list, invocation_rows, quote, rows_in, sql
+from ._sql import ENDED, IN_SLICE, Admin, admin_api, alive_of, in_list, invocation_rows, quote, rows_in, sql
 
 __all__ = ["StrandedWakes", "look_again", "stranded_wakes"]
 
@@ -53,7 +53,7 @@ _REGISTERS = (GROUP_OPEN.handler, GROUP_OPEN_PARTS.handler, GROUP_WAIT.handler)
 GONE = "its group's record is gone (its state was cleared)"
 PENDING = (
     "; guards of the key are still pending (which wakes each carries is not shown): one carrying its "
-    "wakes ends it at its next look, --resend now"
+    "wakes ends it at its next look (`--resend` ends it now)"
 )
 NO_GUARD = ", and no guard of the key is pending"
 REPLACED = (
@@ -131,7 +131,7 @@ def stranded_wakes(admin: Admin) -> list[StrandedWakes]:
     for (caller, key), messages in sorted(waiting.items()):
         registers = sorted(messages, key=lambda s: s.at)
         had = answers.get(caller, Answers({}, {}))
-        unfired = {w for s in registers for w in s.asks.wakes if _signal(w) not in had.signals}
+        unfired = {w for s in registers for w in s.asks.wakes if awakeable_signal(w) not in had.signals}
         record = records.get(key)
         unfired -= {w.awakeable for w in record.waiters} if record is not None else set()
         if unfired:  # wakes the group recorded under the key does not hold: read what registered them
@@ -200,8 +200,8 @@ def _records(admin: Admin, keys: Iterable[str]) -> dict[str, GroupMeta]:
     if not (wanted := sorted(keys)):
         return {}
     found: dict[str, GroupMeta] = {}
-    for start in range(0, len(wanted), 500):
-        listed = ", ".join(quote(key) for key in wanted[start : start + 500])
+    for start in range(0, len(wanted), IN_SLICE):
+        listed = ", ".join(quote(key) for key in wanted[start : start + IN_SLICE])
         for group in read_groups(admin, f" AND service_key IN ({listed})", order=False):
             found[group.key] = group.meta
     return found
@@ -224,7 +224,7 @@ def _stranded(
         if s.sent.answer is not None:
             at = answers.calls.get(s.sent.answer)
         else:
-            signal = _signal(s.asks.reply_to)
+            signal = awakeable_signal(s.asks.reply_to)
             at = answers.signals.get(signal) if signal is not None else None
         if at is not None:
             entries[s.at] = at
@@ -290,7 +290,3 @@ def _success(entry: str) -> bytes | None:
         return bytes(result["Success"]) if "Success" in result else None
     except (ValueError, KeyError, TypeError, AttributeError):
         return None
-
-
-def _signal(awakeable: str) -> int | None:
-    return awakeable_signal(awakeable) if awakeable else None

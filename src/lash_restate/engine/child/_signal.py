@@ -22,7 +22,7 @@ import restate
 from ...contract import AwaitEvent, InvalidEnvelope, InvalidInput, check_text, validate_json_value
 from ..wire._errors import HANDLER_RETRY, client_errors
 from ..wire._messages import OperatorResend, OperatorResent, awakeable_signal
-from ..wire._records import BYTES, STRINGS
+from ..wire._records import BYTES, EVENT_WAITER, EVENT_WAITERS, STRINGS
 from ..wire._routes import (
     SIGNAL,
     SIGNAL_CLEAR,
@@ -36,9 +36,6 @@ from ..wire._routes import (
 )
 
 __all__ = ["clear_event", "emit_event", "reject_event", "signal_object"]
-
-WAITER = "waiter:"  # the state entry of one waiting child's awakeable: `waiter:{awakeable}`, empty
-LISTED = "waiters"  # an earlier release's list of every waiting awakeable, read until it is emptied
 
 
 def signal_object(*, metadata: dict[str, str] | None = None) -> restate.VirtualObject:
@@ -54,7 +51,7 @@ def signal_object(*, metadata: dict[str, str] | None = None) -> restate.VirtualO
             ctx.reject_awakeable(awakeable, rejection.decode())
         else:
             # Its own entry: a list of every waiter, rewritten per subscribe, costs the square of them.
-            ctx.set(WAITER + awakeable, b"", serde=BYTES)
+            ctx.set(EVENT_WAITER + awakeable, b"", serde=BYTES)
 
     @signal.handler(name=SIGNAL_OPERATOR_RESEND.handler, kind="shared")
     @client_errors  # called through the ingress only: what it answers is for a client
@@ -65,14 +62,14 @@ def signal_object(*, metadata: dict[str, str] | None = None) -> restate.VirtualO
     @signal.handler(name=SIGNAL_UNSUBSCRIBE.handler, ingress_private=True)
     async def unsubscribe(ctx: restate.ObjectContext, awakeable: str) -> None:
         """A waiting child was cancelled: nobody reads its awakeable, which the event forgets."""
-        ctx.clear(WAITER + awakeable)
-        listed = await ctx.get(LISTED, serde=STRINGS)
+        ctx.clear(EVENT_WAITER + awakeable)
+        listed = await ctx.get(EVENT_WAITERS, serde=STRINGS)
         if listed is not None and awakeable in listed:  # subscribed on an earlier release
             left = [w for w in listed if w != awakeable]
             if left:
-                ctx.set(LISTED, left, serde=STRINGS)
+                ctx.set(EVENT_WAITERS, left, serde=STRINGS)
             else:
-                ctx.clear(LISTED)
+                ctx.clear(EVENT_WAITERS)
 
     @signal.handler(accept="*/*")
     async def emit(ctx: restate.ObjectContext, payload: Any) -> None:
@@ -126,8 +123,9 @@ async def on_operator_resend(ctx: restate.ObjectSharedContext, req: OperatorRese
 
 async def _waiters(ctx: restate.ObjectContext) -> list[str]:
     """Every awakeable waiting on the event: an earlier release's list first, then each entry."""
-    listed = await ctx.get(LISTED, serde=STRINGS) or []
-    return [*listed, *(key.removeprefix(WAITER) for key in await ctx.state_keys() if key.startswith(WAITER))]
+    listed = await ctx.get(EVENT_WAITERS, serde=STRINGS) or []
+    keys = await ctx.state_keys()
+    return [*listed, *(key.removeprefix(EVENT_WAITER) for key in keys if key.startswith(EVENT_WAITER))]
 
 
 def _recorded(payload: Any) -> bytes:

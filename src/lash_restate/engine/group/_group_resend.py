@@ -22,7 +22,7 @@ from ._group_open import carries_its_shape, names_its_parts
 __all__ = ["on_operator_resend"]
 
 
-# See decision 93 (its docstring is what Restate's UI shows).
+# See decisions 93 and 128 (its docstring is what Restate's UI shows).
 async def on_operator_resend(ctx: restate.ObjectSharedContext, req: OperatorResend) -> OperatorResent:
     """Send again what Restate killed or cancelled before it answered a waiting caller (read from
     the caller's journal by `lash-restate groups stranded`). An open, as a reopen: a group its first
@@ -53,7 +53,7 @@ async def on_operator_resend(ctx: restate.ObjectSharedContext, req: OperatorRese
                 f"only an open (open, open_parts) or a guard's look is sent again, not {req.handler!r}"
             )
     except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-        raise InvalidInput(f"not an {req.handler!r} request of this group object: {exc}") from None
+        raise InvalidInput(f"not a {req.handler!r} request of this group object: {exc}") from None
     return OperatorResent(invocation=await sent.invocation_id())
 
 

@@ -22,6 +22,8 @@ from ._records import RECORD_OPTIONS, MsgspecSerde, SettlementMode
 
 __all__ = [
     "BATCH_INLINE_BYTES",
+    "CANCEL_SIGNAL",
+    "FIRST_AWAKEABLE_SIGNAL",
     "INLINE_OUTCOME_BYTES",
     "READ_BUDGET",
     "RUN_REPLY",
@@ -386,16 +388,17 @@ class OperatorRedispatched(msgspec.Struct, **RECORD_OPTIONS):
 class OperatorResend(msgspec.Struct, **STRICT_OPTIONS):
     """An operator's resend through the ingress, answered with `OperatorResent`: the open
     (``handler``: `open` or `open_parts`) a caller sent, which Restate killed or cancelled before it
-    answered, ``request`` as the caller's journal holds it; or a guard's look at a caller's wakes
-    (``handler``: `guard`, ``request`` a `Guard`) that Restate killed. The group sends it to itself
-    again."""
+    answered, ``request`` as the caller's journal holds it; a guard's look at a caller's wakes
+    (``handler``: `guard`, ``request`` a `Guard`) that Restate killed; or, to an event, a waiting
+    child's subscription (``handler``: `subscribe`, ``request`` the awakeable's id) that the event's
+    cleared state lost. The object (the group, or the event) sends it to itself again."""
 
     handler: str
     request: bytes
 
 
 class OperatorResent(msgspec.Struct, **RECORD_OPTIONS):
-    invocation: str  # the open (or the guard's look) sent again
+    invocation: str  # the open (the guard's look, the subscription) sent again
 
 
 class CloseRequest(msgspec.Struct, **RECORD_OPTIONS):
@@ -414,6 +417,7 @@ AWAKEABLE = "sign_1"
 # The service protocol keeps signal indices 1 to 16 for Restate's own signals (1 is an invocation's
 # cancel): an awakeable's index is 17 or more (the SDK numbers them from 17).
 FIRST_AWAKEABLE_SIGNAL = 17
+CANCEL_SIGNAL = 1  # the signal that cancels an invocation, as its journal shows it
 
 
 def awakeable_signal(awakeable: str) -> int | None:

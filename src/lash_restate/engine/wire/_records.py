@@ -26,6 +26,8 @@ __all__ = [
     "ENDS",
     "ENVELOPE",
     "ENVELOPES",
+    "EVENT_WAITER",
+    "EVENT_WAITERS",
     "FENCE",
     "GUARDED",
     "GUARDS",
@@ -250,6 +252,12 @@ GUARDS: MsgspecSerde[dict[str, list[str]]] = MsgspecSerde(dict[str, list[str]])
 def missed_key(position: int) -> str:
     """The group's state key for the envelope of the child at ``position`` that missed its runner."""
     return f"missed:{position}"
+
+
+# An event's waiting children, each a state entry of its own, `waiter:{awakeable}` (empty); and an
+# earlier release's list of every waiting awakeable, read until it is emptied.
+EVENT_WAITER = "waiter:"
+EVENT_WAITERS = "waiters"
 
 
 def child_store(incarnation: str) -> str:
