@@ -32,7 +32,7 @@ from lash_restate.engine import GroupMeta
 from lash_restate.engine.wire._formats import ERROR_METADATA_ENV
 from lash_restate.engine.wire._incarnation import PAGED
 from lash_restate.engine.wire._records import META, SHAPE
-from lash_restate.inspection import GroupView, quote, show_group, sql
+from lash_restate.inspection import GroupView, close_group, quote, show_group, sql
 from lash_restate.inspection._operator import said
 from lash_restate.testing import CallFailed, LocalStack, StackError
 from tests.engine.test_engine import _poll
@@ -437,3 +437,36 @@ async def test_a_reopen_of_a_baseline_group_carrying_a_child_its_shape_does_not_
                 json={"object_key": key, "new_state": {}},
             )
             assert cleared.status_code == 202, cleared.text
+
+
+async def test_a_first_open_that_registers_no_wakes_still_keeps_its_watch(stack: LocalStack) -> None:
+    """A first open sent by another handler of the cluster with no wakes (every release's caller
+    sends some; the field's default is none): the group is recorded, the open answers, and the watch
+    of the run it dispatched is kept with the group's watches (a close cancels it), though no guard
+    is sent: it did not fail after answering, retried for ever with the group's queue behind it."""
+    key = f"forged-{uuid.uuid4()}:group:b:0"
+    command = ToolCall(tool="echo", args={"value": "a"})
+    child = RuntimeEffectEnvelope(command=command, replay_key=f"{key}/a")
+    group = RuntimeEffectGroup(
+        key, [child], wake=GroupWakePolicy.ALL, disposition=LoserPolicy.RUN_TO_COMPLETION
+    )
+    stamped = group.children[0]
+    request = {
+        "shape": msgspec.to_builtins(group.shape()),
+        "children": [base64.b64encode(canonical_bytes(stamped)).decode()],
+    }
+    answer = await stack.call("Forger/open_group", {"key": key, "handler": "open", "open": request})
+    assert answer == {}, answer
+    opens = (
+        "SELECT status, completion_result FROM sys_invocation WHERE target_service_name = 'LashGroup' "
+        f"AND target_handler_name = 'open' AND target_service_key = {quote(key)}"
+    )
+    [ended] = await _poll(stack, opens, lambda rows: [r["status"] for r in rows] == ["completed"])
+    assert ended["completion_result"] == "success", ended
+    watches = f"SELECT key FROM state WHERE service_name = 'LashGroup' AND service_key = {quote(key)}"
+    kept = {row["key"] for row in stack.sql(watches)}
+    assert {"meta", "watches"} <= kept and "guarded" not in kept, kept
+    closed = await asyncio.to_thread(
+        close_group, stack.server.admin_url, key, force=True, ingress=stack.server.ingress_url
+    )
+    assert closed.closed, closed
