@@ -835,6 +835,12 @@ def test_stranded_resend_sends_each_open_on_its_own_and_says_which_was_refused(
     assert [(r["caller"], r["waits_on"]) for r in json.loads(group.stdout)] == [("inv_e0", "event")], group
     none = lash("groups", "stranded", "--caller", "inv_nobody", "--admin-url", "http://127.0.0.1:9")
     assert none.stdout.strip().endswith("(of those --caller and --key name)"), none.stdout
+    # --check: an alarm for a cron, 6 while anything is listed, 0 when nothing is.
+    assert lash("groups", "stranded", "--check", "--admin-url", "http://127.0.0.1:9").returncode == 6
+    quiet = lash(
+        "groups", "stranded", "--check", "--caller", "inv_nobody", "--admin-url", "http://127.0.0.1:9"
+    )
+    assert quiet.returncode == 0, quiet
     listed = lash("groups", "stranded", "--json", "--admin-url", "http://127.0.0.1:9")
     assert listed.returncode == 0, listed
     rows = json.loads(listed.stdout)

@@ -49,6 +49,9 @@ USAGE = 2  # the command line or the settings are wrong: nothing was done (argpa
 NOT_OPEN = 3  # `groups show` of a key that is no open group
 REFUSED = 4  # refused, and nothing done: a prefix another application serves, a close needing --force
 NOT_SAFE = 5  # `rollback-check`: something still stands in the way of a rollback (listed on standard output)
+STRANDED = (
+    6  # `groups stranded --check`: something waits for what nothing will answer (listed, not sent again)
+)
 
 
 def fail(message: str, code: int = FAILED) -> int:

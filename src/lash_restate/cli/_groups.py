@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from ..admin import AdminApi
-from ._common import NOT_OPEN, REFUSED, USAGE, age, fail, prefix_from_args, table
+from ._common import NOT_OPEN, REFUSED, STRANDED, USAGE, age, fail, prefix_from_args, table
 
 _T = TypeVar("_T")
 _R = TypeVar("_R")
@@ -339,7 +339,7 @@ def groups_stranded(args: argparse.Namespace) -> int:
             *_rows("event", [e.as_dict() for e in subscriptions], again, unsent),
         ]
         print(json.dumps(rows))
-        return _exit_code(unread, refused, unlooked, unsent)
+        return _stranded_exit(args, [*opens, *wakes, *subscriptions], unread, refused, unlooked, unsent)
     for o, new, why in zip(opens, resent, refused, strict=True):
         done = f"; sent again as {new}" if new else f"; not sent again: {why}" if why else ""
         print(f"{o.caller} waits for its {o.handler} of {o.group_key}: {o.sent} ended {o.ended}{done}")
@@ -365,7 +365,18 @@ def groups_stranded(args: argparse.Namespace) -> int:
             "--resend sends each open again, has each gone group look at its wakes (which ends "
             "them), and subscribes each event child again"
         )
-    return _exit_code(unread, refused, unlooked, unsent)
+    return _stranded_exit(args, [*opens, *wakes, *subscriptions], unread, refused, unlooked, unsent)
+
+
+def _stranded_exit(
+    args: argparse.Namespace, listed: list[object], unread: list[str], *refusals: list[str | None]
+) -> int:
+    """`groups stranded`'s exit: `_exit_code`'s; with ``--check`` and nothing else wrong, STRANDED
+    while anything is listed that was not sent again (a cron's alarm), else 0."""
+    code = _exit_code(unread, *refusals)
+    if code == 0 and args.check and listed and not args.resend:
+        return STRANDED
+    return code
 
 
 def _only(args: argparse.Namespace, listed: list[_T]) -> list[_T]:

@@ -161,6 +161,11 @@ def build_parser() -> argparse.ArgumentParser:
         elif name == "stranded":
             cmd.add_argument("--caller", type=_text, help="only what this invocation (its id) waits on")
             cmd.add_argument(
+                "--check",
+                action="store_true",
+                help="exit 6 if anything is listed (and not sent again): an alarm for a cron",
+            )
+            cmd.add_argument(
                 "--key",
                 type=_text,
                 help="only this group's key (its event children too), or this event's name",
