@@ -21,7 +21,7 @@ import restate
 
 from ...contract import AwaitEvent, InvalidEnvelope, InvalidInput, check_text, validate_json_value
 from ..wire._errors import HANDLER_RETRY, client_errors
-from ..wire._messages import OperatorResend, OperatorResent, awakeable_signal
+from ..wire._messages import OperatorResend, OperatorResent, require_awakeable
 from ..wire._records import BYTES, EVENT_WAITER, EVENT_WAITERS, STRINGS
 from ..wire._routes import (
     SIGNAL,
@@ -115,8 +115,7 @@ async def on_operator_resend(ctx: restate.ObjectSharedContext, req: OperatorRese
         awakeable = msgspec.json.decode(req.request, type=str)
     except msgspec.DecodeError as exc:
         raise InvalidInput(f"not a subscribe request of this event: {exc}") from None
-    if awakeable_signal(awakeable) is None:  # an emit would fail to complete it, retried for ever
-        raise InvalidInput(f"{awakeable!r} is not an awakeable's id: Restate would refuse to complete it")
+    require_awakeable(awakeable)  # an emit would fail to complete it, retried for ever
     sent = SIGNAL_SUBSCRIBE.send(ctx, ctx.key(), awakeable)
     return OperatorResent(invocation=await sent.invocation_id())
 

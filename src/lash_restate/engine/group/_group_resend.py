@@ -12,7 +12,7 @@ import msgspec
 import restate
 
 from ...contract import InvalidInput
-from ..wire._messages import Guard, OperatorResend, OperatorResent, PartedOpen, awakeable_signal, decode
+from ..wire._messages import Guard, OperatorResend, OperatorResent, PartedOpen, decode, require_awakeable
 from ..wire._open_request import decode_open
 from ..wire._records import META, RECORD
 from ..wire._routes import GROUP_GUARD, GROUP_OPEN, GROUP_OPEN_PARTS
@@ -35,12 +35,12 @@ async def on_operator_resend(ctx: restate.ObjectSharedContext, req: OperatorRese
     try:
         if req.handler == GROUP_OPEN.handler:
             reopen = msgspec.structs.replace(decode_open(req.request), reopen_only=True)
-            _answerable(reopen.reply_to)
+            require_awakeable(reopen.reply_to)
             carries_its_shape(reopen, ctx.key())
             sent = GROUP_OPEN.send(ctx, ctx.key(), reopen)
         elif req.handler == GROUP_OPEN_PARTS.handler:
             parted = msgspec.structs.replace(decode(req.request, PartedOpen), reopen_only=True)
-            _answerable(parted.reply_to)
+            require_awakeable(parted.reply_to)
             if not names_its_parts(parted):
                 raise InvalidInput("an open in parts names no staged parts of this group")
             sent = GROUP_OPEN_PARTS.send(ctx, ctx.key(), parted)
@@ -57,19 +57,12 @@ async def on_operator_resend(ctx: restate.ObjectSharedContext, req: OperatorRese
     return OperatorResent(invocation=await sent.invocation_id())
 
 
-def _answerable(reply_to: str) -> None:
-    """An open answers on ``reply_to`` (a guard's look ends such a wake): Restate refuses to complete
-    what is no awakeable's id, and would retry that handler for ever, holding the group's queue."""
-    if awakeable_signal(reply_to) is None:
-        raise InvalidInput(f"{reply_to!r} is not an awakeable's id: Restate would refuse to complete it")
-
-
 async def _check_look(ctx: restate.ObjectSharedContext, look: Guard) -> None:
     """A guard's look sent again ends the wakes of a group whose record is gone (decision 128): one
     at wakes of the group recorded now is refused, as its ranks and its own guard serve them (and
     each look it let through would keep one more pending guard in its state)."""
     for awakeable in look.waiters:
-        _answerable(awakeable)
+        require_awakeable(awakeable)
     # It looks again twice as long later: 0 would look without a pause, and past a day's
     # milliseconds the delay overflows (a plain error, retried for ever).
     if not 1000 <= look.after_ms <= LOOK_AT_MOST_EVERY // timedelta(milliseconds=1):

@@ -12,6 +12,7 @@ from ...contract import (
     BODY_LIMIT,
     OUTCOME_LIMIT,
     GroupShape,
+    InvalidInput,
     LoserPolicy,
     Outcome,
     RuntimeEffectEnvelope,
@@ -62,6 +63,7 @@ __all__ = [
     "decode_open",
     "decode_outcome",
     "encode",
+    "require_awakeable",
     "settle_sent",
 ]
 
@@ -433,6 +435,13 @@ def awakeable_signal(awakeable: str) -> int | None:
         return None
     index = int.from_bytes(raw[-4:], "big") if len(raw) == 28 else 0
     return index if index >= FIRST_AWAKEABLE_SIGNAL else None
+
+
+def require_awakeable(awakeable: str) -> None:
+    """Refuse (`InvalidInput`) what is no awakeable's id before a handler sends it on: Restate would
+    refuse to complete it, and retry the handler that tries, holding its object's queue."""
+    if awakeable_signal(awakeable) is None:
+        raise InvalidInput(f"{awakeable!r} is not an awakeable's id: Restate would refuse to complete it")
 
 
 def encode(value: Any) -> bytes:
