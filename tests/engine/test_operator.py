@@ -1365,6 +1365,7 @@ def test_stranded_wakes_lists_a_caller_only_while_it_still_runs(monkeypatch: pyt
     monkeypatch.setattr(_wakes, "sql", fake_sql)
     monkeypatch.setattr(_wakes, "rows_in", fake_rows_in)
     monkeypatch.setattr(_journal, "rows_in", fake_rows_in)  # the notifications
+    monkeypatch.setattr(_journal, "sql", fake_sql)  # and the open's answer, read whole
     monkeypatch.setattr(_wakes, "read_groups", lambda admin, where, **_: [])  # every record cleared
     monkeypatch.setattr(_wakes, "invocation_rows", fake_invocations)
     [found] = _wakes.stranded_wakes("http://admin")

@@ -8,9 +8,9 @@ from __future__ import annotations
 import json
 from typing import Any, NamedTuple
 
-from ._sql import Admin, quote, rows_in
+from ._sql import Admin, quote, rows_in, sql
 
-__all__ = ["Answers", "Journaled", "SentTo", "answers_of", "sent_in", "sent_to", "target_of"]
+__all__ = ["Answers", "Journaled", "SentTo", "answer_values", "answers_of", "sent_in", "sent_to", "target_of"]
 
 
 class SentTo(NamedTuple):
@@ -140,3 +140,35 @@ def answers_of(admin: Admin, invocations: list[str]) -> dict[str, Answers]:
         elif isinstance(which.get("CompletionId"), int):
             answers.calls[which["CompletionId"]] = int(row["index"])
     return found
+
+
+def answer_values(admin: Admin, invocation: str, indices: list[int]) -> dict[int, bytes]:
+    """The values ``invocation``'s journal entries at ``indices`` (notifications: a signal, a call's
+    completion) succeeded with, by index; one that failed is left out."""
+    if not indices:
+        return {}
+    rows = sql(
+        admin,
+        "SELECT index, entry_json AS entry FROM sys_journal "
+        f"WHERE id = {quote(invocation)} AND index IN ({', '.join(str(int(i)) for i in indices)})",
+    )
+    found = {}
+    for row in rows:
+        value = _success(row["entry"])
+        if value is not None:
+            found[int(row["index"])] = value
+    return found
+
+
+def _success(entry: str) -> bytes | None:
+    """The value a notification (`Signal`, or a `Call`'s completion) succeeded with; None if it failed."""
+    try:
+        notification = json.loads(entry)["Notification"]
+        result = (
+            notification["Signal"]["result"]
+            if "Signal" in notification
+            else notification["Completion"]["Call"]["result"]
+        )
+        return bytes(result["Success"]) if "Success" in result else None
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return None

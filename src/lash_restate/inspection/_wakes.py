@@ -15,7 +15,6 @@ is), to end them as it would have.
 from __future__ import annotations
 
 import dataclasses
-import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
@@ -40,7 +39,7 @@ from ..engine import (
     named,
 )
 from ._groups import read_groups
-from ._journal import Answers, SentTo, answers_of, sent_in
+from ._journal import Answers, SentTo, answer_values, answers_of, sent_in
 from ._operator import ingress_url, operator_call
 from ._sql import ENDED, IN_SLICE, Admin, admin_api, alive_of, in_list, invocation_rows, quote, rows_in, sql
 
@@ -201,8 +200,8 @@ def _records(admin: Admin, keys: Iterable[str]) -> dict[str, GroupMeta]:
         return {}
     found: dict[str, GroupMeta] = {}
     for start in range(0, len(wanted), IN_SLICE):
-        listed = ", ".join(quote(key) for key in wanted[start : start + IN_SLICE])
-        for group in read_groups(admin, f" AND service_key IN ({listed})", order=False):
+        listed = in_list(wanted[start : start + IN_SLICE])
+        for group in read_groups(admin, f" AND service_key IN {listed}", order=False):
             found[group.key] = group.meta
     return found
 
@@ -228,7 +227,7 @@ def _stranded(
             at = answers.signals.get(signal) if signal is not None else None
         if at is not None:
             entries[s.at] = at
-    values = _values(admin, caller, sorted(set(entries.values())))
+    values = answer_values(admin, caller, sorted(set(entries.values())))
     by_incarnation: dict[str, tuple[list[str], _Sent]] = {}
     for s in registers:
         registered = _registered(s, values.get(entries.get(s.at, -1)))
@@ -259,34 +258,3 @@ def _registered(s: _Sent, value: bytes | None) -> str | None:
     except msgspec.DecodeError:
         return None
     return None if waited.refs else waited.incarnation
-
-
-def _values(admin: Admin, caller: str, indices: list[int]) -> dict[int, bytes]:
-    """The success values of ``caller``'s journal entries at ``indices`` (notifications), by index."""
-    if not indices:
-        return {}
-    rows = sql(
-        admin,
-        "SELECT index, entry_json AS entry FROM sys_journal "
-        f"WHERE id = {quote(caller)} AND index IN ({', '.join(str(int(i)) for i in indices)})",
-    )
-    found = {}
-    for row in rows:
-        value = _success(row["entry"])
-        if value is not None:
-            found[int(row["index"])] = value
-    return found
-
-
-def _success(entry: str) -> bytes | None:
-    """The value a notification (`Signal`, or a `Call`'s completion) succeeded with; None if it failed."""
-    try:
-        notification = json.loads(entry)["Notification"]
-        result = (
-            notification["Signal"]["result"]
-            if "Signal" in notification
-            else notification["Completion"]["Call"]["result"]
-        )
-        return bytes(result["Success"]) if "Success" in result else None
-    except (ValueError, KeyError, TypeError, AttributeError):
-        return None
