@@ -35,7 +35,8 @@ from lash_restate.engine.child._child import emitted_outcome
 from lash_restate.engine.child._routing import replaying
 from lash_restate.engine.compat._pump_compat import baseline_outcome
 from lash_restate.engine.group._mode import PUMP_SLICE
-from lash_restate.engine.group._pages import RANK_PAGE, RankTail, assemble_order
+from lash_restate.engine.group._pages import RANK_PAGE, RankTail
+from lash_restate.engine.group._ranks import assemble_order
 from lash_restate.engine.pump._pump_calls import dispatch_one
 from lash_restate.engine.pump._pump_common import split_plan, subtrees
 from lash_restate.engine.pump._pump_store import within_budget

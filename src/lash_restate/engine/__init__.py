@@ -64,7 +64,7 @@ from .child._lookup import configure_admin
 from .child._signal import clear_event, emit_event, reject_event
 from .group._group_guard import WAITER_CHECK
 from .group._mode import OutcomeStore, outcome_store
-from .group._pages import assemble_order, ranks_recorded
+from .group._ranks import assemble_order, ranks_recorded
 from .pump._pump_run import RAN, STAGED
 from .serving._endpoint import (
     APP_METADATA,

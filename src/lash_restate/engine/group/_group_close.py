@@ -13,7 +13,7 @@ from ..wire._messages import CloseRequest, OperatorClose, OperatorClosed
 from ..wire._records import BYTES, META, RECORD, STRINGS, GroupMeta
 from ._group_common import LISTENED, WATCHES, cancel_runs
 from ._mode import mode_for
-from ._pages import ranked_count
+from ._ranks import ranks_for
 
 __all__ = ["close_group", "on_close", "on_operator_close"]
 
@@ -63,7 +63,7 @@ async def close_group(ctx: restate.ObjectContext, meta: GroupMeta, effective: Lo
     # Every read before the first effect (decision 22): the closing caller's own cancellation
     # surfaces only at an await, so a close is never cut off half done.
     cancels = await mode.to_cancel(ctx, meta) if effective is LoserPolicy.CANCEL else []
-    settled = await ranked_count(ctx, meta)
+    settled = await ranks_for(meta.incarnation).counter(ctx, meta)
     cancels = mode.left_to_cancel(meta, cancels, settled)
     releases = await mode.releases(ctx, meta)
     link = await mode.pump_link(ctx)

@@ -35,7 +35,7 @@ from ..wire._records import (
 from ._group_common import GroupSettings
 from ._group_watch import watch_after
 from ._mode import REDISPATCHED, Dispatched, mode_for, position_of
-from ._pages import settled_positions
+from ._ranks import ranks_for
 
 __all__ = [
     "dispatch_again",
@@ -128,7 +128,7 @@ async def dispatch_again(
     The dispatch queues behind whatever still runs a child, and runs it only if that left no
     outcome, so no child runs twice. A child dispatched is no longer kept as missed.
     """
-    settled = await settled_positions(ctx, meta)
+    settled = await ranks_for(meta.incarnation).settled(ctx, meta)
     routable = [c for c in children if position_of(c) not in settled and routing.routes(c)]
     if not routable:
         return [], []

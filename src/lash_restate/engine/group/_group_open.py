@@ -58,7 +58,7 @@ from ._group_dispatch import redispatch
 from ._group_guard import guard_waiters
 from ._group_watch import is_new_opener, openers_to_watch, send_watch
 from ._mode import INVOCATIONS, PUMP_SLICE, Dispatched, mode_for, slice_key
-from ._pages import paged, write_keys
+from ._ranks import ranks_for
 
 __all__ = [
     "carries_its_shape",
@@ -310,8 +310,7 @@ def recorded_meta(
     # Recorded and dispatched in one handler run: a group is never recorded without its children.
     ctx.set(FENCE, shape, serde=SHAPE)
     ctx.set(RECORD, meta, serde=META)
-    if paged(meta):
-        write_keys(ctx, shape)
+    ranks_for(incarnation).record(ctx, shape)  # a paged group's slices' keys (decision 65)
     logs.event(
         "group.opened",
         ctx,

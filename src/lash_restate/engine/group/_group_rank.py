@@ -2,7 +2,8 @@
 settlement order, and wake who waits; `wait` serves the ranks recorded (ADR, "Restate satisfaction").
 
 A direct child reaches `settle` (`LashChild/run`), a pump reaches `report` (`await_and_report`); both
-call `rank_refs`, which ranks in `meta.order` or, for a paged group, in pages (`Ranked.rank`)."""
+call `rank_refs`, which ranks through the group's rank layout (`_ranks`): in `meta.order`, or in
+pages for a wide group, by the same code."""
 
 from __future__ import annotations
 
@@ -12,13 +13,13 @@ import msgspec
 import restate
 
 from ... import logs
-from ..wire._incarnation import PAGED
 from ..wire._messages import PumpReport, Ref, ReportReply, SettleBatch, WaitReply, WaitRequest
-from ..wire._records import FENCE, LINK, META, PUMP_LINK, RECORD, SHAPE, GroupMeta, PumpLink, Waiter
+from ..wire._records import LINK, META, PUMP_LINK, RECORD, GroupMeta, PumpLink, Waiter
 from ._group_common import REPLY, GroupSettings, open_meta
 from ._group_guard import guard_waiters
 from ._mode import mode_for
-from ._pages import Ranked, check_position, paged, read_ranked
+from ._pages import check_position
+from ._ranks import ranks_for
 
 __all__ = [
     "WAIT_REFS",
@@ -26,7 +27,6 @@ __all__ = [
     "on_report",
     "on_settle",
     "on_wait",
-    "order_refs",
     "rank_refs",
     "wake_waiters",
 ]
@@ -41,9 +41,8 @@ async def on_report(ctx: restate.ObjectContext, batch: PumpReport) -> ReportRepl
     """A pump's settlements, ranked as `settle` ranks them; answers whether the group is still open,
     so a pump whose group closed releases its store and stops."""
     # Decision 65: a paged group's report (its incarnation says so) reads all it needs at once.
-    pages = batch.incarnation.startswith(PAGED) and bool(batch.refs)
     meta_read: Any = ctx.get(RECORD, serde=META)
-    reads = Ranked.prefetch(ctx, batch.refs) if pages else []
+    reads = ranks_for(batch.incarnation).prefetch(ctx, batch.refs) if batch.refs else []
     if reads:
         await restate.gather(meta_read, *reads)
     meta = await meta_read
@@ -80,20 +79,14 @@ async def on_wait(ctx: restate.ObjectContext, req: WaitRequest, settings: GroupS
     # A plain await asks for the one rank it serves: it reads the rank's outcome, and then the next
     # await reads the group again (decision 32), so more would be read and dropped at every await.
     limit = WAIT_REFS if isinstance(req.at_most, msgspec.UnsetType) else max(1, min(req.at_most, WAIT_REFS))
-    if paged(meta):
-        # Decision 65: the counter, at most two rank pages and a few slices' keys; never the fence.
-        ranked = await read_ranked(ctx)
-        if ranked.counter > req.consumed or not req.wakes:
-            refs = await Ranked.serve(ctx, ranked, req.consumed, limit)
-            return WaitReply(refs=refs, mode=meta.mode, incarnation=meta.incarnation)
-    elif meta.counter > req.consumed or not req.wakes:
+    # Decision 65: a paged group reads its counter here, then at most two rank pages and a few
+    # slices' keys; never the fence. A flat group's counter is in its record.
+    recorded = await ranks_for(meta.incarnation).read(ctx, meta)
+    if recorded.counter > req.consumed or not req.wakes:
         # ADR: read rank consumed + 1 out of state first, and only otherwise wait. A request without
         # wakes waits on nothing here: its caller holds the next rank's wake already (the open
         # registered it, decision 32), so it is answered now, with nothing if nothing is ranked.
-        fence = await ctx.get(FENCE, serde=SHAPE)
-        assert fence is not None
-        served = meta.positions(req.consumed, limit)
-        refs = [Ref(position=p, replay_key=fence.replay_keys[p]) for p in served]
+        refs = await recorded.serve(ctx, req.consumed, limit)
         return WaitReply(refs=refs, mode=meta.mode, incarnation=meta.incarnation)
     registered = meta.waiting(req.consumed, req.wakes)
     ctx.set(RECORD, msgspec.structs.replace(meta, waiters=[*meta.waiters, *registered]), serde=META)
@@ -111,19 +104,19 @@ async def rank_refs(
     ranked is skipped (idempotent on the child: one terminal, one rank, however often it is sent).
     Every ref names a child of the group: its callers refused the batch otherwise (`check_batch`).
     A paged group (decision 65) reads and writes only its counter with the last page's tail and the
-    reporting slices' entries: ``reads`` are `Ranked.prefetch`'s, if the caller issued them.
+    reporting slices' entries: ``reads`` are its layout's `prefetch`, if the caller issued them.
     """
     if not refs:
         return
-    if paged(meta):
-        if not reads:
-            reads = Ranked.prefetch(ctx, refs)
+    ranks = ranks_for(meta.incarnation)
+    if not reads:
+        reads = ranks.prefetch(ctx, refs)
+        if reads:
             await restate.gather(*reads)
-        woken = await Ranked.rank(ctx, meta, refs, reads)
-        changed = any(waiter.rank in woken for waiter in meta.waiters)
-    else:
-        woken, fresh = order_refs(meta, refs)
-        meta, changed = meta.ranked(fresh), bool(fresh)
+    before = meta
+    meta, woken = await ranks.rank(ctx, meta, refs, reads)
+    # A flat group's record holds its ranks; a paged group's changes only when a waiter is woken.
+    changed = meta is not before or any(waiter.rank in woken for waiter in meta.waiters)
     for rank, ref in woken.items():
         # The first rank carries when the group opened: the time to it is a span's and a metric's.
         opened = (meta.opened_at_ms or None) if rank == 1 else None
@@ -138,21 +131,6 @@ def check_batch(ctx: restate.ObjectContext, meta: GroupMeta, refs: list[Ref]) ->
     """Refuse a batch naming no child of the group, whole, before anything of it is written."""
     for ref in refs:
         check_position(meta, ref, ctx.key())
-
-
-def order_refs(meta: GroupMeta, refs: list[Ref]) -> tuple[dict[int, Ref], list[int]]:
-    """A group ordered in ``meta``: the ranks ``refs`` take (rank -> ref) and their positions, in order."""
-    woken: dict[int, Ref] = {}
-    settled = meta.settled()  # once per batch: a lookup per ref, not a scan of every rank (decision 36)
-    fresh: list[int] = []
-    for ref in refs:
-        if ref.position in settled:
-            continue
-        settled.add(ref.position)
-        fresh.append(ref.position)
-        # The ADR's rank invariants: (1) strictly monotonic; (2) appends above every consumed rank
-        woken[meta.counter + len(fresh)] = ref
-    return woken, fresh
 
 
 def wake_waiters(ctx: restate.ObjectContext, meta: GroupMeta, woken: dict[int, Ref]) -> list[Waiter]:

@@ -11,8 +11,8 @@ A group's `SettlementMode` is chosen once, at open (`record_group`), and kept in
   a tree of pumps, one per slice of 256 (one pump for a bounded group, which starts each child as
   one settles); ranks in pages (`_pages`), the incarnation starting with `p-`.
 
-The ranks' layout is a second seam, read from the incarnation (`paged(meta)`), not from the mode;
-both entries (`settle`, `report`) rank through `_group_rank.rank_refs`, whatever the layout.
+The ranks' layout is a second seam (`_ranks.ranks_for`), read from the incarnation, not from the
+mode; both entries (`settle`, `report`) rank through `_group_rank.rank_refs`, whatever the layout.
 
 Everything that depends on the mode — how the children are dispatched, which invocations a
 `Cancel` cancels, which outcome stores a close or a late settlement releases, and how a caller reads

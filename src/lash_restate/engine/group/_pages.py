@@ -15,6 +15,7 @@ a page when the tail fills one); a ``wait`` reads ``ranked``, at most two pages 
 at most `KEY_PAGES_PER_WAIT` slices.
 Which layout a group has is told by its incarnation (`PAGED`, which this module's groups' begin with):
 `GroupMeta` is read first by every handler, and a baseline reader refuses a field it does not know.
+`PagedRanks` is this layout's side of the rank-layout seam (`_ranks`).
 """
 
 from __future__ import annotations
@@ -26,7 +27,6 @@ import msgspec
 import restate
 
 from ...contract import GroupShape, InvalidSettlement
-from ..wire._incarnation import PAGED
 from ..wire._messages import Ref
 from ..wire._records import POSITIONS, RECORD_OPTIONS, STRINGS, GroupMeta, MsgspecSerde
 
@@ -35,19 +35,13 @@ __all__ = [
     "PAGE_FROM",
     "RANKED",
     "RANK_PAGE",
+    "PagedRanks",
     "RankTail",
-    "Ranked",
-    "assemble_order",
     "check_position",
     "key_page",
-    "paged",
     "rank_page",
-    "ranked_count",
-    "ranks_recorded",
     "read_ranked",
     "settled_page",
-    "settled_positions",
-    "write_keys",
 ]
 
 # Ranks per `ranks:{j}` page: a wait serves at most this many (`WAIT_REFS`), so it spans two pages.
@@ -92,11 +86,6 @@ def check_position(meta: GroupMeta, ref: Ref, group_key: str) -> None:
         )
 
 
-def paged(meta: GroupMeta) -> bool:
-    """Whether ``meta``'s group keeps its ranks in pages (decision 65)."""
-    return meta.incarnation.startswith(PAGED)
-
-
 def rank_page(page: int) -> str:
     return f"ranks:{page}"
 
@@ -109,65 +98,22 @@ def key_page(slice_index: int) -> str:
     return f"keys:{slice_index}"
 
 
-def write_keys(ctx: restate.ObjectContext, shape: GroupShape) -> None:
-    """At a first open: every slice's replay keys under its ``keys:{k}``."""
-    keys = shape.replay_keys
-    for first in range(0, len(keys), _SLICE):
-        ctx.set(key_page(first // _SLICE), list(keys[first : first + _SLICE]), serde=STRINGS)
-
-
 async def read_ranked(ctx: restate.ObjectContext | restate.ObjectSharedContext) -> RankTail:
     return await ctx.get(RANKED, serde=_TAIL) or RankTail()
 
 
-class Ranked:
-    """The paged rank order, read as far as one step needs it."""
+class _PagedRead:
+    def __init__(self, ranked: RankTail) -> None:
+        self._ranked = ranked
 
-    @staticmethod
-    def prefetch(ctx: restate.ObjectContext, refs: list[Ref]) -> list[Any]:
-        """The reads a report of ``refs`` needs besides `meta`, issued at once: `ranked`, then each
-        reporting slice's ``settled:{k}``."""
-        slices = sorted({ref.position // _SLICE for ref in refs})
-        pages: list[Any] = [ctx.get(settled_page(k), serde=POSITIONS) for k in slices]
-        return [ctx.get(RANKED, serde=_TAIL), *pages]
+    @property
+    def counter(self) -> int:
+        return self._ranked.counter
 
-    @staticmethod
-    async def rank(
-        ctx: restate.ObjectContext, meta: GroupMeta, refs: list[Ref], reads: list[Any]
-    ) -> dict[int, Ref]:
-        """Rank the refs not ranked yet, after the recorded ones (``reads``: `prefetch`'s, completed):
-        rank -> ref. ADR: strictly monotonic, appended above every consumed rank, idempotent on the child.
-        Every ref names a child of the group: `rank_refs`'s callers refused the batch otherwise
-        (`check_batch`) before it wrote anything.
-        """
-        slices = sorted({ref.position // _SLICE for ref in refs})
-        ranked: RankTail = await reads[0] or RankTail()
-        settled = {k: set(await read or []) for k, read in zip(slices, reads[1:], strict=True)}
-        fresh: list[Ref] = []
-        for ref in refs:
-            done = settled[ref.position // _SLICE]
-            if ref.position in done:
-                continue
-            done.add(ref.position)
-            fresh.append(ref)
-        if not fresh:
-            return {}
-        counter = ranked.counter
-        pages, tail = ranked.pages, list(ranked.tail)
-        for ref in fresh:
-            tail.append(ref.position)
-            if len(tail) == RANK_PAGE:
-                ctx.set(rank_page(pages), tail, serde=POSITIONS)
-                pages, tail = pages + 1, []
-        for k in sorted({ref.position // _SLICE for ref in fresh}):
-            ctx.set(settled_page(k), sorted(settled[k]), serde=POSITIONS)
-        ctx.set(RANKED, RankTail(pages=pages, tail=tail), serde=_TAIL)
-        return {counter + 1 + i: ref for i, ref in enumerate(fresh)}
-
-    @staticmethod
-    async def serve(ctx: restate.ObjectContext, ranked: RankTail, consumed: int, limit: int) -> list[Ref]:
+    async def serve(self, ctx: restate.ObjectContext, consumed: int, limit: int) -> list[Ref]:
         """References of ranks ``consumed + 1`` … (at most ``limit``, and only as many as the key pages
-        of `KEY_PAGES_PER_WAIT` slices name), in rank order."""
+        of `KEY_PAGES_PER_WAIT` slices name), in rank order: at most two rank pages read, never the fence."""
+        ranked = self._ranked
         last = min(ranked.counter, consumed + limit)
         if last <= consumed:
             return []
@@ -197,9 +143,60 @@ class Ranked:
         keys = {k: await read or [] for k, read in zip(slices, key_reads, strict=True)}
         return [Ref(position=p, replay_key=keys[p // _SLICE][p % _SLICE]) for p in served]
 
-    @staticmethod
-    async def settled(ctx: restate.ObjectContext, meta: GroupMeta) -> set[int]:
-        """Every position holding a rank (a reopen's re-dispatch: one read per slice)."""
+
+class PagedRanks:
+    """The rank order in pages (`_ranks.RankLayout`), read as far as one step needs it."""
+
+    def record(self, ctx: restate.ObjectContext, shape: GroupShape) -> None:
+        """Every slice's replay keys under its ``keys:{k}``, so a `wait` never reads the fence."""
+        keys = shape.replay_keys
+        for first in range(0, len(keys), _SLICE):
+            ctx.set(key_page(first // _SLICE), list(keys[first : first + _SLICE]), serde=STRINGS)
+
+    def prefetch(self, ctx: restate.ObjectContext, refs: list[Ref]) -> list[Any]:
+        """`ranked`, then each reporting slice's ``settled:{k}``."""
+        slices = sorted({ref.position // _SLICE for ref in refs})
+        pages: list[Any] = [ctx.get(settled_page(k), serde=POSITIONS) for k in slices]
+        return [ctx.get(RANKED, serde=_TAIL), *pages]
+
+    async def rank(
+        self, ctx: restate.ObjectContext, meta: GroupMeta, refs: list[Ref], reads: list[Any]
+    ) -> tuple[GroupMeta, dict[int, Ref]]:
+        """Appends to the tail (a full tail becomes a page) and to the slices' ``settled:{k}``; the
+        record itself holds no rank, so ``meta`` is returned as it came."""
+        slices = sorted({ref.position // _SLICE for ref in refs})
+        ranked: RankTail = await reads[0] or RankTail()
+        settled = {k: set(await read or []) for k, read in zip(slices, reads[1:], strict=True)}
+        fresh: list[Ref] = []
+        for ref in refs:
+            done = settled[ref.position // _SLICE]
+            if ref.position in done:
+                continue
+            done.add(ref.position)
+            fresh.append(ref)
+        if not fresh:
+            return meta, {}
+        counter = ranked.counter
+        pages, tail = ranked.pages, list(ranked.tail)
+        for ref in fresh:
+            tail.append(ref.position)
+            if len(tail) == RANK_PAGE:
+                ctx.set(rank_page(pages), tail, serde=POSITIONS)
+                pages, tail = pages + 1, []
+        for k in sorted({ref.position // _SLICE for ref in fresh}):
+            ctx.set(settled_page(k), sorted(settled[k]), serde=POSITIONS)
+        ctx.set(RANKED, RankTail(pages=pages, tail=tail), serde=_TAIL)
+        return meta, {counter + 1 + i: ref for i, ref in enumerate(fresh)}
+
+    async def read(self, ctx: restate.ObjectContext, meta: GroupMeta) -> _PagedRead:
+        """The counter and the last page's tail (`ranked`): never the fence, never every page."""
+        return _PagedRead(await read_ranked(ctx))
+
+    async def counter(self, ctx: restate.ObjectContext, meta: GroupMeta) -> int:
+        return (await read_ranked(ctx)).counter
+
+    async def settled(self, ctx: restate.ObjectContext, meta: GroupMeta) -> set[int]:
+        """One read per slice (a reopen's re-dispatch, a run's failure)."""
         reads: list[Any] = [
             ctx.get(settled_page(k), serde=POSITIONS) for k in range(-(-meta.child_count // _SLICE))
         ]
@@ -210,32 +207,14 @@ class Ranked:
             found.update(await read or [])
         return found
 
+    def recorded(self, meta: GroupMeta, rows: dict[str, str]) -> int:
+        """From the `ranked` record alone: its pages need not be read."""
+        return msgspec.json.decode(rows.get(RANKED, "{}"), type=RankTail).counter
 
-async def settled_positions(ctx: restate.ObjectContext, meta: GroupMeta) -> set[int]:
-    """Every position holding a rank, whatever the group's layout."""
-    return await Ranked.settled(ctx, meta) if paged(meta) else meta.settled()
-
-
-async def ranked_count(ctx: restate.ObjectContext, meta: GroupMeta) -> int:
-    """How many ranks the group has recorded, whatever its layout."""
-    return (await read_ranked(ctx)).counter if paged(meta) else meta.counter
-
-
-def ranks_recorded(meta: GroupMeta, rows: dict[str, str]) -> int:
-    """How many of ``meta``'s children rank, from its `ranked` record alone for a group in pages
-    (state values by key, as the admin API shows them: its pages need not be read)."""
-    if not paged(meta):
-        return meta.counter
-    return msgspec.json.decode(rows.get(RANKED, "{}"), type=RankTail).counter
-
-
-def assemble_order(meta: GroupMeta, rows: dict[str, str]) -> GroupMeta:
-    """``meta`` with the ``order`` its ``ranks:{j}`` pages and `ranked` tail (state values by key, as
-    the admin API shows them) hold: what an operator's view reads, as of a group ordered in ``meta``."""
-    if not paged(meta):
-        return meta
-    pages = sorted((int(k.split(":")[1]), v) for k, v in rows.items() if k.startswith("ranks:"))
-    order = [p for _, v in pages for p in msgspec.json.decode(v, type=list[int])]
-    if RANKED in rows:
-        order += msgspec.json.decode(rows[RANKED], type=RankTail).tail
-    return msgspec.structs.replace(meta, order=struct.pack(f"<{len(order)}I", *order))
+    def assembled(self, meta: GroupMeta, rows: dict[str, str]) -> GroupMeta:
+        """The order its ``ranks:{j}`` pages and `ranked` tail hold, as a flat group's record holds it."""
+        pages = sorted((int(k.split(":")[1]), v) for k, v in rows.items() if k.startswith("ranks:"))
+        order = [p for _, v in pages for p in msgspec.json.decode(v, type=list[int])]
+        if RANKED in rows:
+            order += msgspec.json.decode(rows[RANKED], type=RankTail).tail
+        return msgspec.structs.replace(meta, order=struct.pack(f"<{len(order)}I", *order))
