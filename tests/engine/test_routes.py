@@ -57,6 +57,16 @@ def test_a_pumps_key_gives_back_its_group_and_incarnation(incarnation: str, posi
     assert (group_of_pump(key), incarnation_of_pump(key)) == (group_key, incarnation)
 
 
+def test_a_pumps_key_is_the_one_parked_groups_pumps_hold() -> None:
+    """A pump's key is a format: the pumps of a group parked by an earlier release keep its outcomes
+    under it. The group's own pump, a further slice's, and a bounded group's one pump for every slice."""
+    assert slice_key("g:1", "inc-s", 0) == "inc-s:g:1"
+    assert slice_key("g:1", "inc-s", 255) == "inc-s:g:1"
+    assert slice_key("g:1", "inc-s", 256) == "inc-s.1:g:1"
+    assert slice_key("g:1", "p-inc-s", 99_999) == "p-inc-s.390:g:1"
+    assert slice_key("g:1", "p-w8-inc-s", 99_999) == "p-w8-inc-s:g:1"
+
+
 def test_a_route_encodes_its_message_as_the_handler_decodes_it() -> None:
     class Probe(msgspec.Struct):
         n: int

@@ -97,13 +97,11 @@ def slice_key(group_key: str, incarnation: str, position: int) -> str:
     """The key of the pump that runs (and keeps the outcome of) the child at ``position``.
 
     Decision 35: the first slice is the group's own pump, the one the open sends; each further slice
-    has a pump of its own, called by that one. A pump's key is ``{incarnation}:{group key}``, a
-    further slice's ``{incarnation}.{slice}:{group key}`` (its mark inside the incarnation part), so
-    `group_of_pump` finds the group key after the first colon in every one.
+    has a pump of its own (`pump_key` names it), called by that one.
     """
     # Decision 81: a bounded group's one pump runs (and keeps) every child.
-    first = 0 if bound_of(incarnation) is not None else position // PUMP_SLICE
-    return pump_key(group_key, incarnation if first == 0 else f"{incarnation}.{first}")
+    slice_index = 0 if bound_of(incarnation) is not None else position // PUMP_SLICE
+    return pump_key(group_key, incarnation, slice_index)
 
 
 def stored_refs(reply: WaitReply) -> list[Ref]:

@@ -390,9 +390,12 @@ ROUTES: tuple[Route[Any, Any], ...] = (
 )
 
 
-def pump_key(group_key: str, incarnation: str) -> str:
-    """One pump per incarnation: a namesake opened after a close never queues behind the old losers."""
-    return f"{incarnation}:{group_key}"
+def pump_key(group_key: str, incarnation: str, slice_index: int = 0) -> str:
+    """The key of the pump of ``incarnation``'s slice ``slice_index``: ``{incarnation}:{group key}``,
+    a further slice's ``{incarnation}.{slice}:{group key}`` (its mark inside the incarnation part, so
+    `group_of_pump` finds the group key after the first colon in every one). One pump per incarnation:
+    a namesake opened after a close never queues behind the old losers."""
+    return f"{incarnation}.{slice_index}:{group_key}" if slice_index else f"{incarnation}:{group_key}"
 
 
 def group_of_pump(key: str) -> str:
@@ -401,7 +404,7 @@ def group_of_pump(key: str) -> str:
 
 
 def incarnation_of_pump(key: str) -> str:
-    """The group incarnation inside a `pump_key`, or a further slice's (`slice_key`):
+    """The group incarnation inside a `pump_key`, a further slice's too:
     ``{incarnation}[.{slice}]:{group key}`` (an incarnation holds no dot or colon)."""
     return key.partition(":")[0].partition(".")[0]
 
