@@ -538,6 +538,79 @@ async def test_close_of_an_open_group_needs_force_and_ends_its_openers_read(stac
     await until(lambda: _nothing_left(stack, s.key()))
 
 
+async def test_a_group_whose_record_names_no_invocation_as_an_opener_is_listed_shown_and_closed(
+    stack: LocalStack,
+) -> None:
+    """Restate refuses a whole query naming a text it cannot parse as an invocation id (a 500): a
+    group whose record names such an opener (written by hand, or by a forged open) is still listed,
+    shown and closed, the opener read as one Restate no longer knows."""
+    s, opener = await open_group(stack)
+    rows = await asyncio.to_thread(
+        sql,
+        stack.server.admin_url,
+        "SELECT key, value_utf8 FROM state "
+        f"WHERE service_name = 'LashGroup' AND service_key = {quote(s.key())}",
+    )
+    state = {row["key"]: row["value_utf8"] for row in rows}
+    meta = json.loads(state["meta"])
+    # Not an id at all, and one shaped as an id whose partition key does not fit a u64.
+    meta["openers"] += [{"caller": "forged", "ended": True}, {"caller": "inv_1" + "Z" * 33, "ended": True}]
+    state["meta"] = json.dumps(meta)
+    async with httpx.AsyncClient(verify=tls(), timeout=30) as client:
+        written = await client.post(
+            f"{stack.server.admin_url}/services/LashGroup/state",
+            json={"object_key": s.key(), "new_state": {k: list(v.encode()) for k, v in state.items()}},
+        )
+    assert written.status_code == 202, written.text
+    await until(lambda: _has_openers(stack, s.key(), 3))
+    shown = lash(stack, "groups", "show", s.key())
+    assert shown.returncode == 0, shown.stderr
+    assert "forged" in shown.stdout
+    listing = lash(stack, "groups", "list", "--json")
+    assert listing.returncode == 0, listing.stderr
+    assert s.key() in listing.stdout
+    closed = lash(stack, "groups", "close", s.key(), "--force", "--cancel")
+    assert closed.returncode == 0, closed.stderr
+    assert (await opener).status_code == 200
+    await until(lambda: _nothing_left(stack, s.key()))
+
+
+def _id(partition_key: int, uuid: int) -> str:
+    """An invocation id as Restate writes one: fixed-width base62 of ``[0-9a-zA-Z]``."""
+    alphabet = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+
+    def digits(n: int, width: int) -> str:
+        out = ""
+        while n:
+            n, d = divmod(n, 62)
+            out = alphabet[d] + out
+        return out.rjust(width, "0")
+
+    return "inv_1" + digits(partition_key, 11) + digits(uuid, 22)
+
+
+@pytest.mark.parametrize(
+    ("text", "parses"),
+    [
+        ("inv_1a2BOrwcjgcg6dbAJ72zc5qRGGw69ktrXY", True),  # one Restate made
+        (_id(0, 0), True),
+        (_id(2**64 - 1, 2**128 - 1), True),  # the widest Restate's query took (restate-server 1.7.12)
+        (_id(2**64, 0), False),  # a partition key past a u64: Restate's query refused it
+        (_id(0, 2**128), False),  # a UUID past a u128: refused as well
+        ("inv_2a2BOrwcjgcg6dbAJ72zc5qRGGw69ktrXY", False),  # another id scheme
+        ("inv_1a2BOrwcjgcg6dbAJ72zc5qRGGw69ktrX", False),  # short
+        ("inv_1a2BOrwcjgcg6dbAJ72zc5qRGGw69ktr-Y", False),
+        ("forged", False),
+    ],
+)
+def test_an_invocation_id_is_told_as_restates_query_parses_it(text: str, parses: bool) -> None:
+    assert inspection_sql.is_invocation_id(text) is parses
+
+
+async def _has_openers(stack: LocalStack, key: str, count: int) -> bool:
+    return len((await recorded_meta(stack, key))["openers"]) == count
+
+
 async def _returns_without_saving(
     stack: LocalStack, s: Scope, with_watch: Callable[[str], Awaitable[None]]
 ) -> None:

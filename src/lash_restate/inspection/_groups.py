@@ -38,7 +38,19 @@ from ..engine import (
 )
 from ._journal import SentTo, sent_to, target_of
 from ._paused import callee_key, created_before, paused_by_group, paused_on
-from ._sql import ENDED, PAUSED, WAITING, Admin, alive_of, invocation_rows, is_alive, quote, rows_in, sql
+from ._sql import (
+    ENDED,
+    PAUSED,
+    WAITING,
+    Admin,
+    alive_of,
+    invocation_rows,
+    is_alive,
+    is_invocation_id,
+    quote,
+    rows_in,
+    sql,
+)
 from ._views import ChildView, GroupView, OpenerView, OpenGroup, PumpView
 
 __all__ = [
@@ -177,7 +189,7 @@ def lost_closes(
         f"appended_at < now() - INTERVAL '{CLOSE_SENT_BEFORE_S} seconds' AS long_sent FROM sys_journal "
         "WHERE entry_type = 'Command: OneWayCall' "
         f"AND entry_lite_json LIKE {quote('%' + group_service + '%')} AND id IN {{values}}",
-        sorted(parked),
+        sorted(i for i in parked if is_invocation_id(i)),  # a forged opener's journal is nobody's
     )
     last: dict[tuple[str, str], tuple[int, SentTo, bool]] = {}  # (opener, key) -> its last open or close
     for row in rows:
