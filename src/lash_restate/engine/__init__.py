@@ -14,9 +14,11 @@ A settlement's path, hop by hop (each hop a Restate invocation; ``Lash`` is the 
   which starts the others; a bounded group's one pump runs them all) calls each child as the open
   planned (`pump/_pump_calls.py`: the callee itself for a call, `LashChild/execute2` for the
   others), stores what settles and calls `LashGroup/report` (`_group_rank.py`, `on_report`).
-- Both rank through `rank_refs`, which resolves the waiting caller's wake with a `WaitReply`; the
-  caller (`_next`, `_read`) reads the outcomes inline or from the mode's stores, or asks
-  `LashGroup/wait` (`on_wait`) first. `LashGroup/close` (`group/_group_close.py`) ends the group.
+- Both rank through `rank_refs`, whatever the group's rank layout (`group/_ranks.py`, `ranks_for`:
+  in the group's record, or in pages for a wide group), which resolves the waiting caller's wake
+  with a `WaitReply`; the caller (`_next`, `_read`) reads the outcomes inline or from the mode's
+  stores, or asks `LashGroup/wait` (`on_wait`) first. `LashGroup/close` (`group/_group_close.py`)
+  ends the group.
 - Opened in parts (a group too large for one open message): the caller stages each 256 children
   with their slice's pump (`caller/_open_parts.py`, `open_in_parts` → `LashPump/stage`,
   `pump/_pump_run.py` `on_stage`), then sends `LashGroup/open_parts` (`on_open_parts`), which
