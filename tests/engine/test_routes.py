@@ -9,7 +9,7 @@ import pytest
 
 from lash_restate.engine import lash_services
 from lash_restate.engine.group._mode_stores import slice_key
-from lash_restate.engine.wire._routes import ROUTES, Route, group_of_pump, incarnation_of_pump
+from lash_restate.engine.wire._routes import ROUTES, Route, group_of_pump, incarnation_of_pump, pump_key
 from lash_restate.tools import ToolRegistry
 
 
@@ -65,6 +65,9 @@ def test_a_pumps_key_is_the_one_parked_groups_pumps_hold() -> None:
     assert slice_key("g:1", "inc-s", 256) == "inc-s.1:g:1"
     assert slice_key("g:1", "p-inc-s", 99_999) == "p-inc-s.390:g:1"
     assert slice_key("g:1", "p-w8-inc-s", 99_999) == "p-w8-inc-s:g:1"
+    assert slice_key("g:1", "w8-inc-s", 300) == "w8-inc-s:g:1"  # bounded, in one message
+    assert slice_key("s.1:group:b.2:0", "inc-s", 512) == "inc-s.2:s.1:group:b.2:0"
+    assert pump_key("g:1", "inc-s") == "inc-s:g:1"  # the group's own pump, as the open names it
 
 
 def test_a_route_encodes_its_message_as_the_handler_decodes_it() -> None:

@@ -63,7 +63,7 @@ async def close_group(ctx: restate.ObjectContext, meta: GroupMeta, effective: Lo
     # Every read before the first effect (decision 22): the closing caller's own cancellation
     # surfaces only at an await, so a close is never cut off half done.
     cancels = await mode.to_cancel(ctx, meta) if effective is LoserPolicy.CANCEL else []
-    settled = await ranks_for(meta.incarnation).counter(ctx, meta)
+    settled = await ranks_for(meta.incarnation).count(ctx, meta)
     cancels = mode.left_to_cancel(meta, cancels, settled)
     releases = await mode.releases(ctx, meta)
     link = await mode.pump_link(ctx)

@@ -128,7 +128,7 @@ async def dispatch_again(
     The dispatch queues behind whatever still runs a child, and runs it only if that left no
     outcome, so no child runs twice. A child dispatched is no longer kept as missed.
     """
-    settled = await ranks_for(meta.incarnation).settled(ctx, meta)
+    settled = await ranks_for(meta.incarnation).ranked_positions(ctx, meta)
     routable = [c for c in children if position_of(c) not in settled and routing.routes(c)]
     if not routable:
         return [], []

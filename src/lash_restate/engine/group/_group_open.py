@@ -310,7 +310,7 @@ def recorded_meta(
     # Recorded and dispatched in one handler run: a group is never recorded without its children.
     ctx.set(FENCE, shape, serde=SHAPE)
     ctx.set(RECORD, meta, serde=META)
-    ranks_for(incarnation).record(ctx, shape)  # a paged group's slices' keys (decision 65)
+    ranks_for(incarnation).record_open(ctx, shape)  # a paged group's slices' keys (decision 65)
     logs.event(
         "group.opened",
         ctx,

@@ -82,7 +82,7 @@ async def on_wait(ctx: restate.ObjectContext, req: WaitRequest, settings: GroupS
     # Decision 65: a paged group reads its counter here, then at most two rank pages and a few
     # slices' keys; never the fence. A flat group's counter is in its record.
     recorded = await ranks_for(meta.incarnation).read(ctx, meta)
-    if recorded.counter > req.consumed or not req.wakes:
+    if recorded.count > req.consumed or not req.wakes:
         # ADR: read rank consumed + 1 out of state first, and only otherwise wait. A request without
         # wakes waits on nothing here: its caller holds the next rank's wake already (the open
         # registered it, decision 32), so it is answered now, with nothing if nothing is ranked.
@@ -109,14 +109,14 @@ async def rank_refs(
     if not refs:
         return
     ranks = ranks_for(meta.incarnation)
-    if not reads:
+    if reads is None:
         reads = ranks.prefetch(ctx, refs)
         if reads:
             await restate.gather(*reads)
-    before = meta
-    meta, woken = await ranks.rank(ctx, meta, refs, reads)
-    # A flat group's record holds its ranks; a paged group's changes only when a waiter is woken.
-    changed = meta is not before or any(waiter.rank in woken for waiter in meta.waiters)
+    ranked, woken = await ranks.rank(ctx, meta, refs, reads)
+    # The record is written when it holds new ranks, or when a waiter it lists is woken.
+    changed = ranked is not None or any(waiter.rank in woken for waiter in meta.waiters)
+    meta = ranked or meta
     for rank, ref in woken.items():
         # The first rank carries when the group opened: the time to it is a span's and a metric's.
         opened = (meta.opened_at_ms or None) if rank == 1 else None

@@ -168,7 +168,7 @@ async def on_reclaim(ctx: restate.ObjectContext, req: Reclaim, settings: GroupSe
     if not meta.severed or await anybody_saved(ctx):
         ctx.clear(RECLAIM_AT)
         return  # reopened since, or a caller saved its handle: someone may resume it
-    settled = await ranks_for(meta.incarnation).counter(ctx, meta)
+    settled = await ranks_for(meta.incarnation).count(ctx, meta)
     watches = await ctx.get(WATCHES, serde=STRINGS) or []
     ctx.set(WATCHES, [w for w in watches if w != ctx.request().id], serde=STRINGS)  # done: not itself
     if settled < meta.child_count:
@@ -325,7 +325,7 @@ async def on_run_ended(ctx: restate.ObjectContext, ended: RunEnded) -> None:
     meta = await ctx.get(RECORD, serde=META)
     if meta is None or meta.incarnation != ended.incarnation:
         return  # closed already (or a namesake's run): nobody will read it
-    settled = await ranks_for(meta.incarnation).settled(ctx, meta)
+    settled = await ranks_for(meta.incarnation).ranked_positions(ctx, meta)
     missed = await ctx.get(MISSED, serde=POSITIONS)
     kept = set(missed or [])  # a child the group keeps as missed: a miss is never an outcome (ADR)
     asked = range(meta.child_count) if ended.positions is None else ended.positions

@@ -10,12 +10,13 @@ A pumped group wider than `PUMP_SLICE` that this release records keeps its rank 
 - ``keys:{k}``: the replay keys of slice ``k``'s children, a JSON array, written once at open, so a
   ``wait`` names the keys of the ranks it serves without reading the fence (every replay key).
 
-A report then reads `meta`, ``ranked`` and its slice's ``settled`` entry at once, and writes those (and
-a page when the tail fills one); a ``wait`` reads ``ranked``, at most two pages and the key pages of
-at most `KEY_PAGES_PER_WAIT` slices.
+A report then reads `meta`, its slices' ``settled`` entries and ``ranked`` at once (issued in that
+order, which its journal keeps), and writes those (and a page when the tail fills one); a ``wait``
+reads ``ranked``, at most two pages and the key pages of at most `KEY_PAGES_PER_WAIT` slices.
+
 Which layout a group has is told by its incarnation (`PAGED`, which this module's groups' begin with):
 `GroupMeta` is read first by every handler, and a baseline reader refuses a field it does not know.
-`PagedRanks` is this layout's side of the rank-layout seam (`_ranks`).
+`PagedRanks` is this layout's side of the rank-layout seam (`_ranks`, decision 131).
 """
 
 from __future__ import annotations
@@ -52,16 +53,16 @@ RANKED = "ranked"
 
 _SLICE = 256  # PUMP_SLICE, repeated to keep this module below `_mode` (asserted in `_mode_stores`)
 # A pumped group this wide or wider keeps its ranks in pages: one wider than a slice. The tests run
-# the conformance suite with every group paged (`lash_services(page_from=1)`), so that every clause
-# is proven on this layout too.
+# the conformance suite with every group pumped and paged (`LASH_BATCH_FROM=1` and
+# `LASH_PAGE_FROM=1`: the RB tier), so that every clause is proven on this layout too.
 PAGE_FROM = _SLICE + 1
 
 
 class RankTail(msgspec.Struct, **RECORD_OPTIONS):
     """`ranked`: how many full ``ranks:{j}`` pages there are, and the positions of the ranks after them.
 
-    The counter and the page a report appends to are one record, so a report reads it, the group's
-    `meta` and its slice's ``settled:{k}`` at once: one round of reads, whatever the width.
+    The counter and the page a report appends to are one record, so a report reads the group's
+    `meta`, its slices' ``settled:{k}`` and this at once: one round of reads, whatever the width.
     """
 
     pages: int = 0
@@ -107,7 +108,7 @@ class _PagedRead:
         self._ranked = ranked
 
     @property
-    def counter(self) -> int:
+    def count(self) -> int:
         return self._ranked.counter
 
     async def serve(self, ctx: restate.ObjectContext, consumed: int, limit: int) -> list[Ref]:
@@ -147,23 +148,25 @@ class _PagedRead:
 class PagedRanks:
     """The rank order in pages (`_ranks.RankLayout`), read as far as one step needs it."""
 
-    def record(self, ctx: restate.ObjectContext, shape: GroupShape) -> None:
+    def record_open(self, ctx: restate.ObjectContext, shape: GroupShape) -> None:
         """Every slice's replay keys under its ``keys:{k}``, so a `wait` never reads the fence."""
         keys = shape.replay_keys
         for first in range(0, len(keys), _SLICE):
             ctx.set(key_page(first // _SLICE), list(keys[first : first + _SLICE]), serde=STRINGS)
 
     def prefetch(self, ctx: restate.ObjectContext, refs: list[Ref]) -> list[Any]:
-        """`ranked`, then each reporting slice's ``settled:{k}``."""
+        """Issues each reporting slice's ``settled:{k}`` read (slices ascending), then `ranked`'s: the
+        order a report journals them in, which must be kept. Returns them as `rank` reads them:
+        `ranked`'s first."""
         slices = sorted({ref.position // _SLICE for ref in refs})
         pages: list[Any] = [ctx.get(settled_page(k), serde=POSITIONS) for k in slices]
         return [ctx.get(RANKED, serde=_TAIL), *pages]
 
     async def rank(
         self, ctx: restate.ObjectContext, meta: GroupMeta, refs: list[Ref], reads: list[Any]
-    ) -> tuple[GroupMeta, dict[int, Ref]]:
-        """Appends to the tail (a full tail becomes a page) and to the slices' ``settled:{k}``; the
-        record itself holds no rank, so ``meta`` is returned as it came."""
+    ) -> tuple[GroupMeta | None, dict[int, Ref]]:
+        """Appends to the tail (a full tail becomes a page) and to the slices' ``settled:{k}``, then
+        writes `ranked`; the record itself holds no rank (None)."""
         slices = sorted({ref.position // _SLICE for ref in refs})
         ranked: RankTail = await reads[0] or RankTail()
         settled = {k: set(await read or []) for k, read in zip(slices, reads[1:], strict=True)}
@@ -175,7 +178,7 @@ class PagedRanks:
             done.add(ref.position)
             fresh.append(ref)
         if not fresh:
-            return meta, {}
+            return None, {}
         counter = ranked.counter
         pages, tail = ranked.pages, list(ranked.tail)
         for ref in fresh:
@@ -186,16 +189,16 @@ class PagedRanks:
         for k in sorted({ref.position // _SLICE for ref in fresh}):
             ctx.set(settled_page(k), sorted(settled[k]), serde=POSITIONS)
         ctx.set(RANKED, RankTail(pages=pages, tail=tail), serde=_TAIL)
-        return meta, {counter + 1 + i: ref for i, ref in enumerate(fresh)}
+        return None, {counter + 1 + i: ref for i, ref in enumerate(fresh)}
 
     async def read(self, ctx: restate.ObjectContext, meta: GroupMeta) -> _PagedRead:
         """The counter and the last page's tail (`ranked`): never the fence, never every page."""
         return _PagedRead(await read_ranked(ctx))
 
-    async def counter(self, ctx: restate.ObjectContext, meta: GroupMeta) -> int:
+    async def count(self, ctx: restate.ObjectContext, meta: GroupMeta) -> int:
         return (await read_ranked(ctx)).counter
 
-    async def settled(self, ctx: restate.ObjectContext, meta: GroupMeta) -> set[int]:
+    async def ranked_positions(self, ctx: restate.ObjectContext, meta: GroupMeta) -> set[int]:
         """One read per slice (a reopen's re-dispatch, a run's failure)."""
         reads: list[Any] = [
             ctx.get(settled_page(k), serde=POSITIONS) for k in range(-(-meta.child_count // _SLICE))
@@ -207,11 +210,11 @@ class PagedRanks:
             found.update(await read or [])
         return found
 
-    def recorded(self, meta: GroupMeta, rows: dict[str, str]) -> int:
+    def count_from_rows(self, meta: GroupMeta, rows: dict[str, str]) -> int:
         """From the `ranked` record alone: its pages need not be read."""
         return msgspec.json.decode(rows.get(RANKED, "{}"), type=RankTail).counter
 
-    def assembled(self, meta: GroupMeta, rows: dict[str, str]) -> GroupMeta:
+    def order_from_rows(self, meta: GroupMeta, rows: dict[str, str]) -> GroupMeta:
         """The order its ``ranks:{j}`` pages and `ranked` tail hold, as a flat group's record holds it."""
         pages = sorted((int(k.split(":")[1]), v) for k, v in rows.items() if k.startswith("ranks:"))
         order = [p for _, v in pages for p in msgspec.json.decode(v, type=list[int])]

@@ -1,13 +1,14 @@
-"""The rank-layout seam: the one place where a group that keeps its ranks in its record and one that
-keeps them in pages differ (decision 65).
+"""The rank-layout seam (decision 131): the one place where a group that keeps its rank order in
+its record and one that keeps it in pages (decision 65) differ.
 
-- **flat**: the rank order is `GroupMeta.order` (rank r is the r-th position), read with the record
-  by every handler; a served rank's replay key comes from the fence. Every group of fewer than
-  `PAGE_FROM` children opened in one message, and every group the baseline opened.
+- **flat**: the rank order is `GroupMeta.order` (rank r is the r-th position), read and written
+  with the record by every handler; a served rank's replay key comes from the fence. A direct group
+  of any width, a pumped group of fewer than ``page_from`` children (`PAGE_FROM`, 257, unless the
+  endpoint is told otherwise) opened in one message, and every group the baseline opened.
 - **paged**: the rank order is in ``ranks:{j}`` pages and the ``ranked`` tail, with each slice's
   ranked positions and replay keys beside them (`_pages`), so no step reads or writes O(N) state.
-  A pumped group wider than a slice, and every group opened in parts; its incarnation begins with
-  `PAGED`.
+  A pumped group of ``page_from`` children or more, and every group opened in parts; its
+  incarnation begins with `PAGED`.
 
 Which layout a group has is told by its incarnation, so a pump's report can issue the reads its
 ranking needs before the group's record is read. Every step that records, ranks, counts or serves
@@ -42,7 +43,7 @@ class RankRead(Protocol):
     """A group's rank order as one `wait` read it: how many ranks it holds, and the ranks to serve."""
 
     @property
-    def counter(self) -> int:
+    def count(self) -> int:
         """How many ranks are recorded (the group's strictly monotonic counter)."""
         ...
 
@@ -52,11 +53,15 @@ class RankRead(Protocol):
 
 
 class RankLayout(Protocol):
-    """Where a group keeps its rank order, and how each step reads and writes it. Each method issues
-    the same state commands, in the same order, as the code before this seam did: a group handler in
-    flight across an upgrade replays its journal."""
+    """Where a group keeps its rank order, and how each step reads and writes it.
 
-    def record(self, ctx: restate.ObjectContext, shape: GroupShape) -> None:
+    The state commands a method issues are journaled by the handler that calls it, which replays
+    them when it resumes, possibly on a later release: their number, keys and order are part of the
+    layout, and a change to them is a change of format. Flat: no command but `_FlatRead.serve`'s read
+    of the fence (the record is read and written by the handlers). Paged: as `_pages` lists them.
+    """
+
+    def record_open(self, ctx: restate.ObjectContext, shape: GroupShape) -> None:
         """At a first open, beside the record and the fence: what serving a rank needs besides them."""
         ...
 
@@ -66,30 +71,31 @@ class RankLayout(Protocol):
 
     async def rank(
         self, ctx: restate.ObjectContext, meta: GroupMeta, refs: list[Ref], reads: list[Any]
-    ) -> tuple[GroupMeta, dict[int, Ref]]:
+    ) -> tuple[GroupMeta | None, dict[int, Ref]]:
         """Rank the refs not ranked yet, after the recorded ones (``reads``: `prefetch`'s, completed):
-        the record to write (``meta`` itself if it holds nothing new) and rank -> ref. ADR: strictly
-        monotonic, appended above every consumed rank, idempotent on the child. Every ref names a child
-        of the group (`check_batch` refused the batch otherwise, before anything was written)."""
+        the record holding the new ranks (None when the record holds none: nothing was new, or the
+        layout keeps them outside it), and rank -> ref. ADR: strictly monotonic, appended above every
+        consumed rank, idempotent on the child. Every ref names a child of the group (`check_batch`
+        refused the batch otherwise, before anything was written)."""
         ...
 
     async def read(self, ctx: restate.ObjectContext, meta: GroupMeta) -> RankRead:
         """The rank order as far as a `wait` needs it to decide whether to serve."""
         ...
 
-    async def counter(self, ctx: restate.ObjectContext, meta: GroupMeta) -> int:
+    async def count(self, ctx: restate.ObjectContext, meta: GroupMeta) -> int:
         """How many ranks the group has recorded."""
         ...
 
-    async def settled(self, ctx: restate.ObjectContext, meta: GroupMeta) -> set[int]:
+    async def ranked_positions(self, ctx: restate.ObjectContext, meta: GroupMeta) -> set[int]:
         """Every position holding a rank."""
         ...
 
-    def recorded(self, meta: GroupMeta, rows: dict[str, str]) -> int:
+    def count_from_rows(self, meta: GroupMeta, rows: dict[str, str]) -> int:
         """How many ranks the group holds, from its state values by key as the admin API shows them."""
         ...
 
-    def assembled(self, meta: GroupMeta, rows: dict[str, str]) -> GroupMeta:
+    def order_from_rows(self, meta: GroupMeta, rows: dict[str, str]) -> GroupMeta:
         """``meta`` with its whole ``order``, from its state values by key as the admin API shows them."""
         ...
 
@@ -99,7 +105,7 @@ class _FlatRead:
         self._meta = meta
 
     @property
-    def counter(self) -> int:
+    def count(self) -> int:
         return self._meta.counter
 
     async def serve(self, ctx: restate.ObjectContext, consumed: int, limit: int) -> list[Ref]:
@@ -112,7 +118,7 @@ class _FlatRead:
 class FlatRanks:
     """The rank order in `GroupMeta.order`: read and written with the record, nothing besides."""
 
-    def record(self, ctx: restate.ObjectContext, shape: GroupShape) -> None:
+    def record_open(self, ctx: restate.ObjectContext, shape: GroupShape) -> None:
         return None
 
     def prefetch(self, ctx: restate.ObjectContext, refs: list[Ref]) -> list[Any]:
@@ -120,7 +126,7 @@ class FlatRanks:
 
     async def rank(
         self, ctx: restate.ObjectContext, meta: GroupMeta, refs: list[Ref], reads: list[Any]
-    ) -> tuple[GroupMeta, dict[int, Ref]]:
+    ) -> tuple[GroupMeta | None, dict[int, Ref]]:
         woken: dict[int, Ref] = {}
         settled = meta.settled()  # once per batch: a lookup per ref, not a scan of every rank (decision 36)
         fresh: list[int] = []
@@ -131,21 +137,21 @@ class FlatRanks:
             fresh.append(ref.position)
             # The ADR's rank invariants: (1) strictly monotonic; (2) appends above every consumed rank
             woken[meta.counter + len(fresh)] = ref
-        return (meta.ranked(fresh) if fresh else meta), woken
+        return (meta.ranked(fresh) if fresh else None), woken
 
     async def read(self, ctx: restate.ObjectContext, meta: GroupMeta) -> RankRead:
         return _FlatRead(meta)
 
-    async def counter(self, ctx: restate.ObjectContext, meta: GroupMeta) -> int:
+    async def count(self, ctx: restate.ObjectContext, meta: GroupMeta) -> int:
         return meta.counter
 
-    async def settled(self, ctx: restate.ObjectContext, meta: GroupMeta) -> set[int]:
+    async def ranked_positions(self, ctx: restate.ObjectContext, meta: GroupMeta) -> set[int]:
         return meta.settled()
 
-    def recorded(self, meta: GroupMeta, rows: dict[str, str]) -> int:
+    def count_from_rows(self, meta: GroupMeta, rows: dict[str, str]) -> int:
         return meta.counter
 
-    def assembled(self, meta: GroupMeta, rows: dict[str, str]) -> GroupMeta:
+    def order_from_rows(self, meta: GroupMeta, rows: dict[str, str]) -> GroupMeta:
         return meta
 
 
@@ -161,10 +167,10 @@ def ranks_for(incarnation: str) -> RankLayout:
 def ranks_recorded(meta: GroupMeta, rows: dict[str, str]) -> int:
     """How many of ``meta``'s children rank, from its state values by key as the admin API shows them
     (a group in pages: from its ``ranked`` record alone, its pages unread)."""
-    return ranks_for(meta.incarnation).recorded(meta, rows)
+    return ranks_for(meta.incarnation).count_from_rows(meta, rows)
 
 
 def assemble_order(meta: GroupMeta, rows: dict[str, str]) -> GroupMeta:
     """``meta`` with the ``order`` its state holds (state values by key, as the admin API shows them):
     what an operator's view reads, whatever the group's layout."""
-    return ranks_for(meta.incarnation).assembled(meta, rows)
+    return ranks_for(meta.incarnation).order_from_rows(meta, rows)

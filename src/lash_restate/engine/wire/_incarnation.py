@@ -23,7 +23,8 @@ __all__ = [
     "watches_its_runs",
 ]
 
-# The prefix of a paged group's incarnation (a UUID follows it): the one place its layout is told.
+# The prefix of a paged group's incarnation (a UUID follows it): its layout is told by this alone
+# (`group/_ranks.py` `ranks_for`, and `layout_of` below for an operator).
 PAGED = "p-"
 
 

@@ -4,8 +4,8 @@ ADR, "Restate satisfaction": the group object's state is a counter, a shape fenc
 reference map. In a group of one slice or fewer the counter and the map are one packed ``order``
 (rank r is the r-th 4-byte position), kept in the small hot `GroupMeta` with the waiters and
 openers; a paged group (its incarnation starts with ``p-``) keeps them in pages instead
-(`group/_pages.py`), its ``order`` empty. The fence (`GroupShape`, with every replay key) is a
-separate, cold record; payload bytes are in none of them.
+(`group/_pages.py`), its ``order`` empty; `group/_ranks.py` is where the two layouts meet. The fence
+(`GroupShape`, with every replay key) is a separate, cold record; payload bytes are in none of them.
 """
 
 from __future__ import annotations

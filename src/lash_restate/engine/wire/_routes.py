@@ -393,8 +393,9 @@ ROUTES: tuple[Route[Any, Any], ...] = (
 def pump_key(group_key: str, incarnation: str, slice_index: int = 0) -> str:
     """The key of the pump of ``incarnation``'s slice ``slice_index``: ``{incarnation}:{group key}``,
     a further slice's ``{incarnation}.{slice}:{group key}`` (its mark inside the incarnation part, so
-    `group_of_pump` finds the group key after the first colon in every one). One pump per incarnation:
-    a namesake opened after a close never queues behind the old losers."""
+    `group_of_pump` finds the group key after the first colon in every one). One pump per incarnation
+    and slice: a namesake opened after a close never queues behind the old losers. A child's pump is
+    `slice_key`'s (a bounded group's one pump runs every slice)."""
     return f"{incarnation}.{slice_index}:{group_key}" if slice_index else f"{incarnation}:{group_key}"
 
 
