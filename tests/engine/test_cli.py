@@ -164,7 +164,7 @@ def test_dev_without_a_restate_server_says_how_to_get_one_and_leaves_nothing(
     assert err.startswith(
         "lash-restate dev: restate-server not found. lash runs the pinned restate-server 1.7.12"
     )
-    assert "npm install @restatedev/restate-server@1.7.12" in err
+    assert "npm install --save-dev @restatedev/restate-server@1.7.12" in err
     assert "https://github.com/restatedev/restate/releases/download/v1.7.12/restate-server-" in err
     assert "LASH_RESTATE_SERVER" in err and "make setup" not in err
     assert list(tmp_path.iterdir()) == [temporary] and list(temporary.iterdir()) == []

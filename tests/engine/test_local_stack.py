@@ -14,7 +14,7 @@ import pytest
 from lash_restate._http import tls
 from lash_restate.testing import LocalStack, StackError, free_port, processes
 from lash_restate.testing.processes import listeners
-from tests.conformance.builders import Scope, echo, err, event, next_, open_
+from tests.conformance.builders import Scope, call, combine, echo, err, event, next_, open_
 from tests.engine.test_operator import until
 
 pytestmark = pytest.mark.restate
@@ -297,3 +297,26 @@ def test_waiters_under_a_prefix_the_application_did_not_choose_says_so(
     monkeypatch.setattr("lash_restate.testing.stack.named", lambda role: f"Elsewhere{role}")
     with pytest.raises(StackError, match="no ElsewhereSignal is registered"):
         restate_stack.waiters("anything")
+
+
+async def test_calls_of_gives_the_calls_a_callers_groups_made_once_each_has_ended(
+    restate_stack: LocalStack,
+) -> None:
+    """`calls_of(scope)`: a race's winner and its cancelled loser, each as the handler it called, once
+    both ended; a scope that made no call, or whose call still runs, is a `StackError` saying so."""
+    s = Scope()
+    winner = call("DemoCalls", "echo", {"value": "fast"})
+    loser = call("DemoCalls", "echo", {"value": "slow", "delay_ms": 600_000})
+    race = s.group([winner, loser], wake="first", disposition="cancel")
+    [raced] = await restate_stack.turn(combine("race", race))
+    assert raced["ok"]["value"] == "fast", raced
+    calls = await asyncio.to_thread(restate_stack.calls_of, s.id)
+    ended = sorted((c["target"], c.get("completion_failure") or "") for c in calls)
+    assert ended == [("DemoCalls/echo", ""), ("DemoCalls/echo", "[409] cancelled")], calls
+    with pytest.raises(StackError, match="no call was made for a group of"):
+        await asyncio.to_thread(restate_stack.calls_of, Scope().id, within=0.5)
+    running = Scope()
+    left = running.group([loser, winner], wake="first")  # run to completion: the slow call runs on
+    await restate_stack.turn(combine("race", left))
+    with pytest.raises(StackError, match=r"1 of .*'s calls had not ended within 1 s: DemoCalls/echo \("):
+        await asyncio.to_thread(restate_stack.calls_of, running.id, within=1)

@@ -205,14 +205,19 @@ def test_without_a_restate_server_it_says_how_to_get_one(tmp_path: Path) -> None
     tests = """
     def test_it(lash_ingress) -> None:
         pass
+
+    def test_it_again(lash_ingress) -> None:
+        pass
     """
     missing = tmp_path / "bin" / "restate-server"
     run = pytest_in(
         project(tmp_path, tests, ini="lash_app = shop:app"), env={"LASH_RESTATE_SERVER": str(missing)}
     )
-    assert "ERROR tests/test_it.py::test_it" in run.stdout, run.stdout
+    assert "ERROR tests/test_it.py::test_it " in run.stdout, run.stdout
     assert f"LASH_RESTATE_SERVER is {missing}, which is not an executable file" in run.stdout
-    assert "npm install @restatedev/restate-server@1.7.12" in run.stdout
+    # Said in full once; the next test points back to it.
+    assert run.stdout.count("npm install --save-dev @restatedev/restate-server@1.7.12") == 1, run.stdout
+    assert "ERROR tests/test_it.py::test_it_again - Failed: no restate-server: the first" in run.stdout
     assert "--lash-restate-server=PATH" in run.stdout
     assert "Traceback" not in run.stdout
 

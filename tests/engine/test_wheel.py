@@ -117,7 +117,7 @@ def test_dev_works_for_a_pip_user_with_a_server_on_path_and_says_how_to_get_one_
         dev, cwd=tmp_path, capture_output=True, text=True, timeout=60, env={**clean, "PATH": "/usr/bin:/bin"}
     )
     assert without.returncode == 1
-    assert "npm install @restatedev/restate-server@1.7.12" in without.stderr, without.stderr
+    assert "npm install --save-dev @restatedev/restate-server@1.7.12" in without.stderr, without.stderr
     assert "Traceback" not in without.stderr
 
     server = restate_server_binary()  # this checkout's pinned one, put on the user's PATH

@@ -171,8 +171,8 @@ def how_to_get_the_server() -> str:
     """Every way lash finds a restate-server, each as what to do: for a message that none was found."""
     return (
         f"lash runs the pinned restate-server {SERVER_VERSION}; get it one of these ways:\n"
-        f"  npm install {SERVER_PACKAGE}@{SERVER_VERSION}   (here or in a parent directory: lash finds "
-        "node_modules/)\n"
+        f"  npm install --save-dev {SERVER_PACKAGE}@{SERVER_VERSION}   (here or in a parent directory: lash "
+        "finds node_modules/)\n"
         f"  download and unpack {_release_archive()}, then put its restate-server on PATH\n"
         f"  or point {SERVER_ENV} at a restate-server binary"
     )

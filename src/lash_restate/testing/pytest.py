@@ -105,6 +105,10 @@ def _alive(process: RestateServer | Endpoint) -> bool:
     return process.process is not None and process.process.poll() is None
 
 
+# A test after the first that found no restate-server: the whole message once is enough.
+_NO_SERVER_AGAIN = "no restate-server: the first test that failed for it says how to get one"
+
+
 class _Stacks:
     """The session's stacks, one per application, each started when a test first asks for it."""
 
@@ -113,8 +117,13 @@ class _Stacks:
         self._base_dir = base_dir
         self._stacks: dict[str, LocalStack] = {}
         self._failed: dict[str, str] = {}
+        self._no_server = False  # said once, in full; later tests point back to it
 
     def _binary(self) -> Path:
+        if self._no_server:
+            pytest.fail(
+                "no restate-server: the first test that failed for it says how to get one", pytrace=False
+            )
         given: str | Path | None = self._config.getoption("lash_restate_server")
         configured = self._config.getini("lash_restate_server")
         if not given and configured:
@@ -125,6 +134,7 @@ class _Stacks:
             return restate_server_binary(given or None, near=self._config.rootpath)
         except StackError as exc:
             missing = f"{exc}\n  {_SERVER_OPTION}"
+        self._no_server = True
         pytest.fail(missing, pytrace=False)  # outside the except: the message alone, no chained error
 
     def get(self, app: str) -> LocalStack:

@@ -11,6 +11,7 @@ import os
 import shutil
 import sys
 import tempfile
+import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
@@ -336,6 +337,44 @@ class LocalStack:
         """The rows of ``query`` over the first server's admin SQL (``sys_invocation``, ``state``, …);
         a row leaves out each column that is null in it (read those with ``.get``)."""
         return sql(self.admin_url, query)
+
+    def calls_of(self, scope: str, *, within: float = 30) -> list[dict[str, Any]]:
+        """The invocations of the handlers lash called for the groups of ``scope`` (a caller's
+        invocation id: the scope of every group it opened without a ``key=``; else the scope of the
+        key it gave), once every one has ended: each row's ``id``, ``target`` (``"Payments/charge"``),
+        ``status`` and, for one that failed, ``completion_failure`` (``"[409] cancelled"`` for a
+        loser a `Cancel` close cancelled; a row leaves out a column that is null in it).
+
+        Lash calls a call child's handler itself, under an idempotency key that begins with the
+        group's key. Not among them: a call given an ``idempotency_key=`` of its own (which runs
+        under that key), one of another deployment's service (called through a `LashChild`
+        invocation, without one), and tool, sleep and event children (`LashChild` invocations).
+
+        Args:
+            scope: the caller's invocation id, or the scope of the group keys it gave.
+            within: how long to wait, in seconds, for a first call and for every call to end.
+
+        Raises:
+            StackError: no call of ``scope`` within ``within`` seconds, or one still running then.
+        """
+        __tracebackhide__ = True  # a failing test shows the StackError, not this method's source
+        query = (
+            "SELECT id, target, status, completion_failure FROM sys_invocation "
+            f"WHERE starts_with(idempotency_key, {sql_quote(f'{scope}:group:')}) ORDER BY created_at"
+        )
+        deadline = time.monotonic() + within
+        while True:
+            rows = self.sql(query)
+            running = [row for row in rows if row.get("status") != "completed"]  # Restate: ended
+            if rows and not running:
+                return rows
+            if time.monotonic() >= deadline:
+                break
+            time.sleep(0.1)
+        if not rows:
+            raise StackError(f"no call was made for a group of {scope} within {within:g} s")
+        still = ", ".join(f"{row['target']} ({row['status']})" for row in running)
+        raise StackError(f"{len(running)} of {scope}'s calls had not ended within {within:g} s: {still}")
 
     def counts(self) -> list[str]:
         """Every name the demo tools' `count` has written: the side-effect witness."""
