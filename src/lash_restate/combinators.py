@@ -109,7 +109,9 @@ def describe_rejection(outcome: Outcome) -> str:
 
 class Rejected(LashError):
     """`all`, `race` or `select` rejected: ``settlement`` is the first consumed rejecting child's (its
-    ``position``, ``replay_key`` and ``outcome``, an `Err` or `Cancelled`).
+    ``position``, the child's 0-based index in the list the combinator was given, its
+    ``replay_key`` and ``outcome``, an `Err` or `Cancelled`). Not a ``restate.TerminalError``: an
+    ``except restate.TerminalError`` around a combinator does not catch it; catch ``lash.Rejected``.
 
     Uncaught in a Restate handler it ends the invocation with the child's own status and message.
     """
