@@ -109,7 +109,7 @@ def describe_rejection(outcome: Outcome) -> str:
 
 class Rejected(LashError):
     """`all`, `race` or `select` rejected: ``settlement`` is the first consumed rejecting child's (its
-    ``position``, the child's 0-based index in the list the combinator was given, its
+    ``position``, the child's 0-based index among the children given, in order, its
     ``replay_key`` and ``outcome``, an `Err` or `Cancelled`). Not a ``restate.TerminalError``: an
     ``except restate.TerminalError`` around a combinator does not catch it; catch ``lash.Rejected``.
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import socket
 import subprocess
 import sys
@@ -303,7 +304,8 @@ async def test_calls_of_gives_the_calls_a_callers_groups_made_once_each_has_ende
     restate_stack: LocalStack,
 ) -> None:
     """`calls_of(scope)`: a race's winner and its cancelled loser, each as the handler it called, once
-    both ended; a scope that made no call, or whose call still runs, is a `StackError` saying so."""
+    both ended; a scope that made no call, fewer than ``count``, or whose call still runs, is a
+    `StackError` saying so."""
     s = Scope()
     winner = call("DemoCalls", "echo", {"value": "fast"})
     loser = call("DemoCalls", "echo", {"value": "slow", "delay_ms": 600_000})
@@ -315,6 +317,8 @@ async def test_calls_of_gives_the_calls_a_callers_groups_made_once_each_has_ende
     assert ended == [("DemoCalls/echo", ""), ("DemoCalls/echo", "[409] cancelled")], calls
     with pytest.raises(StackError, match="no call was made for a group of"):
         await asyncio.to_thread(restate_stack.calls_of, Scope().id, within=0.5)
+    with pytest.raises(StackError, match="only 2 of 3 calls were made for a group of"):
+        await asyncio.to_thread(functools.partial(restate_stack.calls_of, s.id, count=3, within=0.5))
     running = Scope()
     left = running.group([loser, winner], wake="first")  # run to completion: the slow call runs on
     await restate_stack.turn(combine("race", left))

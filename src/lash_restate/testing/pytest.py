@@ -46,7 +46,7 @@ import httpx
 import pytest
 
 from .._http import tls
-from .processes import Endpoint, RestateServer, StackError, log_tail, restate_server_binary
+from .processes import SERVER_ENV, Endpoint, RestateServer, StackError, log_tail, restate_server_binary
 from .stack import LocalStack
 
 __all__ = ["lash_app", "lash_ingress", "lash_stack"]
@@ -117,24 +117,25 @@ class _Stacks:
         self._base_dir = base_dir
         self._stacks: dict[str, LocalStack] = {}
         self._failed: dict[str, str] = {}
-        self._no_server = False  # said once, in full; later tests point back to it
+        # Where a lookup found no restate-server: said once, in full; a later test looking in the same
+        # places points back to it (one that sets the variable, or runs elsewhere, looks again).
+        self._no_server: tuple[str, str, str] | None = None
 
     def _binary(self) -> Path:
-        if self._no_server:
-            pytest.fail(
-                "no restate-server: the first test that failed for it says how to get one", pytrace=False
-            )
         given: str | Path | None = self._config.getoption("lash_restate_server")
         configured = self._config.getini("lash_restate_server")
         if not given and configured:
             # A path in the configuration is relative to its file, wherever pytest runs from.
             inipath = self._config.inipath
             given = (inipath.parent if inipath else self._config.rootpath) / Path(configured).expanduser()
+        places = (str(given or ""), os.environ.get(SERVER_ENV, ""), str(Path.cwd()))
+        if places == self._no_server:
+            pytest.fail(_NO_SERVER_AGAIN, pytrace=False)
         try:
             return restate_server_binary(given or None, near=self._config.rootpath)
         except StackError as exc:
             missing = f"{exc}\n  {_SERVER_OPTION}"
-        self._no_server = True
+        self._no_server = places
         pytest.fail(missing, pytrace=False)  # outside the except: the message alone, no chained error
 
     def get(self, app: str) -> LocalStack:

@@ -338,24 +338,30 @@ class LocalStack:
         a row leaves out each column that is null in it (read those with ``.get``)."""
         return sql(self.admin_url, query)
 
-    def calls_of(self, scope: str, *, within: float = 30) -> list[dict[str, Any]]:
+    def calls_of(self, scope: str, *, count: int = 1, within: float = 30) -> list[dict[str, Any]]:
         """The invocations of the handlers lash called for the groups of ``scope`` (a caller's
         invocation id: the scope of every group it opened without a ``key=``; else the scope of the
-        key it gave), once every one has ended: each row's ``id``, ``target`` (``"Payments/charge"``),
-        ``status`` and, for one that failed, ``completion_failure`` (``"[409] cancelled"`` for a
-        loser a `Cancel` close cancelled; a row leaves out a column that is null in it).
+        key it gave), once at least ``count`` of them have started and every one started has
+        ended: each row's ``id``, ``target`` (``"Payments/charge"``), ``status`` and, for one that
+        failed, ``completion_failure`` (``"[409] cancelled"`` for a loser a `Cancel` close
+        cancelled; a row leaves out a column that is null in it).
 
         Lash calls a call child's handler itself, under an idempotency key that begins with the
         group's key. Not among them: a call given an ``idempotency_key=`` of its own (which runs
         under that key), one of another deployment's service (called through a `LashChild`
-        invocation, without one), and tool, sleep and event children (`LashChild` invocations).
+        invocation, without one), and tool, sleep and event children (`LashChild` invocations). A
+        call not started yet (a bounded group's next, a later group's) is not seen: give ``count``
+        when the caller makes more than one. It waits (with ``time.sleep``): in an async test,
+        ``await asyncio.to_thread(stack.calls_of, scope)``.
 
         Args:
             scope: the caller's invocation id, or the scope of the group keys it gave.
-            within: how long to wait, in seconds, for a first call and for every call to end.
+            count: how many calls to wait for (at least).
+            within: how long to wait in all, in seconds.
 
         Raises:
-            StackError: no call of ``scope`` within ``within`` seconds, or one still running then.
+            StackError: fewer than ``count`` calls of ``scope`` within ``within`` seconds, or one
+                still running then.
         """
         __tracebackhide__ = True  # a failing test shows the StackError, not this method's source
         query = (
@@ -366,13 +372,14 @@ class LocalStack:
         while True:
             rows = self.sql(query)
             running = [row for row in rows if row.get("status") != "completed"]  # Restate: ended
-            if rows and not running:
+            if len(rows) >= max(count, 1) and not running:
                 return rows
             if time.monotonic() >= deadline:
                 break
             time.sleep(0.1)
-        if not rows:
-            raise StackError(f"no call was made for a group of {scope} within {within:g} s")
+        if len(rows) < max(count, 1):
+            made = "no call was made" if not rows else f"only {len(rows)} of {count} calls were made"
+            raise StackError(f"{made} for a group of {scope} within {within:g} s")
         still = ", ".join(f"{row['target']} ({row['status']})" for row in running)
         raise StackError(f"{len(running)} of {scope}'s calls had not ended within {within:g} s: {still}")
 
