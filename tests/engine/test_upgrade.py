@@ -385,8 +385,11 @@ async def failing(stack: LocalStack) -> str:
     return "invocations retrying:\n" + "\n".join(lines) if lines else "no invocation is retrying"
 
 
-async def poll(stack: LocalStack, query: str, done: Any, what: str) -> list[dict[str, Any]]:
-    """``query``'s rows once ``done`` says so; an AssertionError once nothing progresses (`Progress`)."""
+async def poll(
+    stack: LocalStack, query: str, done: Any, what: str, key: str | None = None
+) -> list[dict[str, Any]]:
+    """``query``'s rows once ``done`` says so; an AssertionError once nothing progresses (`Progress`),
+    with what the endpoints logged of the group ``key``, if given."""
     rows: list[dict[str, Any]] = []
     progress = Progress(stack)
     while True:
@@ -394,8 +397,12 @@ async def poll(stack: LocalStack, query: str, done: Any, what: str) -> list[dict
         if done(rows):
             return rows
         if await progress.stuck():
+            logged = (
+                "" if key is None else f"\nthe endpoints' lines naming {key}:\n{group_events(stack, key)}"
+            )
             raise AssertionError(
                 f"{what}: nothing progressed for {QUIET_S}s; last rows: {rows[:10]}; {await failing(stack)}"
+                + logged
             )
         await asyncio.sleep(0.05)
 
@@ -435,6 +442,7 @@ async def settle_pending(stack: LocalStack, cases: list[Case], gate: Path | None
             meta_query(case),
             lambda rows, c=case: len(durable_order(rows)) == c.settling,
             f"{case.name}: every child but the never-ending ones ranked",
+            case.key,
         )
         orders[case.name] = durable_order(rows)
     return orders
@@ -513,7 +521,20 @@ def baseline_stack(tmp: Path, baseline: Baseline) -> tuple[LocalStack, Endpoint]
 
 
 def current_endpoint(stack: LocalStack) -> Endpoint:
-    return stack.add_endpoint("current", env=TOOLS_ENV)
+    # Every group event logged, so a failure can say what the current code did with the group.
+    return stack.add_endpoint("current", env={**TOOLS_ENV, "LASH_VERBOSE": "1"})
+
+
+def group_events(stack: LocalStack, key: str, last: int = 30) -> str:
+    """The last lines of every endpoint's log that name ``key``: what each code did with the group."""
+    lines = []
+    for endpoint in stack.endpoints:
+        if endpoint.log_path is not None and endpoint.log_path.exists():
+            named = [
+                line for line in endpoint.log_path.read_text(errors="replace").splitlines() if key in line
+            ]
+            lines += [f"  {endpoint.log_path.name}: {line[:400]}" for line in named[-last:]]
+    return "\n".join(lines) or "  no endpoint logged it"
 
 
 # -- the tests -----------------------------------------------------------------------------------
