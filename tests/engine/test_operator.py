@@ -860,11 +860,19 @@ async def test_parts_an_opener_left_staged_are_listed_and_released_and_a_groups_
     keys = (s.key(), pumped.key(), gone.key())  # the stack is the module's: other tests' groups are not ours
     ours = [(p["pump_key"], p["holds"]) for p in json.loads(listed_.stdout) if p["group_key"] in keys]
     assert sorted(ours) == sorted([(left, "staged"), (kept, "outcomes"), (cleared, "outcomes")])
-    released = lash(stack, "groups", "staged", "--release")
+    # On a shared cluster: one group's alone, listed and released.
+    narrowed = lash(stack, "groups", "staged", "--json", "--key", pumped.key())
+    assert [(p["pump_key"], p["holds"]) for p in json.loads(narrowed.stdout)] == [(kept, "outcomes")]
+    released = lash(stack, "groups", "staged", "--release", "--key", s.key())
     assert released.returncode == 0 and f"released {left}" in released.stdout, released.stdout
+    assert kept not in released.stdout and cleared not in released.stdout, released.stdout
+    await until(lambda: _equal(rows(), sorted([own, kept, further, cleared])))
+    released = lash(stack, "groups", "staged", "--release")
+    assert released.returncode == 0 and left not in released.stdout, released.stdout
     assert f"released {kept} (group {pumped.key()}; the outcomes its pump kept" in released.stdout
     await until(lambda: _equal(rows(), sorted([own, further])))
     assert "no parts left staged, and no outcomes" in lash(stack, "groups", "staged").stdout
+    assert f"a child) of {s.key()}" in lash(stack, "groups", "staged", "--key", s.key()).stdout
     for key in (own, further):
         await _write_state(stack, key, {})
     assert lash(stack, "groups", "close", s.key(), "--force", "--cancel").returncode == 0

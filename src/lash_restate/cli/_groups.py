@@ -261,6 +261,11 @@ def groups_staged(args: argparse.Namespace) -> int:
     except InspectionError as exc:
         outcomes = []
         unread.append(f"the outcomes children kept could not be listed: {exc}")
+    if args.key is not None:
+        # A shared cluster: the operator's own group alone. A child's key is its replay key,
+        # `{group key}/{position}` unless its caller named its children's replay keys itself.
+        parts = [part for part in parts if part.group_key == args.key]
+        outcomes = [left for left in outcomes if left.child_key.rpartition("/")[0] == args.key]
     # Each is released on its own: one that fails stops none of the others, nor hides them.
     _, errors = _each(parts, lambda part: release_staged(admin, part), args.release)
     _, unreleased = _each(outcomes, lambda left: release_outcome(admin, left), args.release)
@@ -288,7 +293,8 @@ def groups_staged(args: argparse.Namespace) -> int:
         stores = ", ".join(left.incarnations)
         print(f"{done} the child {left.child_key}'s outcome for a group that is gone (incarnation {stores})")
     if not parts and not outcomes and not unread:
-        print("no parts left staged, and no outcomes a group that is gone left (in a pump or a child)")
+        of = f" of {args.key}" if args.key is not None else ""
+        print(f"no parts left staged, and no outcomes a group that is gone left (in a pump or a child){of}")
     elif not args.release:
         print(
             f"{len(parts) + len(outcomes)} pump(s) or child(ren) hold what no group will read: "

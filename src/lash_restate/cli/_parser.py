@@ -158,6 +158,12 @@ def build_parser() -> argparse.ArgumentParser:
             )
         elif name == "staged":
             cmd.add_argument("--release", action="store_true", help="release the parts listed")
+            cmd.add_argument(
+                "--key",
+                type=_text,
+                help="only this group's key: its pumps' parts and outcomes, and its children's "
+                "(a child's key is {group key}/{position} unless its caller named its replay keys)",
+            )
         elif name == "stranded":
             cmd.add_argument("--caller", type=_text, help="only what this invocation (its id) waits on")
             cmd.add_argument(
