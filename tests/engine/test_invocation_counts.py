@@ -208,7 +208,8 @@ async def test_a_plain_await_reads_the_one_rank_it_serves(restate_stack: Stack) 
     for that rank alone and reads its outcome alone, where it read every rank the group held, and
     their outcomes, and dropped all but one (an `async for` over N children read O(N²) outcomes). The
     first read of a caller that did not open the group asks as before: nothing in its journal yet
-    says which release opened the group, and a baseline caller's replay must meet what it journaled."""
+    says which release opened the group, and a baseline caller's replay must meet what it journaled.
+    A read after one the group served sends one wake, not a window (decision 132)."""
     s = Scope()
     group = s.group([thin(f"v{i}") for i in range(6)])
     [opened] = await restate_stack.turn(open_(group))
@@ -231,3 +232,6 @@ async def test_a_plain_await_reads_the_one_rank_it_serves(restate_stack: Stack) 
     asked = [request["positions"] for handler, request in calls if handler == "outcomes"]
     assert "at_most" not in waits[0] and [w.get("at_most") for w in waits[1:]] == [1] * 5, waits
     assert [len(positions) for positions in asked] == [6, 1, 1, 1, 1, 1], asked
+    # Each read sends wakes for the ranks it has none for; once the group has served this reader, one
+    # (the rank's own, in case the group does not hold it), where it sent a window of them, unused.
+    assert [len(w["wakes"]) for w in waits] == [6, 1, 1, 1, 1, 1], waits

@@ -46,7 +46,8 @@ The numbers that decide a group's layout and its reads:
   pumps each pump calls (a tree).
 - `PAGE_FROM` (257) and `RANK_PAGE` (1024, `group/_pages.py`): a pumped group this wide keeps its
   ranks in pages of this many.
-- `WAKE_WINDOW` (32, `caller/_controller.py`): ranks a caller registers wakes for ahead.
+- `WAKE_WINDOW` (32, `caller/_controller.py`): ranks a caller registers wakes for ahead (one, when
+  the group's last answer served it ranks: decision 132).
 - `WAIT_REFS` (1024, `group/_group_rank.py`): ranks one `wait` answers at most.
 - `INLINE_OUTCOME_BYTES` (16 KiB, `wire/_messages.py`): an outcome this small rides the rank's
   reply; a larger one is read from its store.

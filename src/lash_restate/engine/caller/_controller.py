@@ -46,7 +46,12 @@ from ..child._routing import replaying
 from ..group._mode import mode_for
 from ..wire._errors import CalledInsideRun, ends_the_invocation, raise_typed, typed
 from ..wire._formats import written
-from ..wire._incarnation import cursor_names, opened_since_baseline, serves_one_rank
+from ..wire._incarnation import (
+    cursor_names,
+    opened_since_baseline,
+    registers_wakes_as_needed,
+    serves_one_rank,
+)
 from ..wire._messages import (
     CallerEnded,
     CloseRequest,
@@ -142,6 +147,9 @@ class RestateController(EffectGroupDefaults):
         # By group key, decided from the incarnation the open or a read answered first (what this
         # invocation's journal holds, as on replay): whether a plain await asks for one rank (decision 96).
         self._reads_one: dict[str, bool] = {}
+        # By group key: whether the group's last answer to this invocation served ranks it held, so
+        # that a rank with no wake yet is asked for with one wake, not a window (decision 132).
+        self._ahead: dict[str, bool] = {}
 
     def outside_run(self, what: str) -> None:
         """Refuse `CalledInsideRun` if this is called inside the action of a ``ctx.run`` of this
@@ -258,10 +266,10 @@ class RestateController(EffectGroupDefaults):
         GROUP_SAVED.send(self._ctx, key, saver)
         self._saved.add((key, incarnation))
 
-    def _fresh_wakes(self, consumed: int, child_count: int) -> dict[str, Any]:
-        """Fresh awakeables for ranks ``consumed + 1`` … (at most WAKE_WINDOW), by awakeable id."""
+    def _fresh_wakes(self, consumed: int, child_count: int, window: int = WAKE_WINDOW) -> dict[str, Any]:
+        """Fresh awakeables for ranks ``consumed + 1`` … (at most ``window``), by awakeable id."""
         fresh = {}
-        for _ in range(min(WAKE_WINDOW, child_count - consumed)):
+        for _ in range(min(window, child_count - consumed)):
             awakeable, woken = self._ctx.awakeable(serde=BYTES)
             fresh[awakeable] = woken
         return fresh
@@ -342,8 +350,11 @@ class RestateController(EffectGroupDefaults):
         key, rank = handle.group_key, handle.next_rank
         while True:
             wakes = self._wakes.get(key)
+            # Decision 132: a group that served this reader last is likely to hold this rank too,
+            # which no wake serves; one wake covers the rank if it does not.
+            few = self._ahead.get(key, False) and registers_wakes_as_needed(self._incarnations.get(key, ""))
             fresh = (
-                self._fresh_wakes(handle.consumed, handle.child_count)
+                self._fresh_wakes(handle.consumed, handle.child_count, 1 if few else WAKE_WINDOW)
                 if wakes is None or rank not in wakes.by_rank
                 else {}
             )
@@ -359,6 +370,7 @@ class RestateController(EffectGroupDefaults):
                 self._incarnations[key] = reply.incarnation
             # A caller of the baseline's groups asks as the baseline did (what its journal holds).
             self._reads_one.setdefault(key, serves_one_rank(reply.incarnation))
+            self._ahead[key] = bool(reply.refs)
             if reply.refs:
                 await self._read(handle, reply, held)  # recorded already: read from state
                 return wakes if wakes is not None else _Wakes(reply.incarnation, {})

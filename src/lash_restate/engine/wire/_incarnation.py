@@ -18,6 +18,7 @@ __all__ = [
     "cursor_names",
     "layout_of",
     "opened_since_baseline",
+    "registers_wakes_as_needed",
     "runs_name_their_incarnation",
     "serves_one_rank",
     "watches_its_runs",
@@ -83,6 +84,15 @@ def serves_one_rank(incarnation: str) -> bool:
     """Whether a plain await asks the group of ``incarnation`` for the one rank it serves (decision
     96), as its caller's journal shows: every group a release that records saves opened (that came
     after). A caller of a group the baseline opened asks as the baseline did, for every rank."""
+    return opened_since_baseline(incarnation)
+
+
+def registers_wakes_as_needed(incarnation: str) -> bool:
+    """Whether a caller's read of the group of ``incarnation`` that finds a rank not yet registered
+    sends one wake, not a window of them, when the group's last answer to it served ranks (the
+    group is ahead of the reader, which the window's wakes would not serve: decision 132): every
+    group a release that records saves opened. A caller of a group the baseline opened sends the
+    window, as its journal holds."""
     return opened_since_baseline(incarnation)
 
 

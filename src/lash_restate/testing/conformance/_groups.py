@@ -292,6 +292,27 @@ async def a_child_that_answers_nothing_fulfils_with_null(tier: Tier, children: C
 
 
 @scenario("groups")
+async def awaits_past_the_first_wakes_serve_every_rank_held_or_still_to_settle(
+    tier: Tier, children: ChildKind
+) -> None:
+    """A caller reading rank by rank past the ranks its open registered wakes for (32 on Restate) is
+    served every rank in order, whether the group holds it already (the children that answer at
+    once) or settles it while the caller waits (the two later ones, each after the one before)."""
+    s = Scope(children)
+    width = 36
+    at_once = [s.echo(i) for i in range(width - 2)]
+    async with Turn(tier) as t:
+        g = t.open(s.group([*at_once, s.echo("later", 1000), s.echo("last", 1600)]))
+        read = [g.next() for _ in range(width)]
+    assert [r.ok.rank for r in read] == list(range(1, width + 1))
+    assert sorted(r.ok.position for r in read[: width - 2]) == list(range(width - 2))
+    assert [(r.ok.position, r.ok.outcome) for r in read[width - 2 :]] == [
+        (width - 2, Ok(value="later")),
+        (width - 1, Ok(value="last")),
+    ]
+
+
+@scenario("groups")
 async def sleep_children_are_durable_timers_that_fulfil_with_null(tier: Tier, children: ChildKind) -> None:
     s = Scope(children)
     async with Turn(tier) as t:
