@@ -540,6 +540,13 @@ def test_call_targets_know_bound_and_declared_services() -> None:
     with pytest.raises(lash.InvalidInput, match="declared twice"):
         call_targets([payments], [lash.external("Payments", "other")])
 
+    # A handler defined after the app was built is served by Restate, and reached by a child too.
+    @payments.handler()
+    async def refund(ctx: restate.Context, order: dict[str, int]) -> int:
+        return order["amount"]
+
+    assert targets.miss(lash.call("Payments", "refund", {"amount": 1})) is None
+
 
 def test_what_lash_app_refuses_is_a_lash_error_and_still_a_value_error() -> None:
     """`except lash.LashError` catches anything lash raises, as the reference says: the refusals of

@@ -9,7 +9,8 @@ never turned into an outcome.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Set as AbstractSet
+from dataclasses import dataclass, field
 
 from .contract import Call, InvalidInput
 
@@ -18,10 +19,14 @@ __all__ = ["CallTargets", "Target"]
 
 @dataclass(frozen=True, slots=True)
 class Target:
-    """A service a child may call: its name, its handlers (None: any) and whether it is keyed."""
+    """A service a child may call: its name, its handlers (None: any) and whether it is keyed.
+
+    A service bound in the app gives its handlers as they stand when a child is routed (the live
+    set of its definition), so a handler defined after `lash.app(...)` is reached, as Restate
+    reaches it."""
 
     service: str
-    handlers: frozenset[str] | None = None
+    handlers: AbstractSet[str] | None = field(default=None, hash=False)
     keyed: bool = False
 
 

@@ -148,7 +148,8 @@ def call_targets(services: Iterable[Bindable], external: Iterable[Target] = ()) 
     targets = CallTargets(external=external)
     for service in services:
         keyed = not isinstance(service, restate.Service)  # virtual objects and workflows take a key
-        targets.add(Target(service.name, frozenset(service.handlers), keyed))
+        # The definition's own keys, read at each routing: Restate serves a handler defined later.
+        targets.add(Target(service.name, service.handlers.keys(), keyed))
     return targets
 
 
