@@ -17,8 +17,14 @@ __all__ = ["rollback_check"]
 # What clears each kind of blocker, as the upgrade guide's Rolling back section says.
 _CLEARS = {
     "group": "let it finish or close it (lash-restate groups close KEY)",
-    "waiter": "emit or clear the event, or close the waiting child's group",
-    "pending": "--kill-pending kills them, once nothing else is listed",
+    "waiter": (
+        "emit or clear the event (its child waits even after its group closed, if the group let its "
+        "losers run to completion), or close the waiting child's group while it is open"
+    ),
+    "pending": (
+        "--kill-pending kills them, once nothing else is listed (a group's pump and runs end with "
+        "their group: clear the groups first)"
+    ),
     "metadata": "read it on this release first (close its group), or do not roll back",
 }
 _SHOWN = 5  # per kind; the rest are counted
@@ -56,7 +62,10 @@ def _print(blockers: list[RollbackBlocker], killed: list[str], baseline: str) ->
     if killed:
         print(f"killed {len(killed)} invocation(s) pending for handlers the baseline does not serve")
     if not blockers:
-        print(f"nothing stands in the way of the baseline ({baseline}): register it as the newest deployment")
+        print(
+            f"nothing stands in the way of the baseline ({baseline}): register it as the newest deployment, "
+            "served at a new URL beside this release's (never --force over this release's URL)"
+        )
         return
     print(f"rolling back to the baseline ({baseline}) is not safe yet:")
     for kind, clears in _CLEARS.items():
