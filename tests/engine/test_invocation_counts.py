@@ -15,8 +15,9 @@ from typing import Any
 from lash_restate.engine.group._group_watch import WATCH_AFTER
 from lash_restate.engine.group._mode_stores import PUMP_SLICE
 from lash_restate.inspection import list_open_groups, quote, sql
-from tests.conformance.builders import Scope, close, combine, next_, ok, open_, use
+from tests.conformance.builders import Scope, close, combine, event, next_, ok, open_, use
 from tests.engine.conftest import Stack
+from tests.engine.test_engine import recorded_meta
 from tests.engine.test_operator import until
 
 # The issue's targets: caller, open, the pump, two user handlers, the winner's settle, close.
@@ -235,3 +236,48 @@ async def test_a_plain_await_reads_the_one_rank_it_serves(restate_stack: Stack) 
     # Each read sends wakes for the ranks it has none for; once the group has served this reader, one
     # (the rank's own, in case the group does not hold it), where it sent a window of them, unused.
     assert [len(w["wakes"]) for w in waits] == [6, 1, 1, 1, 1, 1], waits
+
+
+async def test_a_plain_await_sends_one_wake_after_a_served_rank_and_the_window_after_a_wait(
+    restate_stack: Stack,
+) -> None:
+    """Decision 132: a reader behind its group (three ranks held) sends one wake per await, the
+    rank's own; the await that finds its rank not held yet waits on that one wake, and the next, the
+    group now behind it, sends the window again, whose wakes serve the rank after it with none."""
+    s = Scope()
+    later = [s.event(f"e{i}") for i in range(3)]
+    group = s.group([thin("a"), thin("b"), thin("c"), *(event(name) for name in later)])
+    [opened] = await restate_stack.turn(open_(group))
+
+    async def settled(count: int) -> bool:
+        rows = await asyncio.to_thread(list_open_groups, restate_stack.admin_url)
+        return any(row.group_key == s.key() and row.settled == count for row in rows)
+
+    await until(lambda: settled(3))
+    steps = [use(ok(opened)), *[next_() for _ in range(6)], close()]
+    reading = asyncio.create_task(restate_stack.turn(*steps))
+
+    async def waited_at(rank: int) -> bool:
+        # The opener's wakes for the ranks not settled stay registered: the reader's is a second.
+        waiters: list[dict[str, Any]] = (await recorded_meta(restate_stack, s.key()))["waiters"]
+        return len([waiter for waiter in waiters if waiter["rank"] == rank]) == 2
+
+    await until(lambda: waited_at(4))  # the await of rank 4 sent one wake, and waits on it
+    await restate_stack.emit(later[0], "d")
+    await until(lambda: waited_at(5))  # the await of rank 5 sent the window, and waits
+    await restate_stack.emit(later[1], "e")
+    await restate_stack.emit(later[2], "f")
+    read = await reading
+    assert [ok(r)["position"] for r in read[1:-1]][3:] == [3, 4, 5], read
+    [closed] = await _until(
+        restate_stack,
+        "SELECT invoked_by_id FROM sys_invocation WHERE target_service_name = 'LashGroup' AND "
+        f"target_handler_name = 'close' AND target_service_key = {quote(s.key())}",
+        bool,
+    )
+    waits = [
+        request
+        for handler, request in await _calls(restate_stack, closed["invoked_by_id"])
+        if handler == "wait"
+    ]
+    assert [len(w["wakes"]) for w in waits] == [6, 1, 1, 1, 2, 0], waits

@@ -147,9 +147,9 @@ class RestateController(EffectGroupDefaults):
         # By group key, decided from the incarnation the open or a read answered first (what this
         # invocation's journal holds, as on replay): whether a plain await asks for one rank (decision 96).
         self._reads_one: dict[str, bool] = {}
-        # By group key: whether the group's last answer to this invocation served ranks it held, so
-        # that a rank with no wake yet is asked for with one wake, not a window (decision 132).
-        self._ahead: dict[str, bool] = {}
+        # By group key: the incarnation whose last answer to this invocation's plain await served a
+        # rank (None: it served none), so that the next asks with one wake, not a window (decision 132).
+        self._served_by: dict[str, str | None] = {}
 
     def outside_run(self, what: str) -> None:
         """Refuse `CalledInsideRun` if this is called inside the action of a ``ctx.run`` of this
@@ -350,9 +350,17 @@ class RestateController(EffectGroupDefaults):
         key, rank = handle.group_key, handle.next_rank
         while True:
             wakes = self._wakes.get(key)
-            # Decision 132: a group that served this reader last is likely to hold this rank too,
-            # which no wake serves; one wake covers the rank if it does not.
-            few = self._ahead.get(key, False) and registers_wakes_as_needed(self._incarnations.get(key, ""))
+            # Decision 132: a plain await after one the same group served is likely served too, which
+            # no wake is needed for; one wake covers the rank if it is not. A combinator's run reads
+            # every rank held at once, so its next rank is not held yet: the window, as before.
+            served_by = self._served_by.get(key)
+            few = (
+                at_most_one
+                and self._reads_one.get(key, False)
+                and served_by is not None
+                and served_by == self._incarnations.get(key)
+                and registers_wakes_as_needed(served_by)
+            )
             fresh = (
                 self._fresh_wakes(handle.consumed, handle.child_count, 1 if few else WAKE_WINDOW)
                 if wakes is None or rank not in wakes.by_rank
@@ -370,7 +378,8 @@ class RestateController(EffectGroupDefaults):
                 self._incarnations[key] = reply.incarnation
             # A caller of the baseline's groups asks as the baseline did (what its journal holds).
             self._reads_one.setdefault(key, serves_one_rank(reply.incarnation))
-            self._ahead[key] = bool(reply.refs)
+            if at_most_one:
+                self._served_by[key] = reply.incarnation if reply.refs else None
             if reply.refs:
                 await self._read(handle, reply, held)  # recorded already: read from state
                 return wakes if wakes is not None else _Wakes(reply.incarnation, {})
