@@ -16,7 +16,7 @@ from lash_restate._http import tls
 from lash_restate.testing import LocalStack, StackError, free_port, processes
 from lash_restate.testing.processes import listeners
 from tests.conformance.builders import Scope, call, combine, echo, err, event, next_, open_
-from tests.engine.test_operator import until
+from tests.engine.test_operator import kill, until
 
 pytestmark = pytest.mark.restate
 
@@ -324,3 +324,21 @@ async def test_calls_of_gives_the_calls_a_callers_groups_made_once_each_has_ende
     await restate_stack.turn(combine("race", left))
     with pytest.raises(StackError, match=r"1 of .*'s calls had not ended within 1 s: DemoCalls/echo \("):
         await asyncio.to_thread(restate_stack.calls_of, running.id, within=1)
+
+
+async def test_a_call_told_how_many_retries_to_allow_fails_once_restate_retries_that_often(
+    restate_stack: LocalStack,
+) -> None:
+    """`call(..., retries=N)`: a handler that raises a plain exception, which Restate retries for
+    ever, fails the call once Restate has retried what it started N times, naming the handler and
+    its failure, instead of after ``within``; the invocation is then the test's to end."""
+    with pytest.raises(StackError, match=r"Restate retried what it started 2 time\(s\)") as failed:
+        await restate_stack.call("DemoCalls/stall", {"message": "plain boom"}, retries=2)
+    assert "Restate is retrying DemoCalls/stall" in str(failed.value), failed.value
+    assert "plain boom" in str(failed.value), failed.value
+    [row] = restate_stack.sql(
+        "SELECT id FROM sys_invocation WHERE target = 'DemoCalls/stall' AND status != 'completed'"
+    )
+    await kill(restate_stack, row["id"])  # retried for ever otherwise, on the session's stack
+    with pytest.raises(StackError, match="at the soonest"):
+        await restate_stack.call("DemoCalls/echo", {"value": 1}, retries=0)

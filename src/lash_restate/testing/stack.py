@@ -12,7 +12,7 @@ import shutil
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
@@ -388,20 +388,30 @@ class LocalStack:
         return self.count_file.read_text().splitlines() if self.count_file.exists() else []
 
     async def call(
-        self, path: str, body: Any = None, *, content: bytes | None = None, within: float = 60
+        self,
+        path: str,
+        body: Any = None,
+        *,
+        content: bytes | None = None,
+        within: float = 60,
+        retries: int | None = None,
     ) -> Any:
         """POST ``body`` as JSON (or ``content`` as is) to ``/{path}`` on the ingress; its JSON answer.
 
         Any answer but 200 raises `CallFailed` (a `StackError`) with its status and body, as the
         handler's client gets them; no answer within ``within`` seconds raises `StackError` saying
         what Restate is retrying (a handler that raised a plain exception, say) and each endpoint's
-        last error, with its traceback.
+        last error, with its traceback. With ``retries``, the same `StackError` comes as soon as an
+        invocation created since the call began has been retried that many times: a test of a
+        handler that should never be retried fails in a second, not after ``within``.
 
         Args:
             path: the path on the ingress, ``Service/handler`` or ``Object/key/handler``.
             body: the request body, encoded as JSON.
             content: the request body as is, sent as JSON instead of ``body``.
             within: the request's timeout, in seconds.
+            retries: fail once an invocation this call started (or any created since it began)
+                has been retried this many times (None: wait ``within``).
 
         Returns:
             The answer's JSON value (None for an empty answer).
@@ -411,17 +421,21 @@ class LocalStack:
             StackError: no answer, no stack, or a 200 whose body is not JSON.
         """
         __tracebackhide__ = True  # a failing test shows the StackError, not this method's source
+        if retries is not None and retries < 1:
+            raise StackError(f"retries={retries}: a call can fail on its first retry at the soonest (1)")
         path = path.removeprefix("/")  # as the ingress client's paths are written, too
         url = f"{self.ingress_url}/{path}"
         started = datetime.now(UTC)
         try:
             async with httpx.AsyncClient(verify=tls(), timeout=within) as client:
                 if content is not None:
-                    response = await client.post(
-                        url, content=content, headers={"content-type": "application/json"}
-                    )
+                    posted = client.post(url, content=content, headers={"content-type": "application/json"})
                 else:
-                    response = await client.post(url, json=body)
+                    posted = client.post(url, json=body)
+                if retries is None:
+                    response = await posted
+                else:
+                    response = await self._unless_retried(posted, retries, f"POST /{path}", started)
         except httpx.TimeoutException as error:
             why = await asyncio.to_thread(self.no_answer, f"POST /{path}", within, started)
             raise StackError(why) from error
@@ -443,6 +457,32 @@ class LocalStack:
             raise StackError(
                 f"POST /{path} answered 200 with a body that is not JSON: {response.text[:300]!r}"
             ) from None
+
+    async def _unless_retried(
+        self, posted: Awaitable[httpx.Response], retries: int, request: str, started: datetime
+    ) -> httpx.Response:
+        """``posted``'s response, or `StackError` once an invocation created since ``started`` has
+        been retried ``retries`` times (Restate counts every attempt: the first retry is attempt 2)."""
+        task = asyncio.ensure_future(posted)
+        query = (
+            "SELECT count(*) AS n FROM sys_invocation WHERE status != 'completed' "
+            f"AND created_at >= '{started.isoformat()}' AND retry_count > {int(retries)}"
+        )
+        try:
+            while True:
+                done, _ = await asyncio.wait({task}, timeout=0.25)
+                if done:
+                    return task.result()
+                rows = await asyncio.to_thread(self.sql, query)
+                if rows and int(rows[0]["n"]) > 0:
+                    waited = (datetime.now(UTC) - started).total_seconds()
+                    why = await asyncio.to_thread(self.no_answer, request, waited, started)
+                    # What Restate retries and each endpoint's last error, under a first line of its own.
+                    _, _, retried = why.partition("\n")
+                    first = f"{request}: Restate retried what it started {retries} time(s)"
+                    raise StackError(f"{first} within {waited:.1f} s\n{retried}")
+        finally:
+            task.cancel()
 
     def no_answer(self, request: str, within: float, started: datetime) -> str:
         """Why ``request`` (``POST /Shop/quote``), sent at ``started``, had no answer within
