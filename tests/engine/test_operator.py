@@ -43,6 +43,7 @@ from lash_restate.inspection._groups import read_groups
 from lash_restate.inspection._operator import operator_call
 from lash_restate.inspection._paused import callee_of
 from lash_restate.inspection._sql import admin_api
+from lash_restate.inspection._staged import state_version
 from lash_restate.testing import LocalStack, StackError
 from tests.conformance.builders import (
     Scope,
@@ -545,24 +546,10 @@ async def test_a_group_whose_record_names_no_invocation_as_an_opener_is_listed_s
     group whose record names such an opener (written by hand, or by a forged open) is still listed,
     shown and closed, the opener read as one Restate no longer knows."""
     s, opener = await open_group(stack)
-    rows = await asyncio.to_thread(
-        sql,
-        stack.server.admin_url,
-        "SELECT key, value_utf8 FROM state "
-        f"WHERE service_name = 'LashGroup' AND service_key = {quote(s.key())}",
-    )
-    state = {row["key"]: row["value_utf8"] for row in rows}
-    meta = json.loads(state["meta"])
     # Not an id at all, and one shaped as an id whose partition key does not fit a u64.
-    meta["openers"] += [{"caller": "forged", "ended": True}, {"caller": "inv_1" + "Z" * 33, "ended": True}]
-    state["meta"] = json.dumps(meta)
-    async with httpx.AsyncClient(verify=tls(), timeout=30) as client:
-        written = await client.post(
-            f"{stack.server.admin_url}/services/LashGroup/state",
-            json={"object_key": s.key(), "new_state": {k: list(v.encode()) for k, v in state.items()}},
-        )
-    assert written.status_code == 202, written.text
-    await until(lambda: _has_openers(stack, s.key(), 3))
+    await _add_openers(
+        stack, s.key(), [{"caller": "forged", "ended": True}, {"caller": "inv_1" + "Z" * 33, "ended": True}]
+    )
     shown = lash(stack, "groups", "show", s.key())
     assert shown.returncode == 0, shown.stderr
     assert "forged" in shown.stdout
@@ -605,6 +592,36 @@ def _id(partition_key: int, uuid: int) -> str:
 )
 def test_an_invocation_id_is_told_as_restates_query_parses_it(text: str, parses: bool) -> None:
     assert inspection_sql.is_invocation_id(text) is parses
+
+
+async def _add_openers(stack: LocalStack, key: str, openers: list[dict[str, Any]]) -> None:
+    """Add ``openers`` to the group's record through the admin API, as an operator could write it:
+    each replacement names the version of the state it read, and one Restate dropped because the
+    group wrote meanwhile is made again from what it holds now."""
+    query = "SELECT key, value_utf8 FROM state WHERE service_name = 'LashGroup' "
+    query += f"AND service_key = {quote(key)}"
+    for _ in range(20):
+        rows = await asyncio.to_thread(sql, stack.server.admin_url, query)
+        state = {row["key"]: row["value_utf8"] for row in rows}
+        version = state_version({k.encode(): v.encode() for k, v in state.items()})
+        meta = json.loads(state["meta"])
+        wanted = len(meta["openers"]) + len(openers)
+        meta["openers"] += openers
+        state["meta"] = json.dumps(meta)
+        body = {
+            "object_key": key,
+            "version": version,
+            "new_state": {k: list(v.encode()) for k, v in state.items()},
+        }
+        async with httpx.AsyncClient(verify=tls(), timeout=30) as client:
+            written = await client.post(f"{stack.server.admin_url}/services/LashGroup/state", json=body)
+        assert written.status_code == 202, written.text
+        try:
+            await until(functools.partial(_has_openers, stack, key, wanted), within=3)
+            return
+        except TimeoutError:
+            continue  # the group wrote between the read and the replacement: read it again
+    raise AssertionError(f"{key}'s record never took the openers")
 
 
 async def _has_openers(stack: LocalStack, key: str, count: int) -> bool:
@@ -858,7 +875,7 @@ async def test_parts_an_opener_left_staged_are_listed_and_released_and_a_groups_
     listed_ = lash(stack, "groups", "staged", "--json")
     assert listed_.returncode == 0, listed_.stderr
     keys = (s.key(), pumped.key(), gone.key())  # the stack is the module's: other tests' groups are not ours
-    ours = [(p["pump_key"], p["holds"]) for p in json.loads(listed_.stdout) if p["group_key"] in keys]
+    ours = [(p["pump_key"], p["holds"]) for p in json.loads(listed_.stdout) if p.get("group_key") in keys]
     assert sorted(ours) == sorted([(left, "staged"), (kept, "outcomes"), (cleared, "outcomes")])
     # On a shared cluster: one group's alone, listed and released.
     narrowed = lash(stack, "groups", "staged", "--json", "--key", pumped.key())
@@ -1319,6 +1336,10 @@ def test_a_close_is_lost_once_restate_ended_it_unrun_for_this_incarnation_only(
 
     journal: list[dict[str, Any]] = []
 
+    def c(name: str) -> str:
+        """An opener's invocation id, as Restate writes one (inspection asks about no other)."""
+        return _id(len(name), sum(name.encode()))
+
     def sent(
         caller: str, key: str, handler: str, invocation: str, body: dict[str, Any], long: bool = True
     ) -> None:
@@ -1341,26 +1362,26 @@ def test_a_close_is_lost_once_restate_ended_it_unrun_for_this_incarnation_only(
         sent(caller, key, "open", f"open-{invocation}", {"reply_to": "sign_1"})
         sent(caller, key, "close", invocation, {"child_count": 2, **narrowed, **named}, long)
 
-    close("c-killed", "killed", "inv_k", "inc-killed")
-    close("c-killed", "also", "inv_a", "inc-also")  # the same opener parked a second group
-    close("c-baseline", "baseline", "inv_b", None)
-    close("c-namesake", "namesake", "inv_n", "inc-another")
-    close("c-queued", "queued", "inv_q", "inc-queued", long=False)
-    close("c-forgotten", "forgotten", "inv_f", "inc-forgotten")
-    close("c-ran", "ran", "inv_r", "inc-ran")
-    close("c-underway", "underway", "inv_u", "inc-underway")
-    close("c-running", "running", "inv_x", "inc-running")  # its opener runs on: open, not lost
-    close("c-reopened", "reopened", "inv_o", "inc-reopened")
-    sent("c-reopened", "reopened", "open", "open-again", {"reply_to": "sign_1"})  # it holds it again
-    close("c-failed", "orphan", "inv_z", "inc-orphan")  # an orphan: closable as it is
+    close(c("killed"), "killed", "inv_k", "inc-killed")
+    close(c("killed"), "also", "inv_a", "inc-also")  # the same opener parked a second group
+    close(c("baseline"), "baseline", "inv_b", None)
+    close(c("namesake"), "namesake", "inv_n", "inc-another")
+    close(c("queued"), "queued", "inv_q", "inc-queued", long=False)
+    close(c("forgotten"), "forgotten", "inv_f", "inc-forgotten")
+    close(c("ran"), "ran", "inv_r", "inc-ran")
+    close(c("underway"), "underway", "inv_u", "inc-underway")
+    close(c("running"), "running", "inv_x", "inc-running")  # its opener runs on: open, not lost
+    close(c("reopened"), "reopened", "inv_o", "inc-reopened")
+    sent(c("reopened"), "reopened", "open", "open-again", {"reply_to": "sign_1"})  # it holds it again
+    close(c("failed"), "orphan", "inv_z", "inc-orphan")  # an orphan: closable as it is
     failed = {"status": "completed", "completion_failure": "[409] killed"}
     ends = {"inv_k": failed, "inv_a": failed, "inv_b": failed, "inv_n": failed, "inv_x": failed}
     ends |= {"inv_o": failed, "inv_z": failed}
     ends |= {"inv_r": {"status": "completed", "completion_result": "success"}, "inv_u": {"status": "running"}}
     returned = {"status": "completed", "completion_result": "success"}
     known = {row["id"]: returned for row in journal} | {
-        "c-running": {"status": "running"},
-        "c-failed": failed,
+        c("running"): {"status": "running"},
+        c("failed"): failed,
     }
 
     answered_in: list[Callable[[list[dict[str, Any]]], Iterator[dict[str, Any]]]] = [iter]
@@ -1377,8 +1398,8 @@ def test_a_close_is_lost_once_restate_ended_it_unrun_for_this_incarnation_only(
     monkeypatch.setattr(_groups, "sql", sql)
     monkeypatch.setattr(_groups, "invocation_rows", lambda admin, ids: {i: ends[i] for i in ids if i in ends})
     keys = ["killed", "also", "baseline", "namesake", "queued", "forgotten", "ran", "underway", "running"]
-    groups = [group(k, "c-killed" if k == "also" else f"c-{k}") for k in keys]
-    groups += [group("reopened", "c-reopened"), group("orphan", "c-failed")]
+    groups = [group(k, c("killed") if k == "also" else c(k)) for k in keys]
+    groups += [group("reopened", c("reopened")), group("orphan", c("failed"))]
     for order in (iter, reversed):
         answered_in[0] = order
         assert _groups.lost_closes("admin", groups, known) == {
