@@ -174,16 +174,20 @@ async def test_a_paged_report_reads_its_slices_then_the_tail_and_writes_them_the
     ]
 
 
+# A paged group ranking one slice's children and waking nobody: the record read, never written.
+_PAGED_ONE_SLICE = [
+    ("get", "meta"),
+    ("get", "settled:0"),
+    ("get", "ranked"),
+    ("set", "settled:0"),
+    ("set", "ranked"),
+]
+
+
 async def test_a_paged_report_that_wakes_nobody_leaves_the_record_alone() -> None:
     ctx = _Recording(_group(True, [3], [Waiter(awakeable="w9", rank=9)]))
     await _group_rank.on_report(_as_context(ctx), PumpReport(incarnation=_incarnation(True), refs=_refs(4)))
-    assert ctx.commands == [
-        ("get", "meta"),
-        ("get", "settled:0"),
-        ("get", "ranked"),
-        ("set", "settled:0"),
-        ("set", "ranked"),
-    ]
+    assert ctx.commands == _PAGED_ONE_SLICE
 
 
 async def test_a_paged_settle_reads_what_a_report_reads_after_the_record() -> None:
@@ -192,13 +196,7 @@ async def test_a_paged_settle_reads_what_a_report_reads_after_the_record() -> No
         _as_context(ctx),
         SettleBatch(incarnation=_incarnation(True), mode=SettlementMode.PUMPED, refs=_refs(1)),
     )
-    assert ctx.commands == [
-        ("get", "meta"),
-        ("get", "settled:0"),
-        ("get", "ranked"),
-        ("set", "settled:0"),
-        ("set", "ranked"),
-    ]
+    assert ctx.commands == _PAGED_ONE_SLICE
 
 
 @pytest.mark.parametrize(
