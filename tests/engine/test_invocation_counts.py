@@ -281,3 +281,29 @@ async def test_a_plain_await_sends_one_wake_after_a_served_rank_and_the_window_a
         if handler == "wait"
     ]
     assert [len(w["wakes"]) for w in waits] == [6, 1, 1, 1, 2, 0], waits
+
+
+async def test_a_resume_of_a_cursor_naming_its_group_sends_its_reopen_no_wakes(restate_stack: Stack) -> None:
+    """Decision 132: a reopen's group keeps the wakes it holds and ignores the open's, so a resume of a
+    cursor that names its group (which is recorded, or the resume is refused) sends none, where it
+    sent a window of them, unused; the await after it registers its own."""
+    s = Scope()
+    group = s.group([thin(f"v{i}") for i in range(6)])
+    [opened] = await restate_stack.turn(open_(group))
+    [resumed] = await restate_stack.turn(combine("all", group, handle=ok(opened)))
+    assert ok(resumed)["value"] == [f"v{i}" for i in range(6)], resumed
+    [closed] = await _until(
+        restate_stack,
+        "SELECT invoked_by_id FROM sys_invocation WHERE target_service_name = 'LashGroup' AND "
+        f"target_handler_name = 'close' AND target_service_key = {quote(s.key())}",
+        bool,
+    )
+    query = f"SELECT entry_json FROM sys_journal WHERE id = {quote(closed['invoked_by_id'])} ORDER BY index"
+    journal = await asyncio.to_thread(sql, restate_stack.admin_url, query)
+    sends = [json.loads(e["entry_json"]).get("Command", {}).get("OneWayCall") for e in journal]
+    opens = [
+        json.loads(bytes(send["request"]["parameter"]))
+        for send in sends
+        if send is not None and send["request"]["invocation_target"]["VirtualObject"]["handler"] == "open"
+    ]
+    assert [(o["reopen_only"], o["wakes"]) for o in opens] == [(True, [])], opens

@@ -201,8 +201,10 @@ class RestateController(EffectGroupDefaults):
         check_open_size(group, reopen=reopen_only)
         # A first open also registers wakes for the first ranks, saving those awaits a round trip each;
         # a reopen's group ignores them (it keeps the wakes it holds), but the caller cannot tell the
-        # two apart before the answer, and what it journals here must replay the same.
-        fresh = self._fresh_wakes(0, len(group))
+        # two apart before the answer, and what it journals here must replay the same. A resume of a
+        # cursor naming its group (decision 124) can: that group is recorded, or the resume is
+        # refused, and it sends none (decision 132).
+        fresh = {} if reopen_only and reopens is not None else self._fresh_wakes(0, len(group))
         # ADR: resolve all N before recording (check that each child can be run here, refusing the whole
         # open if one cannot): the group object does, where the children run (decision 37), and only it
         # knows whether the group is recorded already (a reopen refuses nothing).
