@@ -302,7 +302,7 @@ async def awaits_past_the_first_wakes_serve_every_rank_held_or_still_to_settle(
     width = 36
     at_once = [s.echo(i) for i in range(width - 2)]
     async with Turn(tier) as t:
-        g = t.open(s.group([*at_once, s.echo("later", 1000), s.echo("last", 1600)]))
+        g = t.open(s.group([*at_once, s.echo("later", 500), s.echo("last", 800)]))
         read = [g.next() for _ in range(width)]
     assert [r.ok.rank for r in read] == list(range(1, width + 1))
     assert sorted(r.ok.position for r in read[: width - 2]) == list(range(width - 2))
