@@ -33,6 +33,7 @@ from lash_restate.engine.wire._messages import OperatorRedispatch
 from lash_restate.engine.wire._routes import GROUP_OPERATOR_REDISPATCH
 from lash_restate.inspection import (
     GroupView,
+    InspectionError,
     OpenGroup,
     list_open_groups,
     quote,
@@ -1699,3 +1700,33 @@ def test_stranded_lists_a_caller_only_while_it_still_runs(monkeypatch: pytest.Mo
     monkeypatch.setattr(_journal, "rows_in", fake_rows_in)  # the journals and their signals
     monkeypatch.setattr(_stranded, "invocation_rows", fake_invocations)
     assert [s.caller for s in _stranded.stranded_opens("http://admin")] == ["c-waits"]
+
+
+def test_a_groups_age_is_measured_by_the_servers_clock(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`groups list` and `show` measure a group's age against the restate-server's time, not the
+    clock of the machine the command runs on (an operator's laptop an hour off would see a group
+    opened just now as an hour old, or not yet open)."""
+    from lash_restate.contract import GroupWakePolicy, LoserPolicy
+    from lash_restate.engine.wire._records import GroupMeta
+    from lash_restate.inspection import _groups
+
+    opened = 1_000_000_000
+    meta = GroupMeta(
+        child_count=1,
+        wake=GroupWakePolicy.ALL,
+        disposition=LoserPolicy.RUN_TO_COMPLETION,
+        incarnation="inc-s",
+        opened_at_ms=opened,
+    )
+    monkeypatch.setattr(_groups, "read_groups", lambda admin, *_, **__: [_groups.StoredGroup("k", meta, {})])
+    monkeypatch.setattr(_groups, "invocation_rows", lambda admin, ids: {})
+    monkeypatch.setattr(_groups, "paused_by_group", lambda admin, groups: {})
+    monkeypatch.setattr(_groups, "lost_closes", lambda admin, groups, known: {})
+    monkeypatch.setattr(_groups, "server_now_ms", lambda admin: opened + 3_600_000)
+    [row] = _groups.list_open_groups("admin")
+    assert row.age_s == 3600
+    monkeypatch.setattr(inspection_sql, "sql", lambda admin, query: [{"ns": 1_796_622_396_557_541_087}])
+    assert inspection_sql.server_now_ms("admin") == 1_796_622_396_557
+    monkeypatch.setattr(inspection_sql, "sql", lambda admin, query: [{}])
+    with pytest.raises(InspectionError, match="gave no time of its own"):
+        inspection_sql.server_now_ms("http://127.0.0.1:9070")

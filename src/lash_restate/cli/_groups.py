@@ -59,19 +59,19 @@ _RUNNING_SHOWN = 20  # a wide group's close may leave thousands running: the res
 
 
 def groups_list(args: argparse.Namespace) -> int:
-    from ..inspection import InspectionError, list_open_groups
+    from ..inspection import InspectionError, list_open_groups, server_now_ms
 
     if (failed := prefix_from_args(args)) is not None:
         return failed
     try:
         admin = AdminApi.from_env(args.admin_url)
         groups = [g.as_dict() for g in list_open_groups(admin, orphaned=args.orphaned, state=args.state)]
+        now = server_now_ms(admin) / 1000  # the cluster's clock, not this machine's (a reclaim is due by it)
     except InspectionError as exc:
         return fail(str(exc))
     if args.json:
         print(json.dumps(groups))
     elif groups:
-        now = time.time()
         rows = [{**g, "age": age(g["age_s"]), "reclaim": reclaim_in(g["reclaim_at"], now)} for g in groups]
         print(table(rows, COLUMNS))
     elif args.orphaned or args.state:

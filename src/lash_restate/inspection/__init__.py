@@ -36,7 +36,7 @@ from ._operator import (
     redispatch_missed,
 )
 from ._rollback import RollbackBlocker, kill_pending, rollback_blockers
-from ._sql import InspectionError, quote, sql
+from ._sql import InspectionError, quote, server_now_ms, sql
 from ._staged import LeftOutcome, StagedPart, left_outcomes, left_staged, release_outcome, release_staged
 from ._stranded import StrandedOpen, resend_open, stranded_opens
 from ._subscriptions import StrandedSubscription, resubscribe, stranded_subscriptions
@@ -75,6 +75,7 @@ __all__ = [
     "resend_open",
     "resubscribe",
     "rollback_blockers",
+    "server_now_ms",
     "show_group",
     "sql",
     "stranded_opens",

@@ -49,6 +49,7 @@ from ._sql import (
     is_invocation_id,
     quote,
     rows_in,
+    server_now_ms,
     sql,
 )
 from ._views import ChildView, GroupView, OpenerView, OpenGroup, PumpView
@@ -346,7 +347,7 @@ def list_open_groups(admin: Admin, *, orphaned: bool = False, state: str | None 
     known = invocation_rows(admin, sorted({o.caller for g in groups for o in g.meta.openers}))
     paused = paused_by_group(admin, {g.key: (g.meta.incarnation, g.meta.opened_at_ms) for g in groups})
     lost = lost_closes(admin, groups, known)
-    now_ms = int(time.time() * 1000)
+    now_ms = server_now_ms(admin)
     listed = [
         OpenGroup(**open_group_row(g, classify(g, known, lost.get(g.key))[0], now_ms, paused.get(g.key, 0)))
         for g in groups
@@ -435,7 +436,7 @@ def show_group(admin: Admin, group_key: str) -> GroupView | None:
     count = sum(1 for child in children if child.paused is not None)
     count += sum(1 for pump in pumps if pump.status == PAUSED)
     return GroupView(
-        **open_group_row(group, state, int(time.time() * 1000), count),
+        **open_group_row(group, state, server_now_ms(admin), count),
         reason=reason,
         opened_at=utc(opened) if opened else None,
         openers=openers,

@@ -24,6 +24,7 @@ __all__ = [
     "is_invocation_id",
     "quote",
     "rows_in",
+    "server_now_ms",
     "sql",
 ]
 
@@ -104,6 +105,17 @@ def sql(admin: Admin, query: str, *, timeout: float = 10) -> list[dict[str, Any]
     if not isinstance(rows, list) or not all(isinstance(row, dict) for row in rows):
         raise InspectionError(f"{api.shown} is not a Restate admin API (no query rows in its answer)")
     return rows
+
+
+def server_now_ms(admin: Admin) -> int:
+    """The restate-server's time, in ms since the epoch: what a group's age and an orphan's reclaim
+    are measured against, so that the clock of the machine the command runs on does not skew them
+    (a group's times are its endpoint's, which shares the cluster's clock)."""
+    rows = sql(admin, "SELECT CAST(now() AS BIGINT) AS ns")
+    try:
+        return int(rows[0]["ns"]) // 1_000_000
+    except (IndexError, KeyError, TypeError, ValueError):
+        raise InspectionError(f"{admin_api(admin).shown} gave no time of its own: {rows!r}") from None
 
 
 def in_list(values: Iterable[str]) -> str:
