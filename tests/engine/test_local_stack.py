@@ -8,13 +8,15 @@ import socket
 import subprocess
 import sys
 from pathlib import Path
+from typing import assert_type
 
 import httpx
 import pytest
 
 from lash_restate._http import tls
-from lash_restate.testing import LocalStack, StackError, free_port, processes
+from lash_restate.testing import CallFailed, LocalStack, StackError, free_port, processes
 from lash_restate.testing.processes import listeners
+from lash_restate.testing.targets import Label, Parcel, Quote, QuoteRequest, quote, weigh
 from tests.conformance.builders import Scope, call, combine, echo, err, event, next_, open_
 from tests.engine.test_operator import kill, until
 
@@ -342,3 +344,26 @@ async def test_a_call_told_how_many_retries_to_allow_fails_once_restate_retries_
     await kill(restate_stack, row["id"])  # retried for ever otherwise, on the session's stack
     with pytest.raises(StackError, match="at the soonest"):
         await restate_stack.call("DemoCalls/echo", {"value": 1}, retries=0)
+
+
+async def test_a_handler_is_called_with_its_own_types_as_ctx_service_call_takes_it(
+    restate_stack: LocalStack,
+) -> None:
+    """`call_handler(handler, arg, key=...)`: the argument written by the handler's input serde, the
+    answer read by its output serde (a pydantic model, a msgspec Struct); a keyed handler needs its
+    key, a service's takes none; a callee's terminal error is `CallFailed` with its status."""
+    quoted = assert_type(await restate_stack.call_handler(quote, QuoteRequest(sku="a", qty=2)), Quote)
+    assert quoted == Quote(sku="a", total=14)
+    key = f"ledger-{Scope().id}"
+    first = await restate_stack.call_handler(weigh, Parcel(grams=5), key=key)
+    assert await restate_stack.call_handler(weigh, Parcel(grams=2), key=key) == Label(
+        key=key, grams=2, total=7
+    )
+    assert first == Label(key=key, grams=5, total=5)
+    with pytest.raises(StackError, match="DemoLedger/weigh needs a key="):
+        await restate_stack.call_handler(weigh, Parcel(grams=1))
+    with pytest.raises(StackError, match="DemoTyped/quote is a service's: it takes no key="):
+        await restate_stack.call_handler(quote, QuoteRequest(sku="a", qty=1), key="k")
+    with pytest.raises(CallFailed) as refused:
+        await restate_stack.call_handler(quote, QuoteRequest(sku="a", qty=1, refuse="out of stock"))
+    assert (refused.value.status_code, refused.value.error_message) == (409, "out of stock")

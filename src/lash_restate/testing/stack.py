@@ -12,18 +12,19 @@ import shutil
 import sys
 import tempfile
 import time
-from collections.abc import Awaitable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, TypeVar, overload
 from urllib.parse import quote
 
 import httpx
 
 from .._http import tls
 from ..engine import SIGNAL, named
+from ..handlers import HandlerRef, handler_ref
 from ..inspection import InspectionError, sql
 from ..inspection import quote as sql_quote
 from ..logs import stamp
@@ -32,6 +33,9 @@ from .driver import TURN
 from .processes import CallFailed, Endpoint, RestateServer, StackError, free_port, last_error, log_tail
 
 __all__ = ["SIGNING_KEY_ENV", "AdminAt", "LocalStack"]
+
+_In = TypeVar("_In")
+_Out = TypeVar("_Out")
 
 DEMO_RESOLVER = "lash_restate.testing.tools:demo_tools"  # what a local stack's endpoint serves
 # The server setting that makes restate-server sign every request to an endpoint with this key.
@@ -386,6 +390,56 @@ class LocalStack:
     def counts(self) -> list[str]:
         """Every name the demo tools' `count` has written: the side-effect witness."""
         return self.count_file.read_text().splitlines() if self.count_file.exists() else []
+
+    @overload
+    async def call_handler(
+        self,
+        handler: Callable[[Any, _In], Awaitable[_Out]],
+        arg: _In,
+        /,
+        *,
+        key: str | None = None,
+        within: float = 60,
+        retries: int | None = None,
+    ) -> _Out: ...
+    @overload
+    async def call_handler(
+        self,
+        handler: Callable[[Any], Awaitable[_Out]],
+        /,
+        *,
+        key: str | None = None,
+        within: float = 60,
+        retries: int | None = None,
+    ) -> _Out: ...
+    async def call_handler(
+        self,
+        handler: Any,
+        arg: Any = None,
+        /,
+        *,
+        key: str | None = None,
+        within: float = 60,
+        retries: int | None = None,
+    ) -> Any:
+        """Call the Restate handler ``handler`` (a function decorated with ``@service.handler()``, as
+        ``ctx.service_call`` takes it) through the ingress, as `call` does: ``arg`` written by the
+        handler's input serde, its answer read by its output serde, typed (a pydantic model, a
+        msgspec Struct, a dataclass). ``key`` names a virtual object's or a workflow's instance.
+
+        Raises:
+            StackError: ``key`` missing for a keyed handler or given for a service's, or what
+                `call` raises (`CallFailed` for an error status).
+        """
+        __tracebackhide__ = True  # a failing test shows the error, not this method's source
+        ref: HandlerRef[Any, Any] = handler_ref(handler)
+        if ref.keyed != (key is not None):
+            need = "needs a key=" if ref.keyed else "is a service's: it takes no key="
+            raise StackError(f"{ref.target} {need}")
+        path = f"{ref.service}/{quote(key, safe='')}/{ref.handler}" if key is not None else ref.target
+        content = ref.arg.written(arg) if ref.takes_input else None
+        answer = await self.call(path, content=content, within=within, retries=retries)
+        return ref.result.from_json(answer)
 
     async def call(
         self,
