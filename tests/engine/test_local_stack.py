@@ -16,7 +16,7 @@ import pytest
 from lash_restate._http import tls
 from lash_restate.testing import CallFailed, LocalStack, StackError, free_port, processes
 from lash_restate.testing.processes import listeners
-from lash_restate.testing.targets import Label, Parcel, Quote, QuoteRequest, quote, weigh
+from lash_restate.testing.targets import Label, Parcel, Quote, QuoteRequest, describe, quote, weigh
 from tests.conformance.builders import Scope, call, combine, echo, err, event, next_, open_
 from tests.engine.test_operator import kill, until
 
@@ -332,11 +332,14 @@ async def test_a_call_told_how_many_retries_to_allow_fails_once_restate_retries_
     restate_stack: LocalStack,
 ) -> None:
     """`call(..., retries=N)`: a handler that raises a plain exception, which Restate retries for
-    ever, fails the call once Restate has retried what it started N times, naming the handler and
+    ever, fails the call once Restate has retried it N times, naming the handler, its invocation and
     its failure, instead of after ``within``; the invocation is then the test's to end."""
-    with pytest.raises(StackError, match=r"Restate retried what it started 2 time\(s\)") as failed:
+    with pytest.raises(
+        StackError, match=r"an invocation started since has been retried 2 time\(s\)"
+    ) as failed:
         await restate_stack.call("DemoCalls/stall", {"message": "plain boom"}, retries=2)
     assert "Restate is retrying DemoCalls/stall" in str(failed.value), failed.value
+    assert "(DemoCalls/stall inv_" in str(failed.value), failed.value
     assert "plain boom" in str(failed.value), failed.value
     [row] = restate_stack.sql(
         "SELECT id FROM sys_invocation WHERE target = 'DemoCalls/stall' AND status != 'completed'"
@@ -360,6 +363,7 @@ async def test_a_handler_is_called_with_its_own_types_as_ctx_service_call_takes_
         key=key, grams=2, total=7
     )
     assert first == Label(key=key, grams=5, total=5)
+    assert await restate_stack.call_handler(describe, None) == "nothing"  # no body, as a native call
     with pytest.raises(StackError, match="DemoLedger/weigh needs a key="):
         await restate_stack.call_handler(weigh, Parcel(grams=1))
     with pytest.raises(StackError, match="DemoTyped/quote is a service's: it takes no key="):

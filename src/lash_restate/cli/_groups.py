@@ -65,13 +65,15 @@ def groups_list(args: argparse.Namespace) -> int:
         return failed
     try:
         admin = AdminApi.from_env(args.admin_url)
-        groups = [g.as_dict() for g in list_open_groups(admin, orphaned=args.orphaned, state=args.state)]
-        now = server_now_ms(admin) / 1000  # the cluster's clock, not this machine's (a reclaim is due by it)
+        now_ms = server_now_ms(admin)  # the cluster's clock, not this machine's: ages and reclaims by it
+        listed = list_open_groups(admin, orphaned=args.orphaned, state=args.state, now_ms=now_ms)
+        groups = [g.as_dict() for g in listed]
     except InspectionError as exc:
         return fail(str(exc))
     if args.json:
         print(json.dumps(groups))
     elif groups:
+        now = now_ms / 1000
         rows = [{**g, "age": age(g["age_s"]), "reclaim": reclaim_in(g["reclaim_at"], now)} for g in groups]
         print(table(rows, COLUMNS))
     elif args.orphaned or args.state:

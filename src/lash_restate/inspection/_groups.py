@@ -340,14 +340,17 @@ def utc(seconds: float) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(seconds))
 
 
-def list_open_groups(admin: Admin, *, orphaned: bool = False, state: str | None = None) -> list[OpenGroup]:
+def list_open_groups(
+    admin: Admin, *, orphaned: bool = False, state: str | None = None, now_ms: int | None = None
+) -> list[OpenGroup]:
     """Every group the group object holds state for (opened and not yet closed), with its state;
-    with ``orphaned`` (or ``state``), only those in that state."""
+    with ``orphaned`` (or ``state``), only those in that state. Ages are measured to ``now_ms``
+    (default: the restate-server's time, `server_now_ms`)."""
     groups = read_groups(admin, order=False)
     known = invocation_rows(admin, sorted({o.caller for g in groups for o in g.meta.openers}))
     paused = paused_by_group(admin, {g.key: (g.meta.incarnation, g.meta.opened_at_ms) for g in groups})
     lost = lost_closes(admin, groups, known)
-    now_ms = server_now_ms(admin)
+    now_ms = server_now_ms(admin) if now_ms is None else now_ms
     listed = [
         OpenGroup(**open_group_row(g, classify(g, known, lost.get(g.key))[0], now_ms, paused.get(g.key, 0)))
         for g in groups
