@@ -263,11 +263,9 @@ def groups_staged(args: argparse.Namespace) -> int:
     except InspectionError as exc:
         outcomes = []
         unread.append(f"the outcomes children kept could not be listed: {exc}")
-    if args.key is not None:
-        # A shared cluster: the operator's own group alone. A child's key is its replay key,
-        # `{group key}/{position}` unless its caller named its children's replay keys itself.
+    if args.key is not None:  # a shared cluster: the operator's own group alone
         parts = [part for part in parts if part.group_key == args.key]
-        outcomes = [left for left in outcomes if left.child_key.rpartition("/")[0] == args.key]
+        outcomes = [left for left in outcomes if _group_of_child(left.child_key) == args.key]
     # Each is released on its own: one that fails stops none of the others, nor hides them.
     _, errors = _each(parts, lambda part: release_staged(admin, part), args.release)
     _, unreleased = _each(outcomes, lambda left: release_outcome(admin, left), args.release)
@@ -404,8 +402,14 @@ def _keys_of(item: object) -> set[str]:
     keys = {getattr(item, "group_key", None), getattr(item, "event", None)}
     child = getattr(item, "child", None)
     if isinstance(child, str):
-        keys.add(child.rpartition("/")[0])
+        keys.add(_group_of_child(child))
     return {key for key in keys if key}
+
+
+def _group_of_child(child_key: str) -> str:
+    """The group a child's key names: its replay key is `{group key}/{position}` (the front door's;
+    a caller that named its children's replay keys itself gives keys that name no group)."""
+    return child_key.rpartition("/")[0]
 
 
 def _rows(
