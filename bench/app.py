@@ -150,6 +150,24 @@ async def group_bounded_all(ctx: restate.Context, arg: dict[str, Any]) -> int:
     return sum(await lash.all(ctx, children, max_in_flight=int(arg["k"])))
 
 
+@bench.handler()
+async def native_call_iterate(ctx: restate.Context, arg: dict[str, Any]) -> int:
+    """Each call's answer taken as it comes, one at a time: `restate.as_completed`."""
+    calls = [ctx.service_call(thin_instant, arg=i) for i in range(int(arg["n"]))]
+    return sum([await done async for done in restate.as_completed(*calls)])
+
+
+@bench.handler()
+async def group_call_iterate(ctx: restate.Context, arg: dict[str, Any]) -> int:
+    """The same through a group read one settlement at a time, ``async for``."""
+    total = 0
+    async with lash.open(ctx, [lash.call("Thin", "instant", i) for i in range(int(arg["n"]))]) as group:
+        async for settlement in group:
+            assert isinstance(settlement.outcome, lash.Ok)
+            total += settlement.outcome.value
+    return total
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--port", type=int, required=True)

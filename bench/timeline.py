@@ -36,6 +36,7 @@ SCENARIOS = {
     "call_race": ("native_call_race", "group_call_race", {}),
     "race": ("native_race", "group_race", {}),
     "call_all_10": ("native_call_all", "group_call_all", {"n": 10}),
+    "call_iterate_100": ("native_call_iterate", "group_call_iterate", {"n": 100}),
 }
 _ROWS = (
     "SELECT id, invoked_by_id AS parent, target_service_name AS s, target_handler_name AS h, "

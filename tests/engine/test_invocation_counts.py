@@ -15,7 +15,7 @@ from typing import Any
 from lash_restate.engine.group._group_watch import WATCH_AFTER
 from lash_restate.engine.group._mode_stores import PUMP_SLICE
 from lash_restate.inspection import list_open_groups, quote, sql
-from tests.conformance.builders import Scope, close, combine, event, next_, ok, open_, use
+from tests.conformance.builders import Scope, close, combine, event, iterate, next_, ok, open_, use
 from tests.engine.conftest import Stack
 from tests.engine.test_engine import recorded_meta
 from tests.engine.test_operator import until
@@ -210,7 +210,8 @@ async def test_a_plain_await_reads_the_one_rank_it_serves(restate_stack: Stack) 
     their outcomes, and dropped all but one (an `async for` over N children read O(N²) outcomes). The
     first read of a caller that did not open the group asks as before: nothing in its journal yet
     says which release opened the group, and a baseline caller's replay must meet what it journaled.
-    A read after one the group served sends one wake, not a window (decision 132)."""
+    The outcomes that read past its own rank are kept for the awaits after it, which ask the group
+    for their rank alone, with no wake, and read nothing (decision 134)."""
     s = Scope()
     group = s.group([thin(f"v{i}") for i in range(6)])
     [opened] = await restate_stack.turn(open_(group))
@@ -231,19 +232,63 @@ async def test_a_plain_await_reads_the_one_rank_it_serves(restate_stack: Stack) 
     calls = await _calls(restate_stack, closed["invoked_by_id"])
     waits = [request for handler, request in calls if handler == "wait"]
     asked = [request["positions"] for handler, request in calls if handler == "outcomes"]
+    # The first read asks for every rank (its journal says nothing of the group yet) and reads their
+    # outcomes; each await after it asks for its own rank alone, and is served the outcome that read
+    # (decision 134), where it read it again.
     assert "at_most" not in waits[0] and [w.get("at_most") for w in waits[1:]] == [1] * 5, waits
-    assert [len(positions) for positions in asked] == [6, 1, 1, 1, 1, 1], asked
-    # Each read sends wakes for the ranks it has none for; once the group has served this reader, one
-    # (the rank's own, in case the group does not hold it), where it sent a window of them, unused.
-    assert [len(w["wakes"]) for w in waits] == [6, 1, 1, 1, 1, 1], waits
+    assert [len(positions) for positions in asked] == [6], asked
+    # The first read sends wakes for the ranks it has none for; those after it none, the group having
+    # held their ranks (it serves them or refuses).
+    assert [len(w["wakes"]) for w in waits] == [6, 0, 0, 0, 0, 0], waits
+
+
+async def test_plain_awaits_read_ahead_the_outcomes_their_group_holds_in_one_read_per_window(
+    restate_stack: Stack,
+) -> None:
+    """Decision 134: an `async for` behind its group (40 settled, read by a block that opens it again)
+    asks the group at every await (decision 32), but reads outcomes once per window of ranks: the
+    await that has nothing read ahead for its rank asks for up to 32 ranks and reads the outcomes of
+    all it is given in one read; each await after it asks for its rank alone and is served what was
+    read, with no read of its own and no wake."""
+    s = Scope()
+    names = [s.event(f"e{i}") for i in range(40)]
+    group = s.group([event(name) for name in names])
+    await restate_stack.turn(open_(group))
+    for i, name in enumerate(names):
+        await restate_stack.emit(name, f"v{i}")
+
+    async def settled() -> bool:
+        rows = await asyncio.to_thread(list_open_groups, restate_stack.admin_url)
+        return any(row.group_key == s.key() and row.settled == 40 for row in rows)
+
+    await until(settled)
+    [read] = await restate_stack.turn(iterate(group))
+    assert [settlement["outcome"]["value"] for settlement in ok(read)["settlements"]] == [
+        f"v{i}" for i in range(40)
+    ], read
+    [closed] = await _until(
+        restate_stack,
+        "SELECT invoked_by_id FROM sys_invocation WHERE target_service_name = 'LashGroup' AND "
+        f"target_handler_name = 'close' AND target_service_key = {quote(s.key())}",
+        bool,
+    )
+    calls = await _calls(restate_stack, closed["invoked_by_id"])
+    waits = [request for handler, request in calls if handler == "wait"]
+    asked = [request["positions"] for handler, request in calls if handler == "outcomes"]
+    assert [w["at_most"] for w in waits] == [32, *[1] * 31, 32, *[1] * 7], waits
+    assert [len(positions) for positions in asked] == [32, 8], asked
+    # The first await's window (it cannot tell a held rank from one to come: decision 132), then one
+    # wake where nothing was read ahead for the rank, and none where it was.
+    assert [len(w["wakes"]) for w in waits] == [32, *[0] * 31, 1, *[0] * 7], waits
 
 
 async def test_a_plain_await_sends_one_wake_after_a_served_rank_and_the_window_after_a_wait(
     restate_stack: Stack,
 ) -> None:
     """Decision 132: a reader behind its group (three ranks held) sends one wake per await, the
-    rank's own; the await that finds its rank not held yet waits on that one wake, and the next, the
-    group now behind it, sends the window again, whose wakes serve the rank after it with none."""
+    rank's own, or none for a rank read ahead (decision 134); the await that finds its rank not held
+    yet waits on that one wake, and the next, the group now behind it, sends the window again, whose
+    wakes serve the rank after it with none."""
     s = Scope()
     later = [s.event(f"e{i}") for i in range(3)]
     group = s.group([thin("a"), thin("b"), thin("c"), *(event(name) for name in later)])
@@ -280,7 +325,8 @@ async def test_a_plain_await_sends_one_wake_after_a_served_rank_and_the_window_a
         for handler, request in await _calls(restate_stack, closed["invoked_by_id"])
         if handler == "wait"
     ]
-    assert [len(w["wakes"]) for w in waits] == [6, 1, 1, 1, 2, 0], waits
+    # Ranks 2 and 3 send none: the first read held them and read them ahead (decision 134).
+    assert [len(w["wakes"]) for w in waits] == [6, 0, 0, 1, 2, 0], waits
 
 
 async def test_a_resume_of_a_cursor_naming_its_group_sends_its_reopen_no_wakes(restate_stack: Stack) -> None:

@@ -49,14 +49,17 @@ from ..wire._formats import written
 from ..wire._incarnation import (
     cursor_names,
     opened_since_baseline,
+    reads_ahead,
     registers_wakes_as_needed,
     serves_one_rank,
 )
 from ..wire._messages import (
+    READ_BUDGET,
     CallerEnded,
     CloseRequest,
     OpenReply,
     OpenRequest,
+    Ref,
     WaitReply,
     WaitRequest,
     decode,
@@ -80,8 +83,13 @@ _I = TypeVar("_I")
 _O = TypeVar("_O")
 
 # How many upcoming ranks a caller registers wakes for at once: a caller that keeps up with the
-# settlements then pays no call per rank, and the hot record stays small (decision 16).
+# settlements then pays no call per rank, and the hot record stays small (decision 16). Also how many
+# ranks a plain await asks the group for, to read ahead the outcomes of those past its own.
 WAKE_WINDOW = 32
+
+# At most this many bytes of outcomes past the one a plain await serves are read ahead with it
+# (decision 134): what a caller that stops reading has read, and journaled, for nothing.
+READ_AHEAD_BYTES = 256 * 1024
 
 
 @dataclass(slots=True)
@@ -90,6 +98,15 @@ class _Wakes:
 
     incarnation: str
     by_rank: dict[int, Any]
+
+
+@dataclass(slots=True)
+class _ReadAhead:
+    """Settlements a plain await read past the rank it served, by rank, with the ref the group gave
+    for each, from one incarnation of a group (decision 134)."""
+
+    incarnation: str
+    by_rank: dict[int, tuple[Ref, Settlement]]
 
 
 def inside_run(ctx: restate.Context) -> bool:
@@ -150,6 +167,10 @@ class RestateController(EffectGroupDefaults):
         # By group key: the incarnation whose last answer to this invocation's plain await served a
         # rank (None: it served none), so that the next asks with one wake, not a window (decision 132).
         self._served_by: dict[str, str | None] = {}
+        # By group key: what plain awaits read past the rank each served (decision 134). A rank's
+        # outcome is never rewritten, so it is served once the group's answer to that rank's own await
+        # names the same ref; the answer, not what was read, decides what an await serves (decision 32).
+        self._read_ahead: dict[str, _ReadAhead] = {}
 
     def outside_run(self, what: str) -> None:
         """Refuse `CalledInsideRun` if this is called inside the action of a ``ctx.run`` of this
@@ -350,6 +371,19 @@ class RestateController(EffectGroupDefaults):
         first alone); if it holds none yet, make sure a wake of the group's current incarnation is
         registered for the next rank."""
         key, rank = handle.group_key, handle.next_rank
+        # Decision 134: a plain await of a group this line opened, with nothing read ahead for its rank,
+        # asks for the ranks the group holds from its own (up to a window) and reads ahead the outcomes
+        # of those after it, within a budget; one with its rank read ahead asks for that rank alone.
+        ahead = self._read_ahead.get(key)
+        reads_ahead_of = (
+            at_most_one and self._reads_one.get(key, False) and reads_ahead(self._incarnations.get(key, ""))
+        )
+        held_ahead = (
+            reads_ahead_of
+            and ahead is not None
+            and ahead.incarnation == self._incarnations.get(key)
+            and rank in ahead.by_rank
+        )
         while True:
             wakes = self._wakes.get(key)
             # Decision 132: a plain await after one the same group served is likely served too, which
@@ -365,8 +399,8 @@ class RestateController(EffectGroupDefaults):
             )
             fresh = (
                 self._fresh_wakes(handle.consumed, handle.child_count, 1 if few else WAKE_WINDOW)
-                if wakes is None or rank not in wakes.by_rank
-                else {}
+                if not held_ahead and (wakes is None or rank not in wakes.by_rank)
+                else {}  # a rank the group held needs no wake: it is served, or the group is closed
             )
             request = WaitRequest(consumed=handle.consumed, child_count=handle.child_count, wakes=list(fresh))
             if handle.incarnation is not None:  # decision 124: not a group opened under the key since
@@ -374,7 +408,9 @@ class RestateController(EffectGroupDefaults):
             if at_most_one and self._reads_one.get(key, False):
                 # Decision 96: a plain await serves one rank, and the next reads the group again
                 # (decision 32): the ranks after it, and their outcomes, would be read and dropped.
-                request = msgspec.structs.replace(request, at_most=1)
+                # Decision 134: the window when nothing is read ahead for the rank, to read ahead.
+                window = WAKE_WINDOW if reads_ahead_of and not held_ahead else 1
+                request = msgspec.structs.replace(request, at_most=window)
             reply = await self._ask(GROUP_WAIT, key, request)
             if reply.incarnation:  # an earlier release's group may answer none
                 self._incarnations[key] = reply.incarnation
@@ -383,8 +419,21 @@ class RestateController(EffectGroupDefaults):
             if at_most_one:
                 self._served_by[key] = reply.incarnation if reply.refs else None
             if reply.refs:
-                await self._read(handle, reply, held)  # recorded already: read from state
+                if reads_ahead_of:
+                    await self._read_ahead_of(handle, reply, held)
+                else:
+                    await self._read(handle, reply, held)  # recorded already: read from state
+                    if at_most_one and self._reads_one[key] and reads_ahead(reply.incarnation):
+                        # A reader's first read, which asked for every rank held (decision 96): the
+                        # outcomes it read past its own are kept, not read again.
+                        self._keep_read_ahead(key, reply, rank, held)
                 return wakes if wakes is not None else _Wakes(reply.incarnation, {})
+            if held_ahead:
+                # The group held the rank when it was read ahead, so it serves it or refuses: never
+                # seen. Asked again as a read of a rank nothing was read ahead for, with its wake.
+                self._read_ahead.pop(key, None)
+                held_ahead = False
+                continue
             if fresh:
                 if wakes is None or wakes.incarnation != reply.incarnation:
                     wakes = self._wakes[key] = _Wakes(reply.incarnation, {})
@@ -408,11 +457,39 @@ class RestateController(EffectGroupDefaults):
             raise AwaitCancelled.at_rank(handle.next_rank, group_key=handle.group_key)
         return decode(value, WaitReply)
 
-    async def _read(self, handle: GroupHandle, reply: WaitReply, held: dict[int, Settlement]) -> None:
-        """Outcomes of consecutive ranks: inline from the wake, else from the group's mode's stores."""
+    async def _read_ahead_of(
+        self, handle: GroupHandle, reply: WaitReply, held: dict[int, Settlement]
+    ) -> None:
+        """Serve the rank ``reply`` answers first from what an earlier await read ahead, if the group
+        gave the same ref for it then; else read its outcome, and those of the ranks after it the
+        reply names, within `READ_AHEAD_BYTES`, keeping the latter for the awaits to come."""
+        key, rank = handle.group_key, handle.next_rank
+        ahead = self._read_ahead.get(key)
+        kept = None if ahead is None or ahead.incarnation != reply.incarnation else ahead.by_rank.get(rank)
+        if ahead is not None and kept is not None and kept[0] == reply.refs[0]:
+            held[rank] = kept[1]
+            for served in [r for r in ahead.by_rank if r <= rank]:
+                del ahead.by_rank[served]  # served by now, to this cursor or another
+            return
+        await self._read(handle, reply, held, READ_AHEAD_BYTES)
+        self._keep_read_ahead(key, reply, rank, held)
+
+    def _keep_read_ahead(self, key: str, reply: WaitReply, rank: int, held: dict[int, Settlement]) -> None:
+        """Keep what ``held`` holds past ``rank`` of the ranks ``reply`` names, for the awaits to come."""
+        ahead = self._read_ahead[key] = _ReadAhead(reply.incarnation, {})
+        for offset, ref in enumerate(reply.refs[1:], start=1):
+            if (settlement := held.pop(rank + offset, None)) is None:
+                break
+            ahead.by_rank[rank + offset] = (ref, settlement)
+
+    async def _read(
+        self, handle: GroupHandle, reply: WaitReply, held: dict[int, Settlement], budget: int = READ_BUDGET
+    ) -> None:
+        """Outcomes of consecutive ranks: inline from the wake, else from the group's mode's stores
+        (the first whatever its size, the rest within ``budget`` bytes)."""
         missing = [ref.position for ref in reply.refs if ref.outcome is None]
         try:
-            stored = await mode_for(reply.mode).read(self._ctx, handle.group_key, reply)
+            stored = await mode_for(reply.mode).read(self._ctx, handle.group_key, reply, budget)
         except restate.TerminalError as error:
             raise_typed(error)  # a store released under the reader: its group was closed meanwhile
             raise
@@ -460,6 +537,7 @@ class RestateController(EffectGroupDefaults):
             await self._ask(GROUP_CLOSE, key, request)
         self._wakes.pop(key, None)
         self._incarnations.pop(key, None)  # closed: a later close of the key names what it reads then
+        self._read_ahead.pop(key, None)
         # The group holds each saver from `saved`; its close cancels that hold with its other watches.
         self._saved = {saved for saved in self._saved if saved[0] != key}
 

@@ -39,7 +39,7 @@ import restate
 
 from ...contract import InvalidInput
 from ...contract import RuntimeEffectEnvelope as Envelope
-from ..wire._messages import ChildrenFailed, SettleBatch, WaitReply
+from ..wire._messages import READ_BUDGET, ChildrenFailed, SettleBatch, WaitReply
 from ..wire._records import GroupMeta, PumpLink, SettlementMode
 from ._mode_direct import Direct
 from ._mode_pumped import Pumped
@@ -111,8 +111,11 @@ class Mode(Protocol):
         """A settlement that finds its group closed: the stores nobody is left to read."""
         ...
 
-    async def read(self, ctx: restate.Context, group_key: str, reply: WaitReply) -> list[bytes]:
-        """Outcomes of the refs that carry none, in rank order; fewer past one reply's size."""
+    async def read(
+        self, ctx: restate.Context, group_key: str, reply: WaitReply, budget: int = READ_BUDGET
+    ) -> list[bytes]:
+        """Outcomes of the refs that carry none, in rank order: the first whatever its size, then as
+        many as fit ``budget`` bytes (one reply's size by default)."""
         ...
 
     def store(self, group_key: str, meta: GroupMeta, position: int, replay_key: str) -> OutcomeStore:

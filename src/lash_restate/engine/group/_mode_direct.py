@@ -9,6 +9,7 @@ import restate
 from ...contract import BODY_LIMIT
 from ...contract import RuntimeEffectEnvelope as Envelope
 from ..wire._messages import (
+    READ_BUDGET,
     ChildrenFailed,
     ChildRun,
     SettleBatch,
@@ -103,8 +104,14 @@ class Direct:
             sent.append((CHILD_FAIL.send(ctx, replay_key, one), [position]))
         return sent
 
-    async def read(self, ctx: restate.Context, group_key: str, reply: WaitReply) -> list[bytes]:
-        calls = [CHILD_OUTCOME.call(ctx, ref.replay_key, reply.incarnation) for ref in stored_refs(reply)]
+    async def read(
+        self, ctx: restate.Context, group_key: str, reply: WaitReply, budget: int = READ_BUDGET
+    ) -> list[bytes]:
+        refs = stored_refs(reply)
+        # Each child's store answers its whole outcome, whose size is not known before: within a
+        # budget smaller than one reply's, the first alone (decision 134's reads ahead).
+        refs = refs if budget >= READ_BUDGET else refs[:1]
+        calls = [CHILD_OUTCOME.call(ctx, ref.replay_key, reply.incarnation) for ref in refs]
         if calls:
             await restate.gather(*calls)
         return [CHILD_OUTCOME.reply(await call) for call in calls]

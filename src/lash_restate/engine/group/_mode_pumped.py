@@ -146,7 +146,9 @@ class Pumped:
             sent.append((PUMP_FAIL.send(ctx, key, one), positions))
         return sent
 
-    async def read(self, ctx: restate.Context, group_key: str, reply: WaitReply) -> list[bytes]:
+    async def read(
+        self, ctx: restate.Context, group_key: str, reply: WaitReply, budget: int = READ_BUDGET
+    ) -> list[bytes]:
         positions = [ref.position for ref in stored_refs(reply)][:OUTCOMES_PER_CALLER_READ]
         if not positions:
             return []  # every outcome rode the wake
@@ -155,7 +157,7 @@ class Pumped:
             by_pump.setdefault(slice_key(group_key, reply.incarnation, position), []).append(position)
         # One bulk read per pump the positions span, all at once, sharing one reply's size: only the
         # pump of the first position answers its first outcome whatever its size (decision 35).
-        share = READ_BUDGET // len(by_pump)
+        share = budget // len(by_pump)
         calls = {
             key: PUMP_OUTCOMES.call(
                 ctx, key, OutcomesRead(positions=asked, budget=share, first=asked[0] == positions[0])

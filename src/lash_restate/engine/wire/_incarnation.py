@@ -18,6 +18,7 @@ __all__ = [
     "cursor_names",
     "layout_of",
     "opened_since_baseline",
+    "reads_ahead",
     "registers_wakes_as_needed",
     "runs_name_their_incarnation",
     "serves_one_rank",
@@ -93,6 +94,13 @@ def registers_wakes_as_needed(incarnation: str) -> bool:
     group is ahead of the reader, which the window's wakes would not serve: decision 132): every
     group a release that records saves opened. A caller of a group the baseline opened sends the
     window, as its journal holds."""
+    return opened_since_baseline(incarnation)
+
+
+def reads_ahead(incarnation: str) -> bool:
+    """Whether a plain await of the group of ``incarnation`` asks for two ranks, serves the first,
+    and reads the second's outcome beside the next await's `wait` (decision 134): every group a
+    release that records saves opened. A caller of a group the baseline opened asks for one rank."""
     return opened_since_baseline(incarnation)
 
 
