@@ -263,9 +263,11 @@ async def test_plain_awaits_read_ahead_the_outcomes_their_group_holds_in_one_rea
 
     await until(settled)
     [read] = await restate_stack.turn(iterate(group))
-    assert [settlement["outcome"]["value"] for settlement in ok(read)["settlements"]] == [
-        f"v{i}" for i in range(40)
-    ], read
+    settlements = ok(read)["settlements"]
+    assert [settlement["rank"] for settlement in settlements] == list(range(1, 41)), read
+    # Each rank's child with its own outcome (their order is the pumps' reports', not the emits').
+    assert all(f"v{s['position']}" == s["outcome"]["value"] for s in settlements), read
+    assert sorted(settlement["position"] for settlement in settlements) == list(range(40)), read
     [closed] = await _until(
         restate_stack,
         "SELECT invoked_by_id FROM sys_invocation WHERE target_service_name = 'LashGroup' AND "
@@ -280,6 +282,76 @@ async def test_plain_awaits_read_ahead_the_outcomes_their_group_holds_in_one_rea
     # The first await's window (it cannot tell a held rank from one to come: decision 132), then one
     # wake where nothing was read ahead for the rank, and none where it was.
     assert [len(w["wakes"]) for w in waits] == [32, *[0] * 31, 1, *[0] * 7], waits
+
+
+async def test_what_a_plain_await_reads_ahead_is_bounded_in_bytes(restate_stack: Stack) -> None:
+    """Decision 134: what an await reads ahead stops at 256 KiB in all: outcomes of about 100 KB are
+    read two at a time (the await's own and one more), so a caller that stops reading has read at
+    most that past its rank."""
+    s = Scope()
+    names = [s.event(f"e{i}") for i in range(12)]
+    group = s.group([event(name) for name in names])
+    await restate_stack.turn(open_(group))
+    for i, name in enumerate(names):
+        await restate_stack.emit(name, f"{i:02}" + "x" * 100_000)
+
+    async def settled() -> bool:
+        rows = await asyncio.to_thread(list_open_groups, restate_stack.admin_url)
+        return any(row.group_key == s.key() and row.settled == 12 for row in rows)
+
+    await until(settled)
+    [read] = await restate_stack.turn(iterate(group))
+    settlements = ok(read)["settlements"]
+    assert all(s["outcome"]["value"][:2] == f"{s['position']:02}" for s in settlements), len(settlements)
+    assert sorted(settlement["position"] for settlement in settlements) == list(range(12))
+    [closed] = await _until(
+        restate_stack,
+        "SELECT invoked_by_id FROM sys_invocation WHERE target_service_name = 'LashGroup' AND "
+        f"target_handler_name = 'close' AND target_service_key = {quote(s.key())}",
+        bool,
+    )
+    calls = await _calls(restate_stack, closed["invoked_by_id"])
+    asked = [request["positions"] for handler, request in calls if handler == "outcomes"]
+    # Six reads, each asked for every rank from its own and answering two; each await after a read
+    # served from it.
+    assert [len(positions) for positions in asked] == [12, 10, 8, 6, 4, 2], asked
+    assert [w["at_most"] for w in (r for h, r in calls if h == "wait")] == [32, 1] * 6
+
+
+async def test_plain_awaits_over_a_paged_group_read_ahead_from_one_slices_pump_at_a_time(
+    restate_stack: Stack,
+) -> None:
+    """Decision 134 on a group wider than a pump's slice: its ranks spread over two pumps' stores, and
+    a read ahead asks one pump only, for the ranks of the window its store keeps (not consecutive);
+    every rank is served its own child's outcome, once."""
+    s = Scope()
+    width = PUMP_SLICE + 44
+    group = s.group([thin(f"v{i}") for i in range(width)])
+    await restate_stack.turn(open_(group))
+
+    async def settled() -> bool:
+        rows = await asyncio.to_thread(list_open_groups, restate_stack.admin_url)
+        return any(row.group_key == s.key() and row.settled == width for row in rows)
+
+    await until(settled)
+    [read] = await restate_stack.turn(iterate(group))
+    settlements = ok(read)["settlements"]
+    assert [settlement["rank"] for settlement in settlements] == list(range(1, width + 1))
+    assert all(f"v{s['position']}" == s["outcome"]["value"] for s in settlements)
+    assert sorted(settlement["position"] for settlement in settlements) == list(range(width))
+    [closed] = await _until(
+        restate_stack,
+        "SELECT invoked_by_id FROM sys_invocation WHERE target_service_name = 'LashGroup' AND "
+        f"target_handler_name = 'close' AND target_service_key = {quote(s.key())}",
+        bool,
+    )
+    asked = [
+        request["positions"]
+        for handler, request in await _calls(restate_stack, closed["invoked_by_id"])
+        if handler == "outcomes"
+    ]
+    assert all(len({position // PUMP_SLICE for position in positions}) == 1 for positions in asked), asked
+    assert len(asked) < width // 2, len(asked)  # mostly served from reads ahead
 
 
 async def test_a_plain_await_sends_one_wake_after_a_served_rank_and_the_window_after_a_wait(

@@ -425,8 +425,9 @@ class RestateController(EffectGroupDefaults):
                     await self._read(handle, reply, held)  # recorded already: read from state
                     if at_most_one and self._reads_one[key] and reads_ahead(reply.incarnation):
                         # A reader's first read, which asked for every rank held (decision 96): the
-                        # outcomes it read past its own are kept, not read again.
-                        self._keep_read_ahead(key, reply, rank, held)
+                        # outcomes it read past its own are kept (a window of them), not read again.
+                        ahead = self._ahead_of(key, reply.incarnation, rank)
+                        self._keep_read_ahead(ahead, list(enumerate(reply.refs[1:], start=rank + 1)), held)
                 return wakes if wakes is not None else _Wakes(reply.incarnation, {})
             if held_ahead:
                 # The group held the rank when it was read ahead, so it serves it or refuses: never
@@ -462,31 +463,59 @@ class RestateController(EffectGroupDefaults):
     ) -> None:
         """Serve the rank ``reply`` answers first from what an earlier await read ahead, if the group
         gave the same ref for it then; else read its outcome, and those of the ranks after it the
-        reply names, within `READ_AHEAD_BYTES`, keeping the latter for the awaits to come."""
+        reply names that the same store keeps, in one read of at most `READ_AHEAD_BYTES` (the first
+        whatever its size), keeping the latter for the awaits to come."""
         key, rank = handle.group_key, handle.next_rank
-        ahead = self._read_ahead.get(key)
-        kept = None if ahead is None or ahead.incarnation != reply.incarnation else ahead.by_rank.get(rank)
-        if ahead is not None and kept is not None and kept[0] == reply.refs[0]:
+        ahead = self._ahead_of(key, reply.incarnation, rank)
+        kept = ahead.by_rank.get(rank)
+        if kept is not None and kept[0] == reply.refs[0]:
             held[rank] = kept[1]
-            for served in [r for r in ahead.by_rank if r <= rank]:
-                del ahead.by_rank[served]  # served by now, to this cursor or another
             return
-        await self._read(handle, reply, held, READ_AHEAD_BYTES)
-        self._keep_read_ahead(key, reply, rank, held)
+        mode = mode_for(reply.mode)
+        # One read: a paged group's ranks spread over its slices' pumps, each a store of its own.
+        together = [
+            (at, ref)
+            for at, ref in enumerate(reply.refs, start=rank)
+            if at == rank or mode.same_store(key, reply.incarnation, reply.refs[0], ref)
+        ]
+        one_read = msgspec.structs.replace(reply, refs=[ref for _, ref in together])
+        await self._read(handle, one_read, held, READ_AHEAD_BYTES, ranks=[at for at, _ in together])
+        self._keep_read_ahead(ahead, together[1:], held)
 
-    def _keep_read_ahead(self, key: str, reply: WaitReply, rank: int, held: dict[int, Settlement]) -> None:
-        """Keep what ``held`` holds past ``rank`` of the ranks ``reply`` names, for the awaits to come."""
-        ahead = self._read_ahead[key] = _ReadAhead(reply.incarnation, {})
-        for offset, ref in enumerate(reply.refs[1:], start=1):
-            if (settlement := held.pop(rank + offset, None)) is None:
+    def _ahead_of(self, key: str, incarnation: str, rank: int) -> _ReadAhead:
+        """What plain awaits of ``key``'s ``incarnation`` read ahead, less the ranks a window or more
+        behind ``rank`` (kept until then: another cursor of the group in this invocation may be
+        behind this one)."""
+        ahead = self._read_ahead.get(key)
+        if ahead is None or ahead.incarnation != incarnation:
+            ahead = self._read_ahead[key] = _ReadAhead(incarnation, {})
+        for behind in [at for at in ahead.by_rank if at <= rank - WAKE_WINDOW]:
+            del ahead.by_rank[behind]
+        return ahead
+
+    @staticmethod
+    def _keep_read_ahead(
+        ahead: _ReadAhead, ranked: list[tuple[int, Ref]], held: dict[int, Settlement]
+    ) -> None:
+        """Keep, of the ``ranked`` refs, those ``held`` read (up to the first it did not), for the awaits
+        to come: at most a window of them."""
+        for at, ref in ranked[: WAKE_WINDOW - 1]:
+            if (settlement := held.pop(at, None)) is None:
                 break
-            ahead.by_rank[rank + offset] = (ref, settlement)
+            ahead.by_rank[at] = (ref, settlement)
 
     async def _read(
-        self, handle: GroupHandle, reply: WaitReply, held: dict[int, Settlement], budget: int = READ_BUDGET
+        self,
+        handle: GroupHandle,
+        reply: WaitReply,
+        held: dict[int, Settlement],
+        budget: int = READ_BUDGET,
+        *,
+        ranks: list[int] | None = None,
     ) -> None:
-        """Outcomes of consecutive ranks: inline from the wake, else from the group's mode's stores
-        (the first whatever its size, the rest within ``budget`` bytes)."""
+        """Outcomes of the ranks ``reply`` names (``ranks``, consecutive from the cursor's next if
+        none): inline from the wake, else from the group's mode's stores (at most ``budget`` bytes,
+        the first whatever its size), up to the first not read."""
         missing = [ref.position for ref in reply.refs if ref.outcome is None]
         try:
             stored = await mode_for(reply.mode).read(self._ctx, handle.group_key, reply, budget)
@@ -494,11 +523,11 @@ class RestateController(EffectGroupDefaults):
             raise_typed(error)  # a store released under the reader: its group was closed meanwhile
             raise
         found = dict(zip(missing, stored, strict=False))
-        for offset, ref in enumerate(reply.refs):
+        first = handle.consumed + 1
+        for rank, ref in zip(ranks or range(first, first + len(reply.refs)), reply.refs, strict=True):
             raw = ref.outcome if ref.outcome is not None else found.get(ref.position)
             if raw is None:
                 break  # past what one reply could carry: the next await reads on from here
-            rank = handle.consumed + 1 + offset
             held[rank] = Settlement(
                 rank=rank, position=ref.position, replay_key=ref.replay_key, outcome=decode_outcome(raw)
             )

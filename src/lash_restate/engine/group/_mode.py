@@ -39,7 +39,7 @@ import restate
 
 from ...contract import InvalidInput
 from ...contract import RuntimeEffectEnvelope as Envelope
-from ..wire._messages import READ_BUDGET, ChildrenFailed, SettleBatch, WaitReply
+from ..wire._messages import READ_BUDGET, ChildrenFailed, Ref, SettleBatch, WaitReply
 from ..wire._records import GroupMeta, PumpLink, SettlementMode
 from ._mode_direct import Direct
 from ._mode_pumped import Pumped
@@ -114,8 +114,12 @@ class Mode(Protocol):
     async def read(
         self, ctx: restate.Context, group_key: str, reply: WaitReply, budget: int = READ_BUDGET
     ) -> list[bytes]:
-        """Outcomes of the refs that carry none, in rank order: the first whatever its size, then as
-        many as fit ``budget`` bytes (one reply's size by default)."""
+        """Outcomes of the refs that carry none, in rank order, fewer past one reply's size; a pump's
+        bulk read stops where ``budget`` bytes would be passed (the first whatever its size)."""
+        ...
+
+    def same_store(self, group_key: str, incarnation: str, first: Ref, other: Ref) -> bool:
+        """Whether one read of ``first``'s outcome can answer ``other``'s too (decision 134)."""
         ...
 
     def store(self, group_key: str, meta: GroupMeta, position: int, replay_key: str) -> OutcomeStore:

@@ -12,6 +12,7 @@ from ..wire._messages import (
     READ_BUDGET,
     ChildrenFailed,
     ChildRun,
+    Ref,
     SettleBatch,
     WaitReply,
 )
@@ -94,6 +95,9 @@ class Direct:
     def store(self, group_key: str, meta: GroupMeta, position: int, replay_key: str) -> OutcomeStore:
         return OutcomeStore(named(CHILD), replay_key, child_store(meta.incarnation))
 
+    def same_store(self, group_key: str, incarnation: str, first: Ref, other: Ref) -> bool:
+        return False  # each child's outcome is kept by its own object
+
     def fail(
         self, ctx: restate.ObjectContext, meta: GroupMeta, failed: ChildrenFailed
     ) -> list[tuple[restate.SendHandle, list[int]]]:
@@ -107,11 +111,8 @@ class Direct:
     async def read(
         self, ctx: restate.Context, group_key: str, reply: WaitReply, budget: int = READ_BUDGET
     ) -> list[bytes]:
-        refs = stored_refs(reply)
-        # Each child's store answers its whole outcome, whose size is not known before: within a
-        # budget smaller than one reply's, the first alone (decision 134's reads ahead).
-        refs = refs if budget >= READ_BUDGET else refs[:1]
-        calls = [CHILD_OUTCOME.call(ctx, ref.replay_key, reply.incarnation) for ref in refs]
+        # Each child's store answers its whole outcome: ``budget`` bounds a pump's bulk read alone.
+        calls = [CHILD_OUTCOME.call(ctx, ref.replay_key, reply.incarnation) for ref in stored_refs(reply)]
         if calls:
             await restate.gather(*calls)
         return [CHILD_OUTCOME.reply(await call) for call in calls]

@@ -14,6 +14,7 @@ from ..wire._messages import (
     ChildrenFailed,
     OutcomesRead,
     PumpAwait,
+    Ref,
     SettleBatch,
     WaitReply,
 )
@@ -129,6 +130,12 @@ class Pumped:
     def store(self, group_key: str, meta: GroupMeta, position: int, replay_key: str) -> OutcomeStore:
         return OutcomeStore(
             named(PUMP), slice_key(group_key, meta.incarnation, position), pump_store(position)
+        )
+
+    def same_store(self, group_key: str, incarnation: str, first: Ref, other: Ref) -> bool:
+        # Each slice's pump keeps its children's outcomes (a paged group's ranks spread over them).
+        return slice_key(group_key, incarnation, first.position) == slice_key(
+            group_key, incarnation, other.position
         )
 
     def fail(

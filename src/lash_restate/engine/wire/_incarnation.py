@@ -98,9 +98,10 @@ def registers_wakes_as_needed(incarnation: str) -> bool:
 
 
 def reads_ahead(incarnation: str) -> bool:
-    """Whether a plain await of the group of ``incarnation`` asks for two ranks, serves the first,
-    and reads the second's outcome beside the next await's `wait` (decision 134): every group a
-    release that records saves opened. A caller of a group the baseline opened asks for one rank."""
+    """Whether a plain await of the group of ``incarnation`` with nothing read ahead for its rank asks
+    for a window of ranks and reads ahead the outcomes their store keeps, and one with its rank read
+    ahead asks for that rank alone, with no wake (decision 134): every group a release that records
+    saves opened. A caller of a group the baseline opened asks for one rank and reads it."""
     return opened_since_baseline(incarnation)
 
 
