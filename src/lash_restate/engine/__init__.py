@@ -17,8 +17,9 @@ A settlement's path, hop by hop (each hop a Restate invocation; ``Lash`` is the 
 - Both rank through `rank_refs`, whatever the group's rank layout (`group/_ranks.py`, `ranks_for`:
   in the group's record, or in pages for a wide group), which resolves the waiting caller's wake
   with a `WaitReply`; the caller (`_next`, `_read`) reads the outcomes inline or from the mode's
-  stores, or asks `LashGroup/wait` (`on_wait`) first. `LashGroup/close` (`group/_group_close.py`)
-  ends the group.
+  stores, or asks `LashGroup/wait` (`on_wait`) first (a plain await reading ahead the outcomes of
+  the window's ranks one store keeps, `_read_ahead_of`, and served them once `wait` names them).
+  `LashGroup/close` (`group/_group_close.py`) ends the group.
 - Opened in parts (a group too large for one open message): the caller stages each 256 children
   with their slice's pump (`caller/_open_parts.py`, `open_in_parts` → `LashPump/stage`,
   `pump/_pump_run.py` `on_stage`), then sends `LashGroup/open_parts` (`on_open_parts`), which
@@ -47,7 +48,8 @@ The numbers that decide a group's layout and its reads:
 - `PAGE_FROM` (257) and `RANK_PAGE` (1024, `group/_pages.py`): a pumped group this wide keeps its
   ranks in pages of this many.
 - `WAKE_WINDOW` (32, `caller/_controller.py`): ranks a caller registers wakes for ahead (one, when
-  the group's last answer served it ranks: decision 132).
+  the group's last answer served it ranks: decision 132), and a plain await asks for to read ahead;
+  `READ_AHEAD_BYTES` (256 KiB): the most it reads ahead at once (decision 134).
 - `WAIT_REFS` (1024, `group/_group_rank.py`): ranks one `wait` answers at most.
 - `INLINE_OUTCOME_BYTES` (16 KiB, `wire/_messages.py`): an outcome this small rides the rank's
   reply; a larger one is read from its store.
