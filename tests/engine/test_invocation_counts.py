@@ -204,6 +204,27 @@ async def _calls(stack: Stack, invocation: str) -> list[tuple[str, dict[str, Any
     ]
 
 
+async def _closer(stack: Stack, group_key: str) -> str:
+    """The invocation that closed the group ``group_key`` (the caller the test reads the calls of)."""
+    [closed] = await _until(
+        stack,
+        "SELECT invoked_by_id FROM sys_invocation WHERE target_service_name = 'LashGroup' AND "
+        f"target_handler_name = 'close' AND target_service_key = {quote(group_key)}",
+        bool,
+    )
+    return str(closed["invoked_by_id"])
+
+
+async def _settled(stack: Stack, group_key: str, count: int) -> None:
+    """Until the group ``group_key`` has ``count`` children settled."""
+
+    async def settled() -> bool:
+        rows = await asyncio.to_thread(list_open_groups, stack.admin_url)
+        return any(row.group_key == group_key and row.settled == count for row in rows)
+
+    await until(settled)
+
+
 async def test_a_plain_await_reads_the_one_rank_it_serves(restate_stack: Stack) -> None:
     """`Group.next` (and so `async for`) reads the group at every await and serves one rank: it asks
     for that rank alone and reads its outcome alone, where it read every rank the group held, and
@@ -216,20 +237,11 @@ async def test_a_plain_await_reads_the_one_rank_it_serves(restate_stack: Stack) 
     group = s.group([thin(f"v{i}") for i in range(6)])
     [opened] = await restate_stack.turn(open_(group))
 
-    async def settled() -> bool:
-        rows = await asyncio.to_thread(list_open_groups, restate_stack.admin_url)
-        return any(row.group_key == s.key() and row.settled == 6 for row in rows)
-
-    await until(settled)
+    await _settled(restate_stack, s.key(), 6)
     read = await restate_stack.turn(use(ok(opened)), *[next_() for _ in range(6)], close())
     assert sorted(ok(r)["outcome"]["value"] for r in read[1:-1]) == [f"v{i}" for i in range(6)]
-    [closed] = await _until(  # the reader's close names the reader
-        restate_stack,
-        "SELECT invoked_by_id FROM sys_invocation WHERE target_service_name = 'LashGroup' AND "
-        f"target_handler_name = 'close' AND target_service_key = {quote(s.key())}",
-        bool,
-    )
-    calls = await _calls(restate_stack, closed["invoked_by_id"])
+    closer = await _closer(restate_stack, s.key())
+    calls = await _calls(restate_stack, closer)
     waits = [request for handler, request in calls if handler == "wait"]
     asked = [request["positions"] for handler, request in calls if handler == "outcomes"]
     # The first read asks for every rank (its journal says nothing of the group yet) and reads their
@@ -257,24 +269,15 @@ async def test_plain_awaits_read_ahead_the_outcomes_their_group_holds_in_one_rea
     for i, name in enumerate(names):
         await restate_stack.emit(name, f"v{i}")
 
-    async def settled() -> bool:
-        rows = await asyncio.to_thread(list_open_groups, restate_stack.admin_url)
-        return any(row.group_key == s.key() and row.settled == 40 for row in rows)
-
-    await until(settled)
+    await _settled(restate_stack, s.key(), 40)
     [read] = await restate_stack.turn(iterate(group))
     settlements = ok(read)["settlements"]
     assert [settlement["rank"] for settlement in settlements] == list(range(1, 41)), read
     # Each rank's child with its own outcome (their order is the pumps' reports', not the emits').
     assert all(f"v{s['position']}" == s["outcome"]["value"] for s in settlements), read
     assert sorted(settlement["position"] for settlement in settlements) == list(range(40)), read
-    [closed] = await _until(
-        restate_stack,
-        "SELECT invoked_by_id FROM sys_invocation WHERE target_service_name = 'LashGroup' AND "
-        f"target_handler_name = 'close' AND target_service_key = {quote(s.key())}",
-        bool,
-    )
-    calls = await _calls(restate_stack, closed["invoked_by_id"])
+    closer = await _closer(restate_stack, s.key())
+    calls = await _calls(restate_stack, closer)
     waits = [request for handler, request in calls if handler == "wait"]
     asked = [request["positions"] for handler, request in calls if handler == "outcomes"]
     assert [w["at_most"] for w in waits] == [32, *[1] * 31, 32, *[1] * 7], waits
@@ -295,22 +298,13 @@ async def test_what_a_plain_await_reads_ahead_is_bounded_in_bytes(restate_stack:
     for i, name in enumerate(names):
         await restate_stack.emit(name, f"{i:02}" + "x" * 100_000)
 
-    async def settled() -> bool:
-        rows = await asyncio.to_thread(list_open_groups, restate_stack.admin_url)
-        return any(row.group_key == s.key() and row.settled == 12 for row in rows)
-
-    await until(settled)
+    await _settled(restate_stack, s.key(), 12)
     [read] = await restate_stack.turn(iterate(group))
     settlements = ok(read)["settlements"]
     assert all(s["outcome"]["value"][:2] == f"{s['position']:02}" for s in settlements), len(settlements)
     assert sorted(settlement["position"] for settlement in settlements) == list(range(12))
-    [closed] = await _until(
-        restate_stack,
-        "SELECT invoked_by_id FROM sys_invocation WHERE target_service_name = 'LashGroup' AND "
-        f"target_handler_name = 'close' AND target_service_key = {quote(s.key())}",
-        bool,
-    )
-    calls = await _calls(restate_stack, closed["invoked_by_id"])
+    closer = await _closer(restate_stack, s.key())
+    calls = await _calls(restate_stack, closer)
     asked = [request["positions"] for handler, request in calls if handler == "outcomes"]
     # Six reads, each asked for every rank from its own and answering two; each await after a read
     # served from it.
@@ -329,25 +323,16 @@ async def test_plain_awaits_over_a_paged_group_read_ahead_from_one_slices_pump_a
     group = s.group([thin(f"v{i}") for i in range(width)])
     await restate_stack.turn(open_(group))
 
-    async def settled() -> bool:
-        rows = await asyncio.to_thread(list_open_groups, restate_stack.admin_url)
-        return any(row.group_key == s.key() and row.settled == width for row in rows)
-
-    await until(settled)
+    await _settled(restate_stack, s.key(), width)
     [read] = await restate_stack.turn(iterate(group))
     settlements = ok(read)["settlements"]
     assert [settlement["rank"] for settlement in settlements] == list(range(1, width + 1))
     assert all(f"v{s['position']}" == s["outcome"]["value"] for s in settlements)
     assert sorted(settlement["position"] for settlement in settlements) == list(range(width))
-    [closed] = await _until(
-        restate_stack,
-        "SELECT invoked_by_id FROM sys_invocation WHERE target_service_name = 'LashGroup' AND "
-        f"target_handler_name = 'close' AND target_service_key = {quote(s.key())}",
-        bool,
-    )
+    closer = await _closer(restate_stack, s.key())
     asked = [
         request["positions"]
-        for handler, request in await _calls(restate_stack, closed["invoked_by_id"])
+        for handler, request in await _calls(restate_stack, closer)
         if handler == "outcomes"
     ]
     assert all(len({position // PUMP_SLICE for position in positions}) == 1 for positions in asked), asked
@@ -366,11 +351,7 @@ async def test_a_plain_await_sends_one_wake_after_a_served_rank_and_the_window_a
     group = s.group([thin("a"), thin("b"), thin("c"), *(event(name) for name in later)])
     [opened] = await restate_stack.turn(open_(group))
 
-    async def settled(count: int) -> bool:
-        rows = await asyncio.to_thread(list_open_groups, restate_stack.admin_url)
-        return any(row.group_key == s.key() and row.settled == count for row in rows)
-
-    await until(lambda: settled(3))
+    await _settled(restate_stack, s.key(), 3)
     steps = [use(ok(opened)), *[next_() for _ in range(6)], close()]
     reading = asyncio.create_task(restate_stack.turn(*steps))
 
@@ -386,17 +367,8 @@ async def test_a_plain_await_sends_one_wake_after_a_served_rank_and_the_window_a
     await restate_stack.emit(later[2], "f")
     read = await reading
     assert [ok(r)["position"] for r in read[1:-1]][3:] == [3, 4, 5], read
-    [closed] = await _until(
-        restate_stack,
-        "SELECT invoked_by_id FROM sys_invocation WHERE target_service_name = 'LashGroup' AND "
-        f"target_handler_name = 'close' AND target_service_key = {quote(s.key())}",
-        bool,
-    )
-    waits = [
-        request
-        for handler, request in await _calls(restate_stack, closed["invoked_by_id"])
-        if handler == "wait"
-    ]
+    closer = await _closer(restate_stack, s.key())
+    waits = [request for handler, request in await _calls(restate_stack, closer) if handler == "wait"]
     # Ranks 2 and 3 send none: the first read held them and read them ahead (decision 134).
     assert [len(w["wakes"]) for w in waits] == [6, 0, 0, 1, 2, 0], waits
 
@@ -410,13 +382,8 @@ async def test_a_resume_of_a_cursor_naming_its_group_sends_its_reopen_no_wakes(r
     [opened] = await restate_stack.turn(open_(group))
     [resumed] = await restate_stack.turn(combine("all", group, handle=ok(opened)))
     assert ok(resumed)["value"] == [f"v{i}" for i in range(6)], resumed
-    [closed] = await _until(
-        restate_stack,
-        "SELECT invoked_by_id FROM sys_invocation WHERE target_service_name = 'LashGroup' AND "
-        f"target_handler_name = 'close' AND target_service_key = {quote(s.key())}",
-        bool,
-    )
-    query = f"SELECT entry_json FROM sys_journal WHERE id = {quote(closed['invoked_by_id'])} ORDER BY index"
+    closer = await _closer(restate_stack, s.key())
+    query = f"SELECT entry_json FROM sys_journal WHERE id = {quote(closer)} ORDER BY index"
     journal = await asyncio.to_thread(sql, restate_stack.admin_url, query)
     sends = [json.loads(e["entry_json"]).get("Command", {}).get("OneWayCall") for e in journal]
     opens = [
