@@ -376,7 +376,7 @@ async def test_a_cursor_names_its_groups_incarnation_unless_the_baseline_opened_
     assert (b'"incarnation"' in text) is (named is not None)
     assert GroupHandle.from_bytes(text) == handle
     ctx = _Asks(WaitReply(refs=[], incarnation=incarnation))
-    await RestateController(cast(Any, ctx), groups=True)._ask_group(handle, {}, at_most_one=False)
+    await RestateController(cast(Any, ctx), groups=True)._ask_group(handle, {}, plain=False)
     request = WaitRequest(consumed=1, child_count=2, wakes=ctx.wakes)
     fenced = request if named is None else msgspec.structs.replace(request, incarnation=named)
     assert ctx.asked == [encode(fenced)]

@@ -16,9 +16,10 @@ A settlement's path, hop by hop (each hop a Restate invocation; ``Lash`` is the 
   others), stores what settles and calls `LashGroup/report` (`_group_rank.py`, `on_report`).
 - Both rank through `rank_refs`, whatever the group's rank layout (`group/_ranks.py`, `ranks_for`:
   in the group's record, or in pages for a wide group), which resolves the waiting caller's wake
-  with a `WaitReply`; the caller (`_next`, `_read`) reads the outcomes inline or from the mode's
-  stores, or asks `LashGroup/wait` (`on_wait`) first (a plain await reading ahead the outcomes of
-  the window's ranks one store keeps, `_read_ahead_of`, and served them once `wait` names them).
+  with a `WaitReply`. The caller's `_next` serves a plain await by `_ask_group` → `LashGroup/wait`
+  (`on_wait`) → `_serve_or_read_ahead` (what an earlier await read ahead, or one read of the window's
+  outcomes one store keeps) or, the rank not held yet, its wake → `_woken` → `_read` (the outcome
+  inline, else from the mode's stores); a combinator's run waits on its wakes, asking only then.
   `LashGroup/close` (`group/_group_close.py`) ends the group.
 - Opened in parts (a group too large for one open message): the caller stages each 256 children
   with their slice's pump (`caller/_open_parts.py`, `open_in_parts` → `LashPump/stage`,

@@ -83,8 +83,9 @@ _I = TypeVar("_I")
 _O = TypeVar("_O")
 
 # How many upcoming ranks a caller registers wakes for at once: a caller that keeps up with the
-# settlements then pays no call per rank, and the hot record stays small (decision 16). Also how many
-# ranks a plain await asks the group for, to read ahead the outcomes of those past its own.
+# settlements then pays no call per rank, and the hot record stays small (decision 16). Also, for a
+# plain await reading ahead (decision 134): the ranks it asks the group for, the most it keeps read
+# ahead, and how far behind the reading what it kept is dropped.
 WAKE_WINDOW = 32
 
 # At most this many bytes of outcomes past the one a plain await serves are read ahead with it
@@ -163,7 +164,7 @@ class RestateController(EffectGroupDefaults):
         self._opened_since_baseline: dict[str, bool] = {}
         # By group key, decided from the incarnation the open or a read answered first (what this
         # invocation's journal holds, as on replay): whether a plain await asks for one rank (decision 96).
-        self._reads_one: dict[str, bool] = {}
+        self._answered_since_baseline: dict[str, bool] = {}
         # By group key: the incarnation whose last answer to this invocation's plain await served a
         # rank (None: it served none), so that the next asks with one wake, not a window (decision 132).
         self._served_by: dict[str, str | None] = {}
@@ -260,7 +261,7 @@ class RestateController(EffectGroupDefaults):
         reply = decode(await typed(opened), OpenReply)
         self._incarnations[key] = reply.incarnation
         self._opened_since_baseline[key] = opened_since_baseline(reply.incarnation)  # as the journal says
-        self._reads_one.setdefault(key, serves_one_rank(reply.incarnation))
+        self._answered_since_baseline.setdefault(key, serves_one_rank(reply.incarnation))
         if not reply.reopened:
             self._wakes[key] = _Wakes(reply.incarnation, dict(enumerate(fresh.values(), start=1)))
         elif (held := self._wakes.get(key)) is not None and held.incarnation != reply.incarnation:
@@ -304,13 +305,13 @@ class RestateController(EffectGroupDefaults):
         self, handle: GroupHandle, cancel: Awaitable[object] | None = None
     ) -> Settlement:
         self.outside_run("await_next_settlement")
-        if self._replaying() and self._reads_one.get(handle.group_key) is not True:
+        if self._replaying() and self._answered_since_baseline.get(handle.group_key) is not True:
             # Unless the journal shows this release's group (its open's reply, or a read): an attempt
             # of the baseline may have written what goes on past this await, checking `cancel` only
             # once it waited, so its replay does as it did. This release's attempts checked first, and
             # so do their replays: a refusal a handler caught journaled nothing, and skipping it would
             # read the next await's rank.
-            return await self._next(handle, cancel, {}, ask_first=True)
+            return await self._next(handle, cancel, {}, plain=True)
         # Decision 109: every check before anything is journaled, so a refusal does not depend on
         # what the group holds; and one await of a cursor at a time.
         check_await(handle, self.supports_effect_groups(), cancel)
@@ -318,7 +319,7 @@ class RestateController(EffectGroupDefaults):
             _durable(cancel)
         with handle.awaiting():
             # Decision 32: answered by the group as it stands now, never from what an earlier await read.
-            return await self._next(handle, cancel, {}, ask_first=True)
+            return await self._next(handle, cancel, {}, plain=True)
 
     def _replaying(self) -> bool:
         """Whether this invocation replays a journal that goes on past this point."""
@@ -330,10 +331,10 @@ class RestateController(EffectGroupDefaults):
         cancel: Awaitable[object] | None,
         held: dict[int, Settlement],
         *,
-        ask_first: bool,
+        plain: bool,
     ) -> Settlement:
         """Serve rank ``consumed + 1`` from ``held`` (what this await's run already read), else from
-        the group (ADR, "Restate satisfaction"). ``ask_first`` (a plain await): ask the group, then
+        the group (ADR, "Restate satisfaction"). ``plain`` (a plain await): ask the group, then
         wait on the rank's wake if it has not settled (decisions 32, 96). Otherwise (a combinator's
         run): wait on the wake the open registered for the rank, asking only when none is held."""
         self.outside_run("await_next_settlement")
@@ -341,8 +342,8 @@ class RestateController(EffectGroupDefaults):
         rank = handle.next_rank
         while rank not in held:
             wakes = self._wakes.get(handle.group_key)
-            if ask_first or wakes is None or rank not in wakes.by_rank:
-                wakes = await self._ask_group(handle, held, at_most_one=ask_first)
+            if plain or wakes is None or rank not in wakes.by_rank:
+                wakes = await self._ask_group(handle, held, plain=plain)
             if rank not in held:
                 woken = wakes.by_rank.pop(rank, None)
                 if woken is None:
@@ -364,76 +365,80 @@ class RestateController(EffectGroupDefaults):
         handle.advance()
         return settlement
 
-    async def _ask_group(
-        self, handle: GroupHandle, held: dict[int, Settlement], *, at_most_one: bool
-    ) -> _Wakes:
-        """Read the ranks from ``consumed + 1`` the group holds into ``held`` (``at_most_one``: the
-        first alone); if it holds none yet, make sure a wake of the group's current incarnation is
-        registered for the next rank."""
+    async def _ask_group(self, handle: GroupHandle, held: dict[int, Settlement], *, plain: bool) -> _Wakes:
+        """Read into ``held`` the ranks from ``consumed + 1`` the group holds (``plain``, a plain
+        await of this release's group: the first, served from or beside what is read ahead; a
+        combinator's run: every one); if it holds none yet, make sure a wake of the group's current
+        incarnation is registered for the next rank."""
         key, rank = handle.group_key, handle.next_rank
-        # Decision 134: a plain await of a group this line opened, with nothing read ahead for its rank,
-        # asks for the ranks the group holds from its own (up to a window) and reads ahead the outcomes
-        # of those after it, within a budget; one with its rank read ahead asks for that rank alone.
-        ahead = self._read_ahead.get(key)
-        reads_ahead_of = (
-            at_most_one and self._reads_one.get(key, False) and reads_ahead(self._incarnations.get(key, ""))
+        # What the journal held before this ask decides what it asks (a replay asks alike); the
+        # reply decides what is read and kept. A caller of a baseline group asks as it did.
+        this_release = plain and self._answered_since_baseline.get(key, False)
+        # Decision 134: a plain await of a group this release opened, with nothing read ahead for its
+        # rank, asks for the ranks the group holds from its own (up to a window) and reads ahead the
+        # outcomes of those after it its store keeps; one with its rank read ahead asks for that alone.
+        reading_ahead = this_release and reads_ahead(self._incarnations.get(key, ""))
+        kept = self._read_ahead.get(key)
+        rank_read_ahead = (
+            reading_ahead
+            and kept is not None
+            and kept.incarnation == self._incarnations.get(key)
+            and rank in kept.by_rank
         )
-        held_ahead = (
-            reads_ahead_of
-            and ahead is not None
-            and ahead.incarnation == self._incarnations.get(key)
-            and rank in ahead.by_rank
-        )
+        # Asked again only after wakes a closed namesake rejected, or a rank read ahead the group
+        # did not hold (defensive: it holds it, or refuses).
         while True:
             wakes = self._wakes.get(key)
             # Decision 132: a plain await after one the same group served is likely served too, which
             # no wake is needed for; one wake covers the rank if it is not. A combinator's run reads
             # every rank held at once, so its next rank is not held yet: the window, as before.
             served_by = self._served_by.get(key)
-            few = (
-                at_most_one
-                and self._reads_one.get(key, False)
+            one_wake = (
+                this_release
                 and served_by is not None
                 and served_by == self._incarnations.get(key)
                 and registers_wakes_as_needed(served_by)
             )
             fresh = (
-                self._fresh_wakes(handle.consumed, handle.child_count, 1 if few else WAKE_WINDOW)
-                if not held_ahead and (wakes is None or rank not in wakes.by_rank)
-                else {}  # a rank the group held needs no wake: it is served, or the group is closed
+                self._fresh_wakes(handle.consumed, handle.child_count, 1 if one_wake else WAKE_WINDOW)
+                if not rank_read_ahead and (wakes is None or rank not in wakes.by_rank)
+                else {}  # a wake held already, or a rank read ahead (held: served, or the group is closed)
             )
             request = WaitRequest(consumed=handle.consumed, child_count=handle.child_count, wakes=list(fresh))
             if handle.incarnation is not None:  # decision 124: not a group opened under the key since
                 request = msgspec.structs.replace(request, incarnation=handle.incarnation)
-            if at_most_one and self._reads_one.get(key, False):
+            if this_release:
                 # Decision 96: a plain await serves one rank, and the next reads the group again
                 # (decision 32): the ranks after it, and their outcomes, would be read and dropped.
                 # Decision 134: the window when nothing is read ahead for the rank, to read ahead.
-                window = WAKE_WINDOW if reads_ahead_of and not held_ahead else 1
+                window = WAKE_WINDOW if reading_ahead and not rank_read_ahead else 1
                 request = msgspec.structs.replace(request, at_most=window)
             reply = await self._ask(GROUP_WAIT, key, request)
             if reply.incarnation:  # an earlier release's group may answer none
                 self._incarnations[key] = reply.incarnation
             # A caller of the baseline's groups asks as the baseline did (what its journal holds).
-            self._reads_one.setdefault(key, serves_one_rank(reply.incarnation))
-            if at_most_one:
+            self._answered_since_baseline.setdefault(key, serves_one_rank(reply.incarnation))
+            if plain:
                 self._served_by[key] = reply.incarnation if reply.refs else None
             if reply.refs:
-                if reads_ahead_of:
-                    await self._read_ahead_of(handle, reply, held)
+                if reading_ahead:
+                    await self._serve_or_read_ahead(handle, reply, held)
                 else:
-                    await self._read(handle, reply, held)  # recorded already: read from state
-                    if at_most_one and self._reads_one[key] and reads_ahead(reply.incarnation):
+                    await self._read(handle, reply, held)  # recorded already: read from its stores
+                    first_read = plain and self._answered_since_baseline[key]  # set by this reply
+                    if first_read and reads_ahead(reply.incarnation):
                         # A reader's first read, which asked for every rank held (decision 96): the
                         # outcomes it read past its own are kept (a window of them), not read again.
-                        ahead = self._ahead_of(key, reply.incarnation, rank)
-                        self._keep_read_ahead(ahead, list(enumerate(reply.refs[1:], start=rank + 1)), held)
+                        kept = self._pruned_read_ahead(key, reply.incarnation, rank)
+                        self._move_to_read_ahead(kept, list(enumerate(reply.refs[1:], start=rank + 1)), held)
+                # Served: any fresh wakes sent were not registered (the group registers them only when
+                # it serves nothing), so they are not kept.
                 return wakes if wakes is not None else _Wakes(reply.incarnation, {})
-            if held_ahead:
-                # The group held the rank when it was read ahead, so it serves it or refuses: never
-                # seen. Asked again as a read of a rank nothing was read ahead for, with its wake.
+            if rank_read_ahead:
+                # Unreachable unless a namesake the cursor does not name answered (defensive): asked
+                # again as a read of a rank nothing was read ahead for, with its wake.
                 self._read_ahead.pop(key, None)
-                held_ahead = False
+                rank_read_ahead = False
                 continue
             if fresh:
                 if wakes is None or wakes.incarnation != reply.incarnation:
@@ -458,7 +463,7 @@ class RestateController(EffectGroupDefaults):
             raise AwaitCancelled.at_rank(handle.next_rank, group_key=handle.group_key)
         return decode(value, WaitReply)
 
-    async def _read_ahead_of(
+    async def _serve_or_read_ahead(
         self, handle: GroupHandle, reply: WaitReply, held: dict[int, Settlement]
     ) -> None:
         """Serve the rank ``reply`` answers first from what an earlier await read ahead, if the group
@@ -466,13 +471,15 @@ class RestateController(EffectGroupDefaults):
         reply names that the same store keeps, in one read of at most `READ_AHEAD_BYTES` (the first
         whatever its size), keeping the latter for the awaits to come."""
         key, rank = handle.group_key, handle.next_rank
-        ahead = self._ahead_of(key, reply.incarnation, rank)
-        kept = ahead.by_rank.get(rank)
-        if kept is not None and kept[0] == reply.refs[0]:
-            held[rank] = kept[1]
+        kept = self._pruned_read_ahead(key, reply.incarnation, rank)
+        ref_and_settlement = kept.by_rank.get(rank)
+        # A wait's answer carries no outcome (only a wake does), so its refs compare whole.
+        if ref_and_settlement is not None and ref_and_settlement[0] == reply.refs[0]:
+            held[rank] = ref_and_settlement[1]
             return
         mode = mode_for(reply.mode)
-        # One read: a paged group's ranks spread over its slices' pumps, each a store of its own.
+        # One read: a paged group's ranks spread over its slices' pumps, each a store of its own (the
+        # rank served is read whatever its store; a direct group's children each keep their own).
         together = [
             (at, ref)
             for at, ref in enumerate(reply.refs, start=rank)
@@ -480,29 +487,29 @@ class RestateController(EffectGroupDefaults):
         ]
         one_read = msgspec.structs.replace(reply, refs=[ref for _, ref in together])
         await self._read(handle, one_read, held, READ_AHEAD_BYTES, ranks=[at for at, _ in together])
-        self._keep_read_ahead(ahead, together[1:], held)
+        self._move_to_read_ahead(kept, together[1:], held)
 
-    def _ahead_of(self, key: str, incarnation: str, rank: int) -> _ReadAhead:
+    def _pruned_read_ahead(self, key: str, incarnation: str, rank: int) -> _ReadAhead:
         """What plain awaits of ``key``'s ``incarnation`` read ahead, less the ranks a window or more
         behind ``rank`` (kept until then: another cursor of the group in this invocation may be
         behind this one)."""
-        ahead = self._read_ahead.get(key)
-        if ahead is None or ahead.incarnation != incarnation:
-            ahead = self._read_ahead[key] = _ReadAhead(incarnation, {})
-        for behind in [at for at in ahead.by_rank if at <= rank - WAKE_WINDOW]:
-            del ahead.by_rank[behind]
-        return ahead
+        kept = self._read_ahead.get(key)
+        if kept is None or kept.incarnation != incarnation:
+            kept = self._read_ahead[key] = _ReadAhead(incarnation, {})
+        for behind in [at for at in kept.by_rank if at <= rank - WAKE_WINDOW]:
+            del kept.by_rank[behind]
+        return kept
 
     @staticmethod
-    def _keep_read_ahead(
-        ahead: _ReadAhead, ranked: list[tuple[int, Ref]], held: dict[int, Settlement]
+    def _move_to_read_ahead(
+        kept: _ReadAhead, ranked: list[tuple[int, Ref]], held: dict[int, Settlement]
     ) -> None:
-        """Keep, of the ``ranked`` refs, those ``held`` read (up to the first it did not), for the awaits
-        to come: at most a window of them."""
+        """Move from ``held`` into ``kept`` the settlements of the ``ranked`` refs it holds (up to the
+        first it does not), for the awaits to come: at most a window of them."""
         for at, ref in ranked[: WAKE_WINDOW - 1]:
             if (settlement := held.pop(at, None)) is None:
                 break
-            ahead.by_rank[at] = (ref, settlement)
+            kept.by_rank[at] = (ref, settlement)
 
     async def _read(
         self,
@@ -609,4 +616,4 @@ class _Run:
 
     async def next(self, handle: GroupHandle) -> Settlement:
         # A resume re-reads ranks from 1 on a second handle: ranks, not handles, key what is held.
-        return await self.controller._next(handle, None, self.held, ask_first=False)
+        return await self.controller._next(handle, None, self.held, plain=False)

@@ -76,8 +76,8 @@ async def on_wait(ctx: restate.ObjectContext, req: WaitRequest, settings: GroupS
     """A caller's read of the ranks from ``consumed + 1``: those recorded, or, if none is yet, its
     wakes registered for the next ranks (and guarded), which `rank_refs` resolves."""
     meta = await open_meta(ctx, req.child_count, req.incarnation)
-    # A plain await asks for the one rank it serves: it reads the rank's outcome, and then the next
-    # await reads the group again (decision 32), so more would be read and dropped at every await.
+    # A plain await asks for the rank it serves, or a window of ranks to read ahead (decisions 96,
+    # 134): the next await reads the group again (decision 32). A combinator's run asks for all.
     limit = WAIT_REFS if isinstance(req.at_most, msgspec.UnsetType) else max(1, min(req.at_most, WAIT_REFS))
     # Decision 65: a paged group reads its counter here, then at most two rank pages and a few
     # slices' keys; never the fence. A flat group's counter is in its record.
@@ -85,7 +85,8 @@ async def on_wait(ctx: restate.ObjectContext, req: WaitRequest, settings: GroupS
     if recorded.count > req.consumed or not req.wakes:
         # ADR: read rank consumed + 1 out of state first, and only otherwise wait. A request without
         # wakes waits on nothing here: its caller holds the next rank's wake already (the open
-        # registered it, decision 32), so it is answered now, with nothing if nothing is ranked.
+        # registered it, decision 32), or read the rank ahead (decision 134: it is held), so it is
+        # answered now, with nothing if nothing is ranked.
         refs = await recorded.serve(ctx, req.consumed, limit)
         return WaitReply(refs=refs, mode=meta.mode, incarnation=meta.incarnation)
     registered = meta.waiting(req.consumed, req.wakes)

@@ -327,7 +327,8 @@ class WaitRequest(msgspec.Struct, **RECORD_OPTIONS):
     consumed: int
     child_count: int
     wakes: list[str] = msgspec.field(default_factory=list)  # awakeables for ranks consumed + 1, + 2, …
-    # At most this many ranks (a plain await serves one); absent, as many as the group serves at once.
+    # At most this many ranks (a plain await serves one, asking for a window to read ahead); absent,
+    # as many as the group serves at once.
     # Omitted when absent, so a request without it is encoded as before (its caller's journal holds it).
     at_most: int | msgspec.UnsetType = msgspec.UNSET
     # The incarnation the caller's cursor names (decision 124): a group opened under the key since its
