@@ -5,6 +5,7 @@ handler's own serde (`lash_restate.calls.HandlerRef`), the one path the Restate 
 from __future__ import annotations
 
 import asyncio
+import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -231,11 +232,15 @@ async def test_a_child_keeps_the_argument_it_was_made_with_as_a_native_call_does
 
 
 async def test_an_argument_the_serde_cannot_write_is_refused_before_anything_is_sent() -> None:
+    """Refused where the group is built, naming the child's position; a note says where the call
+    was made (the traceback shows the group's build)."""
     async with _host() as host:
+        made_at = sys._getframe().f_lineno + 1
         children: list[lash.Child] = [lash.tool("echo", {"value": 1}), lash.call(price, {"sku": "tea"})]  # type: ignore[arg-type]
         with pytest.raises(lash.InvalidInput) as refused:
             await lash.race(host, children, key="s:group:bad:0")
         assert refused.value.position == 1
+        assert refused.value.__notes__ == [f"lash.call made at {__file__}:{made_at}"]
         assert refused.value.message == (
             "child 1: Shop/price takes an Order, and its input serde cannot write the dict given "
             "(AttributeError: 'dict' object has no attribute 'model_dump_json')"

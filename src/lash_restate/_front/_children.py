@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Awaitable, Callable, Mapping
 from datetime import timedelta
+from pathlib import Path
 from typing import Any, TypeVar, overload
 
 import restate
@@ -26,6 +28,17 @@ T_co = TypeVar("T_co", covariant=True)
 
 _UNSET: Any = object()  # no argument given (None is a value)
 
+# lash's own files, passed over when naming where an application made a call.
+_PACKAGE = str(Path(__file__).resolve().parent.parent)
+
+
+def _made_at() -> str:
+    """Where the application's code made the call being built: its first frame outside lash."""
+    frame = sys._getframe(1)
+    while frame.f_back is not None and frame.f_code.co_filename.startswith(_PACKAGE):
+        frame = frame.f_back
+    return f"{frame.f_code.co_filename}:{frame.f_lineno}"
+
 
 class TypedCall(Child[T_co]):
     """A child calling a Restate handler by reference, built by ``lash.call(handler, arg)``.
@@ -38,7 +51,7 @@ class TypedCall(Child[T_co]):
     is sent.
     """
 
-    __slots__ = ("_arg", "_key", "_options", "_ref", "_written")
+    __slots__ = ("_arg", "_key", "_made_at", "_options", "_ref", "_written")
 
     def __init__(
         self, ref: HandlerRef[Any, T_co], arg: Any, key: str | None, options: _Options | None = None
@@ -46,10 +59,11 @@ class TypedCall(Child[T_co]):
         self._ref, self._arg, self._key = ref, arg, key
         self._options = options or _Options()
         self._written: Any | Exception  # the argument's JSON, or what its serde raised, for `command`
+        self._made_at: str | None = None  # where, when the serde refused: the refusal comes later
         try:
             self._written = ref.arg.to_json(arg) if ref.takes_input else None
         except Exception as exc:  # a serde is the application's code: anything it raises is a refusal
-            self._written = exc
+            self._written, self._made_at = exc, _made_at()
 
     @property
     def target(self) -> str:
@@ -81,11 +95,14 @@ class TypedCall(Child[T_co]):
             ) from None
         except Exception as exc:  # a serde is the application's code: anything it raises is a refusal
             reason = f"{type(exc).__name__}: {exc}"
-        raise InvalidInput(
+        refusal = InvalidInput(
             f"{where}: {ref.target} takes {ref.arg.a_type}, and its input serde cannot write the "
             f"{type(self._arg).__name__} given ({reason})",
             position=position,
         )
+        if self._made_at is not None:
+            refusal.add_note(f"lash.call made at {self._made_at}")  # the traceback shows the group's build
+        raise refusal
 
     def value(self, recorded: Any) -> T_co:
         """The child's recorded JSON value, read by the handler's output serde."""
