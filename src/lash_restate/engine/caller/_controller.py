@@ -88,8 +88,8 @@ _O = TypeVar("_O")
 # ahead, and how far behind the reading what it kept is dropped.
 WAKE_WINDOW = 32
 
-# At most this many bytes of outcomes past the one a plain await serves are read ahead with it
-# (decision 134): what a caller that stops reading has read, and journaled, for nothing.
+# At most this many bytes of outcomes in one read ahead, the rank's own whatever its size (decision
+# 134): what a caller that stops reading has read, and journaled, for nothing.
 READ_AHEAD_BYTES = 256 * 1024
 
 
@@ -163,7 +163,8 @@ class RestateController(EffectGroupDefaults):
         # By group key, each decided from the incarnation the group's open answered (journaled).
         self._opened_since_baseline: dict[str, bool] = {}
         # By group key, decided from the incarnation the open or a read answered first (what this
-        # invocation's journal holds, as on replay): whether a plain await asks for one rank (decision 96).
+        # invocation's journal holds, as on replay): whether a release since the baseline opened the
+        # group, so that a plain await asks as this release does (decisions 96, 132 and 134).
         self._answered_since_baseline: dict[str, bool] = {}
         # By group key: the incarnation whose last answer to this invocation's plain await served a
         # rank (None: it served none), so that the next asks with one wake, not a window (decision 132).
