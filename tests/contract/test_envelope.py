@@ -198,7 +198,7 @@ def test_non_json_args_are_refused(args: Any) -> None:
         ({"service": "S", "handler": ""}, "handler name must be 1..512 characters"),
         ({"service": "S", "handler": "h\x00"}, "handler name contains a control character"),
         ({"service": "S\x7f", "handler": "h"}, "service name contains a control character"),
-        ({"service": "S", "handler": "h", "key": ""}, "call key must be 1..512 characters"),
+        ({"service": "S", "handler": "h", "key": "k" * 513}, "call key must be 0..512 characters"),
         ({"service": "S", "handler": "h", "key": "k\n"}, "call key contains a control character"),
         ({"service": 5, "handler": "h"}, "service name must be a string, not int"),
         (
@@ -261,6 +261,16 @@ def test_a_call_is_refused_typed_naming_the_bad_field(fields: dict[str, Any], me
     with pytest.raises(InvalidEnvelope) as refused:
         Call(**fields)
     assert refused.value.message == message
+
+
+def test_a_call_keyed_with_the_empty_string_is_valid_and_not_a_call_without_a_key() -> None:
+    """Restate keys an object by any string, the empty one too (`ctx.object_call(h, key="")`): such a
+    call is encoded with its key, read back as it was, and another call than one with no key."""
+    empty = RuntimeEffectEnvelope(command=Call(service="S", handler="h", key=""), replay_key="r")
+    assert msgspec.json.decode(canonical_bytes(empty))["command"]["key"] == ""
+    assert decode_envelope(canonical_bytes(empty)) == empty
+    unkeyed = RuntimeEffectEnvelope(command=Call(service="S", handler="h"), replay_key="r")
+    assert canonical_bytes(empty) != canonical_bytes(unkeyed)
 
 
 def test_a_calls_headers_scope_and_limit_key_are_its_identity_and_absent_ones_leave_it_as_before() -> None:

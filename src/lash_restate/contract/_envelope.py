@@ -125,11 +125,11 @@ def _has_control(value: str) -> bool:
     return any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in value)
 
 
-def _check_key(value: object, what: str) -> None:
+def _check_key(value: object, what: str, *, empty: bool = False) -> None:
     if not isinstance(value, str):
         raise InvalidEnvelope(f"{what} must be a string, not {type(value).__name__}")
-    if not value or len(value) > MAX_KEY_LENGTH:
-        raise InvalidEnvelope(f"{what} must be 1..{MAX_KEY_LENGTH} characters")
+    if (not value and not empty) or len(value) > MAX_KEY_LENGTH:
+        raise InvalidEnvelope(f"{what} must be {0 if empty else 1}..{MAX_KEY_LENGTH} characters")
     if _has_control(value):
         raise InvalidEnvelope(f"{what} contains a control character")
     check_text(value, what)
@@ -225,7 +225,8 @@ class Call(Child, msgspec.Struct, tag="call", **_STRUCT):
         _check_key(self.service, "service name")
         _check_key(self.handler, "handler name")
         if self.key is not None:
-            _check_key(self.key, "call key")
+            # Restate keys an object by any string, the empty one too (`ctx.object_call(h, key="")`).
+            _check_key(self.key, "call key", empty=True)
         validate_json_value(self.arg, "call arg")
         if self.headers is not None:
             _check_headers(self.headers)

@@ -131,7 +131,7 @@ async def a_malformed_call_is_refused_typed_before_anything_runs(tier: Tier, chi
     malformed: list[dict[str, Any]] = [
         {"type": "call", "service": "", "handler": "echo"},
         {"type": "call", "service": ECHO_SERVICE},
-        {"type": "call", "service": ECHO_SERVICE, "handler": "echo", "key": ""},
+        {"type": "call", "service": ECHO_SERVICE, "handler": "echo", "key": "k" * 513},
         {"type": "call", "service": ECHO_SERVICE, "handler": "echo", "arg": 1, "extra": True},
     ]
     for bad in malformed:

@@ -44,6 +44,20 @@ async def a_typed_call_sends_the_handlers_model_and_hands_back_its_model(
 
 
 @scenario("typed_calls")
+async def a_call_keyed_with_the_empty_string_reaches_that_object(tier: Tier, children: ChildKind) -> None:
+    """Restate keys an object by any string, the empty one too, as ``ctx.object_call(handler,
+    key="")`` reaches it: so does ``lash.call(handler, arg, key="")``, the same object each time."""
+    s = Scope(children)
+    async with Turn(tier) as t:
+        first = t.front("all", s.key(), [typed("weigh", {"grams": 7}, key="")])
+        again = t.front("all", s.key("again"), [typed("weigh", {"grams": 7}, key="")])
+    [label], [later] = (reply.ok["values"] for reply in (first, again))
+    assert label["value"]["key"] == "" and label["value"]["grams"] == 7, label
+    assert later["value"]["total"] == label["value"]["total"] + 7, (label, later)
+    await tier.wait_closed(s.key())
+
+
+@scenario("typed_calls")
 async def a_call_given_no_argument_reaches_a_handler_of_an_optional_model_as_none(
     tier: Tier, children: ChildKind
 ) -> None:
