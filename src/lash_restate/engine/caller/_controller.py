@@ -391,14 +391,16 @@ class RestateController(EffectGroupDefaults):
         while True:
             wakes = self._wakes.get(key)
             # Decision 132: a plain await after one the same group served is likely served too, which
-            # no wake is needed for; one wake covers the rank if it is not. A combinator's run reads
+            # no wake is needed for; one wake covers the rank if it is not. So is the first a caller
+            # that (re)opened the group asks it (decision 134: a resumed group has often settled past
+            # its cursor), and the next, after a wait, sends the window. A combinator's run reads
             # every rank held at once, so its next rank is not held yet: the window, as before.
             served_by = self._served_by.get(key)
+            current = self._incarnations.get(key, "")
             one_wake = (
                 this_release
-                and served_by is not None
-                and served_by == self._incarnations.get(key)
-                and registers_wakes_as_needed(served_by)
+                and registers_wakes_as_needed(current)
+                and (key not in self._served_by or served_by == current)
             )
             fresh = (
                 self._fresh_wakes(handle.consumed, handle.child_count, 1 if one_wake else WAKE_WINDOW)
