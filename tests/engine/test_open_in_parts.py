@@ -14,11 +14,12 @@ sets to 1); at N = 100,000 small children open in parts by size too (docs/perfor
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
+import restate
 
 from lash_restate.contract import (
     GroupWakePolicy,
@@ -29,7 +30,10 @@ from lash_restate.contract import (
     opens_in_parts,
 )
 from lash_restate.engine.caller._open_parts import PARTS_FROM_ENV
-from lash_restate.engine.group._mode import PUMP_SLICE
+from lash_restate.engine.child._routing import Routing
+from lash_restate.engine.group._mode import PUMP_SLICE, slice_key
+from lash_restate.engine.pump import _pump_run
+from lash_restate.engine.wire._messages import PumpParts
 from lash_restate.inspection import quote, sql
 from lash_restate.testing import LocalStack
 from tests.conformance.builders import (
@@ -243,3 +247,34 @@ async def test_a_cancel_close_releases_the_part_a_cancelled_slices_pump_would_ha
         assert any(r["service_key"].endswith(f".2:{s.key()}") for r in staged), staged
         gate.touch()
         await _poll(stack, _left(s.key()), lambda rows: not rows, within=120)
+
+
+async def test_a_further_slices_pump_cancelled_before_its_calls_releases_the_slices_below_it_alone(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Decision 110: the pump of slices 2 to 4 of a group opened in parts, cancelled (a `Cancel`
+    close) before it called the pumps of slices 3 and 4, releases the parts staged with those two,
+    which no pump will run; not its own slice, nor those of the pumps above or beside it (a unit test:
+    the pump's own steps stand in for Restate's)."""
+    released: list[str] = []
+
+    class Nothing:
+        """A state read of nothing (never awaited here: the cancel comes first)."""
+
+        def __await__(self) -> Generator[None, None, None]:
+            return None
+            yield  # a generator, as an awaitable's __await__ must be
+
+    class Context:
+        def get(self, name: str, serde: object = None) -> Nothing:
+            return Nothing()
+
+    async def cancelled(*_: object) -> bool:
+        raise restate.TerminalError("cancelled", 409)
+
+    monkeypatch.setattr(_pump_run, "_runs_first", cancelled)
+    monkeypatch.setattr(_pump_run, "release_slices", lambda ctx, keys: released.extend(keys))
+    run = PumpParts(group_key="g", incarnation="p-" + "0" * 36, first=2, count=3, listens=False)
+    with pytest.raises(restate.TerminalError):
+        await _pump_run.on_run_parts(cast("restate.ObjectContext", Context()), run, cast(Routing, None))
+    assert released == [slice_key("g", run.incarnation, k * PUMP_SLICE) for k in (3, 4)]
