@@ -177,6 +177,8 @@ CALL_OPTIONS = msgspec.structs.replace(
 CALL_IDEMPOTENT = msgspec.structs.replace(
     CALL, command=msgspec.structs.replace(CALL.command, idempotency_key="order-7")
 )
+# An object keyed with the empty string, as Restate keys one (written since decision 135).
+CALL_EMPTY_KEY = msgspec.structs.replace(CALL, command=msgspec.structs.replace(CALL.command, key=""))
 UNGROUPED = RuntimeEffectEnvelope(command=ToolCall(tool="count"), replay_key="inv_1abc:effect:3")
 
 SHAPE = GroupShape(child_count=3, wake=_FIRST, disposition=_CANCEL, replay_keys=_KEYS, hashes=_HASHES)
@@ -421,6 +423,7 @@ def _samples() -> list[Sample]:
     add("msg.child.execute.call", CALL_PLAIN, _json(RuntimeEffectEnvelope))
     add("msg.child.execute.call_options", CALL_OPTIONS, _json(RuntimeEffectEnvelope))
     add("msg.child.execute.call_idempotent", CALL_IDEMPOTENT, _json(RuntimeEffectEnvelope))
+    add("msg.child.execute.call_empty_key", CALL_EMPTY_KEY, _json(RuntimeEffectEnvelope))
     # A pump of a group that records saves tells each child it runs its incarnation (decision 111).
     for variant, envelope in {"tool": TOOL, "call": CALL}.items():
         executed = ChildRun(envelope=envelope, incarnation=SAVES_INCARNATION)
@@ -484,6 +487,7 @@ def _samples() -> list[Sample]:
     add("caller.handle.named", GroupHandle(KEY, 3, 1, incarnation=SAVES_INCARNATION), _handle())
     envelopes = {"tool": TOOL, "call": CALL, "call_options": CALL_OPTIONS, "ungrouped": UNGROUPED}
     envelopes["call_idempotent"] = CALL_IDEMPOTENT
+    envelopes["call_empty_key"] = CALL_EMPTY_KEY
     for variant, envelope in envelopes.items():
         add(f"contract.envelope.{variant}", envelope, _envelope())
     return samples
