@@ -29,7 +29,7 @@ T_co = TypeVar("T_co", covariant=True)
 _UNSET: Any = object()  # no argument given (None is a value)
 
 # lash's own files, passed over when naming where an application made a call.
-_PACKAGE = str(Path(__file__).resolve().parent.parent)
+_PACKAGE = str(Path(__file__).parent.parent)  # as imported, the form a frame's file name takes
 
 
 def _made_at() -> str:
