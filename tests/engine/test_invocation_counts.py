@@ -14,11 +14,11 @@ from typing import Any
 
 from lash_restate.engine.group._group_watch import WATCH_AFTER
 from lash_restate.engine.group._mode_stores import PUMP_SLICE
-from lash_restate.inspection import list_open_groups, quote, sql
+from lash_restate.inspection import quote, sql
 from tests.conformance.builders import Scope, close, combine, event, iterate, next_, ok, open_, use
 from tests.engine.conftest import Stack
 from tests.engine.test_engine import recorded_meta
-from tests.engine.test_operator import until
+from tests.engine.test_operator import settled, until
 
 # The issue's targets: caller, open, the pump, two user handlers, the winner's settle, close.
 RACE_MOST = 7
@@ -215,16 +215,6 @@ async def _closer(stack: Stack, group_key: str) -> str:
     return str(closed["invoked_by_id"])
 
 
-async def _settled(stack: Stack, group_key: str, count: int) -> None:
-    """Until the group ``group_key`` has ``count`` children settled."""
-
-    async def settled() -> bool:
-        rows = await asyncio.to_thread(list_open_groups, stack.admin_url)
-        return any(row.group_key == group_key and row.settled == count for row in rows)
-
-    await until(settled)
-
-
 async def test_a_plain_await_reads_the_one_rank_it_serves(restate_stack: Stack) -> None:
     """`Group.next` (and so `async for`) reads the group at every await and serves one rank: it asks
     for that rank alone and reads its outcome alone, where it read every rank the group held, and
@@ -237,7 +227,7 @@ async def test_a_plain_await_reads_the_one_rank_it_serves(restate_stack: Stack) 
     group = s.group([thin(f"v{i}") for i in range(6)])
     [opened] = await restate_stack.turn(open_(group))
 
-    await _settled(restate_stack, s.key(), 6)
+    await until(lambda: settled(restate_stack, s.key(), 6))
     read = await restate_stack.turn(use(ok(opened)), *[next_() for _ in range(6)], close())
     assert sorted(ok(r)["outcome"]["value"] for r in read[1:-1]) == [f"v{i}" for i in range(6)]
     closer = await _closer(restate_stack, s.key())
@@ -269,7 +259,7 @@ async def test_plain_awaits_read_ahead_the_outcomes_their_group_holds_in_one_rea
     for i, name in enumerate(names):
         await restate_stack.emit(name, f"v{i}")
 
-    await _settled(restate_stack, s.key(), 40)
+    await until(lambda: settled(restate_stack, s.key(), 40))
     [read] = await restate_stack.turn(iterate(group))
     settlements = ok(read)["settlements"]
     assert [settlement["rank"] for settlement in settlements] == list(range(1, 41)), read
@@ -298,7 +288,7 @@ async def test_what_a_plain_await_reads_ahead_is_bounded_in_bytes(restate_stack:
     for i, name in enumerate(names):
         await restate_stack.emit(name, f"{i:02}" + "x" * 100_000)
 
-    await _settled(restate_stack, s.key(), 12)
+    await until(lambda: settled(restate_stack, s.key(), 12))
     [read] = await restate_stack.turn(iterate(group))
     settlements = ok(read)["settlements"]
     assert all(s["outcome"]["value"][:2] == f"{s['position']:02}" for s in settlements), len(settlements)
@@ -323,7 +313,7 @@ async def test_plain_awaits_over_a_paged_group_read_ahead_from_one_slices_pump_a
     group = s.group([thin(f"v{i}") for i in range(width)])
     await restate_stack.turn(open_(group))
 
-    await _settled(restate_stack, s.key(), width)
+    await until(lambda: settled(restate_stack, s.key(), width))
     [read] = await restate_stack.turn(iterate(group))
     settlements = ok(read)["settlements"]
     assert [settlement["rank"] for settlement in settlements] == list(range(1, width + 1))
@@ -351,7 +341,7 @@ async def test_a_plain_await_sends_one_wake_after_a_served_rank_and_the_window_a
     group = s.group([thin("a"), thin("b"), thin("c"), *(event(name) for name in later)])
     [opened] = await restate_stack.turn(open_(group))
 
-    await _settled(restate_stack, s.key(), 3)
+    await until(lambda: settled(restate_stack, s.key(), 3))
     steps = [use(ok(opened)), *[next_() for _ in range(6)], close()]
     reading = asyncio.create_task(restate_stack.turn(*steps))
 
