@@ -32,6 +32,7 @@ test: setup
 	$(BIN)/ruff check src tests bench examples
 	$(BIN)/ruff format --check src tests bench examples
 	$(BIN)/mypy
+	node_modules/.bin/pyright
 	$(BIN)/lint-imports
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
 	PYTHONDONTWRITEBYTECODE= $(BIN)/pytest -n $(TEST_WORKERS) --dist loadgroup --durations=20
@@ -40,6 +41,7 @@ lint: setup
 	$(BIN)/ruff check src tests bench examples
 	$(BIN)/ruff format --check src tests bench examples
 	$(BIN)/mypy
+	node_modules/.bin/pyright
 	$(BIN)/lint-imports
 
 # Ends with one JSON line (the ratios per server) whatever else fails: without the plotting extra

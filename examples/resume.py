@@ -54,7 +54,7 @@ async def start(ctx: restate.Context, doc: str) -> dict[str, Any]:
 
 @review_service.handler()
 async def resume(ctx: restate.Context, request: dict[str, Any]) -> list[dict[str, Any]]:
-    answers = []
+    answers: list[dict[str, Any]] = []
     # The block closes the group when it ends, unless it was saved for a later invocation.
     async with lash.open(ctx, asks(request["doc"]), resume=request["saved"]) as group:
         async for settlement in group:
