@@ -354,7 +354,7 @@ async def test_a_handler_is_called_with_its_own_types_as_ctx_service_call_takes_
 ) -> None:
     """`call_handler(handler, arg, key=...)`: the argument written by the handler's input serde, the
     answer read by its output serde (a pydantic model, a msgspec Struct); a keyed handler needs its
-    key, a service's takes none; a callee's terminal error is `CallFailed` with its status."""
+    key (the empty one too), a service's takes none; a callee's terminal error is `CallFailed` with its status."""
     quoted = assert_type(await restate_stack.call_handler(quote, QuoteRequest(sku="a", qty=2)), Quote)
     assert quoted == Quote(sku="a", total=14)
     key = f"ledger-{Scope().id}"
@@ -363,6 +363,10 @@ async def test_a_handler_is_called_with_its_own_types_as_ctx_service_call_takes_
         key=key, grams=2, total=7
     )
     assert first == Label(key=key, grams=5, total=5)
+    # The object keyed "" (its ingress path `DemoLedger//weigh`), as `ctx.object_call` reaches it.
+    before = await restate_stack.call_handler(weigh, Parcel(grams=3), key="")
+    after = await restate_stack.call_handler(weigh, Parcel(grams=2), key="")
+    assert (before.key, after.key, after.total) == ("", "", before.total + 2)
     assert await restate_stack.call_handler(describe, None) == "nothing"  # no body, as a native call
     with pytest.raises(StackError, match="DemoLedger/weigh needs a key="):
         await restate_stack.call_handler(weigh, Parcel(grams=1))
