@@ -207,7 +207,8 @@ async def test_a_rejection_reads_its_childs_status_as_an_int_as_a_native_caller_
 
 async def test_a_rejection_reads_its_childs_metadata_as_a_native_caller_reads_a_callees() -> None:
     """``metadata``: what a tool's `ToolFailure` (or a call's callee's ``TerminalError``) gave, as a
-    native caller reads ``TerminalError.metadata``, None when it gave none; an aggregate's per child."""
+    native caller reads ``TerminalError.metadata``, None when it gave none; an aggregate's per child,
+    and the aggregate's own when every child gave the same."""
     host = MemoryHost(resolver=demo_tools())
 
     def fail(**metadata: str) -> lash.ToolCall:
@@ -218,10 +219,15 @@ async def test_a_rejection_reads_its_childs_metadata_as_a_native_caller_reads_a_
             await lash.all(host, [fail(left="5")], key="s:group:metadata:0")
         with pytest.raises(lash.AggregateRejection) as mixed:
             await lash.any(host, [fail(left="5"), fail()], key="s:group:metadata:1")
+        with pytest.raises(lash.AggregateRejection) as alike:
+            await lash.any(host, [fail(left="5"), fail(left="5")], key="s:group:metadata:2")
+        with pytest.raises(lash.AggregateRejection) as apart:
+            await lash.any(host, [fail(left="5"), fail(left="4")], key="s:group:metadata:3")
     finally:
         await host.aclose()
     assert given.value.metadata == {"left": "5"}
     assert [e.metadata for e in mixed.value.exceptions] == [{"left": "5"}, None]
+    assert (alike.value.metadata, mixed.value.metadata, apart.value.metadata) == ({"left": "5"}, None, None)
     assert given.value.settlement.outcome == lash.Err(message="gone", metadata={"left": "5"})
     with pytest.raises(TypeError, match="ToolFailure metadata must be a mapping of text, not list"):
         lash.ToolFailure("gone", metadata=[("left", "5")])  # type: ignore[arg-type]

@@ -249,9 +249,18 @@ class AggregateRejection(ExceptionGroup[ChildRejected], LashError):  # type: ign
 
     @property
     def status_code(self) -> int:
-        """The children's status when they all share one (`Rejected.status_code`), else 500."""
+        """The children's status when they all share one (`Rejected.status_code`), else 500.
+        Uncaught, the rejection ends its handler's invocation with it."""
         statuses = {child.status_code for child in self.exceptions}
         return statuses.pop() if len(statuses) == 1 else NO_STATUS
+
+    @property
+    def metadata(self) -> dict[str, str] | None:
+        """The children's metadata when they all gave the same (`Rejected.metadata`), else None (each
+        child's is its ``ChildRejected``'s). Uncaught, the rejection ends its handler's invocation
+        with it, beside the status they share."""
+        first, *rest = (child.metadata for child in self.exceptions)
+        return first if all(other == first for other in rest) else None
 
     @property
     def exceptions(self) -> tuple[ChildRejected, ...]:

@@ -354,7 +354,8 @@ async def test_a_handler_is_called_with_its_own_types_as_ctx_service_call_takes_
 ) -> None:
     """`call_handler(handler, arg, key=...)`: the argument written by the handler's input serde, the
     answer read by its output serde (a pydantic model, a msgspec Struct); a keyed handler needs its
-    key (the empty one too), a service's takes none; a callee's terminal error is `CallFailed` with its status."""
+    key (the empty one too), a service's takes none; a callee's terminal error is `CallFailed` with
+    its status."""
     quoted = assert_type(await restate_stack.call_handler(quote, QuoteRequest(sku="a", qty=2)), Quote)
     assert quoted == Quote(sku="a", total=14)
     key = f"ledger-{Scope().id}"

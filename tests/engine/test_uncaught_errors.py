@@ -145,6 +145,18 @@ async def test_an_uncaught_aggregate_rejection_names_every_child(stack: LocalSta
     )
 
 
+async def test_an_uncaught_aggregate_rejection_carries_the_metadata_its_children_share(
+    stack: LocalStack,
+) -> None:
+    """Every child's callee gave the same metadata: the client gets it beside their status, as each
+    child's own would reach it; children that gave different metadata (or none) give none."""
+    status, body = await _answer(stack, "Shop/any", [GIVES, GIVES])
+    assert (status, body.get("metadata")) == (409, GIVES["metadata"]), body
+    apart = {**GIVES, "metadata": {"left": "4", "sku": "A-1"}}
+    status, body = await _answer(stack, "Shop/any", [GIVES, apart])
+    assert (status, body.get("metadata")) == (409, None), body
+
+
 @pytest.mark.parametrize("entry", ["not_open", "not_open_below"])
 async def test_an_uncaught_group_not_open_is_a_404_with_its_line(stack: LocalStack, entry: str) -> None:
     status, message = await _post(stack, f"Shop/{entry}")

@@ -55,8 +55,9 @@ def ending(error: LashError) -> restate.TerminalError:
         ]
         more = len(error.exceptions) - _NAMED
         message = f"{error.message}: {'; '.join(named)}" + (f"; and {more} more" if more > 0 else "")
-        # One status when every child ended alike; children that disagree have nothing better than 500.
-        return _Ending(message, error.status_code)
+        # One status (and metadata) when every child ended alike; children that disagree have nothing
+        # better than 500 (and none).
+        return _Ending(message, error.status_code, error.metadata)
     return _Ending(str(error), terminal_status(error))
 
 
