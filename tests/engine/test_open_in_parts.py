@@ -273,7 +273,7 @@ async def test_a_further_slices_pump_cancelled_before_its_calls_releases_the_sli
         raise restate.TerminalError("cancelled", 409)
 
     monkeypatch.setattr(_pump_run, "_runs_first", cancelled)
-    monkeypatch.setattr(_pump_run, "release_slices", lambda ctx, keys: released.extend(keys))
+    monkeypatch.setattr(_pump_run, "release_store_and_slices", lambda ctx, keys: released.extend(keys))
     run = PumpParts(group_key="g", incarnation="p-" + "0" * 36, first=2, count=3, listens=False)
     with pytest.raises(restate.TerminalError):
         await _pump_run.on_run_parts(cast("restate.ObjectContext", Context()), run, cast(Routing, None))

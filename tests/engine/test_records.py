@@ -30,7 +30,7 @@ from lash_restate.contract import (
 )
 from lash_restate.engine import GroupMeta, callee_replay_key
 from lash_restate.engine.caller._controller import RestateController
-from lash_restate.engine.child._calls import VIA_CALL, VIA_CHILD, VIA_MISS, answered, callee_key
+from lash_restate.engine.child._calls import VIA_CALL, VIA_CHILD, answered, callee_key
 from lash_restate.engine.child._child import emitted_outcome
 from lash_restate.engine.child._routing import replaying
 from lash_restate.engine.compat._pump_compat import baseline_outcome
@@ -249,25 +249,6 @@ def test_a_handler_replays_exactly_when_its_contexts_vm_says_so() -> None:
         )
         assert replaying(context) is answer
     assert replaying(SimpleNamespace()) is False
-
-
-def test_a_miss_an_earlier_release_journaled_in_a_pumps_route_calls_nothing_and_says_so(
-    caplog: pytest.LogCaptureFixture,
-) -> None:
-    """A pump of an earlier release journaled its `route` with a call child planned as a miss; the
-    replay on this release calls nothing for it (no context is touched: a routing miss is never an
-    outcome, its rank stays unallocated) and warns, naming the target and the child."""
-    member = GroupMembership(
-        group_key="g", position=3, wake=GroupWakePolicy.ALL, disposition=LoserPolicy.RUN_TO_COMPLETION
-    )
-    child = RuntimeEffectEnvelope(
-        command=Call(service="Ghost", handler="hello"), replay_key="g/c3", membership=member
-    )
-    with caplog.at_level("WARNING", logger="lash_restate"):
-        assert dispatch_one(cast(Any, None), child, VIA_MISS, "inc") is None
-    [record] = caplog.records
-    assert record.getMessage() == "call child ended without a settlement: Ghost/hello is not bound here"
-    assert cast(Any, record).replay_key == "g/c3"
 
 
 class _Calls:

@@ -11,7 +11,8 @@ A settlement's path, hop by hop (each hop a Restate invocation; ``Lash`` is the 
   (`group/_group_rank.py`, `on_settle`).
 - Pumped (`group/_mode_pumped.py`: a call child, a bound, or `batch_from` children or more): one
   `LashPump/run2` per slice of 256 (`pump/_pump_run.py`, `on_run2`; the open starts the first,
-  which starts the others; a bounded group's one pump runs them all) calls each child as the open
+  which calls at most 4 further pumps, each the root of a subtree of slices that it starts the same
+  way; a bounded group's one pump runs them all) calls each child as the open
   planned (`pump/_pump_calls.py`: the callee itself for a call, `LashChild/execute2` for the
   others), stores what settles and calls `LashGroup/report` (`_group_rank.py`, `on_report`).
 - Both rank through `rank_refs`, whatever the group's rank layout (`group/_ranks.py`, `ranks_for`:
@@ -29,7 +30,7 @@ A settlement's path, hop by hop (each hop a Restate invocation; ``Lash`` is the 
   pumped path from there.
 - A reopen (a resume, `RestateController.reopen_effect_group`) sends the same open with
   ``reopen_only``; `record_group` fences it against the recorded shape and records nothing, and
-  `group/_group_dispatch.py` (`redispatch` → `dispatch_again` → the mode's ``redispatch``) runs
+  `group/_group_dispatch.py` (`redispatch_on_reopen` → `dispatch_again` → the mode's ``redispatch``) runs
   again only the children whose runner was missing (of a group the baseline opened, every unsettled
   child the reopen carries): a `LashChild/run` each (direct), or a
   `LashPump/redispatch` per slice (pumped, `on_redispatch`), which report as a first run does.

@@ -20,7 +20,6 @@ from ._routing import Routing
 __all__ = [
     "VIA_CALL",
     "VIA_CHILD",
-    "VIA_MISS",
     "answered",
     "bound_call",
     "call_arg",
@@ -36,9 +35,8 @@ __all__ = [
 _CANCELLED = {"cancelled", "canceled"}  # how Restate words a cancellation it propagated to a call
 
 # How a pump calls a child (decision 61), as `PumpAwait.plan` and the pump's journaled `route` carry it:
-# straight to the user's handler, or through `LashChild/execute2`. `VIA_MISS` (not at all: its target
-# left) is only read from a `route` an earlier release journaled; `pump_plan` no longer decides it.
-VIA_CALL, VIA_CHILD, VIA_MISS = "call", "child", "miss"
+# straight to the user's handler, or through `LashChild/execute2`.
+VIA_CALL, VIA_CHILD = "call", "child"
 
 
 def call_arg(call: Call, incarnation: str) -> bytes:
@@ -78,8 +76,8 @@ def bound_call(routing: Routing, envelope: RuntimeEffectEnvelope) -> Call | None
 
 
 def pump_plan(routing: Routing, children: list[RuntimeEffectEnvelope]) -> list[str]:
-    """How a pump that was sent no plan (a slice of a group opened in parts, a re-dispatch, or a
-    `run2` whose open sent none) calls each of ``children``, deciding as it runs (and journaling it):
+    """How a pump that was sent no plan (a slice of a group opened in parts, or a re-dispatch) calls
+    each of ``children``, deciding as it runs (and journaling it):
     a call to a handler this endpoint binds straight to it;
     any other child through `LashChild/execute2`, which checks the target when it runs (decision 47).
 

@@ -93,7 +93,7 @@ async def settle_as_they_finish(
 async def baseline_outcome(future: Any) -> bytes | None:
     """A child's outcome bytes as the baseline read its `LashChild/execute`'s end, so that a pump it
     journaled replays here: any cancellation (409, a kill's included) settles `Cancelled`, any other
-    terminal (a miss's 404 among them) settles nothing. (`child_outcome` answers a kill 409 `killed`
+    terminal (a miss's 404 among them) settles nothing. (`executed_outcome` answers a kill 409 `killed`
     and settles the others, which this release's own pumps journal.)"""
     try:
         return bytes(await future)

@@ -44,7 +44,7 @@ __all__ = [
     "note_redispatched",
     "on_missed",
     "on_operator_redispatch",
-    "redispatch",
+    "redispatch_on_reopen",
 ]
 
 
@@ -96,7 +96,7 @@ async def missed_children(ctx: restate.ObjectContext) -> list[RuntimeEffectEnvel
     return [child for read in reads if (child := await read) is not None]
 
 
-async def redispatch(
+async def redispatch_on_reopen(
     ctx: restate.ObjectContext, meta: GroupMeta, req: OpenRequest | PartedOpen, routing: Routing
 ) -> list[WatchedRun]:
     """ADR: a reopen resolves only what it dispatches and refuses nothing (decision 48).

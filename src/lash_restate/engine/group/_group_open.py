@@ -54,7 +54,7 @@ from ..wire._routes import (
     pump_key,
 )
 from ._group_common import OPENED, GroupSettings, check_incarnation, keep_watch, release_staged
-from ._group_dispatch import redispatch
+from ._group_dispatch import redispatch_on_reopen
 from ._group_guard import guard_waiters
 from ._group_watch import is_new_opener, openers_to_watch, send_watch
 from ._mode import INVOCATIONS, PUMP_SLICE, Dispatched, mode_for, slice_key
@@ -105,8 +105,8 @@ async def on_open(ctx: restate.ObjectContext, req: OpenRequest, settings: GroupS
     handles: list[Dispatched] = []
     watched: list[WatchedRun] = []
     if children:
-        # Decided here and sent with the children, so that a pump's first step is its first call, with
-        # no journaled step of its own to decide it before (decision 66).
+        # Decided here and sent with the children, so that a pump journals no plan of its own before
+        # its calls (decision 66). A direct group's dispatch does not read it.
         handles = mode_for(meta.mode).dispatch(ctx, meta, children, open_plan(settings.routing, children))
     reply = OpenReply(reopened=not children, incarnation=meta.incarnation)
     ctx.resolve_awakeable(req.reply_to, reply, serde=OPENED)
@@ -140,7 +140,7 @@ async def _answered(
     if dispatched is None:
         # After everything a format-1 open journals, so a reopen in flight when the code was
         # replaced in place replays its journal as a prefix of this one (decision 48).
-        dispatched = await redispatch(ctx, meta, req, settings.routing)
+        dispatched = await redispatch_on_reopen(ctx, meta, req, settings.routing)
     # Last, for the same reason: watched until they end (decisions 74, 78).
     watch = send_watch(ctx, meta, dispatched, openers_to_watch(meta, req.caller))
     if not first and is_new_opener(meta, req.caller):
@@ -230,8 +230,8 @@ async def _fence_reopen(
     assert recorded is not None  # written with meta, cleared with it
     recorded.fence_reopen(shape, ctx.key())
     if carrying is not None and not watches_its_runs(meta.incarnation):
-        # A baseline group's reopen runs again the children it carries (`redispatch`): one its shape
-        # does not name is refused typed here, where `redispatch` would run it or fail, retried.
+        # A baseline group's reopen runs again the children it carries (`redispatch_on_reopen`): one its shape
+        # does not name is refused typed here, where `redispatch_on_reopen` would run it or fail, retried.
         carries_its_shape(carrying, ctx.key())
     logs.event("group.reopened", ctx, group_key=ctx.key())
 

@@ -354,7 +354,7 @@ async def on_run_ended(ctx: restate.ObjectContext, ended: RunEnded) -> None:
         replay_keys=[fence.replay_keys[p] for p in positions],
         outcome=outcome,
     )
-    sent = mode_for(meta.mode).fail(ctx, meta, failed)
+    sent = mode_for(meta.mode).settle_failed(ctx, meta, failed)
     settled_as = "cancelled" if isinstance(outcome, Cancelled) else "failed"  # a cancel is no run failure
     logs.event(
         "group.run_ended",

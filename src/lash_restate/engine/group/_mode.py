@@ -23,8 +23,9 @@ Direct: each child is its own `LashChild` invocation, stores its outcome in its 
 incarnation) and settles itself. Pumped: one `LashPump` invocation per group incarnation calls the
 children, stores the outcomes in its own state and reports them a batch at a time; past
 `PUMP_SLICE` children it keeps the first slice and calls a tree of further pumps, one per slice
-(decisions 35, 65). A reopen re-dispatches a pumped group's children slice by slice, to the pump
-that keeps each slice's outcomes, which dispatches and reports them as the first run did.
+(decisions 35, 65). A reopen (or an operator's re-dispatch) sends a pumped group's children that
+were kept as missed (decision 95) slice by slice to the pump that keeps each slice's outcomes, which
+calls them and reports them as the first run did.
 
 The modes are `_mode_direct.Direct` and `_mode_pumped.Pumped`; where they keep outcomes and the keys
 they use are `_mode_stores`'s, re-exported here for the modules that name them.
@@ -89,9 +90,11 @@ class Mode(Protocol):
     def redispatch(
         self, ctx: restate.ObjectContext, meta: GroupMeta, children: list[Envelope]
     ) -> list[Dispatched]:
-        """A reopen's dispatch of ``children``, unsettled: each runs again only if it ended without an
-        outcome (its runner was missing), once whatever runs it already has ended (decision 48). The
-        same dispatch as the first, so a re-run child reaches its rank as a first run's would."""
+        """A reopen's (or an operator's) dispatch of ``children``, unsettled: each runs again only if
+        it ended without an outcome (its runner was missing), once whatever runs it already has ended
+        (decision 48). Run and reported by the same code as a first run (a direct child's `run`, a
+        pump's calls and reports), so a re-run child reaches its rank as a first run's would; a pump
+        plans these itself, as no open sent it a plan."""
         ...
 
     def check_fits(self, group_key: str, children: list[Envelope], sizes: list[int]) -> None:
@@ -126,7 +129,7 @@ class Mode(Protocol):
         """Where a settled child's outcome is kept (what an operator's view reads)."""
         ...
 
-    def fail(
+    def settle_failed(
         self, ctx: restate.ObjectContext, meta: GroupMeta, failed: ChildrenFailed
     ) -> list[tuple[restate.SendHandle, list[int]]]:
         """Settle the children ``failed`` names with its outcome, each unless an outcome is stored for

@@ -98,7 +98,7 @@ class Direct:
     def same_store(self, group_key: str, incarnation: str, first: Ref, other: Ref) -> bool:
         return False  # each child's outcome is kept by its own object
 
-    def fail(
+    def settle_failed(
         self, ctx: restate.ObjectContext, meta: GroupMeta, failed: ChildrenFailed
     ) -> list[tuple[restate.SendHandle, list[int]]]:
         # Each child's store is its own object, which settles itself (queued behind a run still going).

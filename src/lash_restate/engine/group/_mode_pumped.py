@@ -63,8 +63,8 @@ class Pumped:
         self, ctx: restate.ObjectContext, meta: GroupMeta, children: list[Envelope], plan: list[str]
     ) -> list[Dispatched]:
         # Decision 61: one pump (`LashPump/run2`) is every child's only caller; it calls further pumps
-        # past PUMP_SLICE children. The open decided how it calls each, so its first step is its
-        # first call (decision 66); sent before the opener's answer.
+        # past PUMP_SLICE children. The open decided how it calls each (decision 66), so the pump
+        # journals no plan of its own before its calls; sent before the opener's answer.
         run = PumpAwait(group_key=ctx.key(), incarnation=meta.incarnation, children=children, plan=plan)
         return [Dispatched(PUMP_RUN2.send(ctx, pump_key(ctx.key(), meta.incarnation), run), None)]
 
@@ -72,8 +72,10 @@ class Pumped:
         self, ctx: restate.ObjectContext, meta: GroupMeta, children: list[Envelope]
     ) -> list[Dispatched]:
         # To the pump of each slice, which keeps that slice's outcomes, queued behind its run: it asks
-        # the group first (a run releases its store once the group closes), then dispatches the
-        # children no outcome is stored for as `run2` does and reports them as `run2` does.
+        # the group first (a run releases its store once the group closes), then calls the children
+        # no outcome is stored for, planning how itself (no open sent it a plan), and reports them
+        # as `run2` does. Not listening (`listens=False`): the group keeps the first run's one link,
+        # and this store is released by a report answered closed or the close's `forget` behind it.
         by_slice: dict[str, list[Envelope]] = {}
         for child in children:
             by_slice.setdefault(slice_key(ctx.key(), meta.incarnation, position_of(child)), []).append(child)
@@ -138,7 +140,7 @@ class Pumped:
             group_key, incarnation, other.position
         )
 
-    def fail(
+    def settle_failed(
         self, ctx: restate.ObjectContext, meta: GroupMeta, failed: ChildrenFailed
     ) -> list[tuple[restate.SendHandle, list[int]]]:
         # To the pump of each slice, which keeps that slice's outcomes and reports them as a run does.

@@ -97,7 +97,8 @@ def slice_key(group_key: str, incarnation: str, position: int) -> str:
     """The key of the pump that runs (and keeps the outcome of) the child at ``position``.
 
     Decision 35: the first slice is the group's own pump, the one the open sends; each further slice
-    has a pump of its own (`pump_key` names it), called by that one.
+    has a pump of its own (`pump_key` names it), called by the pump whose subtree holds it (decision
+    65: a tree, each pump calling at most `PUMP_FANOUT` others).
     """
     # Decision 81: a bounded group's one pump runs (and keeps) every child.
     slice_index = 0 if bound_of(incarnation) is not None else position // PUMP_SLICE

@@ -7,7 +7,7 @@ directly, each child through `LashChild/run`.
 Decision 20: the pump awaits its children and, each time it wakes, stores what settled meanwhile and
 reports it to the group in one batch: the single writer then runs once per batch, and while it does,
 the next batch gathers. The store is this object's state (``o{position}``), read in bulk by
-``outcomes`` and released by one ``forget`` at close.
+``outcomes`` and released at the group's close (below).
 
 Decisions 35 and 65: a pump waits on at most `PUMP_SLICE` children of an unbounded group (a bounded
 group's one pump holds them all, decision 81). The group's pump (the one its open sends) runs the

@@ -9,12 +9,10 @@ from typing import Any
 
 import restate
 
-from ... import logs
 from ...contract import Call, RuntimeEffectEnvelope
 from ..child._calls import (
     VIA_CALL,
     VIA_CHILD,
-    VIA_MISS,
     answered,
     call_arg,
     callee_key,
@@ -24,13 +22,23 @@ from ..child._calls import (
 )
 from ..child._routing import Routing
 from ..group._mode import position_of
+from ..wire._errors import NOT_FOUND
 from ..wire._formats import stored_outcome
 from ..wire._incarnation import runs_name_their_incarnation
 from ..wire._messages import ChildRun
 from ..wire._records import STRINGS
 from ..wire._routes import CHILD_EXECUTE, CHILD_EXECUTE2
 
-__all__ = ["SLICE", "Awaited", "Queue", "call_outcome", "dispatch_all", "dispatch_one", "plan_all"]
+__all__ = [
+    "SLICE",
+    "Awaited",
+    "Queue",
+    "call_outcome",
+    "dispatch_all",
+    "dispatch_one",
+    "executed_outcome",
+    "plan_all",
+]
 
 
 SLICE = "slice"
@@ -41,9 +49,9 @@ class Awaited:
     """What a future a pump awaits is (`run2`, `run_parts`, `redispatch`): a call to the user's
     handler, a `LashChild/execute2`, or a further pump."""
 
-    kind: str
-    position: int
-    replay_key: str  # a further slice's pump key for a pump
+    kind: str  # how the child was called (`VIA_CALL`, `VIA_CHILD`), or `SLICE`: a further pump
+    position: int  # the child's; -1 for a pump, which `covers` positions instead
+    replay_key: str  # the child's; a further pump's key for a pump
     target: str = ""  # a call's ``service/handler``
     covers: tuple[int, int] = (0, 0)  # a pump's: the positions its subtree runs, first and past the last
 
@@ -55,7 +63,8 @@ async def dispatch_all(
     incarnation: str,
 ) -> dict[Any, Awaited]:
     """Call each of ``children`` from this pump (a slice of a group opened in parts, whose children
-    no open carried and so no open planned), as this pump decides; what is awaited, by future."""
+    no open carried and so no open planned), as this pump decides; what is awaited, by future. All
+    at once: a bounded group is never opened in parts (decision 81)."""
     return Queue(await plan_all(ctx, children, routing, None), None).start(ctx, incarnation, 0)
 
 
@@ -91,9 +100,8 @@ class Queue:
         started: dict[Any, Awaited] = {}
         while self.waiting and (self.bound is None or running + len(started) < self.bound):
             child, how = self.waiting.popleft()
-            dispatched = dispatch_one(ctx, child, how, incarnation)
-            if dispatched is not None:
-                started[dispatched[0]] = dispatched[1]
+            future, what = dispatch_one(ctx, child, how, incarnation)
+            started[future] = what
         return started
 
     def drop(self) -> list[RuntimeEffectEnvelope]:
@@ -105,7 +113,7 @@ class Queue:
 
 def dispatch_one(
     ctx: restate.ObjectContext, child: RuntimeEffectEnvelope, how: str, incarnation: str
-) -> tuple[Any, Awaited] | None:
+) -> tuple[Any, Awaited]:
     """Call ``child`` from this pump as its plan says (`open_plan` or `pump_plan`)."""
     position = position_of(child)
     if how == VIA_CHILD or not isinstance(child.command, Call):  # only a call child is called directly
@@ -113,20 +121,10 @@ def dispatch_one(
             future = CHILD_EXECUTE2.call(
                 ctx, child.replay_key, ChildRun(envelope=child, incarnation=incarnation)
             )
-        else:  # a group the baseline opened: as its pumps journaled it
+        else:  # a reopen of a group the baseline opened: `execute`, as the baseline's pump ran them
             future = CHILD_EXECUTE.call(ctx, child.replay_key, child)
         return future, Awaited(VIA_CHILD, position, child.replay_key)
     call = child.command
-    if how == VIA_MISS:
-        # Only in a `route` an earlier release journaled (`pump_plan` now sends such a call through
-        # `LashChild/execute2`, which lists the miss): a routing miss, never an outcome (ADR: the
-        # Restate host's form of it is a terminal 404; the rank stays unallocated).
-        logs.logger.warning(
-            "call child ended without a settlement: %s is not bound here",
-            call.target,
-            extra={"replay_key": child.replay_key},
-        )
-        return None
     # Lash's idempotency key names the child on the callee's invocation, for inspection and
     # operators; a call that gives its own (a native call's `idempotency_key=`) is made under that.
     options = invocation_options(call, callee_key(child, incarnation))
@@ -134,6 +132,19 @@ def dispatch_one(
         call.service, call.handler, call_arg(call, incarnation), key=call.key, **options
     )
     return future, Awaited(VIA_CALL, position, child.replay_key, call.target)
+
+
+async def executed_outcome(future: Any) -> bytes | None:
+    """The stored outcome of a child run through `LashChild/execute2` (or the baseline's `execute`):
+    its answer; None when the child could not be routed (ADR: a 404 is terminal)."""
+    try:
+        return bytes(await future)
+    except restate.TerminalError as error:
+        if error.status_code == NOT_FOUND:
+            return None  # a miss: the child told its group, which keeps it (decision 73)
+        # Cancelled before it could record its own terminal, or ended otherwise (an operator killed
+        # it: 409 `killed`), as a call child's callee would answer (decision 74): never unsettled.
+        return stored_outcome(refused(error))
 
 
 async def call_outcome(future: Any, target: str) -> bytes:

@@ -1,5 +1,5 @@
-"""What every `LashPump` handler shares: the serdes of its state, its slices' key, and how a batch of
-settlements is put together and reported to the group."""
+"""What every `LashPump` handler shares: its further slices' keys, how a batch of settlements is put
+together and reported to the group, how its store is released, and how a child's run is read."""
 
 from __future__ import annotations
 
@@ -9,10 +9,7 @@ import restate
 
 from ... import logs
 from ...contract import RuntimeEffectEnvelope
-from ..child._calls import refused
 from ..group._mode import PUMP_FANOUT, PUMP_SLICE, slice_key
-from ..wire._errors import NOT_FOUND
-from ..wire._formats import stored_outcome
 from ..wire._messages import (
     BATCH_INLINE_BYTES,
     INLINE_OUTCOME_BYTES,
@@ -30,12 +27,11 @@ from ..wire._routes import (
 __all__ = [
     "SLICES",
     "add_ref",
-    "child_outcome",
     "covered_slices",
     "fan_out",
     "further_slice_key",
     "group_is_open",
-    "release_slices",
+    "release_store_and_slices",
     "report_batch",
     "report_noting_cancel",
     "slice_ended",
@@ -55,8 +51,10 @@ def add_ref(refs: list[Ref], position: int, replay_key: str, outcome: bytes, inl
     return inline + len(outcome) if carry else inline
 
 
-def release_slices(ctx: restate.ObjectContext, slices: list[str]) -> None:
-    """The group is closed: nothing this pump (or a further slice's) keeps will be read again."""
+def release_store_and_slices(ctx: restate.ObjectContext, slices: list[str]) -> None:
+    """Clear this pump's whole store and send `forget` to the pumps of ``slices``: the group closed,
+    so nothing they keep will be read again; or (`run_parts` cut short, a further pump failed after
+    the close) nothing will run there, and what was staged there is let go."""
     for key in slices:
         PUMP_FORGET.send(ctx, key, None)  # queued behind its run, as the group's `forget` sends them
     ctx.clear_all()
@@ -100,18 +98,6 @@ async def slice_ended(future: Any) -> restate.TerminalError | None:
         logs.logger.warning("a slice's pump failed: %s", error.message)
         return error
     return None
-
-
-async def child_outcome(future: Any) -> bytes | None:
-    """A child call's outcome bytes; None when the child could not be routed (ADR: a 404 is terminal)."""
-    try:
-        return bytes(await future)
-    except restate.TerminalError as error:
-        if error.status_code == NOT_FOUND:
-            return None  # a miss: the child told its group, which keeps it (decision 73)
-        # Cancelled before it could record its own terminal, or ended otherwise (an operator killed
-        # it: 409 `killed`), as a call child's callee would answer (decision 74): never unsettled.
-        return stored_outcome(refused(error))
 
 
 def covered_slices(group_key: str, incarnation: str, covers: tuple[int, int]) -> list[str]:

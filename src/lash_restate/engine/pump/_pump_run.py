@@ -35,16 +35,15 @@ from ..wire._routes import (
     PUMP_RUN2,
     PUMP_RUN_PARTS,
 )
-from ._pump_calls import SLICE, Awaited, Queue, call_outcome, dispatch_all, plan_all
+from ._pump_calls import SLICE, Awaited, Queue, call_outcome, dispatch_all, executed_outcome, plan_all
 from ._pump_common import (
     SLICES,
     add_ref,
-    child_outcome,
     covered_slices,
     fan_out,
     further_slice_key,
     group_is_open,
-    release_slices,
+    release_store_and_slices,
     report_batch,
     report_noting_cancel,
     slice_ended,
@@ -105,7 +104,8 @@ async def on_run2(ctx: restate.ObjectContext, req: PumpAwait, routing: Routing) 
     # Decision 81: a bounded group's one pump runs every child, so that one run holds the bound.
     kept = PUMP_SLICE if bound is None else len(req.children)
     own, further = req.children[:kept], req.children[kept:]
-    # The open's plan (decision 66), if it sent one entry per child; else this pump plans itself.
+    # The open's plan (decision 66), which every `run2` carries; one that does not fit its children
+    # (never sent) is planned here instead, as a re-dispatch is, rather than trusted.
     decided = req.plan if isinstance(req.plan, list) and len(req.plan) == len(req.children) else None
     own_plan = decided[:kept] if decided is not None else None
     planned = await plan_all(ctx, own, routing, own_plan)
@@ -123,7 +123,7 @@ async def on_run2(ctx: restate.ObjectContext, req: PumpAwait, routing: Routing) 
         # whatever the width. Called, as `run` calls its slices (decision 35), so that cancelling
         # this pump cancels them, and they theirs; each releases its subtree's stores by `forget`.
         parts = subtrees(further)
-        # Each further pump gets its part of the open's plan; without one, plans for itself.
+        # Each further pump gets its part of the open's plan.
         plans: list[list[str] | msgspec.UnsetType] = [msgspec.UNSET] * len(parts)
         if decided is not None:
             plans = [*split_plan(decided[kept:], parts)]
@@ -155,7 +155,7 @@ async def on_stage(ctx: restate.ObjectContext, part: StagedPart, routing: Routin
     """
     ctx.set(STAGED, part.children, serde=ENVELOPES)
     miss = None
-    if not replaying(ctx):
+    if not replaying(ctx):  # decision 50: asked once; a replay's routing may have changed since
         miss = await routing.first_refusal(part.children)
     if miss is not None:
         child = part.children[miss.position]
@@ -184,11 +184,11 @@ async def on_run_parts(ctx: restate.ObjectContext, req: PumpParts, routing: Rout
         if not await _runs_first(ctx, req.group_key, noted):
             return
         own = await staged or []
-        ctx.clear(STAGED)  # dispatched from the journal from now on
+        ctx.clear(STAGED)  # read: a replay reads it from the journal, so the state is let go now
         awaited = await dispatch_all(ctx, own, routing, req.incarnation)
     except restate.TerminalError:
         covers = ((req.first + 1) * PUMP_SLICE, (req.first + req.count) * PUMP_SLICE)
-        release_slices(ctx, covered_slices(req.group_key, req.incarnation, covers))
+        release_store_and_slices(ctx, covered_slices(req.group_key, req.incarnation, covers))
         raise
     del own  # dispatched: not held while this pump waits, as a wide group's pumps all do (decision 94)
     slices: list[str] = []
@@ -209,9 +209,10 @@ async def on_run_parts(ctx: restate.ObjectContext, req: PumpParts, routing: Rout
 
 # See decisions 48, 95 (its docstring is what Restate's UI shows).
 async def on_redispatch(ctx: restate.ObjectContext, req: PumpAwait, routing: Routing) -> None:
-    """A reopen's re-dispatch of this slice's children that the group kept as missed (every unsettled
-    one, for a group the baseline opened), by the dispatch `run2` makes, reported as `run2` reports:
-    a re-run child reaches its rank by the same code as a first run's, whatever the group's layout.
+    """A reopen's (or an operator's) re-dispatch of this slice's children that the group kept as
+    missed (every unsettled one, for a group the baseline opened), each called as `run2` calls its
+    children (planned here: no open sent a plan) and reported as `run2` reports: a re-run child
+    reaches its rank by the same code as a first run's, whatever the group's layout.
 
     Queued behind this key's run (both exclusive), which ends only once its children have: a
     child runs again only if no outcome is stored for it (its runner was missing). It asks the
@@ -236,7 +237,9 @@ async def on_fail(ctx: restate.ObjectContext, req: ChildrenFailed) -> None:
     """The run that awaited these children of this slice ended in failure (an operator killed it,
     and its calls with it). Each settles with that failure, stored here as a run stores an outcome
     and reported as a run reports; one whose outcome was stored before the kill settles with it.
-    Asks the group first: a closed group's store is released."""
+    Asks the group first: a closed group's store is released. A report answered closed releases
+    nothing here: the close's `forget` queues behind this fail on this key."""
+    # Decision 102: the group sent this fail before its close's forget, to the same key.
     if not await group_is_open(ctx, req.group_key, req.incarnation):
         return
     reads: list[Any] = [ctx.get(pump_store(position), serde=BYTES) for position in req.positions]
@@ -296,10 +299,11 @@ async def await_and_report(
         report = PumpReport(incarnation=incarnation, refs=refs, listen=listen)
         listen = None
         if not (await report_batch(ctx, group_key, report)).open:
-            release_slices(ctx, slices)
+            release_store_and_slices(ctx, slices)
             closed = True
 
     while pending:
+        # Once closed, the close's awakeable is resolved: watched, it would end every wait at once.
         watched = pending if closing is None or closed else [*pending, closing[1]]
         try:
             done, _ = await restate.wait_completed(*watched)
@@ -312,7 +316,7 @@ async def await_and_report(
             await cancel_queue()
             continue
         if closing is not None and not closed and closing[1] in done:
-            release_slices(ctx, slices)
+            release_store_and_slices(ctx, slices)
             if queue is None or not queue.waiting:
                 return
             # Decision 81: closed (RunToCompletion), with children yet to start: they start as slots
@@ -343,7 +347,7 @@ async def await_and_report(
             if what.kind == VIA_CALL:
                 outcome: bytes | None = await call_outcome(future, what.target)
             else:
-                outcome = await child_outcome(future)
+                outcome = await executed_outcome(future)
             if outcome is None:
                 missed = True  # a routing miss: no terminal is synthesized, the rank stays unallocated
                 continue
@@ -363,13 +367,15 @@ async def await_and_report(
                 # return: calls outlive their caller, so a pump that returned would leave its pending
                 # children (and further pumps) beyond the reach of a Cancel close's cancellation,
                 # which comes down the tree of calls. Under RunToCompletion they run on, as declared.
-                release_slices(ctx, slices)
+                release_store_and_slices(ctx, slices)
                 closed = True
             if interrupted:  # the cancel came during the report (decision 81)
                 cancelled = True
                 await cancel_queue()
     if closed or closing is None or not stored:
-        return  # a further slice's store is released by the group's pump; an empty one needs nothing
+        # Released already; or a pump that does not listen (a further slice's, a re-dispatch),
+        # released by the pump that called it or the close's `forget`; or nothing stored to release.
+        return
     await _linger_or_leave(ctx, group_key, incarnation, closing, slices, cancelled=cancelled, missed=missed)
 
 
@@ -392,7 +398,7 @@ async def _slice_failed(
         # closed), it releases them now: nothing will run there, and an open in parts staged their
         # children there.
         if closed:
-            release_slices(ctx, unrecorded)
+            release_store_and_slices(ctx, unrecorded)
         else:
             slices.extend(unrecorded)
             ctx.set(SLICES, slices, serde=STRINGS)
@@ -421,7 +427,7 @@ async def _linger_or_leave(
     the pump stops listening for it, tell the group the store stays (its close then sends `forget`)."""
     # A Cancel close does not resolve the awakeable (decision 65): ask whether the group is closed.
     if cancelled and not await group_is_open(ctx, group_key, incarnation):
-        release_slices(ctx, slices)
+        release_store_and_slices(ctx, slices)
         return
     # Every child settled: listen for the close a while longer, then tell the group the store stays.
     # Not after a miss: that group waits for a reopen or a drain, whose re-dispatch queues behind this
@@ -438,8 +444,8 @@ async def _linger_or_leave(
             # awakeable (unlike one with children pending, above): a cancel now (an operator's, or a
             # caller gone under `Cancel`) has nothing left to stop. Listen on.
     if which == "closed":
-        release_slices(ctx, slices)
+        release_store_and_slices(ctx, slices)
         return
     answer = await report_batch(ctx, group_key, PumpReport(incarnation=incarnation, left=True))
     if not answer.open:
-        release_slices(ctx, slices)
+        release_store_and_slices(ctx, slices)

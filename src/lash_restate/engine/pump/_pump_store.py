@@ -1,5 +1,7 @@
-"""`LashPump`'s outcome store: read in bulk by whoever serves a rank (`outcomes`), released once at
-the group's close (`forget`, for the pump and every further slice it started)."""
+"""`LashPump`'s outcome store: read in bulk by whoever serves a rank (`outcomes`). A pump releases
+its own store, and its further slices' pumps', once it hears that the group closed (the close's
+awakeable or a report's answer: `release_store_and_slices`); the close's `forget` releases those of a pump
+that stopped listening or ended without hearing it (decisions 61, 102)."""
 
 from __future__ import annotations
 
@@ -9,11 +11,8 @@ from ...contract import GroupNotOpen
 from ..group._mode import pump_store
 from ..wire._messages import OutcomesRead
 from ..wire._records import BYTES, STRINGS, MsgspecSerde
-from ..wire._routes import (
-    PUMP_FORGET,
-    group_of_pump,
-)
-from ._pump_common import SLICES
+from ..wire._routes import group_of_pump
+from ._pump_common import SLICES, release_store_and_slices
 
 __all__ = ["OUTCOMES_PER_READ", "READ", "on_forget", "on_outcomes", "within_budget"]
 
@@ -58,6 +57,4 @@ def within_budget(stored: list[bytes | None], budget: int, *, first: bool) -> li
 
 async def on_forget(ctx: restate.ObjectContext) -> None:
     """The group's close releases this pump's store, and those of its further slices' pumps."""
-    for key in await ctx.get(SLICES, serde=STRINGS) or []:
-        PUMP_FORGET.send(ctx, key, None)  # each ran to its end before this pump's run did
-    ctx.clear_all()
+    release_store_and_slices(ctx, await ctx.get(SLICES, serde=STRINGS) or [])

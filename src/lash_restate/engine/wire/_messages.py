@@ -244,10 +244,10 @@ class PumpAwait(msgspec.Struct, **RECORD_OPTIONS):
     incarnation: str
     children: list[RuntimeEffectEnvelope] = msgspec.field(default_factory=list)
     listens: bool = True
-    # How to call each child (`call` or `child`, one per child; `miss` only in an earlier release's),
-    # decided by the open that records the group (decision 66): the pump needs no journaled step of
-    # its own before its first call. Absent (a message written before the open decided it, whose
-    # bytes this leaves as they were: UNSET is never encoded), the pump decides and journals it itself.
+    # How to call each child (`call` or `child`, one per child), decided by the open that records
+    # the group (decision 66): the pump journals no plan of its own before its calls. Every `run2`
+    # carries it; absent (UNSET, never encoded) from a `redispatch`, whose pump plans and journals
+    # it itself.
     plan: list[str] | msgspec.UnsetType = msgspec.UNSET
 
 
