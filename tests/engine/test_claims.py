@@ -81,6 +81,10 @@ def _stores(group_key: str, replay_keys: list[str]) -> str:
     )
 
 
+# An invocation Restate has not started yet, so not pinned to a deployment.
+UNSTARTED = ("pending", "scheduled", "ready")
+
+
 def _unfinished(group_key: str, replay_keys: list[str]) -> str:
     """Invocations of the group, its children or its pump that have not completed."""
     keys = ", ".join(quote(k) for k in replay_keys)
@@ -383,14 +387,21 @@ async def test_close_cancel_does_not_await_the_losers_termination(stack: Stack) 
     [_, won, saved] = await stack.turn(open_(group), next_(), save())
     assert ok(won)["position"] == 0
     [running] = await _poll(stack, _runs(loser), lambda rows: bool(rows) and rows[0]["status"] == "running")
-    # Nothing of the group may be queued behind the frozen endpoint but the loser itself (and the
-    # group's watch of it and guard of its caller's wakes, which wait on nothing the close needs: the
-    # close cancels them).
-    others = lambda rows: [r for r in rows if r["handler"] not in ("watch_runs", "guard")] == []  # noqa: E731
-    await _poll(stack, _unfinished(s.key(), [f"{s.key()}/c0"]), others)
     second = stack.add_endpoint("endpoint-b")
     second.start()
     stack.register(second)
+
+    # Every invocation that starts from now on runs on the second deployment. Nothing of the group may
+    # have started on the first, to be frozen, but the loser itself, the group's watch of it (shared:
+    # it holds no lock) and guards of its caller's wakes not yet started: the close cancels those, but
+    # a guard running there (exclusive, it is sent again with a delay) would hold the lock it needs.
+    def others(rows: list[dict[str, Any]]) -> bool:
+        return all(
+            r["handler"] == "watch_runs" or (r["handler"] == "guard" and r["status"] in UNSTARTED)
+            for r in rows
+        )
+
+    await _poll(stack, _unfinished(s.key(), [f"{s.key()}/c0"]), others)
     frozen = stack.endpoint.pid
     assert frozen is not None
     os.kill(frozen, signal.SIGSTOP)
