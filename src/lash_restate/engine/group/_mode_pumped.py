@@ -48,6 +48,14 @@ from ._mode_stores import (
 __all__ = ["Pumped"]
 
 
+def _by_slice(group_key: str, incarnation: str, positions: list[int]) -> dict[str, list[int]]:
+    """``positions``, in order, by the key of the pump of the slice that runs and keeps each."""
+    by_pump: dict[str, list[int]] = {}
+    for position in positions:
+        by_pump.setdefault(slice_key(group_key, incarnation, position), []).append(position)
+    return by_pump
+
+
 class Pumped:
     def check_fits(self, group_key: str, children: list[Envelope], sizes: list[int]) -> None:
         total = len(group_key) + DISPATCH_ALLOWANCE  # the pump's run carries every child
@@ -76,19 +84,21 @@ class Pumped:
         # no outcome is stored for, planning how itself (no open sent it a plan), and reports them
         # as `run2` does. Not listening (`listens=False`): the group keeps the first run's one link,
         # and this store is released by a report answered closed or the close's `forget` behind it.
-        by_slice: dict[str, list[Envelope]] = {}
-        for child in children:
-            by_slice.setdefault(slice_key(ctx.key(), meta.incarnation, position_of(child)), []).append(child)
+        at = {position_of(child): child for child in children}
+        by_slice = _by_slice(ctx.key(), meta.incarnation, list(at))
         return [
             Dispatched(
                 PUMP_REDISPATCH.send(
                     ctx,
                     key,
                     PumpAwait(
-                        group_key=ctx.key(), incarnation=meta.incarnation, children=part, listens=False
+                        group_key=ctx.key(),
+                        incarnation=meta.incarnation,
+                        children=[at[position] for position in part],
+                        listens=False,
                     ),
                 ),
-                [position_of(child) for child in part],
+                part,
             )
             for key, part in by_slice.items()
         ]
@@ -144,14 +154,12 @@ class Pumped:
         self, ctx: restate.ObjectContext, meta: GroupMeta, failed: ChildrenFailed
     ) -> list[tuple[restate.SendHandle, list[int]]]:
         # To the pump of each slice, which keeps that slice's outcomes and reports them as a run does.
-        by_slice: dict[str, list[tuple[int, str]]] = {}
-        for position, replay_key in zip(failed.positions, failed.replay_keys, strict=True):
-            key = slice_key(ctx.key(), meta.incarnation, position)
-            by_slice.setdefault(key, []).append((position, replay_key))
+        replay_key = dict(zip(failed.positions, failed.replay_keys, strict=True))
         sent = []
-        for key, part in by_slice.items():
-            positions, replay_keys = [p for p, _ in part], [k for _, k in part]
-            one = msgspec.structs.replace(failed, positions=positions, replay_keys=replay_keys)
+        for key, positions in _by_slice(ctx.key(), meta.incarnation, failed.positions).items():
+            one = msgspec.structs.replace(
+                failed, positions=positions, replay_keys=[replay_key[p] for p in positions]
+            )
             sent.append((PUMP_FAIL.send(ctx, key, one), positions))
         return sent
 
@@ -161,9 +169,7 @@ class Pumped:
         positions = [ref.position for ref in stored_refs(reply)][:OUTCOMES_PER_CALLER_READ]
         if not positions:
             return []  # every outcome rode the wake
-        by_pump: dict[str, list[int]] = {}
-        for position in positions:
-            by_pump.setdefault(slice_key(group_key, reply.incarnation, position), []).append(position)
+        by_pump = _by_slice(group_key, reply.incarnation, positions)
         # One bulk read per pump the positions span, all at once, sharing one reply's size: only the
         # pump of the first position answers its first outcome whatever its size (decision 35).
         share = budget // len(by_pump)
