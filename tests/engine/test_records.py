@@ -34,6 +34,7 @@ from lash_restate.engine.child._calls import VIA_CALL, VIA_CHILD, answered, call
 from lash_restate.engine.child._child import emitted_outcome
 from lash_restate.engine.child._routing import replaying
 from lash_restate.engine.compat._pump_compat import baseline_outcome
+from lash_restate.engine.group._group_dispatch import dispatch_again
 from lash_restate.engine.group._mode import PUMP_SLICE
 from lash_restate.engine.group._pages import RANK_PAGE, RankTail
 from lash_restate.engine.group._ranks import assemble_order
@@ -268,6 +269,84 @@ class _Calls:
 
 
 _UUID = "0b6c2f4e-3d1a-4c8e-9f70-2a5b8e1d4c37"
+
+
+class _Group:
+    """A group's context for a re-dispatch: its state by name, the one-way messages it sends, and its
+    `ctx.run`s, run (a first execution) or answered from ``journal`` (a replay)."""
+
+    def __init__(self, journal: dict[str, Any] | None = None) -> None:
+        self.state: dict[str, Any] = {}
+        self.sent: list[tuple[str, str, str | None]] = []
+        self.ran: dict[str, Any] = {}
+        self.journal = journal
+
+    def key(self) -> str:
+        return "g"
+
+    def request(self) -> Any:
+        return SimpleNamespace(id="inv_group", attempt_headers={})
+
+    async def run_typed(self, name: str, action: Any, options: Any = None) -> Any:
+        if self.journal is not None:
+            return self.journal[name]
+        self.ran[name] = action()
+        return self.ran[name]
+
+    def generic_send(self, service: str, handler: str, arg: bytes, key: str | None = None, **_: Any) -> Any:
+        self.sent.append((service, handler, key))
+
+        async def invocation_id(sent: int = len(self.sent)) -> str:
+            return f"inv_sent_{sent}"
+
+        return SimpleNamespace(invocation_id=invocation_id)
+
+    async def get(self, name: str, serde: Any = None) -> Any:
+        return self.state.get(name)
+
+    def set(self, name: str, value: Any, serde: Any = None) -> None:
+        self.state[name] = value
+
+    def clear(self, name: str) -> None:
+        self.state.pop(name, None)
+
+
+class _Routes:
+    """An endpoint's routing that routes the children at ``positions`` alone."""
+
+    def __init__(self, *positions: int) -> None:
+        self.positions = set(positions)
+
+    def routes(self, child: RuntimeEffectEnvelope) -> bool:
+        assert child.membership is not None
+        return child.membership.position in self.positions
+
+
+async def test_a_redispatch_replayed_where_routing_changed_dispatches_what_it_journaled() -> None:
+    """Which children a reopen (or an operator) dispatches again is the endpoint's routing, which the
+    journal does not hold: journaled, a replay on a process that routes differently (an in-place
+    redeploy while the open ran) sends what the first execution sent. Asked again, it sent other
+    messages, a journal mismatch that held the group's lock."""
+    children = [
+        RuntimeEffectEnvelope(
+            command=ToolCall(tool="t", args={}),
+            replay_key=f"g/c{position}",
+            membership=GroupMembership(
+                group_key="g", position=position, wake=GroupWakePolicy.ALL, disposition=LoserPolicy.CANCEL
+            ),
+        )
+        for position in range(3)
+    ]
+    meta = GroupMeta(
+        child_count=3, wake=GroupWakePolicy.ALL, disposition=LoserPolicy.CANCEL, incarnation=f"{_UUID}-s"
+    )
+    first = _Group()
+    dispatched, _ = await dispatch_again(cast(Any, first), meta, children, cast(Any, _Routes(0, 2)))
+    assert dispatched == [0, 2]
+    assert first.sent == [("LashChild", "run", "g/c0"), ("LashChild", "run", "g/c2")]
+    replay = _Group(journal=first.ran)
+    dispatched, _ = await dispatch_again(cast(Any, replay), meta, children, cast(Any, _Routes(1)))
+    assert (dispatched, replay.sent) == ([0, 2], first.sent)
 
 
 @pytest.mark.parametrize(

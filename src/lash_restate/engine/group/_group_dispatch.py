@@ -129,7 +129,18 @@ async def dispatch_again(
     outcome, so no child runs twice. A child dispatched is no longer kept as missed.
     """
     settled = await ranks_for(meta.incarnation).ranked_positions(ctx, meta)
-    routable = [c for c in children if position_of(c) not in settled and routing.routes(c)]
+    unsettled = [c for c in children if position_of(c) not in settled]
+    if not unsettled:
+        return [], []
+    # Which of them this endpoint routes is its answer, not the journal's: journaled, so that a replay
+    # on a process that routes differently (an in-place redeploy while this runs) dispatches what the
+    # first execution did, where asking again failed the replay and held the group's lock (decision 50).
+    options: restate.RunOptions[list[int]] = restate.RunOptions(serde=POSITIONS)
+    routes = await ctx.run_typed(
+        "routable", lambda: [position_of(c) for c in unsettled if routing.routes(c)], options
+    )
+    routed = set(routes)
+    routable = [c for c in unsettled if position_of(c) in routed]
     if not routable:
         return [], []
     watched = await note_redispatched(ctx, mode_for(meta.mode).redispatch(ctx, meta, routable))
