@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import inspect
 import itertools
 from types import SimpleNamespace
 from typing import Any, cast
@@ -31,7 +32,7 @@ from lash_restate.contract import (
 from lash_restate.engine import GroupMeta, callee_replay_key
 from lash_restate.engine.caller._controller import RestateController
 from lash_restate.engine.child._calls import VIA_CALL, VIA_CHILD, answered, callee_key
-from lash_restate.engine.child._child import emitted_outcome
+from lash_restate.engine.child._child import _call, emitted_outcome
 from lash_restate.engine.child._routing import replaying
 from lash_restate.engine.compat._pump_compat import baseline_outcome
 from lash_restate.engine.group._group_dispatch import dispatch_again
@@ -290,7 +291,8 @@ class _Group:
     async def run_typed(self, name: str, action: Any, options: Any = None) -> Any:
         if self.journal is not None:
             return self.journal[name]
-        self.ran[name] = action()
+        done = action()
+        self.ran[name] = await done if inspect.isawaitable(done) else done
         return self.ran[name]
 
     def generic_send(self, service: str, handler: str, arg: bytes, key: str | None = None, **_: Any) -> Any:
@@ -320,6 +322,59 @@ class _Routes:
     def routes(self, child: RuntimeEffectEnvelope) -> bool:
         assert child.membership is not None
         return child.membership.position in self.positions
+
+
+class _CallRouting:
+    """An endpoint's routing that routes every call, or none; it declares no target external."""
+
+    def __init__(self, routes: bool) -> None:
+        self.answer = routes
+        self.targets = SimpleNamespace(is_external=lambda service: False)
+
+    def routes(self, child: RuntimeEffectEnvelope) -> bool:
+        return self.answer
+
+
+class _ChildRun(_Group):
+    """A call child's context: `_Group`'s `ctx.run`s, and the calls it makes, each answered 1."""
+
+    def __init__(self, journal: dict[str, Any] | None = None) -> None:
+        super().__init__(journal)
+        self.calls: list[tuple[str, str]] = []
+
+    def generic_call(self, service: str, handler: str, arg: bytes, key: str | None = None, **_: Any) -> Any:
+        self.calls.append((service, handler))
+
+        async def answer() -> bytes:
+            return b"1"
+
+        return answer()
+
+
+@pytest.mark.parametrize("routed", [True, False], ids=["called", "missed"])
+async def test_a_call_childs_run_replayed_where_routing_changed_decides_as_it_journaled(routed: bool) -> None:
+    """Whether a call child's run calls its target (this endpoint routes it, the cluster registers it)
+    is the endpoint's answer, which the journal does not hold: journaled for a group this release
+    opened, a replay on a process that routes otherwise (an in-place redeploy dropping or restoring a
+    declaration) calls, or misses, as the first run did, where deciding again failed it for ever."""
+    member = GroupMembership(
+        group_key="g", position=0, wake=GroupWakePolicy.ALL, disposition=LoserPolicy.CANCEL
+    )
+    call = Call(service="S", handler="h", arg=1)
+    child = RuntimeEffectEnvelope(command=call, replay_key="g/c0", membership=member)
+
+    async def run(ctx: _ChildRun, routes: bool) -> Any:
+        try:
+            return await _call(cast(Any, ctx), child, call, cast(Any, _CallRouting(routes)), f"{_UUID}-s")
+        except restate.TerminalError as error:
+            return error.status_code
+
+    first = _ChildRun()
+    answered = await run(first, routed)
+    replay = _ChildRun(journal=first.ran)
+    assert (await run(replay, not routed), replay.calls) == (answered, first.calls)
+    assert first.calls == ([("S", "h")] if routed else [])
+    assert answered == (Ok(value=1) if routed else 404)
 
 
 async def test_a_redispatch_replayed_where_routing_changed_dispatches_what_it_journaled() -> None:

@@ -45,6 +45,7 @@ from ..wire._errors import (
     terminal_errors,
 )
 from ..wire._formats import stored_outcome
+from ..wire._incarnation import journals_call_routes
 from ..wire._messages import (
     INLINE_OUTCOME_BYTES,
     RUN_REPLY,
@@ -54,7 +55,7 @@ from ..wire._messages import (
     Ref,
     SettleBatch,
 )
-from ..wire._records import BYTES, SettlementMode, child_store
+from ..wire._records import BYTES, STRINGS, SettlementMode, child_store
 from ..wire._routes import (
     CHILD,
     CHILD_EXECUTE,
@@ -308,6 +309,10 @@ def emitted_outcome(name: str, payload: Any) -> Outcome:
     return Ok(value=payload)
 
 
+# What a call child's run decided of its target when it does not call it (`_call`).
+_NOT_ROUTED, _UNREGISTERED = "not_routed", "unregistered"
+
+
 def _unroutable(
     envelope: RuntimeEffectEnvelope, routing: Routing | None = None, reason: str | None = None
 ) -> ChildUnroutable:
@@ -331,18 +336,32 @@ async def _call(
 ) -> Outcome:
     """Invoke the target from this child's invocation: journaled here, so a retried child replays the
     call instead of issuing it again, and cancelling this child cancels the call (decision 37)."""
-    if not routing.routes(envelope):
-        # Restate answers a call to a handler nobody binds with a retryable error, so the child would
-        # retry for ever; a target this endpoint no longer knows ends it as a terminal 404 (ADR).
-        raise lash_terminal(_unroutable(envelope, routing))
-    if routing.targets.is_external(call.service):
-        # A declared target nobody registered: Restate fails the call with a retryable RT0018 that
-        # this handler never sees, so ask the admin API first (decision 47). Not journaled, so asked
-        # on a replay too: the journal holds the call or the report of a miss, and the SDK cannot
-        # say which; the cluster's answer, which chose it, chooses again (decision 103).
-        reason = await unregistered(call)
-        if reason is not None:
-            raise lash_terminal(_unroutable(envelope, routing, reason))
+
+    async def decide() -> list[str]:
+        """[] to call the target; [NOT_ROUTED], or [UNREGISTERED, why], for a miss."""
+        if not routing.routes(envelope):
+            # Restate answers a call to a handler nobody binds with a retryable error, so the child
+            # would retry for ever; a target this endpoint no longer knows ends it as a 404 (ADR).
+            return [_NOT_ROUTED]
+        if routing.targets.is_external(call.service):
+            # A declared target nobody registered: Restate fails the call with a retryable RT0018
+            # that this handler never sees, so ask the admin API first (decision 47).
+            reason = await unregistered(call)
+            if reason is not None:
+                return [_UNREGISTERED, reason]
+        return []
+
+    if journals_call_routes(incarnation):
+        # Journaled: a replay on a process that routes, declares or reaches the admin API otherwise
+        # calls as this run decided (decision 50, amended), where deciding again failed it for ever.
+        decided = await ctx.run_typed("call_route", decide, restate.RunOptions(serde=STRINGS))
+    else:
+        # A group the baseline opened: its children journaled no such step, so decide on a replay
+        # too: the journal holds the call or the report of a miss, and the answer that chose it
+        # chooses again (decision 103).
+        decided = await decide()
+    if decided:
+        raise lash_terminal(_unroutable(envelope, routing, decided[1] if len(decided) > 1 else None))
     try:
         raw = await ctx.generic_call(
             call.service, call.handler, call_arg(call, incarnation), key=call.key, **invocation_options(call)

@@ -16,6 +16,7 @@ __all__ = [
     "bound_of",
     "calls_as_native",
     "cursor_names",
+    "journals_call_routes",
     "layout_of",
     "opened_since_baseline",
     "reads_ahead",
@@ -127,6 +128,15 @@ def runs_name_their_incarnation(incarnation: str) -> bool:
     names the incarnation (decision 111), so that the child calls as the group does and a miss it
     reports is fenced by it as a `run`'s is: every group a release that records saves opened. A
     pump of a group the baseline opened calls `execute`, as it journaled it."""
+    return opened_since_baseline(incarnation)
+
+
+def journals_call_routes(incarnation: str) -> bool:
+    """Whether a call child of the group of ``incarnation`` run through `LashChild` journals what it
+    decided of its target (this endpoint routes it; the cluster registers it) before it calls it, so
+    that a replay on a process that routes or declares otherwise calls as its first run did
+    (decision 50, amended): every group a release that records saves opened. A child of a group the
+    baseline opened decides again on a replay, as its journal holds no such step."""
     return opened_since_baseline(incarnation)
 
 
