@@ -306,8 +306,9 @@ async def test_a_call_child_that_missed_a_declared_target_replays_its_report_of_
 ) -> None:
     """A call child to a declared target nobody registers reports its miss to its group and waits
     until the group has it (decision 86). Cut while it waits, it replays on the endpoint's next
-    process: it asks the admin API again, as its first run did, and replays the report it journaled
-    (a replay that took the call instead would meet a journal mismatch and be retried for ever).
+    process: it reads the miss its first run journaled (a child of a group the baseline opened asks
+    the admin API again) and replays the report (a replay that took the call instead would meet a
+    journal mismatch and be retried for ever).
 
     The child is queued behind a holder under the same child key while the endpoint trusts the
     declaration (no admin URL), so the open routes it; the endpoint then learns the admin API's

@@ -377,6 +377,29 @@ async def test_a_call_childs_run_replayed_where_routing_changed_decides_as_it_jo
     assert answered == (Ok(value=1) if routed else 404)
 
 
+@pytest.mark.parametrize("routed", [True, False], ids=["called", "missed"])
+async def test_a_call_child_of_a_group_the_baseline_opened_decides_without_a_journaled_step(
+    routed: bool,
+) -> None:
+    """A call child of a group the baseline opened journals no step before its call, as the
+    baseline's did, so that one in flight across an in-place replacement replays: it asks its routing
+    each time (a journal without the step answers nothing here)."""
+    member = GroupMembership(
+        group_key="g", position=0, wake=GroupWakePolicy.ALL, disposition=LoserPolicy.CANCEL
+    )
+    call = Call(service="S", handler="h", arg=1)
+    child = RuntimeEffectEnvelope(command=call, replay_key="g/c0", membership=member)
+    for incarnation in ("", _UUID):  # the baseline's pump names none; its direct children their UUID
+        ctx = _ChildRun(journal={})
+        try:
+            answered: Any = await _call(
+                cast(Any, ctx), child, call, cast(Any, _CallRouting(routed)), incarnation
+            )
+        except restate.TerminalError as error:
+            answered = error.status_code
+        assert (answered, ctx.calls) == ((Ok(value=1), [("S", "h")]) if routed else (404, []))
+
+
 async def test_a_redispatch_replayed_where_routing_changed_dispatches_what_it_journaled() -> None:
     """Which children a reopen (or an operator) dispatches again is the endpoint's routing, which the
     journal does not hold: journaled, a replay on a process that routes differently (an in-place

@@ -353,7 +353,7 @@ async def _call(
 
     if journals_call_routes(incarnation):
         # Journaled: a replay on a process that routes, declares or reaches the admin API otherwise
-        # calls as this run decided (decision 50, amended), where deciding again failed it for ever.
+        # calls as this run decided (decision 103, amended), where deciding again failed it for ever.
         decided = await ctx.run_typed("call_route", decide, restate.RunOptions(serde=STRINGS))
     else:
         # A group the baseline opened: its children journaled no such step, so decide on a replay

@@ -132,13 +132,16 @@ async def dispatch_again(
     unsettled = [c for c in children if position_of(c) not in settled]
     if not unsettled:
         return [], []
+
     # Which of them this endpoint routes is its answer, not the journal's: journaled, so that a replay
     # on a process that routes differently (an in-place redeploy while this runs) dispatches what the
     # first execution did, where asking again failed the replay and held the group's lock (decision 50).
+    # A coroutine: the SDK runs a plain function on a thread, and the app's resolver is asked here.
+    async def routed_here() -> list[int]:
+        return [position_of(c) for c in unsettled if routing.routes(c)]
+
     options: restate.RunOptions[list[int]] = restate.RunOptions(serde=POSITIONS)
-    routes = await ctx.run_typed(
-        "routable", lambda: [position_of(c) for c in unsettled if routing.routes(c)], options
-    )
+    routes = await ctx.run_typed("routable", routed_here, options)
     routed = set(routes)
     routable = [c for c in unsettled if position_of(c) in routed]
     if not routable:

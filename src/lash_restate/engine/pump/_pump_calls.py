@@ -116,7 +116,7 @@ def dispatch_one(
 ) -> tuple[Any, Awaited]:
     """Call ``child`` from this pump as its plan says (`open_plan` or `pump_plan`)."""
     position = position_of(child)
-    if how == VIA_CHILD or not isinstance(child.command, Call):  # only a call child is called directly
+    if how != VIA_CALL or not isinstance(child.command, Call):  # only a call planned so is called directly
         if runs_name_their_incarnation(incarnation):
             future = CHILD_EXECUTE2.call(
                 ctx, child.replay_key, ChildRun(envelope=child, incarnation=incarnation)

@@ -135,7 +135,7 @@ def journals_call_routes(incarnation: str) -> bool:
     """Whether a call child of the group of ``incarnation`` run through `LashChild` journals what it
     decided of its target (this endpoint routes it; the cluster registers it) before it calls it, so
     that a replay on a process that routes or declares otherwise calls as its first run did
-    (decision 50, amended): every group a release that records saves opened. A child of a group the
+    (decision 103, amended): every group a release that records saves opened. A child of a group the
     baseline opened decides again on a replay, as its journal holds no such step."""
     return opened_since_baseline(incarnation)
 
