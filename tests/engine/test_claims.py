@@ -249,8 +249,9 @@ async def test_a_settlement_naming_no_child_is_refused_and_ranks_nothing(
     group and then the position just past its width reaches the group from inside Restate
     (`LashTurn/resettle`: to `settle`, or to `report` for a group wider than one slice, which keeps
     its ranks in pages, with an awakeable to listen on); the group refuses the whole batch with a
-    terminal `invalid_settlement` before it writes anything: the unsettled child is not ranked, the
-    report's awakeable is not kept, and that child takes rank 2 when it settles.
+    terminal `invalid_settlement`, naming the group and the position, before it writes anything: the
+    unsettled child is not ranked, the report's awakeable is not kept, and that child takes rank 2
+    when it settles.
     """
     stack, s = restate_stack, Scope()
     gate = s.event("gate")
@@ -279,7 +280,8 @@ async def test_a_settlement_naming_no_child_is_refused_and_ranks_nothing(
     with pytest.raises(StackError, match="invalid_settlement") as refused:
         await stack.call(f"{TURN}/resettle", {"group_key": s.key(), "batch": batch, "handler": handler})
     answer = json.loads(str(refused.value).split(": ", 1)[1])["message"]
-    assert json.loads(answer.removeprefix("lash-error:"))["group_key"] == s.key()  # it names the group
+    wire = json.loads(answer.removeprefix("lash-error:"))
+    assert (wire["group_key"], wire["position"]) == (s.key(), width)  # it names the group and the child
     assert await _sql(stack, link) == before  # a pumped group's link to its pump, untouched
     await stack.emit(gate, "second")
     [_, second, _] = await stack.turn(use(ok(saved)), next_(), close())
