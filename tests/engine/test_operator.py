@@ -64,7 +64,7 @@ from tests.conformance.builders import (
 )
 from tests.conftest import check_group_events
 from tests.engine.cli_main import run_main
-from tests.engine.test_engine import recorded_meta, wait_tool_started
+from tests.engine.test_engine import _poll, recorded_meta, wait_tool_started
 
 PAUSE_FAST = {
     "RESTATE_DEFAULT_RETRY_POLICY__MAX_ATTEMPTS": "2",
@@ -1730,3 +1730,39 @@ def test_a_groups_age_is_measured_by_the_servers_clock(monkeypatch: pytest.Monke
     monkeypatch.setattr(inspection_sql, "sql", lambda admin, query: [{}])
     with pytest.raises(InspectionError, match="gave no time of its own"):
         inspection_sql.server_now_ms("http://127.0.0.1:9070")
+
+
+async def test_a_pump_cancelled_while_it_listens_for_the_close_listens_on_and_ends_as_it_would_have(
+    stack: LocalStack,
+) -> None:
+    """Every child settled, a group's pump listens for the close a while before it says its store
+    stays. A cancel then (an operator's, or a caller gone under `Cancel`) has nothing left to stop:
+    the pump listens on, the close resolves it, it releases its own store and ends as it would have,
+    not as a failed run that the group's watch would take for its pump gone."""
+    s = Scope()
+    group = s.group([echo("a"), echo("b"), echo("c")])  # three: pumped
+    [_, *read, saved] = await stack.turn(open_(group), next_(), next_(), next_(), save())
+    assert sorted(ok(r)["position"] for r in read) == [0, 1, 2]
+    pumps = (
+        "SELECT id FROM sys_invocation WHERE target_service_name = 'LashPump' "
+        f"AND target_handler_name = 'run2' AND ends_with(target_service_key, {quote(':' + s.key())})"
+    )
+    [pump] = await _poll(stack, pumps, lambda rows: len(rows) == 1)
+
+    def journal(kind: str) -> str:
+        return f"SELECT index FROM sys_journal WHERE id = '{pump['id']}' AND entry_type = '{kind}'"
+
+    await _poll(stack, journal("Command: Sleep"), bool)  # listening for the close, a while
+    async with httpx.AsyncClient(verify=tls(), timeout=30) as client:
+        cancelled = await client.patch(f"{stack.server.admin_url}/invocations/{pump['id']}/cancel")
+    assert cancelled.status_code in (200, 202), cancelled.text
+    await _poll(stack, journal("Notification: Signal"), bool)  # the cancel reached it
+    [_, closed] = await stack.turn(use(ok(saved)), close())
+    assert ok(closed) is None
+    ended = f"SELECT status, completion_failure FROM sys_invocation WHERE id = '{pump['id']}'"
+    [row] = await _poll(stack, ended, lambda rows: rows and rows[0]["status"] == "completed")
+    assert row.get("completion_failure") is None, row
+    left = "SELECT key FROM state WHERE service_name = 'LashPump' AND " + (
+        f"ends_with(service_key, {quote(':' + s.key())})"
+    )
+    await _poll(stack, left, lambda rows: not rows)  # its store released
