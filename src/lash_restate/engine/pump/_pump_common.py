@@ -1,5 +1,5 @@
 """What every `LashPump` handler shares: its further slices' keys, how a batch of settlements is put
-together and reported to the group, how its store is released, and how a child's run is read."""
+together and reported to the group, and how its store is released."""
 
 from __future__ import annotations
 
