@@ -21,6 +21,7 @@ import uuid
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
+from urllib.parse import quote as url_quote
 
 import httpx
 import pytest
@@ -45,7 +46,7 @@ from lash_restate.inspection._operator import operator_call
 from lash_restate.inspection._paused import callee_of
 from lash_restate.inspection._sql import admin_api
 from lash_restate.inspection._staged import state_version
-from lash_restate.testing import LocalStack, StackError
+from lash_restate.testing import CallFailed, LocalStack, StackError
 from tests.conformance.builders import (
     Scope,
     close,
@@ -1766,3 +1767,28 @@ async def test_a_pump_cancelled_while_it_listens_for_the_close_listens_on_and_en
         f"ends_with(service_key, {quote(':' + s.key())})"
     )
     await _poll(stack, left, lambda rows: not rows)  # its store released
+
+
+async def test_an_operators_request_with_no_body_is_refused_and_holds_no_lock(stack: LocalStack) -> None:
+    """The public handlers an operator's levers call take a request: one POSTed with no body (a bare
+    `curl -X POST`, say) is refused with 400, never retried, and leaves the group's lock free: the
+    group is then read and closed as ever. (Restate's ingress refuses it; a call from inside Restate
+    with no argument is refused by the handler itself: `test_records.py`.)"""
+    s = Scope()
+    gate = s.event("gate")
+    group = s.group([echo("a"), event(gate)])
+    [_, first, saved] = await stack.turn(open_(group), next_(), save())
+    assert ok(first)["position"] == 0
+    key = url_quote(s.key(), safe="")
+    for path in (
+        f"LashGroup/{key}/operator_close",
+        f"LashGroup/{key}/operator_redispatch",
+        f"LashGroup/{key}/operator_resend",
+        f"LashSignal/{url_quote(gate, safe='')}/operator_resend",
+    ):
+        with pytest.raises(CallFailed) as refused:
+            await stack.call(path, content=b"", retries=1)
+        assert refused.value.status_code == 400, (path, refused.value.error_message)
+    await stack.emit(gate, 1)
+    [_, second, closed] = await stack.turn(use(ok(saved)), next_(), close())
+    assert (ok(second)["position"], ok(closed)) == (1, None)

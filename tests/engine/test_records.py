@@ -42,12 +42,14 @@ from lash_restate.engine.group._ranks import assemble_order
 from lash_restate.engine.pump._pump_calls import dispatch_one
 from lash_restate.engine.pump._pump_common import split_plan, subtrees
 from lash_restate.engine.pump._pump_store import within_budget
+from lash_restate.engine.wire._errors import client_errors
 from lash_restate.engine.wire._incarnation import cursor_names, layout_of
 from lash_restate.engine.wire._messages import (
     ChildRun,
     CloseRequest,
     OpenRequest,
     OpenRequestSerde,
+    OperatorClose,
     Ref,
     WaitReply,
     WaitRequest,
@@ -589,3 +591,21 @@ def test_an_answer_nested_too_deep_or_holding_a_lone_surrogate_rejects_its_child
     # text for it, so it is refused as it is read (a native caller's serde reads it).
     lone = b'"\\ud800"'
     assert answered("S/h", lone) == Err(message="S/h answered 8 bytes that are not JSON", code="not_json")
+
+
+async def test_a_public_handler_given_no_request_ends_with_400_not_a_retried_error() -> None:
+    """A handler the operator's levers call through the ingress takes a request; called with none
+    (the SDK reads an empty body so, from a caller inside Restate), it ends terminally with 400,
+    where reading a field of None raised a plain error that Restate retried."""
+
+    @client_errors
+    async def handler(ctx: object, req: OperatorClose) -> str:
+        return req.incarnation
+
+    with pytest.raises(restate.TerminalError) as refused:
+        await handler(object(), cast(Any, None))
+    assert (refused.value.status_code, refused.value.message) == (
+        400,
+        "this handler takes a JSON request body; the request had none",
+    )
+    assert await handler(object(), OperatorClose(incarnation="i", openers=1)) == "i"

@@ -148,11 +148,16 @@ def ends_the_invocation(error: BaseException) -> bool:
 
 
 def client_errors(fn: Callable[P, Awaitable[R]]) -> Callable[P, Awaitable[R]]:
-    """`terminal_errors` for a handler only a client calls (through the ingress): a contract error
-    ends it with its status and ``str(error)``, never the wire form, which is lash's own."""
+    """`terminal_errors` for a handler only a client calls (through the ingress), which takes a
+    request: a contract error ends it with its status and ``str(error)``, never the wire form, which
+    is lash's own; a request with no body, 400."""
 
     @wraps(fn)
     async def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        if len(args) > 1 and args[1] is None:
+            # A call with no argument (from inside Restate; its ingress refuses an empty body) reaches
+            # the handler as None: read, it raised a plain error, retried while it held the lock.
+            raise TerminalError("this handler takes a JSON request body; the request had none", 400)
         try:
             return await fn(*args, **kwargs)
         except LashError as error:
