@@ -143,7 +143,10 @@ async def test_a_call_whose_target_left_before_its_redispatch_stays_missed(tmp_p
         stack.restart_endpoint(children, LASH_DEMO_EXTERNAL="DemoCalls")  # declared: the reopen routes it
         [reopened] = await stack.turn(open_(group))
         assert ok(reopened)
-        assert await _missed(stack, s.key("late")) is None  # dispatched again: no longer kept missed
+        # The reopen answers its caller first, then re-dispatches: once its open has ended, the
+        # child was dispatched again, so no longer kept missed.
+        await _wait_open_completed(stack, s.key("late"))
+        assert await _missed(stack, s.key("late")) is None
         stack.restart_endpoint(children, LASH_DEMO_EXTERNAL="")  # gone again before the pump's turn
         await stack.emit(later, 1)  # the pump's run ends; the queued re-dispatch plans on the new code
         view = await until(lambda: _missed(stack, s.key("late")))
