@@ -166,7 +166,8 @@ async def test_an_operators_resend_refuses_an_open_no_opener_sends_and_keeps_the
     """`LashGroup/operator_resend` is public (`lash-restate groups stranded --resend` calls it
     through the ingress), so what it is handed is checked there. An open in parts whose shape names
     fewer hashes than children, or more parts than the group has slices, or an answer to no
-    awakeable, and an `open` carrying other children than its shape names, is refused with
+    awakeable, or an opener that is no invocation, and an `open` carrying other children than its
+    shape names, is refused with
     `invalid_input` and sends nothing (the open failed with a plain error, built a list of a billion
     keys, or was refused by Restate at its answer: each retried for ever, the group's queue held
     behind it). And the group's own first open in parts sent again (its stage is the group's
@@ -207,6 +208,10 @@ async def test_an_operators_resend_refuses_an_open_no_opener_sends_and_keeps_the
         ({**own, "parts": 10**9}, "open_parts", "names no staged parts"),
         (nowhere, "open_parts", "not an awakeable"),
         (childless, "open", "names 2 children and carries 0"),
+        # An opener that is no invocation: the group's watch of it would attach to it, which Restate
+        # fails as a bad command, retried for ever.
+        ({**own, "caller": "forged"}, "open_parts", "not an invocation's id"),
+        ({**childless, "caller": "inv_1short"}, "open", "not an invocation's id"),
         # A guard's look (at a caller's wakes): Restate would refuse to complete a waiter that is no
         # awakeable, a look with no pause would look again at once, for ever, and one of more than a
         # day's pause would overflow (a plain error, retried for ever).

@@ -30,7 +30,7 @@ import lash_restate.inspection._operator as operator
 import lash_restate.inspection._paused as inspection_paused
 import lash_restate.inspection._sql as inspection_sql
 from lash_restate._http import tls
-from lash_restate.engine.wire._messages import OperatorRedispatch
+from lash_restate.engine.wire._messages import OperatorRedispatch, is_invocation_id
 from lash_restate.engine.wire._routes import GROUP_OPERATOR_REDISPATCH
 from lash_restate.inspection import (
     GroupView,
@@ -593,7 +593,7 @@ def _id(partition_key: int, uuid: int) -> str:
     ],
 )
 def test_an_invocation_id_is_told_as_restates_query_parses_it(text: str, parses: bool) -> None:
-    assert inspection_sql.is_invocation_id(text) is parses
+    assert is_invocation_id(text) is parses
 
 
 async def _add_openers(stack: LocalStack, key: str, openers: list[dict[str, Any]]) -> None:

@@ -102,6 +102,7 @@ from .wire._messages import (
     OperatorResent,
     WaitReply,
     awakeable_signal,
+    is_invocation_id,
 )
 from .wire._records import (
     EVENT_WAITER,
@@ -224,6 +225,7 @@ __all__ = [
     "groups_wired",
     "incarnation_of_pump",
     "inside_run",
+    "is_invocation_id",
     "lash_services",
     "layout_of",
     "named",

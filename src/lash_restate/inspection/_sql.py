@@ -8,6 +8,7 @@ from typing import Any
 
 from ..admin import AdminApi, AdminError
 from ..contract import LashError, RuntimeErrorCode
+from ..engine import is_invocation_id
 
 __all__ = [
     "ENDED",
@@ -21,7 +22,6 @@ __all__ = [
     "in_list",
     "invocation_rows",
     "is_alive",
-    "is_invocation_id",
     "quote",
     "rows_in",
     "server_now_ms",
@@ -56,28 +56,6 @@ def quote(text: str) -> str:
 
 
 Admin = AdminApi | str  # an admin API, or just its address (no token)
-
-# Restate's invocation id: `inv_`, the id scheme's version `1`, then its partition key (a u64) and
-# its UUID (a u128), each in fixed-width base62 of this alphabet (restate `base62_util.rs`).
-_BASE62 = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
-_DIGIT = {c: i for i, c in enumerate(_BASE62)}
-
-
-def is_invocation_id(text: str) -> bool:
-    """Whether ``text`` parses as a Restate invocation id. Restate refuses a whole query that names
-    one it cannot parse (a 500), so an id that is not one (a record written by hand, a forged
-    message) is left out of a query: no invocation has it."""
-    if len(text) != 38 or not text.startswith("inv_1") or any(c not in _DIGIT for c in text[5:]):
-        return False
-    partition_key, uuid = _base62(text[5:16]), _base62(text[16:])
-    return partition_key < 1 << 64 and uuid < 1 << 128
-
-
-def _base62(digits: str) -> int:
-    value = 0
-    for c in digits:
-        value = value * 62 + _DIGIT[c]
-    return value
 
 
 def admin_api(admin: Admin) -> AdminApi:

@@ -12,7 +12,15 @@ import msgspec
 import restate
 
 from ...contract import InvalidInput
-from ..wire._messages import Guard, OperatorResend, OperatorResent, PartedOpen, decode, require_awakeable
+from ..wire._messages import (
+    Guard,
+    OperatorResend,
+    OperatorResent,
+    PartedOpen,
+    decode,
+    require_awakeable,
+    require_invocation_id,
+)
 from ..wire._open_request import decode_open
 from ..wire._records import META, RECORD
 from ..wire._routes import GROUP_GUARD, GROUP_OPEN, GROUP_OPEN_PARTS
@@ -36,11 +44,13 @@ async def on_operator_resend(ctx: restate.ObjectSharedContext, req: OperatorRese
         if req.handler == GROUP_OPEN.handler:
             reopen = msgspec.structs.replace(decode_open(req.request), reopen_only=True)
             require_awakeable(reopen.reply_to)
+            _check_caller(reopen.caller)
             carries_its_shape(reopen, ctx.key())
             sent = GROUP_OPEN.send(ctx, ctx.key(), reopen)
         elif req.handler == GROUP_OPEN_PARTS.handler:
             parted = msgspec.structs.replace(decode(req.request, PartedOpen), reopen_only=True)
             require_awakeable(parted.reply_to)
+            _check_caller(parted.caller)
             if not names_its_parts(parted):
                 raise InvalidInput("an open in parts names no staged parts of this group")
             sent = GROUP_OPEN_PARTS.send(ctx, ctx.key(), parted)
@@ -55,6 +65,13 @@ async def on_operator_resend(ctx: restate.ObjectSharedContext, req: OperatorRese
     except (msgspec.DecodeError, msgspec.ValidationError) as exc:
         raise InvalidInput(f"not a {req.handler!r} request of this group object: {exc}") from None
     return OperatorResent(invocation=await sent.invocation_id())
+
+
+def _check_caller(caller: str | None) -> None:
+    """An open sent again names its opener, whose end the group watches (an attach): a caller's
+    journal holds its own id there, or none."""
+    if caller is not None:
+        require_invocation_id(caller)
 
 
 async def _check_look(ctx: restate.ObjectSharedContext, look: Guard) -> None:

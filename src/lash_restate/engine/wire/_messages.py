@@ -63,7 +63,9 @@ __all__ = [
     "decode_open",
     "decode_outcome",
     "encode",
+    "is_invocation_id",
     "require_awakeable",
+    "require_invocation_id",
     "settle_sent",
 ]
 
@@ -443,6 +445,36 @@ def require_awakeable(awakeable: str) -> None:
     refuse to complete it, and retry the handler that tries, holding its object's queue."""
     if awakeable_signal(awakeable) is None:
         raise InvalidInput(f"{awakeable!r} is not an awakeable's id: Restate would refuse to complete it")
+
+
+# Restate's invocation id: `inv_`, the id scheme's version `1`, then its partition key (a u64) and
+# its UUID (a u128), each in fixed-width base62 of this alphabet (restate `base62_util.rs`).
+_BASE62 = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+_DIGIT = {c: i for i, c in enumerate(_BASE62)}
+
+
+def is_invocation_id(text: str) -> bool:
+    """Whether ``text`` parses as a Restate invocation id. Restate refuses a whole query that names
+    one it cannot parse (a 500), and retries for ever a handler that attaches to one (`RT0017`), so
+    an id that is not one (a record written by hand, a forged message) is refused or left out."""
+    if len(text) != 38 or not text.startswith("inv_1") or any(c not in _DIGIT for c in text[5:]):
+        return False
+    partition_key, uuid = _base62(text[5:16]), _base62(text[16:])
+    return partition_key < 1 << 64 and uuid < 1 << 128
+
+
+def _base62(digits: str) -> int:
+    value = 0
+    for c in digits:
+        value = value * 62 + _DIGIT[c]
+    return value
+
+
+def require_invocation_id(text: str) -> None:
+    """Refuse (`InvalidInput`) what is no invocation's id before a handler watches it: Restate would
+    fail the attach as a bad command, and retry the handler that sends it for ever."""
+    if not is_invocation_id(text):
+        raise InvalidInput(f"{text!r} is not an invocation's id: Restate could not attach to it")
 
 
 def encode(value: Any) -> bytes:
