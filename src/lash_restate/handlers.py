@@ -6,8 +6,10 @@ records, and back, for the caller (the front door) and for an in-process twin al
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Any, Generic, Literal, TypeVar, cast
 
 import msgspec
@@ -31,6 +33,21 @@ def _untyped(serde: Serde[Any]) -> bool:
 
 # The SDK's serdes that write JSON: what else a handler names (`BytesSerde`, its own) may not.
 _JSON_SERDES = (DefaultSerde, JsonSerde, PydanticJsonSerde, MsgspecJsonSerde)
+
+
+def _float_noting(rounded: list[str]) -> Callable[[str], float]:
+    """A JSON number as the float lash records, noting in ``rounded`` the spelling of one it rounds."""
+
+    def number(text: str) -> float:
+        value = float(text)
+        if not math.isfinite(value):
+            raise ValueError("Number out of range")  # refused, as msgspec refuses it without a hook
+        # The float's shortest spelling names the number written, or the float holds it only rounded.
+        if not rounded and Decimal(repr(value)) != Decimal(text):
+            rounded.append(text)
+        return value
+
+    return number
 
 
 class NotJson(ValueError):
@@ -73,11 +90,19 @@ class JsonCodec(Generic[T]):
     def to_json(self, value: T) -> Any:
         """``value`` as the JSON value its serde writes; raises what the serde raises, or
         `NotJson` if the serde does not write JSON."""
+        return self.json_of(value)[0]
+
+    def json_of(self, value: T) -> tuple[Any, str | None]:
+        """As `to_json`, with the first number the serde wrote that a float holds only rounded (more
+        digits than a float keeps), as it spelled it; None if every one fits. A JSON number is
+        recorded as a float, so lash would round that one."""
         if _untyped(self._serde) and dataclasses.is_dataclass(value) and not isinstance(value, type):
-            return msgspec.to_builtins(value)
+            return msgspec.to_builtins(value), None
         raw = self.written(value)
+        rounded: list[str] = []
         try:
-            return msgspec.json.decode(raw) if raw else None
+            read = msgspec.json.Decoder(float_hook=_float_noting(rounded)).decode(raw) if raw else None
+            return read, next(iter(rounded), None)
         except msgspec.DecodeError:
             if isinstance(self._serde, _JSON_SERDES):
                 raise  # a JSON serde given a value JSON has no spelling for (a NaN): the value's fault

@@ -5,18 +5,24 @@ handler's own serde (`lash_restate.calls.HandlerRef`), the one path the Restate 
 from __future__ import annotations
 
 import asyncio
+import json
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import Any
+from decimal import Decimal
+from types import SimpleNamespace
+from typing import Any, cast
 
 import msgspec
 import pytest
 import restate
 from pydantic import BaseModel
+from restate.server_context import ServerInvocationContext
 
 import lash_restate as lash
+from lash_restate._front._invocation import typed_grouped
+from lash_restate.engine import RestateController
 from lash_restate.handlers import handler_ref
 from lash_restate.memory import CallRegistry, MemoryHost, first_of
 from lash_restate.testing import demo_tools
@@ -87,6 +93,21 @@ async def ratio(ctx: restate.Context, parts: list[int]) -> float:
     raise AssertionError("the in-process twin runs on the reference host")
 
 
+class _Digits(restate.serde.Serde[Decimal]):
+    """An application's own serde that writes an amount as a JSON number, every digit kept."""
+
+    def serialize(self, obj: Decimal | None) -> bytes:
+        return b"" if obj is None else f'{{"amount": {obj}}}'.encode()
+
+    def deserialize(self, buf: bytes) -> Decimal | None:
+        return Decimal(str(json.loads(buf)["amount"])) if buf else None
+
+
+@shop.handler(input_serde=_Digits())
+async def credit(ctx: restate.Context, amount: Decimal) -> str:
+    raise AssertionError("the in-process twin runs on the reference host")
+
+
 @post.handler(kind="shared")
 async def track(ctx: restate.ObjectSharedContext) -> Label:
     raise AssertionError("never run: only built")
@@ -131,6 +152,11 @@ def _calls() -> CallRegistry:
     @calls.typed(ratio)
     async def ratio_here(key: str | None, parts: list[int]) -> float:
         return parts[0] / parts[1] if parts[1] else float("nan")  # DefaultSerde writes NaN, no JSON
+
+    @calls.typed(credit)
+    async def credit_here(key: str | None, amount: Decimal) -> str:
+        received.append(amount)
+        return str(amount)
 
     @calls.typed(weigh)
     async def weigh_here(key: str | None, parcel: Parcel) -> Label:
@@ -252,6 +278,67 @@ async def test_an_argument_the_serde_cannot_write_is_refused_before_anything_is_
         with pytest.raises(lash.InvalidInput, match=r"child 0: Shop/untyped .* cannot write the float given"):
             await lash.all(host, [nan], key="s:group:bad:2")
         assert not host.store.groups  # nothing was opened
+
+
+async def test_an_argument_lash_would_round_is_refused_as_a_group_is_first_opened() -> None:
+    """lash records a call's argument as JSON whose numbers are floats, so a number its serde writes
+    with more digits than a float holds would reach the callee rounded (a native call sends the
+    serde's bytes). A first open refuses it, naming the number; one a float holds passes, however
+    the serde spells it. A resume records it rounded, as an earlier release opened the group with
+    it: a saved group resumes with the children it was opened with."""
+    exact = Decimal("0.1000000000000000055511151231257827")
+    async with _host() as host:
+        with pytest.raises(lash.InvalidInput) as refused:
+            await lash.all(host, [lash.call(credit, exact)], key="s:group:round:0")
+        assert refused.value.position == 0
+        assert refused.value.message == (
+            "child 0: Shop/credit takes a Decimal, and its input serde cannot write the Decimal given "
+            "(it writes the number 0.1000000000000000055511151231257827, which lash, recording a "
+            "call's argument as JSON, would round to 0.1: write it as a string)"
+        )
+        with pytest.raises(lash.InvalidInput, match=r"would round to 3\.141592653589793"):
+            await lash.open(
+                host, [lash.call(credit, Decimal("3.14159265358979323846"))], key="s:group:round:1"
+            )
+        assert not host.store.groups
+        assert await lash.all(host, [lash.call(credit, Decimal("1.10"))], key="s:group:round:2") == ["1.1"]
+        assert await lash.all(host, [lash.call(credit, Decimal("1E+300"))], key="s:group:round:3") == [
+            "1E+300"
+        ]
+        # Opened with the amount a float holds (as an earlier release recorded the exact one), saved,
+        # and resumed with the exact amount: the same child.
+        async with lash.open(host, [lash.call(credit, Decimal("0.1"))], key="s:group:round:4") as group:
+            saved = group.save()
+        async with lash.open(host, [lash.call(credit, exact)], resume=saved) as resumed:
+            [settlement] = [s async for s in resumed]
+        assert settlement.outcome == lash.Ok(value="0.1")
+
+
+def test_a_replayed_first_open_keeps_the_argument_an_earlier_release_rounded() -> None:
+    """On Restate, a caller replaying a journal that holds the open an earlier release sent, with a
+    typed call's argument it rounded, builds the same open (a refusal there would fail a caller
+    that release had running); a live first open refuses it. A handler's context says which
+    (restate-sdk keeps it on the context's VM)."""
+    exact = Decimal("0.1000000000000000055511151231257827")
+    for replaying in (True, False):
+        vm = SimpleNamespace(is_replaying=lambda replaying=replaying: replaying)
+        context = ServerInvocationContext(
+            vm=cast(Any, vm),
+            handler=cast(Any, None),
+            invocation=cast(Any, SimpleNamespace(random_seed=0)),
+            attempt_headers={},
+            send=cast(Any, None),
+            receive=cast(Any, None),
+        )
+        owner = RestateController(context)
+        if replaying:
+            _, [envelope], _ = typed_grouped(
+                owner, [lash.call(credit, exact)], "s:group:replay:0", "lash.all"
+            )
+            assert envelope.command == lash.call(credit, Decimal("0.1")).command(0)
+        else:
+            with pytest.raises(lash.InvalidInput, match=r"would round to 0\.1:"):
+                typed_grouped(owner, [lash.call(credit, exact)], "s:group:r:0", "lash.all")
 
 
 async def test_a_handler_whose_input_serde_writes_no_json_is_refused_saying_why() -> None:

@@ -51,7 +51,7 @@ class TypedCall(Child[T_co]):
     is sent.
     """
 
-    __slots__ = ("_arg", "_key", "_made_at", "_options", "_ref", "_written")
+    __slots__ = ("_arg", "_key", "_made_at", "_options", "_ref", "_rounded", "_written")
 
     def __init__(
         self, ref: HandlerRef[Any, T_co], arg: Any, key: str | None, options: _Options | None = None
@@ -60,10 +60,16 @@ class TypedCall(Child[T_co]):
         self._options = options or _Options()
         self._written: Any | Exception  # the argument's JSON, or what its serde raised, for `command`
         self._made_at: str | None = None  # where, when the serde refused: the refusal comes later
+        self._rounded: str | None = None  # a number its serde wrote that a float holds only rounded
         try:
-            self._written = ref.arg.to_json(arg) if ref.takes_input else None
+            if ref.takes_input:
+                self._written, self._rounded = ref.arg.json_of(arg)
+            else:
+                self._written = None
         except Exception as exc:  # a serde is the application's code: anything it raises is a refusal
             self._written, self._made_at = exc, _made_at()
+        if self._rounded is not None:
+            self._made_at = _made_at()
 
     @property
     def target(self) -> str:
@@ -74,13 +80,20 @@ class TypedCall(Child[T_co]):
     def key(self) -> str | None:
         return self._key
 
-    def command(self, position: int, label: str | None = None) -> Call:
+    def command(self, position: int, label: str | None = None, *, first: bool = True) -> Call:
         """The `Call` this child is recorded as: its argument as the JSON value its input serde writes.
-        ``label`` names the child in a refusal (``child 1`` by default)."""
+        ``label`` names the child in a refusal (``child 1`` by default). ``first``: the group's first
+        open, not replayed, which refuses an argument lash would round; a reopen, or a replay of
+        what an earlier release sent, records it rounded, as that release opened it."""
         ref, where = self._ref, label or f"child {position}"
         try:
             if isinstance(value := self._written, Exception):
                 raise value
+            if first and self._rounded is not None:
+                raise InvalidEnvelope(
+                    f"it writes the number {self._rounded}, which lash, recording a call's argument "
+                    f"as JSON, would round to {float(self._rounded)!r}: write it as a string"
+                )
             return Call(
                 service=ref.service, handler=ref.handler, arg=value, key=self._key, **self._options.fields()
             )

@@ -230,7 +230,7 @@ async def _open(
                 group_key=saved.group_key,
             )
     group_key, envelopes, values = typed_grouped(
-        ctx, children, saved.group_key if saved is not None else key, "lash.open"
+        ctx, children, saved.group_key if saved is not None else key, "lash.open", opens=saved is None
     )
     group = RuntimeEffectGroup(
         group_key, envelopes, wake=wake, disposition=losers, max_in_flight=max_in_flight

@@ -170,21 +170,28 @@ def typed_grouped(
     key: GroupKey | str | None,
     what: str,
     names: Sequence[str] | None = None,
+    *,
+    opens: bool = True,
 ) -> tuple[str, list[RuntimeEffectEnvelope], Values]:
     """The group key, the children as envelopes, a command's replay key being the group key and its
     position, and how their values are handed back. ``children`` is read once (a generator will do),
     each checked, and a typed call's argument written, before anything is hashed or sent; ``what``
-    names the entry point called and ``names`` the children (``select``'s), for a refusal."""
+    names the entry point called and ``names`` the children (``select``'s), for a refusal.
+    ``opens``: a first open, not a resume of a saved group."""
     # A ctx that is neither a context nor a controller is refused first, by name; then a call from
     # inside a ctx.run action.
-    outside_run(controller(ctx), what)
+    owner = controller(ctx)
+    outside_run(owner, what)
+    # A typed call's argument that lash would round is refused as a group is first opened; a resume,
+    # or a replay of an open an earlier release sent, keeps what that release recorded.
+    first = opens and not (isinstance(owner, RestateController) and owner.replaying())
     listed: list[RuntimeEffectEnvelope | Command] = []
     typed: dict[int, TypedCall[Any]] = {}
     for position, child in enumerate(iterated(children, what)):
         label = f"child {names[position]!r}" if names is not None else f"child {position}"
         if isinstance(child, TypedCall):
             typed[position] = child
-            listed.append(child.command(position, label))
+            listed.append(child.command(position, label, first=first))
         elif isinstance(child, RuntimeEffectEnvelope | ToolCall | Sleep | AwaitEvent | Call):
             listed.append(child)
         else:

@@ -306,7 +306,7 @@ class RestateController(EffectGroupDefaults):
         self, handle: GroupHandle, cancel: Awaitable[object] | None = None
     ) -> Settlement:
         self.outside_run("await_next_settlement")
-        if self._replaying() and self._answered_since_baseline.get(handle.group_key) is not True:
+        if self.replaying() and self._answered_since_baseline.get(handle.group_key) is not True:
             # Unless the journal shows this release's group (its open's reply, or a read): an attempt
             # of the baseline may have written what goes on past this await, checking `cancel` only
             # once it waited, so its replay does as it did. This release's attempts checked first, and
@@ -322,8 +322,9 @@ class RestateController(EffectGroupDefaults):
             # Decision 32: answered by the group as it stands now, never from what an earlier await read.
             return await self._next(handle, cancel, {}, plain=True)
 
-    def _replaying(self) -> bool:
-        """Whether this invocation replays a journal that goes on past this point."""
+    def replaying(self) -> bool:
+        """Whether this invocation replays a journal that goes on past this point (what an earlier
+        run, perhaps of an earlier release, sent)."""
         return replaying(self._ctx)
 
     async def _next(
