@@ -32,7 +32,8 @@ def test_an_example_imports_only_the_front_door(name: str) -> None:
 async def test_checkout_races_a_payment_call_against_its_deadline_and_cancels_the_loser(
     tmp_path: Path,
 ) -> None:
-    with LocalStack.single(tmp_path, module="examples.checkout", endpoint_args=()).start() as stack:
+    # As the testing guide writes it: a module of the user's own takes `--port` alone by default.
+    with LocalStack.single(tmp_path, module="examples.checkout").start() as stack:
         assert await stack.call("Checkout/pay", {"id": 7, "amount": 42}) == {"status": "paid", "charged": 42}
         slow = {"id": 8, "amount": 5, "slow": True, "deadline_s": 1}
         assert await stack.call("Checkout/pay", slow) == {"status": "timed out"}

@@ -208,7 +208,8 @@ async def test_a_cancel_close_before_the_groups_own_pump_called_anything_release
     it called the second slice's pump, and releases the part staged with it, which nothing else
     would (the close's `forget` reaches the pumps a pump called). It was kept for ever."""
     env = {PARTS_FROM_ENV: "1", "HELD_SLICE": "0"}
-    app = LocalStack.single(tmp_path / "stack", module="tests.engine.held_slices_app", endpoint_env=env)
+    held = "tests.engine.held_slices_app"
+    app = LocalStack.single(tmp_path / "stack", module=held, endpoint_args=("--with-turn",), endpoint_env=env)
     with app.start() as stack:
         s = Scope()
         group = s.group([echo(i) for i in range(PUMP_SLICE + 10)], disposition="cancel")
@@ -229,7 +230,8 @@ async def test_a_cancel_close_releases_the_part_a_cancelled_slices_pump_would_ha
     the part of slice 2 too, which no pump will ever run: nothing of the group is left."""
     gate = tmp_path / "gate"
     env = {PARTS_FROM_ENV: "1", "HELD_SLICE": "1", "HELD_GATE": str(gate)}
-    app = LocalStack.single(tmp_path / "stack", module="tests.engine.held_slices_app", endpoint_env=env)
+    held = "tests.engine.held_slices_app"
+    app = LocalStack.single(tmp_path / "stack", module=held, endpoint_args=("--with-turn",), endpoint_env=env)
     with app.start() as stack:
         s = Scope()
         slow = count(f"{s.id}-slow", "slow", delay_ms=600_000)  # still running at the close

@@ -531,7 +531,9 @@ async def test_cancelling_a_further_slices_pump_before_it_called_its_children_se
     the subtree's, and settles with its own value."""
     base = tmp_path / "stack"
     env = {"LASH_VERBOSE": "1", "HELD_SLICE": str(slice_)}
-    held_app = LocalStack.single(base, module="tests.engine.held_slices_app", endpoint_env=env)
+    held_app = LocalStack.single(
+        base, module="tests.engine.held_slices_app", endpoint_args=("--with-turn",), endpoint_env=env
+    )
     with held_app.start() as stack:
         s = Scope()
         past = (slice_ + held) * PUMP_SLICE  # the first position past the held pump's subtree

@@ -79,7 +79,7 @@ class LocalStack:
         server_env: dict[str, str] | None = None,
         config_file: Path | None = None,
         module: str = "lash_restate",
-        endpoint_args: Sequence[str] = ("--with-turn",),
+        endpoint_args: Sequence[str] | None = None,
         endpoint_env: dict[str, str] | None = None,
         endpoint_server: str | None = None,
         keep: bool | None = None,
@@ -92,7 +92,8 @@ class LocalStack:
             server_env: environment variables for the server (`add_server`'s ``env``).
             config_file: a restate-server configuration file.
             module: what the endpoint runs with ``python -m`` (see `Endpoint`).
-            endpoint_args: the endpoint's arguments (default: ``--with-turn``, with the demo tools).
+            endpoint_args: the endpoint's arguments (default: ``--with-turn``, with the demo tools,
+                for lash's own ``serve``; none for a module of yours, which takes ``--port`` alone).
             endpoint_env: environment variables for the endpoint.
             endpoint_server: the endpoint's HTTP server, ``hypercorn`` or ``granian`` (default:
                 ``$LASH_SERVER``, else hypercorn).
@@ -182,12 +183,13 @@ class LocalStack:
         With ``app`` (``module:attribute``, an application built with ``lash.app``) it is
         ``lash-restate serve --app app ARGS``, run in ``cwd`` (default: this process's directory),
         where ``module`` is found; otherwise ``module`` with ``args`` (default: ``--with-turn``,
-        with the demo tools).
+        with the demo tools, for lash's own ``serve``; none for a module of yours).
 
         Args:
             name: the endpoint's name in the stack: its log file.
             module: what it runs with ``python -m`` (see `Endpoint`); ignored with ``app``.
-            args: its arguments (default: ``--with-turn``; none with ``app``).
+            args: its arguments (default: ``--with-turn`` for lash's own ``serve``; none with
+                ``app`` or another module).
             env: environment variables for it, over this process's.
             identity_keys: Restate request identity keys: it serves only requests signed by one.
             server: its HTTP server, ``hypercorn`` or ``granian``.
@@ -199,7 +201,8 @@ class LocalStack:
             The endpoint, added to `endpoints` (not started yet).
         """
         if args is None:
-            args = () if app is not None else ("--with-turn",)
+            # The demo tools' endpoint for lash's own `serve`; a module of yours takes `--port` alone.
+            args = ("--with-turn",) if app is None and module == "lash_restate" else ()
         keys = [arg for key in identity_keys for arg in ("--identity-key", key)]
         # `serve` has no default resolver; a local stack serves the demo tools unless told otherwise.
         resolver = {} if app is not None else {"LASH_RESOLVER": DEMO_RESOLVER}
@@ -506,9 +509,9 @@ class LocalStack:
                     response = await posted
                 else:
                     response = await self._unless_retried(posted, retries, f"POST /{path}", started)
-        except httpx.TimeoutException as error:
+        except httpx.TimeoutException:
             why = await asyncio.to_thread(self.no_answer, f"POST /{path}", within, started)
-            raise StackError(why) from error
+            raise StackError(why) from None  # says why; the HTTP client's frames would come first
         except httpx.HTTPError as error:  # refused, reset: the server is down, or is not this one
             raise StackError(
                 f"POST /{path}: the ingress at {self.ingress_url} did not answer: {error!r}"
@@ -534,6 +537,7 @@ class LocalStack:
         """``posted``'s response, or `StackError` once an invocation created since ``started`` has
         been retried ``retries`` times (Restate counts every attempt: the first retry is attempt 2).
         It cuts the wait short; it asserts nothing of an answer that came first."""
+        __tracebackhide__ = True  # a failing test shows the StackError, not this method's source
         task = asyncio.ensure_future(posted)
         since = started.isoformat(timespec="milliseconds")  # Restate's `created_at` has whole ms
         query = (
