@@ -62,6 +62,8 @@ app = restate.app([shop])
 """
 
 TESTS = """
+import time
+
 import httpx
 import pytest
 
@@ -112,6 +114,14 @@ def test_the_next_test_meets_the_sessions_environment(lash_ingress: httpx.Client
     assert lash_ingress.post("/Shop/setting").json() == "unset"
 
 
+def test_a_failing_test_is_told_what_went_wrong_on_the_stack(lash_stack, lash_ingress: httpx.Client) -> None:
+    assert lash_ingress.post("/Shop/broken/send", json=1).is_success
+    retried = "SELECT id FROM sys_invocation WHERE target = 'Shop/broken' AND retry_count > 2"
+    while not lash_stack.sql(retried):
+        time.sleep(0.1)
+    assert False, "the branch a crashed handler made the test take"
+
+
 @pytest.mark.lash_app("broken:app")
 def test_an_application_that_cannot_be_served(lash_ingress: httpx.Client) -> None:
     pass
@@ -155,7 +165,8 @@ def test_the_plugin_serves_the_users_application_kills_and_restarts_it(tmp_path:
     """The application is found in the project's directory (pytest's rootdir, wherever pytest runs)
     and named by the ini setting or a marker; an application that cannot be served, serves none of
     lash's services or is no application fails its tests with its own error, at once; a test that
-    served the endpoint with a setting leaves the next the session's environment."""
+    served the endpoint with a setting leaves the next the session's environment; a failing test
+    is told what went wrong on the stack meanwhile."""
     files = {"shop.py": SHOP, "broken.py": "import no_such_module\n", "plain.py": PLAIN}
     root = project(tmp_path, TESTS, ini="lash_app = shop:app", files=files)
     run = pytest_in(root / "tests")  # run from below the rootdir: shop.py is found in the rootdir
@@ -174,10 +185,16 @@ def test_the_plugin_serves_the_users_application_kills_and_restarts_it(tmp_path:
         "test_a_request_no_answer_comes_to_names_what_restate_retries": "PASSED",
         "test_serving_the_endpoint_with_a_setting": "PASSED",
         "test_the_next_test_meets_the_sessions_environment": "PASSED",
+        "test_a_failing_test_is_told_what_went_wrong_on_the_stack": "FAILED",
         "test_an_application_that_cannot_be_served": "ERROR",
         "test_an_application_that_serves_no_group": "ERROR",
         "test_a_handler_named_as_the_application": "ERROR",
     }, run.stdout + run.stderr
+    # A failing test's report says what went wrong on the stack meanwhile: the handler Restate is
+    # retrying, and the endpoint's traceback of it (one section, that test's only).
+    assert run.stdout.count("what went wrong on the lash stack during this test") == 1, run.stdout
+    _, _, told = run.stdout.partition("what went wrong on the lash stack during this test")
+    assert "Restate is retrying Shop/broken" in told and 'raise ValueError("a plain exception' in told
     assert "cannot serve 'broken:app'" in run.stdout
     assert "No module named 'no_such_module'" in run.stdout  # from the endpoint's own log
     assert "cannot serve 'plain:app': it serves none of lash's services" in run.stdout

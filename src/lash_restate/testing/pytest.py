@@ -37,7 +37,7 @@ from __future__ import annotations
 import os
 import signal
 import threading
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -247,13 +247,20 @@ def lash_app(request: pytest.FixtureRequest) -> str:
     return str(spec)
 
 
+# The stack a test asked for, and when: a failing test's report says what went wrong on it since.
+_WATCHED = pytest.StashKey[tuple[LocalStack, datetime]]()
+
+
 @pytest.fixture
-def lash_stack(lash_app: str, _lash_stacks: _Stacks) -> Iterator[LocalStack]:
+def lash_stack(lash_app: str, _lash_stacks: _Stacks, request: pytest.FixtureRequest) -> Iterator[LocalStack]:
     """A restate-server and the application under test, served in a subprocess and registered.
 
     A test that serves the endpoint with its environment changed (``restart_endpoint(NAME=...)``)
-    has it served again as it was once the test ends, so the next test meets the session's."""
+    has it served again as it was once the test ends, so the next test meets the session's. A test
+    that fails is reported with what went wrong on the stack meanwhile: what Restate is retrying,
+    and the endpoint's last error with its traceback (a handler's plain exception)."""
     stack = _lash_stacks.get(lash_app)
+    request.node.stash[_WATCHED] = (stack, datetime.now(UTC))
     endpoint = stack.endpoint
     env, unset = dict(endpoint.env), set(endpoint.unset)
     yield stack
@@ -261,6 +268,17 @@ def lash_stack(lash_app: str, _lash_stacks: _Stacks) -> Iterator[LocalStack]:
         endpoint.env, endpoint.unset = env, unset
         if _alive(endpoint):
             stack.restart_endpoint()  # else the next test's `get` serves it, with this environment
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    report = yield
+    watched = item.stash.get(_WATCHED, None)
+    if watched is not None and report.when == "call" and report.failed:
+        stack, started = watched
+        if said := stack.went_wrong(started):
+            report.sections.append(("what went wrong on the lash stack during this test", "\n".join(said)))
+    return report
 
 
 @pytest.fixture

@@ -47,6 +47,13 @@ LOCAL_PARTITIONS = "4"  # a local server's partitions when nothing else says
 AdminAt = RestateServer | str  # where a registration goes: a server of the stack, or any admin API URL
 
 
+def _last_error_lines(log: Path, since: str) -> list[str]:
+    """The last error ``log`` holds at ``since`` or after, with its traceback, indented (none if none)."""
+    if not (error := last_error(log, since)):
+        return []
+    return [f"  {log}'s last error, {error[0]}:", *(f"    {line}" for line in error[1:])]
+
+
 class LocalStack:
     """One local stack: restate-server nodes and endpoints, started together and ended by pid.
 
@@ -573,20 +580,7 @@ class LocalStack:
         first (a stack shared by many tests holds others' too), and each endpoint's last error since
         ``started`` (its traceback), else how its log ends."""
         lines = [f"{request} had no answer within {within:g} s"]
-        # Restate shows a retried invocation's last failure only while it backs off, not while it
-        # runs its next attempt: a retry count past 1 (it counts every attempt) says so at any moment.
-        failing = "SELECT target, retry_count, last_failure FROM sys_invocation "
-        failing += "WHERE (last_failure IS NOT NULL OR retry_count > 1) AND status != 'completed' {since}"
-        failing += "ORDER BY modified_at DESC LIMIT 5"
-        try:
-            retried = self.sql(failing.format(since=f"AND created_at >= '{started.isoformat()}' "))
-            retried = retried or self.sql(failing.format(since=""))  # none of its own: older ones
-        except InspectionError:
-            retried = []  # the server itself is not answering: the logs say more
-        for row in retried:
-            failure = next(iter(str(row["last_failure"] or "").strip().splitlines()), "")[:300]
-            failure = failure or "running an attempt again (its endpoint's log, below, has the failure)"
-            lines.append(f"  Restate is retrying {row['target']} (attempt {row['retry_count']}): {failure}")
+        lines += self._retried(started, older=True)
         since = stamp(started.timestamp())  # as the endpoint's log writes a time
         for endpoint in self.endpoints:
             if endpoint.process is None or endpoint.process.poll() is not None:
@@ -597,12 +591,44 @@ class LocalStack:
                 )
             if endpoint.log_path is None:
                 continue
-            if error := last_error(endpoint.log_path, since):
-                lines.append(f"  {endpoint.log_path}'s last error, {error[0]}:")
-                lines += [f"    {line}" for line in error[1:]]
+            if error := _last_error_lines(endpoint.log_path, since):
+                lines += error
             elif tail := log_tail(endpoint.log_path):
                 lines += [f"  {endpoint.log_path} ends:", *(f"    {line}" for line in tail)]
         return "\n".join(lines)
+
+    def went_wrong(self, started: datetime) -> list[str]:
+        """What went wrong on the stack since ``started``, one line each (none if nothing did): the
+        invocations created since that Restate is retrying, and each endpoint's last error since,
+        with its traceback (a handler's plain exception, which Restate retries: a loser a group
+        cancelled since, or a branch a test did not expect it to take, hides it otherwise)."""
+        lines = self._retried(started, older=False)
+        since = stamp(started.timestamp())  # as the endpoint's log writes a time
+        for endpoint in self.endpoints:
+            if endpoint.log_path is not None:
+                lines += _last_error_lines(endpoint.log_path, since)
+        return lines
+
+    def _retried(self, started: datetime, *, older: bool) -> list[str]:
+        """What Restate is retrying among the invocations created since ``started`` (``older``:
+        else among any, when none of those is), one line each."""
+        # Restate shows a retried invocation's last failure only while it backs off, not while it
+        # runs its next attempt: a retry count past 1 (it counts every attempt) says so at any moment.
+        failing = "SELECT target, retry_count, last_failure FROM sys_invocation "
+        failing += "WHERE (last_failure IS NOT NULL OR retry_count > 1) AND status != 'completed' {since}"
+        failing += "ORDER BY modified_at DESC LIMIT 5"
+        try:
+            retried = self.sql(failing.format(since=f"AND created_at >= '{started.isoformat()}' "))
+            if older and not retried:
+                retried = self.sql(failing.format(since=""))  # none of its own: older ones
+        except InspectionError:
+            retried = []  # the server itself is not answering: the logs say more
+        lines = []
+        for row in retried:
+            failure = next(iter(str(row["last_failure"] or "").strip().splitlines()), "")[:300]
+            failure = failure or "running an attempt again (its endpoint's log, below, has the failure)"
+            lines.append(f"  Restate is retrying {row['target']} (attempt {row['retry_count']}): {failure}")
+        return lines
 
     async def turn(self, *steps: dict[str, Any], within: float = 60) -> list[dict[str, Any]]:
         """Run ``steps`` as one fresh `LashTurn/run` invocation (see `lash_restate.testing.turn`)."""
