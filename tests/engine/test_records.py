@@ -11,7 +11,6 @@ from typing import Any, cast
 import msgspec
 import pytest
 import restate
-from restate.server_context import ServerInvocationContext
 from restate.vm import VMWrapper
 
 from lash_restate.contract import (
@@ -58,6 +57,7 @@ from lash_restate.engine.wire._messages import (
     encode,
 )
 from lash_restate.engine.wire._records import META, STRINGS, MsgspecSerde, Opener, Waiter
+from tests.sdk_context import replaying_context
 
 UUID = "0b6c2f4e-3d1a-4c8e-9f70-2a5b8e1d4c37"
 
@@ -242,16 +242,7 @@ def test_a_handler_replays_exactly_when_its_contexts_vm_says_so() -> None:
     is never replaying. The context is the SDK's own, so a VM it kept elsewhere would fail here."""
     assert callable(VMWrapper.is_replaying)  # the method the stand-in VM plays
     for answer in (True, False):
-        vm = SimpleNamespace(is_replaying=lambda answer=answer: answer)
-        context = ServerInvocationContext(
-            vm=cast(Any, vm),
-            handler=cast(Any, None),
-            invocation=cast(Any, SimpleNamespace(random_seed=0)),
-            attempt_headers={},
-            send=cast(Any, None),
-            receive=cast(Any, None),
-        )
-        assert replaying(context) is answer
+        assert replaying(replaying_context(answer)) is answer
     assert replaying(SimpleNamespace()) is False
 
 

@@ -11,14 +11,12 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from decimal import Decimal
-from types import SimpleNamespace
-from typing import Any, cast
+from typing import Any
 
 import msgspec
 import pytest
 import restate
 from pydantic import BaseModel
-from restate.server_context import ServerInvocationContext
 
 import lash_restate as lash
 from lash_restate._front._invocation import typed_grouped
@@ -26,6 +24,7 @@ from lash_restate.engine import RestateController
 from lash_restate.handlers import handler_ref
 from lash_restate.memory import CallRegistry, MemoryHost, first_of
 from lash_restate.testing import demo_tools
+from tests.sdk_context import replaying_context
 
 
 class Order(BaseModel):
@@ -321,16 +320,7 @@ def test_a_replayed_first_open_keeps_the_argument_an_earlier_release_rounded() -
     (restate-sdk keeps it on the context's VM)."""
     exact = Decimal("0.1000000000000000055511151231257827")
     for replaying in (True, False):
-        vm = SimpleNamespace(is_replaying=lambda replaying=replaying: replaying)
-        context = ServerInvocationContext(
-            vm=cast(Any, vm),
-            handler=cast(Any, None),
-            invocation=cast(Any, SimpleNamespace(random_seed=0)),
-            attempt_headers={},
-            send=cast(Any, None),
-            receive=cast(Any, None),
-        )
-        owner = RestateController(context)
+        owner = RestateController(replaying_context(replaying))
         if replaying:
             _, [envelope], _ = typed_grouped(
                 owner, [lash.call(credit, exact)], "s:group:replay:0", "lash.all"
