@@ -11,7 +11,7 @@ import pytest
 from lash_restate.admin import shown_url
 from lash_restate.contract import Call, Err, InvalidInput
 from lash_restate.engine.child import _lookup
-from lash_restate.engine.group._mode import width_setting
+from lash_restate.engine.group._pages import width_setting
 from lash_restate.engine.serving._endpoint import DeploymentError, _check_switch, _duration
 from lash_restate.engine.wire._formats import ERROR_METADATA_ENV, stored_outcome, writes_error_metadata
 from lash_restate.settings import ServeSettings, SettingsError

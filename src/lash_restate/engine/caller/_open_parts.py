@@ -9,7 +9,8 @@ import msgspec
 import restate
 
 from ...contract import ChildUnroutable, LashError, RuntimeEffectEnvelope, RuntimeEffectGroup
-from ..group._mode import PUMP_SLICE, slice_key, width_setting
+from ..group._mode import PUMP_SLICE, slice_key
+from ..group._pages import width_setting
 from ..wire._errors import typed
 from ..wire._incarnation import PAGED
 from ..wire._messages import PartedOpen, StagedPart

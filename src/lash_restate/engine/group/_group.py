@@ -16,7 +16,9 @@ as it did.
 This module binds each handler, in one place; what each does is a function of the module for its
 job: `_group_open` (open, open in parts), `_group_rank` (report, settle, wait), `_group_close`
 (close, the operator's close), `_group_watch` (openers, savers, runs, reclaim), `_group_guard`
-(waiting callers' wakes) and `_group_dispatch` (what missed its runner, and a reopen's re-dispatch).
+(waiting callers' wakes), `_group_dispatch` (what missed its runner, and a reopen's re-dispatch)
+and `_group_resend` (what Restate killed before it answered a caller, sent again on an operator's
+word).
 """
 
 from __future__ import annotations

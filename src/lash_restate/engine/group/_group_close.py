@@ -11,7 +11,7 @@ from ...contract import GroupNotOpen, LoserPolicy, check_child_count, effective_
 from ..wire._errors import NOT_FOUND
 from ..wire._messages import CloseRequest, OperatorClose, OperatorClosed
 from ..wire._records import BYTES, META, RECORD, STRINGS, GroupMeta
-from ._group_common import LISTENED, WATCHES, cancel_runs
+from ._group_common import CANCELLED_AT_CLOSE, LISTENED, cancel_runs
 from ._mode import mode_for
 from ._ranks import ranks_for
 
@@ -57,7 +57,8 @@ async def close_group(ctx: restate.ObjectContext, meta: GroupMeta, effective: Lo
     """The ADR's close under ``effective``; how many cancels it sent.
 
     Decision 61: a pumped group's pump that reported an awakeable and still listens on it is released
-    through it, with no invocation; any other pumped group's through its `forget`.
+    through it, with no invocation, unless this close cancels: then, as any other pumped group's,
+    through its `forget`, or by the pump itself once its report finds the group closed.
     """
     mode = mode_for(meta.mode)
     # Every read before the first effect (decision 22): the closing caller's own cancellation
@@ -66,8 +67,10 @@ async def close_group(ctx: restate.ObjectContext, meta: GroupMeta, effective: Lo
     settled = await ranks_for(meta.incarnation).count(ctx, meta)
     cancels = mode.left_to_cancel(meta, cancels, settled)
     releases = await mode.releases(ctx, meta)
+    # A pumped group's `releases` read this link too: two journaled reads, which a close in flight
+    # across an in-place upgrade replays; kept both (decision 48).
     link = await mode.pump_link(ctx)
-    watches = await ctx.get(WATCHES, serde=STRINGS) or []
+    watches = await ctx.get(CANCELLED_AT_CLOSE, serde=STRINGS) or []
     # One cancel per unsettled child, not awaiting termination (ADR, "Close deletes…").
     cancel_runs(ctx, cancels, meta)
     if link is not None and link.awakeable is not None and not link.left and not cancels:

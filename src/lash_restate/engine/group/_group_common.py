@@ -17,14 +17,14 @@ from ..wire._records import META, RECORD, STRINGS, GroupMeta, MsgspecSerde
 from ..wire._routes import PUMP_FORGET
 
 __all__ = [
+    "CANCELLED_AT_CLOSE",
     "LISTENED",
     "OPENED",
     "REPLY",
-    "WATCHES",
     "GroupSettings",
+    "cancel_at_close",
     "cancel_runs",
     "check_incarnation",
-    "keep_watch",
     "open_meta",
     "release_staged",
 ]
@@ -32,8 +32,9 @@ __all__ = [
 REPLY: MsgspecSerde[WaitReply] = MsgspecSerde(WaitReply)
 OPENED: MsgspecSerde[OpenReply] = MsgspecSerde(OpenReply)
 LISTENED = b"true"  # what a listening pump's awakeable is resolved with (the value is not read)
-# The group's state key holding its watches' invocation ids, which its close cancels (decision 74).
-WATCHES = "watches"
+# The group's state key holding the ids of the invocations it sent itself and keeps pending (its
+# watches, holds, guards and reclaims), which its close cancels (decision 74).
+CANCELLED_AT_CLOSE = "watches"
 
 
 @dataclass(frozen=True)
@@ -49,10 +50,10 @@ class GroupSettings:
     waiter_check: timedelta
 
 
-async def keep_watch(ctx: restate.ObjectContext, handle: restate.SendHandle) -> None:
+async def cancel_at_close(ctx: restate.ObjectContext, handle: restate.SendHandle) -> None:
     """Keep the id of an invocation the group sent itself, which its close cancels (decision 74)."""
-    known = await ctx.get(WATCHES, serde=STRINGS) or []
-    ctx.set(WATCHES, [*known, await handle.invocation_id()], serde=STRINGS)
+    known = await ctx.get(CANCELLED_AT_CLOSE, serde=STRINGS) or []
+    ctx.set(CANCELLED_AT_CLOSE, [*known, await handle.invocation_id()], serde=STRINGS)
 
 
 def cancel_runs(ctx: restate.ObjectContext, invocations: list[str], meta: GroupMeta) -> None:

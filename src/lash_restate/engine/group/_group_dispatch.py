@@ -53,6 +53,7 @@ async def on_missed(ctx: restate.ObjectContext, req: MissedChildren) -> None:
     (the terminal 404); the group keeps the child, so inspection lists it and the operator's
     `operator_redispatch` can run it again once a deployment routes it, as a reopen would."""
     meta = await ctx.get(RECORD, serde=META)
+    # "": sent by a baseline group's pump's `execute`, which names no incarnation (the fence checks).
     if meta is None or (req.incarnation and meta.incarnation != req.incarnation):
         return  # closed (or a closed namesake's child): nobody will rank it
     fence = await ctx.get(FENCE, serde=SHAPE)
@@ -113,8 +114,8 @@ async def redispatch_on_reopen(
     # missed children sends one.
     if watches_its_runs(meta.incarnation) or isinstance(req, PartedOpen):
         return (await dispatch_again(ctx, meta, await missed_children(ctx), routing))[1]
-    positions = range(meta.child_count)
-    children = [decode(req.children[position], RuntimeEffectEnvelope) for position in positions]
+    # A baseline group's: the children its reopen carries (`_fence_reopen` checked them against its shape).
+    children = [decode(raw, RuntimeEffectEnvelope) for raw in req.children]
     return (await dispatch_again(ctx, meta, children, routing))[1]
 
 
@@ -163,8 +164,8 @@ async def dispatch_again(
 
 
 async def note_redispatched(ctx: restate.ObjectContext, dispatched: list[Dispatched]) -> list[WatchedRun]:
-    """Keep the invocations a reopen re-dispatched, which a Cancel cancels too (decision 48); what
-    to watch of them (decision 74)."""
+    """Keep the invocations a reopen (or the operator's re-dispatch) dispatched again, which a
+    Cancel cancels too (decision 48); what to watch of them (decision 74)."""
     if not dispatched:
         return []
     known = await ctx.get(REDISPATCHED, serde=STRINGS) or []

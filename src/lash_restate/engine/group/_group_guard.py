@@ -16,7 +16,7 @@ from ..wire._errors import NOT_FOUND
 from ..wire._messages import Guard
 from ..wire._records import GUARDED, GUARDS, META, RECORD, STRINGS, GroupMeta, Waiter
 from ..wire._routes import GROUP_GUARD
-from ._group_common import WATCHES, GroupSettings, keep_watch
+from ._group_common import CANCELLED_AT_CLOSE, GroupSettings, cancel_at_close
 
 __all__ = ["LOOK_AT_MOST_EVERY", "WAITER_CHECK", "guard_waiters", "on_guard"]
 
@@ -52,7 +52,7 @@ async def guard_waiters(
     wakes = [waiter.awakeable for waiter in waiters]
     if not wakes:
         if watch is not None:
-            await keep_watch(ctx, watch)
+            await cancel_at_close(ctx, watch)
         return
     delay = settings.waiter_check
     guard = Guard(incarnation=meta.incarnation, waiters=wakes, after_ms=_ms(delay))
@@ -92,7 +92,7 @@ async def on_guard(ctx: restate.ObjectContext, guard: Guard) -> None:
 async def _pending(ctx: restate.ObjectContext) -> tuple[dict[str, list[str]], list[str]]:
     """The pending guards (invocation id -> the wakes each carries) and the watches, read together."""
     guarded: Any = ctx.get(GUARDED, serde=GUARDS)
-    watches: Any = ctx.get(WATCHES, serde=STRINGS)
+    watches: Any = ctx.get(CANCELLED_AT_CLOSE, serde=STRINGS)
     await restate.gather(guarded, watches)
     return await guarded or {}, await watches or []
 
@@ -113,7 +113,7 @@ async def _keep(
         invocation = await handle.invocation_id()
         kept[invocation] = wakes
         watches.append(invocation)
-    ctx.set(WATCHES, watches, serde=STRINGS)
+    ctx.set(CANCELLED_AT_CLOSE, watches, serde=STRINGS)
     if kept:
         ctx.set(GUARDED, kept, serde=GUARDS)
     else:

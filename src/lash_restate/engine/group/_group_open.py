@@ -53,7 +53,7 @@ from ..wire._routes import (
     PUMP_STAGED,
     pump_key,
 )
-from ._group_common import OPENED, GroupSettings, check_incarnation, keep_watch, release_staged
+from ._group_common import OPENED, GroupSettings, cancel_at_close, check_incarnation, release_staged
 from ._group_dispatch import redispatch_on_reopen
 from ._group_guard import guard_waiters
 from ._group_watch import is_new_opener, openers_to_watch, send_watch
@@ -66,8 +66,8 @@ __all__ = [
     "note_opener",
     "on_open",
     "on_open_parts",
+    "record_first_open",
     "record_group",
-    "recorded_meta",
 ]
 
 
@@ -95,6 +95,7 @@ async def on_open(ctx: restate.ObjectContext, req: OpenRequest, settings: GroupS
     tools, timers and events settles directly, each child by itself.
     """
     meta = await ctx.get(RECORD, serde=META)
+    first = meta is None
     try:
         meta, children = await record_group(
             ctx, meta, req, settings.batch_from, settings.page_from, settings.routing
@@ -103,26 +104,29 @@ async def on_open(ctx: restate.ObjectContext, req: OpenRequest, settings: GroupS
         ctx.reject_awakeable(req.reply_to, error.to_wire(), terminal_status(error))
         return
     handles: list[Dispatched] = []
-    watched: list[WatchedRun] = []
-    if children:
+    if first:
         # Decided here and sent with the children, so that a pump journals no plan of its own before
         # its calls (decision 66). A direct group's dispatch does not read it.
         handles = mode_for(meta.mode).dispatch(ctx, meta, children, open_plan(settings.routing, children))
-    reply = OpenReply(reopened=not children, incarnation=meta.incarnation)
+    reply = OpenReply(reopened=not first, incarnation=meta.incarnation)
     ctx.resolve_awakeable(req.reply_to, reply, serde=OPENED)
     # What follows is off the opener's path: it has its answer.
-    if children:  # cancels need these: one per child, or the one pump (decisions 4, 61)
-        ids = [await d.handle.invocation_id() for d in handles]
-        watched = [WatchedRun(invocation=i, positions=d.positions) for i, d in zip(ids, handles, strict=True)]
-        meta = await _recorded_runs(ctx, meta, ids)
-    await _answered(ctx, meta, req, settings, watched if children else None)
+    watched = None  # a reopen dispatched nothing here
+    if first:  # cancels need these: one per child, or the one pump (decisions 4, 61)
+        meta, watched = await _record_runs(ctx, meta, handles)
+    await _answered(ctx, meta, req, settings, watched)
 
 
-async def _recorded_runs(ctx: restate.ObjectContext, meta: GroupMeta, ids: list[str]) -> GroupMeta:
-    """A first open's record of the runs it dispatched, which a `Cancel` close cancels, and the
-    group's record with the time it was opened."""
+async def _record_runs(
+    ctx: restate.ObjectContext, meta: GroupMeta, handles: list[Dispatched]
+) -> tuple[GroupMeta, list[WatchedRun]]:
+    """A first open's record of the runs it dispatched (``handles``), which a `Cancel` close cancels,
+    and what its watch attaches to; and the group's record with the time it was opened, returned:
+    `note_opener` writes it (`_answered`)."""
+    ids = [await d.handle.invocation_id() for d in handles]
     ctx.set(INVOCATIONS, ids, serde=STRINGS)
-    return msgspec.structs.replace(meta, opened_at_ms=int(await ctx.time() * 1000))
+    meta = msgspec.structs.replace(meta, opened_at_ms=int(await ctx.time() * 1000))
+    return meta, [WatchedRun(invocation=i, positions=d.positions) for i, d in zip(ids, handles, strict=True)]
 
 
 async def _answered(
@@ -136,12 +140,14 @@ async def _answered(
     on a reopen (``dispatched`` None) run again the children kept as missed, watch the runs and the
     openers, and guard the first open's wakes (or keep the watch)."""
     first = dispatched is not None
+    # A first open's record is written here (`changed`), with the time `_record_runs` stamped. `meta`
+    # stays as it was before this opener was noted: `openers_to_watch` and `is_new_opener` read it so.
     await note_opener(ctx, meta, req.caller, changed=first)
     if dispatched is None:
         # After everything a format-1 open journals, so a reopen in flight when the code was
         # replaced in place replays its journal as a prefix of this one (decision 48).
         dispatched = await redispatch_on_reopen(ctx, meta, req, settings.routing)
-    # Last, for the same reason: watched until they end (decisions 74, 78).
+    # After the re-dispatch, for the same reason: watched until they end (decisions 74, 78).
     watch = send_watch(ctx, meta, dispatched, openers_to_watch(meta, req.caller))
     if not first and is_new_opener(meta, req.caller):
         ctx.clear(RECLAIM_AT)  # reopened: someone holds it again, so it is not due (decision 78)
@@ -150,7 +156,7 @@ async def _answered(
         # state is deleted under the waiting caller, decision 83), kept with the watch.
         await guard_waiters(ctx, meta, meta.waiters, settings, watch)
     elif watch is not None:
-        await keep_watch(ctx, watch)
+        await cancel_at_close(ctx, watch)
 
 
 # See decisions 48, 65, 95 (its docstring is what Restate's UI shows).
@@ -191,7 +197,8 @@ async def on_open_parts(ctx: restate.ObjectContext, req: PartedOpen, settings: G
             # let go: its opener must be answered.
             raise InvalidInput("the children this open staged are gone (released by its group's close)")
         else:
-            meta = recorded_meta(ctx, req.shape, req.wakes, req.stage, SettlementMode.PUMPED, parts=req.parts)
+            pumped = SettlementMode.PUMPED
+            meta = record_first_open(ctx, req.shape, req.wakes, req.stage, pumped, parts=req.parts)
     except LashError as error:
         release_staged(ctx, staged)
         ctx.reject_awakeable(req.reply_to, error.to_wire(), terminal_status(error))
@@ -206,11 +213,9 @@ async def on_open_parts(ctx: restate.ObjectContext, req: PartedOpen, settings: G
     ctx.resolve_awakeable(
         req.reply_to, OpenReply(reopened=not first, incarnation=meta.incarnation), serde=OPENED
     )
-    watched: list[WatchedRun] | None = None  # a reopen (or a resume, which stages nothing): none
+    watched = None  # a reopen (or a resume, which stages nothing): none
     if pump is not None:  # a Cancel cancels the group's pump, which cancels its calls (decision 35)
-        pump_id = await pump.invocation_id()
-        watched = [WatchedRun(invocation=pump_id)]
-        meta = await _recorded_runs(ctx, meta, [pump_id])
+        meta, watched = await _record_runs(ctx, meta, [Dispatched(pump, None)])
     await _answered(ctx, meta, req, settings, watched)
 
 
@@ -259,6 +264,8 @@ async def record_group(
     if req.reopen_only:
         # Decision 41: a resume of a group that was closed (or never recorded) must not start it over.
         raise GroupNotOpen.not_recorded(group_key=ctx.key())
+    if len(req.children) != req.shape.child_count:  # no caller sends one: refused, recording nothing
+        raise InvalidInput(f"the open names {req.shape.child_count} children and carries {len(req.children)}")
     children = [_decoded(ctx.key(), position, raw) for position, raw in enumerate(req.children)]
     calls = any(isinstance(child.command, Call) for child in children)
     bound = None if isinstance(req.window, msgspec.UnsetType) else req.window
@@ -286,10 +293,10 @@ async def record_group(
     pages = mode is SettlementMode.PUMPED and req.shape.child_count >= page_from
     # Decision 78: an incarnation ending in SAVES tells its openers that the group records saves.
     incarnation = f"{PAGED if pages else ''}{bound_mark(bound)}{ctx.uuid()}{SAVES}"
-    return recorded_meta(ctx, req.shape, req.wakes, incarnation, mode), children
+    return record_first_open(ctx, req.shape, req.wakes, incarnation, mode), children
 
 
-def recorded_meta(
+def record_first_open(
     ctx: restate.ObjectContext,
     shape: GroupShape,
     wakes: list[str],
@@ -348,7 +355,7 @@ def names_its_parts(req: PartedOpen) -> bool:
 async def note_opener(ctx: restate.ObjectContext, meta: GroupMeta, caller: str | None, changed: bool) -> None:
     """Record a new opener in ``meta`` (writing it if anything ``changed``); under a declared
     `Cancel`, watch for its end (decision 13). RunToCompletion losers run on whatever happens to it."""
-    if caller is not None and all(opener.caller != caller for opener in meta.openers):
+    if caller is not None and is_new_opener(meta, caller):
         watcher = None
         if meta.disposition is LoserPolicy.CANCEL:
             watch = CallerEnded(caller=caller, incarnation=meta.incarnation)

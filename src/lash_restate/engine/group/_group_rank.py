@@ -1,7 +1,8 @@
 """`LashGroup`'s single writer of ranks: a pump's report and a child's settle rank what settled, in
 settlement order, and wake who waits; `wait` serves the ranks recorded (ADR, "Restate satisfaction").
 
-A direct child reaches `settle` (`LashChild/run`), a pump reaches `report` (`await_and_report`); both
+A direct child reaches `settle` (`LashChild/run`; so does an earlier release's pump, its batches
+forwarded by `compat`), a pump reaches `report` (`await_and_report`); both
 call `rank_refs`, which ranks through the group's rank layout (`_ranks`): in `meta.order`, or in
 pages for a wide group, by the same code."""
 
@@ -13,12 +14,12 @@ import msgspec
 import restate
 
 from ... import logs
+from ...contract import InvalidSettlement
 from ..wire._messages import PumpReport, Ref, ReportReply, SettleBatch, WaitReply, WaitRequest
 from ..wire._records import LINK, META, PUMP_LINK, RECORD, GroupMeta, PumpLink, Waiter
 from ._group_common import REPLY, GroupSettings, open_meta
 from ._group_guard import guard_waiters
 from ._mode import mode_for
-from ._pages import check_position
 from ._ranks import ranks_for
 
 __all__ = [
@@ -39,7 +40,8 @@ WAIT_REFS = 1024
 # See decision 61 (its docstring is what Restate's UI shows).
 async def on_report(ctx: restate.ObjectContext, batch: PumpReport) -> ReportReply:
     """A pump's settlements, ranked as `settle` ranks them; answers whether the group is still open,
-    so a pump whose group closed releases its store and stops."""
+    so a pump whose group closed releases its store and stops. A report with no settlements only
+    asks that (a pump's `group_is_open`), or links the pump (``listen``, ``left``)."""
     # Decision 65: a paged group's report (its incarnation says so) reads all it needs at once.
     meta_read: Any = ctx.get(RECORD, serde=META)
     reads = ranks_for(batch.incarnation).prefetch(ctx, batch.refs) if batch.refs else []
@@ -58,8 +60,9 @@ async def on_report(ctx: restate.ObjectContext, batch: PumpReport) -> ReportRepl
 
 # See decision 20 (its docstring is what Restate's UI shows).
 async def on_settle(ctx: restate.ObjectContext, batch: SettleBatch) -> None:
-    """A direct child's settlement (its run sent it), ranked as `report` ranks a pump's; one
-    arriving after the close releases the store its run filled instead."""
+    """A direct child's settlement (its run sent it), or an earlier release's pump's batch, ranked
+    as `report` ranks a pump's; one arriving after the close releases the store its run filled
+    instead."""
     meta = await ctx.get(RECORD, serde=META)
     if meta is None or meta.incarnation != batch.incarnation:
         # Closed (or a closed namesake's child): a late settlement must not resurrect the group,
@@ -131,7 +134,13 @@ async def rank_refs(
 def check_batch(ctx: restate.ObjectContext, meta: GroupMeta, refs: list[Ref]) -> None:
     """Refuse a batch naming no child of the group, whole, before anything of it is written."""
     for ref in refs:
-        check_position(meta, ref, ctx.key())
+        if not 0 <= ref.position < meta.child_count:
+            raise InvalidSettlement(
+                "settlement names no child of this group",
+                group_key=ctx.key(),
+                position=ref.position,
+                replay_key=ref.replay_key,
+            )
 
 
 def wake_waiters(ctx: restate.ObjectContext, meta: GroupMeta, woken: dict[int, Ref]) -> list[Waiter]:

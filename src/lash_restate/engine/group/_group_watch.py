@@ -16,6 +16,7 @@ Who watches what, and where its end is kept (each report is a `CallerEnded` or a
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
 from datetime import timedelta
 from typing import Any
 
@@ -63,7 +64,7 @@ from ..wire._routes import (
     GROUP_WATCH_RUNS,
 )
 from ._group_close import close_group
-from ._group_common import WATCHES, GroupSettings, cancel_runs, keep_watch
+from ._group_common import CANCELLED_AT_CLOSE, GroupSettings, cancel_at_close, cancel_runs
 from ._mode import mode_for
 from ._ranks import ranks_for
 
@@ -111,6 +112,11 @@ async def opener_failed(ctx: restate.ObjectSharedContext, caller: str) -> bool |
         await restate.wait_completed(attached)
     except restate.TerminalError:
         return None
+    return await _ended_in_failure(attached)
+
+
+async def _ended_in_failure(attached: Awaitable[Any]) -> bool:
+    """Whether an attached invocation, ended, ended in failure (failed, killed or cancelled)."""
     try:
         await attached
     except restate.TerminalError:
@@ -125,14 +131,18 @@ async def on_caller_ended(ctx: restate.ObjectContext, ended: CallerEnded, settin
     Once every opener of a group that declared `Cancel` has ended without closing, and the latest of
     them ended in failure (or was killed or cancelled), its unsettled children are cancelled; they
     still take ranks (as `Cancelled`) for a resumer. An opener that returned normally has parked a
-    continuation: the losers run on, and the group stays open for whoever resumes it.
+    continuation: the losers run on, and the group stays open for whoever resumes it. An end that
+    leaves a group nobody can resume (no opener saved its handle) schedules its reclaim (decision
+    78), whatever its disposition: every opener's end is watched.
     """
     meta = await ctx.get(RECORD, serde=META)
     if meta is None or meta.incarnation != ended.incarnation:
         return  # closed already (or a namesake): nothing is left to apply
     after = meta.opener_ended(ended.caller, ended.failed)
     cancel = after.severed and meta.disposition is LoserPolicy.CANCEL
-    cancels = await mode_for(meta.mode).to_cancel(ctx, meta) if cancel else []  # reads first
+    # Reads first. Not `left_to_cancel`: a pump every child of which settled listens on through a
+    # cancel (`_linger_or_leave`), so cancelling it changes nothing.
+    cancels = await mode_for(meta.mode).to_cancel(ctx, meta) if cancel else []
     ctx.set(RECORD, after, serde=META)
     if cancel:
         logs.event("group.caller_gone_cancel", ctx, group_key=ctx.key())
@@ -169,8 +179,9 @@ async def on_reclaim(ctx: restate.ObjectContext, req: Reclaim, settings: GroupSe
         ctx.clear(RECLAIM_AT)
         return  # reopened since, or a caller saved its handle: someone may resume it
     settled = await ranks_for(meta.incarnation).count(ctx, meta)
-    watches = await ctx.get(WATCHES, serde=STRINGS) or []
-    ctx.set(WATCHES, [w for w in watches if w != ctx.request().id], serde=STRINGS)  # done: not itself
+    watches = await ctx.get(CANCELLED_AT_CLOSE, serde=STRINGS) or []
+    done = [w for w in watches if w != ctx.request().id]  # this reclaim has run: not cancelled at close
+    ctx.set(CANCELLED_AT_CLOSE, done, serde=STRINGS)
     if settled < meta.child_count:
         # A child still runs (or never ends: an event nobody emits, one that missed its runner).
         await reclaim_later(ctx, meta, settings.orphan_retention)
@@ -186,6 +197,7 @@ async def on_saved(ctx: restate.ObjectContext, saver: CallerEnded) -> None:
     with it, and could then say nothing of how it ended.
     """
     meta = await ctx.get(RECORD, serde=META)
+    # A saver naming no incarnation ("") is taken as this group's: no caller sends one (`handle_saved`).
     if meta is None or (saver.incarnation and saver.incarnation != meta.incarnation):
         return  # closed already, or saved from a closed namesake
     savers = await ctx.get(SAVERS, serde=STRINGS) or []
@@ -195,7 +207,7 @@ async def on_saved(ctx: restate.ObjectContext, saver: CallerEnded) -> None:
     ctx.clear(RECLAIM_AT)  # saved: never reclaimed (a reclaim already scheduled finds it saved)
     if meta.disposition is not LoserPolicy.CANCEL:  # a Cancel group watches its openers already
         held = CallerEnded(caller=saver.caller, incarnation=meta.incarnation)
-        await keep_watch(ctx, GROUP_HOLD.send(ctx, ctx.key(), held))
+        await cancel_at_close(ctx, GROUP_HOLD.send(ctx, ctx.key(), held))
 
 
 # See decisions 13, 45 (its docstring is what Restate's UI shows).
@@ -257,11 +269,7 @@ async def on_watch_runs(ctx: restate.ObjectSharedContext, req: RunsWatch) -> Non
         done, pending = await restate.wait_completed(*pending)
         for future in done:
             if future in callers:  # decision 78: as a `Cancel` group's `watch` reports its openers
-                try:
-                    await future
-                    failed = False
-                except restate.TerminalError:
-                    failed = True  # failed, killed or cancelled
+                failed = await _ended_in_failure(future)
                 end = CallerEnded(caller=callers[future], incarnation=req.incarnation, failed=failed)
                 GROUP_CALLER_ENDED.send(ctx, ctx.key(), end)
                 continue
@@ -381,7 +389,7 @@ async def watch_after(
     that, so a kill before the watch starts is seen when it attaches.
     """
     if (handle := send_watch(ctx, meta, runs, [], repairs=repairs)) is not None:
-        await keep_watch(ctx, handle)
+        await cancel_at_close(ctx, handle)
 
 
 def send_watch(
@@ -424,7 +432,7 @@ async def reclaim_later(ctx: restate.ObjectContext, meta: GroupMeta, retention: 
     handle = GROUP_RECLAIM.send(ctx, ctx.key(), Reclaim(incarnation=meta.incarnation, at=at), delay=retention)
     ctx.set(RECLAIM_AT, at, serde=MILLIS)
     # Kept with the watches, which a close cancels: a group closed meanwhile leaves nothing scheduled.
-    await keep_watch(ctx, handle)
+    await cancel_at_close(ctx, handle)
 
 
 async def anybody_saved(ctx: restate.ObjectContext) -> bool:

@@ -33,12 +33,10 @@ they use are `_mode_stores`'s, re-exported here for the modules that name them.
 
 from __future__ import annotations
 
-import os
 from typing import Protocol
 
 import restate
 
-from ...contract import InvalidInput
 from ...contract import RuntimeEffectEnvelope as Envelope
 from ..wire._messages import READ_BUDGET, ChildrenFailed, Ref, SettleBatch, WaitReply
 from ..wire._records import GroupMeta, PumpLink, SettlementMode
@@ -73,7 +71,6 @@ __all__ = [
     "position_of",
     "pump_store",
     "slice_key",
-    "width_setting",
 ]
 
 
@@ -103,7 +100,9 @@ class Mode(Protocol):
         ...
 
     async def to_cancel(self, ctx: restate.ObjectContext, meta: GroupMeta) -> list[str]:
-        """The invocations whose cancellation cancels exactly the group's unsettled children."""
+        """The invocations whose cancellation cancels the group's unsettled children: a direct
+        group's runs of those children; a pumped group's pumps, listed whether or not a child is
+        left (`left_to_cancel` then drops them)."""
         ...
 
     async def releases(self, ctx: restate.ObjectContext, meta: GroupMeta) -> list[Release]:
@@ -138,7 +137,9 @@ class Mode(Protocol):
         ...
 
     def left_to_cancel(self, meta: GroupMeta, cancels: list[str], settled: int) -> list[str]:
-        """Of ``cancels`` (`to_cancel`'s), what a close still cancels once ``settled`` children rank."""
+        """Of ``cancels`` (`to_cancel`'s), what a close still cancels once ``settled`` children rank:
+        a pumped group's pump, once every child ranks, is dropped, so the close releases it through
+        its awakeable rather than cancel it."""
         ...
 
     async def pump_link(self, ctx: restate.ObjectContext) -> PumpLink | None:
@@ -161,15 +162,3 @@ def mode_for(mode: SettlementMode) -> Mode:
 def outcome_store(group_key: str, meta: GroupMeta, position: int, replay_key: str) -> OutcomeStore:
     """Where the outcome of the child at ``position`` of the group ``meta`` describes is kept."""
     return _MODES[meta.mode].store(group_key, meta, position, replay_key)
-
-
-def width_setting(name: str) -> int | None:
-    """A layout's width threshold set by ``$name`` (the tests' `LASH_PAGE_FROM`, `LASH_PARTS_FROM`):
-    a count of children from 1; None when unset. Anything else is refused naming the variable (read
-    in a caller's open, a plain error would be retried for ever)."""
-    value = os.environ.get(name, "").strip()
-    if not value:
-        return None
-    if not value.isdecimal() or int(value) < 1:  # not isdigit: "²" is a digit `int` cannot read
-        raise InvalidInput(f"{name} must be a count of children from 1, not {value!r}")
-    return int(value)

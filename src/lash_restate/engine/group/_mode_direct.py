@@ -42,6 +42,9 @@ __all__ = ["Direct"]
 
 
 class Direct:
+    """Each child its own `LashChild/run`, which settles it into the group. A direct group is never
+    paged (`record_group` pages pumped groups only), so its ranks are read from `meta` itself."""
+
     def check_fits(self, group_key: str, children: list[Envelope], sizes: list[int]) -> None:
         for position, (child, size) in enumerate(zip(children, sizes, strict=True)):
             if size + DISPATCH_ALLOWANCE > BODY_LIMIT:  # its ChildRun
@@ -66,7 +69,7 @@ class Direct:
         return self.dispatch(ctx, meta, children, [])
 
     async def to_cancel(self, ctx: restate.ObjectContext, meta: GroupMeta) -> list[str]:
-        settled = set(meta.positions())
+        settled = meta.settled()
         invocations = await ctx.get(INVOCATIONS, serde=STRINGS) or []  # one per child, by position
         unsettled = [invocation for position, invocation in enumerate(invocations) if position not in settled]
         # A re-dispatched run of a child settled since only settles again, cancelled or not.

@@ -1,7 +1,8 @@
 """Decision 65: the paged rank layout of a wide pumped group, so no step reads or writes O(N) state.
 
-A pumped group wider than `PUMP_SLICE` that this release records keeps its rank order out of
-`GroupMeta` (whose ``order`` stays empty), in state entries of bounded size:
+A pumped group of ``page_from`` children or more (`PAGE_FROM`, 257, unless the endpoint is told
+otherwise), and every group opened in parts, keeps its rank order out of `GroupMeta` (whose
+``order`` stays empty), in state entries of bounded size:
 
 - ``ranks:{j}``: the positions of ranks ``j * RANK_PAGE + 1`` … ``(j + 1) * RANK_PAGE``, a JSON array;
 - ``ranked`` (`RankTail`): how many such pages are full, and the positions of the ranks after them;
@@ -21,13 +22,14 @@ Which layout a group has is told by its incarnation (`PAGED`, which this module'
 
 from __future__ import annotations
 
+import os
 import struct
 from typing import Any
 
 import msgspec
 import restate
 
-from ...contract import GroupShape, InvalidSettlement
+from ...contract import GroupShape, InvalidInput
 from ..wire._messages import Ref
 from ..wire._records import POSITIONS, RECORD_OPTIONS, STRINGS, GroupMeta, MsgspecSerde
 
@@ -38,11 +40,11 @@ __all__ = [
     "RANK_PAGE",
     "PagedRanks",
     "RankTail",
-    "check_position",
     "key_page",
     "rank_page",
     "read_ranked",
     "settled_page",
+    "width_setting",
 ]
 
 # Ranks per `ranks:{j}` page: a wait serves at most this many (`WAIT_REFS`), so it spans two pages.
@@ -56,6 +58,18 @@ _SLICE = 256  # PUMP_SLICE, repeated to keep this module below `_mode` (asserted
 # the conformance suite with every group pumped and paged (`LASH_BATCH_FROM=1` and
 # `LASH_PAGE_FROM=1`: the RB tier), so that every clause is proven on this layout too.
 PAGE_FROM = _SLICE + 1
+
+
+def width_setting(name: str) -> int | None:
+    """A layout's width threshold set by ``$name`` (the tests' `LASH_PAGE_FROM`, `LASH_PARTS_FROM`):
+    a count of children from 1; None when unset. Anything else is refused naming the variable (read
+    in a caller's open, a plain error would be retried for ever)."""
+    value = os.environ.get(name, "").strip()
+    if not value:
+        return None
+    if not value.isdecimal() or int(value) < 1:  # not isdigit: "²" is a digit `int` cannot read
+        raise InvalidInput(f"{name} must be a count of children from 1, not {value!r}")
+    return int(value)
 
 
 class RankTail(msgspec.Struct, **RECORD_OPTIONS):
@@ -74,17 +88,6 @@ class RankTail(msgspec.Struct, **RECORD_OPTIONS):
 
 
 _TAIL: MsgspecSerde[RankTail] = MsgspecSerde(RankTail)
-
-
-def check_position(meta: GroupMeta, ref: Ref, group_key: str) -> None:
-    """Refuse a settlement naming no child of the group ``meta`` records, before anything is ranked."""
-    if not 0 <= ref.position < meta.child_count:
-        raise InvalidSettlement(
-            "settlement names no child of this group",
-            group_key=group_key,
-            position=ref.position,
-            replay_key=ref.replay_key,
-        )
 
 
 def rank_page(page: int) -> str:

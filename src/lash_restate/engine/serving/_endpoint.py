@@ -24,8 +24,7 @@ from ..child._child import DEFAULT_TOOL_ATTEMPTS, child_object
 from ..child._routing import Routing
 from ..child._signal import signal_object
 from ..group._group import ORPHAN_RETENTION, WAITER_CHECK, group_object
-from ..group._mode import width_setting
-from ..group._pages import PAGE_FROM
+from ..group._pages import PAGE_FROM, width_setting
 from ..pump._pump import pump_object
 from ..wire._formats import ERROR_METADATA_ENV, SWITCH_OFF, SWITCH_ON
 from ..wire._routes import CHILD, GROUP, PUMP, ROLES, SIGNAL, named, use_prefix, wire_groups
