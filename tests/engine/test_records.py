@@ -22,6 +22,7 @@ from lash_restate.contract import (
     GroupMembership,
     GroupShape,
     GroupWakePolicy,
+    InvalidInput,
     LoserPolicy,
     Ok,
     RuntimeEffectEnvelope,
@@ -35,6 +36,7 @@ from lash_restate.engine.child._child import _call, emitted_outcome
 from lash_restate.engine.child._routing import replaying
 from lash_restate.engine.compat._pump_compat import baseline_outcome
 from lash_restate.engine.group._group_dispatch import dispatch_again
+from lash_restate.engine.group._group_open import record_group
 from lash_restate.engine.group._mode import PUMP_SLICE
 from lash_restate.engine.group._pages import RANK_PAGE, RankTail
 from lash_restate.engine.group._ranks import assemble_order
@@ -391,6 +393,16 @@ async def test_a_call_child_of_a_group_the_baseline_opened_decides_without_a_jou
         except restate.TerminalError as error:
             answered = error.status_code
         assert (answered, ctx.calls) == ((Ok(value=1), [("S", "h")]) if routed else (404, []))
+
+
+async def test_a_first_open_whose_children_its_shape_does_not_count_is_refused_before_anything() -> None:
+    """No caller sends a first open carrying more or fewer children than its shape names; one that
+    arrived is refused typed before the group does anything (its mode would be sized by the one
+    count, its pages by the other, and no child would answer for the rest)."""
+    for children in ([], [b'{"x":1}', b'{"x":2}']):
+        request = OpenRequest(reply_to="r", shape=SAMPLE_SHAPE, children=children)
+        with pytest.raises(InvalidInput, match=f"names 1 children and carries {len(children)}"):
+            await record_group(cast(Any, None), None, request, 3, 257, cast(Any, None))
 
 
 async def test_a_redispatch_replayed_where_routing_changed_dispatches_what_it_journaled() -> None:
