@@ -9,7 +9,15 @@ import subprocess
 import sys
 import textwrap
 import time
+from datetime import UTC, datetime
 from pathlib import Path
+from types import SimpleNamespace
+from typing import cast
+
+import pytest
+
+from lash_restate.testing.pytest import _WATCHED, pytest_runtest_makereport
+from lash_restate.testing.stack import LocalStack
 
 INI = """
 [pytest]
@@ -299,3 +307,40 @@ def test_a_run_stopped_by_sigterm_stops_the_servers_it_started(tmp_path: Path) -
         for pid in pids:  # what a failed check left, so the machine is left clean
             with contextlib.suppress(OSError):
                 os.kill(pid, signal.SIGKILL)
+
+
+def test_what_went_wrong_reads_a_row_without_its_null_failure(tmp_path: Path) -> None:
+    """The admin API leaves a null column out of its row: an invocation Restate runs again has no
+    `last_failure` then, and is said to be running an attempt again (it raised `KeyError`)."""
+    stack = LocalStack(tmp_path)
+    rows = [{"target": "Shop/broken", "retry_count": 3}]
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(stack, "sql", lambda query: rows)
+        assert stack.went_wrong(datetime.now(UTC)) == [
+            "  Restate is retrying Shop/broken (attempt 3): running an attempt again (its endpoint's "
+            "log, below, has the failure)"
+        ]
+
+
+def test_a_failing_tests_report_survives_a_stack_it_cannot_read(tmp_path: Path) -> None:
+    """What the plugin adds to a failing test's report never ends the run: a stack it cannot read
+    (any error) is said in one line, where an error in the hook was pytest's INTERNALERROR, and
+    every test after it went unrun."""
+    stack = LocalStack(tmp_path)
+    item = SimpleNamespace(stash=pytest.Stash())
+    item.stash[_WATCHED] = (stack, datetime.now(UTC))
+    report = SimpleNamespace(when="call", failed=True, sections=[])
+
+    def unreadable(started: datetime) -> list[str]:
+        raise KeyError("last_failure")
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(stack, "went_wrong", unreadable)
+        hook = pytest_runtest_makereport(cast(pytest.Item, item))
+        next(hook)
+        with pytest.raises(StopIteration) as ended:
+            hook.send(cast(pytest.TestReport, report))
+    assert ended.value.value is report
+    assert report.sections == [
+        ("what went wrong on the lash stack during this test", "  could not look: KeyError('last_failure')")
+    ]

@@ -398,11 +398,14 @@ async def test_a_call_child_of_a_group_the_baseline_opened_decides_without_a_jou
 async def test_a_first_open_whose_children_its_shape_does_not_count_is_refused_before_anything() -> None:
     """No caller sends a first open carrying more or fewer children than its shape names; one that
     arrived is refused typed before the group does anything (its mode would be sized by the one
-    count, its pages by the other, and no child would answer for the rest)."""
+    count, its pages by the other, and no child would answer for the rest): its context answers its
+    key alone, and no routing is given."""
+    ctx = cast(Any, SimpleNamespace(key=lambda: "s:group:b:0"))
     for children in ([], [b'{"x":1}', b'{"x":2}']):
         request = OpenRequest(reply_to="r", shape=SAMPLE_SHAPE, children=children)
-        with pytest.raises(InvalidInput, match=f"names 1 children and carries {len(children)}"):
-            await record_group(cast(Any, None), None, request, 3, 257, cast(Any, None))
+        with pytest.raises(InvalidInput, match=f"names 1 children and carries {len(children)}") as refused:
+            await record_group(ctx, None, request, 3, 257, cast(Any, None))
+        assert refused.value.group_key == "s:group:b:0"
 
 
 async def test_a_redispatch_replayed_where_routing_changed_dispatches_what_it_journaled() -> None:

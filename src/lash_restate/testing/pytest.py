@@ -276,7 +276,11 @@ def pytest_runtest_makereport(item: pytest.Item) -> Generator[None, pytest.TestR
     watched = item.stash.get(_WATCHED, None)
     if watched is not None and report.when == "call" and report.failed:
         stack, started = watched
-        if said := stack.went_wrong(started):
+        try:
+            said = stack.went_wrong(started)
+        except Exception as error:  # a report's aid must never end the run (pytest's INTERNALERROR)
+            said = [f"  could not look: {error!r}"]
+        if said:
             report.sections.append(("what went wrong on the lash stack during this test", "\n".join(said)))
     return report
 

@@ -625,9 +625,11 @@ class LocalStack:
             retried = []  # the server itself is not answering: the logs say more
         lines = []
         for row in retried:
-            failure = next(iter(str(row["last_failure"] or "").strip().splitlines()), "")[:300]
+            # The admin API leaves a null column out of its row: one running its next attempt has no failure.
+            failure = next(iter(str(row.get("last_failure") or "").strip().splitlines()), "")[:300]
             failure = failure or "running an attempt again (its endpoint's log, below, has the failure)"
-            lines.append(f"  Restate is retrying {row['target']} (attempt {row['retry_count']}): {failure}")
+            attempt = row.get("retry_count")
+            lines.append(f"  Restate is retrying {row['target']} (attempt {attempt}): {failure}")
         return lines
 
     async def turn(self, *steps: dict[str, Any], within: float = 60) -> list[dict[str, Any]]:

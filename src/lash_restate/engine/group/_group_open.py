@@ -265,7 +265,8 @@ async def record_group(
         # Decision 41: a resume of a group that was closed (or never recorded) must not start it over.
         raise GroupNotOpen.not_recorded(group_key=ctx.key())
     if len(req.children) != req.shape.child_count:  # no caller sends one: refused, recording nothing
-        raise InvalidInput(f"the open names {req.shape.child_count} children and carries {len(req.children)}")
+        carried = f"the open names {req.shape.child_count} children and carries {len(req.children)}"
+        raise InvalidInput(carried, group_key=ctx.key())
     children = [_decoded(ctx.key(), position, raw) for position, raw in enumerate(req.children)]
     calls = any(isinstance(child.command, Call) for child in children)
     bound = None if isinstance(req.window, msgspec.UnsetType) else req.window

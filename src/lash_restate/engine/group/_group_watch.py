@@ -132,8 +132,9 @@ async def on_caller_ended(ctx: restate.ObjectContext, ended: CallerEnded, settin
     them ended in failure (or was killed or cancelled), its unsettled children are cancelled; they
     still take ranks (as `Cancelled`) for a resumer. An opener that returned normally has parked a
     continuation: the losers run on, and the group stays open for whoever resumes it. An end that
-    leaves a group nobody can resume (no opener saved its handle) schedules its reclaim (decision
-    78), whatever its disposition: every opener's end is watched.
+    leaves a group this release recorded with nobody to resume it (every opener ended, the latest
+    in failure, and none saved its handle) schedules its reclaim, a retention later, whatever its
+    disposition: every opener's end is watched.
     """
     meta = await ctx.get(RECORD, serde=META)
     if meta is None or meta.incarnation != ended.incarnation:
