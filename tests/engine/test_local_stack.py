@@ -18,7 +18,7 @@ from lash_restate.testing import CallFailed, LocalStack, StackError, free_port, 
 from lash_restate.testing.processes import listeners
 from lash_restate.testing.targets import Label, Parcel, Quote, QuoteRequest, describe, quote, weigh
 from tests.conformance.builders import Scope, call, combine, echo, err, event, next_, open_
-from tests.engine.test_operator import kill, until
+from tests.engine.test_operator import until
 
 pytestmark = pytest.mark.restate
 
@@ -344,7 +344,15 @@ async def test_a_call_told_how_many_retries_to_allow_fails_once_restate_retries_
     [row] = restate_stack.sql(
         "SELECT id FROM sys_invocation WHERE target = 'DemoCalls/stall' AND status != 'completed'"
     )
-    await kill(restate_stack, row["id"])  # retried for ever otherwise, on the session's stack
+    restate_stack.kill_invocation(row["id"])  # retried for ever otherwise, on the session's stack
+    status = f"SELECT status FROM sys_invocation WHERE id = '{row['id']}'"
+
+    async def ended() -> bool:
+        return [r.get("status") for r in restate_stack.sql(status)] == ["completed"]
+
+    await until(ended)  # killed, it ends
+    with pytest.raises(StackError, match=r"killing inv_1forged: the admin API answered 4\d\d"):
+        restate_stack.kill_invocation("inv_1forged")
     with pytest.raises(StackError, match="at the soonest"):
         await restate_stack.call("DemoCalls/echo", {"value": 1}, retries=0)
 

@@ -24,6 +24,7 @@ from urllib.parse import quote
 import httpx
 
 from .._http import tls
+from ..admin import AdminApi, AdminError
 from ..engine import SIGNAL, named
 from ..handlers import HandlerRef, handler_ref
 from ..inspection import InspectionError, sql
@@ -353,6 +354,19 @@ class LocalStack:
         a row leaves out each column that is null in it (read those with ``.get``)."""
         return sql(self.admin_url, query)
 
+    def kill_invocation(self, invocation_id: str) -> None:
+        """Kill the invocation ``invocation_id`` (``inv_…``), as ``restate invocations kill`` does: a
+        handler a test left retried for ever on a stack the next tests share, say (the one a
+        `call(..., retries=N)` names). `StackError` if the server refused it (an id it does not know).
+        """
+        try:
+            answer = AdminApi(self.admin_url).patch(f"/invocations/{quote(invocation_id, safe='')}/kill")
+        except AdminError as error:
+            raise StackError(f"killing {invocation_id}: {error}") from None
+        if not answer.is_success:
+            said = f"{answer.status_code}: {answer.text}"
+            raise StackError(f"killing {invocation_id}: the admin API answered {said}")
+
     def calls_of(self, scope: str, *, count: int = 1, within: float = 30) -> list[dict[str, Any]]:
         """The invocations of the handlers lash called for the groups of ``scope`` (a caller's
         invocation id: the scope of every group it opened without a ``key=``; else the scope of the
@@ -567,7 +581,8 @@ class LocalStack:
                     _, _, said = why.partition("\n")
                     which = ", ".join(f"{row['target']} {row['id']}" for row in retried)
                     first = f"{request}: an invocation started since has been retried {retries} time(s)"
-                    raise StackError(f"{first} within {waited:.1f} s ({which}; kill it to stop it)\n{said}")
+                    stop = "stop it with kill_invocation(ID)"
+                    raise StackError(f"{first} within {waited:.1f} s ({which}; {stop})\n{said}")
         finally:
             task.cancel()
             with suppress(asyncio.CancelledError, httpx.HTTPError):
