@@ -8,6 +8,7 @@ two attempts, so a call child whose target keeps failing is paused within a seco
 from __future__ import annotations
 
 import asyncio
+import base64
 import dataclasses
 import datetime
 import functools
@@ -30,7 +31,7 @@ import lash_restate.inspection._operator as operator
 import lash_restate.inspection._paused as inspection_paused
 import lash_restate.inspection._sql as inspection_sql
 from lash_restate._http import tls
-from lash_restate.engine.wire._messages import OperatorRedispatch, is_invocation_id
+from lash_restate.engine.wire._messages import OperatorRedispatch, awakeable_invocation, is_invocation_id
 from lash_restate.engine.wire._routes import GROUP_OPERATOR_REDISPATCH
 from lash_restate.inspection import (
     GroupView,
@@ -38,6 +39,7 @@ from lash_restate.inspection import (
     OpenGroup,
     list_open_groups,
     quote,
+    rollback_blockers,
     show_group,
     sql,
 )
@@ -594,6 +596,61 @@ def _id(partition_key: int, uuid: int) -> str:
 )
 def test_an_invocation_id_is_told_as_restates_query_parses_it(text: str, parses: bool) -> None:
     assert is_invocation_id(text) is parses
+
+
+def test_an_awakeable_names_the_invocation_that_made_it() -> None:
+    """An awakeable's id carries its invocation's: the pair a restate-server 1.7.12 gave (a handler
+    returned its own id and an awakeable it made); none for what is no awakeable's id."""
+    made = "sign_1aN91QMQ34ETjEseFdAjQXO3la30A9F5tAAAAEQ"
+    assert awakeable_invocation(made) == "inv_15UCIIYfDZtS3knyyqLHhsbAhjR8OeXkhJ"
+    assert is_invocation_id(awakeable_invocation(made) or "")
+    cancel = "sign_1" + base64.urlsafe_b64encode(bytes(24) + (1).to_bytes(4, "big")).decode().rstrip("=")
+    assert [awakeable_invocation(text) for text in ("sign_1nowhere", cancel, "inv_1x")] == [None] * 3
+
+
+async def test_rollback_check_leaves_out_the_waiter_of_an_event_child_that_ended(stack: LocalStack) -> None:
+    """An event child killed while it waits leaves its subscription (its `waiter:` entry: nothing of
+    it runs to take it back). Nobody waits on it, so a rollback is not held up by it, and
+    `rollback-check` does not list it (it said a child waits, and that clearing the event, which
+    keeps its waiters, would help); a child still waiting is listed."""
+    s = Scope()
+    killed_on, kept_on = s.event("killed"), s.event("kept")
+    group = s.group([event(killed_on), event(kept_on)], wake="first")
+    opener = turn_in_background(stack, s, open_(group), next_())
+    subscribed = (
+        "SELECT service_key FROM state WHERE service_name = 'LashSignal' AND starts_with(key, 'waiter:') "
+        f"AND service_key IN ({quote(killed_on)}, {quote(kept_on)})"
+    )
+
+    async def both_wait() -> bool:
+        return len(await asyncio.to_thread(sql, stack.server.admin_url, subscribed)) == 2
+
+    await until(both_wait)
+    child = (
+        "SELECT id FROM sys_invocation WHERE target_service_name = 'LashChild' "
+        f"AND target_service_key = {quote(s.key() + '/c0')}"
+    )
+    await kill(stack, await invocation_id(stack, child))
+    [_, ranked] = json.loads((await opener).text)  # the killed child settles first, as killed
+    assert ok(ranked)["outcome"]["code"] == "409", ranked
+
+    async def waiters_listed() -> set[str] | None:
+        blockers = await asyncio.to_thread(rollback_blockers, stack.server.admin_url)
+        found = {b.where for b in blockers if b.kind == "waiter"} & {killed_on, kept_on}
+        return found if killed_on not in found else None
+
+    assert await until(waiters_listed) == {kept_on}
+    left = await asyncio.to_thread(sql, stack.server.admin_url, subscribed)
+    assert {row["service_key"] for row in left} == {killed_on, kept_on}  # the killed one's entry is left
+    closed = lash(stack, "groups", "close", s.key(), "--force", "--cancel")  # the kept child cancelled
+    assert closed.returncode == 0, closed.stderr
+    await until(lambda: _nothing_left(stack, s.key()))
+    await stack.emit(killed_on, 1)  # answers nobody: the entry left goes
+
+    async def gone() -> bool:
+        return not await asyncio.to_thread(sql, stack.server.admin_url, subscribed)
+
+    await until(gone)
 
 
 async def _add_openers(stack: LocalStack, key: str, openers: list[dict[str, Any]]) -> None:

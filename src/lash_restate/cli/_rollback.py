@@ -18,8 +18,9 @@ __all__ = ["rollback_check"]
 _CLEARS = {
     "group": "let it finish or close it (lash-restate groups close KEY)",
     "waiter": (
-        "emit or clear the event (its child waits even after its group closed, if the group let its "
-        "losers run to completion), or close the waiting child's group while it is open"
+        "emit the event (its child waits even after its group closed, if the group let its losers "
+        "run to completion; lash's clear keeps its waiters), or close the waiting child's group "
+        "while it is open"
     ),
     "pending": (
         "--kill-pending kills them, once nothing else is listed (a group's pump and runs end with "

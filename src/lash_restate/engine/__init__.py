@@ -101,6 +101,7 @@ from .wire._messages import (
     OperatorResend,
     OperatorResent,
     WaitReply,
+    awakeable_invocation,
     awakeable_signal,
     is_invocation_id,
 )
@@ -208,6 +209,7 @@ __all__ = [
     "SettlementMode",
     "WaitReply",
     "assemble_order",
+    "awakeable_invocation",
     "awakeable_signal",
     "bound_of",
     "build_app",

@@ -17,9 +17,17 @@ from typing import Any
 from urllib.parse import quote as url_quote
 
 from ..admin import AdminError
-from ..engine import BASELINE_HANDLERS, CHILD, PUMP, SIGNAL, named, opened_since_baseline
+from ..engine import (
+    BASELINE_HANDLERS,
+    CHILD,
+    PUMP,
+    SIGNAL,
+    awakeable_invocation,
+    named,
+    opened_since_baseline,
+)
 from ._groups import read_groups
-from ._sql import Admin, InspectionError, admin_api, in_list, quote, sql
+from ._sql import Admin, InspectionError, admin_api, alive_of, in_list, invocation_rows, quote, sql
 
 __all__ = ["RollbackBlocker", "kill_pending", "rollback_blockers"]
 
@@ -65,7 +73,14 @@ def rollback_blockers(admin: Admin) -> list[RollbackBlocker]:
         f"SELECT service_key, key FROM state WHERE service_name = {quote(named(SIGNAL))} "
         f"AND starts_with(key, {quote(_WAITER)})",
     )
-    blockers += [RollbackBlocker("waiter", row["service_key"], "a child waits on it") for row in waiters]
+    # A waiter whose child has ended (killed, say: its subscription is left) has nobody waiting.
+    children = {row["key"]: awakeable_invocation(row["key"].removeprefix(_WAITER)) for row in waiters}
+    alive = alive_of(invocation_rows(admin, [i for i in children.values() if i is not None]))
+    blockers += [
+        RollbackBlocker("waiter", row["service_key"], "a child waits on it")
+        for row in waiters
+        if children[row["key"]] is None or children[row["key"]] in alive
+    ]
     blockers += [
         RollbackBlocker("pending", row["id"], f"{row['target']} ({row['status']})")
         for row in sql(admin, _pending_query())
