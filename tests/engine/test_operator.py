@@ -530,6 +530,22 @@ async def test_a_bounded_groups_children_yet_to_start_are_shown_waiting_and_run_
     await until(lambda: _nothing_left(stack, s.key()))
 
 
+async def test_close_told_the_admin_api_alone_reaches_the_ingress_it_advertises(
+    stack: LocalStack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`groups close` given no ingress (no flag, neither variable) sends its close to the ingress the
+    admin API advertises (`/version`'s `ingress_endpoint`, as `restate whoami` shows it), where it
+    tried `http://127.0.0.1:8080` and could not reach it: an operator given the admin API alone."""
+    for name in ("RESTATE_INGRESS_URL", "LASH_INGRESS_URL"):
+        monkeypatch.delenv(name, raising=False)
+    s, opener = await open_group(stack)
+    admin = ["--admin-url", stack.server.admin_url]
+    closed = run_main(["groups", "close", s.key(), "--force", "--cancel", *admin])
+    assert closed.returncode == 0 and "closed" in closed.stdout, closed
+    await opener  # its read ends: the group it waited on was closed under it
+    await until(lambda: _nothing_left(stack, s.key()))
+
+
 async def test_close_of_an_open_group_needs_force_and_ends_its_openers_read(stack: LocalStack) -> None:
     s, opener = await open_group(stack)
     refused = lash(stack, "groups", "close", s.key())

@@ -206,7 +206,8 @@ def build_parser() -> argparse.ArgumentParser:
             cmd.add_argument(
                 "--ingress-url",
                 help="Restate ingress, where the request is sent [RESTATE_INGRESS_URL, then "
-                "LASH_INGRESS_URL; default http://127.0.0.1:8080]",
+                "LASH_INGRESS_URL, then the one the admin API advertises; default "
+                "http://127.0.0.1:8080]",
             )
         if name == "close":
             cmd.add_argument(

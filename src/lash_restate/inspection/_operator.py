@@ -81,14 +81,22 @@ _SAVED = (
 )
 
 
-def ingress_url(url: str | None = None) -> str:
-    """``url``, else ``$RESTATE_INGRESS_URL``, else ``$LASH_INGRESS_URL``, else the local default."""
-    return (
-        url
-        or os.environ.get("RESTATE_INGRESS_URL")
-        or os.environ.get("LASH_INGRESS_URL")
-        or DEFAULT_INGRESS_URL
-    )
+def ingress_url(url: str | None = None, api: AdminApi | None = None) -> str:
+    """``url``, else ``$RESTATE_INGRESS_URL``, else ``$LASH_INGRESS_URL``, else the ingress ``api``
+    advertises (its `/version`'s ``ingress_endpoint``: an operator told the admin API alone reaches
+    the ingress it names), else the local default."""
+    given = url or os.environ.get("RESTATE_INGRESS_URL") or os.environ.get("LASH_INGRESS_URL")
+    if given:
+        return given
+    if api is not None:
+        try:
+            answer = api.get("/version", timeout=10)
+            advertised = answer.json().get("ingress_endpoint") if answer.is_success else None
+        except (AdminError, ValueError, AttributeError):  # not answered, not JSON, not an object
+            advertised = None
+        if isinstance(advertised, str) and advertised:
+            return advertised
+    return DEFAULT_INGRESS_URL
 
 
 def close_group(
@@ -125,7 +133,8 @@ def close_group(
     request = OperatorClose(
         incarnation=group.meta.incarnation, openers=len(group.meta.openers), cancel=cancel
     )
-    answer = operator_call(admin_api(admin), ingress_url(ingress), group_key, GROUP_OPERATOR_CLOSE, request)
+    api = admin_api(admin)
+    answer = operator_call(api, ingress_url(ingress, api), group_key, GROUP_OPERATOR_CLOSE, request)
     if answer.refused is not None:
         raise CloseRefused(f"not closing {group_key}: {answer.refused}")
     return CloseResult(
@@ -164,6 +173,7 @@ def redispatch_missed(
     """
     where = f" AND service_key = {quote(group_key)}" if group_key is not None else ""
     results = []
+    api, reached = admin_api(admin), None
     for group in read_groups(admin, where, order=False):  # what it needs: the missed, the incarnation
         if not group.missed:
             if group_key is not None:  # the group named is open: say why nothing was dispatched
@@ -171,9 +181,8 @@ def redispatch_missed(
             continue
         request = OperatorRedispatch(incarnation=group.meta.incarnation)
         try:
-            answer = operator_call(
-                admin_api(admin), ingress_url(ingress), group.key, GROUP_OPERATOR_REDISPATCH, request
-            )
+            reached = reached or ingress_url(ingress, api)  # asked once, of the first group to send
+            answer = operator_call(api, reached, group.key, GROUP_OPERATOR_REDISPATCH, request)
         except InspectionError as exc:
             results.append(RedispatchResult(group.key, 0, 0, error=str(exc)))
             continue

@@ -118,7 +118,7 @@ def resend_open(admin: Admin, stranded: StrandedOpen, *, ingress: str | None = N
     request = OperatorResend(handler=stranded.handler, request=stranded.request)
     api = admin_api(admin)
     return operator_call(
-        api, ingress_url(ingress), stranded.group_key, GROUP_OPERATOR_RESEND, request
+        api, ingress_url(ingress, api), stranded.group_key, GROUP_OPERATOR_RESEND, request
     ).invocation
 
 

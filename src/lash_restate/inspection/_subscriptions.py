@@ -121,7 +121,7 @@ def resubscribe(admin: Admin, stranded: StrandedSubscription, *, ingress: str | 
     request = OperatorResend(handler=_SUBSCRIBE, request=msgspec.json.encode(stranded.awakeable))
     api = admin_api(admin)
     return operator_call(
-        api, ingress_url(ingress), stranded.event, SIGNAL_OPERATOR_RESEND, request
+        api, ingress_url(ingress, api), stranded.event, SIGNAL_OPERATOR_RESEND, request
     ).invocation
 
 

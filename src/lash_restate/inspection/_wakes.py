@@ -178,7 +178,7 @@ def look_again(admin: Admin, stranded: StrandedWakes, *, ingress: str | None = N
     request = OperatorResend(handler=GROUP_GUARD.handler, request=msgspec.json.encode(look))
     api = admin_api(admin)
     return operator_call(
-        api, ingress_url(ingress), stranded.group_key, GROUP_OPERATOR_RESEND, request
+        api, ingress_url(ingress, api), stranded.group_key, GROUP_OPERATOR_RESEND, request
     ).invocation
 
 
