@@ -297,6 +297,18 @@ def test_unreachable_or_wrong_admin_urls_get_one_clear_line(stack: LocalStack) -
     assert garbled.stderr.startswith("lash-restate: cannot reach"), garbled.stderr
 
 
+def test_a_listing_under_a_prefix_no_deployment_serves_says_so(stack: LocalStack) -> None:
+    """A mistyped `--prefix` read as an empty cluster ("no open groups"): the listing says that no
+    deployment serves that prefix's group object. `--json` stays a list, empty."""
+    admin = ["--admin-url", stack.server.admin_url]
+    typo = command("groups", "list", "--prefix", "Shop", *admin)  # a fresh process: its own prefix
+    assert typo.returncode == 0 and "no deployment serves ShopGroup (is the prefix right?)" in typo.stdout, (
+        typo
+    )
+    listed = command("groups", "list", "--prefix", "Shop", "--json", *admin)
+    assert listed.returncode == 0 and listed.stdout.strip() == "[]", listed
+
+
 def test_register_of_an_endpoint_whose_handlers_changed_needs_force(stack: LocalStack) -> None:
     """Without ``--force`` Restate keeps a deployment registered at the same URL as it was and answers
     with it: `register` says so, names what differs and ``--force``, and exits 1, instead of printing

@@ -59,7 +59,9 @@ _RUNNING_SHOWN = 20  # a wide group's close may leave thousands running: the res
 
 
 def groups_list(args: argparse.Namespace) -> int:
-    from ..inspection import InspectionError, list_open_groups, server_now_ms
+    from ..engine import GROUP, named
+    from ..inspection import InspectionError, list_open_groups, server_now_ms, sql
+    from ..inspection import quote as sql_quote
 
     if (failed := prefix_from_args(args)) is not None:
         return failed
@@ -68,8 +70,13 @@ def groups_list(args: argparse.Namespace) -> int:
         now_ms = server_now_ms(admin)  # the cluster's clock, not this machine's: ages and reclaims by it
         listed = list_open_groups(admin, orphaned=args.orphaned, state=args.state, now_ms=now_ms)
         groups = [g.as_dict() for g in listed]
+        # None listed: say so of a prefix no deployment serves (a typo reads as an empty cluster).
+        served = groups or sql(admin, f"SELECT name FROM sys_service WHERE name = {sql_quote(named(GROUP))}")
     except InspectionError as exc:
         return fail(str(exc))
+    if not served and not args.json:
+        print(f"no open groups: no deployment serves {named(GROUP)} (is the prefix right?)")
+        return 0
     if args.json:
         print(json.dumps(groups))
     elif groups:
