@@ -22,6 +22,8 @@ from lash_restate._http import tls
 from lash_restate.inspection import (
     ChildView,
     CloseResult,
+    GroupView,
+    HeldView,
     InspectionError,
     StrandedOpen,
     StrandedSubscription,
@@ -1033,3 +1035,31 @@ def test_serve_app_refuses_a_class_or_a_function_that_is_no_asgi_app(
         load_app("apps:handler")
     assert load_app("apps:asgi").__name__ == "asgi"
     assert type(load_app("apps:app")).__name__ == "App"
+
+
+def test_show_names_a_paused_handler_of_the_groups_own_object(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A paused handler of the group's own object that runs one at a time on its key (a `guard`
+    paused while it ran) holds up the group: `groups show` names it, with how to go on, as it
+    names a paused pump (what the listing reads is tested in tests/test_inspection.py)."""
+    view = GroupView(
+        group_key="s:group:b:0",
+        child_count=1,
+        settled=0,
+        wake="all",
+        disposition="cancel",
+        mode="direct",
+        state="open",
+        orphaned=False,
+        age_s=1,
+        paused=1,
+        held=[HeldView(invocation_id="inv_1held", handler="guard")],
+    )
+    monkeypatch.setattr(inspection, "show_group", lambda admin, key: view)
+    shown = lash("groups", "show", "s:group:b:0", "--admin-url", "http://127.0.0.1:9")
+    assert shown.returncode == 0, shown
+    assert (
+        "LashGroup/guard inv_1held is paused: the group's reports, reads and close queue behind it"
+        in shown.stdout
+    )
+    assert "then resume it (restate invocations resume ID" in shown.stdout
+    assert "held:" not in shown.stdout  # named once, below, not as a field of the group

@@ -7,7 +7,7 @@ from typing import Any
 import msgspec
 import pytest
 
-from lash_restate.engine import lash_services
+from lash_restate.engine import GROUP_SHARED, lash_services
 from lash_restate.engine.group._mode_stores import slice_key
 from lash_restate.engine.wire._routes import ROUTES, Route, group_of_pump, incarnation_of_pump, pump_key
 from lash_restate.tools import ToolRegistry
@@ -78,3 +78,10 @@ def test_a_route_encodes_its_message_as_the_handler_decodes_it() -> None:
     assert route.reply(msgspec.json.encode(Probe(n=3))) == Probe(n=3)
     raw: Route[int, bytes] = Route("S", "h", int, bytes)
     assert raw.reply(b"[1]") == b"[1]"
+
+
+def test_the_groups_shared_handlers_are_those_it_binds_shared() -> None:
+    """Inspection counts a paused handler of a group's own object as holding the group up unless it
+    is shared: the set it reads is the one the group object binds."""
+    bound = {name: handler for (service, name), handler in _bound().items() if service == "LashGroup"}
+    assert {name for name, handler in bound.items() if handler.kind == "shared"} == GROUP_SHARED

@@ -91,6 +91,7 @@ def groups_list(args: argparse.Namespace) -> int:
 
 
 def groups_show(args: argparse.Namespace) -> int:
+    from ..engine import GROUP, named
     from ..inspection import InspectionError, show_group
 
     if (failed := prefix_from_args(args)) is not None:
@@ -110,6 +111,7 @@ def groups_show(args: argparse.Namespace) -> int:
         print(json.dumps(shown))
         return 0
     children, openers, pumps = shown.pop("children"), shown.pop("openers"), shown.pop("pumps")
+    held = shown.pop("held")
     shown["age"] = age(shown.pop("age_s"))
     for name, value in shown.items():
         print(f"{name + ':':<13} {value}")
@@ -157,6 +159,13 @@ def groups_show(args: argparse.Namespace) -> int:
                 f"pump {pump['invocation_id']} is paused: the children it calls report nothing until it "
                 "is resumed (restate invocations resume ID)"
             )
+    for handler in held:
+        paused.append(handler)  # the resume/kill advice below covers it
+        print()
+        print(
+            f"{named(GROUP)}/{handler['handler']} {handler['invocation_id']} is paused: the group's reports, "
+            "reads and close queue behind it on its key until it is resumed or killed"
+        )
     if paused:
         print()
         print(

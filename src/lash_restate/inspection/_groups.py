@@ -38,7 +38,7 @@ from ..engine import (
     ranks_recorded,
 )
 from ._journal import SentTo, sent_to, target_of
-from ._paused import callee_key, created_before, paused_by_group, paused_on
+from ._paused import callee_key, created_before, held_keys, paused_by_group, paused_on, paused_rows
 from ._sql import (
     ENDED,
     PAUSED,
@@ -52,7 +52,7 @@ from ._sql import (
     server_now_ms,
     sql,
 )
-from ._views import ChildView, GroupView, OpenerView, OpenGroup, PumpView
+from ._views import ChildView, GroupView, HeldView, OpenerView, OpenGroup, PumpView
 
 __all__ = [
     "OPEN",
@@ -436,8 +436,14 @@ def show_group(admin: Admin, group_key: str) -> GroupView | None:
         for o in meta.openers
     ]
     pumps = pumps_of(admin, group_key, meta.incarnation)
+    ours = f" AND target_service_name = {quote(named(GROUP))} AND target_service_key = {quote(group_key)}"
+    held = [
+        HeldView(invocation_id=str(row["id"]), handler=str(row.get("target_handler_name")))
+        for row in paused_rows(admin, ours)
+        if held_keys([row])  # one of the handlers that run one at a time on the key
+    ]
     count = sum(1 for child in children if child.paused is not None)
-    count += sum(1 for pump in pumps if pump.status == PAUSED)
+    count += sum(1 for pump in pumps if pump.status == PAUSED) + len(held)
     return GroupView(
         **open_group_row(group, state, server_now_ms(admin), count),
         reason=reason,
@@ -445,6 +451,7 @@ def show_group(admin: Admin, group_key: str) -> GroupView | None:
         openers=openers,
         children=children,
         pumps=pumps,
+        held=held,
     )
 
 

@@ -13,6 +13,7 @@ from ..engine import (
     CHILD,
     FENCE,
     GROUP,
+    GROUP_SHARED,
     PUMP,
     callee_replay_key,
     group_of_pump,
@@ -26,6 +27,7 @@ __all__ = [
     "callee_key",
     "callee_of",
     "created_before",
+    "held_keys",
     "pause_failures",
     "paused_by_group",
     "paused_on",
@@ -38,11 +40,23 @@ __all__ = [
 def paused_rows(admin: Admin, where: str = "") -> list[dict[str, Any]]:
     return sql(
         admin,
-        "SELECT id, target, target_service_name, target_service_key, invoked_by_id, created_at, "
+        "SELECT id, target, target_service_name, target_service_key, target_handler_name, invoked_by_id, "
+        "created_at, "
         "invoked_by_service_name, idempotency_key, retry_count, last_failure, last_failure_error_code "
         "FROM sys_invocation "
         f"WHERE status = {quote(PAUSED)}{where}",
     )
+
+
+def held_keys(paused: list[dict[str, Any]]) -> list[str]:
+    """The group keys of ``paused`` (`paused_rows`) that hold up their group: a paused handler of the
+    group's own object that runs one at a time on its key (its reports, reads and close wait)."""
+    return [
+        str(row["target_service_key"])
+        for row in paused
+        if row.get("target_service_name") == named(GROUP)
+        and row.get("target_handler_name") not in GROUP_SHARED
+    ]
 
 
 def callee_key(idempotency_key: str | None) -> str | None:
@@ -105,8 +119,11 @@ def paused_by_group(admin: Admin, groups: dict[str, tuple[str, int]]) -> dict[st
     namesake's: created before the group's open), and its paused pumps of the incarnation open now
     (``groups``: each group's incarnation and when it was opened, by group key; an operator's pause
     of a pump stalls what it reports; a closed namesake's paused pump is not this group's)."""
-    paused = paused_rows(admin)  # one read for the pumps and the children's paths
+    paused = paused_rows(admin)  # one read for the pumps, the groups' own handlers and the children's paths
     by_group: dict[str, int] = {}
+    for key in held_keys(paused):
+        if key in groups:
+            by_group[key] = by_group.get(key, 0) + 1
     for row in (r for r in paused if r.get("target_service_name") == named(PUMP)):
         key = str(row["target_service_key"])
         group = group_of_pump(key)

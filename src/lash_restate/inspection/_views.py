@@ -21,7 +21,8 @@ class OpenGroup:
     orphaned: bool  # state == "orphaned": the ADR's leak, countable (and closable) by an operator
     age_s: int | None  # seconds since it was first opened (None: its open is not timed)
     # Its children with an invocation Restate paused on their path (their own, or a call they made),
-    # each once, and its paused pumps: after their retries ran out, or by `restate invocations pause`.
+    # each once, its paused pumps (after their retries ran out, or by `restate invocations pause`),
+    # and its own object's paused handlers that run one at a time on its key, holding the group up.
     paused: int
     missed: int = 0  # children whose runner was missing: their run ended with no outcome
     # An orphan nobody can resume is reclaimed (closed) at this time (UTC, ISO 8601), or later if its
@@ -86,11 +87,22 @@ class PumpView:
 
 
 @dataclass(frozen=True)
+class HeldView:
+    """A handler of the group's own object that Restate holds paused and that runs one at a time on
+    its key: the group's reports, reads and close queue behind it until it is resumed or killed."""
+
+    invocation_id: str
+    handler: str  # guard, report, open, …
+
+
+@dataclass(frozen=True)
 class GroupView(OpenGroup):
-    """`groups show`: the group, its state and why, who opened it and when, every child and pump."""
+    """`groups show`: the group, its state and why, who opened it and when, every child and pump, and
+    what holds it up."""
 
     reason: str = ""  # why it is open, parked or orphaned
     opened_at: str | None = None  # UTC, ISO 8601
     openers: list[OpenerView] = field(default_factory=list)
     children: list[ChildView] = field(default_factory=list)
     pumps: list[PumpView] = field(default_factory=list)
+    held: list[HeldView] = field(default_factory=list)

@@ -80,6 +80,7 @@ __all__ = [
     "GROUP_RUN_ENDED",
     "GROUP_SAVED",
     "GROUP_SETTLE",
+    "GROUP_SHARED",
     "GROUP_WAIT",
     "GROUP_WATCH",
     "GROUP_WATCH_RUNS",
@@ -308,6 +309,11 @@ GROUP_RUN_ENDED: Route[RunEnded, None] = Route(GROUP, "run_ended", RunEnded, typ
 GROUP_RECLAIM: Route[Reclaim, None] = Route(GROUP, "reclaim", Reclaim, type(None))
 # A caller's wakes live in the group's record: deleted outside lash, they are ended as a close ends them.
 GROUP_GUARD: Route[Guard, None] = Route(GROUP, "guard", Guard, type(None))
+# The group's handlers that run beside the others (shared); the rest run one at a time on its key,
+# so one of them held (paused by an operator, say) holds up the group's reports, reads and close.
+GROUP_SHARED = frozenset(
+    route.handler for route in (GROUP_WATCH, GROUP_HOLD, GROUP_OPERATOR_RESEND, GROUP_WATCH_RUNS)
+)
 
 CHILD_RUN: Route[ChildRun, str] = Route(CHILD, "run", ChildRun, str)
 CHILD_EXECUTE: Route[RuntimeEffectEnvelope, bytes] = Route(CHILD, "execute", RuntimeEffectEnvelope, bytes)
