@@ -93,9 +93,9 @@ class JsonCodec(Generic[T]):
         return self.json_of(value)[0]
 
     def json_of(self, value: T) -> tuple[Any, str | None]:
-        """As `to_json`, with the first number the serde wrote that a float holds only rounded (more
-        digits than a float keeps), as it spelled it; None if every one fits. A JSON number is
-        recorded as a float, so lash would round that one."""
+        """As `to_json`, with the first number the serde wrote that its float holds only rounded (its
+        digits are not the float's shortest spelling), as it spelled it; None if every one fits. A
+        JSON number with a fraction or an exponent is recorded as a float, so lash would round it."""
         if _untyped(self._serde) and dataclasses.is_dataclass(value) and not isinstance(value, type):
             return msgspec.to_builtins(value), None
         raw = self.written(value)
