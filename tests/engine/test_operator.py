@@ -1347,6 +1347,40 @@ def test_a_saver_whose_end_the_openers_watch_heard_first_is_shown_as_having_save
     assert (state, "saved its handle" in why) == ("orphaned" if failed else "parked", True)
 
 
+def test_an_openers_end_says_killed_or_cancelled_while_restate_remembers_which() -> None:
+    """`groups show` named a killed or cancelled opener `failed`, as the group records only that it
+    failed: where Restate still remembers the invocation (`[409] killed`, `[409] cancelled`), it
+    says which; a handler's own failure, or one Restate forgot, stays `failed`."""
+    from lash_restate.contract import GroupWakePolicy, LoserPolicy
+    from lash_restate.engine.wire._records import GroupMeta, Opener
+    from lash_restate.inspection import _groups
+
+    callers = ["killed", "cancelled", "raised", "forgotten", "returned", "unheard"]
+    meta = GroupMeta(
+        child_count=2,
+        wake=GroupWakePolicy.FIRST,
+        disposition=LoserPolicy.RUN_TO_COMPLETION,
+        incarnation="inc-s",
+        openers=[Opener(caller=c, ended=c != "unheard", failed=c != "returned") for c in callers],
+    )
+    group = _groups.StoredGroup("g", meta, {})
+    ended = {"status": "completed"}
+    known = {
+        "killed": {**ended, "completion_failure": "[409] killed"},
+        "cancelled": {**ended, "completion_failure": "[409] cancelled"},
+        "raised": {**ended, "completion_failure": "[500] boom"},
+        "unheard": {**ended, "completion_failure": "[409] cancelled"},  # the group's watch not heard yet
+    }
+    assert [_groups._ended(group, c, known) for c in callers] == [
+        "killed",
+        "cancelled",
+        "failed",
+        "failed",
+        "returned",
+        "cancelled",
+    ]
+
+
 def test_an_orphans_reason_names_a_save_by_its_latest_opener_or_an_earlier_one_apart() -> None:
     """An orphan whose latest opener saved, its end not yet heard by the group (a failure Restate
     still remembers, or none), says that opener saved; one whose latest opener saved nothing says so,

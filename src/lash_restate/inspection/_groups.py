@@ -479,16 +479,25 @@ def pumps_of(admin: Admin, group_key: str, incarnation: str) -> list[PumpView]:
 
 
 def _ended(group: StoredGroup, caller: str, known: dict[str, dict[str, Any]]) -> str | None:
-    """How an opener ended, from what the group recorded or, failing that, from what Restate remembers."""
+    """How an opener ended, from what the group recorded or, failing that, from what Restate remembers:
+    ``returned``, or ``killed``, ``cancelled`` or ``failed`` (the group records only that it failed;
+    Restate, while it remembers the invocation, says which)."""
+    row = known.get(caller)
     if caller in group.ends:
-        return "failed" if group.ends[caller] else "returned"
+        return _failed_how(row) if group.ends[caller] else "returned"
     opener = next(o for o in group.meta.openers if o.caller == caller)
     if opener.ended:
-        return "failed" if opener.failed else "returned"
-    row = known.get(caller)
+        return _failed_how(row) if opener.failed else "returned"
     if row is None or row.get("status") != ENDED:
         return None
-    return "returned" if row.get("completion_result") == "success" else "failed"
+    return "returned" if row.get("completion_result") == "success" else _failed_how(row)
+
+
+def _failed_how(row: dict[str, Any] | None) -> str:
+    """``killed`` or ``cancelled`` where Restate's row says so (as it answers a caller, `[409] …`), else
+    ``failed``."""
+    failure = str((row or {}).get("completion_failure") or "")
+    return next((how for how in ("killed", "cancelled") if failure == f"[409] {how}"), "failed")
 
 
 def outcome_kinds(

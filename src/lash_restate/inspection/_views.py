@@ -46,7 +46,8 @@ class OpenerView:
 
     invocation_id: str
     alive: bool
-    ended: str | None = None  # "returned" | "failed" | None (running, or its end is not known)
+    # "returned" | "killed" | "cancelled" | "failed" | None (running, or its end is not known)
+    ended: str | None = None
     status: str | None = None  # as `sys_invocation` shows it ("paused", say); None once Restate forgot it
 
 
