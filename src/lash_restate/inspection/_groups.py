@@ -38,7 +38,7 @@ from ..engine import (
     ranks_recorded,
 )
 from ._journal import SentTo, sent_to, target_of
-from ._paused import callee_key, created_before, held_keys, paused_by_group, paused_on, paused_rows
+from ._paused import callee_key, created_before, holds_up_group, paused_by_group, paused_on, paused_rows
 from ._sql import (
     ENDED,
     PAUSED,
@@ -440,7 +440,7 @@ def show_group(admin: Admin, group_key: str) -> GroupView | None:
     held = [
         HeldView(invocation_id=str(row["id"]), handler=str(row.get("target_handler_name")))
         for row in paused_rows(admin, ours)
-        if held_keys([row])  # one of the handlers that run one at a time on the key
+        if holds_up_group(row)
     ]
     count = sum(1 for child in children if child.paused is not None)
     count += sum(1 for pump in pumps if pump.status == PAUSED) + len(held)

@@ -27,7 +27,7 @@ __all__ = [
     "callee_key",
     "callee_of",
     "created_before",
-    "held_keys",
+    "holds_up_group",
     "pause_failures",
     "paused_by_group",
     "paused_on",
@@ -48,15 +48,11 @@ def paused_rows(admin: Admin, where: str = "") -> list[dict[str, Any]]:
     )
 
 
-def held_keys(paused: list[dict[str, Any]]) -> list[str]:
-    """The group keys of ``paused`` (`paused_rows`) that hold up their group: a paused handler of the
-    group's own object that runs one at a time on its key (its reports, reads and close wait)."""
-    return [
-        str(row["target_service_key"])
-        for row in paused
-        if row.get("target_service_name") == named(GROUP)
-        and row.get("target_handler_name") not in GROUP_SHARED
-    ]
+def holds_up_group(row: dict[str, Any]) -> bool:
+    """Whether ``row`` (of `paused_rows`) holds up its group: a paused handler of the group's own
+    object that runs one at a time on its key (its reports, reads and close wait behind it)."""
+    own = row.get("target_service_name") == named(GROUP)
+    return own and row.get("target_handler_name") not in GROUP_SHARED
 
 
 def callee_key(idempotency_key: str | None) -> str | None:
@@ -121,8 +117,8 @@ def paused_by_group(admin: Admin, groups: dict[str, tuple[str, int]]) -> dict[st
     of a pump stalls what it reports; a closed namesake's paused pump is not this group's)."""
     paused = paused_rows(admin)  # one read for the pumps, the groups' own handlers and the children's paths
     by_group: dict[str, int] = {}
-    for key in held_keys(paused):
-        if key in groups:
+    for row in paused:
+        if holds_up_group(row) and (key := str(row["target_service_key"])) in groups:
             by_group[key] = by_group.get(key, 0) + 1
     for row in (r for r in paused if r.get("target_service_name") == named(PUMP)):
         key = str(row["target_service_key"])

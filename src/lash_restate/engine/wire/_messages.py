@@ -440,26 +440,6 @@ def awakeable_signal(awakeable: str) -> int | None:
     return index if index >= FIRST_AWAKEABLE_SIGNAL else None
 
 
-def awakeable_invocation(awakeable: str) -> str | None:
-    """The id of the invocation ``awakeable`` completes a signal of (it created it); None when it is
-    no awakeable's id. Its 24 bytes are the partition key (8) and the UUID (16), each little-endian
-    (as restate-server 1.7 writes them: checked against the ids it gave)."""
-    if awakeable_signal(awakeable) is None:
-        return None
-    text = awakeable.removeprefix(AWAKEABLE)
-    raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
-    partition_key, uuid = int.from_bytes(raw[:8], "little"), int.from_bytes(raw[8:24], "little")
-    return f"inv_1{_base62_digits(partition_key, 11)}{_base62_digits(uuid, 22)}"
-
-
-def _base62_digits(value: int, width: int) -> str:
-    digits = ""
-    while value:
-        value, digit = divmod(value, 62)
-        digits = _BASE62[digit] + digits
-    return digits.rjust(width, "0")
-
-
 def require_awakeable(awakeable: str) -> None:
     """Refuse (`InvalidInput`) what is no awakeable's id before a handler sends it on: Restate would
     refuse to complete it, and retry the handler that tries, holding its object's queue."""
@@ -495,6 +475,26 @@ def require_invocation_id(text: str) -> None:
     fail the attach as a bad command, and retry the handler that sends it for ever."""
     if not is_invocation_id(text):
         raise InvalidInput(f"{text!r} is not an invocation's id: Restate could not attach to it")
+
+
+def awakeable_invocation(awakeable: str) -> str | None:
+    """The id of the invocation ``awakeable`` completes a signal of (it created it); None when it is
+    no awakeable's id. Its 24 bytes are the partition key (8) and the UUID (16), each little-endian
+    (as restate-server 1.7 writes them: checked against the ids it gave)."""
+    if awakeable_signal(awakeable) is None:
+        return None
+    text = awakeable.removeprefix(AWAKEABLE)
+    raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+    partition_key, uuid = int.from_bytes(raw[:8], "little"), int.from_bytes(raw[8:24], "little")
+    return f"inv_1{_base62_digits(partition_key, 11)}{_base62_digits(uuid, 22)}"
+
+
+def _base62_digits(value: int, width: int) -> str:
+    digits = ""
+    while value:
+        value, digit = divmod(value, 62)
+        digits = _BASE62[digit] + digits
+    return digits.rjust(width, "0")
 
 
 def encode(value: Any) -> bytes:
