@@ -35,6 +35,8 @@ payments = restate.Service("Payments")
 
 @payments.handler()
 async def charge(ctx: restate.Context, order: Order) -> Receipt:
+    if order.amount <= 0:
+        raise restate.TerminalError(f"cannot charge {order.amount}", status_code=422)
     if order.slow:
         await ctx.sleep(timedelta(hours=1))
     return Receipt(order_id=order.id, charged=order.amount)
@@ -46,12 +48,16 @@ checkout = restate.Service("Checkout")
 @checkout.handler()
 async def pay(ctx: restate.Context, order: Order) -> dict[str, Any]:
     # Durable: a crash here resumes the same race; the loser (payment or deadline) is cancelled.
-    match await lash.select(
-        ctx,
-        paid=lash.call(charge, order),  # typed from `charge`: the Order goes, a Receipt comes back
-        timeout=lash.sleep(timedelta(seconds=order.deadline_s)),
-        losers=lash.CANCEL,
-    ):
+    try:
+        winner = await lash.select(
+            ctx,
+            paid=lash.call(charge, order),  # typed from `charge`: the Order goes, a Receipt comes back
+            timeout=lash.sleep(timedelta(seconds=order.deadline_s)),
+            losers=lash.CANCEL,
+        )
+    except lash.Rejected as declined:  # `charge` raised a TerminalError: its status and message
+        return {"status": "declined", "code": declined.status_code, "reason": declined.child_message}
+    match winner:
         case ("paid", Receipt() as receipt):
             return {"status": "paid", "charged": receipt.charged}
         case _:

@@ -20,6 +20,13 @@ def test_a_payment_in_time_is_charged(lash_ingress: httpx.Client) -> None:
     assert answer.json() == {"status": "paid", "charged": 42}
 
 
+def test_a_payment_the_provider_refuses_is_declined_with_its_status_and_message(
+    lash_ingress: httpx.Client,
+) -> None:
+    answer = lash_ingress.post("/Checkout/pay", json={"id": 4, "amount": 0})
+    assert answer.json() == {"status": "declined", "code": 422, "reason": "cannot charge 0"}
+
+
 def test_a_payment_slower_than_its_deadline_times_out(lash_ingress: httpx.Client) -> None:
     answer = lash_ingress.post("/Checkout/pay", json={"id": 2, "amount": 5, "slow": True, "deadline_s": 1})
     assert answer.json() == {"status": "timed out"}

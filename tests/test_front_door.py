@@ -418,6 +418,10 @@ async def test_children_that_are_not_iterable_a_bad_on_reject_and_a_handle_objec
             await lash.all(host, cast(Any, None), key="s:group:none:0")
         with pytest.raises(lash.InvalidInput, match=r"lash\.open takes lash children"):
             await lash.open(host, cast(Any, 7), key="s:group:seven:0")
+        # An asyncio future iterates (its `__iter__` is its `__await__`): given alone, it was iterated.
+        future: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        with pytest.raises(lash.InvalidInput, match=r"lash\.race takes lash children .* not a Future"):
+            await lash.race(host, cast(Any, future), key="s:group:future:0")
         with pytest.raises(lash.InvalidInput, match="disposition must be one of"):
             await lash.all(host, kids, key="s:group:bogus:0", on_reject=cast(Any, "bogus"))
         assert "s:group:bogus:0" not in host.store.groups  # refused unopened
@@ -592,6 +596,22 @@ def test_a_service_served_elsewhere_is_declared_by_its_definition_or_by_name() -
     )
     by_definition = call_targets([], [lash.external(inventory)])
     assert by_definition.miss(lash.call("Inventory", "reserve", 1, key="k")) is None
+
+
+def test_services_given_as_a_list_or_not_services_are_refused_by_name() -> None:
+    """`restate.app([a, b])` takes a list; lash's `app` and `services` take them one by one, and a
+    list met a plain `AttributeError` as the app was built."""
+    shop = restate.Service("Shop")
+    for build, what in ((lash.app, "lash.app"), (lash.services, "lash.services")):
+        with pytest.raises(
+            lash.InvalidInput,
+            match=rf"^\[invalid_input\] {what} takes your services one by one .* not a list of them$",
+        ):
+            build([shop])  # type: ignore[arg-type]
+        with pytest.raises(
+            lash.InvalidInput, match=r"each a restate\.Service, VirtualObject or Workflow, not an int$"
+        ):
+            build(shop, 1)  # type: ignore[arg-type]
 
 
 async def test_a_plain_function_given_as_a_tool_rejects_its_child_saying_what_a_tool_is() -> None:

@@ -126,6 +126,10 @@ async def children_are_typed_from_their_handlers() -> None:
     assert_type(lash.call(where, key="order-7"), lash.TypedCall[str])
 
 
+def _model_of(ok: lash.Ok[BaseModel]) -> BaseModel:
+    return ok.value
+
+
 async def results_are_the_handlers_types(ctx: restate.Context) -> None:
     q = lash.call(quote, QuoteRequest(sku="tea"))
     w = lash.call(weigh, Parcel(grams=1), key="p1")
@@ -135,6 +139,10 @@ async def results_are_the_handlers_types(ctx: restate.Context) -> None:
     assert_type(await lash.all(ctx, (q for _ in range(3))), list[Quote])
     assert_type(await lash.all(ctx, q, w), tuple[Quote, Label])
     assert_type(await lash.all(ctx, q, w, lash.call(seat, 1)), tuple[Quote, Label, Seat])
+    # Spread from a list (as `restate.gather(*futures)` is written), or more than five one by one: one type.
+    quotes = [q, q]
+    assert_type(await lash.all(ctx, *quotes), tuple[Quote, ...])
+    assert_type(await lash.all(ctx, q, q, q, q, q, q, q), tuple[Quote, ...])
     assert_type(await lash.all(ctx, [lash.tool("echo"), q]), list[Any])  # an untyped child: JSON
     assert_type(await lash.all(ctx, q, lash.tool("echo")), tuple[Quote, Any])  # each its own
     # A handler whose output holds `Any` keeps its type, and its neighbours theirs.
@@ -154,6 +162,9 @@ async def results_are_the_handlers_types(ctx: restate.Context) -> None:
     assert_type(joined, list[lash.Ok[object] | lash.Err | lash.Cancelled])  # pyright: ignore[reportAssertTypeFailure]
     assert_type(joined, list[lash.Ok[Quote | Label] | lash.Err | lash.Cancelled])  # type: ignore[assert-type]
     assert_type(await lash.all_settled(ctx, [lash.tool("echo"), q]), list[lash.Outcome])
+    # An `Ok` of a model is an `Ok` of its base, as its settlement is.
+    made: lash.Ok[Quote] = lash.Ok(value=Quote(total=1))
+    assert_type(_model_of(made), BaseModel)
     # A bound on how many run at once changes no answer's type.
     assert_type(await lash.all(ctx, [q, q], max_in_flight=1), list[Quote])
     assert_type(await lash.all(ctx, q, w, max_in_flight=1), tuple[Quote, Label])
@@ -206,6 +217,13 @@ async def mistakes_do_not_type_check(ctx: restate.Context) -> None:
     lash.call(quote, QuoteRequest(sku="tea"), key="k")  # type: ignore[type-var]
     lash.call(ping, key="k")  # type: ignore[type-var]
     await lash.race(ctx, [lash.call(quote, QuoteRequest(sku="tea"))], with_position=1)  # type: ignore[call-overload]  # pyright: ignore[reportCallIssue, reportArgumentType]
+    # A forgotten await: each is a coroutine, which both checkers flag left unused (it never runs).
+    q = lash.call(quote, QuoteRequest(sku="tea"))
+    lash.all(ctx, [q])  # type: ignore[unused-coroutine]  # pyright: ignore[reportUnusedCoroutine]
+    lash.select(ctx, paid=q)  # type: ignore[unused-coroutine]  # pyright: ignore[reportUnusedCoroutine]
+    group = await lash.open(ctx, [q])
+    group.next()  # type: ignore[unused-coroutine]  # pyright: ignore[reportUnusedCoroutine]
+    group.close()  # type: ignore[unused-coroutine]  # pyright: ignore[reportUnusedCoroutine]
 
 
 async def a_list_of_different_children_has_one_type(ctx: restate.Context) -> None:

@@ -11,6 +11,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from .contract import GroupExecutor, RuntimeEffectEnvelope, ToolCall, ToolFailure
+from .contract._errors import a_kind
 
 __all__ = ["Tool", "ToolRegistry"]
 
@@ -36,7 +37,7 @@ class _ToolExecutor:
         if not inspect.isawaitable(result):
             # A plain function given as a tool: retrying would only meet it again, so the child rejects.
             raise ToolFailure(
-                f"tool {self._name!r} returned a {type(result).__name__}, not an awaitable: a tool is an "
+                f"tool {self._name!r} returned {a_kind(result)}, not an awaitable: a tool is an "
                 f"async function (async def {self._name}(args): ...)"
             )
         return await result

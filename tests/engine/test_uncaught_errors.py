@@ -224,7 +224,7 @@ async def test_a_workflows_promise_given_as_a_cancel_is_refused_naming_its_value
         ("unkeyed", "[invalid_input] Tally/add is a virtual object's handler: the call needs key="),
         ("bad_sleep", "[invalid_input] lash.sleep takes a timedelta"),
         ("select_key", "[invalid_input] lash.select: key= is lash's own keyword, not a child's name"),
-        ("bad_cancel", "[invalid_input] cancel must be an awaitable (e.g. ctx.sleep(...)), not a int"),
+        ("bad_cancel", "[invalid_input] cancel must be an awaitable (e.g. ctx.sleep(...)), not an int"),
     ],
 )
 async def test_a_child_refused_where_the_handler_builds_it_ends_the_caller_with_400(

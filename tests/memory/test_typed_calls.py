@@ -371,6 +371,12 @@ def test_a_call_that_cannot_be_made_is_refused_as_it_is_built() -> None:
         lash.InvalidInput, match="Post/weigh is a virtual object's handler: the call needs key="
     ):
         lash.call(weigh, Parcel(grams=1))  # type: ignore[arg-type]  # the type checker refuses it too
+    # A native object call's order, `ctx.object_call(handler, key, arg)`: the key goes by name.
+    with pytest.raises(
+        lash.InvalidInput,
+        match=r"takes one argument and the key by name: lash\.call\(handler, arg, key=\.\.\.\)",
+    ):
+        lash.call(weigh, "p1", Parcel(grams=1))  # type: ignore[call-overload]
     with pytest.raises(
         lash.InvalidInput, match="Shop/price is a service's handler: the call must not carry a key"
     ):

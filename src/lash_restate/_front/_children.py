@@ -356,6 +356,11 @@ def _call(service: Any, handler: Any, arg: Any, key: str | None, options: _Optio
             "(a pydantic model, a msgspec Struct, or the default)"
         )
     if handler is not _UNSET and arg is not _UNSET:
+        if ref.keyed and key is None:  # `ctx.object_call(handler, key, arg)`'s order
+            raise InvalidInput(
+                f"lash.call({ref.target}, ...) takes one argument and the key by name: "
+                "lash.call(handler, arg, key=...)"
+            )
         raise InvalidInput(f"lash.call({ref.target}, ...) takes one argument, given twice")
     value = arg if handler is _UNSET else handler
     if ref.takes_input and value is _UNSET:

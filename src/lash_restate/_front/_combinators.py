@@ -52,7 +52,7 @@ def _spread(children: Child | Iterable[Child], more: tuple[Child, ...], what: st
 # `all`: children one by one give a tuple, one type per position; an iterable gives a list. A child
 # is a `Child[T]` of the value it settles with, so no overload differs from another only by an
 # `Any` inside an argument, which mypy answers with `Any` (a handler returning `dict[str, Any]`):
-# past five, given one by one, the values are `Any`.
+# past five, given one by one (``lash.all(ctx, *calls)`` too), they share one type, as `all_settled`'s.
 @overload
 async def all(
     ctx: Caller,
@@ -116,18 +116,18 @@ async def all(
 @overload
 async def all(
     ctx: Caller,
-    c1: Child,
-    c2: Child,
-    c3: Child,
-    c4: Child,
-    c5: Child,
-    c6: Child,
+    c1: Child[T],
+    c2: Child[T],
+    c3: Child[T],
+    c4: Child[T],
+    c5: Child[T],
+    c6: Child[T],
     /,
-    *more: Child,
+    *more: Child[T],
     on_reject: LoserPolicy = _RTC,
     key: GroupKey | str | None = None,
     max_in_flight: int | None = None,
-) -> tuple[Any, ...]: ...
+) -> tuple[T, ...]: ...
 @overload
 async def all(
     ctx: Caller,

@@ -9,6 +9,7 @@ import restate
 
 from ..calls import Target
 from ..contract import InvalidInput
+from ..contract._errors import a_kind
 from ..engine import (
     BATCH_FROM,
     FULL_GC_EVERY,
@@ -60,13 +61,30 @@ def external(service: str | Bindable, *handlers: str, keyed: bool | None = None)
     if not isinstance(service, restate.Service | restate.VirtualObject | restate.Workflow):
         raise InvalidInput(
             f"lash.external takes a service's name or its definition (a restate.Service, VirtualObject "
-            f"or Workflow), not a {type(service).__name__}"
+            f"or Workflow), not {a_kind(service)}"
         )
     is_keyed = not isinstance(service, restate.Service)
     if keyed is not None and keyed != is_keyed:
         kind = "a service" if not is_keyed else "keyed (a virtual object or a workflow)"
         raise InvalidInput(f"lash.external({service.name!r}, keyed={keyed}): its definition is {kind}")
     return Target(service.name, only, is_keyed)
+
+
+def _bindable(yours: tuple[Bindable, ...], what: str) -> tuple[Bindable, ...]:
+    """``yours``, each a service, virtual object or workflow, or refused by name (a list of them, as
+    ``restate.app([...])`` takes, met a plain `AttributeError` as the app was built)."""
+    for service in yours:
+        if not isinstance(service, restate.Service | restate.VirtualObject | restate.Workflow):
+            listed = isinstance(service, list | tuple)
+            raise InvalidInput(
+                f"{what} takes your services one by one ({what}(a, b), or {what}(*services)), "
+                + (
+                    "not a list of them"
+                    if listed
+                    else f"each a restate.Service, VirtualObject or Workflow, not {a_kind(service)}"
+                )
+            )
+    return yours
 
 
 def services(
@@ -102,7 +120,7 @@ def services(
         InvalidInput: ``prefix`` or ``name`` is malformed, ``batch_from`` is below 1, or a service is
             declared twice, differently (bound here and also declared with `external`, say).
     """
-    calls = call_targets(yours, external)
+    calls = call_targets(_bindable(yours, "lash.services"), external)
     resolver = tools if tools is not None else ToolRegistry()
     return lash_services(resolver, calls=calls, batch_from=batch_from, prefix=prefix, name=name)
 
@@ -148,7 +166,7 @@ def app(
     """
     return build_app(
         tools if tools is not None else ToolRegistry(),
-        extra_services=yours,
+        extra_services=_bindable(yours, "lash.app"),
         external=external,
         identity_keys=identity_keys,
         batch_from=batch_from,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import inspect
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, TypeAlias
 
@@ -28,6 +29,7 @@ from ..contract import (
     UndecodableResult,
     canonical_bytes,
 )
+from ..contract._errors import a_kind
 from ..engine import RestateController
 from ._children import TypedCall
 
@@ -155,11 +157,13 @@ def iterated(children: Iterable[Any], what: str) -> Iterator[Any]:
     """An iterator over ``children``; anything that cannot be iterated is refused by name (a plain
     `TypeError` would be retried by Restate for ever)."""
     try:
+        if inspect.isawaitable(children):
+            raise TypeError  # an asyncio future iterates (its __iter__ is its __await__): not children
         return iter(children)  # typed an iterable, and given anything at run time
     except TypeError:
         raise InvalidInput(
             f"{what} takes lash children (lash.call, lash.tool, lash.sleep, lash.event), one by one or "
-            f"as one iterable, not a {type(children).__name__} (a native call is written "
+            f"as one iterable, not {a_kind(children)} (a native call is written "
             "lash.call(handler, arg))"
         ) from None
 

@@ -9,10 +9,10 @@ with lash's wire form, which is between lash's own handlers.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Callable, Coroutine, Iterator
 from contextlib import contextmanager
 from functools import wraps
-from typing import ParamSpec, TypeVar
+from typing import Any, ParamSpec, TypeVar
 
 import restate
 
@@ -61,7 +61,8 @@ def ending(error: LashError) -> restate.TerminalError:
     return _Ending(str(error), terminal_status(error))
 
 
-def terminal(fn: Callable[_P, Awaitable[_R]]) -> Callable[_P, Awaitable[_R]]:
+# A coroutine, not any awaitable: mypy and pyright flag a coroutine left unused (a forgotten await).
+def terminal(fn: Callable[_P, Coroutine[Any, Any, _R]]) -> Callable[_P, Coroutine[Any, Any, _R]]:
     """A rejection or contract error left uncaught in a handler ends the invocation, not a retry.
 
     Restate retries any exception but a `TerminalError` (or one caused by it); these are facts of

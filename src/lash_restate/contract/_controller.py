@@ -23,6 +23,7 @@ from ._errors import (
     InvalidHandle,
     InvalidInput,
     MembershipUnsupported,
+    a_kind,
 )
 from ._group import RuntimeEffectGroup
 from ._handle import GroupHandle
@@ -315,7 +316,7 @@ def check_await(handle: GroupHandle, supported: bool, cancel: object = None) -> 
     handle.check_can_advance()  # ADR: exhaustion is the caller's arithmetic, not a host round trip
     if cancel is not None and not inspect.isawaitable(cancel):
         raise InvalidInput(
-            f"cancel must be an awaitable (e.g. ctx.sleep(...)), not a {type(cancel).__name__}",
+            f"cancel must be an awaitable (e.g. ctx.sleep(...)), not {a_kind(cancel)}",
             group_key=handle.group_key,
         )
 

@@ -19,7 +19,7 @@ from typing import Any, Generic, assert_never
 import msgspec
 from typing_extensions import TypeVar
 
-from ._errors import InvalidEnvelope
+from ._errors import InvalidEnvelope, a_kind
 from ._policies import GroupWakePolicy, LoserPolicy
 from ._struct import STRUCT_OPTIONS
 
@@ -95,7 +95,7 @@ def _validate(value: Any, where: str) -> None:
         hint = ": give its JSON (model_dump(mode='json'), msgspec.to_builtins(v) or dataclasses.asdict(v))"
         if where == "call arg":
             hint += ", or call your handler itself, lash.call(handler, arg), whose serde writes it"
-    raise InvalidEnvelope(f"{where} holds a {type(value).__name__}, which is not a JSON value{hint}")
+    raise InvalidEnvelope(f"{where} holds {a_kind(value)}, which is not a JSON value{hint}")
 
 
 # Restate 1.7's rules (a call breaking them is retried for ever, RT0024): a scope is 1..36 of these

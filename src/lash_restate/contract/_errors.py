@@ -98,9 +98,16 @@ __all__ = [
     "ShapeMismatch",
     "UndecodableResult",
     "WakeRuleDrift",
+    "a_kind",
     "error_from_wire",
     "without_wire",
 ]
+
+
+def a_kind(value: object) -> str:
+    """What ``value`` is, for a refusal's message: its type's name with its article (``an int``)."""
+    name = type(value).__name__
+    return f"{'an' if name[:1].lower() in 'aeiou' else 'a'} {name}"
 
 
 class RuntimeErrorCode(StrEnum):

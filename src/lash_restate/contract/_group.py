@@ -34,6 +34,7 @@ from ._errors import (
     ReplayMismatch,
     ShapeMismatch,
     WakeRuleDrift,
+    a_kind,
 )
 from ._policies import GroupWakePolicy, LoserPolicy
 from ._struct import STRUCT_OPTIONS
@@ -176,7 +177,7 @@ class RuntimeEffectGroup:
         seen: dict[str, int] = {}
         for index, child in enumerate(children):
             if not isinstance(child, RuntimeEffectEnvelope):
-                raise InvalidEnvelope(f"child {index} is a {type(child).__name__}, not an envelope")
+                raise InvalidEnvelope(f"child {index} is {a_kind(child)}, not an envelope")
             stamped.append(_stamp(child, index, key_text, wake, disposition))
             if child.replay_key in seen:
                 raise DuplicateReplayKey(

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 
 import msgspec
 
-from ._errors import CursorOverrun, HandleMismatch, InvalidGroupKey, InvalidHandle, InvalidInput
+from ._errors import CursorOverrun, HandleMismatch, InvalidGroupKey, InvalidHandle, InvalidInput, a_kind
 from ._group import GroupKey, RuntimeEffectGroup
 from ._struct import STRUCT_OPTIONS
 
@@ -151,7 +151,7 @@ class GroupHandle:
         # Any bytes-like store's answer (a database's `memoryview`, say) reads as it did; anything
         # else would raise a plain TypeError below, which Restate retries for ever.
         if not isinstance(data, bytes | bytearray | memoryview | str):
-            raise InvalidHandle(f"a saved handle is the text save() gave, not a {type(data).__name__}")
+            raise InvalidHandle(f"a saved handle is the text save() gave, not {a_kind(data)}")
         try:
             wire = msgspec.json.decode(data, type=_HandleWire)
         except (msgspec.ValidationError, msgspec.DecodeError) as exc:

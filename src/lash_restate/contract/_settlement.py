@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic
 
 import msgspec
 from typing_extensions import TypeVar as DefaultedTypeVar
@@ -12,16 +12,15 @@ from ._struct import STRUCT_OPTIONS
 __all__ = ["Cancelled", "Err", "Ok", "Outcome", "Settlement"]
 
 
-T = TypeVar("T")
 # A settlement's value type, to a type checker: `Any` (JSON) unless its group's children say more.
 V = DefaultedTypeVar("V", covariant=True, default=Any)
 
 
-class Ok(msgspec.Struct, Generic[T], tag="ok", **STRUCT_OPTIONS):
+class Ok(msgspec.Struct, Generic[V], tag="ok", **STRUCT_OPTIONS):
     """The child fulfilled with a JSON ``value``; ``Ok[T]`` where its child's type is known (a typed
     call's value, as its handler's output serde reads it)."""
 
-    value: T = None  # type: ignore[assignment]  # a child that answers nothing fulfils with None
+    value: V = None  # type: ignore[assignment]  # a child that answers nothing fulfils with None
 
 
 class Err(msgspec.Struct, tag="err", **STRUCT_OPTIONS):
