@@ -49,7 +49,8 @@ async def test_checkout_races_a_payment_call_against_its_deadline_and_cancels_th
 
 async def test_fanout_reserves_twenty_items_through_one_group_in_input_order(tmp_path: Path) -> None:
     skus = [f"sku-{i}" for i in range(20)]
-    with LocalStack.single(tmp_path, module="examples.fanout", endpoint_args=()).start() as stack:
+    # Served as `lash-restate serve --app` serves it (the others run their module's own `main`).
+    with LocalStack.single(tmp_path, app="examples.fanout:app").start() as stack:
         first = await stack.call("Orders/place", skus)
         assert first == [{"sku": sku, "reserved": 1} for sku in skus]
         # Two identical fan-outs are two groups (another invocation, another key): reserved again.

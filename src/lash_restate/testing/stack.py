@@ -91,6 +91,7 @@ class LocalStack:
         endpoint_env: dict[str, str] | None = None,
         endpoint_server: str | None = None,
         keep: bool | None = None,
+        app: str | None = None,
     ) -> LocalStack:
         """The common stack: one server and one endpoint (not started yet).
 
@@ -107,10 +108,14 @@ class LocalStack:
                 ``$LASH_SERVER``, else hypercorn).
             keep: keep the servers' data at `stop` (default: whether ``$LASH_KEEP_STACK_LOGS`` is
                 set to anything but ``0``, ``false`` or ``no``).
+            app: an application built with ``lash.app`` to serve, as ``module:attribute``
+                (`add_endpoint`'s ``app``), in place of ``module``.
         """
         stack = cls(base_dir, keep=keep)
         stack.add_server(env=server_env, config_file=config_file)
-        stack.add_endpoint(module=module, args=endpoint_args, env=endpoint_env, server=endpoint_server)
+        stack.add_endpoint(
+            module=module, args=endpoint_args, env=endpoint_env, server=endpoint_server, app=app
+        )
         return stack
 
     @property
