@@ -40,6 +40,7 @@ from lash_restate.engine.group._group_open import record_group
 from lash_restate.engine.group._mode import PUMP_SLICE
 from lash_restate.engine.group._pages import RANK_PAGE, RankTail
 from lash_restate.engine.group._ranks import assemble_order
+from lash_restate.engine.pump import _pump_run
 from lash_restate.engine.pump._pump_calls import dispatch_one
 from lash_restate.engine.pump._pump_common import split_plan, subtrees
 from lash_restate.engine.pump._pump_store import within_budget
@@ -51,7 +52,9 @@ from lash_restate.engine.wire._messages import (
     OpenRequest,
     OpenRequestSerde,
     OperatorClose,
+    PumpAwait,
     Ref,
+    ReportReply,
     WaitReply,
     WaitRequest,
     decode,
@@ -433,6 +436,40 @@ async def test_a_redispatch_replayed_where_routing_changed_dispatches_what_it_jo
     replay = _Group(journal=first.ran)
     dispatched, _ = await dispatch_again(cast(Any, replay), meta, children, cast(Any, _Routes(1)))
     assert (dispatched, replay.sent) == ([0, 2], first.sent)
+
+
+@pytest.mark.parametrize("replays", [False, True], ids=["live", "replay"])
+async def test_a_redispatch_cancelled_while_it_asks_its_group_ends_cancelled_and_calls_nothing(
+    replays: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A re-dispatch asks its group first; a cancel that comes meanwhile (a `Cancel` group whose
+    caller is gone cancels its runs, and its probe waits behind that work) was noted and dropped,
+    and the run called the children it held for ever after. It ends cancelled now, as a cancel at
+    any other await of it does, so its watch settles the children `Cancelled` (a unit test: the
+    SDK's context replaying or not, the group's answer standing in). A replay goes on, as an earlier
+    release journaled it."""
+
+    async def answered_open_and_cancelled(*_: object) -> tuple[ReportReply, bool]:
+        return ReportReply(open=True), True
+
+    def went_on(name: str, serde: object = None) -> None:
+        raise _WentOn  # to read its store, then call the children it finds unsettled
+
+    monkeypatch.setattr(_pump_run, "report_noting_cancel", answered_open_and_cancelled)
+    ctx = replaying_context(replays)
+    monkeypatch.setattr(ctx, "get", went_on, raising=False)
+    run = PumpAwait(group_key="g", incarnation=f"{_UUID}-s", children=[], listens=False)
+    with pytest.raises((restate.TerminalError, _WentOn)) as ended:
+        await _pump_run.on_redispatch(cast(Any, ctx), run, cast(Any, None))
+    if replays:
+        assert ended.type is _WentOn
+    else:
+        assert isinstance(ended.value, restate.TerminalError), ended.value
+        assert (ended.value.status_code, ended.value.message) == (409, "cancelled")
+
+
+class _WentOn(Exception):
+    """Raised where the run goes on past its question to the group."""
 
 
 @pytest.mark.parametrize(

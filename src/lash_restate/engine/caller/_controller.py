@@ -183,6 +183,8 @@ class RestateController(EffectGroupDefaults):
             raise CalledInsideRun(what)
 
     def supports_concurrent_effects(self) -> bool:
+        # ADR: each child is an invocation of its own, so a group's children run and settle at once
+        # (the Rust SDK's serial `ctx.run` branch, which answered false, is gone).
         return True
 
     def supports_effect_groups(self) -> bool:
@@ -284,7 +286,9 @@ class RestateController(EffectGroupDefaults):
         key = handle.group_key
         # A group the baseline opened records no save: its `save()` journaled nothing, and a caller
         # that saved one before an upgrade replays its journal on this code (decision 78).
-        incarnation = self._incarnations.get(key, "")  # "": never opened here (a handle restored alone)
+        # "": this invocation closed the group since (a handle restored alone and never read here
+        # returns below). Sent all the same, as callers journaled it (decision 140).
+        incarnation = self._incarnations.get(key, "")
         if (key, incarnation) in self._saved or not self._opened_since_baseline.get(key, False):
             return
         saver = CallerEnded(caller=self._ctx.request().id, incarnation=incarnation)

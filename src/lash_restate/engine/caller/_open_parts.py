@@ -68,8 +68,9 @@ async def open_in_parts(
                     # only the group knows which this is (decision 84).
                     if isinstance(unroutable, msgspec.UnsetType):
                         unroutable = refused.to_wire()
-        # Refused, or this caller cancelled while it stages (a terminal error at an await): no open
-        # will follow, so nothing of it is kept. A forget queues behind its key's stage, and one of a
+        # A stage's other refusal (a routing miss is caught above and carried to the group), or
+        # this caller cancelled while it stages (a terminal error at an await): no open will
+        # follow, so nothing of it is kept. A forget queues behind its key's stage, and one of a
         # part never staged finds nothing.
         except (LashError, restate.TerminalError):
             for part in keys:

@@ -198,7 +198,8 @@ async def on_saved(ctx: restate.ObjectContext, saver: CallerEnded) -> None:
     with it, and could then say nothing of how it ended.
     """
     meta = await ctx.get(RECORD, serde=META)
-    # A saver naming no incarnation ("") is taken as this group's: no caller sends one (`handle_saved`).
+    # A saver naming no incarnation ("") is taken as this group's: an earlier release sent one for a
+    # save after a resume, this one sends one for a save after its own close (decision 140).
     if meta is None or (saver.incarnation and saver.incarnation != meta.incarnation):
         return  # closed already, or saved from a closed namesake
     savers = await ctx.get(SAVERS, serde=STRINGS) or []

@@ -17,15 +17,21 @@ group's pump cancels those calls, and its ``forget`` (queued behind its run, whi
 releases their stores too.
 
 Decision 61: ``run2`` is the pump of every pumped group `LashGroup/open` records now, and each of its
-children's only caller: a call child straight to the user's handler (no `LashChild` invocation in
+children's caller (with ``redispatch``, which calls again, on the same key, a child that missed its
+runner): a call child straight to the user's handler (no `LashChild` invocation in
 between, under an idempotency key that names the child), anything else through `LashChild/execute2`,
 as a plan says: the open's, sent with the children (decision 66), or one the pump journals once. It
 reports each batch to `LashGroup/report`, which answers whether the group is still open, and listens
-on an awakeable the group's close resolves: then it releases its store and stops, so neither a late
+on an awakeable the group's close resolves: then it releases its store and stops (a bounded group's
+pump with children yet to start runs them on under `RunToCompletion`, decision 81), so neither a late
 settlement nor a release invocation follows the close. Two closes release it otherwise: one that
 cancels children does not resolve the awakeable (the pump learns it at its next report), and once
 the pump stopped listening (`LINGER` after its last child, saying so in a report) the close sends
 its `forget`.
+
+Each handler and the message it takes: ``run2`` and ``redispatch`` a `PumpAwait` (``listens`` is read by
+``run2`` alone: a re-dispatch never listens), ``stage`` a `StagedPart`, ``run_parts`` a `PumpParts`,
+``fail`` a `ChildrenFailed`, ``forget`` nothing; `PumpRun` is the baseline's ``run``'s.
 
 This module binds each handler, in one place; what each does is a function of the module for its
 job: `_pump_run` (run a slice, stage and run an open in parts, re-dispatch, fail a killed run's

@@ -52,8 +52,9 @@ def add_ref(refs: list[Ref], position: int, replay_key: str, outcome: bytes, inl
 
 
 def release_store_and_slices(ctx: restate.ObjectContext, slices: list[str]) -> None:
-    """Clear this pump's whole store and send `forget` to the pumps of ``slices``: the group closed,
-    so nothing they keep will be read again; or (`run_parts` cut short, a further pump failed after
+    """Clear this pump's whole state (its outcomes, and the `RAN`, `STAGED` and `SLICES` notes,
+    which `inspection` reads) and send `forget` to the pumps of ``slices``: the group closed, so
+    nothing they keep will be read again; or (`run_parts` cut short, a further pump failed after
     the close) nothing will run there, and what was staged there is let go."""
     for key in slices:
         PUMP_FORGET.send(ctx, key, None)  # queued behind its run, as the group's `forget` sends them

@@ -18,7 +18,7 @@ from ..child._calls import cancelled as cancelled_call
 from ..child._routing import Routing, replaying
 from ..group._group_watch import report_run_ended
 from ..group._mode import PUMP_SLICE, position_of, pump_store, slice_key
-from ..wire._errors import is_cancellation
+from ..wire._errors import CANCELLED_STATUS, is_cancellation
 from ..wire._formats import stored_outcome
 from ..wire._incarnation import bound_of
 from ..wire._messages import (
@@ -35,6 +35,9 @@ from ..wire._routes import (
     PUMP_RUN2,
     PUMP_RUN_PARTS,
 )
+
+# Tests hold a pump at these names (`plan_all`, `dispatch_all`, `_runs_first`, `release_store_and_slices`,
+# replaced in this module by tests/engine/held_slices_app.py and test_open_in_parts.py): keep them.
 from ._pump_calls import SLICE, Awaited, Queue, call_outcome, dispatch_all, executed_outcome, plan_all
 from ._pump_common import (
     SLICES,
@@ -151,7 +154,7 @@ async def on_stage(ctx: restate.ObjectContext, part: StagedPart, routing: Routin
     ADR: a first open resolves all N before it records the group, and a reopen refuses nothing.
     Which this is, only the group knows: the part is kept either way, and a child that does not
     route is refused here, which the opener carries to the group. A refused first open releases
-    every part; a reopen dispatches again what it can route.
+    every part; so does a reopen, which runs again only the children the group kept as missed.
     """
     ctx.set(STAGED, part.children, serde=ENVELOPES)
     miss = None
@@ -219,8 +222,17 @@ async def on_redispatch(ctx: restate.ObjectContext, req: PumpAwait, routing: Rou
     group first: a run releases its store once the group closes, and a closed group needs
     nothing re-run.
     """
-    if not await group_is_open(ctx, req.group_key, req.incarnation):
+    answer, interrupted = await report_noting_cancel(
+        ctx, req.group_key, PumpReport(incarnation=req.incarnation)
+    )
+    if not answer.open:
         return
+    if interrupted and not replaying(ctx):
+        # Cancelled while the group answered (a `Cancel` group whose caller is gone cancels its runs):
+        # ended as a cancel at any other await here ends it, so its watch settles the children
+        # `Cancelled` rather than this run calling them (the SDK delivers a cancel once). Not on a
+        # replay: an earlier release went on here, and what it journaled next replays (decision 140).
+        raise restate.TerminalError("cancelled", status_code=CANCELLED_STATUS)
     stored: list[Any] = [ctx.get(pump_store(position_of(child)), serde=BYTES) for child in req.children]
     # The further slices this key's run called: a close heard of here releases them with this store,
     # which drops the list the close's own release would read (it waits behind this run).
@@ -423,8 +435,9 @@ async def _linger_or_leave(
     cancelled: bool,
     missed: bool,
 ) -> None:
-    """Every child settled and its outcome stored: release the store at the group's close, or, once
-    the pump stops listening for it, tell the group the store stays (its close then sends `forget`)."""
+    """Every child this pump awaited has ended (settled and stored, or ``missed`` its runner, for a
+    re-dispatch to run): release the store at the group's close, or, once the pump stops listening
+    for it, tell the group the store stays (its close then sends `forget`)."""
     # A Cancel close does not resolve the awakeable (decision 65): ask whether the group is closed.
     if cancelled and not await group_is_open(ctx, group_key, incarnation):
         release_store_and_slices(ctx, slices)
@@ -440,9 +453,10 @@ async def _linger_or_leave(
         except restate.TerminalError as error:
             if not is_cancellation(error):
                 raise
-            # Every child settled, so even a Cancel close cancels nothing here and resolves the
-            # awakeable (unlike one with children pending, above): a cancel now (an operator's, or a
-            # caller gone under `Cancel`) has nothing left to stop. Listen on.
+            # Every child ended, so a cancel now (an operator's, or a caller gone under `Cancel`) has
+            # nothing left to stop here. Listen on: a Cancel close of a group whose children all
+            # settled resolves the awakeable; after a miss (not every rank settled) the close does not,
+            # and the linger of zero ends this wait instead.
     if which == "closed":
         release_store_and_slices(ctx, slices)
         return

@@ -304,7 +304,9 @@ class OutcomesRead(msgspec.Struct, **RECORD_OPTIONS):
 
 
 class Ref(msgspec.Struct, **RECORD_OPTIONS):
-    """A settled child: which one, and its outcome when small enough to ride the message."""
+    """A settled child: which one, and its outcome when small enough to ride the message. It names
+    no rank: a `WaitReply`'s refs are consecutive ranks, which the reader numbers from its cursor's
+    next (`RestateController._read`); a report's, settlements the group has yet to rank."""
 
     position: int
     replay_key: str

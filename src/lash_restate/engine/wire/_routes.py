@@ -277,7 +277,8 @@ GROUP_CALLER_ENDED: Route[CallerEnded, None] = Route(GROUP, "caller_ended", Call
 # Decision 45: a caller that saved a handle is watched until it ends, and how it ended is recorded.
 GROUP_HOLD: Route[CallerEnded, None] = Route(GROUP, "hold", CallerEnded, type(None))
 GROUP_HELD: Route[CallerEnded, None] = Route(GROUP, "held", CallerEnded, type(None))
-# A caller saved the group's handle: recorded at once, then held (decision 78).
+# A caller saved the group's handle: recorded at once, then held (decision 78). It carries a
+# `CallerEnded` (``failed`` unread: a save is no end) because callers journaled it so.
 GROUP_SAVED: Route[CallerEnded, None] = Route(GROUP, "saved", CallerEnded, type(None))
 # Decision 61: a pump of a group recorded now reports its settlements here, and learns if it is closed.
 GROUP_REPORT: Route[PumpReport, ReportReply] = Route(GROUP, "report", PumpReport, ReportReply)
