@@ -278,6 +278,33 @@ async def test_each_child_waiting_on_an_event_is_an_entry_of_its_own_and_an_emit
     assert [r["key"] for r in await asyncio.to_thread(sql, stack.server.admin_url, kept)] == ["payload"]
 
 
+async def test_an_event_child_resolved_outside_lash_with_bytes_that_are_no_json_settles_as_a_bad_value(
+    restate_stack: Stack,
+) -> None:
+    """An operator (or another application) resolves an event child's awakeable through Restate's
+    own API, with a body that is no JSON: the child settles `bad_value` and its caller reads it,
+    where its `json.loads` raised a plain exception, retried until the child paused and its caller
+    waited on it."""
+    stack = restate_stack
+    s = Scope()
+    gate = s.event("g")
+    [opened] = await stack.turn(open_(s.group([event(gate)])))
+    [row] = await _poll(stack, _subscribed(gate), lambda rows: len(rows) == 1)
+    awakeable = row["key"].removeprefix("waiter:")
+    async with httpx.AsyncClient(verify=tls(), timeout=30) as client:
+        resolved = await client.post(
+            f"{stack.server.ingress_url}/restate/awakeables/{awakeable}/resolve",
+            content=b"\xff not json",
+            headers={"content-type": "application/octet-stream"},
+        )
+    assert resolved.status_code in (200, 202), resolved.text
+    [_, rank, closed] = await stack.turn(use(ok(opened)), next_(), close())
+    outcome = ok(rank)["outcome"]
+    assert (outcome["type"], outcome["code"]) == ("err", "bad_value"), outcome
+    assert outcome["message"].startswith(f"event {gate}'s payload is not JSON"), outcome
+    assert "error" not in closed
+
+
 async def test_clearing_an_event_keeps_the_children_waiting_on_it_waiting_for_its_next_emit(
     restate_stack: Stack,
 ) -> None:

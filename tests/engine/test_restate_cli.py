@@ -1317,6 +1317,41 @@ async def test_killing_or_cancelling_a_childs_report_of_its_miss_with_restates_c
     assert "error" not in closed
 
 
+async def test_a_pumped_childs_report_of_its_miss_killed_while_queued_settles_it_killed(
+    stack: LocalStack, tmp_path: Path
+) -> None:
+    """As above, in a pumped group (three children: its pump reads how the child ended), the report
+    killed while it is queued behind the group's other work on its key (the pump's report of two
+    events' children, held on a deployment of `LashGroup` that does not answer). The child, attached
+    to its report before the kill, hears 409 `killed` (not a 404 of an invocation Restate does not
+    know, which its pump would read as a miss the group keeps), ends so, and is ranked so."""
+    s = Scope()
+    name = f"{s.id}-slow"
+    children = [
+        count(name, "slow", delay_ms=60_000, slow_once=True),
+        event(s.event("a")),
+        event(s.event("b")),
+    ]
+    caller = turn_in_background(stack, s, open_(s.group(children)), next_(), next_(), next_(), close())
+    await wait_tool_started(stack, name)
+    with unanswered(stack, service="LashGroup"):
+        for each in "ab":
+            await stack.emit(s.event(each), each)
+        reports = _invocation("LashGroup", f"target_service_key = {quote(s.key())}", "report")
+        await _poll(stack, reports, lambda rows: len(rows) >= 1)  # the pump's report of the events, held
+        await asyncio.to_thread(stack.restart_endpoint, LASH_DEMO_TOOLS_OFF="count")
+        query = _invocation("LashGroup", f"target_service_key = {quote(s.key())}", "missed")
+        [report] = await _poll(stack, query, lambda rows: len(rows) == 1)
+        _operator(stack, tmp_path, "kill", report["id"])
+    answered = await asyncio.wait_for(caller, 60)
+    assert answered.status_code == 200, answered.text
+    [_, *read, closed] = answered.json()
+    assert sorted(ok(r)["position"] for r in read) == [0, 1, 2]
+    [slow] = [ok(r) for r in read if ok(r)["position"] == 0]
+    assert slow["outcome"] == KILLED, slow
+    assert "error" not in closed
+
+
 async def test_a_run_killed_after_another_child_missed_its_runner_still_settles_as_killed(
     stack: LocalStack, tmp_path: Path
 ) -> None:

@@ -37,7 +37,9 @@ A settlement's path, hop by hop (each hop a Restate invocation; ``Lash`` is the 
 - Beside the path: `group/_group_watch.py` watches what was dispatched and who opened it,
   `group/_group_guard.py` a waiting caller's wakes, `group/_group_dispatch.py` what missed its
   runner. Every handler's binding is in `group/_group.py`, `child/_child.py`, `pump/_pump.py` and
-  `child/_signal.py`; every message and state record is in `wire/`.
+  `child/_signal.py`; every message and state record's type is in `wire/` but the paged layout's
+(`group/_pages.py`), and each state key is named beside the code that owns it, every one of them
+with its row in `wire/_formats.py`.
 
 So a race over `lash.call` children is pumped, however narrow: its ranks come from `on_report`,
 never `on_settle`.

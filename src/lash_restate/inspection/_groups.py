@@ -29,6 +29,7 @@ from ..engine import (
     OpenerEnd,
     assemble_order,
     bound_of,
+    callee_replay_key,
     group_of_pump,
     incarnation_of_pump,
     is_invocation_id,
@@ -38,7 +39,7 @@ from ..engine import (
     ranks_recorded,
 )
 from ._journal import SentTo, sent_to, target_of
-from ._paused import callee_key, created_before, holds_up_group, paused_by_group, paused_on, paused_rows
+from ._paused import created_before, holds_up_group, paused_by_group, paused_on, paused_rows
 from ._sql import (
     ENDED,
     PAUSED,
@@ -396,7 +397,7 @@ def show_group(admin: Admin, group_key: str) -> GroupView | None:
         [f"{key}@{meta.incarnation}" for key in fence.replay_keys],
     )
     for row in callees:
-        row["target_service_key"] = callee_key(row.get("idempotency_key"))
+        row["target_service_key"] = callee_replay_key(row.get("idempotency_key"))
     # The latest run of a replay key wins, and none from before this incarnation's open: a namesake
     # group (closed, the key opened again) may have run it, and its run is not this group's child.
     invocations = {

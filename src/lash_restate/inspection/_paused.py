@@ -24,7 +24,6 @@ from ._sql import IN_SLICE, PAUSED, Admin, in_list, quote, rows_in, sql
 from ._views import PausedView
 
 __all__ = [
-    "callee_key",
     "callee_of",
     "created_before",
     "holds_up_group",
@@ -55,19 +54,12 @@ def holds_up_group(row: dict[str, Any]) -> bool:
     return own and row.get("target_handler_name") not in GROUP_SHARED
 
 
-def callee_key(idempotency_key: str | None) -> str | None:
-    """The replay key a call child's callee names in its idempotency key, if it names one: a call
-    child lash calls itself is the callee's invocation, called by its group's pump under the key
-    ``{replay key}@{group incarnation}`` (decision 61)."""
-    return callee_replay_key(idempotency_key)
-
-
 def callee_of(row: dict[str, Any]) -> str | None:
     """The replay key of the call child whose own invocation ``row`` is, if it is one: called by a
     pump of lash's (an application's own invocation may carry a key of the same shape)."""
     if row.get("invoked_by_service_name") != named(PUMP):
         return None
-    return callee_key(row.get("idempotency_key"))
+    return callee_replay_key(row.get("idempotency_key"))
 
 
 def paused_paths(admin: Admin, paused: list[dict[str, Any]] | None = None) -> dict[str, list[object]]:

@@ -63,7 +63,9 @@ def invocation_options(call: Call, idempotency_key: str | None = None) -> dict[s
 
 
 def bound_call(routing: Routing, envelope: RuntimeEffectEnvelope) -> Call | None:
-    """The call, if its target is a handler this endpoint binds, which the pump calls itself (decision 61).
+    """The call, unless its target is only declared external: one the pump may call itself (decision
+    61), once the caller also knows this endpoint routes it (`pump_plan` asks; an open's plan was
+    made after the open refused what it cannot route).
 
     A target only declared external is called by a `LashChild/execute2`, which asks the admin API
     whether any deployment serves it before calling (decision 47), so a forgotten registration ends

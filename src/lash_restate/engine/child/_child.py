@@ -84,7 +84,8 @@ def child_object(
     routing: Routing, *, tool_attempts: int = DEFAULT_TOOL_ATTEMPTS, metadata: dict[str, str] | None = None
 ) -> restate.VirtualObject:
     """`LashChild`: ``run`` (a child that settles itself), ``execute2`` (one a pump calls; ``execute``
-    for the pumps of groups opened before it), and the read and release of its outcome store."""
+    for the pumps of groups opened before it), ``fail`` (the group's repair of a run that ended in
+    failure), and the read and release of its outcome store."""
     child = restate.VirtualObject(named(CHILD), invocation_retry_policy=HANDLER_RETRY, metadata=metadata)
 
     @child.handler(name=CHILD_RUN.handler, ingress_private=True, output_serde=RUN_REPLY)
@@ -146,10 +147,11 @@ async def on_run(ctx: restate.ObjectContext, req: ChildRun, routing: Routing, to
     return await settle.invocation_id()
 
 
-# See decisions 74, 89 (its docstring is what Restate's UI shows).
+# See decisions 74, 89, 97, 98 (its docstring is what Restate's UI shows).
 async def on_fail(ctx: restate.ObjectContext, req: ChildrenFailed) -> str:
     """This child's run ended in failure (an operator killed it) before it stored an outcome; it
-    settles with that failure, as `run` settles an outcome. One stored before the kill is settled
+    settles with that failure, or `Cancelled` (a run cancelled before it ran, or by a group nobody
+    can resume), as `run` settles an outcome. One stored before the kill is settled
     instead. It answers the settle's id, as `run` does, for the group's watch of this repair."""
     store = child_store(req.incarnation)
     stored = await ctx.get(store, serde=BYTES)
@@ -289,6 +291,10 @@ async def _await_event(ctx: restate.ObjectContext, name: str) -> Outcome:
             if is_cancellation(error):
                 raise
             return Err(message=error.message, code="rejected")  # the signal was rejected
+        except ValueError as error:
+            # Resolved outside lash (Restate's awakeable API) with bytes that are no JSON: a bad value,
+            # as an emit refuses one, where a plain exception would retry this child into a pause.
+            return Err(message=f"event {name}'s payload is not JSON: {error}", code="bad_value")
         return emitted_outcome(name, payload)
     except restate.TerminalError as error:
         if is_cancellation(error):

@@ -1,6 +1,7 @@
 """Deliberate failure mapping at every handler boundary.
 
-Restate retries an ordinary exception forever, so contract errors leave a
+Restate retries an ordinary exception (forever by default; lash's own objects pause after
+`HANDLER_RETRY`'s budget, their key held until an operator resumes it), so contract errors leave a
 handler as `TerminalError` carrying the error's wire form, and come back out of
 a call as the same typed exception (the Temporal-style converter pair).
 

@@ -124,7 +124,8 @@ FORMATS: Final[tuple[Format, ...]] = (
     ),
     Format(
         "state.group.watches",
-        "{prefix}Group state `watches`: list of invocation ids (the watches of what it dispatched)",
+        "{prefix}Group state `watches`: list of invocation ids (what it sent itself and a close "
+        "cancels: watches, holds, guards, reclaims)",
         since="unreleased",
     ),
     Format("state.child.outcome", "{prefix}Child state `outcome:{incarnation}`: Outcome"),
@@ -142,7 +143,8 @@ FORMATS: Final[tuple[Format, ...]] = (
     Format("state.signal.rejection", "{prefix}Signal state `rejection`: the message, UTF-8"),
     Format(
         "state.signal.waiters",
-        "{prefix}Signal state `waiters`: list of awakeable ids (read only: each waiter is an entry now)",
+        "{prefix}Signal state `waiters`: list of awakeable ids (an earlier release's list: read, and "
+        "emptied as its waiters go; each waiter is an entry now)",
     ),
     Format(
         "state.signal.waiter",

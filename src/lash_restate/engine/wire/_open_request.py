@@ -1,5 +1,7 @@
 """`LashGroup/open`'s request, and how the group reads it: a child as format 1 writes it (the base64
-of its canonical envelope) or as format 2 may (the envelope itself, raw JSON)."""
+of its canonical envelope) or as a raw envelope (raw JSON), which the group reads and no release
+writes. The open is a command of the caller's journal, replayed byte for byte by every later
+release: a release can write the raw form only under a new handler, never through `open`."""
 
 from __future__ import annotations
 
@@ -31,9 +33,9 @@ class OpenRequest(msgspec.Struct, **RECORD_OPTIONS):
 
 class _OpenRequestIn(msgspec.Struct, **RECORD_OPTIONS):
     """How `LashGroup/open` reads an `OpenRequest`: its children either as format 1 writes them (a
-    JSON string, the base64 of the canonical envelope) or as the envelope itself, raw JSON (format 2,
-    which a later release may write once every reader takes it: no base64, so no third over the
-    argument's size). This release writes format 1 only."""
+    JSON string, the base64 of the canonical envelope) or as the envelope itself, raw JSON (no
+    base64, so no third over the argument's size; read since decision 46, written by no release,
+    and only ever under a new handler, as the module says)."""
 
     reply_to: str
     shape: GroupShape

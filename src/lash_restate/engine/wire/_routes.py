@@ -8,7 +8,9 @@ every route is bound by `lash_services` with the route's input type.
 
 Where a handler's code is: its binding in `group/_group.py`, `child/_child.py`, `pump/_pump.py` or
 `child/_signal.py`, and its body an ``on_<handler>`` function of the module for its job, which the
-binding names (`LashGroup/wait` is `group/_group_rank.py`'s `on_wait`).
+binding names (`LashGroup/wait` is `group/_group_rank.py`'s `on_wait`); but `LashSignal`'s
+`subscribe`, `unsubscribe`, `emit`, `reject` and `clear`, a few lines each, written in their binding,
+and `LashPump/run`, the baseline's, whose body is `compat/_pump_compat.py`'s `on_baseline_run`.
 """
 
 from __future__ import annotations
@@ -284,12 +286,13 @@ GROUP_SAVED: Route[CallerEnded, None] = Route(GROUP, "saved", CallerEnded, type(
 GROUP_REPORT: Route[PumpReport, ReportReply] = Route(GROUP, "report", PumpReport, ReportReply)
 # Decision 65: an open too large for one message, its children staged with the pumps first.
 GROUP_OPEN_PARTS: Route[PartedOpen, None] = Route(GROUP, "open_parts", PartedOpen, type(None))
-# The operator's close: the one public handler of the group object, reached through the ingress by
+# The operator's close: a public handler of the group object (with `operator_redispatch` and
+# `operator_resend`), reached through the ingress by
 # `lash-restate groups close`; never called between lash's own services (so not in ROUTES).
 GROUP_OPERATOR_CLOSE: Route[OperatorClose, OperatorClosed] = Route(
     GROUP, "operator_close", OperatorClose, OperatorClosed
 )
-# Children whose runner was missing (a child's run, or a pump, sends them): kept for inspection and
+# Children whose runner was missing (a child's run sends them, decision 73): kept for inspection and
 # for the operator's re-dispatch, which needs no reopen.
 GROUP_MISSED: Route[MissedChildren, None] = Route(GROUP, "missed", MissedChildren, type(None))
 # The operator's re-dispatch of those children, reached through the ingress by `lash-restate groups
@@ -298,7 +301,8 @@ GROUP_OPERATOR_REDISPATCH: Route[OperatorRedispatch, OperatorRedispatched] = Rou
     GROUP, "operator_redispatch", OperatorRedispatch, OperatorRedispatched
 )
 # The operator's resend of an open Restate killed or cancelled before it answered its caller (decision
-# 93), reached through the ingress by `lash-restate groups stranded --resend` (so not in ROUTES).
+# 93), or of a guard's look at a caller's wakes (decision 128), reached through the ingress by
+# `lash-restate groups stranded --resend` (so not in ROUTES).
 GROUP_OPERATOR_RESEND: Route[OperatorResend, OperatorResent] = Route(
     GROUP, "operator_resend", OperatorResend, OperatorResent
 )
