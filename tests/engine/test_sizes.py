@@ -343,6 +343,20 @@ async def test_an_outcome_at_the_limit_is_served_and_one_byte_past_it_settles_to
     assert tools[2] == {"type": "ok", "size": 12 * MiB}
 
 
+@pytest.mark.timeout(300)  # 96 MiB through one server, sharing two cores
+@pytest.mark.slow
+async def test_a_group_whose_outcomes_add_up_to_more_than_an_invocation_may_hold_is_read_in_full(
+    sizes_stack: LocalStack,
+) -> None:
+    """300 outcomes of 320 KiB (96 MiB in all) of a pumped group, read by its caller in bulk (a
+    user's trial): each read asked the pumps for up to 30 MiB, and a caller whose answers came near
+    what Restate lets one invocation have in flight (32 MiB) stalled and never answered, where a
+    native `gather` of the same results answered in seconds. Its reads ask for 4 MiB now."""
+    size = 320 * 1024
+    answer = await sizes_stack.call("Sizes/results", {"kind": "tool", "sizes": [size] * 300}, within=240)
+    assert answer == [{"type": "ok", "size": size}] * 300
+
+
 def _ranked(stack: LocalStack, key: str) -> int:
     """How many ranks the open group ``key`` holds (0 while it is not recorded)."""
     return next((g.settled for g in list_open_groups(stack.admin_url) if g.group_key == key), 0)

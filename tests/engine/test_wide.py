@@ -213,8 +213,8 @@ async def test_a_read_across_two_pumps_takes_a_later_pumps_first_outcome_only_wi
     restate_stack: Stack,
 ) -> None:
     """Decision 35: a caller's read of outcomes kept by two pumps asks each for its share of one
-    reply (15 MiB of 30), and only the pump of the read's first outcome answers its first whatever
-    its size. An outcome of the second slice's pump past its share (16 MiB) is therefore left to the
+    reply (2 MiB of 4: decision 142), and only the pump of the read's first outcome answers its first
+    whatever its size. An outcome of the second slice's pump past its share (16 MiB) is therefore left to the
     next read, which asks for it alone: a read that let every pump answer its first whatever its
     size could bring two such outcomes at once, past what one reply carries."""
     s, size = Scope(), 16 * 1024 * 1024

@@ -49,12 +49,12 @@ from ..wire._formats import written
 from ..wire._incarnation import (
     cursor_names,
     opened_since_baseline,
+    read_budget,
     reads_ahead,
     registers_wakes_as_needed,
     serves_one_rank,
 )
 from ..wire._messages import (
-    READ_BUDGET,
     CallerEnded,
     CloseRequest,
     OpenReply,
@@ -524,14 +524,16 @@ class RestateController(EffectGroupDefaults):
         handle: GroupHandle,
         reply: WaitReply,
         held: dict[int, Settlement],
-        budget: int = READ_BUDGET,
+        budget: int | None = None,
         *,
         ranks: list[int] | None = None,
     ) -> None:
         """Outcomes of the ranks ``reply`` names (``ranks``, consecutive from the cursor's next if
         none): inline from the wake, else from the group's mode's stores (at most ``budget`` bytes,
-        the first whatever its size), up to the first not read."""
+        by default its group's `read_budget`, the first whatever its size), up to the first not read."""
         missing = [ref.position for ref in reply.refs if ref.outcome is None]
+        if budget is None:
+            budget = read_budget(reply.incarnation)  # the reply is journaled: a replay asks alike
         try:
             stored = await mode_for(reply.mode).read(self._ctx, handle.group_key, reply, budget)
         except restate.TerminalError as error:

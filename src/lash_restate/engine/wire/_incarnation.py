@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 
+from ._messages import READ_BUDGET, READ_BUDGET_SINCE_BASELINE
 from ._records import SAVES
 
 __all__ = [
@@ -19,6 +20,7 @@ __all__ = [
     "journals_call_routes",
     "layout_of",
     "opened_since_baseline",
+    "read_budget",
     "reads_ahead",
     "registers_wakes_as_needed",
     "runs_name_their_incarnation",
@@ -104,6 +106,14 @@ def reads_ahead(incarnation: str) -> bool:
     ahead asks for that rank alone, with no wake (decision 134): every group a release that records
     saves opened. A caller of a group the baseline opened asks for one rank and reads it."""
     return opened_since_baseline(incarnation)
+
+
+def read_budget(incarnation: str) -> int:
+    """The bytes a caller's bulk read of the group of ``incarnation`` asks its stores for in all, past
+    the first outcome (decision 142): `READ_BUDGET_SINCE_BASELINE` for every group a release that
+    records saves opened, so that no answer nears what Restate lets one invocation have in flight;
+    `READ_BUDGET` for a group the baseline opened, as its callers journaled their reads."""
+    return READ_BUDGET_SINCE_BASELINE if opened_since_baseline(incarnation) else READ_BUDGET
 
 
 def watches_its_runs(incarnation: str) -> bool:

@@ -27,6 +27,7 @@ __all__ = [
     "FIRST_AWAKEABLE_SIGNAL",
     "INLINE_OUTCOME_BYTES",
     "READ_BUDGET",
+    "READ_BUDGET_SINCE_BASELINE",
     "RUN_REPLY",
     "CallerEnded",
     "ChildRun",
@@ -80,6 +81,12 @@ BATCH_INLINE_BYTES = 1024 * 1024
 # whatever its size, up to OUTCOME_LIMIT): its reply stays under the limit for one message. Format 1
 # writes this value; it stays.
 READ_BUDGET = 30 * 1024 * 1024
+# What a caller's bulk reads of a group a release since the baseline opened answer in all, past the
+# first outcome (`read_budget`): Restate 1.7 bounds what one invocation has in flight per direction
+# (32 MiB, `per-invocation-memory-limit`), and a caller whose reads came back near that stalled,
+# live and on its replay after a crash, where a native `gather` of the same results did not
+# (decision 142). The baseline's callers read with READ_BUDGET, as they journaled it.
+READ_BUDGET_SINCE_BASELINE = 4 * 1024 * 1024
 # A bulk read's commas and brackets over its budget: at most 256 outcomes per read.
 OUTCOMES_READ_SLACK = 512
 assert READ_BUDGET + OUTCOMES_READ_SLACK <= BODY_LIMIT
