@@ -384,3 +384,25 @@ async def test_a_handler_is_called_with_its_own_types_as_ctx_service_call_takes_
     with pytest.raises(CallFailed) as refused:
         await restate_stack.call_handler(quote, QuoteRequest(sku="a", qty=1, refuse="out of stock"))
     assert (refused.value.status_code, refused.value.error_message) == (409, "out of stock")
+
+
+def test_a_process_that_opens_and_closes_files_as_it_is_looked_at_is_still_seen() -> None:
+    """A file a process closes between the listing of its descriptors and their reading dropped the
+    whole process from what the stack saw open (a user's trial: a busy restate-server's own port was
+    then taken for another process's, and its restart refused). A process that opens and closes files
+    without pause is seen with what it holds, however its descriptors change meanwhile."""
+    churn = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import os\nwhile True:\n    fds = [os.open(os.devnull, os.O_RDONLY) for _ in range(50)]\n"
+            "    [os.close(f) for f in fds]",
+        ],
+        start_new_session=True,
+    )
+    try:
+        seen = [churn.pid in processes._fds(churn.pid) for _ in range(200)]
+    finally:
+        churn.kill()
+        churn.wait()
+    assert all(seen), f"missed {seen.count(False)} of 200 looks"

@@ -21,7 +21,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -321,10 +321,20 @@ def _fds(session: int | None = None) -> dict[int, set[str]]:
     for proc in Path("/proc").glob("[0-9]*"):
         try:
             if session is None or os.getsid(int(proc.name)) == session:
-                opened[int(proc.name)] = {os.readlink(fd) for fd in (proc / "fd").iterdir()}
+                opened[int(proc.name)] = set(_links((proc / "fd").iterdir()))
         except OSError:  # a process that ended while we looked, or one we may not read
             continue
     return opened
+
+
+def _links(fds: Iterable[Path]) -> Iterator[str]:
+    """What each of ``fds`` names; one the process closed while we looked is passed over, not the
+    whole process (a busy server's own listening socket went uncounted with it)."""
+    for fd in fds:
+        try:
+            yield os.readlink(fd)
+        except OSError:
+            continue
 
 
 def listeners(port: int) -> set[int]:
