@@ -12,10 +12,11 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 from types import SimpleNamespace
-from typing import cast
+from typing import Any, cast
 
 import pytest
 
+from lash_restate.inspection import InspectionError
 from lash_restate.testing.pytest import _WATCHED, pytest_runtest_makereport
 from lash_restate.testing.stack import LocalStack
 
@@ -315,10 +316,25 @@ def test_what_went_wrong_reads_a_row_without_its_null_failure(tmp_path: Path) ->
     stack = LocalStack(tmp_path)
     rows = [{"target": "Shop/broken", "retry_count": 3}]
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(stack, "sql", lambda query: rows)
+        patch.setattr(stack, "sql", lambda query, timeout: rows)
         assert stack.went_wrong(datetime.now(UTC)) == [
             "  Restate is retrying Shop/broken (attempt 3): running an attempt again (its endpoint's "
             "log, below, has the failure)"
+        ]
+
+
+def test_what_went_wrong_says_the_admin_api_did_not_answer(tmp_path: Path) -> None:
+    """A busy server's admin API that gives no answer is said, where the report said nothing of what
+    Restate retries, as if it retried nothing."""
+    stack = LocalStack(tmp_path)
+
+    def silent(query: str, timeout: float) -> list[dict[str, Any]]:
+        raise InspectionError("timed out")
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(stack, "sql", silent)
+        assert stack.went_wrong(datetime.now(UTC)) == [
+            "  Restate's admin API did not say what it retries: timed out"
         ]
 
 

@@ -354,10 +354,11 @@ class LocalStack:
     ) -> None:
         self.stop()
 
-    def sql(self, query: str) -> list[dict[str, Any]]:
+    def sql(self, query: str, *, timeout: float = 10) -> list[dict[str, Any]]:
         """The rows of ``query`` over the first server's admin SQL (``sys_invocation``, ``state``, …);
-        a row leaves out each column that is null in it (read those with ``.get``)."""
-        return sql(self.admin_url, query)
+        a row leaves out each column that is null in it (read those with ``.get``). `InspectionError`
+        if the admin API gives no answer within ``timeout`` seconds."""
+        return sql(self.admin_url, query, timeout=timeout)
 
     def kill_invocation(self, invocation_id: str) -> None:
         """Kill the invocation ``invocation_id`` (``inv_…``), as ``restate invocations kill`` does: a
@@ -637,13 +638,16 @@ class LocalStack:
         failing = "SELECT target, retry_count, last_failure FROM sys_invocation "
         failing += "WHERE (last_failure IS NOT NULL OR retry_count > 1) AND status != 'completed' {since}"
         failing += "ORDER BY modified_at DESC LIMIT 5"
-        try:
-            retried = self.sql(failing.format(since=f"AND created_at >= '{started.isoformat()}' "))
-            if older and not retried:
-                retried = self.sql(failing.format(since=""))  # none of its own: older ones
-        except InspectionError:
-            retried = []  # the server itself is not answering: the logs say more
         lines = []
+        try:
+            # Asked once, as a test has failed: a busy server's admin API is given its time.
+            recent = failing.format(since=f"AND created_at >= '{started.isoformat()}' ")
+            retried = self.sql(recent, timeout=30)
+            if older and not retried:
+                retried = self.sql(failing.format(since=""), timeout=30)  # none of its own: older ones
+        except InspectionError as error:
+            retried = []  # the logs say more
+            lines.append(f"  Restate's admin API did not say what it retries: {error}")
         for row in retried:
             # The admin API leaves a null column out of its row: one running its next attempt has no failure.
             failure = next(iter(str(row.get("last_failure") or "").strip().splitlines()), "")[:300]
