@@ -58,7 +58,7 @@ def external(service: str | Bindable, *handlers: str, keyed: bool | None = None)
     only = frozenset(handlers) if handlers else None
     if isinstance(service, str):
         return Target(service, only, bool(keyed))
-    if not isinstance(service, restate.Service | restate.VirtualObject | restate.Workflow):
+    if not isinstance(service, Bindable):
         raise InvalidInput(
             f"lash.external takes a service's name or its definition (a restate.Service, VirtualObject "
             f"or Workflow), not {a_kind(service)}"
@@ -74,7 +74,7 @@ def _bindable(yours: tuple[Bindable, ...], what: str) -> tuple[Bindable, ...]:
     """``yours``, each a service, virtual object or workflow, or refused by name (a list of them, as
     ``restate.app([...])`` takes, met a plain `AttributeError` as the app was built)."""
     for service in yours:
-        if not isinstance(service, restate.Service | restate.VirtualObject | restate.Workflow):
+        if not isinstance(service, Bindable):
             listed = isinstance(service, list | tuple)
             raise InvalidInput(
                 f"{what} takes your services one by one ({what}(a, b), or {what}(*services)), "
