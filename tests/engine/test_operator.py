@@ -2,7 +2,8 @@
 show what Restate paused; `groups close` is the caller's close, through the group object (decision 45).
 
 Every case runs against a real restate-server whose default retry policy pauses an invocation after
-two attempts, so a call child whose target keeps failing is paused within a second or so.
+two attempts, so a call child whose target keeps failing is paused within a second or so (but one, on the
+session's server, whose default policy backs off between attempts).
 """
 
 from __future__ import annotations
@@ -347,6 +348,48 @@ async def test_a_paused_child_is_shown_with_its_last_failure(stack: LocalStack) 
     assert closed.returncode == 0, closed.stderr
     assert json.loads(closed.stdout)["closed"] is True
     await until(lambda: _nothing_left(stack, s.key()))
+
+
+async def test_a_child_restate_is_retrying_is_shown_with_its_last_failure_and_next_attempt(
+    restate_stack: LocalStack,
+) -> None:
+    """Under Restate's default retry policy a call that keeps failing backs off between attempts, for
+    longer each time: `groups show` says which child waits on it, what failed and when Restate tries
+    again, where it showed only the child's status. (On the session's server: this module's pauses
+    after two attempts 50 ms apart.)"""
+    stack = restate_stack
+    s = await parked_group(stack, stall("the ledger is locked"))
+
+    async def retrying() -> str | None:
+        human = lash(stack, "groups", "show", s.key()).stdout
+        return human if "which Restate is retrying" in human else None
+
+    human = await until(retrying)
+    assert "child 1 is waiting on DemoCalls/stall" in human and "the ledger is locked" in human
+    assert "Traceback" not in human and "restate invocations kill" in human
+    view = await until(lambda: _retrying(stack, s.key()))
+    [child] = [c for c in view.children if c.retrying is not None]
+    assert child.position == 1 and child.rank is None and child.status == "backing-off"
+    assert child.paused is None and child.retrying is not None
+    failing = child.retrying
+    assert failing.target.startswith("DemoCalls/stall") and failing.invocation_id == child.invocation_id
+    assert "the ledger is locked" in (failing.last_failure or "") and (failing.retry_count or 0) >= 1
+    assert failing.next_retry_at and failing.last_failure_error_code
+    shown = json.loads(lash(stack, "groups", "show", s.key(), "--json").stdout)
+    assert [c["position"] for c in shown["children"] if c["retrying"]] in ([], [1])  # it may be running now
+
+    async with httpx.AsyncClient(verify=tls(), timeout=30) as client:
+        killed = await client.patch(f"{stack.server.admin_url}/invocations/{failing.invocation_id}/kill")
+    assert killed.status_code in (200, 202), killed.text
+    await until(lambda: settled(stack, s.key(), 2))
+    closed = lash(stack, "groups", "close", s.key(), "--force", "--json")
+    assert closed.returncode == 0, closed.stderr
+    await until(lambda: _nothing_left(stack, s.key()))
+
+
+async def _retrying(stack: LocalStack, key: str) -> GroupView | None:
+    view = await asyncio.to_thread(show_group, stack.server.admin_url, key)
+    return view if view is not None and any(c.retrying for c in view.children) else None
 
 
 async def _with_paused(stack: LocalStack, key: str) -> OpenGroup | None:

@@ -54,6 +54,7 @@ def reclaim_in(at: str | None, now: float) -> str:
     return f"in {age(int(seconds))}" if seconds >= 1 else "due"
 
 
+_RETRYING_SHOWN = 10  # children backing off shown with their failure; --json lists all
 _PUMPS_SHOWN = 4  # a wide group has one pump per 256 children: the rest are counted
 _RUNNING_SHOWN = 20  # a wide group's close may leave thousands running: the rest are counted
 
@@ -130,7 +131,7 @@ def groups_show(args: argparse.Namespace) -> int:
             + (f", paused: {', '.join(paused_pumps)}" if paused_pumps else "")
         )
     print()
-    rows = [{k: "-" if v is None else v for k, v in c.items() if k != "paused"} for c in children]
+    rows = [{k: "-" if v is None else v for k, v in c.items() if k in CHILD_COLUMNS} for c in children]
     print(table(rows, CHILD_COLUMNS))
     if any(c["missed"] for c in children):
         print()
@@ -139,6 +140,7 @@ def groups_show(args: argparse.Namespace) -> int:
             "serve): it ended with no outcome. Once the endpoint serves it again, "
             f"`lash-restate groups redispatch {shlex.quote(args.key)}` runs it again (a reopen does too)"
         )
+    _print_retrying([c for c in children if c["retrying"] is not None])
     paused = [c for c in children if c["paused"] is not None]
     for child in paused:
         p = child["paused"]
@@ -175,6 +177,30 @@ def groups_show(args: argparse.Namespace) -> int:
             "invocations kill ID): the child then settles as failed"
         )
     return 0
+
+
+def _print_retrying(children: list[dict[str, Any]]) -> None:
+    """Why each child Restate is retrying on is backing off: its last failure and its next attempt."""
+    for child in children[:_RETRYING_SHOWN]:
+        r = child["retrying"]
+        code = f" [{r['last_failure_error_code']}]" if r["last_failure_error_code"] else ""
+        # Its first line: Restate's failure text goes on with the handler's traceback (in --json).
+        failure = (r["last_failure"] or "no failure recorded").splitlines()[0]
+        print()
+        print(
+            f"child {child['position']} is waiting on {r['target']} ({r['invocation_id']}), which Restate is "
+            f"retrying: attempt {r['retry_count']} failed{code}: {failure}; "
+            f"next attempt at {r['next_retry_at']}"
+        )
+    if len(children) > _RETRYING_SHOWN:
+        print(f"and {len(children) - _RETRYING_SHOWN} more children Restate is retrying (--json lists each)")
+    if children:
+        print()
+        print(
+            "Restate retries it by its retry policy (and pauses it once its attempts run out, where the "
+            "policy says so); fix the cause, or kill it (restate invocations kill ID): the child then "
+            "settles as failed"
+        )
 
 
 def groups_close(args: argparse.Namespace) -> int:

@@ -40,7 +40,7 @@ from ._sql import InspectionError, quote, server_now_ms, sql
 from ._staged import LeftOutcome, StagedPart, left_outcomes, left_staged, release_outcome, release_staged
 from ._stranded import StrandedOpen, resend_open, stranded_opens
 from ._subscriptions import StrandedSubscription, resubscribe, stranded_subscriptions
-from ._views import ChildView, GroupView, HeldView, OpenerView, OpenGroup, PausedView, PumpView
+from ._views import ChildView, GroupView, HeldView, OpenerView, OpenGroup, PausedView, PumpView, RetryingView
 from ._wakes import StrandedWakes, look_again, stranded_wakes
 
 __all__ = [
@@ -57,6 +57,7 @@ __all__ = [
     "PausedView",
     "PumpView",
     "RedispatchResult",
+    "RetryingView",
     "RollbackBlocker",
     "StagedPart",
     "StrandedOpen",

@@ -39,7 +39,7 @@ from ..engine import (
     ranks_recorded,
 )
 from ._journal import SentTo, sent_to, target_of
-from ._paused import created_before, holds_up_group, paused_by_group, paused_on, paused_rows
+from ._paused import created_before, holds_up_group, paused_by_group, paused_on, paused_rows, retrying_on
 from ._sql import (
     ENDED,
     PAUSED,
@@ -406,6 +406,7 @@ def show_group(admin: Admin, group_key: str) -> GroupView | None:
         if not created_before(row.get("created_at"), meta.opened_at_ms)
     }
     paused = paused_on(admin, [row["id"] for row in invocations.values()])
+    retrying = retrying_on(admin, [row["id"] for row in invocations.values()])
     bounded = bound_of(meta.incarnation) is not None  # `max_in_flight`: some may not have started
     missed = set(group.missed)  # asked once per child: a wide group's misses are many
     children = []
@@ -424,6 +425,7 @@ def show_group(admin: Admin, group_key: str) -> GroupView | None:
                 status=status,
                 paused=paused.get(invocation.get("id", "")),
                 missed=position in missed,
+                retrying=retrying.get(invocation.get("id", "")),
             )
         )
     opened = meta.opened_at_ms / 1000

@@ -20,8 +20,8 @@ from ..engine import (
     incarnation_of_pump,
     named,
 )
-from ._sql import IN_SLICE, PAUSED, Admin, in_list, quote, rows_in, sql
-from ._views import PausedView
+from ._sql import BACKING_OFF, IN_SLICE, PAUSED, Admin, in_list, quote, rows_in, sql
+from ._views import PausedView, RetryingView
 
 __all__ = [
     "callee_of",
@@ -32,18 +32,20 @@ __all__ = [
     "paused_on",
     "paused_paths",
     "paused_rows",
+    "retrying_on",
     "shown",
 ]
 
 
-def paused_rows(admin: Admin, where: str = "") -> list[dict[str, Any]]:
+def paused_rows(admin: Admin, where: str = "", *, status: str = PAUSED) -> list[dict[str, Any]]:
+    """The invocations in ``status`` (paused, unless told another: ``BACKING_OFF``), ``where`` more."""
     return sql(
         admin,
         "SELECT id, target, target_service_name, target_service_key, target_handler_name, invoked_by_id, "
-        "created_at, "
-        "invoked_by_service_name, idempotency_key, retry_count, last_failure, last_failure_error_code "
+        "created_at, invoked_by_service_name, idempotency_key, retry_count, last_failure, "
+        "last_failure_error_code, next_retry_at "
         "FROM sys_invocation "
-        f"WHERE status = {quote(PAUSED)}{where}",
+        f"WHERE status = {quote(status)}{where}",
     )
 
 
@@ -165,29 +167,59 @@ def created_before(created_at: object, opened_at_ms: int) -> bool:
 
 def paused_on(admin: Admin, child_ids: list[str]) -> dict[str, PausedView]:
     """By child invocation: the invocation Restate paused on its path (its own, or a call it made)."""
+    on_path = _on_path(admin, child_ids, PAUSED)
+    failures = pause_failures(admin, [row["id"] for row in on_path.values()])
+    paused: dict[str, PausedView] = {}
+    for child, row in on_path.items():
+        message, code = failures.get(row["id"], (None, None))
+        paused[child] = PausedView(
+            invocation_id=row["id"],
+            target=str(row.get("target")),
+            retry_count=_count(row),
+            last_failure=shown(row.get("last_failure") or message),
+            last_failure_error_code=row.get("last_failure_error_code") or code,
+        )
+    return paused
+
+
+def retrying_on(admin: Admin, child_ids: list[str]) -> dict[str, RetryingView]:
+    """By child invocation: the invocation Restate is retrying on its path after a failure (backing
+    off between attempts: its own, or a call it made), and what failed last."""
+    return {
+        child: RetryingView(
+            invocation_id=row["id"],
+            target=str(row.get("target")),
+            retry_count=_count(row),
+            last_failure=shown(row.get("last_failure")),
+            last_failure_error_code=row.get("last_failure_error_code"),
+            next_retry_at=row.get("next_retry_at"),
+        )
+        for child, row in _on_path(admin, child_ids, BACKING_OFF).items()
+    }
+
+
+def _on_path(admin: Admin, child_ids: list[str], status: str) -> dict[str, dict[str, Any]]:
+    """By child invocation: the row of an invocation in ``status`` on its path, the child's own
+    before a call it made."""
     if not child_ids:
         return {}
     rows: list[dict[str, Any]] = []
     for start in range(0, len(child_ids), IN_SLICE):
         values = in_list(child_ids[start : start + IN_SLICE])
-        rows += paused_rows(admin, f" AND (id IN {values} OR invoked_by_id IN {values})")
+        rows += paused_rows(admin, f" AND (id IN {values} OR invoked_by_id IN {values})", status=status)
     wanted = set(child_ids)
-    failures = pause_failures(admin, [row["id"] for row in rows])
-    paused: dict[str, PausedView] = {}
+    found: dict[str, dict[str, Any]] = {}
     for row in rows:
         child = row["id"] if row["id"] in wanted else row.get("invoked_by_id")
-        if child is None or (child in paused and row["id"] != child):
-            continue  # the child's own pause wins over a call's
-        retries = row.get("retry_count")
-        message, code = failures.get(row["id"], (None, None))
-        paused[child] = PausedView(
-            invocation_id=row["id"],
-            target=str(row.get("target")),
-            retry_count=int(retries) if retries is not None else None,
-            last_failure=shown(row.get("last_failure") or message),
-            last_failure_error_code=row.get("last_failure_error_code") or code,
-        )
-    return paused
+        if child is None or (child in found and row["id"] != child):
+            continue  # the child's own invocation wins over a call's
+        found[child] = row
+    return found
+
+
+def _count(row: dict[str, Any]) -> int | None:
+    retries = row.get("retry_count")
+    return int(retries) if retries is not None else None
 
 
 _PAUSED_EVENT = msgspec.json.Decoder(dict[str, Any])

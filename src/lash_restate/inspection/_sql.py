@@ -11,6 +11,7 @@ from ..contract import LashError, RuntimeErrorCode
 from ..engine import is_invocation_id
 
 __all__ = [
+    "BACKING_OFF",
     "ENDED",
     "IN_SLICE",
     "PAUSED",
@@ -35,6 +36,8 @@ ENDED = "completed"
 # group's pump starts it as a slot frees (not one of Restate's statuses).
 WAITING = "waiting"
 PAUSED = "paused"
+# The status of an invocation that failed and waits for its next attempt, by its retry policy.
+BACKING_OFF = "backing-off"
 # How many literals one IN (...) list carries; a wide group is looked up in slices.
 IN_SLICE = 500
 

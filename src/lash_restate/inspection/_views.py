@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-__all__ = ["ChildView", "GroupView", "OpenGroup", "OpenerView", "PausedView"]
+__all__ = ["ChildView", "GroupView", "OpenGroup", "OpenerView", "PausedView", "RetryingView"]
 
 
 @dataclass(frozen=True)
@@ -63,6 +63,14 @@ class PausedView:
 
 
 @dataclass(frozen=True)
+class RetryingView(PausedView):
+    """An invocation Restate is retrying after a failure (backing off between attempts): the child's
+    own, or the call it made. It retries by its retry policy; nothing waits for an operator yet."""
+
+    next_retry_at: str | None  # UTC, ISO 8601, as Restate schedules its next attempt
+
+
+@dataclass(frozen=True)
 class ChildView:
     """One child: its rank and outcome's kind once settled, and its invocation as Restate shows it."""
 
@@ -74,6 +82,7 @@ class ChildView:
     status: str | None  # its invocation's status in sys_invocation; "waiting" until a bounded group starts it
     paused: PausedView | None = None  # what Restate paused on this child's path, and its last failure
     missed: bool = False  # its runner was missing: it ended with no outcome; `groups redispatch` reruns it
+    retrying: RetryingView | None = None  # what Restate is retrying on this child's path, and why
 
 
 @dataclass(frozen=True)
