@@ -16,8 +16,10 @@ from collections.abc import Callable
 import msgspec
 import pytest
 
+import lash_restate.contract._limits as limits
 from lash_restate.contract import (
     BODY_LIMIT,
+    MAX_KEY_LENGTH,
     OUTCOME_LIMIT,
     Call,
     Cancelled,
@@ -34,6 +36,7 @@ from lash_restate.contract import (
 )
 from lash_restate.contract._limits import (
     OPEN_ALLOWANCE,
+    PART_CHILDREN,
     _one_open_refusal,
     carried_size,
     open_size,
@@ -150,6 +153,59 @@ def test_an_open_at_the_limit_passes_and_one_byte_past_it_names_the_child_that_c
         "position": 1,
         "replay_key": past.children[1].replay_key,
     }
+
+
+def test_a_group_no_part_can_carry_is_refused_naming_the_part_and_the_child_past_it() -> None:
+    # Each child rides an open alone, and all do not fit one: the open in parts sends them 256 to a
+    # message, and here the first part is past the limit too. The refusal says so, where it spoke of
+    # the one-message open alone.
+    each = BODY_LIMIT // 100
+    wide = group(*[child(p, "x" * each) for p in range(120)])
+    running, first_past = len(KEY) + OPEN_ALLOWANCE, None
+    for position, envelope in enumerate(wide.children):  # a part as it is staged: raw envelopes
+        running += len(canonical_bytes(envelope)) + 1
+        if running > BODY_LIMIT and first_past is None:
+            first_past = position
+    assert first_past is not None and first_past < PART_CHILDREN
+    one_open = _one_open_refusal(wide)
+    assert one_open is not None
+    with pytest.raises(PayloadTooLarge) as refused:
+        check_open_size(wide)
+    assert refused.value.wire_body() == {
+        "code": "too_large",
+        "message": f"{one_open.message}; opened in parts of {PART_CHILDREN} children, the part from child 0 "
+        f"is over that limit too, and child {first_past} is the first past it",
+        "group_key": KEY,
+        "position": first_past,
+        "replay_key": wide.children[first_past].replay_key,
+    }
+    # One child fewer than the first past it, and the open in parts carries the group.
+    check_open_size(group(*wide.children[:first_past]))
+
+
+def test_a_group_whose_shape_alone_is_past_one_message_is_refused_saying_so(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Replay keys of the longest kind, so many that the shape (every replay key and its hash), which
+    # the open in parts sends in a message of its own, does not fit one; each child rides an open
+    # alone. Under a limit of 20,000 bytes: at the real one, 57,000 children took seconds to build.
+    limit = 20_000
+    monkeypatch.setattr(limits, "BODY_LIMIT", limit)
+    count = limit // (MAX_KEY_LENGTH + 64 + len('"","",')) + 1
+    long = group(*[child(p, "", key_length=MAX_KEY_LENGTH) for p in range(count)])
+    one_open = _one_open_refusal(long)
+    assert one_open is not None and f"limit of {limit} bytes" in one_open.message
+    with pytest.raises(PayloadTooLarge) as refused:
+        check_open_size(long)
+    assert refused.value.wire_body() == {
+        "code": "too_large",
+        "message": f"{one_open.message}; opened in parts, the group's shape ({count} replay keys) is "
+        f"{shape_size(long) + OPEN_ALLOWANCE} bytes, over that limit too",
+        "group_key": KEY,
+    }
+    quarter = group(*long.children[: count // 4])
+    check_open_size(quarter)  # carried in parts
+    assert opens_in_parts(quarter)
 
 
 def test_a_bounded_group_past_one_open_is_refused_not_opened_in_parts() -> None:

@@ -90,13 +90,18 @@ async def test_a_child_at_the_limit_opens_and_one_byte_past_it_is_refused_naming
 
 
 async def test_children_that_fit_alone_but_not_together_are_refused_naming_the_first_past_it() -> None:
-    third = 8 * MiB  # 10.7 MiB each in the open: two fit, the third crosses the limit
+    third = 8 * MiB  # 10.7 MiB each in one open: two fit, the third crosses the limit
     wide = group(*(_call(p, "x" * third) for p in range(4)))
     host = _host()
     with pytest.raises(PayloadTooLarge) as refused:
         await host.open_effect_group(wide)
-    assert (refused.value.position, refused.value.replay_key) == (2, "r2")
-    assert "the open request is" in refused.value.message
+    # In parts, as raw JSON (8 MiB each), three fit one message and the fourth is the first past it.
+    assert (refused.value.position, refused.value.replay_key) == (3, "r3")
+    assert (
+        "the open request is" in refused.value.message
+        and "child 2 is the first past it" in refused.value.message
+    )
+    assert "opened in parts of 256 children, the part from child 0" in refused.value.message
     assert f"limit of {BODY_LIMIT} bytes" in refused.value.message
     assert host.store.groups == {}
     # Each alone is fine: the refusal is the sum's.

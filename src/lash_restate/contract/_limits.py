@@ -102,8 +102,8 @@ def check_open_size(group: RuntimeEffectGroup, *, reopen: bool = False) -> None:
             position=refusal.position,
             replay_key=refusal.replay_key,
         )
-    if refusal is not None and not _parts_fit(group):
-        raise refusal
+    if refusal is not None and (in_parts := _parts_refusal(group, refusal)) is not None:
+        raise in_parts
 
 
 def opens_in_parts(group: RuntimeEffectGroup) -> bool:
@@ -146,17 +146,30 @@ def _one_open_refusal(group: RuntimeEffectGroup) -> PayloadTooLarge | None:
     )
 
 
-def _parts_fit(group: RuntimeEffectGroup) -> bool:
-    """Whether the open in parts carries ``group``: the shape in one message, each part in one."""
-    if len(_ENCODER.encode(group.shape())) + OPEN_ALLOWANCE > BODY_LIMIT:
-        return False
+def _parts_refusal(group: RuntimeEffectGroup, one_open: PayloadTooLarge) -> PayloadTooLarge | None:
+    """Why the open in parts cannot carry ``group`` either (``one_open``: why one open cannot), or
+    None when it can: the shape must fit one message, and each part of `PART_CHILDREN` children one."""
+    shape = len(_ENCODER.encode(group.shape())) + OPEN_ALLOWANCE
+    if shape > BODY_LIMIT:
+        return PayloadTooLarge(
+            f"{one_open.message}; opened in parts, the group's shape ({len(group.children)} replay keys) "
+            f"is {shape} bytes, over that limit too",
+            group_key=one_open.group_key,
+        )
     children = group.children
     for first in range(0, len(children), PART_CHILDREN):
-        part = children[first : first + PART_CHILDREN]
-        size = len(str(group.key)) + OPEN_ALLOWANCE + sum(len(canonical_bytes(c)) + 1 for c in part)
-        if size > BODY_LIMIT:
-            return False
-    return True
+        running = len(str(group.key)) + OPEN_ALLOWANCE
+        for position in range(first, min(first + PART_CHILDREN, len(children))):
+            running += len(canonical_bytes(children[position])) + 1
+            if running > BODY_LIMIT:
+                return PayloadTooLarge(
+                    f"{one_open.message}; opened in parts of {PART_CHILDREN} children, the part from "
+                    f"child {first} is over that limit too, and child {position} is the first past it",
+                    group_key=one_open.group_key,
+                    position=position,
+                    replay_key=children[position].replay_key,
+                )
+    return None
 
 
 def ok_size(value_bytes: int) -> int:
