@@ -47,7 +47,7 @@ def test_a_paused_handler_of_the_groups_own_object_holds_it_up_unless_it_is_shar
     assert [holds_up_group(row) for row in rows] == [True, False, True, False]
     assert {"watch", "hold", "operator_resend", "watch_runs"} == GROUP_SHARED
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(inspection_paused, "paused_rows", lambda admin: rows[:2])
+        patch.setattr(inspection_paused, "paused_rows", lambda admin, status: rows[:2])
         patch.setattr(inspection_paused, "paused_paths", lambda admin, paused: {})
         counted = inspection_paused.paused_by_group("http://admin", {"s:group:b:0": ("i", 0)})
     assert counted == {"s:group:b:0": 1}

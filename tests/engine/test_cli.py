@@ -227,6 +227,7 @@ async def test_groups_list_and_show_against_a_running_stack(stack: LocalStack) -
         "orphaned": False,
         "paused": 0,
         "missed": 0,
+        "retrying": 0,
         "reclaim_at": None,
     }
     table = lash("groups", "list", "--admin-url", admin)
@@ -241,6 +242,7 @@ async def test_groups_list_and_show_against_a_running_stack(stack: LocalStack) -
         "STATE",
         "AGE",
         "PAUSED",
+        "RETRYING",
         "MISSED",
         "RECLAIM",
     ]

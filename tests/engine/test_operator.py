@@ -299,7 +299,14 @@ async def test_list_and_show_tell_open_parked_and_orphaned_apart(stack: LocalSta
     assert orphaned.key() in {row["group_key"] for row in json.loads(only.stdout)}
     assert parked.key() not in {row["group_key"] for row in json.loads(only.stdout)}
     table = lash(stack, "groups", "list")
-    assert table.stdout.splitlines()[0].split()[-5:] == ["STATE", "AGE", "PAUSED", "MISSED", "RECLAIM"]
+    assert table.stdout.splitlines()[0].split()[-6:] == [
+        "STATE",
+        "AGE",
+        "PAUSED",
+        "RETRYING",
+        "MISSED",
+        "RECLAIM",
+    ]
 
     shown = json.loads(lash(stack, "groups", "show", parked.key(), "--json").stdout)
     assert shown["state"] == "parked" and "saved its handle and returned normally" in shown["reason"]
@@ -366,8 +373,12 @@ async def test_a_child_restate_is_retrying_is_shown_with_its_last_failure_and_ne
 
     human = await until(retrying)
     assert "child 1 is waiting on DemoCalls/stall" in human and "the ledger is locked" in human
+    # The listing counts it, as it counts a paused one: a group held up while Restate retries.
+    row = await until(lambda: _listed_retrying(stack, s.key()))
+    assert (row.retrying, row.paused) == (1, 0)
     assert "Traceback" not in human and "restate invocations kill" in human
     view = await until(lambda: _retrying(stack, s.key()))
+    assert view.retrying == 1
     [child] = [c for c in view.children if c.retrying is not None]
     assert child.position == 1 and child.rank is None and child.status == "backing-off"
     assert child.paused is None and child.retrying is not None
@@ -385,6 +396,11 @@ async def test_a_child_restate_is_retrying_is_shown_with_its_last_failure_and_ne
     closed = lash(stack, "groups", "close", s.key(), "--force", "--json")
     assert closed.returncode == 0, closed.stderr
     await until(lambda: _nothing_left(stack, s.key()))
+
+
+async def _listed_retrying(stack: LocalStack, key: str) -> OpenGroup | None:
+    row = await listed(stack, key)
+    return row if row is not None and row.retrying else None
 
 
 async def _retrying(stack: LocalStack, key: str) -> GroupView | None:
@@ -1872,6 +1888,7 @@ def test_a_groups_age_is_measured_by_the_servers_clock(monkeypatch: pytest.Monke
     monkeypatch.setattr(_groups, "read_groups", lambda admin, *_, **__: [_groups.StoredGroup("k", meta, {})])
     monkeypatch.setattr(_groups, "invocation_rows", lambda admin, ids: {})
     monkeypatch.setattr(_groups, "paused_by_group", lambda admin, groups: {})
+    monkeypatch.setattr(_groups, "retrying_by_group", lambda admin, groups: {})
     monkeypatch.setattr(_groups, "lost_closes", lambda admin, groups, known: {})
     monkeypatch.setattr(_groups, "server_now_ms", lambda admin: opened + 3_600_000)
     [row] = _groups.list_open_groups("admin")

@@ -40,6 +40,7 @@ COLUMNS = [
     "state",
     "age",
     "paused",
+    "retrying",
     "missed",
     "reclaim",
 ]

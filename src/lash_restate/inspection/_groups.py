@@ -39,8 +39,17 @@ from ..engine import (
     ranks_recorded,
 )
 from ._journal import SentTo, sent_to, target_of
-from ._paused import created_before, holds_up_group, paused_by_group, paused_on, paused_rows, retrying_on
+from ._paused import (
+    created_before,
+    holds_up_group,
+    paused_by_group,
+    paused_on,
+    paused_rows,
+    retrying_by_group,
+    retrying_on,
+)
 from ._sql import (
+    BACKING_OFF,
     ENDED,
     PAUSED,
     WAITING,
@@ -317,7 +326,7 @@ def _age(meta: GroupMeta, now_ms: int) -> int | None:
     return max(0, (now_ms - meta.opened_at_ms) // 1000) if meta.opened_at_ms else None
 
 
-def open_group_row(group: StoredGroup, state: str, now_ms: int, paused: int) -> dict[str, Any]:
+def open_group_row(group: StoredGroup, state: str, now_ms: int, paused: int, retrying: int) -> dict[str, Any]:
     meta = group.meta
     return {
         "group_key": group.key,
@@ -331,6 +340,7 @@ def open_group_row(group: StoredGroup, state: str, now_ms: int, paused: int) -> 
         "age_s": _age(meta, now_ms),
         "paused": paused,
         "missed": len(group.missed),
+        "retrying": retrying,
         "reclaim_at": utc(group.reclaim_at_ms / 1000) if group.reclaim_at_ms else None,
         "incarnation": meta.incarnation,
         "layout": layout_of(meta.incarnation),
@@ -349,11 +359,20 @@ def list_open_groups(
     (default: the restate-server's time, `server_now_ms`)."""
     groups = read_groups(admin, order=False)
     known = invocation_rows(admin, sorted({o.caller for g in groups for o in g.meta.openers}))
-    paused = paused_by_group(admin, {g.key: (g.meta.incarnation, g.meta.opened_at_ms) for g in groups})
+    opened = {g.key: (g.meta.incarnation, g.meta.opened_at_ms) for g in groups}
+    paused, retrying = paused_by_group(admin, opened), retrying_by_group(admin, opened)
     lost = lost_closes(admin, groups, known)
     now_ms = server_now_ms(admin) if now_ms is None else now_ms
     listed = [
-        OpenGroup(**open_group_row(g, classify(g, known, lost.get(g.key))[0], now_ms, paused.get(g.key, 0)))
+        OpenGroup(
+            **open_group_row(
+                g,
+                classify(g, known, lost.get(g.key))[0],
+                now_ms,
+                paused.get(g.key, 0),
+                retrying.get(g.key, 0),
+            )
+        )
         for g in groups
     ]
     wanted = ORPHANED if orphaned else state
@@ -447,8 +466,12 @@ def show_group(admin: Admin, group_key: str) -> GroupView | None:
     ]
     count = sum(1 for child in children if child.paused is not None)
     count += sum(1 for pump in pumps if pump.status == PAUSED) + len(held)
+    # What Restate is retrying, counted as `groups list` counts it.
+    failing = sum(1 for row in paused_rows(admin, ours, status=BACKING_OFF) if holds_up_group(row))
+    failing += sum(1 for child in children if child.retrying is not None)
+    failing += sum(1 for pump in pumps if pump.status == BACKING_OFF)
     return GroupView(
-        **open_group_row(group, state, server_now_ms(admin), count),
+        **open_group_row(group, state, server_now_ms(admin), count, failing),
         reason=reason,
         opened_at=utc(opened) if opened else None,
         openers=openers,

@@ -32,6 +32,7 @@ __all__ = [
     "paused_on",
     "paused_paths",
     "paused_rows",
+    "retrying_by_group",
     "retrying_on",
     "shown",
 ]
@@ -109,7 +110,18 @@ def paused_by_group(admin: Admin, groups: dict[str, tuple[str, int]]) -> dict[st
     namesake's: created before the group's open), and its paused pumps of the incarnation open now
     (``groups``: each group's incarnation and when it was opened, by group key; an operator's pause
     of a pump stalls what it reports; a closed namesake's paused pump is not this group's)."""
-    paused = paused_rows(admin)  # one read for the pumps, the groups' own handlers and the children's paths
+    return _by_group(admin, groups, PAUSED)
+
+
+def retrying_by_group(admin: Admin, groups: dict[str, tuple[str, int]]) -> dict[str, int]:
+    """By group key, as `paused_by_group` counts them: what Restate is retrying after a failure
+    (backing off between attempts) rather than what it paused."""
+    return _by_group(admin, groups, BACKING_OFF)
+
+
+def _by_group(admin: Admin, groups: dict[str, tuple[str, int]], status: str) -> dict[str, int]:
+    # One read for the pumps, the groups' own handlers and the children's paths.
+    paused = paused_rows(admin, status=status)
     by_group: dict[str, int] = {}
     for row in paused:
         if holds_up_group(row) and (key := str(row["target_service_key"])) in groups:

@@ -25,6 +25,9 @@ class OpenGroup:
     # and its own object's paused handlers that run one at a time on its key, holding the group up.
     paused: int
     missed: int = 0  # children whose runner was missing: their run ended with no outcome
+    # As `paused` counts them, what Restate is retrying after a failure instead (backing off between
+    # attempts, by its retry policy: a handler that raised a plain exception, say).
+    retrying: int = 0
     # An orphan nobody can resume is reclaimed (closed) at this time (UTC, ISO 8601), or later if its
     # children still run then; None for any other group.
     reclaim_at: str | None = None
