@@ -2,13 +2,27 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+import lash_restate.inspection as inspection
+import lash_restate.inspection._groups as inspection_groups
 import lash_restate.inspection._paused as inspection_paused
 from lash_restate.engine import GROUP_SHARED
+from lash_restate.inspection import (
+    ChildView,
+    GroupView,
+    HeldView,
+    InspectionError,
+    PausedView,
+    PumpView,
+    RetryingView,
+)
 from lash_restate.inspection._paused import created_before, holds_up_group
+from tests.engine.cli_main import run_main
 
 OPENED = 1_796_000_000_000  # a group's open, by the endpoint's clock (ms)
 
@@ -51,3 +65,80 @@ def test_a_paused_handler_of_the_groups_own_object_holds_it_up_unless_it_is_shar
         patch.setattr(inspection_paused, "paused_paths", lambda admin, paused: {})
         counted = inspection_paused.paused_by_group("http://admin", {"s:group:b:0": ("i", 0)})
     assert counted == {"s:group:b:0": 1}
+
+
+GOLDEN = json.loads((Path(__file__).parent / "formats" / "format1.json").read_text())
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "what"),
+    [
+        # A later release's record: a wake this release does not know.
+        ("meta", GOLDEN["state.group.meta.fresh"].replace('"first"', '"eventually"'), "record"),
+        ("savers", '{"inv_1": true}', "savers"),
+        ("reclaim_at", '"soon"', "reclaim time"),
+        ("missed", "[0, -", "missed children"),
+    ],
+)
+def test_a_groups_state_this_release_cannot_read_fails_the_command_with_a_line_naming_the_group(
+    monkeypatch: pytest.MonkeyPatch, key: str, value: str, what: str
+) -> None:
+    """A record (or its savers, reclaim time, missed children) this release cannot read, of a later
+    release say, fails `groups list`, `show`, `close` and the rest with one line naming the group and
+    what could not be read, where the command ended in a plain traceback."""
+    rows = [{"service_key": "k:group:b:0", "key": "meta", "value_utf8": GOLDEN["state.group.meta.fresh"]}]
+    rows = [r for r in rows if r["key"] != key] + [
+        {"service_key": "k:group:b:0", "key": key, "value_utf8": value}
+    ]
+    monkeypatch.setattr(inspection_groups, "sql", lambda admin, query, **_: rows)
+    with pytest.raises(
+        InspectionError, match=rf"^group 'k:group:b:0': its {what} cannot be read by this release"
+    ):
+        inspection_groups.read_groups("http://admin", order=False)
+
+
+def test_a_fence_this_release_cannot_read_fails_the_paused_count_naming_the_group(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    paused = [{"id": "inv_c", "target_service_name": "LashChild", "target_service_key": "k:group:b:0/0"}]
+    monkeypatch.setattr(inspection_paused, "paused_rows", lambda admin, status: paused)
+    fence = [{"service_key": "k:group:b:0", "value_utf8": '{"replay_keys": "k:group:b:0/0"}'}]
+    monkeypatch.setattr(inspection_paused, "sql", lambda admin, query, **_: fence)
+    with pytest.raises(InspectionError, match=r"^group 'k:group:b:0': its shape cannot be read"):
+        inspection_paused.paused_by_group("http://admin", {"k:group:b:0": ("i", 0)})
+
+
+def test_groups_show_names_what_holds_a_wide_group_up_within_bounds_and_never_prints_none(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """On a wide group in an outage: ten of the paused children are named, each with its failure's
+    first line (not the handler's traceback), the rest counted; a child Restate retries whose attempt
+    and next retry are not recorded is named without "None"; a pump past the first four that fails
+    is named in the count of the others; a handler of the group's own object that fails is named
+    with what it holds up."""
+    trace = "[500] RuntimeError('the ledger is locked')\nTraceback (most recent call last):\n  ..."
+    paused = PausedView("inv_p", "DemoCalls/stall", 3, trace, "500")
+    retrying = RetryingView("inv_r", "DemoCalls/flaky", None, None, None, next_retry_at=None)
+    children = [ChildView(p, f"k/{p}", None, None, f"inv_{p}", "paused", paused=paused) for p in range(12)]
+    children.append(ChildView(12, "k/12", None, None, "inv_r", "backing-off", retrying=retrying))
+    pumps = [PumpView(f"inv_pump{n}", "run2", f"i.{n}:k", "suspended") for n in range(4)]
+    pumps.append(PumpView("inv_pump4", "run2", "i.4:k", "backing-off"))
+    view = GroupView(
+        group_key="k", child_count=13, settled=0, wake="all", disposition="run_to_completion",
+        mode="pumped", state="open", orphaned=False, age_s=5, paused=12, retrying=3,
+        children=children, pumps=pumps, held=[HeldView("inv_guard", "guard", status="backing-off")],
+    )  # fmt: skip
+    monkeypatch.setattr(inspection, "show_group", lambda admin, key: view)
+    shown = run_main(["groups", "show", "k", "--admin-url", "http://127.0.0.1:1"])
+    assert shown.returncode == 0, shown.stderr
+    out = shown.stdout
+    assert out.count("which Restate paused when its retries ran out; last failure [500]:") == 10
+    assert "and 2 more children with an invocation paused on their path" in out
+    assert "Traceback" not in out and "None" not in out
+    assert (
+        "child 12 is waiting on DemoCalls/flaky (inv_r), which Restate is retrying: its last failure is not"
+        in out
+    )
+    assert "and 1 more, inv_pump4 (backing-off)" in out
+    assert "pump inv_pump4 is failing, and Restate is retrying it" in out
+    assert "LashGroup/guard inv_guard is failing, and Restate is retrying it: the group's reports" in out

@@ -55,7 +55,7 @@ def reclaim_in(at: str | None, now: float) -> str:
     return f"in {age(int(seconds))}" if seconds >= 1 else "due"
 
 
-_RETRYING_SHOWN = 10  # children backing off shown with their failure; --json lists all
+_FAILING_SHOWN = 10  # children paused, or backing off, shown with their failure; --json lists all
 _PUMPS_SHOWN = 4  # a wide group has one pump per 256 children: the rest are counted
 _RUNNING_SHOWN = 20  # a wide group's close may leave thousands running: the rest are counted
 
@@ -93,8 +93,7 @@ def groups_list(args: argparse.Namespace) -> int:
 
 
 def groups_show(args: argparse.Namespace) -> int:
-    from ..engine import GROUP, named
-    from ..inspection import InspectionError, show_group
+    from ..inspection import BACKING_OFF, PAUSED, InspectionError, show_group
 
     if (failed := prefix_from_args(args)) is not None:
         return failed
@@ -116,7 +115,7 @@ def groups_show(args: argparse.Namespace) -> int:
     held = shown.pop("held")
     shown["age"] = age(shown.pop("age_s"))
     for name, value in shown.items():
-        print(f"{name + ':':<13} {value}")
+        print(f"{name + ':':<13} {'-' if value is None else value}")  # as the tables show an unset value
     for opener in openers:
         how = "running" if opener["alive"] else (opener["ended"] or "ended: how is not known")
         if opener["status"] == "paused":  # as Restate says it: alive, but held until an operator resumes it
@@ -126,11 +125,10 @@ def groups_show(args: argparse.Namespace) -> int:
         print(f"{'pump:':<13} {pump['invocation_id']} ({pump['handler']}, {pump['status']})")
     if len(pumps) > _PUMPS_SHOWN:
         others = pumps[_PUMPS_SHOWN:]
-        paused_pumps = [p["invocation_id"] for p in others if p["status"] == "paused"]
-        print(
-            f"{'':<13} and {len(others)} more"
-            + (f", paused: {', '.join(paused_pumps)}" if paused_pumps else "")
-        )
+        held_up = [
+            f"{p['invocation_id']} ({p['status']})" for p in others if p["status"] in (PAUSED, BACKING_OFF)
+        ]
+        print(f"{'':<13} and {len(others)} more" + (f", {', '.join(held_up)}" if held_up else ""))
     print()
     rows = [{k: "-" if v is None else v for k, v in c.items() if k in CHILD_COLUMNS} for c in children]
     print(table(rows, CHILD_COLUMNS))
@@ -141,35 +139,43 @@ def groups_show(args: argparse.Namespace) -> int:
             "serve): it ended with no outcome. Once the endpoint serves it again, "
             f"`lash-restate groups redispatch {shlex.quote(args.key)}` runs it again (a reopen does too)"
         )
-    _print_retrying([c for c in children if c["retrying"] is not None])
-    paused = [c for c in children if c["paused"] is not None]
-    for child in paused:
-        p = child["paused"]
-        code = f" [{p['last_failure_error_code']}]" if p["last_failure_error_code"] else ""
-        # No failure recorded: nothing ran out, an operator paused it (`restate invocations pause`).
-        how = (
-            f"which Restate paused when its retries ran out; last failure{code}: {p['last_failure']}"
-            if p["last_failure"]
-            else "which is paused, with no failure recorded (an operator's `restate invocations pause`)"
-        )
+    _print_failing(children, pumps, held, BACKING_OFF)
+    _print_failing(children, pumps, held, PAUSED)
+    return 0
+
+
+def _print_failing(
+    children: list[dict[str, Any]], pumps: list[dict[str, Any]], held: list[dict[str, Any]], status: str
+) -> None:
+    """What Restate holds in ``status`` on the group's way (paused, or backing off between attempts
+    after a failure): on a child's path, with its last failure's first line (`--json` has it whole),
+    a pump, a handler of the group's own object; then what the operator can do about it."""
+    from ..engine import GROUP, named
+    from ..inspection import PAUSED
+
+    paused = status == PAUSED
+    field = "paused" if paused else "retrying"
+    failing = [c for c in children if c[field] is not None]
+    for child in failing[:_FAILING_SHOWN]:
         print()
-        print(f"child {child['position']} is waiting on {p['target']} ({p['invocation_id']}), {how}")
-    for pump in pumps:
-        if pump["status"] == "paused":
-            paused.append(pump)  # the resume/kill advice below covers it
-            print()
-            print(
-                f"pump {pump['invocation_id']} is paused: the children it calls report nothing until it "
-                "is resumed (restate invocations resume ID)"
-            )
-    for handler in held:
-        paused.append(handler)  # the resume/kill advice below covers it
+        print(f"child {child['position']} is waiting on {_failing(child[field], paused)}")
+    if len(failing) > _FAILING_SHOWN:
+        more = len(failing) - _FAILING_SHOWN
+        print(f"and {more} more children with an invocation {status} on their path (--json lists each)")
+    how = "is paused" if paused else "is failing, and Restate is retrying it"
+    until = "until it is resumed or killed" if paused else "until it succeeds or is killed"
+    for pump in (p for p in pumps if p["status"] == status):
+        failing.append(pump)
+        print()
+        print(f"pump {pump['invocation_id']} {how}: the children it calls report nothing {until}")
+    for handler in (h for h in held if h["status"] == status):
+        failing.append(handler)
         print()
         print(
-            f"{named(GROUP)}/{handler['handler']} {handler['invocation_id']} is paused: the group's reports, "
-            "reads and close queue behind it on its key until it is resumed or killed"
+            f"{named(GROUP)}/{handler['handler']} {handler['invocation_id']} {how}: the group's reports, "
+            f"reads and close queue behind it on its key {until}"
         )
-    if paused:
+    if failing and paused:
         print()
         print(
             "fix the cause of a failure, if any, then resume it (restate invocations resume ID "
@@ -177,31 +183,30 @@ def groups_show(args: argparse.Namespace) -> int:
             "/invocations/ID/resume?deployment=latest on the admin API), or kill it (restate "
             "invocations kill ID): the child then settles as failed"
         )
-    return 0
-
-
-def _print_retrying(children: list[dict[str, Any]]) -> None:
-    """Why each child Restate is retrying on is backing off: its last failure and its next attempt."""
-    for child in children[:_RETRYING_SHOWN]:
-        r = child["retrying"]
-        code = f" [{r['last_failure_error_code']}]" if r["last_failure_error_code"] else ""
-        # Its first line: Restate's failure text goes on with the handler's traceback (in --json).
-        failure = (r["last_failure"] or "no failure recorded").splitlines()[0]
-        print()
-        print(
-            f"child {child['position']} is waiting on {r['target']} ({r['invocation_id']}), which Restate is "
-            f"retrying: attempt {r['retry_count']} failed{code}: {failure}; "
-            f"next attempt at {r['next_retry_at']}"
-        )
-    if len(children) > _RETRYING_SHOWN:
-        print(f"and {len(children) - _RETRYING_SHOWN} more children Restate is retrying (--json lists each)")
-    if children:
+    elif failing:
         print()
         print(
             "Restate retries it by its retry policy (and pauses it once its attempts run out, where the "
             "policy says so); fix the cause, or kill it (restate invocations kill ID): the child then "
             "settles as failed"
         )
+
+
+def _failing(invocation: dict[str, Any], paused: bool) -> str:
+    """An invocation Restate paused or is retrying, as `groups show` names it: where, and why."""
+    code = f" [{invocation['last_failure_error_code']}]" if invocation["last_failure_error_code"] else ""
+    # Its first line: Restate's failure text goes on with the handler's traceback (in --json).
+    failure = (invocation["last_failure"] or "").splitlines()[0] if invocation["last_failure"] else None
+    where = f"{invocation['target']} ({invocation['invocation_id']})"
+    if paused:
+        if failure is None:  # nothing ran out: an operator paused it (`restate invocations pause`)
+            operator = "(an operator's `restate invocations pause`)"
+            return f"{where}, which is paused, with no failure recorded {operator}"
+        return f"{where}, which Restate paused when its retries ran out; last failure{code}: {failure}"
+    attempt = "" if invocation["retry_count"] is None else f"attempt {invocation['retry_count']} "
+    told = f"{attempt}failed{code}: {failure}" if failure else "its last failure is not recorded"
+    then = f"; next attempt at {invocation['next_retry_at']}" if invocation["next_retry_at"] else ""
+    return f"{where}, which Restate is retrying: {told}{then}"
 
 
 def groups_close(args: argparse.Namespace) -> int:
@@ -441,7 +446,7 @@ def _only(args: argparse.Namespace, listed: list[_T]) -> list[_T]:
 
 def _keys_of(item: object) -> set[str]:
     """The keys `--key` matches a stranded item by: its group's, or an event child's event and the
-    group its key names (a child's key is its replay key, `{group key}/c{position}` by default)."""
+    group its key names (a child's key is its replay key, `{group key}/{position}` by default)."""
     keys = {getattr(item, "group_key", None), getattr(item, "event", None)}
     child = getattr(item, "child", None)
     if isinstance(child, str):

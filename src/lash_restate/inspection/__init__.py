@@ -36,7 +36,7 @@ from ._operator import (
     redispatch_missed,
 )
 from ._rollback import RollbackBlocker, kill_pending, rollback_blockers
-from ._sql import InspectionError, quote, server_now_ms, sql
+from ._sql import BACKING_OFF, PAUSED, InspectionError, quote, server_now_ms, sql
 from ._staged import LeftOutcome, StagedPart, left_outcomes, left_staged, release_outcome, release_staged
 from ._stranded import StrandedOpen, resend_open, stranded_opens
 from ._subscriptions import StrandedSubscription, resubscribe, stranded_subscriptions
@@ -44,7 +44,9 @@ from ._views import ChildView, GroupView, HeldView, OpenerView, OpenGroup, Pause
 from ._wakes import StrandedWakes, look_again, stranded_wakes
 
 __all__ = [
+    "BACKING_OFF",
     "DEFAULT_INGRESS_URL",
+    "PAUSED",
     "ChildView",
     "CloseRefused",
     "CloseResult",

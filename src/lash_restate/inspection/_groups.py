@@ -1,5 +1,6 @@
 """Open groups read from the `state` table and classified open, parked or orphaned by how their
-latest opener ended (decision 45); the children Restate paused, counted on each child's path."""
+latest opener ended (decision 45), with what Restate paused or is retrying on their way (counted in
+`_paused`); one group shown child by child."""
 
 from __future__ import annotations
 
@@ -55,6 +56,7 @@ from ._sql import (
     WAITING,
     Admin,
     alive_of,
+    decoded,
     invocation_rows,
     is_alive,
     quote,
@@ -103,11 +105,6 @@ class StoredGroup:
         return self.meta.counter if self.settled is None else self.settled
 
 
-_ENDS = msgspec.json.Decoder(list[OpenerEnd])
-_POSITIONS = msgspec.json.Decoder(list[int])
-_STRINGS = msgspec.json.Decoder(list[str])
-
-
 def read_groups(admin: Admin, where: str = "", *, order: bool = True) -> list[StoredGroup]:
     """The groups' records; without ``order``, a wide group's rank pages are not read (a listing
     counts its ranks from its `ranked` record alone: a group of 100,000 children keeps 97 pages)."""
@@ -122,22 +119,31 @@ def read_groups(admin: Admin, where: str = "", *, order: bool = True) -> list[St
     metas = {r["service_key"]: r["value_utf8"] for r in rows if r["key"] == RECORD}
     ends = {r["service_key"]: r["value_utf8"] for r in rows if r["key"] == OPENER_ENDS}
     missed = {r["service_key"]: r["value_utf8"] for r in rows if r["key"] == MISSED}
-    reclaims = {r["service_key"]: int(r["value_utf8"]) for r in rows if r["key"] == RECLAIM_AT}
-    savers = {r["service_key"]: _STRINGS.decode(r["value_utf8"]) for r in rows if r["key"] == SAVERS}
+    reclaims = {
+        (key := r["service_key"]): decoded(r["value_utf8"], int, group_key=key, what="reclaim time")
+        for r in rows
+        if r["key"] == RECLAIM_AT
+    }
+    savers = {
+        (key := r["service_key"]): decoded(r["value_utf8"], list[str], group_key=key, what="savers")
+        for r in rows
+        if r["key"] == SAVERS
+    }
     pages: dict[str, dict[str, str]] = {}
     for r in rows:
         if r["key"].startswith("ranks:") or r["key"] == "ranked":
             pages.setdefault(r["service_key"], {})[r["key"]] = r["value_utf8"]
     found = []
     for key in sorted(metas):
-        meta = msgspec.json.decode(metas[key], type=GroupMeta)
+        meta = decoded(metas[key], GroupMeta, group_key=key, what="record")
         settled = None
         if order:  # a wide group keeps its rank order in pages (decision 65): read as one order
             meta = assemble_order(meta, pages.get(key, {}))
         else:
             settled = ranks_recorded(meta, pages.get(key, {}))
-        recorded = _ENDS.decode(ends[key]) if key in ends else []  # absent on a format-1 group
-        positions = _POSITIONS.decode(missed[key]) if key in missed else []
+        # The openers' ends are absent on a format-1 group.
+        recorded = decoded(ends.get(key, "[]"), list[OpenerEnd], group_key=key, what="openers' ends")
+        positions = decoded(missed.get(key, "[]"), list[int], group_key=key, what="missed children")
         ended = {end.caller: end.failed for end in recorded}
         saved = frozenset(savers.get(key, []))
         found.append(StoredGroup(key, meta, ended, positions, reclaims.get(key), settled, saved))
@@ -174,6 +180,7 @@ _OPENS_AND_CLOSE = (GROUP_CLOSE.handler, GROUP_OPEN.handler, GROUP_OPEN_PARTS.ha
 # How long ago a close Restate does not know must have been sent to be taken as lost: until then it
 # may still be on its way to the group's partition (as an open, `_stranded.SENT_BEFORE_S`).
 CLOSE_SENT_BEFORE_S = 60
+_CLOSES_PER_QUERY = 100  # journal entries named one by one in one query
 
 
 def lost_closes(
@@ -221,12 +228,15 @@ def lost_closes(
     }
     if not wanted:
         return {}
-    # The bodies of those closes alone (an open's may be megabytes): what incarnation each names.
-    which = " OR ".join(f'(id = {quote(caller)} AND "index" = {at})' for caller, at in wanted)
-    bodies = {
-        (row["id"], int(row["at"])): row["entry"]
-        for row in sql(admin, f'SELECT id, "index" AS at, entry_json AS entry FROM sys_journal WHERE {which}')
-    }
+    # The bodies of those closes alone (an open's may be megabytes): what incarnation each names, a
+    # slice of them per query (closes a paused guard holds up may be many).
+    pairs = list(wanted)
+    bodies: dict[tuple[str, int], str] = {}
+    for start in range(0, len(pairs), _CLOSES_PER_QUERY):
+        part = pairs[start : start + _CLOSES_PER_QUERY]
+        which = " OR ".join(f'(id = {quote(caller)} AND "index" = {at})' for caller, at in part)
+        query = f'SELECT id, "index" AS at, entry_json AS entry FROM sys_journal WHERE {which}'
+        bodies.update({(row["id"], int(row["at"])): row["entry"] for row in sql(admin, query)})
     closes: dict[str, tuple[LostClose, bool]] = {}  # group key -> (the close, sent long ago)
     restarted: dict[str, LostClose] = {}
     for (caller, at), (g, sent, long_sent) in wanted.items():
@@ -394,7 +404,7 @@ def show_group(admin: Admin, group_key: str) -> GroupView | None:
         return None  # not open (or closed between the two reads)
     [group] = found
     meta = group.meta
-    fence = msgspec.json.decode(fences[0]["value_utf8"], type=GroupShape)
+    fence = decoded(fences[0]["value_utf8"], GroupShape, group_key=group_key, what="shape")
     ranks = {position: rank for rank, position in enumerate(meta.positions(), start=1)}
     known = invocation_rows(admin, [o.caller for o in meta.openers])
     alive = alive_of(known)
@@ -460,16 +470,15 @@ def show_group(admin: Admin, group_key: str) -> GroupView | None:
     pumps = pumps_of(admin, group_key, meta.incarnation)
     ours = f" AND target_service_name = {quote(named(GROUP))} AND target_service_key = {quote(group_key)}"
     held = [
-        HeldView(invocation_id=str(row["id"]), handler=str(row.get("target_handler_name")))
-        for row in paused_rows(admin, ours)
+        HeldView(invocation_id=str(row["id"]), handler=str(row.get("target_handler_name")), status=status)
+        for status in (PAUSED, BACKING_OFF)
+        for row in paused_rows(admin, ours, status=status)
         if holds_up_group(row)
     ]
-    count = sum(1 for child in children if child.paused is not None)
-    count += sum(1 for pump in pumps if pump.status == PAUSED) + len(held)
-    # What Restate is retrying, counted as `groups list` counts it.
-    failing = sum(1 for row in paused_rows(admin, ours, status=BACKING_OFF) if holds_up_group(row))
-    failing += sum(1 for child in children if child.retrying is not None)
-    failing += sum(1 for pump in pumps if pump.status == BACKING_OFF)
+    # Counted as `groups list` counts them, by the same code: the children above mark what they can.
+    this = {group_key: (meta.incarnation, meta.opened_at_ms)}
+    count = paused_by_group(admin, this).get(group_key, 0)
+    failing = retrying_by_group(admin, this).get(group_key, 0)
     return GroupView(
         **open_group_row(group, state, server_now_ms(admin), count, failing),
         reason=reason,
@@ -486,7 +495,7 @@ def pumps_of(admin: Admin, group_key: str, incarnation: str) -> list[PumpView]:
     rows = sql(
         admin,
         "SELECT id, target_handler_name, target_service_key, status FROM sys_invocation WHERE "
-        f"target_service_name = {quote(named(PUMP))} AND status != 'completed' "
+        f"target_service_name = {quote(named(PUMP))} AND status != {quote(ENDED)} "
         f"AND starts_with(target_service_key, {quote(incarnation)}) "
         f"AND ends_with(target_service_key, {quote(':' + group_key)}) ORDER BY created_at",
     )

@@ -46,7 +46,8 @@ DEFAULT_INGRESS_URL = "http://127.0.0.1:8080"
 
 
 class CloseRefused(InspectionError):
-    """`close_group` would not close: the group is parked or open (and not forced), or changed meanwhile."""
+    """`close_group` would not close: the group is parked or open, or an orphan whose handle an opener
+    saved (each unless forced), or it changed meanwhile."""
 
     code = RuntimeErrorCode.CLOSE_REFUSED
 
@@ -114,7 +115,8 @@ def close_group(
     it deletes the group's state. A parked or open group, and an orphaned one whose handle an opener
     saved, is refused unless ``force``.
     """
-    found = read_groups(admin, f" AND service_key = {quote(group_key)}")
+    # Its rank order is not needed here: a wide group's pages are left unread (`show_group` reads them).
+    found = read_groups(admin, f" AND service_key = {quote(group_key)}", order=False)
     if not found:
         return CloseResult(group_key=group_key, closed=False, was=None)
     [group] = found

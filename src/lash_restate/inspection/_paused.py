@@ -20,7 +20,7 @@ from ..engine import (
     incarnation_of_pump,
     named,
 )
-from ._sql import BACKING_OFF, IN_SLICE, PAUSED, Admin, in_list, quote, rows_in, sql
+from ._sql import BACKING_OFF, IN_SLICE, PAUSED, Admin, decoded, in_list, quote, rows_in, sql
 from ._views import PausedView, RetryingView
 
 __all__ = [
@@ -150,7 +150,7 @@ def _by_group(admin: Admin, groups: dict[str, tuple[str, int]], status: str) -> 
         for row in rows:
             group = row["service_key"]
             opened_at_ms = groups.get(group, ("", 0))[1]
-            recorded = set(msgspec.json.decode(row["value_utf8"], type=GroupShape).replay_keys)
+            recorded = set(decoded(row["value_utf8"], GroupShape, group_key=group, what="shape").replay_keys)
             for key in part:
                 # A child counts once, as `groups show` marks it, however many of its runs are paused,
                 # and only for what ran since its group's open (a reused key's earlier runs do not).

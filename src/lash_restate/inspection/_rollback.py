@@ -27,7 +27,7 @@ from ..engine import (
     opened_since_baseline,
 )
 from ._groups import read_groups
-from ._sql import Admin, InspectionError, admin_api, alive_of, in_list, invocation_rows, quote, sql
+from ._sql import ENDED, Admin, InspectionError, admin_api, alive_of, in_list, invocation_rows, quote, sql
 
 __all__ = ["RollbackBlocker", "kill_pending", "rollback_blockers"]
 
@@ -58,7 +58,7 @@ def _pending_query() -> str:
         f"(target_service_name = {quote(named(role))} AND target_handler_name NOT IN {in_list(handlers)})"
         for role, handlers in BASELINE_HANDLERS.items()
     )
-    return f"SELECT id, target, status FROM sys_invocation WHERE status != 'completed' AND ({unserved})"
+    return f"SELECT id, target, status FROM sys_invocation WHERE status != {quote(ENDED)} AND ({unserved})"
 
 
 def rollback_blockers(admin: Admin) -> list[RollbackBlocker]:

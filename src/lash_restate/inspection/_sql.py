@@ -4,7 +4,9 @@ parameters), and the rows of the invocations a group is made of."""
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, TypeVar
+
+import msgspec
 
 from ..admin import AdminApi, AdminError
 from ..contract import LashError, RuntimeErrorCode
@@ -20,6 +22,7 @@ __all__ = [
     "InspectionError",
     "admin_api",
     "alive_of",
+    "decoded",
     "in_list",
     "invocation_rows",
     "is_alive",
@@ -29,21 +32,23 @@ __all__ = [
     "sql",
 ]
 
-# The `sys_invocation` status of an invocation that has ended, and of one Restate paused after its
-# retries ran out (`on-max-attempts = "pause"`): it waits for an operator's resume or kill.
+# The `sys_invocation` status of an invocation that has ended.
 ENDED = "completed"
+# Of one Restate paused, after its retries ran out (`on-max-attempts = "pause"`) or by an operator's
+# `restate invocations pause`: it waits for an operator's resume or kill.
+PAUSED = "paused"
+# Of one that failed and waits for its next attempt, by its retry policy.
+BACKING_OFF = "backing-off"
 # `groups show`'s status of a bounded group's child that has not started: no invocation yet, its
 # group's pump starts it as a slot frees (not one of Restate's statuses).
 WAITING = "waiting"
-PAUSED = "paused"
-# The status of an invocation that failed and waits for its next attempt, by its retry policy.
-BACKING_OFF = "backing-off"
 # How many literals one IN (...) list carries; a wide group is looked up in slices.
 IN_SLICE = 500
 
 
 class InspectionError(LashError, RuntimeError):
-    """The admin API could not be reached or refused the query; the message is one line."""
+    """The admin API could not be reached or refused the query, or what it answered cannot be read: the
+    message says which (with as much of the server's own reason as it gave)."""
 
     code = RuntimeErrorCode.INSPECTION
 
@@ -53,12 +58,26 @@ class InspectionError(LashError, RuntimeError):
 
 def quote(text: str) -> str:
     """A SQL string literal for ``text``: the admin query API takes no parameters, so quote exactly."""
-    if "\x00" in text:
-        raise ValueError("a NUL character cannot appear in a query literal")
+    if "\x00" in text:  # a key given to a command, say: refused as the admin API would, in one line
+        raise InspectionError(f"a NUL character cannot appear in a query literal: {text!r}")
     return "'" + text.replace("'", "''") + "'"
 
 
 Admin = AdminApi | str  # an admin API, or just its address (no token)
+
+T = TypeVar("T")
+
+
+def decoded(value: str | bytes | None, kind: type[T], *, group_key: str, what: str) -> T:
+    """``value``, the group ``group_key``'s ``what`` as its state keeps it, read as ``kind``: one this
+    release cannot read fails the command with a line naming the group, not a traceback."""
+    try:
+        return msgspec.json.decode(value or b"", type=kind)
+    except msgspec.DecodeError as exc:
+        raise InspectionError(
+            f"group {group_key!r}: its {what} cannot be read by this release of lash-restate ({exc}); "
+            "a group a later release opened is inspected with that release's"
+        ) from None
 
 
 def admin_api(admin: Admin) -> AdminApi:

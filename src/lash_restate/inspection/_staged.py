@@ -30,7 +30,19 @@ from ..engine import (
     incarnation_of_pump,
     named,
 )
-from ._sql import Admin, InspectionError, admin_api, alive_of, in_list, invocation_rows, quote, rows_in, sql
+from ._sql import (
+    ENDED,
+    Admin,
+    InspectionError,
+    admin_api,
+    alive_of,
+    decoded,
+    in_list,
+    invocation_rows,
+    quote,
+    rows_in,
+    sql,
+)
 
 __all__ = ["LeftOutcome", "StagedPart", "left_outcomes", "left_staged", "release_outcome", "release_staged"]
 
@@ -83,7 +95,10 @@ def left_staged(admin: Admin) -> list[StagedPart]:
         f"AND key = {quote(RECORD)} AND service_key IN {{values}}",
         groups,
     )
-    recorded = {row["service_key"]: msgspec.json.decode(row["value_utf8"], type=GroupMeta) for row in metas}
+    recorded = {
+        (key := row["service_key"]): decoded(row["value_utf8"], GroupMeta, group_key=key, what="record")
+        for row in metas
+    }
     # What a group recorded under the pump's incarnation holds is that group's own: of every group in
     # flight, so looked past before anything else is asked of Restate.
     keys = [key for key in keys if not _recorded_own(recorded, key)]
@@ -93,7 +108,7 @@ def left_staged(admin: Admin) -> list[StagedPart]:
     queued = rows_in(
         admin,
         "SELECT target_service_name AS service, target_service_key AS key, target_handler_name AS handler "
-        "FROM sys_invocation WHERE status != 'completed' AND target_service_key IN {values}",
+        f"FROM sys_invocation WHERE status != {quote(ENDED)} AND target_service_key IN {{values}}",
         keys + groups,
     )
     busy = {row["key"] for row in queued if row["service"] == named(PUMP)}
@@ -199,7 +214,7 @@ def left_outcomes(admin: Admin) -> list[LeftOutcome]:
     queued = rows_in(
         admin,
         f"SELECT target_service_key AS key FROM sys_invocation WHERE target_service_name = {child} "
-        "AND status != 'completed' AND target_service_key IN {values}",
+        f"AND status != {quote(ENDED)} AND target_service_key IN {{values}}",
         sorted(gone),
     )
     busy = {row["key"] for row in queued}

@@ -96,12 +96,8 @@ def stranded_opens(admin: Admin, *, sent_before_s: int = SENT_BEFORE_S) -> list[
         if any(_on_its_way(known.get(r.sent), r.long_sent) for r in resent.get(_reply_to(s.body), ())):
             continue  # sent again already, and that open has not ended unanswered: a second would overtake it
         ended_as = known.get(s.sent)
-        if ended_as is not None and (
-            ended_as.get("status") != ENDED or not ended_as.get("completion_failure")
-        ):
-            continue  # still on its way, or it answered (the completion is on its way too)
-        if ended_as is None and not s.long_sent:
-            continue  # sent a moment ago: it may not have reached its group yet
+        if _on_its_way(ended_as, s.long_sent):
+            continue  # queued, running or sent a moment ago; or it answered (its completion follows)
         ended = (
             ended_as["completion_failure"]
             if ended_as is not None

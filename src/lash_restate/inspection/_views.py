@@ -101,11 +101,13 @@ class PumpView:
 
 @dataclass(frozen=True)
 class HeldView:
-    """A handler of the group's own object that Restate holds paused and that runs one at a time on
-    its key: the group's reports, reads and close queue behind it until it is resumed or killed."""
+    """A handler of the group's own object that Restate holds paused, or retries after a failure, and
+    that runs one at a time on its key: the group's reports, reads and close queue behind it until it
+    succeeds (resumed, if paused) or is killed."""
 
     invocation_id: str
     handler: str  # guard, report, open, …
+    status: str = "paused"  # or "backing-off": failing, and retried by Restate
 
 
 @dataclass(frozen=True)
