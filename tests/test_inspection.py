@@ -17,6 +17,7 @@ from lash_restate.inspection import (
     GroupView,
     HeldView,
     InspectionError,
+    OpenerView,
     PausedView,
     PumpView,
     RetryingView,
@@ -127,6 +128,7 @@ def test_groups_show_names_what_holds_a_wide_group_up_within_bounds_and_never_pr
         group_key="k", child_count=13, settled=0, wake="all", disposition="run_to_completion",
         mode="pumped", state="open", orphaned=False, age_s=5, paused=12, retrying=3,
         children=children, pumps=pumps, held=[HeldView("inv_guard", "guard", status="backing-off")],
+        openers=[OpenerView("inv_opener", alive=True, status="backing-off")],
     )  # fmt: skip
     monkeypatch.setattr(inspection, "show_group", lambda admin, key: view)
     shown = run_main(["groups", "show", "k", "--admin-url", "http://127.0.0.1:1"])
@@ -142,3 +144,4 @@ def test_groups_show_names_what_holds_a_wide_group_up_within_bounds_and_never_pr
     assert "and 1 more, inv_pump4 (backing-off)" in out
     assert "pump inv_pump4 is failing, and Restate is retrying it" in out
     assert "LashGroup/guard inv_guard is failing, and Restate is retrying it: the group's reports" in out
+    assert "opener:       inv_opener (failing, and Restate is retrying it)" in out  # not "running"

@@ -118,8 +118,10 @@ def groups_show(args: argparse.Namespace) -> int:
         print(f"{name + ':':<13} {'-' if value is None else value}")  # as the tables show an unset value
     for opener in openers:
         how = "running" if opener["alive"] else (opener["ended"] or "ended: how is not known")
-        if opener["status"] == "paused":  # as Restate says it: alive, but held until an operator resumes it
+        if opener["status"] == PAUSED:  # as Restate says it: alive, but held until an operator resumes it
             how = "paused: `restate invocations resume` it"
+        elif opener["status"] == BACKING_OFF:  # alive, failing, and retried by its retry policy
+            how = "failing, and Restate is retrying it"
         print(f"{'opener:':<13} {opener['invocation_id']} ({how})")
     for pump in pumps[:_PUMPS_SHOWN]:
         print(f"{'pump:':<13} {pump['invocation_id']} ({pump['handler']}, {pump['status']})")
