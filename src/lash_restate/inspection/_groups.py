@@ -303,30 +303,34 @@ def classify(
         if saved_end:
             return ORPHANED, "its latest opener saved its handle, then failed or was killed"
         return PARKED, "its latest opener saved its handle and returned normally: a continuation holds it"
-    state, why = _by_latest_end(group, latest, known.get(latest.caller))
-    if state == ORPHANED and latest.caller in group.savers:  # its hold has not reported its end yet
-        if why.startswith("how"):
-            return ORPHANED, "its latest opener saved its handle; how it ended is not known"
-        return ORPHANED, why.replace("its latest opener", "its latest opener saved its handle, then", 1)
-    if state == ORPHANED and (group.savers | group.ends.keys()) - {latest.caller}:
+    # A saver whose hold has not reported its end yet is said to have saved its handle.
+    saved = latest.caller in group.savers
+    state, why = _by_latest_end(group, latest, known.get(latest.caller), saved=saved)
+    if state == ORPHANED and not saved and (group.savers | group.ends.keys()) - {latest.caller}:
         why += f"; {_EARLIER_SAVE}"
     return state, why
 
 
-def _by_latest_end(group: StoredGroup, latest: Opener, row: dict[str, Any] | None) -> tuple[str, str]:
-    """`classify` of a group whose latest opener's save, if any, has no end recorded: by how that
-    opener ended, as the group's watch heard it or Restate still remembers it (``row``)."""
+def _by_latest_end(
+    group: StoredGroup, latest: Opener, row: dict[str, Any] | None, *, saved: bool
+) -> tuple[str, str]:
+    """`classify` of a group whose latest opener's save, if any, has no end recorded (``saved``: it
+    saved its handle): by how that opener ended, as the group's watch heard it or Restate still
+    remembers it (``row``)."""
+    who = "its latest opener saved its handle, then" if saved else "its latest opener"
     if latest.ended:  # the group's watch of its openers reported it (decisions 13, 78)
         if latest.failed and group.meta.disposition is LoserPolicy.CANCEL:
-            return ORPHANED, "its latest opener failed or was killed; its unsettled children were cancelled"
+            return ORPHANED, f"{who} failed or was killed; its unsettled children were cancelled"
         if latest.failed:
-            return ORPHANED, "its latest opener failed or was killed"
+            return ORPHANED, f"{who} failed or was killed"
         return PARKED, f"its latest opener returned normally, {_NO_SAVE}"
     if row is not None and row.get("completion_result") == "success":
         return PARKED, "its latest opener returned normally (Restate still remembers how it ended)"
     if row is not None:
         failure = without_wire((row.get("completion_failure") or "").strip())
-        return ORPHANED, "its latest opener failed or was killed" + (f": {failure}" if failure else "")
+        return ORPHANED, f"{who} failed or was killed" + (f": {failure}" if failure else "")
+    if saved:
+        return ORPHANED, "its latest opener saved its handle; how it ended is not known"
     return ORPHANED, (
         "how its latest opener ended is not known: it saved no handle, and Restate no longer remembers it"
     )
