@@ -451,3 +451,19 @@ def test_what_restates_ui_shows_of_lashs_services_cites_no_decision_number() -> 
     published = compute_discovery_json(endpoint, 4, "bidi")
     cited = sorted({m.group(0) for m in re.finditer(r".{40}\b[Dd]ecisions? \d+", published)})
     assert cited == [], cited
+
+
+def test_a_listing_the_docs_show_has_the_columns_groups_list_prints() -> None:
+    """A page that shows `groups list`'s table shows its header as the command prints it (the
+    tutorial's had lost a column the listing gained)."""
+    from lash_restate.cli._groups import COLUMNS
+
+    header = [c.upper() for c in COLUMNS]
+    shown = [
+        (page, line.split())
+        for page in DOCS
+        for line in (ROOT / page).read_text().splitlines()
+        if line.startswith("GROUP_KEY ")
+    ]
+    assert shown, "no page shows a listing: this test guards nothing"
+    assert all(columns == header for _, columns in shown), [p for p, c in shown if c != header]
