@@ -3,7 +3,7 @@ show what Restate paused; `groups close` is the caller's close, through the grou
 
 Every case runs against a real restate-server whose default retry policy pauses an invocation after
 two attempts, so a call child whose target keeps failing is paused within a second or so (but one, on the
-session's server, whose default policy backs off between attempts).
+suite's shared server, whose default policy backs off between attempts).
 """
 
 from __future__ import annotations
@@ -362,8 +362,8 @@ async def test_a_child_restate_is_retrying_is_shown_with_its_last_failure_and_ne
 ) -> None:
     """Under Restate's default retry policy a call that keeps failing backs off between attempts, for
     longer each time: `groups show` says which child waits on it, what failed and when Restate tries
-    again, where it showed only the child's status. (On the session's server: this module's pauses
-    after two attempts 50 ms apart.)"""
+    again, where it showed only the child's status. (On the suite's shared server: this module's
+    pauses after two attempts 50 ms apart.)"""
     stack = restate_stack
     s = await parked_group(stack, stall("the ledger is locked"))
 
