@@ -1,5 +1,7 @@
-"""The children Restate paused after their retries ran out, found on each child's path: the child's
-own invocation, or the callee of a call lash makes itself (a call child's idempotency key names it)."""
+"""The children Restate paused (after their retries ran out, or by an operator), or is retrying after
+a failure, found on each child's path: the child's own invocation, or the callee of a call lash makes
+itself (a call child's idempotency key names it), or a call either made; counted per group, with the
+group's pumps and its own handlers, by one function for both statuses."""
 
 from __future__ import annotations
 
