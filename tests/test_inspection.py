@@ -122,7 +122,8 @@ def test_groups_show_names_what_holds_a_wide_group_up_within_bounds_and_never_pr
     retrying = RetryingView("inv_r", "DemoCalls/flaky", None, None, None, next_retry_at=None)
     children = [ChildView(p, f"k/{p}", None, None, f"inv_{p}", "paused", paused=paused) for p in range(12)]
     children.append(ChildView(12, "k/12", None, None, "inv_r", "backing-off", retrying=retrying))
-    pumps = [PumpView(f"inv_pump{n}", "run2", f"i.{n}:k", "suspended") for n in range(4)]
+    pumps = [PumpView("inv_pump0", "run2", "i:k", "paused", unreported=233)]
+    pumps += [PumpView(f"inv_pump{n}", "run2", f"i.{n}:k", "suspended") for n in range(1, 4)]
     pumps.append(PumpView("inv_pump4", "run2", "i.4:k", "backing-off"))
     view = GroupView(
         group_key="k", child_count=13, settled=0, wake="all", disposition="run_to_completion",
@@ -134,7 +135,8 @@ def test_groups_show_names_what_holds_a_wide_group_up_within_bounds_and_never_pr
     shown = run_main(["groups", "show", "k", "--admin-url", "http://127.0.0.1:1"])
     assert shown.returncode == 0, shown.stderr
     out = shown.stdout
-    assert out.count("which Restate paused when its retries ran out; last failure [500]:") == 10
+    paused_said = "which is paused (its retries ran out, or an operator paused it); last failure [500]:"
+    assert out.count(paused_said) == 10
     assert "and 2 more children with an invocation paused on their path" in out
     assert "Traceback" not in out and "None" not in out
     assert (
@@ -143,5 +145,8 @@ def test_groups_show_names_what_holds_a_wide_group_up_within_bounds_and_never_pr
     )
     assert "and 1 more, inv_pump4 (backing-off)" in out
     assert "pump inv_pump4 is failing, and Restate is retrying it" in out
+    # A paused pump holding finished children: resume it, for a kill settles them as killed.
+    assert "pump:         inv_pump0 (run2, paused, 233 of its children finished and not reported yet)" in out
+    assert "Resume it (restate invocations resume ID) rather than kill it: a kill of it settles" in out
     assert "LashGroup/guard inv_guard is failing, and Restate is retrying it: the group's reports" in out
     assert "opener:       inv_opener (failing, and Restate is retrying it)" in out  # not "running"

@@ -342,7 +342,7 @@ async def test_a_paused_child_is_shown_with_its_last_failure(stack: LocalStack) 
     assert "the warehouse is down" in (child.paused.last_failure or "")
     assert child.paused.last_failure_error_code == "500"
     human = lash(stack, "groups", "show", s.key())
-    assert "which Restate paused" in human.stdout and "the warehouse is down" in human.stdout
+    assert "which is paused (its retries ran out" in human.stdout and "the warehouse is down" in human.stdout
     assert "restate invocations resume" in human.stdout
 
     assert any(r["target"].startswith("DemoCalls/stall") for r in await unfinished(stack, s.key()))

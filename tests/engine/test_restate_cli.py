@@ -150,6 +150,12 @@ def shared(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
         yield s
 
 
+async def _pump_holding(stack: LocalStack, key: str) -> GroupView | None:
+    """`groups show`'s view of ``key`` once one of its pumps holds a finished child unreported."""
+    view = await asyncio.to_thread(show_group, stack.admin_url, key)
+    return view if view is not None and any(p.unreported for p in view.pumps) else None
+
+
 def test_the_pinned_cli_is_the_servers_release() -> None:
     assert CLI.exists(), "run `make setup`: it installs Restate's CLI with the server"
     out = subprocess.run([str(CLI), "--version"], capture_output=True, text=True, timeout=30)
@@ -188,7 +194,14 @@ async def test_pausing_and_resuming_a_groups_invocation_with_restates_cli_change
     shown = lash(shared, "groups", "show", s.key())
     assert shown.returncode == 0, shown.stderr
     if which == "pump":
-        assert f"{row['id']} (run2, paused)" in shown.stdout and "is paused" in shown.stdout, shown.stdout
+        assert f"{row['id']} (run2, paused" in shown.stdout and "is paused" in shown.stdout, shown.stdout
+        # The slow child finished, and its pump, paused, has not reported it: `show` says so, and that
+        # a kill of the pump would settle it as killed (an operator's trial killed 233 such children).
+        held = await until(lambda: _pump_holding(shared, s.key()))
+        assert [(p.invocation_id, p.unreported) for p in held.pumps] == [(row["id"], 1)]
+        shown = lash(shared, "groups", "show", s.key())
+        assert f"{row['id']} (run2, paused, 1 of its children finished and not reported yet)" in shown.stdout
+        assert "Resume it (restate invocations resume ID) rather than kill it" in shown.stdout, shown.stdout
     else:  # paused by hand: no retries ran out, and no failure is recorded
         said = f"/c1/execute2 ({row['id']}), which is paused, with no failure recorded (an operator's"
         assert said in shown.stdout and "retries ran out" not in shown.stdout, shown.stdout

@@ -124,7 +124,8 @@ def groups_show(args: argparse.Namespace) -> int:
             how = "failing, and Restate is retrying it"
         print(f"{'opener:':<13} {opener['invocation_id']} ({how})")
     for pump in pumps[:_PUMPS_SHOWN]:
-        print(f"{'pump:':<13} {pump['invocation_id']} ({pump['handler']}, {pump['status']})")
+        how = f"{pump['handler']}, {pump['status']}{_unreported(pump)}"
+        print(f"{'pump:':<13} {pump['invocation_id']} ({how})")
     if len(pumps) > _PUMPS_SHOWN:
         others = pumps[_PUMPS_SHOWN:]
         held_up = [
@@ -167,9 +168,14 @@ def _print_failing(
     how = "is paused" if paused else "is failing, and Restate is retrying it"
     until = "until it is resumed or killed" if paused else "until it succeeds or is killed"
     for pump in (p for p in pumps if p["status"] == status):
-        failing.append(pump)
+        # Not the advice below: a kill of a pump settles every child it has not reported as killed.
         print()
-        print(f"pump {pump['invocation_id']} {how}: the children it calls report nothing {until}")
+        print(
+            f"pump {pump['invocation_id']} {how}: the children it calls report nothing {until}"
+            f"{_unreported(pump)}. "
+            + ("Resume it (restate invocations resume ID) rather than kill it: " if paused else "")
+            + "a kill of it settles every child it has not reported as killed (409), a finished one too"
+        )
     for handler in (h for h in held if h["status"] == status):
         failing.append(handler)
         print()
@@ -183,15 +189,22 @@ def _print_failing(
             "fix the cause of a failure, if any, then resume it (restate invocations resume ID "
             "--deployment latest to run the fixed deployment, or PATCH "
             "/invocations/ID/resume?deployment=latest on the admin API), or kill it (restate "
-            "invocations kill ID): the child then settles as failed"
+            "invocations kill ID): a child's own invocation or a call it made then settles the child as "
+            "failed (the operate guide says what a kill of each of lash's own invocations does)"
         )
     elif failing:
         print()
         print(
             "Restate retries it by its retry policy (and pauses it once its attempts run out, where the "
-            "policy says so); fix the cause, or kill it (restate invocations kill ID): the child then "
-            "settles as failed"
+            "policy says so); fix the cause, or kill it (restate invocations kill ID): a child's own "
+            "invocation or a call it made then settles the child as failed"
         )
+
+
+def _unreported(pump: dict[str, Any]) -> str:
+    """What a pump holds that finished, as `groups show` says it: nothing, when it holds none."""
+    count = pump["unreported"]
+    return f", {count} of its children finished and not reported yet" if count else ""
 
 
 def _failing(invocation: dict[str, Any], paused: bool) -> str:
@@ -204,7 +217,9 @@ def _failing(invocation: dict[str, Any], paused: bool) -> str:
         if failure is None:  # nothing ran out: an operator paused it (`restate invocations pause`)
             operator = "(an operator's `restate invocations pause`)"
             return f"{where}, which is paused, with no failure recorded {operator}"
-        return f"{where}, which Restate paused when its retries ran out; last failure{code}: {failure}"
+        # Restate pauses an invocation once its attempts run out, and so does an operator's pause.
+        why = "its retries ran out, or an operator paused it"
+        return f"{where}, which is paused ({why}); last failure{code}: {failure}"
     attempt = "" if invocation["retry_count"] is None else f"attempt {invocation['retry_count']} "
     told = f"{attempt}failed{code}: {failure}" if failure else "its last failure is not recorded"
     then = f"; next attempt at {invocation['next_retry_at']}" if invocation["next_retry_at"] else ""

@@ -4,6 +4,7 @@ latest opener ended (decision 45), with what Restate paused or is retrying on th
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import time
 from dataclasses import dataclass, field
@@ -471,7 +472,7 @@ def show_group(admin: Admin, group_key: str) -> GroupView | None:
         )
         for o in meta.openers
     ]
-    pumps = pumps_of(admin, group_key, meta.incarnation)
+    pumps = _with_unreported(pumps_of(admin, group_key, meta.incarnation), group_key, meta, children)
     ours = f" AND target_service_name = {quote(named(GROUP))} AND target_service_key = {quote(group_key)}"
     held = [
         HeldView(invocation_id=str(row["id"]), handler=str(row.get("target_handler_name")), status=status)
@@ -515,6 +516,21 @@ def pumps_of(admin: Admin, group_key: str, incarnation: str) -> list[PumpView]:
         if (group_of_pump(key := str(row["target_service_key"])), incarnation_of_pump(key))
         == (group_key, incarnation)
     ]
+
+
+def _with_unreported(
+    pumps: list[PumpView], group_key: str, meta: GroupMeta, children: list[ChildView]
+) -> list[PumpView]:
+    """``pumps``, each with its children that finished and hold no rank: it runs them and keeps their
+    outcomes (`outcome_store`), and has not reported them yet (held up, if it is paused)."""
+    if not pumps:
+        return pumps
+    waiting: dict[str, int] = {}
+    for child in children:
+        if child.rank is None and child.status == ENDED:
+            store = outcome_store(group_key, meta, child.position, child.replay_key).key
+            waiting[store] = waiting.get(store, 0) + 1
+    return [dataclasses.replace(pump, unreported=waiting.get(pump.key, 0)) for pump in pumps]
 
 
 def _ended(group: StoredGroup, caller: str, known: dict[str, dict[str, Any]]) -> str | None:

@@ -97,6 +97,9 @@ class PumpView:
     handler: str  # run2 (the group's first), run_parts, redispatch, fail, …
     key: str  # `{incarnation}:{group key}`, a further slice's `{incarnation}.{slice}:{group key}`
     status: str  # in sys_invocation: running, suspended, paused, …
+    # Its children that have finished and hold no rank yet: it has not reported them. A kill of the
+    # pump settles them as killed, finished or not (`groups show` fills it in).
+    unreported: int = 0
 
 
 @dataclass(frozen=True)
