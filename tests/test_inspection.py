@@ -150,3 +150,26 @@ def test_groups_show_names_what_holds_a_wide_group_up_within_bounds_and_never_pr
     assert "Resume it (restate invocations resume ID) rather than kill it: a kill of it settles" in out
     assert "LashGroup/guard inv_guard is failing, and Restate is retrying it: the group's reports" in out
     assert "opener:       inv_opener (failing, and Restate is retrying it)" in out  # not "running"
+
+
+def test_groups_show_unsettled_leaves_out_the_children_that_hold_a_rank(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A wide group's table has a row per child: `--unsettled` keeps those with no rank yet, in the
+    text and in `--json`, and the counts still count every child."""
+    children = [
+        ChildView(0, "k/0", 1, "ok", "inv_0", "completed"),
+        ChildView(1, "k/1", None, None, "inv_1", "backing-off"),
+    ]
+    view = GroupView(
+        group_key="k", child_count=2, settled=1, wake="all", disposition="run_to_completion",
+        mode="pumped", state="open", orphaned=False, age_s=5, paused=0, children=children,
+    )  # fmt: skip
+    monkeypatch.setattr(inspection, "show_group", lambda admin, key: view)
+    args = ["groups", "show", "k", "--admin-url", "http://127.0.0.1:1"]
+    everything = run_main(args).stdout
+    assert "k/0" in everything and "k/1" in everything
+    text = run_main([*args, "--unsettled"]).stdout
+    assert "k/0" not in text and "k/1" in text and "settled:      1" in text
+    shown = json.loads(run_main([*args, "--unsettled", "--json"]).stdout)
+    assert [c["position"] for c in shown["children"]] == [1] and shown["settled"] == 1

@@ -108,6 +108,8 @@ def groups_show(args: argparse.Namespace) -> int:
         gone = "(if its record was deleted under a waiting caller, `lash-restate groups stranded` finds it)"
         return fail(f"no open group {args.key!r} {gone}", NOT_OPEN)
     shown = group.as_dict()
+    if args.unsettled:  # the counts above still count every child
+        shown["children"] = [c for c in shown["children"] if c["rank"] is None]
     if args.json:
         print(json.dumps(shown))
         return 0

@@ -113,8 +113,8 @@ def build_parser() -> argparse.ArgumentParser:
         (
             "show",
             "one open group: its state and why, its openers, when it was opened, its pumps not yet "
-            "completed (a paused one named), and every child (with what Restate paused on its path "
-            "and the last failure)",
+            "completed (a paused one named), and every child (with what Restate paused or is retrying "
+            "on its path, and the last failure)",
             groups_show,
         ),
         (
@@ -155,6 +155,13 @@ def build_parser() -> argparse.ArgumentParser:
         if name in ("show", "close"):
             cmd.add_argument(
                 "key", type=_text, help="the group key, {scope_id}:group:{batch_id}:{occurrence}"
+            )
+        if name == "show":
+            cmd.add_argument(
+                "--unsettled",
+                action="store_true",
+                help="only the children that hold no rank yet, in the table and in --json (a wide "
+                "group's table has a row per child)",
             )
         elif name == "staged":
             cmd.add_argument("--release", action="store_true", help="release the parts listed")
