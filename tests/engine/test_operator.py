@@ -347,14 +347,20 @@ async def test_a_paused_child_is_shown_with_its_last_failure(stack: LocalStack) 
 
     assert any(r["target"].startswith("DemoCalls/stall") for r in await unfinished(stack, s.key()))
     # What the README says to do: kill the paused call; the child then settles, and the group closes.
+    await _kill_and_close(stack, s.key(), child.paused.invocation_id)
+
+
+async def _kill_and_close(stack: LocalStack, key: str, invocation_id: str) -> None:
+    """Kill ``invocation_id``, the call a parked group's second child waits on: the child settles,
+    the operator's forced close closes the group, and nothing of it is left."""
     async with httpx.AsyncClient(verify=tls(), timeout=30) as client:
-        killed = await client.patch(f"{stack.server.admin_url}/invocations/{child.paused.invocation_id}/kill")
+        killed = await client.patch(f"{stack.server.admin_url}/invocations/{invocation_id}/kill")
     assert killed.status_code in (200, 202), killed.text
-    await until(lambda: settled(stack, s.key(), 2))
-    closed = lash(stack, "groups", "close", s.key(), "--force", "--json")
+    await until(lambda: settled(stack, key, 2))
+    closed = lash(stack, "groups", "close", key, "--force", "--json")
     assert closed.returncode == 0, closed.stderr
     assert json.loads(closed.stdout)["closed"] is True
-    await until(lambda: _nothing_left(stack, s.key()))
+    await until(lambda: _nothing_left(stack, key))
 
 
 async def test_a_child_restate_is_retrying_is_shown_with_its_last_failure_and_next_attempt(
@@ -389,13 +395,7 @@ async def test_a_child_restate_is_retrying_is_shown_with_its_last_failure_and_ne
     shown = json.loads(lash(stack, "groups", "show", s.key(), "--json").stdout)
     assert [c["position"] for c in shown["children"] if c["retrying"]] in ([], [1])  # it may be running now
 
-    async with httpx.AsyncClient(verify=tls(), timeout=30) as client:
-        killed = await client.patch(f"{stack.server.admin_url}/invocations/{failing.invocation_id}/kill")
-    assert killed.status_code in (200, 202), killed.text
-    await until(lambda: settled(stack, s.key(), 2))
-    closed = lash(stack, "groups", "close", s.key(), "--force", "--json")
-    assert closed.returncode == 0, closed.stderr
-    await until(lambda: _nothing_left(stack, s.key()))
+    await _kill_and_close(stack, s.key(), failing.invocation_id)
 
 
 async def _listed_retrying(stack: LocalStack, key: str) -> OpenGroup | None:
