@@ -6,11 +6,13 @@ import json
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 
 import lash_restate.inspection as inspection
 import lash_restate.inspection._groups as inspection_groups
 import lash_restate.inspection._paused as inspection_paused
+from lash_restate.contract import Err
 from lash_restate.engine import GROUP_SHARED
 from lash_restate.inspection import (
     ChildView,
@@ -173,3 +175,14 @@ def test_groups_show_unsettled_leaves_out_the_children_that_hold_a_rank(
     assert "k/0" not in text and "k/1" in text and "settled:      1" in text
     shown = json.loads(run_main([*args, "--unsettled", "--json"]).stdout)
     assert [c["position"] for c in shown["children"]] == [1] and shown["settled"] == 1
+
+
+def test_a_rejections_code_is_read_from_its_outcomes_head_never_from_its_message() -> None:
+    """`groups show`'s code of a rejected child comes from the first KiB of its stored `Err`, whose
+    message comes first: a message that quotes a code is not taken for it, and a message longer than
+    that leaves the code unread rather than guessed."""
+    quoting = msgspec.json.encode(Err(message='the callee said "code":"500"', code="422")).decode()
+    assert [m.group(1) for m in [inspection_groups._CODE.search(quoting[:1024])] if m] == ["422"]
+    assert inspection_groups._CODE.search(msgspec.json.encode(Err(message="x", code=None)).decode()) is None
+    long = msgspec.json.encode(Err(message="x" * 2000, code="409")).decode()
+    assert inspection_groups._CODE.search(long[:1024]) is None

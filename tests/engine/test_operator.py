@@ -357,6 +357,12 @@ async def _kill_and_close(stack: LocalStack, key: str, invocation_id: str) -> No
         killed = await client.patch(f"{stack.server.admin_url}/invocations/{invocation_id}/kill")
     assert killed.status_code in (200, 202), killed.text
     await until(lambda: settled(stack, key, 2))
+    # `show` tells a killed child's rejection by its code (an operator's trial could not tell 409s
+    # from a handler's own rejections): a rejection's code, and none for a fulfilled child.
+    view = await asyncio.to_thread(show_group, stack.server.admin_url, key)
+    assert view is not None
+    assert [(c.outcome, c.code) for c in view.children] == [("ok", None), ("err", "409")]
+    assert re.search(r"\n1 +\S+ +2 +err +409 ", lash(stack, "groups", "show", key).stdout)
     closed = lash(stack, "groups", "close", key, "--force", "--json")
     assert closed.returncode == 0, closed.stderr
     assert json.loads(closed.stdout)["closed"] is True

@@ -44,7 +44,7 @@ COLUMNS = [
     "missed",
     "reclaim",
 ]
-CHILD_COLUMNS = ["position", "replay_key", "rank", "outcome", "invocation_id", "status", "missed"]
+CHILD_COLUMNS = ["position", "replay_key", "rank", "outcome", "code", "invocation_id", "status", "missed"]
 
 
 def reclaim_in(at: str | None, now: float) -> str:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import re
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -29,6 +30,7 @@ from ..engine import (
     GroupMeta,
     Opener,
     OpenerEnd,
+    OutcomeStore,
     assemble_order,
     bound_of,
     callee_replay_key,
@@ -58,6 +60,7 @@ from ._sql import (
     Admin,
     alive_of,
     decoded,
+    in_list,
     invocation_rows,
     is_alive,
     quote,
@@ -395,6 +398,8 @@ def list_open_groups(
 
 
 _KIND = re.compile(r'"type":"(\w+)"')
+# An `Err`'s code, a field of its own: inside the message a quote is escaped, so never matched there.
+_CODE = re.compile(r'"code":"((?:[^"\\]|\\.)*)"')
 
 
 def show_group(admin: Admin, group_key: str) -> GroupView | None:
@@ -415,6 +420,7 @@ def show_group(admin: Admin, group_key: str) -> GroupView | None:
     alive = alive_of(known)
     state, reason = classify(group, known, lost_closes(admin, [group], known).get(group_key))
     kinds = outcome_kinds(admin, group_key, meta, fence, ranks)
+    codes = outcome_codes(admin, group_key, meta, fence, [p for p, kind in kinds.items() if kind == "err"])
     runs = rows_in(
         admin,
         "SELECT id, status, target_service_key, created_at FROM sys_invocation WHERE "
@@ -455,6 +461,7 @@ def show_group(admin: Admin, group_key: str) -> GroupView | None:
                 replay_key=replay_key,
                 rank=ranks.get(position),
                 outcome=kinds.get(position),
+                code=codes.get(position),
                 invocation_id=invocation.get("id"),
                 status=status,
                 paused=paused.get(invocation.get("id", "")),
@@ -559,23 +566,47 @@ def outcome_kinds(
     admin: Admin, group_key: str, meta: GroupMeta, fence: GroupShape, ranks: dict[int, int]
 ) -> dict[int, str]:
     """The kind of each settled child's stored outcome, read where the group's mode keeps it."""
-    stores = {
-        position: outcome_store(group_key, meta, position, fence.replay_keys[position]) for position in ranks
-    }
+    stores = _stores(group_key, meta, fence, ranks)
+    # The outcome's tag is its first field (msgspec writes it first): a short prefix is enough.
+    heads = _heads(admin, stores, 40)
+    return {position: kind.group(1) for position, head in heads.items() if (kind := _KIND.search(head))}
+
+
+def outcome_codes(
+    admin: Admin, group_key: str, meta: GroupMeta, fence: GroupShape, rejected: list[int]
+) -> dict[int, str]:
+    """The code of each ``rejected`` child's stored outcome (an `Err`: its message, then its code),
+    from its first KiB: one whose message is longer shows none here."""
+    heads = _heads(admin, _stores(group_key, meta, fence, rejected), 1024, named_only=True)
+    return {position: code.group(1) for position, head in heads.items() if (code := _CODE.search(head))}
+
+
+def _stores(
+    group_key: str, meta: GroupMeta, fence: GroupShape, positions: Iterable[int]
+) -> dict[int, OutcomeStore]:
+    """Where the group's mode keeps the outcome of each of ``positions``."""
+    return {p: outcome_store(group_key, meta, p, fence.replay_keys[p]) for p in positions}
+
+
+def _heads(
+    admin: Admin, stores: dict[int, OutcomeStore], length: int, *, named_only: bool = False
+) -> dict[int, str]:
+    """The first ``length`` characters of each position's stored outcome; with ``named_only``, only
+    those entries are asked for, not every entry their stores keep."""
     wanted = {(store.service, store.key, store.name): position for position, store in stores.items()}
-    kinds: dict[int, str] = {}
+    heads: dict[int, str] = {}
     for service in sorted({store.service for store in stores.values()}):
         keys = sorted({store.key for store in stores.values() if store.service == service})
+        names = sorted({store.name for store in stores.values() if store.service == service})
         rows = rows_in(
             admin,
-            # The outcome's tag is its first field (msgspec writes it first): a short prefix is enough.
-            "SELECT service_key, key, substr(value_utf8, 1, 40) AS head FROM state "
-            f"WHERE service_name = {quote(service)} AND service_key IN {{values}}",
+            f"SELECT service_key, key, substr(value_utf8, 1, {int(length)}) AS head FROM state "
+            f"WHERE service_name = {quote(service)} AND service_key IN {{values}}"
+            + (f" AND key IN {in_list(names)}" if named_only else ""),
             keys,
         )
         for row in rows:
             position = wanted.get((service, row["service_key"], row["key"]))
-            kind = _KIND.search(row.get("head") or "")
-            if position is not None and kind:
-                kinds[position] = kind.group(1)
-    return kinds
+            if position is not None:
+                heads[position] = row.get("head") or ""
+    return heads

@@ -75,7 +75,8 @@ class RetryingView(PausedView):
 
 @dataclass(frozen=True)
 class ChildView:
-    """One child: its rank and outcome's kind once settled, and its invocation as Restate shows it."""
+    """One child: its rank and outcome's kind (a rejection's code too) once settled, and its
+    invocation as Restate shows it."""
 
     position: int
     replay_key: str
@@ -86,6 +87,9 @@ class ChildView:
     paused: PausedView | None = None  # what Restate paused on this child's path, and its last failure
     missed: bool = False  # its runner was missing: it ended with no outcome; `groups redispatch` reruns it
     retrying: RetryingView | None = None  # what Restate is retrying on this child's path, and why
+    # A rejected child's code ("409" for a killed callee, a callee's own status, a tool's code), read
+    # from its stored outcome's first KiB: None for another outcome, or one that gave none there.
+    code: str | None = None
 
 
 @dataclass(frozen=True)
