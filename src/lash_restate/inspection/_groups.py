@@ -415,36 +415,44 @@ def show_group(admin: Admin, group_key: str) -> GroupView | None:
     [group] = found
     meta = group.meta
     fence = decoded(fences[0]["value_utf8"], GroupShape, group_key=group_key, what="shape")
-    ranks = {position: rank for rank, position in enumerate(meta.positions(), start=1)}
     known = invocation_rows(admin, [o.caller for o in meta.openers])
     alive = alive_of(known)
     state, reason = classify(group, known, lost_closes(admin, [group], known).get(group_key))
-    kinds = outcome_kinds(admin, group_key, meta, fence, ranks)
-    codes = outcome_codes(admin, group_key, meta, fence, [p for p, kind in kinds.items() if kind == "err"])
-    runs = rows_in(
-        admin,
-        "SELECT id, status, target_service_key, created_at FROM sys_invocation WHERE "
-        f"target_service_name = {quote(named(CHILD))} "
-        "AND target_handler_name IN ('run', 'execute', 'execute2') "
-        "AND target_service_key IN {values}",
-        list(fence.replay_keys),
+    children = _children(admin, group, fence)
+    opened = meta.opened_at_ms / 1000
+    openers = [
+        OpenerView(
+            invocation_id=o.caller,
+            alive=o.caller in alive,
+            ended=_ended(group, o.caller, known),
+            status=known.get(o.caller, {}).get("status"),
+        )
+        for o in meta.openers
+    ]
+    pumps = _with_unreported(pumps_of(admin, group_key, meta.incarnation), group_key, meta, children)
+    # Counted as `groups list` counts them, by the same code: the children above mark what they can.
+    this = {group_key: (meta.incarnation, meta.opened_at_ms)}
+    count = paused_by_group(admin, this).get(group_key, 0)
+    failing = retrying_by_group(admin, this).get(group_key, 0)
+    return GroupView(
+        **open_group_row(group, state, server_now_ms(admin), count, failing),
+        reason=reason,
+        opened_at=utc(opened) if opened else None,
+        openers=openers,
+        children=children,
+        pumps=pumps,
+        held=_held(admin, group_key),
     )
-    # A call child lash calls itself runs as the callee, under its idempotency key (decision 61).
-    callees = rows_in(
-        admin,
-        "SELECT id, status, idempotency_key, created_at FROM sys_invocation "
-        "WHERE idempotency_key IN {values}",
-        [f"{key}@{meta.incarnation}" for key in fence.replay_keys],
-    )
-    for row in callees:
-        row["target_service_key"] = callee_replay_key(row.get("idempotency_key"))
-    # The latest run of a replay key wins, and none from before this incarnation's open: a namesake
-    # group (closed, the key opened again) may have run it, and its run is not this group's child.
-    invocations = {
-        row["target_service_key"]: row
-        for row in sorted([*runs, *callees], key=lambda r: str(r.get("created_at")))
-        if not created_before(row.get("created_at"), meta.opened_at_ms)
-    }
+
+
+def _children(admin: Admin, group: StoredGroup, fence: GroupShape) -> list[ChildView]:
+    """Every child of ``group``: its rank and outcome once settled, its invocation and its status,
+    and what Restate paused or is retrying on its path."""
+    meta = group.meta
+    ranks = {position: rank for rank, position in enumerate(meta.positions(), start=1)}
+    kinds = outcome_kinds(admin, group.key, meta, fence, ranks)
+    codes = outcome_codes(admin, group.key, meta, fence, [p for p, kind in kinds.items() if kind == "err"])
+    invocations = _child_invocations(admin, meta, fence)
     paused = paused_on(admin, [row["id"] for row in invocations.values()])
     retrying = retrying_on(admin, [row["id"] for row in invocations.values()])
     bounded = bound_of(meta.incarnation) is not None  # `max_in_flight`: some may not have started
@@ -469,37 +477,48 @@ def show_group(admin: Admin, group_key: str) -> GroupView | None:
                 retrying=retrying.get(invocation.get("id", "")),
             )
         )
-    opened = meta.opened_at_ms / 1000
-    openers = [
-        OpenerView(
-            invocation_id=o.caller,
-            alive=o.caller in alive,
-            ended=_ended(group, o.caller, known),
-            status=known.get(o.caller, {}).get("status"),
-        )
-        for o in meta.openers
-    ]
-    pumps = _with_unreported(pumps_of(admin, group_key, meta.incarnation), group_key, meta, children)
+    return children
+
+
+def _child_invocations(admin: Admin, meta: GroupMeta, fence: GroupShape) -> dict[str, dict[str, Any]]:
+    """By replay key, the invocation that runs each child of this incarnation: its `LashChild` run,
+    or the callee of a call child its pump calls, the latest of them."""
+    runs = rows_in(
+        admin,
+        "SELECT id, status, target_service_key, created_at FROM sys_invocation WHERE "
+        f"target_service_name = {quote(named(CHILD))} "
+        "AND target_handler_name IN ('run', 'execute', 'execute2') "
+        "AND target_service_key IN {values}",
+        list(fence.replay_keys),
+    )
+    # A call child lash calls itself runs as the callee, under its idempotency key (decision 61).
+    callees = rows_in(
+        admin,
+        "SELECT id, status, idempotency_key, created_at FROM sys_invocation "
+        "WHERE idempotency_key IN {values}",
+        [f"{key}@{meta.incarnation}" for key in fence.replay_keys],
+    )
+    for row in callees:
+        row["target_service_key"] = callee_replay_key(row.get("idempotency_key"))
+    # The latest run of a replay key wins, and none from before this incarnation's open: a namesake
+    # group (closed, the key opened again) may have run it, and its run is not this group's child.
+    return {
+        row["target_service_key"]: row
+        for row in sorted([*runs, *callees], key=lambda r: str(r.get("created_at")))
+        if not created_before(row.get("created_at"), meta.opened_at_ms)
+    }
+
+
+def _held(admin: Admin, group_key: str) -> list[HeldView]:
+    """The handlers of the group's own object that Restate holds paused or retries, and that run one
+    at a time on its key: its reports, reads and close queue behind them."""
     ours = f" AND target_service_name = {quote(named(GROUP))} AND target_service_key = {quote(group_key)}"
-    held = [
+    return [
         HeldView(invocation_id=str(row["id"]), handler=str(row.get("target_handler_name")), status=status)
         for status in (PAUSED, BACKING_OFF)
         for row in paused_rows(admin, ours, status=status)
         if holds_up_group(row)
     ]
-    # Counted as `groups list` counts them, by the same code: the children above mark what they can.
-    this = {group_key: (meta.incarnation, meta.opened_at_ms)}
-    count = paused_by_group(admin, this).get(group_key, 0)
-    failing = retrying_by_group(admin, this).get(group_key, 0)
-    return GroupView(
-        **open_group_row(group, state, server_now_ms(admin), count, failing),
-        reason=reason,
-        opened_at=utc(opened) if opened else None,
-        openers=openers,
-        children=children,
-        pumps=pumps,
-        held=held,
-    )
 
 
 def pumps_of(admin: Admin, group_key: str, incarnation: str) -> list[PumpView]:
