@@ -150,6 +150,8 @@ def test_groups_show_names_what_holds_a_wide_group_up_within_bounds_and_never_pr
     # A paused pump holding finished children: resume it, for a kill settles them as killed.
     assert "pump:         inv_pump0 (run2, paused, 233 of its children finished and not reported yet)" in out
     assert "Resume it (restate invocations resume ID) rather than kill it: a kill of it settles" in out
+    # More than one retried: the way to kill this group's calls alone, not Restate's by-handler kill.
+    assert "the operate guide's 'A child Restate is retrying' kills this group's alone" in out
     assert "LashGroup/guard inv_guard is failing, and Restate is retrying it: the group's reports" in out
     assert "opener:       inv_opener (failing, and Restate is retrying it)" in out  # not "running"
 

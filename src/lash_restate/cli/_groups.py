@@ -200,6 +200,12 @@ def _print_failing(
             "Restate retries it by its retry policy (and pauses it once its attempts run out, where the "
             "policy says so); fix the cause, or kill it (restate invocations kill ID): a child's own "
             "invocation or a call it made then settles the child as failed"
+            # Restate's by-handler kill would take every group's and application's calls of it.
+            + (
+                "; the operate guide's 'A child Restate is retrying' kills this group's alone"
+                if len(failing) > 1
+                else ""
+            )
         )
 
 
