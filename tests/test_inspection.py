@@ -64,7 +64,7 @@ def test_a_paused_handler_of_the_groups_own_object_holds_it_up_unless_it_is_shar
     assert [holds_up_group(row) for row in rows] == [True, False, True, False]
     assert {"watch", "hold", "operator_resend", "watch_runs"} == GROUP_SHARED
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(inspection_paused, "paused_rows", lambda admin, status: rows[:2])
+        patch.setattr(inspection_paused, "paused_rows", lambda admin, status="paused": rows[:2])
         patch.setattr(inspection_paused, "paused_paths", lambda admin, paused: {})
         counted = inspection_paused.paused_by_group("http://admin", {"s:group:b:0": ("i", 0)})
     assert counted == {"s:group:b:0": 1}
@@ -104,7 +104,7 @@ def test_a_fence_this_release_cannot_read_fails_the_paused_count_naming_the_grou
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     paused = [{"id": "inv_c", "target_service_name": "LashChild", "target_service_key": "k:group:b:0/0"}]
-    monkeypatch.setattr(inspection_paused, "paused_rows", lambda admin, status: paused)
+    monkeypatch.setattr(inspection_paused, "paused_rows", lambda admin, status="paused": paused)
     fence = [{"service_key": "k:group:b:0", "value_utf8": '{"replay_keys": "k:group:b:0/0"}'}]
     monkeypatch.setattr(inspection_paused, "sql", lambda admin, query, **_: fence)
     with pytest.raises(InspectionError, match=r"^group 'k:group:b:0': its shape cannot be read"):

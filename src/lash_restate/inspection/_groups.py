@@ -418,7 +418,10 @@ def show_group(admin: Admin, group_key: str) -> GroupView | None:
     known = invocation_rows(admin, [o.caller for o in meta.openers])
     alive = alive_of(known)
     state, reason = classify(group, known, lost_closes(admin, [group], known).get(group_key))
-    children = _children(admin, group, fence)
+    # What Restate paused, and what it retries: one read of each serves the children, the group's own
+    # handlers and the counts (which are `groups list`'s, by the same code).
+    paused, retrying = paused_rows(admin), paused_rows(admin, status=BACKING_OFF)
+    children = _children(admin, group, fence, paused, retrying)
     opened = meta.opened_at_ms / 1000
     openers = [
         OpenerView(
@@ -430,10 +433,9 @@ def show_group(admin: Admin, group_key: str) -> GroupView | None:
         for o in meta.openers
     ]
     pumps = _with_unreported(pumps_of(admin, group_key, meta.incarnation), group_key, meta, children)
-    # Counted as `groups list` counts them, by the same code: the children above mark what they can.
     this = {group_key: (meta.incarnation, meta.opened_at_ms)}
-    count = paused_by_group(admin, this).get(group_key, 0)
-    failing = retrying_by_group(admin, this).get(group_key, 0)
+    count = paused_by_group(admin, this, paused).get(group_key, 0)
+    failing = retrying_by_group(admin, this, retrying).get(group_key, 0)
     return GroupView(
         **open_group_row(group, state, server_now_ms(admin), count, failing),
         reason=reason,
@@ -441,20 +443,26 @@ def show_group(admin: Admin, group_key: str) -> GroupView | None:
         openers=openers,
         children=children,
         pumps=pumps,
-        held=_held(admin, group_key),
+        held=_held(group_key, paused, retrying),
     )
 
 
-def _children(admin: Admin, group: StoredGroup, fence: GroupShape) -> list[ChildView]:
+def _children(
+    admin: Admin,
+    group: StoredGroup,
+    fence: GroupShape,
+    paused_now: list[dict[str, Any]],
+    retrying_now: list[dict[str, Any]],
+) -> list[ChildView]:
     """Every child of ``group``: its rank and outcome once settled, its invocation and its status,
-    and what Restate paused or is retrying on its path."""
+    and what Restate paused or is retrying on its path (of ``paused_now`` and ``retrying_now``)."""
     meta = group.meta
     ranks = {position: rank for rank, position in enumerate(meta.positions(), start=1)}
     kinds = outcome_kinds(admin, group.key, meta, fence, ranks)
     codes = outcome_codes(admin, group.key, meta, fence, [p for p, kind in kinds.items() if kind == "err"])
     invocations = _child_invocations(admin, meta, fence)
-    paused = paused_on(admin, [row["id"] for row in invocations.values()])
-    retrying = retrying_on(admin, [row["id"] for row in invocations.values()])
+    paused = paused_on(admin, [row["id"] for row in invocations.values()], paused_now)
+    retrying = retrying_on([row["id"] for row in invocations.values()], retrying_now)
     bounded = bound_of(meta.incarnation) is not None  # `max_in_flight`: some may not have started
     missed = set(group.missed)  # asked once per child: a wide group's misses are many
     children = []
@@ -509,15 +517,14 @@ def _child_invocations(admin: Admin, meta: GroupMeta, fence: GroupShape) -> dict
     }
 
 
-def _held(admin: Admin, group_key: str) -> list[HeldView]:
-    """The handlers of the group's own object that Restate holds paused or retries, and that run one
-    at a time on its key: its reports, reads and close queue behind them."""
-    ours = f" AND target_service_name = {quote(named(GROUP))} AND target_service_key = {quote(group_key)}"
+def _held(group_key: str, paused: list[dict[str, Any]], retrying: list[dict[str, Any]]) -> list[HeldView]:
+    """The handlers of the group's own object that Restate holds paused or retries (of ``paused`` and
+    ``retrying``), and that run one at a time on its key: its reports, reads and close queue behind them."""
     return [
         HeldView(invocation_id=str(row["id"]), handler=str(row.get("target_handler_name")), status=status)
-        for status in (PAUSED, BACKING_OFF)
-        for row in paused_rows(admin, ours, status=status)
-        if holds_up_group(row)
+        for status, rows in ((PAUSED, paused), (BACKING_OFF, retrying))
+        for row in rows
+        if holds_up_group(row) and row.get("target_service_key") == group_key
     ]
 
 

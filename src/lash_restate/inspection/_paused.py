@@ -22,7 +22,7 @@ from ..engine import (
     incarnation_of_pump,
     named,
 )
-from ._sql import BACKING_OFF, IN_SLICE, PAUSED, Admin, decoded, in_list, quote, rows_in, sql
+from ._sql import BACKING_OFF, PAUSED, Admin, decoded, quote, rows_in, sql
 from ._views import PausedView, RetryingView
 
 __all__ = [
@@ -107,23 +107,29 @@ def _child_of(row: dict[str, Any]) -> str | None:
     return row["target_service_key"] if row.get("target_service_name") == named(CHILD) else callee_of(row)
 
 
-def paused_by_group(admin: Admin, groups: dict[str, tuple[str, int]]) -> dict[str, int]:
+def paused_by_group(
+    admin: Admin, groups: dict[str, tuple[str, int]], rows: list[dict[str, Any]] | None = None
+) -> dict[str, int]:
     """By group key: its children with an invocation paused on their path (each once, and none a
     namesake's: created before the group's open), and its paused pumps of the incarnation open now
     (``groups``: each group's incarnation and when it was opened, by group key; an operator's pause
-    of a pump stalls what it reports; a closed namesake's paused pump is not this group's)."""
-    return _by_group(admin, groups, PAUSED)
+    of a pump stalls what it reports; a closed namesake's paused pump is not this group's); of
+    ``rows``, the paused invocations read already (else read here)."""
+    return _by_group(admin, groups, paused_rows(admin) if rows is None else rows)
 
 
-def retrying_by_group(admin: Admin, groups: dict[str, tuple[str, int]]) -> dict[str, int]:
+def retrying_by_group(
+    admin: Admin, groups: dict[str, tuple[str, int]], rows: list[dict[str, Any]] | None = None
+) -> dict[str, int]:
     """By group key, as `paused_by_group` counts them: what Restate is retrying after a failure
-    (backing off between attempts) rather than what it paused."""
-    return _by_group(admin, groups, BACKING_OFF)
+    (backing off between attempts) rather than what it paused (``rows``: those read already)."""
+    return _by_group(admin, groups, paused_rows(admin, status=BACKING_OFF) if rows is None else rows)
 
 
-def _by_group(admin: Admin, groups: dict[str, tuple[str, int]], status: str) -> dict[str, int]:
-    # One read for the pumps, the groups' own handlers and the children's paths.
-    paused = paused_rows(admin, status=status)
+def _by_group(
+    admin: Admin, groups: dict[str, tuple[str, int]], paused: list[dict[str, Any]]
+) -> dict[str, int]:
+    # One read (``paused``) for the pumps, the groups' own handlers and the children's paths.
     by_group: dict[str, int] = {}
     for row in paused:
         if holds_up_group(row) and (key := str(row["target_service_key"])) in groups:
@@ -179,9 +185,10 @@ def created_before(created_at: object, opened_at_ms: int) -> bool:
     return created.timestamp() * 1000 < opened_at_ms - CLOCKS_DIFFER_MS
 
 
-def paused_on(admin: Admin, child_ids: list[str]) -> dict[str, PausedView]:
-    """By child invocation: the invocation Restate paused on its path (its own, or a call it made)."""
-    on_path = _on_path(admin, child_ids, PAUSED)
+def paused_on(admin: Admin, child_ids: list[str], rows: list[dict[str, Any]]) -> dict[str, PausedView]:
+    """By child invocation: the invocation Restate paused on its path (its own, or a call it made),
+    of ``rows`` (`paused_rows`)."""
+    on_path = _on_path(child_ids, rows)
     failures = pause_failures(admin, [row["id"] for row in on_path.values()])
     paused: dict[str, PausedView] = {}
     for child, row in on_path.items():
@@ -196,9 +203,10 @@ def paused_on(admin: Admin, child_ids: list[str]) -> dict[str, PausedView]:
     return paused
 
 
-def retrying_on(admin: Admin, child_ids: list[str]) -> dict[str, RetryingView]:
+def retrying_on(child_ids: list[str], retrying: list[dict[str, Any]]) -> dict[str, RetryingView]:
     """By child invocation: the invocation Restate is retrying on its path after a failure (backing
-    off between attempts: its own, or a call it made), and what failed last."""
+    off between attempts: its own, or a call it made), of ``retrying`` (`paused_rows` of that
+    status), and what failed last."""
     return {
         child: RetryingView(
             invocation_id=row["id"],
@@ -208,25 +216,19 @@ def retrying_on(admin: Admin, child_ids: list[str]) -> dict[str, RetryingView]:
             last_failure_error_code=row.get("last_failure_error_code"),
             next_retry_at=row.get("next_retry_at"),
         )
-        for child, row in _on_path(admin, child_ids, BACKING_OFF).items()
+        for child, row in _on_path(child_ids, retrying).items()
     }
 
 
-def _on_path(admin: Admin, child_ids: list[str], status: str) -> dict[str, dict[str, Any]]:
-    """By child invocation: the row of an invocation in ``status`` on its path, the child's own
+def _on_path(child_ids: list[str], rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """By child invocation: the row, of ``rows``, of an invocation on its path, the child's own
     before a call it made."""
-    if not child_ids:
-        return {}
-    rows: list[dict[str, Any]] = []
-    for start in range(0, len(child_ids), IN_SLICE):
-        values = in_list(child_ids[start : start + IN_SLICE])
-        rows += paused_rows(admin, f" AND (id IN {values} OR invoked_by_id IN {values})", status=status)
     wanted = set(child_ids)
     found: dict[str, dict[str, Any]] = {}
     for row in rows:
         child = row["id"] if row["id"] in wanted else row.get("invoked_by_id")
-        if child is None or (child in found and row["id"] != child):
-            continue  # the child's own invocation wins over a call's
+        if child not in wanted or (child in found and row["id"] != child):
+            continue  # not on a child's path; or the child's own invocation wins over a call's
         found[child] = row
     return found
 
