@@ -251,9 +251,12 @@ async def suspended_then_failed(ctx: restate.Context) -> Any:
 
 
 @shop.handler()
-async def broken(ctx: restate.Context) -> Any:
-    """A handler's own bug: a plain exception, which Restate retries for ever."""
-    raise RuntimeError("a bug of the handler's own")
+async def late_bug(ctx: restate.Context, seconds: float) -> Any:
+    """A handler's own bug, a plain exception (which Restate retries for ever), that shows only after
+    ``seconds`` of each attempt (a wall clock's wait, outside the journal): a call with a shorter
+    timeout ends before its first failure."""
+    await asyncio.sleep(seconds)
+    raise RuntimeError("a bug of the handler's own, found late")
 
 
 @shop.handler()
@@ -279,7 +282,7 @@ def _first_time(marker: str) -> bool:
 
 @shop.handler()
 async def also_broken(ctx: restate.Context) -> Any:
-    """Another handler's bug, retried for ever beside ``broken``'s."""
+    """Another handler's bug, retried for ever beside ``late_bug``'s."""
     raise RuntimeError("another bug")
 
 
