@@ -252,6 +252,9 @@ async def test_groups_list_and_show_against_a_running_stack(stack: LocalStack) -
     assert json.loads(shown.stdout)["settled"] == 1
     human = lash("groups", "show", s.key(), "--admin-url", admin)
     assert "child_count:  2" in human.stdout
+    # Said as a reader says it: never Python's `False` or `None`.
+    assert "orphaned:     no" in human.stdout and "reclaim_at:   -" in human.stdout, human.stdout
+    assert not {"True", "False", "None"} & set(human.stdout.split()), human.stdout  # its children's too
     missing = lash("groups", "show", s.key(batch="closed"), "--admin-url", admin)
     assert missing.returncode == 3
     # A group whose record was deleted under a waiting caller shows as none: the message says where to look.

@@ -117,7 +117,7 @@ def groups_show(args: argparse.Namespace) -> int:
     held = shown.pop("held")
     shown["age"] = age(shown.pop("age_s"))
     for name, value in shown.items():
-        print(f"{name + ':':<13} {'-' if value is None else value}")  # as the tables show an unset value
+        print(f"{name + ':':<13} {_said(value)}")
     for opener in openers:
         how = "running" if opener["alive"] else (opener["ended"] or "ended: how is not known")
         if opener["status"] == PAUSED:  # as Restate says it: alive, but held until an operator resumes it
@@ -135,7 +135,7 @@ def groups_show(args: argparse.Namespace) -> int:
         ]
         print(f"{'':<13} and {len(others)} more" + (f", {', '.join(held_up)}" if held_up else ""))
     print()
-    rows = [{k: "-" if v is None else v for k, v in c.items() if k in CHILD_COLUMNS} for c in children]
+    rows = [{k: _said(v) for k, v in c.items() if k in CHILD_COLUMNS} for c in children]
     print(table(rows, CHILD_COLUMNS))
     if any(c["missed"] for c in children):
         print()
@@ -213,6 +213,15 @@ def _unreported(pump: dict[str, Any]) -> str:
     """What a pump holds that finished, as `groups show` says it: nothing, when it holds none."""
     count = pump["unreported"]
     return f", {count} of its children finished and not reported yet" if count else ""
+
+
+def _said(value: object) -> str:
+    """A header's value as a reader says it: ``-`` unset (as the tables show it), ``yes`` or ``no``."""
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    return str(value)
 
 
 def _failing(invocation: dict[str, Any], paused: bool) -> str:
