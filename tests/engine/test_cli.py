@@ -935,11 +935,19 @@ def test_a_close_names_how_a_bounded_groups_waiting_child_will_start(monkeypatch
         ChildView(1, f"{key}/c1", None, None, "inv_1abc", "running"),
         ChildView(2, f"{key}/c2", None, None, None, "waiting"),
     ]
-    closed = CloseResult(key, True, "parked", "run_to_completion", 0, running)
+    closed = CloseResult(key, True, "parked", "run_to_completion", 0, running, pumps=["inv_1pump"])
     monkeypatch.setattr(inspection, "close_group", lambda *args, **kwargs: closed)
     done = lash("groups", "close", key, "--force", "--admin-url", "http://127.0.0.1:9")
     assert done.returncode == 0, done
-    assert f"  child 1 ({key}/c1): inv_1abc running" in done.stdout.splitlines()
+    lines = done.stdout.splitlines()
+    assert f"  child 1 ({key}/c1): inv_1abc running" in lines
+    assert f"  child 2 ({key}/c2): waiting; the pump inv_1pump starts it" in lines
+    # The lever for a child with no ID yet is its pump's, named by its ID (it said only "cancel ID").
+    assert "`restate invocations cancel inv_1pump` cancels what the pump runs and starts no more" in lines[-1]
+    # Its pump not known (completed as the close was read): named by its service and key.
+    closed = CloseResult(key, True, "parked", "run_to_completion", 0, running)
+    monkeypatch.setattr(inspection, "close_group", lambda *args, **kwargs: closed)
+    done = lash("groups", "close", key, "--force", "--admin-url", "http://127.0.0.1:9")
     assert f"  child 2 ({key}/c2): waiting; the pump LashPump/…:{key} starts it" in done.stdout.splitlines()
 
 

@@ -585,6 +585,9 @@ async def test_a_bounded_groups_children_yet_to_start_are_shown_waiting_and_run_
     assert closed.returncode == 0, closed.stderr
     running = json.loads(closed.stdout)["running"]
     assert [(c["position"], c["status"] == "waiting") for c in running] == [(1, False), (2, True)]
+    # The pump that starts the child still waiting, by its id: the lever a waiting child has.
+    assert json.loads(closed.stdout)["pumps"] == [p.invocation_id for p in view.pumps], closed.stdout
+    assert [p.handler for p in view.pumps] == ["run2"], view.pumps
     await stack.emit(first, 1)  # its slot frees: the child still waiting starts, though closed
     child = (
         "SELECT id FROM sys_invocation WHERE target_service_name = 'LashChild' "

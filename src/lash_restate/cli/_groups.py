@@ -277,9 +277,10 @@ def groups_close(args: argparse.Namespace) -> int:
         print(f"closed {args.key} (it was {result.was}; losers: {result.disposition}{cancels})")
         if result.running:
             print(f"{len(result.running)} of its children still run, as a RunToCompletion group's do:")
+            # A bounded group's child not started yet has no invocation of its own: its pump starts it.
+            pump = " or ".join(result.pumps) or f"{named(PUMP)}/…:{args.key}"
             for child in result.running[:_RUNNING_SHOWN]:
-                if child.invocation_id is None:  # a bounded group's child not started yet
-                    pump = f"{named(PUMP)}/…:{args.key}"
+                if child.invocation_id is None:
                     print(
                         f"  child {child.position} ({child.replay_key}): waiting; the pump {pump} starts it"
                     )
@@ -293,6 +294,12 @@ def groups_close(args: argparse.Namespace) -> int:
                 "cancel one with `restate invocations cancel ID` (a close with --cancel cancels them "
                 "with it; this group is closed now)"
             )
+            if any(child.invocation_id is None for child in result.running):
+                print(
+                    f"a child waiting has no ID until its pump starts it: `restate invocations cancel "
+                    f"{result.pumps[0] if len(result.pumps) == 1 else 'PUMP_ID'}` cancels what the pump "
+                    "runs and starts no more"
+                )
     else:
         print(f"{args.key} is not open (closed already, or never opened): nothing to close")
     return 0

@@ -64,6 +64,10 @@ class CloseResult:
     # one an open still in flight had not yet sent is not among them.
     running: list[ChildView] = field(default_factory=list)
     pumped: bool = False  # its children run under pumps: the cancels went to them, not to each child
+    # Closed under RunToCompletion: its pumps Restate showed not yet completed, by invocation id. A
+    # bounded group's child not started yet has no invocation: its pump starts it, and a cancel of
+    # that pump cancels what it runs and starts nothing more.
+    pumps: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -127,11 +131,13 @@ def close_group(
     if not force and (state in _WHY or (group.saved() and lost is None)):
         raise CloseRefused(f"not closing {group_key}: {_WHY.get(state, _SAVED)}")
     running: list[ChildView] = []
+    pumps: list[str] = []
     if not cancel and group.meta.disposition is LoserPolicy.RUN_TO_COMPLETION:
         view = show_group(admin, group_key)
         running = [
             c for c in (view.children if view else []) if c.rank is None and c.status not in (None, ENDED)
         ]
+        pumps = [p.invocation_id for p in (view.pumps if view else [])]
     request = OperatorClose(
         incarnation=group.meta.incarnation, openers=len(group.meta.openers), cancel=cancel
     )
@@ -147,6 +153,7 @@ def close_group(
         cancelled=answer.cancelled,
         pumped=answer.closed and group.meta.mode is SettlementMode.PUMPED,
         running=running if answer.closed else [],
+        pumps=pumps if answer.closed else [],
     )
 
 
