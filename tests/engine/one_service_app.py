@@ -2,7 +2,9 @@
 that holds that service on a deployment of its own (paused) while the rest of lash runs on another:
 what a subscription, a settlement, or a staged part then waits behind. With ``--hold HANDLER``, that
 one handler of the service holds what it is sent, doing nothing, until Restate ends it (a group's
-`close` an operator kills before it ran), and the others run as lash's do."""
+`close` an operator kills before it ran), and the others run as lash's do. ``--hold open-answered``
+holds each first open of `LashGroup` once it has answered its caller and sent its children, before
+it records what it sent: an open running, for an operator to kill."""
 
 from __future__ import annotations
 
@@ -24,7 +26,17 @@ if __name__ == "__main__":
     parser.add_argument("--hold")
     args = parser.parse_args()
     [service] = [s for s in lash_services(demo_tools()) if s.name == args.service]
-    if args.hold:
+    if args.hold == "open-answered":
+        from lash_restate.engine.group import _group_open
+
+        async def answered(ctx: Any, meta: Any, handles: Any) -> Any:
+            for dispatched in handles:
+                await dispatched.handle.invocation_id()
+            await ctx.take_and_send_output()  # what it sent and its answer reach Restate (the SDK's own)
+            await asyncio.Event().wait()
+
+        _group_open._record_runs = answered  # `on_open` looks it up at each call
+    elif args.hold:
 
         async def held(ctx: Any, req: Any) -> None:
             await asyncio.Event().wait()  # journals nothing: what Restate ends here never ran

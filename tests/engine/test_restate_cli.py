@@ -752,6 +752,52 @@ async def test_a_caller_whose_open_in_parts_restates_cli_killed_is_answered_by_a
         await _poll(stack, staged, lambda rows: not rows)
 
 
+@pytest.mark.parametrize("parts", [False, True], ids=["one-message", "in-parts"])
+async def test_a_caller_whose_running_open_restates_cli_killed_ends_with_a_typed_error(
+    tmp_path: Path, parts: bool
+) -> None:
+    """`restate invocations kill` of a group's first `LashGroup/open` (`open_parts`) while it runs,
+    once it has answered its caller and sent what runs the children, held there by a deployment of
+    `LashGroup` alone before it records what it sent. Restate's kill also kills each invocation the
+    open sent (a child's own run, or the group's pump and what it runs), so no child will ever
+    settle. The caller, answered and waiting on its first rank, hears of the kill from the open's end
+    and ends with `group_not_open` naming the group, where it waited for ever: narrow, pumped (a
+    bounded group) and opened in parts."""
+    narrow, pumped = Scope(), Scope()
+    # Events nobody emits: children that end only as the kill ends them. (A call child's target the
+    # deployment of `LashGroup` alone could not route: it would refuse the open.)
+    never = [event(pumped.event("never")), event(pumped.event("nor"))]
+    # Opened in parts, a group is pumped, and a bounded one opens in one message.
+    groups = [(pumped, pumped.group(never, max_in_flight=None if parts else 1))]
+    if not parts:
+        groups.insert(0, (narrow, narrow.group([event(narrow.event("never"))])))
+    env = {PARTS_FROM_ENV: "1"} if parts else {}
+    with (
+        LocalStack.single(tmp_path / "stack", endpoint_env=env).start() as stack,
+        unanswered(stack, "groups", service="LashGroup", paused=False, hold="open-answered"),
+    ):
+        for s, group in groups:
+            key = f"target_service_key = {quote(s.key())}"
+            caller = turn_in_background(stack, s, open_(group), next_())
+            # Answered: the caller asks for its first rank, which waits behind the open held.
+            await _poll(stack, _invocation("LashGroup", key, "wait"), lambda rows: len(rows) == 1)
+            opens = _invocation("LashGroup", key, "open_parts" if parts else "open")
+            [held] = await _poll(stack, opens, lambda rows: len(rows) == 1)
+            sent = (
+                "SELECT id, completion_failure FROM sys_invocation WHERE status = 'completed' AND "
+                f"invoked_by_id = {quote(held['id'])} "
+                "AND target_handler_name IN ('run', 'run2', 'run_parts')"
+            )
+            _operator(stack, tmp_path, "kill", held["id"])
+            [opened, read] = (await asyncio.wait_for(caller, 60)).json()
+            assert ok(opened), opened
+            assert err(read)["code"] == "group_not_open", read
+            assert "open was killed" in err(read)["message"] and s.key() in str(read), read
+            # What the open sent was killed with it: the children's run, or the group's pump.
+            ran = await _poll(stack, sent, lambda rows: bool(rows))
+            assert all("killed" in row.get("completion_failure", "") for row in ran), ran
+
+
 async def test_a_caller_cancelled_while_it_stages_an_open_in_parts_leaves_nothing_staged(
     tmp_path: Path,
 ) -> None:

@@ -387,6 +387,16 @@ class GroupNotOpen(LashError):
         return cls(message, group_key=group_key)
 
     @classmethod
+    def open_killed(cls, *, group_key: str) -> Self:
+        """The group's first open was killed (an operator's `restate invocations kill`) while it ran,
+        after it answered this caller: Restate's kill also killed every child it had started."""
+        message = (
+            "the group's open was killed while it ran (Restate's kill also killed the children it had "
+            "started, so none of them will settle)"
+        )
+        return cls(message, group_key=group_key)
+
+    @classmethod
     def record_gone(cls, *, group_key: str) -> Self:
         """The group's record was deleted outside lash (its state cleared) while this caller waited."""
         message = "the group's record was deleted while awaiting (its state was cleared)"

@@ -22,6 +22,7 @@ from ...contract import (
     EffectGroupDefaults,
     GroupExecutor,
     GroupHandle,
+    GroupNotOpen,
     InvalidInput,
     LashError,
     LoserPolicy,
@@ -53,6 +54,7 @@ from ..wire._incarnation import (
     reads_ahead,
     registers_wakes_as_needed,
     serves_one_rank,
+    watches_its_open,
 )
 from ..wire._messages import (
     CallerEnded,
@@ -173,6 +175,10 @@ class RestateController(EffectGroupDefaults):
         # outcome is never rewritten, so it is served once the group's answer to that rank's own await
         # names the same ref; the answer, not what was read, decides what an await serves (decision 32).
         self._read_ahead: dict[str, _ReadAhead] = {}
+        # By group key: the end of the first open this invocation sent, attached once it answered,
+        # until it ends well (decision 144): a kill of the open while it runs kills every child it
+        # had started with it, and nothing but the open's own end tells its caller so.
+        self._open_ends: dict[str, restate.RestateDurableFuture[Any]] = {}
 
     def outside_run(self, what: str) -> None:
         """Refuse `CalledInsideRun` if this is called inside the action of a ``ctx.run`` of this
@@ -244,7 +250,7 @@ class RestateController(EffectGroupDefaults):
         if in_parts:
             # Decision 65: too large for one message. The children go first, one part per slice, to
             # the pumps that will run them; then the open, with the shape alone.
-            await open_in_parts(
+            sent = await open_in_parts(
                 self._ctx, group, key, answer, list(fresh), reopen_only=reopen_only, reopens=named
             )
         else:
@@ -260,7 +266,7 @@ class RestateController(EffectGroupDefaults):
             )
             # Sent, answered on an awakeable (decision 25): this invocation's cancellation cannot cut
             # the open short between dispatching the children and recording how to cancel them.
-            GROUP_OPEN.send(self._ctx, key, request)
+            sent = GROUP_OPEN.send(self._ctx, key, request)
         reply = decode(await typed(opened), OpenReply)
         self._incarnations[key] = reply.incarnation
         self._opened_since_baseline[key] = opened_since_baseline(reply.incarnation)  # as the journal says
@@ -271,6 +277,10 @@ class RestateController(EffectGroupDefaults):
             del self._wakes[key]  # registered with a closed namesake, which rejected them (decision 32)
         # Open or reopen, the recorded shape is this group's (the reopen was fenced on it).
         self._declared[key] = (len(group), group.disposition)
+        if not reply.reopened and watches_its_open(reply.incarnation):
+            # Decision 144: how the open ends, awaited beside the wakes. After the answer, journaled:
+            # a caller of a group the baseline opened attaches to nothing, as its journal holds.
+            self._open_ends[key] = self._ctx.attach_invocation(await sent.invocation_id(), serde=BYTES)
         return GroupHandle.opened(group, incarnation=cursor_names(reply.incarnation))  # decision 124
 
     def handle_saved(self, handle: GroupHandle) -> None:
@@ -459,17 +469,41 @@ class RestateController(EffectGroupDefaults):
             del self._wakes[key]  # registered with a closed namesake, which rejected them: register anew
 
     async def _woken(self, handle: GroupHandle, woken: Any, cancel: Awaitable[object] | None) -> WaitReply:
+        """The wake's answer, once it comes; `AwaitCancelled` if ``cancel`` completes first, and
+        `GroupNotOpen` if the group's open, still running, is killed first (decision 144). Which
+        completed first is as this invocation's journal holds it, so a replay decides alike."""
+        key = handle.group_key
+        # An SDK future (`wait_completed` takes no other), whose completion is as the journal holds it.
+        cancelled: Any = None if cancel is None else _durable(cancel)
         try:
-            if cancel is None:
-                return decode(await woken, WaitReply)
-            which, value = await restate.select(settled=woken, cancel=_durable(cancel))
+            while (running := self._open_ends.get(key)) is not None or cancelled is not None:
+                await restate.wait_completed(*(f for f in (woken, cancelled, running) if f is not None))
+                if woken.is_completed():
+                    break
+                if cancelled is not None and cancelled.is_completed():
+                    await cancelled  # a cancel that failed raises its own error
+                    # ADR: cancellation leaves cursor and durable rank untouched.
+                    raise AwaitCancelled.at_rank(handle.next_rank, group_key=key)
+                assert running is not None  # the one other future waited on
+                await self._open_ended(key, running)
+            return decode(await woken, WaitReply)
         except restate.TerminalError as error:
             raise_typed(error)
             raise
-        if which == "cancel":
-            # ADR: cancellation leaves cursor and durable rank untouched.
-            raise AwaitCancelled.at_rank(handle.next_rank, group_key=handle.group_key)
-        return decode(value, WaitReply)
+
+    async def _open_ended(self, key: str, running: restate.RestateDurableFuture[Any]) -> None:
+        """The open of ``key`` this invocation attached to has ended: killed, it raises `GroupNotOpen`
+        (every later await of the group too); ended otherwise (returned, or cancelled: what it had
+        started runs on), it is not waited on again."""
+        try:
+            await running
+        except restate.TerminalError as error:
+            # Restate's kill ends an invocation with this failure, and kills each call and one-way
+            # message in its journal: the group's children's runs, or its pump (decision 144).
+            if (error.status_code, error.message) == (409, "killed"):
+                raise GroupNotOpen.open_killed(group_key=key) from None
+        if self._open_ends.get(key) is running:
+            del self._open_ends[key]
 
     async def _serve_or_read_ahead(
         self, handle: GroupHandle, reply: WaitReply, held: dict[int, Settlement]
@@ -584,6 +618,7 @@ class RestateController(EffectGroupDefaults):
         self._wakes.pop(key, None)
         self._incarnations.pop(key, None)  # closed: a later close of the key names what it reads then
         self._read_ahead.pop(key, None)
+        self._open_ends.pop(key, None)
         # The group holds each saver from `saved`; its close cancels that hold with its other watches.
         self._saved = {saved for saved in self._saved if saved[0] != key}
 

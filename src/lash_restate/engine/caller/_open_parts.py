@@ -34,8 +34,9 @@ async def open_in_parts(
     *,
     reopen_only: bool,
     reopens: str | msgspec.UnsetType = msgspec.UNSET,
-) -> None:
-    """Stage ``group``'s children with the pumps of a fresh incarnation, then send `PartedOpen`.
+) -> restate.SendHandle:
+    """Stage ``group``'s children with the pumps of a fresh incarnation, then send `PartedOpen`, and
+    return its handle.
 
     Each part is called, so a child the endpoint cannot route refuses a first open
     (`ChildUnroutable`) before the group is recorded; the group then releases the parts staged, and
@@ -87,7 +88,7 @@ async def open_in_parts(
         unroutable=unroutable,
         reopens=reopens,
     )
-    GROUP_OPEN_PARTS.send(ctx, key, request)
+    return GROUP_OPEN_PARTS.send(ctx, key, request)
 
 
 def _part(key: str, children: tuple[RuntimeEffectEnvelope, ...]) -> StagedPart:

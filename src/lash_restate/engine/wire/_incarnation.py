@@ -25,6 +25,7 @@ __all__ = [
     "registers_wakes_as_needed",
     "runs_name_their_incarnation",
     "serves_one_rank",
+    "watches_its_open",
     "watches_its_runs",
 ]
 
@@ -121,6 +122,15 @@ def watches_its_runs(incarnation: str) -> bool:
     runner was missing (decisions 73 and 74), so that it knows which unsettled children a reopen must
     run again (decision 95): every group a release that records saves opened (those came after both).
     A group the baseline opened does neither, and a reopen runs again every unsettled child of it."""
+    return opened_since_baseline(incarnation)
+
+
+def watches_its_open(incarnation: str) -> bool:
+    """Whether a caller that first opened the group of ``incarnation`` awaits its open's end beside
+    its wakes (decision 144), attached once the open answered: a kill of the open while it runs
+    kills every child it had started, and the caller then ends with `GroupNotOpen`, where it would
+    wait for ever: every group a release that records saves opened. A caller of a group the baseline
+    opened attaches to nothing, as its journal holds."""
     return opened_since_baseline(incarnation)
 
 
