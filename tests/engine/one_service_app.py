@@ -4,7 +4,7 @@ what a subscription, a settlement, or a staged part then waits behind. With ``--
 one handler of the service holds what it is sent, doing nothing, until Restate ends it (a group's
 `close` an operator kills before it ran), and the others run as lash's do. ``--hold open-answered``
 holds each first open of `LashGroup` once it has answered its caller and sent its children, before
-it records what it sent: an open running, for an operator to kill."""
+it records what it sent: an open running, for an operator to kill or cancel."""
 
 from __future__ import annotations
 
@@ -32,8 +32,8 @@ if __name__ == "__main__":
         async def answered(ctx: Any, meta: Any, handles: Any) -> Any:
             for dispatched in handles:
                 await dispatched.handle.invocation_id()
-            await ctx.take_and_send_output()  # what it sent and its answer reach Restate (the SDK's own)
-            await asyncio.Event().wait()
+            _, never = ctx.awakeable()
+            await never  # nobody resolves it: held while it runs, where a kill or a cancel reaches it
 
         _group_open._record_runs = answered  # `on_open` looks it up at each call
     elif args.hold:

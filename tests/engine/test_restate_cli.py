@@ -798,6 +798,37 @@ async def test_a_caller_whose_running_open_restates_cli_killed_ends_with_a_typed
             assert all("killed" in row.get("completion_failure", "") for row in ran), ran
 
 
+async def test_a_caller_whose_running_open_restates_cli_cancelled_reads_on_and_is_shown_holding_it(
+    stack: LocalStack, tmp_path: Path
+) -> None:
+    """`restate invocations cancel` of a group's first `LashGroup/open` while it runs, held as above:
+    Restate's cancel reaches only what the open awaits, so the open ends cancelled before it records
+    its opener, and the children it sent run on. The caller reads every rank and closes. Meanwhile
+    `groups list` shows the group open, held by its caller (found in the caller's journal), where it
+    listed it orphaned and `groups close` without `--force` would have ended that caller."""
+    s = Scope()
+    first, second = s.event("first"), s.event("second")
+    key = f"target_service_key = {quote(s.key())}"
+    opens = _invocation("LashGroup", key, "open")
+    with unanswered(stack, "groups", service="LashGroup", paused=False, hold="open-answered"):
+        caller = turn_in_background(stack, s, open_(s.group([event(first), event(second)])), next_(), next_())
+        await _poll(stack, _invocation("LashGroup", key, "wait"), lambda rows: len(rows) == 1)
+        [held] = await _poll(stack, opens, lambda rows: len(rows) == 1)
+        _operator(stack, tmp_path, "cancel", held["id"])
+        await _poll(stack, opens, lambda rows: rows[0]["status"] == "completed")
+        listed = lash(stack, "groups", "list", "--json")
+        assert listed.returncode == 0, listed.stderr
+        assert [g["state"] for g in json.loads(listed.stdout) if g["group_key"] == s.key()] == ["open"]
+        shown = await asyncio.to_thread(show_group, stack.admin_url, s.key())
+        assert shown is not None and await turn_id(stack, s) in shown.reason, shown
+        refused = lash(stack, "groups", "close", s.key())
+        assert refused.returncode == 4 and "it is open" in refused.stderr, refused
+        await stack.emit(first, 1)
+        await stack.emit(second, 2)
+        [opened, one, two] = (await asyncio.wait_for(caller, 60)).json()
+    assert ok(opened) and sorted(ok(r)["position"] for r in (one, two)) == [0, 1], (one, two)
+
+
 async def test_a_caller_cancelled_while_it_stages_an_open_in_parts_leaves_nothing_staged(
     tmp_path: Path,
 ) -> None:

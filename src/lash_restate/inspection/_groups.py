@@ -42,7 +42,7 @@ from ..engine import (
     outcome_store,
     ranks_recorded,
 )
-from ._journal import SentTo, sent_to, target_of
+from ._journal import SentTo, sent_in, sent_to, target_of
 from ._paused import (
     created_before,
     holds_up_group,
@@ -83,6 +83,7 @@ __all__ = [
     "outcome_kinds",
     "read_groups",
     "show_group",
+    "unrecorded_openers",
     "utc",
 ]
 
@@ -266,12 +267,33 @@ def lost_closes(
     return lost
 
 
+def unrecorded_openers(admin: Admin, groups: list[StoredGroup]) -> dict[str, str]:
+    """By group key, for each of ``groups`` that records no opener: a running invocation whose
+    journal sent it an open. That open recorded the group and ended before it recorded its opener
+    (an operator's cancel of the running open: what it sent runs on, and so does its caller, which
+    reads it: decision 144). Nothing is read when every group records its openers."""
+    bare = {g.key for g in groups if not g.meta.openers}
+    if not bare:
+        return {}
+    running = sql(admin, f"SELECT id FROM sys_invocation WHERE status != {quote(ENDED)}")
+    opens = (GROUP_OPEN.handler, GROUP_OPEN_PARTS.handler)
+    found: dict[str, str] = {}
+    for journaled in sent_in(admin, sorted(row["id"] for row in running), named(GROUP), opens):
+        if journaled.sent.key in bare:
+            found.setdefault(journaled.sent.key, journaled.invocation)
+    return found
+
+
 def classify(
-    group: StoredGroup, known: dict[str, dict[str, Any]], lost_close: LostClose | None = None
+    group: StoredGroup,
+    known: dict[str, dict[str, Any]],
+    lost_close: LostClose | None = None,
+    unrecorded: str | None = None,
 ) -> tuple[str, str]:
     """The group's state and why (decision 45): the latest opener, by open order, decides; one that
     closed it, the close lost, or that closed an earlier incarnation of the key and sent this one
-    nothing (``lost_close``, `lost_closes`), holds it no more."""
+    nothing (``lost_close``, `lost_closes`), holds it no more. A group that records no opener is
+    held by ``unrecorded``, a running invocation that sent it an open (`unrecorded_openers`)."""
     openers = group.meta.openers
     # Each opener's row looked up (a set of every group's live openers per opener made lists quadratic).
     running = [o.caller for o in openers if is_alive(known, o.caller)]
@@ -279,6 +301,9 @@ def classify(
         # Alive, but Restate's pause holds it until an operator resumes it.
         paused = known[running[-1]].get("status") == PAUSED
         return OPEN, f"its opener {running[-1]} is {'paused' if paused else 'running'}"
+    if not openers and unrecorded is not None:
+        # Its open ended before it recorded its opener, which runs and reads it (decision 144).
+        return OPEN, f"its opener {unrecorded} is running (its open ended before it recorded it)"
     if not openers:
         return ORPHANED, "no opener is recorded"
     if lost_close is not None and lost_close.earlier is not None:
@@ -380,12 +405,13 @@ def list_open_groups(
     opened = {g.key: (g.meta.incarnation, g.meta.opened_at_ms) for g in groups}
     paused, retrying = paused_by_group(admin, opened), retrying_by_group(admin, opened)
     lost = lost_closes(admin, groups, known)
+    unrecorded = unrecorded_openers(admin, groups)
     now_ms = server_now_ms(admin) if now_ms is None else now_ms
     listed = [
         OpenGroup(
             **open_group_row(
                 g,
-                classify(g, known, lost.get(g.key))[0],
+                classify(g, known, lost.get(g.key), unrecorded.get(g.key))[0],
                 now_ms,
                 paused.get(g.key, 0),
                 retrying.get(g.key, 0),
@@ -417,7 +443,8 @@ def show_group(admin: Admin, group_key: str) -> GroupView | None:
     fence = decoded(fences[0]["value_utf8"], GroupShape, group_key=group_key, what="shape")
     known = invocation_rows(admin, [o.caller for o in meta.openers])
     alive = alive_of(known)
-    state, reason = classify(group, known, lost_closes(admin, [group], known).get(group_key))
+    lost = lost_closes(admin, [group], known).get(group_key)
+    state, reason = classify(group, known, lost, unrecorded_openers(admin, [group]).get(group_key))
     # What Restate paused, and what it retries: one read of each serves the children, the group's own
     # handlers and the counts (which are `groups list`'s, by the same code).
     paused, retrying = paused_rows(admin), paused_rows(admin, status=BACKING_OFF)

@@ -25,7 +25,7 @@ from ..engine import (
     SettlementMode,
     named,
 )
-from ._groups import OPEN, PARKED, classify, lost_closes, read_groups, show_group
+from ._groups import OPEN, PARKED, classify, lost_closes, read_groups, show_group, unrecorded_openers
 from ._sql import ENDED, Admin, InspectionError, admin_api, invocation_rows, quote
 from ._views import ChildView
 
@@ -126,7 +126,7 @@ def close_group(
     [group] = found
     known = invocation_rows(admin, [o.caller for o in group.meta.openers])
     lost = lost_closes(admin, [group], known).get(group_key)
-    state, _ = classify(group, known, lost)
+    state, _ = classify(group, known, lost, unrecorded_openers(admin, [group]).get(group_key))
     # A saved handle is moot once the latest opener closed the group itself (decision 114).
     if not force and (state in _WHY or (group.saved() and lost is None)):
         raise CloseRefused(f"not closing {group_key}: {_WHY.get(state, _SAVED)}")
