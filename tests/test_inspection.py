@@ -188,3 +188,44 @@ def test_a_rejections_code_is_read_from_its_outcomes_head_never_from_its_message
     assert inspection_groups._CODE.search(msgspec.json.encode(Err(message="x", code=None)).decode()) is None
     long = msgspec.json.encode(Err(message="x" * 2000, code="409")).decode()
     assert inspection_groups._CODE.search(long[:1024]) is None
+
+
+def test_a_group_recording_no_opener_is_held_only_by_a_caller_whose_last_message_opened_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A group whose open ended before it recorded its opener (an operator's cancel of the running
+    open) is held by the running invocation that sent it that open. Not by one whose last message
+    to the key closed it (an earlier incarnation's caller), nor by one whose open was killed (the
+    kill killed what the open sent, and ended that caller's reads): such a group is nobody's."""
+    from lash_restate.contract import GroupWakePolicy, LoserPolicy
+    from lash_restate.engine import GroupMeta
+    from lash_restate.inspection._journal import Journaled, SentTo
+
+    meta = GroupMeta(
+        child_count=1, wake=GroupWakePolicy.ALL, disposition=LoserPolicy.RUN_TO_COMPLETION, incarnation="i-s"
+    )
+    bare = [inspection_groups.StoredGroup(key, meta, {}) for key in ("held", "closed", "killed")]
+
+    def sent(caller: str, at: int, key: str, handler: str, invocation: str) -> Journaled:
+        return Journaled(caller, at, SentTo(key, handler, invocation, b""), True)
+
+    journals = [
+        sent("inv_reader", 3, "held", "open", "inv_open1"),
+        sent("inv_old", 2, "closed", "open", "inv_open2"),
+        sent("inv_old", 5, "closed", "close", "inv_close2"),  # its last message: a close
+        sent("inv_gone", 1, "killed", "open", "inv_open3"),
+    ]
+    monkeypatch.setattr(inspection_groups, "sql", lambda admin, query: [{"id": "inv_x"}])
+    monkeypatch.setattr(inspection_groups, "sent_in", lambda *args, **kwargs: journals)
+    ended = {
+        "inv_open1": {"completion_failure": "[409] cancelled"},
+        "inv_open3": {"completion_failure": "[409] killed"},
+    }
+    monkeypatch.setattr(inspection_groups, "invocation_rows", lambda admin, ids: ended)
+    assert inspection_groups.unrecorded_openers("admin", bare) == {"held": "inv_reader"}
+    held, closed, _ = bare
+    assert inspection_groups.classify(held, {}, None, "inv_reader")[0] == inspection_groups.OPEN
+    assert inspection_groups.classify(closed, {}, None, None)[0] == inspection_groups.ORPHANED
+    # Every group records its openers: nothing is read.
+    monkeypatch.setattr(inspection_groups, "sql", lambda admin, query: pytest.fail("read"))
+    assert inspection_groups.unrecorded_openers("admin", []) == {}

@@ -42,7 +42,7 @@ from ..engine import (
     outcome_store,
     ranks_recorded,
 )
-from ._journal import SentTo, sent_in, sent_to, target_of
+from ._journal import Journaled, SentTo, sent_in, sent_to, target_of
 from ._paused import (
     created_before,
     holds_up_group,
@@ -268,18 +268,29 @@ def lost_closes(
 
 
 def unrecorded_openers(admin: Admin, groups: list[StoredGroup]) -> dict[str, str]:
-    """By group key, for each of ``groups`` that records no opener: a running invocation whose
-    journal sent it an open. That open recorded the group and ended before it recorded its opener
-    (an operator's cancel of the running open: what it sent runs on, and so does its caller, which
-    reads it: decision 144). Nothing is read when every group records its openers."""
+    """By group key, for each of ``groups`` that records no opener: a running invocation whose last
+    message to the key is an open the group did not see killed. That open recorded the group and
+    ended before it recorded its opener (an operator's cancel of the running open: what it sent runs
+    on, and so does its caller, which reads it: decision 144). A caller whose last message closed
+    the key holds it no more; one whose open was killed holds nothing (the kill killed what the
+    open sent, and ended the caller's reads). Nothing is read when every group records its openers."""
     bare = {g.key for g in groups if not g.meta.openers}
     if not bare:
         return {}
-    running = sql(admin, f"SELECT id FROM sys_invocation WHERE status != {quote(ENDED)}")
-    opens = (GROUP_OPEN.handler, GROUP_OPEN_PARTS.handler)
+    running = sorted(
+        row["id"] for row in sql(admin, f"SELECT id FROM sys_invocation WHERE status != {quote(ENDED)}")
+    )
+    last: dict[tuple[str, str], Journaled] = {}  # by caller and key: its latest message to the key
+    for journaled in sent_in(admin, running, named(GROUP), _OPENS_AND_CLOSE, calls=True):
+        held = last.get(at := (journaled.invocation, journaled.sent.key))
+        if journaled.sent.key in bare and (held is None or journaled.at > held.at):
+            last[at] = journaled
+    opens = [j for j in last.values() if j.sent.handler != GROUP_CLOSE.handler]
+    ended = invocation_rows(admin, sorted({j.sent.invocation for j in opens}))
     found: dict[str, str] = {}
-    for journaled in sent_in(admin, sorted(row["id"] for row in running), named(GROUP), opens):
-        if journaled.sent.key in bare:
+    for journaled in sorted(opens):
+        failure = str((ended.get(journaled.sent.invocation) or {}).get("completion_failure") or "")
+        if "killed" not in failure:
             found.setdefault(journaled.sent.key, journaled.invocation)
     return found
 

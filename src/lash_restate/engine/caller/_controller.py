@@ -175,10 +175,10 @@ class RestateController(EffectGroupDefaults):
         # outcome is never rewritten, so it is served once the group's answer to that rank's own await
         # names the same ref; the answer, not what was read, decides what an await serves (decision 32).
         self._read_ahead: dict[str, _ReadAhead] = {}
-        # By group key: the end of the first open this invocation sent, attached once it answered,
-        # until it ends well (decision 144): a kill of the open while it runs kills every child it
-        # had started with it, and nothing but the open's own end tells its caller so.
-        self._open_ends: dict[str, restate.RestateDurableFuture[Any]] = {}
+        # By group key: the incarnation a first open this invocation sent answered, and that open's
+        # end, attached once it answered, until it ends well (decision 144): a kill of the open while
+        # it runs kills every child it had started, and nothing but the open's end tells the caller.
+        self._open_ends: dict[str, tuple[str, restate.RestateDurableFuture[Any]]] = {}
 
     def outside_run(self, what: str) -> None:
         """Refuse `CalledInsideRun` if this is called inside the action of a ``ctx.run`` of this
@@ -280,7 +280,8 @@ class RestateController(EffectGroupDefaults):
         if not reply.reopened and watches_its_open(reply.incarnation):
             # Decision 144: how the open ends, awaited beside the wakes. After the answer, journaled:
             # a caller of a group the baseline opened attaches to nothing, as its journal holds.
-            self._open_ends[key] = self._ctx.attach_invocation(await sent.invocation_id(), serde=BYTES)
+            ended = self._ctx.attach_invocation(await sent.invocation_id(), serde=BYTES)
+            self._open_ends[key] = (reply.incarnation, ended)
         return GroupHandle.opened(group, incarnation=cursor_names(reply.incarnation))  # decision 124
 
     def handle_saved(self, handle: GroupHandle) -> None:
@@ -476,7 +477,7 @@ class RestateController(EffectGroupDefaults):
         # An SDK future (`wait_completed` takes no other), whose completion is as the journal holds it.
         cancelled: Any = None if cancel is None else _durable(cancel)
         try:
-            while (running := self._open_ends.get(key)) is not None or cancelled is not None:
+            while (running := self._open_end(handle)) is not None or cancelled is not None:
                 await restate.wait_completed(*(f for f in (woken, cancelled, running) if f is not None))
                 if woken.is_completed():
                     break
@@ -502,8 +503,14 @@ class RestateController(EffectGroupDefaults):
             # message in its journal: the group's children's runs, or its pump (decision 144).
             if (error.status_code, error.message) == (409, "killed"):
                 raise GroupNotOpen.open_killed(group_key=key) from None
-        if self._open_ends.get(key) is running:
+        if (ending := self._open_ends.get(key)) is not None and ending[1] is running:
             del self._open_ends[key]
+
+    def _open_end(self, handle: GroupHandle) -> restate.RestateDurableFuture[Any] | None:
+        """The end of the open of ``handle``'s group, while this invocation awaits it: none for a group
+        opened under the key since this invocation's open (a namesake's cursor), nor a baseline one."""
+        ending = self._open_ends.get(handle.group_key)
+        return ending[1] if ending is not None and ending[0] == handle.incarnation else None
 
     async def _serve_or_read_ahead(
         self, handle: GroupHandle, reply: WaitReply, held: dict[int, Settlement]
