@@ -1702,5 +1702,6 @@ async def test_a_group_whose_close_restates_cli_killed_is_listed_orphaned_and_cl
             "cancelled": 1,  # its loser, as the lost close would have
             "pumped": False,
             "running": [],
+            "pumps": [],
         }
         await until(functools.partial(_nothing_left, stack, s.key()))
