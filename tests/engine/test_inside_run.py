@@ -77,14 +77,16 @@ async def test_lash_inside_a_run_action_is_refused_terminally_before_anything_is
     assert f"Call {what} in the handler body, outside ctx.run" in message
     # Nothing was sent or journaled from inside the action: after the run's own command, only its
     # (failed) result and the invocation's output. (A wake the group resolved meanwhile, a signal to
-    # an awakeable the handler registered before the run, may come between: it is not a command.)
+    # an awakeable the handler registered before the run, or the end of the group's open it attached
+    # to, may come between: a notification, not a command.)
     journal = await _query(
         stack, f"SELECT index, entry_type, name FROM sys_journal WHERE id = '{invocation}' ORDER BY index"
     )
     kinds = [entry["entry_type"] for entry in journal]
     run = kinds.index("Command: Run")
     assert journal[run]["name"] == "inside"
-    assert [kind for kind in kinds[run + 1 :] if kind != "Notification: Signal"] == [
+    noticed = ("Notification: Signal", "Notification: AttachInvocation")
+    assert [kind for kind in kinds[run + 1 :] if kind not in noticed] == [
         "Notification: Run",
         "Command: Output",
     ]

@@ -387,8 +387,8 @@ async def test_killing_a_groups_pump_or_child_with_restates_cli_settles_its_unse
     assert [e["children"] for e in group_events(stack.base_dir, "group.run_ended", key)] == reported
     if which.endswith("slice-pump"):  # its parent pump says why it reported the slice, in its words
         lines = (stack.base_dir / "endpoint.log").read_text().splitlines()
-        said = [json.loads(line)["msg"] for line in lines if "a slice's pump failed" in line]
-        assert "a slice's pump failed: killed" in said, said
+        said = [json.loads(line)["msg"] for line in lines if "a slice's pump of group" in line]
+        assert f"a slice's pump of group {key} failed: killed" in said, said
 
 
 @pytest.mark.slow

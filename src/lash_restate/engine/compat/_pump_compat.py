@@ -76,7 +76,7 @@ async def settle_as_they_finish(
         for future in done:
             child = calls[future]
             if child is None:
-                await slice_ended(future)
+                await slice_ended(future, req.group_key)
                 continue
             outcome = await baseline_outcome(future)
             if outcome is None:

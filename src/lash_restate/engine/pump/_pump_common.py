@@ -84,9 +84,9 @@ async def report_noting_cancel(
     return await GROUP_REPORT.ask_made_again(ctx, group_key, report)
 
 
-async def slice_ended(future: Any) -> restate.TerminalError | None:
-    """A further slice's pump returned: its children were settled by it, not here; the failure it
-    ended with, if it did not settle them, else None.
+async def slice_ended(future: Any, group_key: str) -> restate.TerminalError | None:
+    """A further slice's pump of the group ``group_key`` returned: its children were settled by it,
+    not here; the failure it ended with, if it did not settle them, else None.
 
     A pump that runs settles its children whatever ends it early: a cancel (a `Cancel` close's,
     which comes down the tree of calls) leaves it awaiting their `Cancelled` terminals, and it
@@ -96,7 +96,8 @@ async def slice_ended(future: Any) -> restate.TerminalError | None:
     try:
         await future
     except restate.TerminalError as error:
-        logs.logger.warning("a slice's pump failed: %s", error.message)
+        # Named: an operator reading the endpoint's log finds the group (a kill of its pump, say).
+        logs.logger.warning("a slice's pump of group %s failed: %s", group_key, error.message)
         return error
     return None
 

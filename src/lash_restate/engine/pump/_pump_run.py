@@ -347,7 +347,7 @@ async def await_and_report(
             if what is None:
                 continue  # the close's awakeable (a bounded group's close, above)
             if what.kind == SLICE:
-                failure = await slice_ended(future)
+                failure = await slice_ended(future, group_key)
                 if failure is not None and await _slice_failed(
                     ctx, group_key, incarnation, what, failure, slices, closed
                 ):  # the cancel came meanwhile
