@@ -363,7 +363,8 @@ class HandleMismatch(CursorError):
 
 class GroupNotOpen(LashError):
     """The cursor's group is not open: no group with its key is recorded (never opened here, or
-    closed), or the one recorded was opened again under the key after the cursor's was closed."""
+    closed), or the one recorded was opened again under the key after the cursor's was closed; on
+    Restate also a group whose record was deleted, or whose open an operator killed while it ran."""
 
     code = RuntimeErrorCode.GROUP_NOT_OPEN
 
