@@ -198,25 +198,27 @@ def test_a_group_recording_no_opener_is_held_only_by_a_caller_whose_last_message
     to the key closed it (an earlier incarnation's caller), nor by one whose open was killed (the
     kill killed what the open sent, and ended that caller's reads): such a group is nobody's."""
     from lash_restate.contract import GroupWakePolicy, LoserPolicy
-    from lash_restate.engine import GroupMeta
-    from lash_restate.inspection._journal import Journaled, SentTo
+    from lash_restate.engine import GROUP, GroupMeta, named
 
     meta = GroupMeta(
         child_count=1, wake=GroupWakePolicy.ALL, disposition=LoserPolicy.RUN_TO_COMPLETION, incarnation="i-s"
     )
     bare = [inspection_groups.StoredGroup(key, meta, {}) for key in ("held", "closed", "killed")]
 
-    def sent(caller: str, at: int, key: str, handler: str, invocation: str) -> Journaled:
-        return Journaled(caller, at, SentTo(key, handler, invocation, b""), True)
+    def sent(caller: str, at: int, key: str, handler: str, invocation: str) -> dict[str, Any]:
+        """A one-way call in a journal, in its short form, as the admin API lists it."""
+        target = {"VirtualObject": {"name": named(GROUP), "key": key, "handler": handler}}
+        call = {"invocation_target": target, "invocation_id": invocation}
+        return {"id": caller, "at": at, "entry": json.dumps({"Command": {"OneWayCall": call}})}
 
     journals = [
         sent("inv_reader", 3, "held", "open", "inv_open1"),
-        sent("inv_old", 2, "closed", "open", "inv_open2"),
         sent("inv_old", 5, "closed", "close", "inv_close2"),  # its last message: a close
+        sent("inv_old", 2, "closed", "open", "inv_open2"),
         sent("inv_gone", 1, "killed", "open", "inv_open3"),
     ]
     monkeypatch.setattr(inspection_groups, "sql", lambda admin, query: [{"id": "inv_x"}])
-    monkeypatch.setattr(inspection_groups, "sent_in", lambda *args, **kwargs: journals)
+    monkeypatch.setattr(inspection_groups, "rows_in", lambda admin, query, ids: journals)
     ended = {
         "inv_open1": {"completion_failure": "[409] cancelled"},
         "inv_open3": {"completion_failure": "[409] killed"},

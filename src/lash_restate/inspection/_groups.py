@@ -42,7 +42,7 @@ from ..engine import (
     outcome_store,
     ranks_recorded,
 )
-from ._journal import Journaled, SentTo, sent_in, sent_to, target_of
+from ._journal import SentTo, sent_to, target_of
 from ._paused import (
     created_before,
     holds_up_group,
@@ -206,23 +206,7 @@ def lost_closes(
     if not parked:
         return {}
     group_service = named(GROUP)
-    rows = rows_in(
-        admin,
-        'SELECT id, "index" AS at, entry_lite_json AS entry, '
-        f"appended_at < now() - INTERVAL '{CLOSE_SENT_BEFORE_S} seconds' AS long_sent FROM sys_journal "
-        "WHERE entry_type = 'Command: OneWayCall' "
-        f"AND entry_lite_json LIKE {quote('%' + group_service + '%')} AND id IN {{values}}",
-        sorted(i for i in parked if is_invocation_id(i)),  # a forged opener's journal is nobody's
-    )
-    last: dict[tuple[str, str], tuple[int, SentTo, bool]] = {}  # (opener, key) -> its last open or close
-    for row in rows:
-        sent = target_of(row["entry"], group_service)
-        if sent is None or sent.handler not in _OPENS_AND_CLOSE:
-            continue
-        at = int(row["at"])
-        held = last.get((row["id"], sent.key))
-        if held is None or held[0] < at:
-            last[(row["id"], sent.key)] = (at, sent, row.get("long_sent") is True)
+    last = _last_sent(admin, list(parked))
     wanted = {
         (caller, at): (g, sent, long_sent)
         for caller, gs in parked.items()
@@ -267,6 +251,31 @@ def lost_closes(
     return lost
 
 
+def _last_sent(admin: Admin, invocations: list[str]) -> dict[tuple[str, str], tuple[int, SentTo, bool]]:
+    """By (invocation, group key): the last open or close each of ``invocations`` sent a group one
+    way, its index in that journal, and whether it was sent `CLOSE_SENT_BEFORE_S` ago or more. Read
+    in the entries' short form: an open's body may be megabytes."""
+    group_service = named(GROUP)
+    rows = rows_in(
+        admin,
+        'SELECT id, "index" AS at, entry_lite_json AS entry, '
+        f"appended_at < now() - INTERVAL '{CLOSE_SENT_BEFORE_S} seconds' AS long_sent FROM sys_journal "
+        "WHERE entry_type = 'Command: OneWayCall' "
+        f"AND entry_lite_json LIKE {quote('%' + group_service + '%')} AND id IN {{values}}",
+        sorted(i for i in invocations if is_invocation_id(i)),  # a forged opener's journal is nobody's
+    )
+    last: dict[tuple[str, str], tuple[int, SentTo, bool]] = {}
+    for row in rows:
+        sent = target_of(row["entry"], group_service)
+        if sent is None or sent.handler not in _OPENS_AND_CLOSE:
+            continue
+        at = int(row["at"])
+        held = last.get((row["id"], sent.key))
+        if held is None or held[0] < at:
+            last[(row["id"], sent.key)] = (at, sent, row.get("long_sent") is True)
+    return last
+
+
 def unrecorded_openers(admin: Admin, groups: list[StoredGroup]) -> dict[str, str]:
     """By group key, for each of ``groups`` that records no opener: a running invocation whose last
     message to the key is an open the group did not see killed. That open recorded the group and
@@ -277,21 +286,18 @@ def unrecorded_openers(admin: Admin, groups: list[StoredGroup]) -> dict[str, str
     bare = {g.key for g in groups if not g.meta.openers}
     if not bare:
         return {}
-    running = sorted(
-        row["id"] for row in sql(admin, f"SELECT id FROM sys_invocation WHERE status != {quote(ENDED)}")
+    running = sql(admin, f"SELECT id FROM sys_invocation WHERE status != {quote(ENDED)}")
+    opens = sorted(
+        (caller, sent)
+        for (caller, key), (_, sent, _) in _last_sent(admin, [row["id"] for row in running]).items()
+        if key in bare and sent.handler != GROUP_CLOSE.handler
     )
-    last: dict[tuple[str, str], Journaled] = {}  # by caller and key: its latest message to the key
-    for journaled in sent_in(admin, running, named(GROUP), _OPENS_AND_CLOSE, calls=True):
-        held = last.get(at := (journaled.invocation, journaled.sent.key))
-        if journaled.sent.key in bare and (held is None or journaled.at > held.at):
-            last[at] = journaled
-    opens = [j for j in last.values() if j.sent.handler != GROUP_CLOSE.handler]
-    ended = invocation_rows(admin, sorted({j.sent.invocation for j in opens}))
+    ended = invocation_rows(admin, sorted({sent.invocation for _, sent in opens}))
     found: dict[str, str] = {}
-    for journaled in sorted(opens):
-        failure = str((ended.get(journaled.sent.invocation) or {}).get("completion_failure") or "")
+    for caller, sent in opens:
+        failure = str((ended.get(sent.invocation) or {}).get("completion_failure") or "")
         if "killed" not in failure:
-            found.setdefault(journaled.sent.key, journaled.invocation)
+            found.setdefault(sent.key, caller)
     return found
 
 
