@@ -45,7 +45,7 @@ from ...contract import (
 )
 from ..child._routing import replaying
 from ..group._mode import mode_for
-from ..wire._errors import CalledInsideRun, ends_the_invocation, raise_typed, typed
+from ..wire._errors import CalledInsideRun, ends_the_invocation, is_kill, raise_typed, typed
 from ..wire._formats import written
 from ..wire._incarnation import (
     cursor_names,
@@ -153,8 +153,9 @@ class RestateController(EffectGroupDefaults):
         self._groups = groups
         # Wakes this invocation registered, by group: each settle resolves its own.
         self._wakes: dict[str, _Wakes] = {}
-        # Groups this invocation opened, with the recorded child count and declared disposition: a
-        # close that can be checked against them cannot be refused, so it need not wait for the object.
+        # Groups this invocation opened or reopened, with the recorded child count and declared
+        # disposition: a close that can be checked against them cannot be refused, so it need not wait
+        # for the object.
         self._declared: dict[str, tuple[int, LoserPolicy]] = {}
         # Groups (key and incarnation) whose handle this invocation saved and told the group of
         # (decisions 45, 78): a namesake opened again under the key is told of its own save.
@@ -162,8 +163,9 @@ class RestateController(EffectGroupDefaults):
         # By group key, the incarnation its latest open, reopen or read answered (journaled): what a
         # save names, so that a namesake opened since does not take it for its own.
         self._incarnations: dict[str, str] = {}
-        # By group key, each decided from the incarnation the group's open answered (journaled).
-        self._opened_since_baseline: dict[str, bool] = {}
+        # By group key, whether a save of its handle is told to the group (decision 78): decided from
+        # the incarnation its latest open or reopen answered (journaled); never for a baseline group.
+        self._records_saves: dict[str, bool] = {}
         # By group key, decided from the incarnation the open or a read answered first (what this
         # invocation's journal holds, as on replay): whether a release since the baseline opened the
         # group, so that a plain await asks as this release does (decisions 96, 132 and 134).
@@ -176,8 +178,9 @@ class RestateController(EffectGroupDefaults):
         # names the same ref; the answer, not what was read, decides what an await serves (decision 32).
         self._read_ahead: dict[str, _ReadAhead] = {}
         # By group key: the incarnation a first open this invocation sent answered, and that open's
-        # end, attached once it answered, until it ends well (decision 144): a kill of the open while
-        # it runs kills every child it had started, and nothing but the open's end tells the caller.
+        # end, attached once it answered (decision 144): a kill of the open while it runs kills every
+        # child it had started, and nothing but the open's end tells the caller. Dropped once an await
+        # sees it end otherwise, or at the close; a killed one stays, so each await that waits fails.
         self._open_ends: dict[str, tuple[str, restate.RestateDurableFuture[Any]]] = {}
 
     def outside_run(self, what: str) -> None:
@@ -269,11 +272,11 @@ class RestateController(EffectGroupDefaults):
             sent = GROUP_OPEN.send(self._ctx, key, request)
         reply = decode(await typed(opened), OpenReply)
         self._incarnations[key] = reply.incarnation
-        self._opened_since_baseline[key] = opened_since_baseline(reply.incarnation)  # as the journal says
+        self._records_saves[key] = opened_since_baseline(reply.incarnation)  # as the journal says
         self._answered_since_baseline.setdefault(key, serves_one_rank(reply.incarnation))
         if not reply.reopened:
             self._wakes[key] = _Wakes(reply.incarnation, dict(enumerate(fresh.values(), start=1)))
-        elif (held := self._wakes.get(key)) is not None and held.incarnation != reply.incarnation:
+        elif (registered := self._wakes.get(key)) is not None and registered.incarnation != reply.incarnation:
             del self._wakes[key]  # registered with a closed namesake, which rejected them (decision 32)
         # Open or reopen, the recorded shape is this group's (the reopen was fenced on it).
         self._declared[key] = (len(group), group.disposition)
@@ -281,6 +284,8 @@ class RestateController(EffectGroupDefaults):
             # Decision 144: how the open ends, awaited beside the wakes. After the answer, journaled:
             # a caller of a group the baseline opened attaches to nothing, as its journal holds.
             ended = self._ctx.attach_invocation(await sent.invocation_id(), serde=BYTES)
+            # Keyed by the reply's incarnation: a cursor names the same (`cursor_names`, for every
+            # incarnation that `watches_its_open`), which `_open_end_of` matches.
             self._open_ends[key] = (reply.incarnation, ended)
         return GroupHandle.opened(group, incarnation=cursor_names(reply.incarnation))  # decision 124
 
@@ -300,7 +305,7 @@ class RestateController(EffectGroupDefaults):
         # "": this invocation closed the group since (a handle restored alone and never read here
         # returns below). Sent all the same, as callers journaled it (decision 140).
         incarnation = self._incarnations.get(key, "")
-        if (key, incarnation) in self._saved or not self._opened_since_baseline.get(key, False):
+        if (key, incarnation) in self._saved or not self._records_saves.get(key, False):
             return
         saver = CallerEnded(caller=self._ctx.request().id, incarnation=incarnation)
         GROUP_SAVED.send(self._ctx, key, saver)
@@ -332,7 +337,7 @@ class RestateController(EffectGroupDefaults):
         # what the group holds; and one await of a cursor at a time.
         check_await(handle, self.supports_effect_groups(), cancel)
         if cancel is not None:
-            _durable(cancel)
+            _durable(cancel)  # refused here, before anything is journaled; `_woken` converts it again
         with handle.awaiting():
             # Decision 32: answered by the group as it stands now, never from what an earlier await read.
             return await self._next(handle, cancel, {}, plain=True)
@@ -467,46 +472,51 @@ class RestateController(EffectGroupDefaults):
             assert wakes is not None
             if wakes.incarnation == reply.incarnation:
                 return wakes
-            del self._wakes[key]  # registered with a closed namesake, which rejected them: register anew
+            # Registered with a closed namesake, which rejected them: register anew. Only if still the
+            # ones read before the ask: an await of a copy of the cursor may have replaced them since.
+            if self._wakes.get(key) is wakes:
+                del self._wakes[key]
 
     async def _woken(self, handle: GroupHandle, woken: Any, cancel: Awaitable[object] | None) -> WaitReply:
-        """The wake's answer, once it comes; `AwaitCancelled` if ``cancel`` completes first, and
-        `GroupNotOpen` if the group's open, still running, is killed first (decision 144). Which
-        completed first is as this invocation's journal holds it, so a replay decides alike."""
+        """The wake's answer, once it comes; `AwaitCancelled` if ``cancel`` completes before it, and
+        `GroupNotOpen` if the group's open, still running, is killed before either (decision 144).
+        Of those completed when a wait returns, the wake wins, then the cancel, then the open's end;
+        which have completed is as this invocation's journal holds it, so a replay decides alike."""
         key = handle.group_key
         # An SDK future (`wait_completed` takes no other), whose completion is as the journal holds it.
         cancelled: Any = None if cancel is None else _durable(cancel)
         try:
-            while (running := self._open_end(handle)) is not None or cancelled is not None:
-                await restate.wait_completed(*(f for f in (woken, cancelled, running) if f is not None))
+            while (open_end := self._open_end_of(handle)) is not None or cancelled is not None:
+                await restate.wait_completed(*(f for f in (woken, cancelled, open_end) if f is not None))
                 if woken.is_completed():
                     break
                 if cancelled is not None and cancelled.is_completed():
                     await cancelled  # a cancel that failed raises its own error
                     # ADR: cancellation leaves cursor and durable rank untouched.
                     raise AwaitCancelled.at_rank(handle.next_rank, group_key=key)
-                assert running is not None  # the one other future waited on
-                await self._open_ended(key, running)
+                assert open_end is not None  # the one other future waited on
+                await self._check_open_end(key, open_end)
             return decode(await woken, WaitReply)
         except restate.TerminalError as error:
             raise_typed(error)
             raise
 
-    async def _open_ended(self, key: str, running: restate.RestateDurableFuture[Any]) -> None:
+    async def _check_open_end(self, key: str, open_end: restate.RestateDurableFuture[Any]) -> None:
         """The open of ``key`` this invocation attached to has ended: killed, it raises `GroupNotOpen`
-        (every later await of the group too); ended otherwise (returned, or cancelled: what it had
-        started runs on), it is not waited on again."""
+        (so does every later await of the group that waits on a wake); ended otherwise (returned, or
+        cancelled: what it had started runs on), it is not waited on again."""
         try:
-            await running
+            await open_end
         except restate.TerminalError as error:
-            # Restate's kill ends an invocation with this failure, and kills each call and one-way
-            # message in its journal: the group's children's runs, or its pump (decision 144).
-            if (error.status_code, error.message) == (409, "killed"):
+            # Restate's kill kills each call and one-way message in the killed invocation's journal
+            # too: the group's children's runs, or its pump (decision 144).
+            if is_kill(error):
                 raise GroupNotOpen.open_killed(group_key=key) from None
-        if (ending := self._open_ends.get(key)) is not None and ending[1] is running:
+        # Only if still this end: an await of a copy of the cursor may have dropped it already.
+        if (ending := self._open_ends.get(key)) is not None and ending[1] is open_end:
             del self._open_ends[key]
 
-    def _open_end(self, handle: GroupHandle) -> restate.RestateDurableFuture[Any] | None:
+    def _open_end_of(self, handle: GroupHandle) -> restate.RestateDurableFuture[Any] | None:
         """The end of the open of ``handle``'s group, while this invocation awaits it: none for a group
         opened under the key since this invocation's open (a namesake's cursor), nor a baseline one."""
         ending = self._open_ends.get(handle.group_key)
@@ -647,7 +657,7 @@ def _cannot_refuse(
 
 
 def _durable(cancel: Awaitable[object]) -> restate.RestateDurableFuture[Any]:
-    """``cancel`` as the durable future Restate's `select` takes, or `InvalidInput`."""
+    """``cancel`` as the durable future `restate.wait_completed` takes, or `InvalidInput`."""
     if not isinstance(cancel, restate.RestateDurableFuture):
         given = type(cancel).__name__
         hint = ": give its .value()" if isinstance(cancel, restate.DurablePromise) else ""

@@ -38,6 +38,7 @@ __all__ = [
     "client_errors",
     "ends_the_invocation",
     "is_cancellation",
+    "is_kill",
     "lash_terminal",
     "raise_typed",
     "terminal_errors",
@@ -47,6 +48,7 @@ __all__ = [
 
 # Restate raises TerminalError("cancelled", 409) at the await a cancelled invocation is parked on.
 CANCELLED_STATUS = 409
+KILLED = "killed"  # the message of Restate's 409 for a killed invocation (a cancelled one's: "cancelled")
 # ADR: the Restate host's form (the ADR's "engine tier") of a routing miss is a terminal 404.
 NOT_FOUND = 404
 # The metadata key a child's 404 carries once its group has the report of its miss (decision 89).
@@ -125,6 +127,12 @@ def is_cancellation(error: TerminalError) -> bool:
     """Whether ``error`` is Restate's 409 rather than one of lash's (which carries its wire form): this
     invocation's cancel, a call's cancel or kill, or a callee's own 409 (`cancelled` tells those)."""
     return error.status_code == CANCELLED_STATUS and error_from_wire(error.message) is None
+
+
+def is_kill(error: TerminalError) -> bool:
+    """Whether ``error`` is how Restate ends an invocation it killed (what a call to it, or an attach,
+    then answers), as against its cancel."""
+    return (error.status_code, error.message) == (CANCELLED_STATUS, KILLED)
 
 
 def ends_the_invocation(error: BaseException) -> bool:
