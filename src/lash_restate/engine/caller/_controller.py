@@ -84,10 +84,10 @@ __all__ = ["RestateController"]
 _I = TypeVar("_I")
 _O = TypeVar("_O")
 
-# How many upcoming ranks a caller registers wakes for at once: a caller that keeps up with the
-# settlements then pays no call per rank, and the hot record stays small (decision 16). Also, for a
-# plain await reading ahead (decision 134): the ranks it asks the group for, the most it keeps read
-# ahead, and how far behind the reading what it kept is dropped.
+# How many upcoming ranks a caller registers wakes for at once: a combinator's run that keeps up
+# with the settlements then pays no call per rank (a plain await asks the group each time, decision
+# 32), and the hot record stays small (decision 16). Also, for a plain await reading ahead (decision
+# 134): the ranks it asks the group for, and how far behind the reading what it kept is dropped.
 WAKE_WINDOW = 32
 
 # At most this many bytes of outcomes in one read ahead, the rank's own whatever its size (decision
@@ -233,11 +233,11 @@ class RestateController(EffectGroupDefaults):
         # by the server at every retry of this invocation, so it is refused here, before anything
         # is journaled (no awakeable, no send).
         check_open_size(group, reopen=reopen_only)
-        # A first open also registers wakes for the first ranks, saving those awaits a round trip each;
-        # a reopen's group ignores them (it keeps the wakes it holds), but the caller cannot tell the
-        # two apart before the answer, and what it journals here must replay the same. A resume of a
-        # cursor naming its group (decision 124) can: that group is recorded, or the resume is
-        # refused, and it sends none (decision 132).
+        # A first open also registers wakes for the first ranks, saving a combinator's run's awaits a
+        # round trip each; a reopen's group ignores them (it keeps the wakes it holds), but the caller
+        # cannot tell the two apart before the answer, and what it journals here must replay the same.
+        # A resume of a cursor naming its group (decision 124) can: that group is recorded, or the
+        # resume is refused, and it sends none (decision 132).
         fresh = {} if reopen_only and reopens is not None else self._fresh_wakes(0, len(group))
         # ADR: resolve all N before recording (check that each child can be run here, refusing the whole
         # open if one cannot): the group object does, where the children run (decision 37), and only it
@@ -544,6 +544,8 @@ class RestateController(EffectGroupDefaults):
             for at, ref in enumerate(reply.refs, start=rank)
             if at == rank or mode.same_store(key, reply.incarnation, reply.refs[0], ref)
         ]
+        # Refs of ranks that need not follow each other (what was read ahead is left out): `ranks=`
+        # numbers them, where a reply's refs are consecutive ranks.
         one_read = msgspec.structs.replace(reply, refs=[ref for _, ref in together])
         await self._read(handle, one_read, held, READ_AHEAD_BYTES, ranks=[at for at, _ in together])
         self._move_to_read_ahead(kept, together[1:], held)
