@@ -57,6 +57,7 @@ async def guard_waiters(
     delay = settings.waiter_check
     guard = Guard(incarnation=meta.incarnation, waiters=wakes, after_ms=_ms(delay))
     handle = GROUP_GUARD.send(ctx, ctx.key(), guard, delay=delay)
+    # Read after the send on purpose: the guard's id (and the watch's) come back meanwhile.
     guarded, watches = await _pending(ctx)
     if watch is not None:
         watches = [*watches, await watch.invocation_id()]
@@ -86,6 +87,7 @@ async def on_guard(ctx: restate.ObjectContext, guard: Guard) -> None:
         again = Guard(incarnation=meta.incarnation, waiters=waiting, after_ms=_ms(delay))
         handle = GROUP_GUARD.send(ctx, ctx.key(), again, delay=delay)
     guarded, watches = await _pending(ctx)
+    # This look has run: its own id leaves the pending guards and the watches a close cancels.
     await _keep(ctx, guarded, watches, {ctx.request().id}, handle, waiting)
 
 

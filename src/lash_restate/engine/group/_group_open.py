@@ -85,14 +85,15 @@ async def on_open(ctx: restate.ObjectContext, req: OpenRequest, settings: GroupS
     """Record (or fence a reopen of) the group and dispatch its children; answer on ``reply_to``.
 
     The opener sends this and awaits its awakeable, so its own cancellation never reaches this
-    handler: a group whose children were dispatched always records how to cancel them. The answer
-    goes out before the awaits that follow, so the opener resumes at once.
+    handler: a group whose children were dispatched records how to cancel them (unless an operator
+    cancels this open itself while it runs: what it had not recorded by then stays unrecorded,
+    decision 144). The answer goes out before the awaits that follow, so the opener resumes at once.
 
     A group with a call child, a ``max_in_flight`` bound, or ``batch_from`` children or more,
-    settles through its pumps (one per slice of 256), each of which awaits its children where they
-    run; once the close resolves the group's own pump's awakeable (or sends it ``forget``), that
-    pump releases its store and has each further slice's pump release its own; a narrower group of
-    tools, timers and events settles directly, each child by itself.
+    settles through its pumps (one per slice of 256; a bounded group, one), each of which awaits
+    its children where they run; once the close resolves the group's own pump's awakeable (or sends
+    it ``forget``), that pump releases its store and has each further slice's pump release its own;
+    a narrower group of tools, timers and events settles directly, each child by itself.
     """
     meta = await ctx.get(RECORD, serde=META)
     first = meta is None
@@ -124,6 +125,7 @@ async def _record_runs(
     and what its watch attaches to; and the group's record with the time it was opened, returned:
     `note_opener` writes it (`_answered`)."""
     ids = [await d.handle.invocation_id() for d in handles]
+    # In the handles' order, whole: a direct group's close reads a child's run by its position.
     ctx.set(INVOCATIONS, ids, serde=STRINGS)
     meta = msgspec.structs.replace(meta, opened_at_ms=int(await ctx.time() * 1000))
     return meta, [WatchedRun(invocation=i, positions=d.positions) for i, d in zip(ids, handles, strict=True)]
@@ -249,7 +251,8 @@ async def record_group(
     page_from: int,
     routing: Routing,
 ) -> tuple[GroupMeta, list[RuntimeEffectEnvelope]]:
-    """The group's record after this open, and the children to dispatch (none on a reopen).
+    """The group's record as this open finds or first writes it (its opener not yet noted), and the
+    children to dispatch (none on a reopen).
 
     Decision 61: pumped from ``batch_from`` children on, or with a call child or a ``max_in_flight``
     bound (decision 81) whatever the width; a pumped group of ``page_from`` children or more keeps
@@ -258,7 +261,8 @@ async def record_group(
     if meta is not None:
         # ADR: a reopen is fenced on shape, resolves only what it dispatches and refuses nothing;
         # on Restate the children are engine-owned invocations already: none is dispatched here, and
-        # `on_open` runs again only those the group kept as missed (decision 95).
+        # `_answered` runs again only those the group kept as missed (decision 95; a baseline group's
+        # reopen, every unsettled child it carries).
         await _fence_reopen(ctx, meta, req.shape, req.reopens, req)
         return meta, []
     if req.reopen_only:
@@ -355,7 +359,8 @@ def names_its_parts(req: PartedOpen) -> bool:
 
 async def note_opener(ctx: restate.ObjectContext, meta: GroupMeta, caller: str | None, changed: bool) -> None:
     """Record a new opener in ``meta`` (writing it if anything ``changed``); under a declared
-    `Cancel`, watch for its end (decision 13). RunToCompletion losers run on whatever happens to it."""
+    `Cancel`, watch for its end here (decision 13): RunToCompletion losers run on whatever happens
+    to it (every other opener is watched too, by the watch `_answered` sends, decision 78)."""
     if caller is not None and is_new_opener(meta, caller):
         watcher = None
         if meta.disposition is LoserPolicy.CANCEL:

@@ -181,8 +181,8 @@ async def on_reclaim(ctx: restate.ObjectContext, req: Reclaim, settings: GroupSe
         return  # reopened since, or a caller saved its handle: someone may resume it
     settled = await ranks_for(meta.incarnation).count(ctx, meta)
     watches = await ctx.get(CANCELLED_AT_CLOSE, serde=STRINGS) or []
-    done = [w for w in watches if w != ctx.request().id]  # this reclaim has run: not cancelled at close
-    ctx.set(CANCELLED_AT_CLOSE, done, serde=STRINGS)
+    pending = [w for w in watches if w != ctx.request().id]  # this reclaim has run: not cancelled at close
+    ctx.set(CANCELLED_AT_CLOSE, pending, serde=STRINGS)
     if settled < meta.child_count:
         # A child still runs (or never ends: an event nobody emits, one that missed its runner).
         await reclaim_later(ctx, meta, settings.orphan_retention)
@@ -300,7 +300,7 @@ async def on_watch_runs(ctx: restate.ObjectSharedContext, req: RunsWatch) -> Non
                     cancelled=True if run_cancelled else msgspec.UNSET,
                 )
                 if await report_run_ended(ctx, ctx.key(), ended):
-                    return  # this watch was cancelled meanwhile: its group is closed
+                    return  # this watch was cancelled meanwhile: its group closed (or an operator's)
                 continue
             if (settle := settle_sent(answer)) is not None:
                 # The settle carries the run's children: if it fails, they are what holds no rank.
