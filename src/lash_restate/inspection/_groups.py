@@ -295,8 +295,7 @@ def unrecorded_openers(admin: Admin, groups: list[StoredGroup]) -> dict[str, str
     ended = invocation_rows(admin, sorted({sent.invocation for _, sent in opens}))
     found: dict[str, str] = {}
     for caller, sent in opens:
-        failure = str((ended.get(sent.invocation) or {}).get("completion_failure") or "")
-        if "killed" not in failure:
+        if _failed_how(ended.get(sent.invocation)) != "killed":
             found.setdefault(sent.key, caller)
     return found
 
