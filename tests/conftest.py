@@ -3,6 +3,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import json
+import os
 import time
 import types
 from collections.abc import Iterator
@@ -18,8 +19,13 @@ from lash_restate.engine.wire._formats import ERROR_METADATA_ENV
 from lash_restate.inspection import quote
 from lash_restate.testing import LocalStack
 from lash_restate.testing.conformance import MemoryTier, RestateTier, Tier
+from lash_restate.testing.processes import FORK_ENV
 
 from .mutation import hits
+
+# Each endpoint a test starts is forked from a process that imported lash once (a start costs a
+# tenth of the CPU a fresh interpreter's does), where its interpreter and environment allow.
+os.environ.setdefault(FORK_ENV, "1")
 
 # Every conformance test runs on each tier; "restate-replay" forces every suspension to replay
 # (inactivity timeout 0, as the SDK's own harness does), the cheapest way to find non-determinism;

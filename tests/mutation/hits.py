@@ -29,10 +29,13 @@ def setup_environment() -> None:
         return
     signal.signal(signal.SIGXCPU, _end_children_then_die)
     import lash_restate
+    from lash_restate.testing.processes import FORK_ENV
 
     mutated = str(Path(lash_restate.__file__).resolve().parents[1])  # mutmut's copy: mutants/src
     known = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
     os.environ["PYTHONPATH"] = os.pathsep.join(dict.fromkeys([mutated, str(_SITE), *known]))
+    # Spawned, not forked: the endpoints' `sitecustomize` opens its hits file as an interpreter starts.
+    os.environ[FORK_ENV] = "0"
     if mutant == "stats" and "LASH_MUTMUT_HITS" not in os.environ:
         folder = Path(tempfile.mkdtemp(prefix="lash-mutmut-"))
         os.environ["LASH_MUTMUT_HITS"] = str(folder / "hits")

@@ -7,6 +7,7 @@ Each is started on free loopback ports, owned by one pid, and ended by that pid;
 from __future__ import annotations
 
 import abc
+import atexit
 import contextlib
 import functools
 import json
@@ -24,18 +25,21 @@ import time
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Protocol
 
 import httpx
 
 from .._http import tls
 from ..contract import LashError, RuntimeErrorCode
+from ._forkserver import IMPORT_TIME, Spawn
 
 __all__ = [
+    "FORK_ENV",
     "SERVER_ENV",
     "SERVER_VERSION",
     "CallFailed",
     "Endpoint",
+    "ProcessHandle",
     "RestateServer",
     "StackError",
     "free_port",
@@ -258,7 +262,125 @@ def last_error(log: Path, since: str = "") -> list[str]:
     return []
 
 
-def _exited(what: str, process: subprocess.Popen[Any], log_path: Path | None, offset: int) -> StackError:
+class ProcessHandle(Protocol):
+    """A process a stack owns: the `subprocess.Popen` it spawned, or an endpoint forked for it."""
+
+    @property
+    def pid(self) -> int: ...
+
+    @property
+    def returncode(self) -> int | Any: ...  # None until `poll` or `wait` saw it end
+
+    def poll(self) -> int | None: ...
+
+    def wait(self, timeout: float | None = None) -> int: ...
+
+    def send_signal(self, sig: int) -> None: ...
+
+
+FORK_ENV = "LASH_TEST_FORK"  # "1": fork the endpoints that can be (lash's own tests do); else spawn each
+
+
+class _ForkServer:
+    """This process's fork server (`_forkserver`), started at the first endpoint it forks and ended
+    with this process (at the end of its stdin it kills what it forked and still runs)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()  # one request and its answer at a time
+        self._process: subprocess.Popen[bytes] | None = None
+        self._env: dict[str, str] | None = None
+
+    def agrees(self, python: str, env: dict[str, str]) -> bool:
+        """Whether a child run by ``python`` with ``env`` can be forked: this interpreter, and the
+        fork server's environment where an interpreter's start or an import reads it."""
+        if python != sys.executable or os.environ.get(FORK_ENV, "").strip() != "1":
+            return False
+        ours = self._env if self._env is not None else os.environ
+        names = {name for name in (*ours, *env) if name.startswith(IMPORT_TIME)}
+        return all(ours.get(name) == env.get(name) for name in names)
+
+    def spawn(self, spawn: Spawn) -> _Forked:
+        return _Forked(self, int(self._ask({"spawn": spawn})["pid"]))
+
+    def poll(self, pid: int) -> int | None:
+        answer = self._ask({"poll": pid})
+        if answer.get("unknown"):
+            raise StackError(f"endpoint pid {pid}: its fork server ended with it (see the test's output)")
+        return None if answer["code"] is None else int(answer["code"])
+
+    def _ask(self, request: dict[str, Any]) -> dict[str, Any]:
+        with self._lock:
+            process = self._process
+            if process is None or process.poll() is not None:
+                process = self._process = self._start()
+            pipes = process.stdin, process.stdout
+            assert pipes[0] is not None
+            assert pipes[1] is not None
+            try:
+                pipes[0].write(json.dumps(request).encode() + b"\n")
+                pipes[0].flush()
+                line = pipes[1].readline()
+            except OSError:
+                line = b""
+        if not line:
+            raise StackError("the endpoints' fork server ended (its error is in the test's output)")
+        answer: dict[str, Any] = json.loads(line)
+        return answer
+
+    def _start(self) -> subprocess.Popen[bytes]:
+        self._env = dict(os.environ) if self._env is None else self._env
+        # Not `-m`: this package imports the module before `-m` would run it as `__main__`.
+        command = [sys.executable, "-c", "from lash_restate.testing._forkserver import main; main()"]
+        process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=self._env)
+        atexit.register(self.close)
+        return process
+
+    def close(self) -> None:
+        """End the fork server and what it forked and still runs (at this process's exit)."""
+        with self._lock:
+            process, self._process = self._process, None
+        if process is None:
+            return
+        try:
+            process.communicate(timeout=10)  # stdin closed: its cue to kill what it forked, and exit
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.communicate()
+
+
+_FORK_SERVER = _ForkServer()
+
+
+class _Forked:
+    """An endpoint the fork server forked: the part of `subprocess.Popen` a stack uses, its end
+    asked of the fork server (its parent)."""
+
+    def __init__(self, server: _ForkServer, pid: int) -> None:
+        self._server = server
+        self.pid = pid
+        self.returncode: int | None = None
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            self.returncode = self._server.poll(self.pid)
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        delay = 0.0005
+        while (code := self.poll()) is None:
+            if deadline is not None and time.monotonic() >= deadline:
+                raise subprocess.TimeoutExpired(f"endpoint pid {self.pid}", timeout or 0)
+            time.sleep(delay)
+            delay = min(delay * 2, 0.05)  # as `subprocess.Popen.wait` backs off
+        return code
+
+    def send_signal(self, sig: int) -> None:
+        if self.poll() is None:
+            os.kill(self.pid, sig)
+
+
+def _exited(what: str, process: ProcessHandle, log_path: Path | None, offset: int) -> StackError:
     """A start that ended with its process: the code and what the process logged as it started,
     which a stack in a temporary directory deletes as it stops."""
     message = f"{what}: the process exited with code {process.returncode}"
@@ -275,7 +397,7 @@ def _wait(
     condition: Any,
     what: str,
     timeout: float,
-    process: subprocess.Popen[Any] | None = None,
+    process: ProcessHandle | None = None,
     log: tuple[Path | None, int] = (None, 0),
 ) -> None:
     """Until ``condition()`` holds; `StackError` once ``process`` exits (with what it logged from
@@ -358,7 +480,7 @@ def _served_elsewhere(ports: Sequence[int], session: int) -> str | None:
     return None
 
 
-def _signal(process: subprocess.Popen[Any], sig: signal.Signals) -> None:
+def _signal(process: ProcessHandle, sig: signal.Signals) -> None:
     """Send ``sig`` to ``process`` and every process it started: each owned process leads a process
     group of its own, so a launcher (npm's `restate-server` script, which runs the real binary as
     its child and forwards SIGINT and SIGTERM only) is killed, paused and resumed with what it runs."""
@@ -366,7 +488,7 @@ def _signal(process: subprocess.Popen[Any], sig: signal.Signals) -> None:
         os.killpg(process.pid, sig)
 
 
-def _stop(process: subprocess.Popen[Any] | None, timeout: float = 15) -> None:
+def _stop(process: ProcessHandle | None, timeout: float = 15) -> None:
     if process is None or process.poll() is not None:
         return
     _signal(process, signal.SIGTERM)
@@ -383,7 +505,7 @@ class _OwnedProcess(abc.ABC):
     SIGKILL as a crash would); `pause` and `resume` stop and continue it (SIGSTOP, SIGCONT) as a
     stalled machine would."""
 
-    process: subprocess.Popen[bytes] | None
+    process: ProcessHandle | None
     log_path: Path | None
     _log: IO[bytes] | None
 
@@ -494,7 +616,7 @@ class RestateServer(_OwnedProcess):
     extra_env: dict[str, str] = field(default_factory=dict)
     binary: Path | None = None  # the restate-server to run; None: `restate_server_binary()` finds one
     log_path: Path | None = None
-    process: subprocess.Popen[bytes] | None = None
+    process: ProcessHandle | None = None
     _log: IO[bytes] | None = None
 
     @property
@@ -587,6 +709,14 @@ class Endpoint(_OwnedProcess):
     ``python`` is the interpreter that runs it (default: this one); another environment's
     interpreter serves that environment's ``lash_restate``, e.g. an earlier release beside the
     current one.
+
+    With ``$LASH_TEST_FORK`` set to ``1`` (lash's own tests set it), an endpoint this interpreter
+    runs is forked from a process that imported lash, Restate's SDK and hypercorn once, about a
+    tenth of a fresh interpreter's CPU to start, unless its environment differs from that
+    process's where an interpreter's start or an import reads it (``PYTHON*``, ``OTEL_*``,
+    ``RUST_*``): it is the process ``python -m`` would have started, but for its command line
+    (the fork server's) and what a module does as an interpreter starts (a ``sitecustomize``).
+    Its ``process`` is then a `ProcessHandle`, not a `subprocess.Popen`.
     """
 
     port: int = field(default_factory=free_port)
@@ -598,7 +728,7 @@ class Endpoint(_OwnedProcess):
     python: str = sys.executable
     cwd: Path | None = None  # where it runs (default: this process's directory)
     log_path: Path | None = None
-    process: subprocess.Popen[bytes] | None = None
+    process: ProcessHandle | None = None
     _log: IO[bytes] | None = None
 
     @property
@@ -630,6 +760,23 @@ class Endpoint(_OwnedProcess):
 
     def _cwd(self) -> Path | None:
         return self.cwd
+
+    def _spawn(self, args: Sequence[str], env: dict[str, str], log_path: Path | None) -> None:
+        # Forked from a process that imported lash already where it can be: half a CPU-second less
+        # a start, the same endpoint (`_forkserver` says what it shares and what it cannot).
+        if not _FORK_SERVER.agrees(args[0], env):
+            super()._spawn(args, env, log_path)
+            return
+        cwd = self._cwd()
+        self.process = _FORK_SERVER.spawn(
+            Spawn(
+                module=args[2],  # [python, "-m", module, *args]
+                args=list(args[3:]),
+                env=env,
+                cwd=None if cwd is None else str(cwd),
+                log=None if log_path is None else str(log_path),
+            )
+        )
 
     def _fresh_ports(self) -> None:
         self.port = free_port()

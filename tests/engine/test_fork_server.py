@@ -1,0 +1,111 @@
+"""The test kit's fork server (`lash_restate.testing._forkserver`): a forked endpoint is the process
+``python -m`` would have started, and one it cannot be is spawned."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from lash_restate.testing._forkserver import Spawn
+from lash_restate.testing.processes import _FORK_SERVER, FORK_ENV, Endpoint, _ForkServer
+
+
+@pytest.fixture
+def server() -> Iterator[_ForkServer]:
+    """A fork server of the test's own, started with the environment the test sets."""
+    server = _ForkServer()
+    yield server
+    server.close()
+
+
+def _facts(output: str) -> dict[str, object]:
+    [line] = [line for line in output.splitlines() if line.startswith("{")]
+    facts: dict[str, object] = json.loads(line)
+    return facts
+
+
+def test_a_forked_process_is_what_python_m_would_have_started(tmp_path: Path, server: _ForkServer) -> None:
+    """Its module run as `__main__`, `sys.argv` and `sys.path[0]` as `-m` sets them, its working
+    directory and exactly the environment it was given, a session of its own, stdin from /dev/null,
+    no descriptor of the fork server's left open, and the interpreter's own exit: `atexit`, the code."""
+    env = {**os.environ, "PROBE_GIVEN": "yes"}
+    # A module found only in the child's working directory, which is not this process's.
+    shutil.copy(Path(__file__).with_name("fork_probe.py"), tmp_path / "fork_probe.py")
+    os.environ["PROBE_NOT_GIVEN"] = "the fork server's"  # its environment, which the child must not see
+    try:
+        spawned = subprocess.run(
+            [sys.executable, "-m", "fork_probe", "a", "b c"],
+            cwd=tmp_path,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            start_new_session=True,
+            check=False,
+        )
+        log = tmp_path / "forked.log"
+        forked = server.spawn(
+            Spawn(module="fork_probe", args=["a", "b c"], env=env, cwd=str(tmp_path), log=str(log))
+        )
+        assert forked.wait(30) == spawned.returncode == 3
+    finally:
+        del os.environ["PROBE_NOT_GIVEN"]
+    assert _facts(log.read_text()) == _facts(spawned.stdout)  # the same fds open: the listing's own
+    assert log.read_text().splitlines()[-1] == spawned.stdout.splitlines()[-1] == "atexit ran"
+
+
+def test_a_forked_process_killed_ends_as_a_spawned_one_does(server: _ForkServer) -> None:
+    """Killed, its code is the signal's, negative, as `subprocess` gives it; and a fork server that
+    ends (its test process gone) kills what it forked and still runs."""
+    serving = Spawn(module="http.server", args=["0"], env=dict(os.environ), cwd=None, log=None)
+    forked = server.spawn(serving)
+    with pytest.raises(subprocess.TimeoutExpired):
+        forked.wait(0.2)
+    os.killpg(forked.pid, signal.SIGKILL)  # its own process group, as the stack signals it
+    assert forked.wait(30) == -signal.SIGKILL
+    assert forked.poll() == -signal.SIGKILL  # asked again, the same answer
+    left = server.spawn(serving)
+    server.close()
+    with pytest.raises(ProcessLookupError):  # killed and reaped: no such process
+        os.kill(left.pid, 0)
+
+
+@pytest.mark.parametrize(
+    ("python", "env", "forked"),
+    [
+        (sys.executable, {}, True),
+        (sys.executable, {"LASH_ANYTHING": "1"}, True),  # read when it serves: the child has it
+        ("/some/other/python", {}, False),  # another environment's lash, say an earlier release
+        (sys.executable, {"PYTHONPATH": "/elsewhere"}, False),  # read as the interpreter starts
+        (sys.executable, {"OTEL_PYTHON_CONTEXT": "other"}, False),  # read as opentelemetry is imported
+    ],
+)
+def test_only_an_endpoint_its_interpreter_and_imports_would_start_alike_is_forked(
+    monkeypatch: pytest.MonkeyPatch, python: str, env: dict[str, str], forked: bool
+) -> None:
+    monkeypatch.setenv(FORK_ENV, "1")
+    assert _FORK_SERVER.agrees(python, {**os.environ, **env}) is forked
+    monkeypatch.setenv(FORK_ENV, "0")
+    assert not _FORK_SERVER.agrees(python, {**os.environ, **env})
+
+
+def test_an_endpoint_is_forked_and_stopped_by_its_pid(tmp_path: Path) -> None:
+    endpoint = Endpoint(
+        env={"LASH_RESOLVER": "lash_restate.testing.tools:demo_tools"}, log_path=tmp_path / "e.log"
+    )
+    endpoint.start()
+    try:
+        assert endpoint.process is not None
+        assert not isinstance(endpoint.process, subprocess.Popen)  # forked: lash's tests set LASH_TEST_FORK
+        assert endpoint.ready()
+    finally:
+        endpoint.stop()
+    assert endpoint.process.poll() == 0  # SIGTERM: it stopped cleanly
