@@ -67,12 +67,13 @@ def test_a_forked_process_killed_ends_as_a_spawned_one_does(server: _ForkServer)
     ends (its test process gone) kills what it forked and still runs."""
     serving = Spawn(module="http.server", args=["0"], env=dict(os.environ), cwd=None, log=None)
     forked = server.spawn(serving)
-    with pytest.raises(subprocess.TimeoutExpired):
-        forked.wait(0.2)
-    os.killpg(forked.pid, signal.SIGKILL)  # its own process group, as the stack signals it
+    # Its own process group, as the stack signals it, from the moment its pid is known.
+    os.killpg(forked.pid, signal.SIGKILL)
     assert forked.wait(30) == -signal.SIGKILL
     assert forked.poll() == -signal.SIGKILL  # asked again, the same answer
     left = server.spawn(serving)
+    with pytest.raises(subprocess.TimeoutExpired):
+        left.wait(0.2)
     server.close()
     with pytest.raises(ProcessLookupError):  # killed and reaped: no such process
         os.kill(left.pid, 0)

@@ -67,9 +67,15 @@ def serve() -> Spawn | None:
         request: dict[str, Any] = json.loads(line)
         answer: dict[str, Any]
         if "spawn" in request:
+            led, leads = os.pipe()
             pid = os.fork()
             if pid == 0:
+                os.setsid()  # a process group of its own, which the stack's signals reach whole
+                os.close(leads)  # said: it leads its group, so a signal to the group reaches it
                 return request["spawn"]  # type: ignore[no-any-return]
+            os.close(leads)
+            os.read(led, 1)  # its end of the pipe closed: it called setsid (else a killpg misses it)
+            os.close(led)
             children.add(pid)
             answer = {"pid": pid}
         else:
@@ -90,9 +96,8 @@ def serve() -> Spawn | None:
 
 
 def become(spawn: Spawn) -> None:
-    """In the child: take the request's session, output, directory and environment, then run its
-    module as ``python -m`` would (its exit is the interpreter's, as for a command)."""
-    os.setsid()  # a process group of its own, which the stack's signals reach whole
+    """In the child, leading a session of its own: take the request's output, directory and
+    environment, then run its module as ``python -m`` would (its exit is the interpreter's)."""
     out = os.open(spawn["log"] or os.devnull, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     nothing = os.open(os.devnull, os.O_RDONLY)
     os.dup2(nothing, 0)
