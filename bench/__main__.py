@@ -34,6 +34,7 @@ from lash_restate._http import tls
 from lash_restate.engine import SERVERS
 from lash_restate.inspection import sql
 from lash_restate.testing import Endpoint, LocalStack
+from lash_restate.testing.stack import NO_FSYNC
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -50,7 +51,12 @@ COUNTED = {
 }
 # A server with the newest service protocol (one-way for a cluster: only its own fresh server gets it).
 V7_ENV = {"RESTATE_EXPERIMENTAL_ENABLE_PROTOCOL_V7": "true"}
-SERVER_ENV = {"RESTATE_DEFAULT_NUM_PARTITIONS": "4", "RESTATE_LOG_FILTER": "warn"}
+# Its log fsynced, as a deployed server's is (a local stack's is not, for the tests' sake).
+SERVER_ENV = {
+    "RESTATE_DEFAULT_NUM_PARTITIONS": "4",
+    "RESTATE_LOG_FILTER": "warn",
+    **{name: "false" for name in NO_FSYNC},
+}
 
 
 def _p95(samples: list[float]) -> float:

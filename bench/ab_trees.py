@@ -36,7 +36,7 @@ from typing import Any
 
 import httpx
 
-from bench.__main__ import Bench, invocations
+from bench.__main__ import SERVER_ENV, Bench, invocations
 from lash_restate._http import tls
 from lash_restate.inspection import sql
 from lash_restate.testing import Endpoint, LocalStack
@@ -168,7 +168,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         sizes["throughput"] = 1
     sizes["bursts"] = args.bursts
     stack = LocalStack()
-    server = stack.add_server(env={"RESTATE_DEFAULT_NUM_PARTITIONS": "4", "RESTATE_LOG_FILTER": "warn"})
+    server = stack.add_server(env=SERVER_ENV)
     extra = {"OLD": _env(args.old_env), "NEW": _env(args.new_env)}
     endpoints: dict[str, Endpoint] = {
         v: stack.add_endpoint(v, module="bench.app", args=(), env={**tree_env(tree), **extra[v]})

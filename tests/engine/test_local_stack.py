@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import os
 import socket
 import subprocess
 import sys
@@ -16,6 +17,7 @@ import pytest
 from lash_restate._http import tls
 from lash_restate.testing import CallFailed, LocalStack, StackError, free_port, processes
 from lash_restate.testing.processes import listeners
+from lash_restate.testing.stack import NO_FSYNC
 from lash_restate.testing.targets import Label, Parcel, Quote, QuoteRequest, describe, quote, weigh
 from tests.conformance.builders import Scope, call, combine, echo, err, event, next_, open_
 from tests.engine.test_operator import until
@@ -406,3 +408,26 @@ def test_a_process_that_opens_and_closes_files_as_it_is_looked_at_is_still_seen(
         churn.kill()
         churn.wait()
     assert all(seen), f"missed {seen.count(False)} of 200 looks"
+
+
+def test_a_local_server_writes_its_log_without_fsync_unless_its_configuration_file_says(
+    tmp_path: Path,
+) -> None:
+    """The variables a local server is given name settings the pinned restate-server has (a misspelt
+    one is ignored without a word): its configuration, dumped with them, turns off the fsync of both
+    loglets' writes. A server given a configuration file is left to it."""
+    stack = LocalStack(tmp_path)
+    server = stack.add_server()
+    assert NO_FSYNC.items() <= server.extra_env.items()
+    dumped = subprocess.run(
+        [str(processes.restate_server_binary()), "--dump-config"],
+        env={**os.environ, **server.extra_env},
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert dumped.count("rocksdb-disable-wal-fsync = true") == len(NO_FSYNC) == 2
+    assert "rocksdb-disable-wal-fsync = false" not in dumped
+    configured = tmp_path / "restate.toml"
+    configured.write_text("")
+    assert not NO_FSYNC.keys() & stack.add_server("other", config_file=configured).extra_env.keys()
