@@ -14,9 +14,10 @@ child whose interpreter is this one and whose environment agrees with this proce
 variables (`IMPORT_TIME`), and only when ``$LASH_TEST_FORK`` is ``1``; it spawns any other.
 
 Spoken to over its stdin and stdout, one JSON object a line each way, one request at a time:
-``{"spawn": {...}}`` answers the child's pid, ``{"poll": pid}`` its exit code once it has ended
-(``-N`` for signal N, as `subprocess` reports it), else null. At the end of its stdin (the test
-process ended) it kills every child still running and exits.
+``{"spawn": {...}}`` answers the child's pid once the child leads its own session,
+``{"poll": pid}`` its exit code once it has ended (``-N`` for signal N, as `subprocess` reports
+it), else null, or that the pid is unknown (not forked here, or its end answered already). At the
+end of its stdin (the test process ended) it kills and reaps every child still running and exits.
 """
 
 from __future__ import annotations
@@ -114,6 +115,7 @@ def become(spawn: Spawn) -> None:
 
 
 def main() -> None:
+    """Import what endpoints share, then serve; in a child, become its request's endpoint."""
     for module in PRELOAD:
         with contextlib.suppress(ImportError):  # an extra not installed: a child imports it or not
             importlib.import_module(module)
