@@ -24,7 +24,7 @@ from lash_restate.testing.processes import FORK_ENV
 from .mutation import hits
 
 # Each endpoint a test starts is forked from a process that imported lash once (a start costs a
-# tenth of the CPU a fresh interpreter's does), where its interpreter and environment allow.
+# quarter of the CPU a fresh interpreter's does), where its interpreter and environment allow.
 os.environ.setdefault(FORK_ENV, "1")
 
 # Every conformance test runs on each tier; "restate-replay" forces every suspension to replay

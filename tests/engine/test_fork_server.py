@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from lash_restate.testing import processes
 from lash_restate.testing._forkserver import Spawn
 from lash_restate.testing.processes import _FORK_SERVER, FORK_ENV, Endpoint, _ForkServer
 
@@ -79,6 +80,34 @@ def test_a_forked_process_killed_ends_as_a_spawned_one_does(server: _ForkServer)
         os.kill(left.pid, 0)
 
 
+def test_a_ctrl_c_of_the_test_run_leaves_the_fork_server_to_end_what_it_forked(server: _ForkServer) -> None:
+    """The fork server leads a session of its own, so a Ctrl-C or a SIGTERM to the test run's process
+    group does not reach it (the stack then stops what it forked, by pid); and interrupted all the
+    same, it kills and reaps what it forked before it ends."""
+    serving = Spawn(module="http.server", args=["0"], env=dict(os.environ), cwd=None, log=None)
+    forked = server.spawn(serving)
+    assert server._process is not None
+    fork_server = server._process.pid
+    assert os.getsid(fork_server) == fork_server != os.getsid(0)
+    os.kill(fork_server, signal.SIGINT)
+    assert server._process.wait(30) != 0
+    with pytest.raises(ProcessLookupError):
+        os.kill(forked.pid, 0)
+
+
+def test_an_answer_an_interrupted_asker_never_read_is_not_taken_for_the_next(server: _ForkServer) -> None:
+    """A timeout's signal between a request and its answer leaves the answer in the pipe: the next
+    request reads it off first, and gets its own."""
+    serving = Spawn(module="http.server", args=["0"], env=dict(os.environ), cwd=None, log=None)
+    forked = server.spawn(serving)
+    assert server._process is not None and server._process.stdin is not None
+    server._process.stdin.write(json.dumps({"spawn": serving}).encode() + b"\n")  # its answer: a pid
+    server._process.stdin.flush()
+    server._owed += 1
+    os.killpg(forked.pid, signal.SIGKILL)
+    assert forked.wait(30) == -signal.SIGKILL  # not the other request's {"pid": ...}
+
+
 @pytest.mark.parametrize(
     ("python", "env", "forked"),
     [
@@ -87,6 +116,7 @@ def test_a_forked_process_killed_ends_as_a_spawned_one_does(server: _ForkServer)
         ("/some/other/python", {}, False),  # another environment's lash, say an earlier release
         (sys.executable, {"PYTHONPATH": "/elsewhere"}, False),  # read as the interpreter starts
         (sys.executable, {"OTEL_PYTHON_CONTEXT": "other"}, False),  # read as opentelemetry is imported
+        (sys.executable, {"TZ": "Asia/Tokyo"}, False),  # read as the interpreter starts
     ],
 )
 def test_only_an_endpoint_its_interpreter_and_imports_would_start_alike_is_forked(
@@ -98,7 +128,9 @@ def test_only_an_endpoint_its_interpreter_and_imports_would_start_alike_is_forke
     assert not _FORK_SERVER.agrees(python, {**os.environ, **env})
 
 
-def test_an_endpoint_is_forked_and_stopped_by_its_pid(tmp_path: Path) -> None:
+def test_an_endpoint_is_forked_stopped_by_its_pid_and_spawned_when_it_starts_again(tmp_path: Path) -> None:
+    """A restart is spawned: forked endpoints share the fork server's hash seed, and one restarted
+    after a crash must replay under another for a test to see what that changes."""
     endpoint = Endpoint(
         env={"LASH_RESOLVER": "lash_restate.testing.tools:demo_tools"}, log_path=tmp_path / "e.log"
     )
@@ -110,3 +142,29 @@ def test_an_endpoint_is_forked_and_stopped_by_its_pid(tmp_path: Path) -> None:
     finally:
         endpoint.stop()
     assert endpoint.process.poll() == 0  # SIGTERM: it stopped cleanly
+    endpoint.start(repick_port=False)
+    try:
+        assert isinstance(endpoint.process, subprocess.Popen)
+        assert endpoint.ready()
+    finally:
+        endpoint.stop()
+
+
+def test_a_forked_endpoint_runs_in_the_test_processs_directory_of_the_moment(
+    tmp_path: Path, server: _ForkServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Given no directory, an endpoint runs where the test process is when it starts it (as a spawned
+    one would), not where the fork server was started; its log, named relatively, lands there too."""
+    first, then = tmp_path / "first", tmp_path / "then"
+    for folder in (first, then):
+        folder.mkdir()
+        shutil.copy(Path(__file__).with_name("fork_probe.py"), folder / "fork_probe.py")
+    monkeypatch.setattr(processes, "_FORK_SERVER", server)
+    monkeypatch.chdir(first)
+    server.spawn(Spawn(module="fork_probe", args=[], env=dict(os.environ), cwd=None, log=None)).wait(30)
+    monkeypatch.chdir(then)
+    endpoint = Endpoint(module="fork_probe", log_path=Path("probe.log"))
+    endpoint._spawn(endpoint._command(), endpoint._env(), endpoint.log_path)
+    assert endpoint.process is not None
+    assert endpoint.process.wait(30) == 3
+    assert _facts((then / "probe.log").read_text())["cwd"] == str(then)

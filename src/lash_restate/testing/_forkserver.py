@@ -44,9 +44,10 @@ PRELOAD = (
     "opentelemetry.trace",
 )
 
-# Variables read as an interpreter starts or as one of PRELOAD is imported (`OTEL_PYTHON_CONTEXT`,
-# say): a child whose environment differs from this process's in one of them is spawned instead.
-IMPORT_TIME = ("PYTHON", "OTEL_", "RUST_", "RESTATE_CORE_")
+# Variables read as an interpreter starts (its locale, its time zone) or as one of PRELOAD is
+# imported (`OTEL_PYTHON_CONTEXT`, pydantic's plugins): a child whose environment differs from this
+# process's in one of them is spawned instead.
+IMPORT_TIME = ("PYTHON", "OTEL_", "RUST_", "RESTATE_CORE_", "PYDANTIC_", "TZ", "LANG", "LC_")
 
 
 class Spawn(TypedDict):
@@ -63,6 +64,15 @@ class Spawn(TypedDict):
 def serve() -> Spawn | None:
     """Answer requests until stdin ends (then None); in a child just forked, its request."""
     children: set[int] = set()
+    server = os.getpid()
+    try:
+        return _answer(children)
+    finally:
+        if os.getpid() == server:  # not in a child returning with its request
+            _end(children)
+
+
+def _answer(children: set[int]) -> Spawn | None:
     requests, answers = sys.stdin.buffer, sys.stdout.buffer
     while line := requests.readline():
         request: dict[str, Any] = json.loads(line)
@@ -89,11 +99,15 @@ def serve() -> Spawn | None:
                     children.discard(pid)
         answers.write(json.dumps(answer).encode() + b"\n")
         answers.flush()
-    for pid in children:  # the test process is gone: so are the endpoints it started
+    return None
+
+
+def _end(children: set[int]) -> None:
+    """The test process is gone (or this one is ending): so are the endpoints it started."""
+    for pid in children:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(pid, signal.SIGKILL)
         os.waitpid(pid, 0)  # reaped here: gone before this process is
-    return None
 
 
 def become(spawn: Spawn) -> None:
@@ -110,7 +124,8 @@ def become(spawn: Spawn) -> None:
     os.environ.clear()
     os.environ.update(spawn["env"])
     sys.argv = [spawn["module"], *spawn["args"]]  # argv[0] becomes the module's file, as for `-m`
-    sys.path[0] = os.getcwd()  # `-m` puts the working directory first
+    if not sys.flags.safe_path:  # `-m` puts the working directory first, unless told not to
+        sys.path[0] = os.getcwd()
     runpy.run_module(spawn["module"], run_name="__main__", alter_sys=True)
 
 

@@ -289,6 +289,7 @@ class _ForkServer:
         self._lock = threading.Lock()  # one request and its answer at a time
         self._process: subprocess.Popen[bytes] | None = None
         self._env: dict[str, str] | None = None
+        self._owed = 0  # answers not read yet: an asker interrupted (a timeout's signal) between the two
 
     def agrees(self, python: str, env: dict[str, str]) -> bool:
         """Whether a child run by ``python`` with ``env`` can be forked: this interpreter, and the
@@ -305,21 +306,27 @@ class _ForkServer:
     def poll(self, pid: int) -> int | None:
         answer = self._ask({"poll": pid})
         if answer.get("unknown"):
-            raise StackError(f"endpoint pid {pid}: its fork server ended with it (see the test's output)")
+            raise StackError(f"endpoint pid {pid}: the fork server that started it is gone (see the output)")
         return None if answer["code"] is None else int(answer["code"])
 
     def _ask(self, request: dict[str, Any]) -> dict[str, Any]:
         with self._lock:
             process = self._process
             if process is None or process.poll() is not None:
-                process = self._process = self._start()
+                process, self._owed = self._start(), 0
+                self._process = process
             pipes = process.stdin, process.stdout
             assert pipes[0] is not None
             assert pipes[1] is not None
             try:
+                while self._owed:  # read off, so that this request's answer is the next line
+                    pipes[1].readline()
+                    self._owed -= 1
                 pipes[0].write(json.dumps(request).encode() + b"\n")
                 pipes[0].flush()
+                self._owed += 1
                 line = pipes[1].readline()
+                self._owed -= 1
             except OSError:
                 line = b""
         if not line:
@@ -331,7 +338,11 @@ class _ForkServer:
         self._env = dict(os.environ) if self._env is None else self._env
         # Not `-m`: this package imports the module before `-m` would run it as `__main__`.
         command = [sys.executable, "-c", "from lash_restate.testing._forkserver import main; main()"]
-        process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=self._env)
+        # A session of its own: a Ctrl-C or a SIGTERM to the test run's group would end it before
+        # the stack stops what it forked; it ends at the end of its stdin, killing what still runs.
+        process = subprocess.Popen(
+            command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=self._env, start_new_session=True
+        )
         atexit.register(self.close)
         return process
 
@@ -711,12 +722,13 @@ class Endpoint(_OwnedProcess):
     current one.
 
     With ``$LASH_TEST_FORK`` set to ``1`` (lash's own tests set it), an endpoint this interpreter
-    runs is forked from a process that imported lash, Restate's SDK and hypercorn once, about a
-    tenth of a fresh interpreter's CPU to start, unless its environment differs from that
-    process's where an interpreter's start or an import reads it (``PYTHON*``, ``OTEL_*``,
-    ``RUST_*``): it is the process ``python -m`` would have started, but for its command line
-    (the fork server's) and what a module does as an interpreter starts (a ``sitecustomize``).
-    Its ``process`` is then a `ProcessHandle`, not a `subprocess.Popen`.
+    runs is forked, the first time it starts, from a process that imported lash, Restate's SDK and
+    hypercorn once (a quarter of a fresh interpreter's CPU to start), unless its environment differs
+    from that process's where an interpreter's start or an import reads it (``PYTHON*``,
+    ``OTEL_*``, ``RUST_*``, ``RESTATE_CORE_*``, ``PYDANTIC_*``, ``TZ``, ``LANG``, ``LC_*``): it
+    is the process ``python -m`` would have started, but for its command line (the fork server's),
+    a ``sitecustomize`` (run once, in the fork server) and its hash seed (the fork server's, so a
+    restart is spawned). Its ``process`` is then a `ProcessHandle`, not a `subprocess.Popen`.
     """
 
     port: int = field(default_factory=free_port)
@@ -730,6 +742,7 @@ class Endpoint(_OwnedProcess):
     log_path: Path | None = None
     process: ProcessHandle | None = None
     _log: IO[bytes] | None = None
+    _started: bool = field(default=False, init=False, repr=False)  # once: a start again is a restart
 
     @property
     def url(self) -> str:
@@ -742,6 +755,7 @@ class Endpoint(_OwnedProcess):
         knows it by its URL.
         """
         self._start("endpoint", timeout, repick_ports=repick_port)
+        self._started = True
         return self
 
     def _command(self) -> list[str]:
@@ -763,18 +777,20 @@ class Endpoint(_OwnedProcess):
 
     def _spawn(self, args: Sequence[str], env: dict[str, str], log_path: Path | None) -> None:
         # Forked from a process that imported lash already where it can be: half a CPU-second less
-        # a start, the same endpoint (`_forkserver` says what it shares and what it cannot).
-        if not _FORK_SERVER.agrees(args[0], env):
+        # a start (`_forkserver` says what a child shares and what it cannot). A restart is spawned:
+        # forked children share the fork server's hash seed, and an endpoint restarted after a
+        # crash must replay under another, as a real one would, for a test to see what that changes.
+        if self._started or not _FORK_SERVER.agrees(args[0], env):
             super()._spawn(args, env, log_path)
             return
-        cwd = self._cwd()
         self.process = _FORK_SERVER.spawn(
             Spawn(
                 module=args[2],  # [python, "-m", module, *args]
                 args=list(args[3:]),
                 env=env,
-                cwd=None if cwd is None else str(cwd),
-                log=None if log_path is None else str(log_path),
+                # This process's directory now, not the fork server's (a test may have changed it).
+                cwd=str(Path(self._cwd() or os.getcwd()).resolve()),
+                log=None if log_path is None else str(log_path.absolute()),
             )
         )
 
