@@ -80,17 +80,20 @@ def test_a_forked_process_killed_ends_as_a_spawned_one_does(server: _ForkServer)
         os.kill(left.pid, 0)
 
 
-def test_a_ctrl_c_of_the_test_run_leaves_the_fork_server_to_end_what_it_forked(server: _ForkServer) -> None:
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_a_ctrl_c_of_the_test_run_leaves_the_fork_server_to_end_what_it_forked(
+    server: _ForkServer, sig: signal.Signals
+) -> None:
     """The fork server leads a session of its own, so a Ctrl-C or a SIGTERM to the test run's process
-    group does not reach it (the stack then stops what it forked, by pid); and interrupted all the
+    group does not reach it (the stack then stops what it forked, by pid); and told to end all the
     same, it kills and reaps what it forked before it ends."""
     serving = Spawn(module="http.server", args=["0"], env=dict(os.environ), cwd=None, log=None)
     forked = server.spawn(serving)
     assert server._process is not None
     fork_server = server._process.pid
     assert os.getsid(fork_server) == fork_server != os.getsid(0)
-    os.kill(fork_server, signal.SIGINT)
-    assert server._process.wait(30) != 0
+    os.kill(fork_server, sig)
+    assert server._process.wait(30) == 128 + sig
     with pytest.raises(ProcessLookupError):
         os.kill(forked.pid, 0)
 

@@ -129,12 +129,23 @@ def become(spawn: Spawn) -> None:
     runpy.run_module(spawn["module"], run_name="__main__", alter_sys=True)
 
 
+def _told_to_end(signum: int, frame: object) -> None:
+    raise SystemExit(128 + signum)  # unwinds `serve`, which kills and reaps what it forked
+
+
 def main() -> None:
     """Import what endpoints share, then serve; in a child, become its request's endpoint."""
+    # However it is told to end, it ends what it forked first (SIGTERM would end it at once; SIGINT
+    # may come ignored from a test runner's worker). A child gets back what a fresh one would have.
+    interrupt = signal.getsignal(signal.SIGINT)
+    signal.signal(signal.SIGTERM, _told_to_end)
+    signal.signal(signal.SIGINT, _told_to_end)
     for module in PRELOAD:
         with contextlib.suppress(ImportError):  # an extra not installed: a child imports it or not
             importlib.import_module(module)
     if (spawn := serve()) is not None:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        signal.signal(signal.SIGINT, interrupt)
         become(spawn)
 
 
