@@ -74,6 +74,7 @@ async def test_a_first_open_is_routed_by_the_endpoint_that_runs_the_children(tmp
         message = err(refused)["message"]
         assert "another deployment of this cluster serves DemoCalls/echo" in message, message
         assert "took them over" in message and "prefix=" in message, message
+        assert "lash's services (LashGroup, ...) run on this one" in message, message  # named as served
 
 
 async def test_a_call_whose_target_left_the_deployment_ends_with_a_terminal_404(tmp_path: Path) -> None:
