@@ -27,6 +27,11 @@ def server() -> Iterator[_ForkServer]:
     server.close()
 
 
+def _serving() -> Spawn:
+    """A child that runs until it is killed: an HTTP server on a free port."""
+    return Spawn(module="http.server", args=["0"], env=dict(os.environ), cwd=None, log=None)
+
+
 def _facts(output: str) -> dict[str, object]:
     [line] = [line for line in output.splitlines() if line.startswith("{")]
     facts: dict[str, object] = json.loads(line)
@@ -66,13 +71,12 @@ def test_a_forked_process_is_what_python_m_would_have_started(tmp_path: Path, se
 def test_a_forked_process_killed_ends_as_a_spawned_one_does(server: _ForkServer) -> None:
     """Killed, its code is the signal's, negative, as `subprocess` gives it; and a fork server that
     ends (its test process gone) kills what it forked and still runs."""
-    serving = Spawn(module="http.server", args=["0"], env=dict(os.environ), cwd=None, log=None)
-    forked = server.spawn(serving)
+    forked = server.spawn(_serving())
     # Its own process group, as the stack signals it, from the moment its pid is known.
     os.killpg(forked.pid, signal.SIGKILL)
     assert forked.wait(30) == -signal.SIGKILL
     assert forked.poll() == -signal.SIGKILL  # asked again, the same answer
-    left = server.spawn(serving)
+    left = server.spawn(_serving())
     with pytest.raises(subprocess.TimeoutExpired):
         left.wait(0.2)
     server.close()
@@ -87,8 +91,7 @@ def test_a_ctrl_c_of_the_test_run_leaves_the_fork_server_to_end_what_it_forked(
     """The fork server leads a session of its own, so a Ctrl-C or a SIGTERM to the test run's process
     group does not reach it (the stack then stops what it forked, by pid); and told to end all the
     same, it kills and reaps what it forked before it ends."""
-    serving = Spawn(module="http.server", args=["0"], env=dict(os.environ), cwd=None, log=None)
-    forked = server.spawn(serving)
+    forked = server.spawn(_serving())
     assert server._process is not None
     fork_server = server._process.pid
     assert os.getsid(fork_server) == fork_server != os.getsid(0)
@@ -101,10 +104,9 @@ def test_a_ctrl_c_of_the_test_run_leaves_the_fork_server_to_end_what_it_forked(
 def test_an_answer_an_interrupted_asker_never_read_is_not_taken_for_the_next(server: _ForkServer) -> None:
     """A timeout's signal between a request and its answer leaves the answer in the pipe: the next
     request reads it off first, and gets its own."""
-    serving = Spawn(module="http.server", args=["0"], env=dict(os.environ), cwd=None, log=None)
-    forked = server.spawn(serving)
+    forked = server.spawn(_serving())
     assert server._process is not None and server._process.stdin is not None
-    server._process.stdin.write(json.dumps({"spawn": serving}).encode() + b"\n")  # its answer: a pid
+    server._process.stdin.write(json.dumps({"spawn": _serving()}).encode() + b"\n")  # its answer: a pid
     server._process.stdin.flush()
     server._owed += 1
     os.killpg(forked.pid, signal.SIGKILL)
